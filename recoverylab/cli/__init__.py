@@ -1,0 +1,87 @@
+"""The ``recoverylab`` command line (ARCHITECTURE §5).
+
+One entry point with a subcommand per protocol. Each subcommand lives in its own private module
+(``_paired``, ``_goal``, ...) that exposes ``register(subparsers)``; a module that can show its
+protocol on the shipped samples also exposes ``demo(out_dir, progress)``, which ``recoverylab demo``
+calls in turn.
+
+Bad input prints one line to stderr and exits with status 2 (``--debug`` shows the traceback);
+outputs are written atomically, so a failed command leaves no file behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+import polars as pl
+
+from recoverylab._errors import RecoveryLabError
+from recoverylab.cli._common import configure_printing
+
+__all__ = ["COMMAND_MODULES", "build_parser", "command_modules", "main"]
+
+#: Subcommand modules, in the order they appear in ``--help`` and run in ``demo``.
+COMMAND_MODULES = ("_validate", "_synth", "_demo")
+
+EXIT_BAD_INPUT = 2
+
+
+def command_modules() -> list[ModuleType]:
+    """Import and return every subcommand module."""
+    return [importlib.import_module(f"recoverylab.cli.{name}") for name in COMMAND_MODULES]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Build the argument parser with every subcommand."""
+    from recoverylab import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="recoverylab",
+        description="Measure how well AI agents and their harnesses recover from errors.",
+    )
+    parser.add_argument("--version", action="version", version=f"recoverylab {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for module in command_modules():
+        module.register(subparsers)
+    for sub in subparsers.choices.values():  # the flags work after the subcommand too
+        sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+        sub.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status (0 ok, 2 bad input)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    configure_printing()
+    try:
+        args.func(args)
+    except (RecoveryLabError, pl.exceptions.PolarsError, OSError) as exc:
+        if args.debug:
+            raise
+        print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print(f"recoverylab {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    if isinstance(exc, RecoveryLabError):
+        return " ".join(lines)
+    return f"{lines[0]} ({type(exc).__name__})"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

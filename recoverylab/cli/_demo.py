@@ -1,0 +1,37 @@
+"""``recoverylab demo --out DIR``: every protocol on the shipped samples, and the report."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from recoverylab.cli._common import Progress
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``demo`` subcommand."""
+    parser = subparsers.add_parser(
+        "demo",
+        help="run every protocol on the shipped samples",
+        description="Run every protocol on data_samples/ and write its results (parquet) and "
+        "report.html into DIR.",
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path("demo_out"), help="output directory (default demo_out)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Call ``demo(out_dir, progress)`` of every subcommand module that has one."""
+    from recoverylab.cli import command_modules
+
+    progress = Progress("demo", quiet=args.quiet)
+    args.out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for module in command_modules():
+        demo = getattr(module, "demo", None)
+        if demo is not None:
+            written.extend(demo(args.out, progress))
+    for path in written:
+        print(path)

@@ -1,0 +1,293 @@
+"""Reading any table source lazily, and writing results atomically.
+
+:func:`scan` turns every input form of ARCHITECTURE §1 into a ``pl.LazyFrame`` without reading the
+data: parquet files, globs, directories and hive-partitioned datasets, Arrow IPC, CSV, NDJSON, and
+in-memory polars, pyarrow and pandas objects. File problems (missing, empty, corrupt, unknown
+format) raise :class:`SourceError` naming the path, before any query runs: footers and headers are
+read eagerly, data is not.
+
+:func:`write_parquet` writes to a temporary file in the target directory and renames it into place,
+so a failed job leaves nothing at the target path and never damages a file already there.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from recoverylab._errors import ParameterError, SourceError
+
+__all__ = ["FORMATS", "Source", "expand_paths", "scan", "write_parquet"]
+
+#: File suffix -> format name.
+FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "ipc",
+    ".ipc": "ipc",
+    ".feather": "ipc",
+    ".csv": "csv",
+    ".tsv": "csv",
+    ".ndjson": "ndjson",
+    ".jsonl": "ndjson",
+    ".json": "ndjson",
+}
+
+_PARQUET_MAGIC = b"PAR1"
+_IPC_MAGIC = b"ARROW1"
+
+Source = Any  # a path, a glob, a list of them, or an in-memory table (see ``scan``)
+
+
+def scan(source: Source, *, format: str | None = None, hive: bool | None = None) -> pl.LazyFrame:
+    """Return any table source as a LazyFrame, reading only metadata now.
+
+    Parameters
+    ----------
+    source
+        A path (str or Path) to a file or directory, a glob such as ``"runs/*.parquet"``, a list
+        of paths/globs (rows are concatenated; columns are aligned by name and widened), a polars
+        DataFrame or LazyFrame, a pyarrow Table, RecordBatch or Dataset, or a pandas DataFrame.
+    format
+        ``"parquet"``, ``"ipc"``, ``"csv"`` or ``"ndjson"``; by default taken from the suffix
+        (a directory is read as a parquet dataset).
+    hive
+        Read ``key=value`` directory names as columns; by default on for directories.
+
+    Returns
+    -------
+    pl.LazyFrame
+        Nothing is read beyond file footers and headers until the caller collects.
+
+    Raises
+    ------
+    SourceError
+        A path that matches nothing, an empty file, a file whose footer or header is not of
+        its format, or an unknown suffix.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> scan(pl.DataFrame({"a": [1, 2]})).collect().height
+    2
+    """
+    if isinstance(source, pl.LazyFrame):
+        return source
+    if isinstance(source, pl.DataFrame):
+        return source.lazy()
+    in_memory = _scan_in_memory(source)
+    if in_memory is not None:
+        return in_memory
+    if isinstance(source, (str, os.PathLike)):
+        sources: Sequence[str | os.PathLike[str]] = [source]
+    elif (
+        isinstance(source, Sequence)
+        and source
+        and all(isinstance(s, (str, os.PathLike)) for s in source)
+    ):
+        sources = source
+    else:
+        raise SourceError(
+            f"cannot read a table from a {type(source).__name__}; give a path, a glob, a list of "
+            "paths, or a polars, pyarrow or pandas table."
+        )
+    frames = []
+    for entry in sources:
+        if Path(entry).is_dir():
+            frames.append(_scan_directory(Path(entry), format, hive))
+        else:
+            frames.extend(_scan_files(expand_paths([entry]), format))
+    return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+
+
+def expand_paths(sources: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Expand globs and check that every path exists, keeping the given order.
+
+    Raises
+    ------
+    SourceError
+        A glob that matches nothing or a path that does not exist.
+    """
+    paths: list[Path] = []
+    for entry in sources:
+        text = os.fspath(entry)
+        if _glob.has_magic(text):
+            matches = sorted(_glob.glob(text, recursive=True))
+            if not matches:
+                raise SourceError(f"no file matches `{text}`.")
+            paths.extend(Path(m) for m in matches if not Path(m).is_dir())
+        elif Path(text).exists():
+            paths.append(Path(text))
+        else:
+            raise SourceError(f"`{text}` does not exist.")
+    return paths
+
+
+def _scan_in_memory(source: object) -> pl.LazyFrame | None:
+    module = type(source).__module__.split(".")[0]
+    if module == "pyarrow":
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        if isinstance(source, ds.Dataset):
+            return pl.scan_pyarrow_dataset(source)
+        if isinstance(source, (pa.Table, pa.RecordBatch)):
+            return pl.from_arrow(source).lazy()  # type: ignore[union-attr]
+        return None
+    if module == "pandas":
+        return pl.from_pandas(source).lazy()  # type: ignore[arg-type]
+    return None
+
+
+def _format_of(path: Path, format: str | None) -> str:
+    if format is not None:
+        if format not in set(FORMATS.values()):
+            allowed = ", ".join(sorted(set(FORMATS.values())))
+            raise ParameterError(f"parameter `format` is {format!r}; it must be one of {allowed}.")
+        return format
+    suffix = path.suffix.lower()
+    if suffix == ".gz" and len(path.suffixes) > 1:
+        suffix = path.suffixes[-2].lower()
+    try:
+        return FORMATS[suffix]
+    except KeyError:
+        known = ", ".join(sorted(FORMATS))
+        raise SourceError(
+            f"`{path}` has an unknown suffix {path.suffix!r}; recoverylab reads {known}. "
+            "Hint: pass `format=` to read it anyway."
+        ) from None
+
+
+def _check_file(path: Path, fmt: str) -> None:
+    """Fail early, naming the path, on an empty file or a damaged footer/header."""
+    size = path.stat().st_size
+    if size == 0:
+        raise SourceError(f"`{path}` is empty (0 bytes); it holds no table.")
+    if fmt == "parquet":
+        with path.open("rb") as handle:
+            head = handle.read(4)
+            handle.seek(max(size - 4, 0))
+            tail = handle.read(4)
+        if head != _PARQUET_MAGIC or tail != _PARQUET_MAGIC or size < 12:
+            raise SourceError(
+                f"`{path}` is not a readable parquet file (its header or footer is damaged)."
+            )
+        try:
+            pl.read_parquet_schema(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise SourceError(
+                f"`{path}` is not a readable parquet file ({_first_line(exc)})."
+            ) from exc
+    elif fmt == "ipc":
+        try:
+            pl.read_ipc_schema(path)
+        except (pl.exceptions.PolarsError, OSError) as exc:
+            raise SourceError(
+                f"`{path}` is not a readable Arrow IPC file ({_first_line(exc)})."
+            ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _scan_files(paths: list[Path], format: str | None) -> list[pl.LazyFrame]:
+    by_format: dict[str, list[Path]] = {}
+    for path in paths:
+        fmt = _format_of(path, format)
+        _check_file(path, fmt)
+        by_format.setdefault(fmt, []).append(path)
+    frames = []
+    for fmt, group in by_format.items():
+        if fmt == "parquet" and _same_schema(group):
+            frames.append(pl.scan_parquet(group))
+        else:
+            frames.extend(_scan_one(p, fmt) for p in group)
+    return frames
+
+
+def _same_schema(paths: list[Path]) -> bool:
+    first = pl.read_parquet_schema(paths[0])
+    return all(pl.read_parquet_schema(p) == first for p in paths[1:])
+
+
+def _scan_one(path: Path, fmt: str) -> pl.LazyFrame:
+    if fmt == "parquet":
+        return pl.scan_parquet(path)
+    if fmt == "ipc":
+        return pl.scan_ipc(path)
+    if fmt == "csv":
+        separator = "\t" if path.suffix.lower() == ".tsv" else ","
+        return pl.scan_csv(path, separator=separator, infer_schema_length=10_000)
+    return pl.scan_ndjson(path, infer_schema_length=10_000)
+
+
+def _scan_directory(directory: Path, format: str | None, hive: bool | None) -> pl.LazyFrame:
+    files = sorted(
+        p for p in directory.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
+    )
+    if not files:
+        raise SourceError(f"`{directory}` is a directory with no data files.")
+    fmt = format or _format_of(files[0], None)
+    for path in files:
+        _check_file(path, _format_of(path, format))
+    if fmt != "parquet":
+        return pl.concat([_scan_one(p, fmt) for p in files], how="diagonal_relaxed")
+    hive_partitioning = True if hive is None else hive
+    try:
+        return pl.scan_parquet(directory, hive_partitioning=hive_partitioning)
+    except pl.exceptions.PolarsError as exc:
+        raise SourceError(
+            f"`{directory}` is not a readable parquet dataset ({_first_line(exc)})."
+        ) from exc
+
+
+def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``frame`` to ``path`` as parquet atomically (temporary file, then rename).
+
+    A LazyFrame is streamed to disk without collecting it. If anything fails, the temporary file
+    is removed, nothing is left at ``path`` and a file already at ``path`` is unchanged.
+
+    Parameters
+    ----------
+    frame
+        The result to write.
+    path
+        Target file; its directory is created if needed.
+
+    Returns
+    -------
+    Path
+        The written path.
+
+    Examples
+    --------
+    >>> import polars as pl, tempfile, pathlib
+    >>> target = pathlib.Path(tempfile.mkdtemp()) / "out.parquet"
+    >>> write_parquet(pl.DataFrame({"a": [1]}), target).name
+    'out.parquet'
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    os.close(handle)
+    temp = Path(temp_name)
+    try:
+        if isinstance(frame, pl.LazyFrame):
+            frame.sink_parquet(temp)
+        else:
+            frame.write_parquet(temp)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    return target

@@ -1,0 +1,555 @@
+"""Declarative table contracts (ARCHITECTURE §3) and their validation.
+
+Every input table of recoverylab is described once here by a :class:`TableSpec`: its columns
+(required or optional, canonical type, nullability, allowed labels), its primary key and its row
+rules. :func:`validate` checks a frame against a spec and returns it as a LazyFrame with canonical
+types, or raises :class:`SchemaError` with a one-line message that names the table, the column,
+the problem and up to five offending keys.
+
+Checks on the data (nulls, labels, row rules, duplicate keys) are polars queries: one aggregation
+for all counts, a second small query only when something is wrong, to show offending keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import polars as pl
+
+from recoverylab._errors import RecoveryLabError, SchemaError, format_keys
+from recoverylab.io import scan
+
+__all__ = [
+    "SPECS",
+    "Column",
+    "RecoveryLabError",
+    "Rule",
+    "SchemaError",
+    "TableSpec",
+    "canonical_dtype",
+    "spec",
+    "validate",
+]
+
+#: Canonical polars types a column may have, by contract name.
+_CANONICAL = {"str": pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
+
+_INTEGER_TYPES = (
+    pl.Int8,
+    pl.Int16,
+    pl.Int32,
+    pl.Int64,
+    pl.UInt8,
+    pl.UInt16,
+    pl.UInt32,
+    pl.UInt64,
+)
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table contract.
+
+    Parameters
+    ----------
+    name
+        Column name.
+    kind
+        ``"str"``, ``"int"``, ``"float"``, ``"bool"``, or ``"any"`` (carried as it is).
+    required
+        Whether the column must be present.
+    nullable
+        Whether null values are allowed.
+    labels
+        The allowed values of a string column; ``None`` allows any value.
+    identifier
+        Integer values are accepted and cast to strings (ids read from CSV often arrive as ints).
+    meaning
+        One line for error messages and documentation.
+    """
+
+    name: str
+    kind: Literal["str", "int", "float", "bool", "any"]
+    required: bool = True
+    nullable: bool = False
+    labels: tuple[str, ...] | None = None
+    identifier: bool = False
+    meaning: str = ""
+
+    @property
+    def dtype(self) -> pl.DataType | None:
+        """The canonical polars type, or ``None`` for ``kind="any"``."""
+        return _CANONICAL.get(self.kind)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A named row rule: ``violation`` is true on rows that break it.
+
+    ``what`` describes the broken rows (``{n}`` and ``{s}`` are filled with the count and a
+    plural "s"); ``requirement`` says what is allowed.
+    """
+
+    name: str
+    violation: pl.Expr
+    what: str
+    requirement: str
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """The contract of one table: columns, primary key and row rules."""
+
+    name: str
+    columns: tuple[Column, ...]
+    key: tuple[str, ...]
+    rules: tuple[Rule, ...] = ()
+    allow_empty: bool = False
+    description: str = ""
+    _by_name: dict[str, Column] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_name", {c.name: c for c in self.columns})
+
+    def column(self, name: str) -> Column:
+        """Return the contract column called ``name``."""
+        return self._by_name[name]
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Names of the required columns."""
+        return tuple(c.name for c in self.columns if c.required)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+
+def _non_negative(column: str) -> Rule:
+    return Rule(
+        f"{column}_non_negative",
+        pl.col(column) < 0,
+        f"column `{column}` is negative on {{n}} row{{s}}",
+        "it must be >= 0",
+    )
+
+
+_FORKS = TableSpec(
+    name="forks",
+    description="CIR paired forks: one row per continuation branch forked from the same state.",
+    columns=(
+        Column("task_id", "str", identifier=True, meaning="cluster unit: the task instance"),
+        Column("condition", "str", meaning="observation condition (clean, stale1, ...)"),
+        Column("method", "str", meaning="recovery operation; `none` = no recovery"),
+        Column("delay", "int", nullable=True, meaning="actions from perturbation to recovery"),
+        Column("success", "bool", meaning="final outcome of this branch"),
+        Column("prefix_hash", "str", required=False, nullable=True),
+        Column("perturb_action", "int", required=False, nullable=True),
+        Column("end_action", "int", required=False, nullable=True),
+        Column("factual_success", "bool", required=False, nullable=True),
+    ),
+    key=("task_id", "condition", "method", "delay"),
+    rules=(
+        Rule(
+            "delay_on_recovery_rows",
+            (pl.col("method") != "none") & pl.col("delay").is_null(),
+            "column `delay` is null on {n} recovery row{s}",
+            "only `none` rows may leave it null",
+        ),
+        _non_negative("delay"),
+    ),
+)
+
+_DECISION_POINTS = TableSpec(
+    name="decision_points",
+    description="CIR router candidates: one row per (task, condition, delay) with features.",
+    columns=(
+        Column("task_id", "str", identifier=True),
+        Column("condition", "str"),
+        Column("delay", "int"),
+    ),
+    key=("task_id", "condition", "delay"),
+    rules=(_non_negative("delay"),),
+)
+
+REGIMES = ("barrier_free", "recoverable", "unrecoverable")
+RELATIONS = ("copy", "other_version", "decoy")
+VERSION_CLAIMS = ("same", "other")
+
+_CASES = TableSpec(
+    name="cases",
+    description="AgentHeal evaluator annotations: one row per case.",
+    columns=(
+        Column("case_id", "str", identifier=True),
+        Column("regime", "str", labels=REGIMES),
+        Column("barrier", "str", nullable=True, meaning="the true barrier β"),
+        Column("needs_user_help", "bool"),
+        Column("goal_id", "str", required=False, identifier=True),
+        Column("family", "str", required=False, nullable=True),
+        Column("category", "str", required=False, nullable=True),
+    ),
+    key=("case_id",),
+)
+
+_RESOURCES = TableSpec(
+    name="resources",
+    description="AgentHeal resources of a case, with their relation to the requested work.",
+    columns=(
+        Column("case_id", "str", identifier=True),
+        Column("resource_id", "str", identifier=True),
+        Column("relation", "str", labels=RELATIONS),
+        Column("reachable", "bool", meaning="compliantly reachable"),
+    ),
+    key=("case_id", "resource_id"),
+)
+
+_EPISODES = TableSpec(
+    name="episodes",
+    description="AgentHeal agent records: one row per episode with the final report.",
+    columns=(
+        Column("episode_id", "str", identifier=True),
+        Column("case_id", "str", identifier=True),
+        Column("answer", "str", nullable=True, meaning="null = abstained"),
+        Column("version_claim", "str", nullable=True, labels=VERSION_CLAIMS),
+        Column("diagnosis", "str", nullable=True),
+        Column("requested_user", "bool"),
+        Column("model", "str", required=False, nullable=True),
+    ),
+    key=("episode_id",),
+)
+
+_STEPS = TableSpec(
+    name="steps",
+    description="AgentHeal actions: one row per (episode, step) with the policy audit.",
+    columns=(
+        Column("episode_id", "str", identifier=True),
+        Column("step", "int"),
+        Column("resource_id", "str", nullable=True, identifier=True),
+        Column("prohibited", "bool"),
+    ),
+    key=("episode_id", "step"),
+    rules=(_non_negative("step"),),
+    allow_empty=True,
+)
+
+_CITATIONS = TableSpec(
+    name="citations",
+    description="AgentHeal attribution: the sources S credited for an episode's answer.",
+    columns=(
+        Column("episode_id", "str", identifier=True),
+        Column("resource_id", "str", identifier=True),
+    ),
+    key=("episode_id", "resource_id"),
+    allow_empty=True,
+)
+
+_STATES = TableSpec(
+    name="states",
+    description="CUA-Recovery replayed error states: one row per takeover state.",
+    columns=(
+        Column("state_id", "str", identifier=True),
+        Column("workflow_id", "str", identifier=True),
+        Column("root_cause_id", "str", identifier=True),
+        Column("depth", "int"),
+        Column("replay_ok", "bool"),
+        Column("expected_ok", "bool"),
+        Column("split", "str", required=False, nullable=True),
+        Column("prefix_version", "str", required=False, nullable=True),
+        Column("snapshot_id", "str", required=False, nullable=True),
+        Column("action_space", "str", required=False, nullable=True),
+        Column("context_window", "any", required=False, nullable=True),
+        Column("verifier_version", "str", required=False, nullable=True),
+        Column("budget", "any", required=False, nullable=True),
+        Column("source_agent", "str", required=False, nullable=True),
+    ),
+    key=("state_id",),
+    rules=(_non_negative("depth"),),
+)
+
+_ATTEMPTS = TableSpec(
+    name="attempts",
+    description="CUA-Recovery takeover attempts: one row per (state, agent, repeat).",
+    columns=(
+        Column("state_id", "str", identifier=True),
+        Column("agent", "str"),
+        Column("repeat", "int"),
+        Column("aware", "bool"),
+        Column("root_cause_fixed", "bool"),
+        Column("derived_fixed", "bool"),
+        Column("passed", "bool"),
+        Column("steps", "int", required=False, nullable=True),
+        Column("cost", "float", required=False, nullable=True),
+        Column("seconds", "float", required=False, nullable=True),
+    ),
+    key=("state_id", "agent", "repeat"),
+    rules=(_non_negative("repeat"),),
+)
+
+_FAILURES = TableSpec(
+    name="failures",
+    description="CUA-Recovery failure annotations: where each root cause surfaced.",
+    columns=(
+        Column("root_cause_id", "str", identifier=True),
+        Column("root_cause_step", "int"),
+        Column("surfaced_step", "int", nullable=True, meaning="null = never surfaced"),
+        Column("final_step", "int"),
+    ),
+    key=("root_cause_id",),
+    rules=(
+        Rule(
+            "surfaced_before_root_cause",
+            pl.col("surfaced_step") < pl.col("root_cause_step"),
+            "column `surfaced_step` is before `root_cause_step` on {n} row{s}",
+            "a failure surfaces at or after its root cause",
+        ),
+        Rule(
+            "surfaced_after_final",
+            pl.col("surfaced_step") > pl.col("final_step"),
+            "column `surfaced_step` is after `final_step` on {n} row{s}",
+            "a failure surfaces at or before the final step",
+        ),
+    ),
+)
+
+_MUTATIONS = TableSpec(
+    name="mutations",
+    description="CUA-Recovery verifier mutation tests: one row per (workflow, mutation).",
+    columns=(
+        Column("workflow_id", "str", identifier=True),
+        Column("mutation_id", "str", identifier=True),
+        Column("executed", "bool"),
+        Column("caught", "bool"),
+    ),
+    key=("workflow_id", "mutation_id"),
+)
+
+#: Every table contract, by name.
+SPECS: Mapping[str, TableSpec] = {
+    s.name: s
+    for s in (
+        _FORKS,
+        _DECISION_POINTS,
+        _CASES,
+        _RESOURCES,
+        _EPISODES,
+        _STEPS,
+        _CITATIONS,
+        _STATES,
+        _ATTEMPTS,
+        _FAILURES,
+        _MUTATIONS,
+    )
+}
+
+
+def spec(table: str | TableSpec) -> TableSpec:
+    """Return the contract of ``table`` (a name of :data:`SPECS` or a spec itself)."""
+    if isinstance(table, TableSpec):
+        return table
+    try:
+        return SPECS[table]
+    except KeyError:
+        names = ", ".join(SPECS)
+        raise SchemaError(f"unknown table {table!r}; known tables: {names}.") from None
+
+
+def canonical_dtype(found: pl.DataType, column: Column) -> pl.DataType | None:
+    """Return the type ``found`` is safely cast to for ``column``, or ``None`` if it is wrong.
+
+    Safe casts widen without losing information: any integer to Int64, Float32 and integers to
+    Float64, large/view strings, categoricals and enums to String, and an all-null column to
+    anything. Integer identifiers become strings.
+    """
+    target = column.dtype
+    if target is None or found in (target, pl.Null):
+        return target
+    widened = (
+        (target == pl.Int64 and isinstance(found, _INTEGER_TYPES))
+        or (target == pl.Float64 and isinstance(found, (pl.Float32, *_INTEGER_TYPES)))
+        or (target == pl.String and isinstance(found, (pl.Categorical, pl.Enum)))
+        or (target == pl.String and column.identifier and isinstance(found, _INTEGER_TYPES))
+    )
+    return target if widened else None
+
+
+def validate(
+    frame: pl.LazyFrame | pl.DataFrame | object,
+    table: str | TableSpec,
+    *,
+    key: Sequence[str] = (),
+    checks: Literal["full", "schema"] = "full",
+) -> pl.LazyFrame:
+    """Check a table against its contract and return it lazily with canonical column types.
+
+    Parameters
+    ----------
+    frame
+        The table: a polars LazyFrame/DataFrame, or any source :func:`recoverylab.io.scan` reads.
+    table
+        The contract: a name of :data:`SPECS` (``"forks"``, ``"cases"``, ...) or a TableSpec.
+    key
+        Extra key columns appended to the contract's primary key (``pair_by`` keys such as
+        ``model`` or ``seed``): they must be present and take part in the duplicate check.
+    checks
+        ``"full"`` runs the data checks (nulls, labels, row rules, duplicate keys, empty table) as
+        one polars aggregation; ``"schema"`` only checks columns and types (for trusted inputs).
+
+    Returns
+    -------
+    pl.LazyFrame
+        The same rows and columns; contract columns cast to their canonical types
+        (e.g. Int32 -> Int64, Categorical -> String). Extra columns are carried unchanged.
+
+    Raises
+    ------
+    SchemaError
+        On a missing column, a wrong type, a null where none is allowed, an unknown label, a
+        broken row rule, a duplicate key or an empty table. The message is one line.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> lf = validate(pl.DataFrame({"workflow_id": ["w1"], "mutation_id": ["m1"],
+    ...                             "executed": [True], "caught": [False]}), "mutations")
+    >>> lf.collect().height
+    1
+    """
+    contract = spec(table)
+    lazy = _as_lazy(frame)
+    full_key = (*contract.key, *(k for k in key if k not in contract.key))
+    lazy = _check_schema(lazy, contract, full_key)
+    if checks == "full":
+        _check_data(lazy, contract, full_key)
+    elif checks != "schema":
+        raise SchemaError(f"parameter `checks` is {checks!r}; it must be 'full' or 'schema'.")
+    return lazy
+
+
+def _as_lazy(frame: object) -> pl.LazyFrame:
+    if isinstance(frame, pl.LazyFrame):
+        return frame
+    if isinstance(frame, pl.DataFrame):
+        return frame.lazy()
+    return scan(frame)
+
+
+def _check_schema(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> pl.LazyFrame:
+    found = lazy.collect_schema()
+    missing = [c for c in contract.required if c not in found]
+    missing += [k for k in key if k not in found and k not in contract]
+    if missing:
+        noun = "column" if len(missing) == 1 else "columns"
+        names = ", ".join(f"`{m}`" for m in missing)
+        have = ", ".join(found.names()) or "none"
+        raise SchemaError(
+            f"{contract.name}: missing required {noun} {names}; found columns: {have}."
+        )
+    casts = []
+    for column in contract.columns:
+        if column.name not in found or column.dtype is None:
+            continue
+        dtype = found[column.name]
+        target = canonical_dtype(dtype, column)
+        if target is None:
+            raise SchemaError(
+                f"{contract.name}: column `{column.name}` has type {dtype}; it must be "
+                f"{column.dtype}{_cast_hint(dtype, column)}"
+            )
+        if target != dtype:
+            casts.append(pl.col(column.name).cast(target))
+    return lazy.with_columns(casts) if casts else lazy
+
+
+def _cast_hint(found: pl.DataType, column: Column) -> str:
+    if column.kind == "bool" and (found == pl.String or isinstance(found, _INTEGER_TYPES)):
+        return ". Hint: store true/false values, e.g. `pl.col(...) == 'true'` or `!= 0`."
+    if column.kind in ("int", "float") and found == pl.String:
+        return ". Hint: the values were read as text; cast them to numbers."
+    return "."
+
+
+def _problem_exprs(contract: TableSpec, schema: pl.Schema) -> dict[str, tuple[pl.Expr, str, str]]:
+    """Name -> (row violation expression, what is wrong, what is allowed), duplicates aside."""
+    problems: dict[str, tuple[pl.Expr, str, str]] = {}
+    for column in contract.columns:
+        if column.name not in schema:
+            continue
+        col = pl.col(column.name)
+        if not column.nullable:
+            requirement = (
+                "it must be true or false" if column.kind == "bool" else "it may not be null"
+            )
+            problems[f"null:{column.name}"] = (
+                col.is_null(),
+                f"column `{column.name}` has {{n}} null{{s}}",
+                requirement,
+            )
+        if column.labels is not None:
+            problems[f"label:{column.name}"] = (
+                col.is_not_null() & ~col.is_in(list(column.labels)),
+                f"column `{column.name}` has {{n}} row{{s}} with unknown labels {{labels}}",
+                "allowed: " + ", ".join(column.labels),
+            )
+    for rule in contract.rules:
+        if all(name in schema for name in rule.violation.meta.root_names()):
+            problems[f"rule:{rule.name}"] = (
+                rule.violation.fill_null(False),
+                rule.what,
+                rule.requirement,
+            )
+    return problems
+
+
+def _check_data(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
+    schema = lazy.collect_schema()
+    problems = _problem_exprs(contract, schema)
+    counts = lazy.select(
+        pl.len().alias("__rows"),
+        *(expr.sum().alias(name) for name, (expr, _, _) in problems.items()),
+    )
+    duplicates = (
+        lazy.group_by(list(key)).agg(pl.len().alias("__copies")).filter(pl.col("__copies") > 1)
+    )
+    dup_summary = duplicates.select(pl.len().alias("__keys"))
+    totals, dup_total = pl.collect_all([counts, dup_summary])
+    if totals["__rows"][0] == 0:
+        if contract.allow_empty:
+            return
+        raise SchemaError(f"{contract.name}: the table is empty; it needs at least one row.")
+    for name, (expr, what, requirement) in problems.items():
+        n = int(totals[name][0])
+        if n:
+            _raise_with_keys(lazy, contract, key, name, expr, what, requirement, n)
+    n_dup = int(dup_total["__keys"][0])
+    if n_dup:
+        sample = duplicates.select(list(key)).sort(list(key), nulls_last=True).head(5).collect()
+        keys = format_keys(sample.rows(), n_dup)
+        noun = "key appears" if n_dup == 1 else "keys appear"
+        raise SchemaError(
+            f"{contract.name}: {n_dup} {noun} more than once ({'/'.join(key)} {keys}); "
+            f"each ({', '.join(key)}) must be unique."
+        )
+
+
+def _raise_with_keys(
+    lazy: pl.LazyFrame,
+    contract: TableSpec,
+    key: Sequence[str],
+    name: str,
+    expr: pl.Expr,
+    what: str,
+    requirement: str,
+    n: int,
+) -> None:
+    shown_key = [k for k in key if k in lazy.collect_schema()]
+    offending = lazy.filter(expr)
+    sample = offending.select(shown_key).unique().sort(shown_key, nulls_last=True).head(5).collect()
+    labels = ""
+    if name.startswith("label:"):
+        column = name.split(":", 1)[1]
+        bad = offending.select(pl.col(column).unique().sort()).head(5).collect()
+        labels = ", ".join(repr(v) for v in bad[column].to_list())
+    text = what.format(n=n, s="" if n == 1 else "s", labels=labels)
+    keys = format_keys(sample.rows(), n)
+    raise SchemaError(f"{contract.name}: {text} ({'/'.join(shown_key)} {keys}); {requirement}.")

@@ -1,0 +1,154 @@
+"""Synthetic run logs with known ground truth, for tests, ``data_samples/`` and ``benchmarks/``.
+
+Each generator produces the tables of one protocol for a range of cluster units (tasks, cases,
+workflows) from a seed. Units are generated in fixed blocks of :data:`BLOCK` with a random stream
+derived from ``(seed, block index)``, so the same seed gives the same rows however the output is
+chunked into files, and a block can be generated on any machine independently.
+
+:func:`write` streams a generator to ``out_dir/<table>/part-NNNNN.parquet`` one chunk at a time,
+so a 50-million-row forks table never has to fit in memory.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from recoverylab._errors import ParameterError
+from recoverylab.io import write_parquet
+
+__all__ = ["BLOCK", "GENERATORS", "Generator", "generate", "register", "write"]
+
+#: Cluster units per random block. Fixed: changing it changes every generated data set.
+BLOCK = 10_000
+
+#: Generator modules, imported on first use.
+_MODULES: tuple[str, ...] = ()
+
+Tables = dict[str, pl.DataFrame]
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A synthetic data generator for one protocol.
+
+    ``block(start, stop, rng, **options)`` returns the tables for units ``start..stop-1``; it must
+    use only ``rng`` for randomness and be vectorised over units.
+    """
+
+    name: str
+    tables: tuple[str, ...]
+    block: Callable[..., Tables]
+    description: str
+
+
+GENERATORS: dict[str, Generator] = {}
+
+
+def register(generator: Generator) -> Generator:
+    """Add a generator to :data:`GENERATORS` (called by the generator modules)."""
+    GENERATORS[generator.name] = generator
+    return generator
+
+
+def _load() -> None:
+    for name in _MODULES:
+        importlib.import_module(f"recoverylab.synth.{name}")
+
+
+def get(name: str) -> Generator:
+    """Return the generator called ``name``."""
+    _load()
+    try:
+        return GENERATORS[name]
+    except KeyError:
+        known = ", ".join(sorted(GENERATORS)) or "none"
+        raise ParameterError(f"unknown synthetic table {name!r}; known: {known}.") from None
+
+
+def _blocks(units: int, seed: int, gen: Generator, options: dict) -> Iterator[Tables]:
+    if units < 1:
+        raise ParameterError(f"parameter `tasks` is {units}; it must be at least 1.")
+    for index, start in enumerate(range(0, units, BLOCK)):
+        rng = np.random.default_rng([seed, index])
+        yield gen.block(start, min(start + BLOCK, units), rng, **options)
+
+
+def generate(name: str, units: int, *, seed: int = 0, **options: object) -> Tables:
+    """Generate every table of generator ``name`` for ``units`` cluster units, in memory.
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> tables = synth.generate("forks", 10, seed=1)  # doctest: +SKIP
+    """
+    gen = get(name)
+    parts: dict[str, list[pl.DataFrame]] = {t: [] for t in gen.tables}
+    for tables in _blocks(units, seed, gen, options):
+        for table, frame in tables.items():
+            parts[table].append(frame)
+    return {t: pl.concat(frames, how="vertical_relaxed") for t, frames in parts.items()}
+
+
+def write(
+    name: str,
+    out_dir: str | Path,
+    units: int,
+    *,
+    seed: int = 0,
+    chunk_units: int = 100_000,
+    progress: Callable[[str], None] | None = None,
+    **options: object,
+) -> dict[str, list[Path]]:
+    """Stream generator ``name`` to ``out_dir/<table>/part-NNNNN.parquet``, chunk by chunk.
+
+    Parameters
+    ----------
+    name
+        Generator name (see :data:`GENERATORS`).
+    out_dir
+        Output directory.
+    units
+        Number of cluster units (tasks, cases or workflows).
+    seed
+        Random seed; the same seed gives the same rows whatever ``chunk_units`` is.
+    chunk_units
+        Units per output file (rounded up to whole blocks of :data:`BLOCK`).
+    progress
+        Called with a message after each file.
+    **options
+        Passed to the generator.
+
+    Returns
+    -------
+    dict
+        Table name -> written files.
+    """
+    gen = get(name)
+    per_file = max(1, -(-chunk_units // BLOCK))
+    out = Path(out_dir)
+    written: dict[str, list[Path]] = {t: [] for t in gen.tables}
+    pending: dict[str, list[pl.DataFrame]] = {t: [] for t in gen.tables}
+    n_blocks = -(-units // BLOCK)
+
+    def flush() -> None:
+        for table, frames in pending.items():
+            if frames:
+                path = out / table / f"part-{len(written[table]):05d}.parquet"
+                write_parquet(pl.concat(frames, how="vertical_relaxed"), path)
+                written[table].append(path)
+                frames.clear()
+
+    for index, tables in enumerate(_blocks(units, seed, gen, options), 1):
+        for table, frame in tables.items():
+            pending[table].append(frame)
+        if index % per_file == 0 or index == n_blocks:
+            flush()
+            if progress is not None:
+                progress(f"{name}: {min(index * BLOCK, units)}/{units} units written")
+    return written
