@@ -36,16 +36,6 @@ __all__ = [
 #: Canonical polars types a column may have, by contract name.
 _CANONICAL = {"str": pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
 
-_INTEGER_TYPES = (
-    pl.Int8,
-    pl.Int16,
-    pl.Int32,
-    pl.Int64,
-    pl.UInt8,
-    pl.UInt16,
-    pl.UInt32,
-    pl.UInt64,
-)
 
 
 @dataclass(frozen=True)
@@ -364,11 +354,13 @@ def canonical_dtype(found: pl.DataType, column: Column) -> pl.DataType | None:
     target = column.dtype
     if target is None or found in (target, pl.Null):
         return target
+    base = found.base_type()
+    integer = base.is_integer()
     widened = (
-        (target == pl.Int64 and isinstance(found, _INTEGER_TYPES))
-        or (target == pl.Float64 and isinstance(found, (pl.Float32, *_INTEGER_TYPES)))
-        or (target == pl.String and isinstance(found, (pl.Categorical, pl.Enum)))
-        or (target == pl.String and column.identifier and isinstance(found, _INTEGER_TYPES))
+        (target == pl.Int64 and integer)
+        or (target == pl.Float64 and (integer or base == pl.Float32))
+        or (target == pl.String and base in (pl.Categorical, pl.Enum))
+        or (target == pl.String and column.identifier and integer)
     )
     return target if widened else None
 
@@ -462,7 +454,7 @@ def _check_schema(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -
 
 
 def _cast_hint(found: pl.DataType, column: Column) -> str:
-    if column.kind == "bool" and (found == pl.String or isinstance(found, _INTEGER_TYPES)):
+    if column.kind == "bool" and (found == pl.String or found.is_integer()):
         return ". Hint: store true/false values, e.g. `pl.col(...) == 'true'` or `!= 0`."
     if column.kind in ("int", "float") and found == pl.String:
         return ". Hint: the values were read as text; cast them to numbers."

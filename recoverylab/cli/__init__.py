@@ -81,7 +81,3 @@ def _one_line(exc: BaseException) -> str:
     if isinstance(exc, RecoveryLabError):
         return " ".join(lines)
     return f"{lines[0]} ({type(exc).__name__})"
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

@@ -1,0 +1,7 @@
+"""``python -m recoverylab``: the same as the ``recoverylab`` command."""
+
+import sys
+
+from recoverylab.cli import main
+
+sys.exit(main())

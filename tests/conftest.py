@@ -1,0 +1,48 @@
+"""Shared fixtures: running the command line in-process, and eager/lazy input variants."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from recoverylab.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "data_samples"
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """Exit code and captured output of one in-process command-line run."""
+
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """Run ``recoverylab ARGS...`` in-process; return its exit code, stdout and stderr."""
+
+    def run(*args: object) -> CliResult:
+        capsys.readouterr()
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse usage errors
+            code = int(exc.code or 0)
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture(params=["eager", "lazy"])
+def frame_kind(request: pytest.FixtureRequest) -> Callable[[pl.DataFrame], object]:
+    """Turn a DataFrame into the eager or the lazy input form (each test runs on both)."""
+    if request.param == "eager":
+        return lambda df: df
+    return lambda df: df.lazy()

@@ -1,0 +1,223 @@
+"""Scanning every source form lazily, clear errors for bad files, atomic writes."""
+
+from __future__ import annotations
+
+import itertools
+
+import hypothesis.strategies as st
+import numpy as np
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from recoverylab import ParameterError, SourceError, scan, write_parquet
+
+DF = pl.DataFrame(
+    {
+        "task_id": ["t1", "t2", "t3", "t4"],
+        "delay": [None, 0, 1, 2],
+        "success": [True, False, None, True],
+    }
+)
+
+
+def same_rows(lazy: pl.LazyFrame, expected: pl.DataFrame = DF) -> bool:
+    got = lazy.collect().select(expected.columns).sort("task_id")
+    return got.equals(expected.sort("task_id"))
+
+
+@pytest.mark.parametrize(
+    ("suffix", "writer"),
+    [
+        (".parquet", lambda df, p: df.write_parquet(p)),
+        (".pq", lambda df, p: df.write_parquet(p)),
+        (".arrow", lambda df, p: df.write_ipc(p)),
+        (".feather", lambda df, p: df.write_ipc(p)),
+        (".csv", lambda df, p: df.write_csv(p)),
+        (".ndjson", lambda df, p: df.write_ndjson(p)),
+        (".jsonl", lambda df, p: df.write_ndjson(p)),
+    ],
+)
+def test_scan_each_file_format(tmp_path, suffix, writer) -> None:
+    path = tmp_path / f"forks{suffix}"
+    writer(DF, path)
+    lazy = scan(path)
+    assert isinstance(lazy, pl.LazyFrame)
+    assert same_rows(lazy)
+    assert same_rows(scan(str(path)))
+
+
+def test_scan_tsv(tmp_path) -> None:
+    path = tmp_path / "forks.tsv"
+    DF.write_csv(path, separator="\t")
+    assert same_rows(scan(path))
+
+
+def test_scan_glob_list_and_directory(tmp_path) -> None:
+    for i in range(4):
+        DF[i : i + 1].write_parquet(tmp_path / f"part-{i}.parquet")
+    assert same_rows(scan(str(tmp_path / "*.parquet")))
+    assert same_rows(scan([tmp_path / "part-0.parquet", str(tmp_path / "part-[123].parquet")]))
+    assert same_rows(scan(tmp_path))
+
+
+def test_scan_hive_partitioned_dataset(tmp_path) -> None:
+    DF.with_columns(condition=pl.Series(["clean", "clean", "stale", "stale"])).write_parquet(
+        tmp_path, partition_by="condition"
+    )
+    out = scan(tmp_path).collect().sort("task_id")
+    assert out["condition"].to_list() == ["clean", "clean", "stale", "stale"]
+    assert out["task_id"].to_list() == ["t1", "t2", "t3", "t4"]
+
+
+def test_files_with_different_integer_widths_are_aligned(tmp_path) -> None:
+    DF[:2].write_parquet(tmp_path / "a.parquet")
+    DF[2:].with_columns(pl.col("delay").cast(pl.Int32)).write_parquet(tmp_path / "b.parquet")
+    out = scan(str(tmp_path / "*.parquet")).collect()
+    assert out.schema["delay"] == pl.Int64
+    assert out.height == 4
+
+
+def test_files_of_different_formats_combine(tmp_path) -> None:
+    DF[:2].write_parquet(tmp_path / "a.parquet")
+    DF[2:].write_ipc(tmp_path / "b.arrow")
+    assert same_rows(scan([tmp_path / "a.parquet", tmp_path / "b.arrow"]))
+
+
+def test_in_memory_sources() -> None:
+    assert same_rows(scan(DF))
+    assert same_rows(scan(DF.lazy()))
+    table = DF.to_arrow()
+    assert same_rows(scan(table))
+    assert same_rows(scan(ds.dataset(table)))
+    batch = pa.RecordBatch.from_pandas(DF.to_pandas())
+    assert same_rows(scan(batch))
+    pandas_frame = pd.DataFrame(
+        {"task_id": ["t1", "t2"], "delay": [np.nan, 0.0], "success": [True, False]}
+    )
+    assert scan(pandas_frame).collect().height == 2
+
+
+def test_scan_does_not_read_data(tmp_path) -> None:
+    path = tmp_path / "x.parquet"
+    DF.write_parquet(path)
+    lazy = scan(path)
+    path.unlink()  # nothing was read yet beyond the footer, so scanning succeeded
+    with pytest.raises((pl.exceptions.PolarsError, OSError)):
+        lazy.collect()
+
+
+def test_missing_path_and_empty_glob(tmp_path) -> None:
+    with pytest.raises(SourceError, match=r"^`.*nope\.parquet` does not exist\.$"):
+        scan(tmp_path / "nope.parquet")
+    with pytest.raises(SourceError, match=r"^no file matches `.*\*\.parquet`\.$"):
+        scan(str(tmp_path / "*.parquet"))
+
+
+def test_empty_file(tmp_path) -> None:
+    path = tmp_path / "forks.parquet"
+    path.touch()
+    with pytest.raises(
+        SourceError, match=r"forks\.parquet` is empty \(0 bytes\); it holds no table"
+    ):
+        scan(path)
+
+
+def test_empty_directory(tmp_path) -> None:
+    with pytest.raises(SourceError, match=r"is a directory with no data files"):
+        scan(tmp_path)
+
+
+def test_corrupt_parquet(tmp_path) -> None:
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"this is not parquet at all")
+    with pytest.raises(
+        SourceError, match=r"garbage\.parquet` is not a readable parquet file \(its header or"
+    ):
+        scan(garbage)
+    good = tmp_path / "good.parquet"
+    DF.write_parquet(good)
+    truncated = tmp_path / "truncated.parquet"
+    truncated.write_bytes(good.read_bytes()[:-20] + b"PAR1")
+    with pytest.raises(SourceError, match=r"truncated\.parquet` is not a readable parquet file"):
+        scan(truncated)
+
+
+def test_corrupt_file_inside_a_directory(tmp_path) -> None:
+    DF.write_parquet(tmp_path / "a.parquet")
+    (tmp_path / "b.parquet").write_bytes(b"PAR1 broken PAR1")
+    with pytest.raises(SourceError, match=r"b\.parquet` is not a readable parquet file"):
+        scan(tmp_path)
+
+
+def test_corrupt_ipc(tmp_path) -> None:
+    path = tmp_path / "forks.arrow"
+    path.write_bytes(b"ARROW1 nothing useful")
+    with pytest.raises(SourceError, match=r"forks\.arrow` is not a readable Arrow IPC file"):
+        scan(path)
+
+
+def test_unknown_suffix_and_explicit_format(tmp_path) -> None:
+    path = tmp_path / "forks.data"
+    DF.write_parquet(path)
+    with pytest.raises(SourceError, match=r"has an unknown suffix '\.data'.*Hint: pass `format=`"):
+        scan(path)
+    assert same_rows(scan(path, format="parquet"))
+    with pytest.raises(ParameterError, match=r"parameter `format` is 'xls'"):
+        scan(path, format="xls")
+
+
+def test_unreadable_object() -> None:
+    with pytest.raises(SourceError, match=r"cannot read a table from a int"):
+        scan(42)
+
+
+def test_write_parquet_eager_and_lazy(tmp_path) -> None:
+    write_parquet(DF, tmp_path / "sub" / "a.parquet")
+    write_parquet(DF.lazy(), tmp_path / "b.parquet")
+    assert pl.read_parquet(tmp_path / "sub" / "a.parquet").equals(DF)
+    assert pl.read_parquet(tmp_path / "b.parquet").equals(DF)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.parquet", "sub"]
+
+
+def test_failed_write_leaves_nothing_and_keeps_existing_file(tmp_path) -> None:
+    failing = pl.LazyFrame({"a": ["x"]}).select(pl.col("a").cast(pl.Int64))
+    target = tmp_path / "out.parquet"
+    with pytest.raises(pl.exceptions.PolarsError):
+        write_parquet(failing, target)
+    assert list(tmp_path.iterdir()) == []
+    DF.write_parquet(target)
+    before = target.read_bytes()
+    with pytest.raises(pl.exceptions.PolarsError):
+        write_parquet(failing, target)
+    assert target.read_bytes() == before
+    assert list(tmp_path.iterdir()) == [target]
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    n=st.integers(min_value=1, max_value=40),
+    cuts=st.lists(st.integers(min_value=0, max_value=40), max_size=5),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_file_split_and_row_order_do_not_matter(tmp_path_factory, n, cuts, seed) -> None:
+    rng = np.random.default_rng(seed)
+    df = pl.DataFrame(
+        {
+            "task_id": [f"t{i}" for i in range(n)],
+            "delay": rng.integers(0, 5, n),
+            "success": rng.random(n) < 0.5,
+        }
+    )
+    shuffled = df[rng.permutation(n)]
+    bounds = sorted({0, n, *(c % (n + 1) for c in cuts)})
+    folder = tmp_path_factory.mktemp("split")
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        if hi > lo:
+            shuffled[lo:hi].write_parquet(folder / f"part-{i}.parquet")
+    assert scan(folder).collect().sort("task_id").equals(df.sort("task_id"))
