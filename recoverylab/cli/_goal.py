@@ -1,0 +1,147 @@
+"""``recoverylab goal``: goal preservation, compliance and TS by regime (AgentHeal, §3.3)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from recoverylab import goal
+from recoverylab._errors import ParameterError
+from recoverylab.cli._common import (
+    Progress,
+    add_grouping,
+    add_statistics,
+    emit,
+    guard_output,
+    read,
+    samples_dir,
+)
+from recoverylab.io import scan, write_parquet
+
+TABLES = ("cases", "resources", "episodes", "steps", "citations")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``goal`` subcommand."""
+    parser = subparsers.add_parser(
+        "goal",
+        help="goal-preserving recovery: GP, compliance and TS by regime (AgentHeal)",
+        description="Score every episode for goal preservation and policy compliance (seed "
+        "Eq. 1-3) and summarise TS, compliance, step costs and failure reasons per group. "
+        "Without --steps/--citations the episodes must carry the nested list columns "
+        "`visited`, `citations` and optionally `prohibited_steps`.",
+    )
+    parser.add_argument("--cases", nargs="+", required=True, help="cases table (paths or globs)")
+    parser.add_argument("--resources", nargs="+", required=True, help="resources table")
+    parser.add_argument("--episodes", nargs="+", required=True, help="episodes table")
+    parser.add_argument("--steps", nargs="+", help="steps table (omit for nested episodes)")
+    parser.add_argument("--citations", nargs="+", help="citations table (omit for nested episodes)")
+    add_grouping(
+        parser,
+        by_help="grouping columns, comma separated (default: regime; e.g. model,regime)",
+    )
+    parser.add_argument(
+        "--cluster",
+        default=None,
+        help="resampling unit of the TS interval (default goal_id when present, else case_id)",
+    )
+    add_statistics(parser)
+    parser.add_argument(
+        "--out", type=Path, help="write the summary to this parquet file (default: print it)"
+    )
+    parser.add_argument(
+        "--episodes-out", type=Path, help="also write the scored episodes to this parquet file"
+    )
+    parser.add_argument(
+        "--drop-out",
+        type=Path,
+        help="also write the barrier drop (TS without minus with barriers, paired by goal, "
+        "grouped by model when present) to this parquet file",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Score, summarise and write (or print) the results."""
+    progress = Progress("goal", quiet=args.quiet)
+    for target in (args.out, args.episodes_out, args.drop_out):
+        if target is not None:
+            guard_output(target, args)
+    if (args.steps is None) != (args.citations is None):
+        raise ParameterError(
+            "give both --steps and --citations, or neither (episodes in the nested form)."
+        )
+    by = tuple(args.by) if args.by is not None else ("regime",)
+    progress("checking the tables")
+    lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
+    if args.episodes_out is not None:
+        # Stream the scored episodes to disk once, then summarise from the file.
+        progress(f"scoring episodes into {args.episodes_out}")
+        write_parquet(lazy.sort("episode_id"), args.episodes_out)
+        scored = scan(args.episodes_out)
+        rows = scored.select(pl.len()).collect().item()
+        print(f"wrote {args.episodes_out} ({rows} rows)", file=sys.stderr)
+    else:
+        progress("scoring episodes")
+        scored = lazy.collect(engine="streaming").lazy()
+    progress(f"summarising with {args.resamples} bootstrap resamples")
+    statistics = {"n_resamples": args.resamples, "confidence": args.confidence, "seed": args.seed}
+    summary = goal.summarize(scored, by=by, cluster=args.cluster, **statistics)
+    if args.drop_out is not None:
+        progress("pairing barrier-free and barrier cases by goal")
+        emit(goal.barrier_drop(scored, **statistics), args.drop_out, args)
+    title = "goal preservation by " + (", ".join(by) or "all episodes")
+    emit(summary, args.out, args, title=title)
+
+
+def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
+    """Run the goal protocol on the shipped samples; return the written files.
+
+    Writes into ``out_dir/goal/``: the diagnostic contracts' scored episodes and summary (TS 0.5,
+    violation rate 0.25, 1.75 mean steps), and for the synthetic set the scored episodes, the
+    summary by regime, by model and regime, by category and regime, and the barrier drop by model.
+    """
+    samples = samples_dir() / "goal"
+    out = out_dir / "goal"
+    written: list[Path] = []
+
+    progress("goal: diagnostic contracts")
+    diagnostic = samples / "diagnostic"
+    scored = goal.score(*(diagnostic / f"{name}.csv" for name in TABLES)).collect()
+    scored = scored.sort("episode_id")
+    written.append(write_parquet(scored, out / "diagnostic_episodes.parquet"))
+    written.append(
+        write_parquet(
+            goal.summarize(scored, by=(), n_resamples=2_000),
+            out / "diagnostic_summary.parquet",
+        )
+    )
+
+    progress("goal: synthetic set (3 regimes, 9 families, 4 categories, 4 models)")
+    synthetic = samples / "synthetic"
+    lazy = goal.score(*(synthetic / name for name in TABLES))
+    episodes_path = write_parquet(lazy.sort("episode_id"), out / "synthetic_episodes.parquet")
+    written.append(episodes_path)
+    scored_lazy = scan(episodes_path)
+    for name, by in (
+        ("synthetic_summary", ("regime",)),
+        ("synthetic_by_model", ("model", "regime")),
+        ("synthetic_by_category", ("category", "regime")),
+    ):
+        progress(f"goal: {name}")
+        written.append(
+            write_parquet(
+                goal.summarize(scored_lazy, by=by, n_resamples=2_000), out / f"{name}.parquet"
+            )
+        )
+    progress("goal: barrier drop by model")
+    written.append(
+        write_parquet(
+            goal.barrier_drop(scored_lazy, n_resamples=2_000), out / "synthetic_drop.parquet"
+        )
+    )
+    return written
