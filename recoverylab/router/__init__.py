@@ -1,0 +1,50 @@
+"""Causal Intervention Router (CIR, ARCHITECTURE §3.2): learn when recovery helps.
+
+Paired forks say after the fact whether a refresh rescued or harmed an episode; a harness has to
+decide before either outcome is known. The router turns paired evidence into a deployable rule:
+three logistic models estimate, from features visible before the decision, the probability of an
+observation error (``p_err``) and of success without (``p0``) and with (``p1``) a refresh now; the
+sequential rule refreshes at the first candidate delay whose scores clear thresholds chosen on
+out-of-fold predictions to maximise the gain on non-clean episodes under a limit ``eps`` on the
+clean-harm rate.
+
+* :class:`Router` -- fit / decide / score / to_json / from_json.
+* :class:`AnomalyRouter`, :class:`RateMatchedAnomaly`, :class:`Never` -- baselines with the same
+  interface.
+* :func:`compare` -- policies scored on held-out forks (through
+  :func:`recoverylab.paired.evaluate_policy`) and paired margins between policies.
+* :func:`apply_rule` -- the exported JSON rule applied in plain Python (copyable into a harness).
+* :func:`load_rule` -- any exported policy back from JSON.
+
+scikit-learn is needed to fit (``pip install 'recoverylab[router]'``), not to decide.
+"""
+
+from recoverylab.router._compare import RecoveryLabWarning, compare
+from recoverylab.router._models import LinearModel, Scaling
+from recoverylab.router._policies import (
+    NEVER,
+    AnomalyRouter,
+    FitReport,
+    Never,
+    RateMatchedAnomaly,
+    Router,
+    Thresholds,
+    load_rule,
+)
+from recoverylab.router._rule import apply_rule
+
+__all__ = [
+    "NEVER",
+    "AnomalyRouter",
+    "FitReport",
+    "LinearModel",
+    "Never",
+    "RateMatchedAnomaly",
+    "RecoveryLabWarning",
+    "Router",
+    "Scaling",
+    "Thresholds",
+    "apply_rule",
+    "compare",
+    "load_rule",
+]

@@ -1,0 +1,401 @@
+"""Policies scored side by side on held-out forks, with paired margins between them.
+
+Each policy's own rows come from :func:`recoverylab.paired.evaluate_policy` (gain over never
+recovering, with a task-level bootstrap CI and an exact sign-flip p-value). A *margin* compares
+two policies on the same episodes: per episode, the outcome under one minus the outcome under
+the other, summed per task, bootstrapped over tasks and sign-flip tested the same way.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from recoverylab._errors import ParameterError, format_keys
+from recoverylab.router import _data
+
+__all__ = ["COLUMNS", "RecoveryLabWarning", "compare"]
+
+#: Columns of the :func:`compare` result, in order.
+COLUMNS = (
+    "policy",
+    "reference",
+    "condition",
+    "n",
+    "base_rate",
+    "policy_rate",
+    "gain",
+    "rescue",
+    "harm",
+    "interventions",
+    "intervention_rate",
+    "clean_touch_rate",
+    "ci_low",
+    "ci_high",
+    "p_value",
+)
+
+
+class RecoveryLabWarning(UserWarning):
+    """A result was computed, but on input that probably does not mean what was intended."""
+
+
+def _named(policies: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
+    if isinstance(policies, Mapping):
+        named = dict(policies)
+    else:
+        named = {}
+        for policy in policies:
+            name = getattr(policy, "kind", type(policy).__name__)
+            if name in named:
+                raise ParameterError(
+                    f"parameter `policies` has two {name!r} policies; pass a mapping "
+                    "{name: policy} to tell them apart."
+                )
+            named[name] = policy
+    if not named:
+        raise ParameterError("parameter `policies` is empty; give at least one policy.")
+    for name, policy in named.items():
+        if not callable(getattr(policy, "decide", None)):
+            raise ParameterError(
+                f"parameter `policies`: {name!r} is a {type(policy).__name__}, which has no "
+                "`decide` method."
+            )
+    return named
+
+
+def _shared_setting(named: Mapping[str, Any], attribute: str, default: object) -> Any:
+    values = {name: getattr(p, attribute, default) for name, p in named.items()}
+    distinct = {tuple(v) if isinstance(v, (list, tuple)) else v for v in values.values()}
+    if len(distinct) > 1:
+        shown = ", ".join(f"{n}: {v!r}" for n, v in values.items())
+        raise ParameterError(
+            f"parameter `policies`: the policies disagree on `{attribute}` ({shown}); they must "
+            "be scored on the same episodes and forks."
+        )
+    return distinct.pop()
+
+
+def _margin_pairs(
+    named: Mapping[str, Any], margins: str | Sequence[tuple[str, str]] | None
+) -> list[tuple[str, str]]:
+    names = list(named)
+    if margins is None:
+        return []
+    if margins == "first":
+        # A margin against `Never` would repeat the policy's own gain rows.
+        return [
+            (names[0], other)
+            for other in names[1:]
+            if getattr(named[other], "kind", None) != "never"
+        ]
+    if isinstance(margins, str):
+        raise ParameterError(
+            f"parameter `margins` is {margins!r}; use 'first', None or a list of "
+            "(policy, reference) name pairs."
+        )
+    pairs = [tuple(m) for m in margins]
+    for pair in pairs:
+        if len(pair) != 2 or any(p not in names for p in pair) or pair[0] == pair[1]:
+            raise ParameterError(
+                f"parameter `margins` has {pair!r}; each margin is a pair of two different "
+                f"policy names among {', '.join(names)}."
+            )
+    return pairs  # type: ignore[return-value]
+
+
+def _warn_overlap(named: Mapping[str, Any], test_tasks: pl.LazyFrame) -> None:
+    """Warn when a fitted policy was trained on any of the tasks it is now scored on."""
+    for name, policy in named.items():
+        train = getattr(policy, "train_tasks_", None)
+        if train is None or len(train) == 0:
+            continue
+        shared = test_tasks.join(
+            pl.LazyFrame({"task_id": train.cast(pl.String)}), on="task_id", how="semi"
+        ).sort("task_id")
+        found = shared.select(pl.len()).collect().item()
+        if found:
+            sample = shared.head(5).collect()["task_id"].to_list()
+            warnings.warn(
+                f"compare: {found} of the evaluated tasks were also used to fit policy {name!r} "
+                f"(task_id {format_keys(sample, found)}); its results are not a held-out "
+                "evaluation. Hint: split tasks into disjoint train and test sets before fitting.",
+                RecoveryLabWarning,
+                stacklevel=3,
+            )
+
+
+def _all_episodes(
+    decided: pl.LazyFrame, points: pl.LazyFrame, forks: object, pair_by: tuple[str, ...]
+) -> pl.LazyFrame:
+    """Decisions for every episode of the evaluated tasks; null where the policy saw no point.
+
+    An episode of an evaluated task may have no decision point at all (its task ended before
+    the first candidate delay): it stays in the denominator with the no-recovery outcome.
+    """
+    from recoverylab.schema import validate
+
+    keys = _data.episode_keys(pair_by)
+    in_forks = (
+        validate(forks, "forks", key=pair_by, checks="schema")
+        .select(keys)
+        .join(points.select("task_id").unique(), on="task_id", how="semi")
+    )
+    episodes = pl.concat([in_forks, decided.select(keys)]).unique()
+    return episodes.join(decided, on=keys, how="left", nulls_equal=True)
+
+
+def _outcomes(
+    decisions: pl.LazyFrame,
+    points: pl.LazyFrame,
+    never: pl.LazyFrame,
+    keys: list[str],
+) -> pl.LazyFrame:
+    """Per episode: the outcome under the policy (as ``evaluate_policy`` defines it)."""
+    joined = decisions.join(points, on=[*keys, "delay"], how="left", nulls_equal=True).join(
+        never, on=keys, how="left", nulls_equal=True
+    )
+    baseline = pl.coalesce("__never", "__y0")
+    return joined.select(
+        *keys,
+        pl.when(pl.col("delay").is_not_null())
+        .then(pl.col("__y1"))
+        .otherwise(baseline)
+        .cast(pl.Int64)
+        .alias("__outcome"),
+    )
+
+
+def _margins(
+    pairs_of_names: list[tuple[str, str]],
+    decisions: Mapping[str, pl.LazyFrame],
+    forks: object,
+    *,
+    pair_by: tuple[str, ...],
+    method: str,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> pl.DataFrame | None:
+    """Paired margins ``policy - reference`` per condition and overall, clustered by task."""
+    if not pairs_of_names:
+        return None
+    from recoverylab import paired, stats
+    from recoverylab.schema import validate
+
+    keys = _data.episode_keys(pair_by)
+    points = (
+        paired.pairs(forks, pair_by=pair_by)
+        .filter(pl.col("method") == method)
+        .select(*keys, "delay", pl.col("y0").alias("__y0"), pl.col("y1").alias("__y1"))
+    )
+    never = (
+        validate(forks, "forks", key=pair_by, checks="schema")
+        .filter((pl.col("method") == "none") & pl.col("delay").is_null())
+        .select(*keys, pl.col("success").alias("__never"))
+    )
+    outcome = {name: _outcomes(d, points, never, keys) for name, d in decisions.items()}
+    episodes = []
+    for policy, reference in pairs_of_names:
+        episodes.append(
+            outcome[policy]
+            .join(outcome[reference], on=keys, how="inner", nulls_equal=True, suffix="_ref")
+            .select(
+                pl.lit(policy).alias("policy"),
+                pl.lit(reference).alias("reference"),
+                *keys,
+                pl.col("__outcome").alias("__a"),
+                pl.col("__outcome_ref").alias("__b"),
+            )
+        )
+    rows = pl.concat(episodes, how="vertical")
+    cells = ["policy", "reference", "condition"]
+    counts = [
+        pl.len().cast(pl.Int64).alias("n"),
+        pl.col("__b").sum().cast(pl.Int64).alias("__ref"),
+        pl.col("__a").sum().cast(pl.Int64).alias("__pol"),
+        ((pl.col("__a") == 1) & (pl.col("__b") == 0)).sum().cast(pl.Int64).alias("rescue"),
+        ((pl.col("__a") == 0) & (pl.col("__b") == 1)).sum().cast(pl.Int64).alias("harm"),
+    ]
+    partial = [
+        (pl.col("__a") - pl.col("__b")).sum().cast(pl.Int64).alias("d"),
+        pl.len().cast(pl.Int64).alias("m"),
+    ]
+    overall = pl.lit(None, dtype=pl.String).alias("condition")
+    cell_counts = pl.concat(
+        [
+            rows.group_by(cells).agg(counts),
+            rows.group_by("policy", "reference").agg(counts).with_columns(overall),
+        ],
+        how="diagonal",
+    )
+    tasks = pl.concat(
+        [
+            rows.group_by([*cells, "task_id"]).agg(partial),
+            rows.group_by("policy", "reference", "task_id").agg(partial).with_columns(overall),
+        ],
+        how="diagonal",
+    )
+    types = tasks.group_by([*cells, "d", "m"]).agg(pl.len().cast(pl.Int64).alias("count"))
+    cell_counts, types = pl.collect_all([cell_counts, types], engine="streaming")
+    boot = stats.cluster_bootstrap(
+        types,
+        cells=cells,
+        values=["d", "m"],
+        count="count",
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+    ).select(*cells, "ci_low", "ci_high")
+    flip = stats.sign_flip_cells(
+        types, cells=cells, difference="d", count="count", seed=seed
+    ).select(*cells, "p_value")
+    n = pl.col("n")
+    order = pl.DataFrame(
+        {
+            "policy": [p for p, _ in pairs_of_names],
+            "reference": [r for _, r in pairs_of_names],
+            "__order": list(range(len(pairs_of_names))),
+        }
+    )
+    return (
+        cell_counts.join(order, on=["policy", "reference"], how="left")
+        .sort("__order", pl.col("condition").is_null(), "condition")
+        .join(boot, on=cells, how="left", nulls_equal=True, maintain_order="left")
+        .join(flip, on=cells, how="left", nulls_equal=True, maintain_order="left")
+        .select(
+            *cells,
+            "n",
+            (pl.col("__ref") / n).alias("base_rate"),
+            (pl.col("__pol") / n).alias("policy_rate"),
+            ((pl.col("__pol") - pl.col("__ref")) / n).alias("gain"),
+            "rescue",
+            "harm",
+            "ci_low",
+            "ci_high",
+            "p_value",
+        )
+    )
+
+
+def compare(
+    policies: Mapping[str, Any] | Sequence[Any],
+    decision_points: object,
+    forks: object,
+    *,
+    margins: str | Sequence[tuple[str, str]] | None = "first",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Score several fitted policies on the same held-out episodes, and their paired margins.
+
+    Parameters
+    ----------
+    policies
+        ``{name: policy}``, or a list of policies named by their kind (``router``, ``anomaly``,
+        ``rate_matched``, ``never``). Each has ``decide(decision_points)``; they must agree on
+        ``pair_by``, ``clean_label`` and ``method``.
+    decision_points
+        The evaluation decision points (any table source); tasks should not overlap the
+        training tasks of any policy (a :class:`RecoveryLabWarning` says so when they do).
+        Every episode of these tasks in ``forks`` is scored; one with no decision point (its
+        task ended before the first candidate delay) is never refreshed.
+    forks
+        The paired forks of the evaluation tasks.
+    margins
+        ``"first"`` (default): the first policy against each other one; a list of
+        ``(policy, reference)`` name pairs; or ``None`` for no margins.
+    confidence, n_resamples, seed
+        Task-level bootstrap of every gain and margin; seeds are fixed by default.
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns :data:`COLUMNS`. Per policy, one row per condition and one overall row (null
+        ``condition``) from :func:`recoverylab.paired.evaluate_policy`, with ``reference =
+        "never"``: ``base_rate`` (never recovering), ``policy_rate``, ``gain`` with ``ci_low``,
+        ``ci_high`` and sign-flip ``p_value``, ``rescue``, ``harm``, ``interventions``,
+        ``intervention_rate``, ``clean_touch_rate``. Per margin, the same rows with ``reference``
+        the other policy: ``base_rate`` and ``policy_rate`` are the two policies' success rates,
+        ``gain`` their paired difference (policy - reference) with its CI and p-value,
+        ``rescue`` / ``harm`` the episodes where only the policy / only the reference succeeds;
+        the intervention columns are null there (see the policy's own rows).
+
+    Raises
+    ------
+    ParameterError
+        Empty or inconsistent policies, unknown margin names.
+    NotFittedError
+        An unfitted policy.
+    SchemaError, InputError
+        As :meth:`Router.decide` and :func:`recoverylab.paired.evaluate_policy`.
+
+    Warns
+    -----
+    RecoveryLabWarning
+        When evaluated tasks were used to fit a policy.
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> from recoverylab.router import Never, Router
+    >>> features = ["repetition", "noops", "obs_novelty", "consistency", "progress"]
+    >>> train = synth.generate("decision_points", 300, seed=1, prefix="a")
+    >>> test = synth.generate("decision_points", 300, seed=2, prefix="b")
+    >>> router = Router().fit(train["decision_points"], train["forks"], features=features)
+    >>> table = compare([router, Never()], test["decision_points"], test["forks"],
+    ...                 n_resamples=500)
+    >>> table.filter(condition=None)["policy"].to_list()
+    ['router', 'never']
+    """
+    from recoverylab import paired
+
+    named = _named(policies)
+    pair_by = tuple(_shared_setting(named, "pair_by", ()))
+    clean_label = _shared_setting(named, "clean_label", "clean")
+    method = _shared_setting(named, "method", "refresh")
+    margin_names = _margin_pairs(named, margins)
+    points = _data.points(decision_points, pair_by)
+    _warn_overlap(named, points.select("task_id").unique())
+    decisions = {
+        name: _all_episodes(policy.decide(points), points, forks, pair_by)
+        for name, policy in named.items()
+    }
+    rows = [
+        paired.evaluate_policy(
+            decided,
+            forks,
+            pair_by=pair_by,
+            method=method,
+            clean_label=clean_label,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+        ).select(pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all())
+        for name, decided in decisions.items()
+    ]
+    margin_rows = _margins(
+        margin_names,
+        decisions,
+        forks,
+        pair_by=pair_by,
+        method=method,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+    if margin_rows is not None:
+        rows.append(margin_rows)
+    schema = {
+        **dict.fromkeys(("policy", "reference", "condition"), pl.String),
+        **dict.fromkeys(("n", "rescue", "harm", "interventions"), pl.Int64),
+    }
+    result = pl.concat(rows, how="diagonal_relaxed")
+    return result.select(
+        *(pl.col(c).cast(schema.get(c, pl.Float64)) for c in COLUMNS),
+        *(c for c in result.columns if c not in COLUMNS),
+    )

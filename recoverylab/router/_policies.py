@@ -1,0 +1,1002 @@
+"""The CIR router and its baselines as scikit-learn-style estimators (ARCHITECTURE §3.2).
+
+Every policy maps decision points to at most one refresh delay per episode:
+
+- :class:`Router`: three L2 logistic regressions (p_err, p0, p1; T-learner) and the sequential
+  rule with thresholds alpha, beta, gamma chosen on out-of-fold predictions.
+- :class:`AnomalyRouter`: the same error model, alpha only, chosen under the same objective and
+  clean-harm constraint.
+- :class:`RateMatchedAnomaly`: alpha only, chosen to match a target (the router's) OOF
+  intervention rate.
+- :class:`Never`: never refreshes.
+
+Fitted rule policies export to a small JSON rule (:meth:`to_json`) that
+:func:`recoverylab.router.apply_rule` applies in plain Python.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from html import escape
+from itertools import pairwise
+from pathlib import Path
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+import polars as pl
+
+from recoverylab._errors import (
+    InputError,
+    NotFittedError,
+    ParameterError,
+    SchemaError,
+    SourceError,
+)
+from recoverylab.router import _data, _models, _search
+from recoverylab.router._rule import FORMAT, FORMAT_VERSION
+
+__all__ = [
+    "NEVER",
+    "AnomalyRouter",
+    "FitReport",
+    "Never",
+    "RateMatchedAnomaly",
+    "Router",
+    "Thresholds",
+    "load_rule",
+]
+
+#: Threshold value meaning "never refresh": probabilities and utilities never reach it.
+NEVER = 2.0
+
+
+class Thresholds(NamedTuple):
+    """Thresholds of the sequential rule; ``None`` means the check is not made (baselines)."""
+
+    alpha: float
+    beta: float | None
+    gamma: float | None
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """What a fit learned and how its rule did on the out-of-fold (OOF) predictions.
+
+    Rates are fractions with their denominators alongside: ``oof_gain`` is the objective (mean
+    paired gain over non-clean episodes, ``n_nonclean``), ``oof_gain_overall`` the same over all
+    ``n_episodes``, ``oof_clean_harm_rate`` and ``oof_clean_touch_rate`` are over ``n_clean``
+    clean episodes, ``oof_intervention_rate`` over ``n_episodes``. AUCs are ``None`` for a model
+    not fitted by this policy or whose labels have one class.
+    """
+
+    policy: str
+    n_tasks: int
+    n_episodes: int
+    n_clean: int
+    n_nonclean: int
+    n_points: int
+    n_ignored_points: int
+    auc_err: float | None
+    auc_p0: float | None
+    auc_p1: float | None
+    alpha: float
+    beta: float | None
+    gamma: float | None
+    never: bool
+    oof_gain: float
+    oof_gain_overall: float
+    oof_clean_harm_rate: float
+    oof_clean_touch_rate: float
+    oof_intervention_rate: float
+    interventions: int
+    rescue: int
+    harm: int
+    clean_harm: int
+    grid_size: tuple[int, ...]
+    target_rate: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the report as a JSON-ready dictionary."""
+        data = asdict(self)
+        data["grid_size"] = list(self.grid_size)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FitReport:
+        """Inverse of :meth:`to_dict`."""
+        values = {f.name: data.get(f.name) for f in fields(cls)}
+        values["grid_size"] = tuple(values["grid_size"] or ())
+        return cls(**values)
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for name, value in self.to_dict().items():
+            if isinstance(value, float):
+                shown = f"{value:.4f}"
+            elif value is None:
+                shown = "—"
+            else:
+                shown = str(value)
+            rows.append(
+                f"<tr><th style='text-align:left'>{escape(name)}</th><td>{escape(shown)}</td></tr>"
+            )
+        return (
+            f"<table><caption>{escape(self.policy)} fit report (out-of-fold)</caption>"
+            f"{''.join(rows)}</table>"
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# Parameter constraints, declared once (scikit-learn style)
+# ------------------------------------------------------------------------------------------------
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _non_negative(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _fraction(value: object) -> bool:
+    return _non_negative(value) and value <= 1  # type: ignore[operator]
+
+
+def _int_at_least(low: int) -> Callable[[object], bool]:
+    return lambda value: isinstance(value, int) and not isinstance(value, bool) and value >= low
+
+
+def _delays(value: object) -> bool:
+    return (
+        isinstance(value, (tuple, list))
+        and len(value) > 0
+        and all(_int_at_least(0)(d) for d in value)
+        and all(a < b for a, b in pairwise(value))
+    )
+
+
+def _names(value: object) -> bool:
+    return isinstance(value, (tuple, list)) and all(isinstance(v, str) for v in value)
+
+
+def _label(value: object) -> bool:
+    return isinstance(value, str) and value != ""
+
+
+_CONSTRAINTS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "C": (_positive, "a number > 0"),
+    "lam": (_non_negative, "a number >= 0"),
+    "eps": (_fraction, "a fraction between 0 and 1"),
+    "delays": (_delays, "a non-empty, strictly increasing list of integers >= 0"),
+    "folds": (_int_at_least(2), "an integer >= 2"),
+    "clean_label": (_label, "a non-empty string"),
+    "method": (_label, "a non-empty string"),
+    "seed": (_int_at_least(0), "an integer >= 0"),
+    "pair_by": (_names, "a list of column names"),
+    "n_grid": (_int_at_least(2), "an integer >= 2"),
+    "target_rate": (_fraction, "a fraction between 0 and 1"),
+}
+
+
+class _Estimator:
+    """get_params / repr / parameter validation shared by every policy."""
+
+    kind: ClassVar[str] = ""
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        signature = inspect.signature(cls.__init__)
+        return [p for p in signature.parameters if p != "self"]
+
+    def get_params(self) -> dict[str, Any]:
+        """Return the constructor parameters (scikit-learn convention)."""
+        return {name: getattr(self, name) for name in self._param_names()}
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
+        return f"{type(self).__name__}({params})"
+
+    def _validate_params(self) -> None:
+        for name, value in self.get_params().items():
+            check, allowed = _CONSTRAINTS[name]
+            if not check(value):
+                raise ParameterError(
+                    f"{type(self).__name__}: parameter `{name}` is {value!r}; it must be {allowed}."
+                )
+
+
+# ------------------------------------------------------------------------------------------------
+# Never
+# ------------------------------------------------------------------------------------------------
+
+
+class Never(_Estimator):
+    """The policy that never refreshes: every episode gets a null delay.
+
+    Parameters
+    ----------
+    pair_by
+        Extra episode keys (e.g. ``model``), as for the other policies.
+    clean_label
+        The clean observation condition (used by :func:`compare`).
+    method
+        The recovery method of the forks (used by :func:`compare`).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> points = pl.DataFrame({"task_id": ["t1"], "condition": ["clean"], "delay": [1]})
+    >>> Never().decide(points).collect()["delay"].to_list()
+    [None]
+    """
+
+    kind = "never"
+
+    def __init__(
+        self, pair_by: Sequence[str] = (), clean_label: str = "clean", method: str = "refresh"
+    ) -> None:
+        self.pair_by = pair_by
+        self.clean_label = clean_label
+        self.method = method
+
+    def fit(self, decision_points: object = None, forks: object = None, features: object = None):
+        """Nothing to learn; returns ``self`` (same interface as the other policies)."""
+        self._validate_params()
+        return self
+
+    def decide(self, decision_points: object) -> pl.LazyFrame:
+        """Return every episode of ``decision_points`` with a null ``delay``.
+
+        Returns
+        -------
+        pl.LazyFrame
+            Columns task_id, condition, *pair_by, delay (Int64, always null).
+        """
+        self._validate_params()
+        keys = _data.episode_keys(self.pair_by)
+        lazy = _data.points(decision_points, self.pair_by)
+        return (
+            lazy.select(keys)
+            .unique()
+            .with_columns(pl.lit(None, dtype=pl.Int64).alias("delay"))
+            .sort(keys, nulls_last=True)
+        )
+
+
+# ------------------------------------------------------------------------------------------------
+# Rule policies
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Training:
+    """Collected training data: the labelled points and their episode × delay layout."""
+
+    frame: pl.DataFrame
+    x: np.ndarray
+    fold: np.ndarray
+    episode: np.ndarray
+    delay_index: np.ndarray
+    clean: np.ndarray
+    n_tasks: int
+    n_ignored: int
+    tasks: pl.Series
+
+
+def _auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    """Area under the ROC curve from ranks (ties count one half); ``None`` with one class."""
+    positives = int(labels.sum())
+    negatives = labels.shape[0] - positives
+    if positives == 0 or negatives == 0:
+        return None
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]  # average ranks of ties, from 1
+    return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+
+
+class _RulePolicy(_Estimator):
+    """Shared machinery of the policies that decide with logistic models and thresholds."""
+
+    _MODELS: ClassVar[tuple[str, ...]] = ()
+
+    # -- fitted state ---------------------------------------------------------------------------
+
+    def _check_fitted(self, what: str) -> None:
+        if not hasattr(self, "thresholds_"):
+            raise NotFittedError(
+                f"this {type(self).__name__} is not fitted yet; call `fit(decision_points, "
+                f"forks, features=[...])` or load a rule with `{type(self).__name__}.from_json` "
+                f"before `{what}`."
+            )
+
+    # -- data preparation -----------------------------------------------------------------------
+
+    def _training(self, decision_points: object, forks: object, features: Sequence[str]):
+        lazy = _data.points(decision_points, self.pair_by)
+        _data.check_features(lazy, features, self.pair_by)
+        features = tuple(features)
+        frame, n_ignored, episodes = _data.labelled_points(
+            lazy,
+            forks,
+            features=features,
+            delays=self.delays,
+            pair_by=self.pair_by,
+            method=self.method,
+            clean_label=self.clean_label,
+        )
+        if frame.height == 0:
+            raise InputError(
+                f"decision_points: no decision point is at a candidate delay "
+                f"({', '.join(map(str, self.delays))}); check the `delays` parameter."
+            )
+        _data.check_finite(frame.lazy(), features, self.pair_by)
+        self._check_constant(frame, features)
+        keys = _data.episode_keys(self.pair_by)
+        episodes = episodes.with_row_index("__e")
+        tasks = frame.get_column("task_id").unique().sort()
+        n_tasks = tasks.len()
+        if self.folds > n_tasks:
+            raise ParameterError(
+                f"{type(self).__name__}: parameter `folds` is {self.folds} but the training data "
+                f"has {n_tasks} task{'s' if n_tasks != 1 else ''}; folds are grouped by task, so "
+                "use at most that many."
+            )
+        layout = frame.select(keys).join(
+            episodes, on=keys, how="left", nulls_equal=True, maintain_order="left"
+        )
+        task_index = (
+            frame.select(pl.col("task_id").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
+        )
+        episode = layout.get_column("__e").to_numpy().astype(np.int64)
+        delay_index = (
+            frame.get_column("delay")
+            .replace_strict(list(self.delays), list(range(len(self.delays))))
+            .to_numpy()
+        )
+        clean = (episodes.get_column("condition") == self.clean_label).to_numpy()
+        n_clean = int(clean.sum())
+        if n_clean == 0 or n_clean == clean.shape[0]:
+            which = "clean" if n_clean == 0 else "non-clean"
+            raise InputError(
+                f"decision_points: the training data has no {which} episodes (clean label "
+                f"{self.clean_label!r}); the thresholds are chosen to gain on non-clean episodes "
+                "under a limit on clean harm, which needs both. Hint: check `clean_label`."
+            )
+        return _Training(
+            frame=frame,
+            x=frame.select(features).to_numpy().astype(np.float64),
+            fold=_models.task_folds(task_index, n_tasks, self.folds, self.seed),
+            episode=episode,
+            delay_index=delay_index,
+            clean=clean,
+            n_tasks=n_tasks,
+            n_ignored=n_ignored,
+            tasks=tasks,
+        )
+
+    @staticmethod
+    def _check_constant(frame: pl.DataFrame, features: Sequence[str]) -> None:
+        spread = frame.select(
+            *(pl.col(f).n_unique().alias(f) for f in features),
+            *(pl.col(f).first().alias(f"__first_{f}") for f in features),
+        )
+        for name in features:
+            if spread[name][0] == 1:
+                value = spread[f"__first_{name}"][0]
+                raise SchemaError(
+                    f"decision_points: feature `{name}` is constant (every training point has "
+                    f"{value!r}); a constant feature carries no signal and cannot be "
+                    "standardised. Hint: leave it out of `features`."
+                )
+
+    def _labels(self, data: _Training) -> dict[str, np.ndarray]:
+        columns = {"p_err": "obs_error", "p0": "y0", "p1": "y1"}
+        labels = {}
+        for name in self._MODELS:
+            y = data.frame.get_column(columns[name]).to_numpy().astype(bool)
+            positives = int(y.sum())
+            if positives in (0, y.shape[0]):
+                value = "true" if positives else "false"
+                raise InputError(
+                    f"decision_points: label `{columns[name]}` is {value} on every training point; "
+                    f"the `{name}` model needs both outcomes."
+                )
+            labels[name] = y
+        return labels
+
+    def _arrays(self, data: _Training, oof: Mapping[str, np.ndarray]) -> _search.EpisodeArrays:
+        shape = (data.clean.shape[0], len(self.delays))
+
+        def layout(values: np.ndarray, fill: float | bool = 0.0) -> np.ndarray:
+            out = np.full(shape, fill, dtype=np.asarray(values).dtype)
+            out[data.episode, data.delay_index] = values
+            return out
+
+        available = layout(np.ones(data.episode.shape[0], dtype=bool), fill=False)
+        p_err = layout(oof["p_err"])
+        if "p0" in oof:
+            p0, p1 = oof["p0"], oof["p1"]
+            not_p0 = layout(1.0 - p0)
+            utility = layout((1.0 - p0) * p1 - self._lam() * p0 * (1.0 - p1))
+        else:
+            not_p0 = utility = np.zeros(shape)
+        return _search.EpisodeArrays(
+            available=available,
+            p_err=p_err,
+            not_p0=not_p0,
+            utility=utility,
+            y0=layout(data.frame.get_column("y0").to_numpy().astype(bool), fill=False),
+            y1=layout(data.frame.get_column("y1").to_numpy().astype(bool), fill=False),
+            clean=data.clean,
+        )
+
+    def _lam(self) -> float:
+        return 0.0
+
+    # -- the fit --------------------------------------------------------------------------------
+
+    def _fit(self, decision_points: object, forks: object, features: Sequence[str]) -> None:
+        self._validate_params()
+        data = self._training(decision_points, forks, features)
+        labels = self._labels(data)
+        oof = _models.oof_predictions(data.x, labels, data.fold, self.folds, self.C)
+        arrays = self._arrays(data, oof)
+        thresholds, grid_size, extra = self._choose(arrays)
+        chosen = _search.first_delay(
+            arrays,
+            thresholds.alpha,
+            -np.inf if thresholds.beta is None else thresholds.beta,
+            -np.inf if thresholds.gamma is None else thresholds.gamma,
+        )
+        counts = _search.rule_counts(arrays, chosen)
+        scaling = _models.Scaling.fit(data.x)
+        x = scaling.transform(data.x)
+        self.features_ = tuple(features)
+        self.scaler_ = scaling
+        self.models_ = {name: _models.fit_logistic(x, y, self.C) for name, y in labels.items()}
+        self.thresholds_ = thresholds
+        self.train_tasks_ = data.tasks
+        n_episodes = arrays.n_episodes
+        n_clean = int(arrays.clean.sum())
+        aucs = {name: _auc(oof[name], labels[name]) for name in labels}
+        self.fit_report_ = FitReport(
+            policy=self.kind,
+            n_tasks=data.n_tasks,
+            n_episodes=n_episodes,
+            n_clean=n_clean,
+            n_nonclean=n_episodes - n_clean,
+            n_points=data.frame.height,
+            n_ignored_points=data.n_ignored,
+            auc_err=aucs.get("p_err"),
+            auc_p0=aucs.get("p0"),
+            auc_p1=aucs.get("p1"),
+            alpha=thresholds.alpha,
+            beta=thresholds.beta,
+            gamma=thresholds.gamma,
+            never=thresholds.alpha >= NEVER,
+            oof_gain=counts["gain_nonclean"] / (n_episodes - n_clean),
+            oof_gain_overall=counts["gain"] / n_episodes,
+            oof_clean_harm_rate=counts["clean_harm"] / n_clean,
+            oof_clean_touch_rate=counts["clean_touches"] / n_clean,
+            oof_intervention_rate=counts["interventions"] / n_episodes,
+            interventions=counts["interventions"],
+            rescue=counts["rescue"],
+            harm=counts["harm"],
+            clean_harm=counts["clean_harm"],
+            grid_size=grid_size,
+            **extra,
+        )
+
+    def _choose(
+        self, arrays: _search.EpisodeArrays
+    ) -> tuple[Thresholds, tuple[int, ...], dict[str, Any]]:
+        raise NotImplementedError
+
+    # -- scoring and deciding -------------------------------------------------------------------
+
+    def _checked(self, decision_points: object) -> pl.LazyFrame:
+        lazy = _data.points(decision_points, self.pair_by)
+        _data.check_features(lazy, self.features_, self.pair_by)
+        _data.check_finite(lazy, self.features_, self.pair_by)
+        return lazy
+
+    def _score_exprs(self) -> dict[str, pl.Expr]:
+        standardised = self.scaler_.exprs(self.features_)
+        scores = {name: model.expr(standardised) for name, model in self.models_.items()}
+        if "p0" in scores:
+            p0, p1 = scores["p0"], scores["p1"]
+            lam = pl.lit(self._lam(), dtype=pl.Float64)
+            # Same operation order as apply_rule, so both decide identically.
+            scores["s_rescue"] = (1.0 - p0) * p1
+            scores["s_harm"] = p0 * (1.0 - p1)
+            scores["utility"] = (1.0 - p0) * p1 - lam * p0 * (1.0 - p1)
+        return scores
+
+    def score(self, decision_points: object) -> pl.LazyFrame:
+        """Return the model scores of every decision point (lazy in, lazy out).
+
+        Returns
+        -------
+        pl.LazyFrame
+            task_id, condition, *pair_by, delay, then ``p_err`` and, for the router, ``p0``,
+            ``p1``, ``s_rescue`` = (1 - p0) p1, ``s_harm`` = p0 (1 - p1) and ``utility`` =
+            s_rescue - lam s_harm.
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit``.
+        """
+        self._check_fitted("score")
+        lazy = self._checked(decision_points)
+        keys = [*_data.episode_keys(self.pair_by), "delay"]
+        return lazy.select(*keys, *(expr.alias(name) for name, expr in self._score_exprs().items()))
+
+    def decide(self, decision_points: object) -> pl.LazyFrame:
+        """Apply the frozen sequential rule: at most one refresh delay per episode.
+
+        Parameters
+        ----------
+        decision_points
+            Candidate points (any table source) with the feature columns the policy was fitted
+            on. Points at delays that are not candidate delays are ignored.
+
+        Returns
+        -------
+        pl.LazyFrame
+            One row per episode (task_id, condition, *pair_by) with ``delay``: the first
+            candidate delay whose scores clear every threshold, or null (no refresh).
+
+        Raises
+        ------
+        NotFittedError
+            Before ``fit`` (or ``from_json``).
+        SchemaError, ParameterError
+            Missing or non-numeric feature columns; null, NaN or infinite feature values.
+
+        Examples
+        --------
+        >>> from recoverylab import synth
+        >>> tables = synth.generate("decision_points", 200, seed=0)
+        >>> router = Router(folds=3).fit(tables["decision_points"], tables["forks"],
+        ...                              features=["repetition", "noops", "progress"])
+        >>> router.decide(tables["decision_points"]).collect().columns
+        ['task_id', 'condition', 'delay']
+        """
+        self._check_fitted("decide")
+        lazy = self._checked(decision_points)
+        keys = _data.episode_keys(self.pair_by)
+        scores = self._score_exprs()
+        alpha, beta, gamma = self.thresholds_
+        rule = scores["p_err"] >= alpha
+        if beta is not None:
+            rule = rule & ((1.0 - scores["p0"]) >= beta)
+        if gamma is not None:
+            rule = rule & (scores["utility"] >= gamma)
+        chosen = (
+            lazy.filter(pl.col("delay").is_in(list(self.delays)) & rule)
+            .group_by(keys)
+            .agg(pl.col("delay").min())  # candidate delays are increasing: the first one
+        )
+        return (
+            lazy.select(keys)
+            .unique()
+            .join(chosen, on=keys, how="left", nulls_equal=True)
+            .sort(keys, nulls_last=True)
+        )
+
+    # -- export ---------------------------------------------------------------------------------
+
+    def to_rule(self, *, include_tasks: bool = True) -> dict[str, Any]:
+        """Return the fitted rule as a JSON-ready dictionary (see :meth:`to_json`)."""
+        self._check_fitted("to_rule")
+        from recoverylab import __version__
+
+        thresholds = self.thresholds_
+        rule: dict[str, Any] = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "policy": self.kind,
+            "recoverylab_version": __version__,
+            "features": list(self.features_),
+            "scaling": {"mean": list(self.scaler_.mean), "scale": list(self.scaler_.scale)},
+            "models": {name: model.to_dict() for name, model in self.models_.items()},
+            "thresholds": {
+                "alpha": thresholds.alpha,
+                "beta": thresholds.beta,
+                "gamma": thresholds.gamma,
+            },
+            "lam": self._lam(),
+            "delays": list(self.delays),
+            "params": {
+                k: list(v) if isinstance(v, tuple) else v for k, v in self.get_params().items()
+            },
+            "fit_report": self.fit_report_.to_dict(),
+        }
+        if include_tasks:
+            rule["train_tasks"] = self.train_tasks_.to_list()
+        return rule
+
+    def to_json(self, path: str | os.PathLike[str], *, include_tasks: bool = True) -> Path:
+        """Write the fitted rule to a JSON file, atomically.
+
+        The file holds the format name and version, the policy kind, feature names, scaling
+        (mean, scale), the logistic models (intercept, coefficients), the thresholds, lambda,
+        the candidate delays, the fit parameters, the fit report and (unless ``include_tasks``
+        is false) the training task ids, so that :func:`compare` can warn about overlap.
+        :func:`recoverylab.router.apply_rule` reads it in plain Python.
+
+        Returns
+        -------
+        Path
+            The written path.
+        """
+        rule = self.to_rule(include_tasks=include_tasks)
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".{target.name}.tmp")
+        try:
+            temp.write_text(json.dumps(rule, indent=1, allow_nan=False) + "\n")
+            os.replace(temp, target)
+        except BaseException:
+            temp.unlink(missing_ok=True)
+            raise
+        return target
+
+    @classmethod
+    def from_rule(cls, rule: Mapping[str, Any]) -> _RulePolicy:
+        """Rebuild a fitted policy from a rule dictionary (the inverse of :meth:`to_rule`)."""
+        if rule.get("format") != FORMAT or rule.get("version") != FORMAT_VERSION:
+            raise SourceError(
+                f"not a {FORMAT} rule of version {FORMAT_VERSION} (found format "
+                f"{rule.get('format')!r}, version {rule.get('version')!r})."
+            )
+        kind = rule.get("policy")
+        target = _KINDS.get(kind, cls) if cls is _RulePolicy else cls  # type: ignore[arg-type]
+        if kind != target.kind:
+            raise SourceError(
+                f"the rule is a {kind!r} policy, not {target.kind!r}; load it with "
+                "`recoverylab.router.load_rule`."
+            )
+        params = {
+            k: tuple(v) if isinstance(v, list) else v
+            for k, v in rule["params"].items()
+            if k in target._param_names()
+        }
+        policy = target(**params)
+        policy.features_ = tuple(rule["features"])
+        policy.scaler_ = _models.Scaling(
+            tuple(map(float, rule["scaling"]["mean"])), tuple(map(float, rule["scaling"]["scale"]))
+        )
+        policy.models_ = {
+            name: _models.LinearModel.from_dict(model) for name, model in rule["models"].items()
+        }
+        t = rule["thresholds"]
+        policy.thresholds_ = Thresholds(float(t["alpha"]), t["beta"], t["gamma"])
+        policy.train_tasks_ = pl.Series("task_id", rule.get("train_tasks", []), dtype=pl.String)
+        policy.fit_report_ = FitReport.from_dict(rule["fit_report"])
+        return policy
+
+    @classmethod
+    def from_json(cls, path: str | os.PathLike[str]) -> _RulePolicy:
+        """Load a fitted policy written by :meth:`to_json`.
+
+        Raises
+        ------
+        SourceError
+            A missing or unreadable file, or a rule of another format, version or policy kind.
+        """
+        return cls.from_rule(_read_rule(path))
+
+
+def _read_rule(path: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise SourceError(f"cannot read the rule `{path}` ({exc.strerror or exc}).") from exc
+    try:
+        rule = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SourceError(f"`{path}` is not a JSON rule ({exc.msg} at line {exc.lineno}).") from exc
+    if not isinstance(rule, dict):
+        raise SourceError(f"`{path}` is not a JSON rule (it holds a {type(rule).__name__}).")
+    return rule
+
+
+def load_rule(path: str | os.PathLike[str]) -> _RulePolicy:
+    """Load any fitted rule policy (router or baseline) written by ``to_json``.
+
+    Examples
+    --------
+    >>> policy = load_rule("rule.json")  # doctest: +SKIP
+    """
+    return _RulePolicy.from_rule(_read_rule(path))
+
+
+class Router(_RulePolicy):
+    """The Causal Intervention Router: refresh only where expected rescue outweighs harm.
+
+    Three L2-regularised logistic regressions on standardised features (ARCHITECTURE §3.2):
+    ``p_err`` = P(observation error), ``p0`` = P(success | no recovery), ``p1`` = P(success |
+    refresh now), fitted separately (T-learner). Scores ``s_R = (1-p0) p1``, ``s_H = p0 (1-p1)``
+    and utility ``u = s_R - lam s_H``. The sequential rule refreshes at the first candidate delay
+    with ``p_err >= alpha``, ``1 - p0 >= beta`` and ``u >= gamma``, at most once per episode.
+    alpha, beta, gamma are chosen on out-of-fold predictions (folds grouped by task) to maximise
+    the paired gain on non-clean episodes subject to a clean-harm rate <= ``eps``; then the models
+    are refitted on all training tasks and frozen.
+
+    Parameters
+    ----------
+    C
+        Inverse L2 regularisation strength of the three models (scikit-learn's, as in the paper).
+    lam
+        Weight of the harm score in the utility.
+    eps
+        Largest allowed OOF clean-harm rate: clean episodes that succeed without recovery and
+        fail under the policy, over clean episodes.
+    delays
+        Candidate delays, checked in this (increasing) order.
+    folds
+        Out-of-fold folds, grouped by task.
+    clean_label
+        The condition with correct observations.
+    seed
+        Seed of the task-to-fold assignment.
+    method
+        The recovery method of the forks whose outcomes are ``y1``.
+    pair_by
+        Extra episode keys of the forks and decision points (e.g. ``model``).
+    n_grid
+        Candidate values per threshold (distinct OOF score quantiles; ``gamma`` also gets 0).
+
+    Attributes
+    ----------
+    features_ : tuple of str
+        Feature columns, in model order.
+    scaler_ : Scaling
+        Feature means and standard deviations.
+    models_ : dict
+        ``p_err``, ``p0``, ``p1`` -> LinearModel (intercept, coefficients on standardised
+        features).
+    thresholds_ : Thresholds
+        (alpha, beta, gamma). All equal to :data:`NEVER` when no feasible rule gains.
+    train_tasks_ : pl.Series
+        The training task ids.
+    fit_report_ : FitReport
+        OOF AUCs, thresholds, OOF gain, clean-harm and intervention rates, rescue / harm counts.
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> train = synth.generate("decision_points", 300, seed=1, prefix="a")
+    >>> router = Router().fit(train["decision_points"], train["forks"],
+    ...                       features=["repetition", "noops", "obs_novelty", "consistency",
+    ...                                 "progress", "context_used"])
+    >>> router.fit_report_.oof_clean_harm_rate <= router.eps
+    True
+    """
+
+    kind = "router"
+    _MODELS = ("p_err", "p0", "p1")
+
+    def __init__(
+        self,
+        C: float = 0.1,  # noqa: N803 (scikit-learn's and the paper's name)
+        lam: float = 2.0,
+        eps: float = 0.02,
+        delays: Sequence[int] = (1, 2, 4),
+        folds: int = 5,
+        clean_label: str = "clean",
+        seed: int = 0,
+        *,
+        method: str = "refresh",
+        pair_by: Sequence[str] = (),
+        n_grid: int = 41,
+    ) -> None:
+        self.C = C
+        self.lam = lam
+        self.eps = eps
+        self.delays = delays
+        self.folds = folds
+        self.clean_label = clean_label
+        self.seed = seed
+        self.method = method
+        self.pair_by = pair_by
+        self.n_grid = n_grid
+
+    def _lam(self) -> float:
+        return float(self.lam)
+
+    def fit(self, decision_points: object, forks: object, features: Sequence[str]) -> Router:
+        """Learn the three models and the thresholds on the training tasks.
+
+        Parameters
+        ----------
+        decision_points
+            One row per (task_id, condition, *pair_by, delay) candidate point with the feature
+            columns (any table source).
+        forks
+            The paired forks of the same tasks (none rows and ``method`` rows at the delays).
+        features
+            Numeric feature columns visible before the decision.
+
+        Returns
+        -------
+        Router
+            ``self``, fitted.
+
+        Raises
+        ------
+        ParameterError
+            Bad parameters, unknown or key feature names, more folds than tasks.
+        SchemaError
+            Invalid tables; non-numeric, non-finite or constant features.
+        InputError
+            Decision points without paired outcomes; training data without clean or without
+            non-clean episodes; a label with one class.
+        MissingDependencyError
+            scikit-learn is not installed.
+        """
+        self._fit(decision_points, forks, features)
+        return self
+
+    def _choose(self, arrays):
+        ok = arrays.available
+        grids = (
+            _search.quantile_grid(arrays.p_err[ok], self.n_grid),
+            _search.quantile_grid(arrays.not_p0[ok], self.n_grid),
+            _search.quantile_grid(arrays.utility[ok], self.n_grid, extra=(0.0,)),
+        )
+        counts = _search.grid_counts(arrays, grids)
+        best, _ = _search.choose(counts, eps=self.eps, n_clean=int(arrays.clean.sum()))
+        size = tuple(len(g) for g in grids)
+        if best is None:
+            return Thresholds(NEVER, NEVER, NEVER), size, {}
+        a, b, g = (float(grid[i]) for grid, i in zip(grids, best, strict=True))
+        return Thresholds(a, b, g), size, {}
+
+
+class AnomalyRouter(_RulePolicy):
+    """Sequential anomaly baseline: refresh at the first delay with ``p_err >= alpha``.
+
+    The same error model as :class:`Router` (same parameters give the same ``p_err``), without
+    outcome models: alpha is chosen on OOF predictions under the router's objective (gain on
+    non-clean episodes) and constraint (clean-harm rate <= ``eps``). Parameters and attributes
+    are those of :class:`Router`; ``thresholds_`` is ``(alpha, None, None)``.
+    """
+
+    kind = "anomaly"
+    _MODELS = ("p_err",)
+
+    def __init__(
+        self,
+        C: float = 0.1,  # noqa: N803 (scikit-learn's and the paper's name)
+        eps: float = 0.02,
+        delays: Sequence[int] = (1, 2, 4),
+        folds: int = 5,
+        clean_label: str = "clean",
+        seed: int = 0,
+        *,
+        method: str = "refresh",
+        pair_by: Sequence[str] = (),
+        n_grid: int = 201,
+    ) -> None:
+        self.C = C
+        self.eps = eps
+        self.delays = delays
+        self.folds = folds
+        self.clean_label = clean_label
+        self.seed = seed
+        self.method = method
+        self.pair_by = pair_by
+        self.n_grid = n_grid
+
+    def fit(self, decision_points: object, forks: object, features: Sequence[str]) -> AnomalyRouter:
+        """Learn the error model and alpha (see :meth:`Router.fit`)."""
+        self._fit(decision_points, forks, features)
+        return self
+
+    def _alpha_counts(self, arrays):
+        off = np.array([-np.inf])
+        grids = (_search.quantile_grid(arrays.p_err[arrays.available], self.n_grid), off, off)
+        return grids, _search.grid_counts(arrays, grids)
+
+    def _choose(self, arrays):
+        grids, counts = self._alpha_counts(arrays)
+        best, _ = _search.choose(counts, eps=self.eps, n_clean=int(arrays.clean.sum()))
+        size = (len(grids[0]),)
+        if best is None:
+            return Thresholds(NEVER, None, None), size, {}
+        return Thresholds(float(grids[0][best[0]]), None, None), size, {}
+
+
+class RateMatchedAnomaly(AnomalyRouter):
+    """Rate-matched anomaly baseline: alpha chosen to match a target OOF intervention rate.
+
+    Separates "intervening selectively" from "intervening as often": with ``target_rate`` set to
+    the router's OOF intervention rate (:meth:`matching` does this), the baseline refreshes about
+    as often as the router but ranks points by ``p_err`` alone. Among alphas that respect the
+    clean-harm limit ``eps`` (never refreshing always does), the one whose OOF intervention rate
+    is closest to the target is chosen; ties go to the larger alpha.
+
+    Parameters
+    ----------
+    target_rate
+        The intervention rate to match (fraction of training episodes).
+    C, eps, delays, folds, clean_label, seed, method, pair_by, n_grid
+        As for :class:`AnomalyRouter`.
+    """
+
+    kind = "rate_matched"
+
+    def __init__(
+        self,
+        target_rate: float = 0.0,
+        C: float = 0.1,  # noqa: N803 (scikit-learn's and the paper's name)
+        eps: float = 0.02,
+        delays: Sequence[int] = (1, 2, 4),
+        folds: int = 5,
+        clean_label: str = "clean",
+        seed: int = 0,
+        *,
+        method: str = "refresh",
+        pair_by: Sequence[str] = (),
+        n_grid: int = 201,
+    ) -> None:
+        super().__init__(
+            C, eps, delays, folds, clean_label, seed, method=method, pair_by=pair_by, n_grid=n_grid
+        )
+        self.target_rate = target_rate
+
+    @classmethod
+    def matching(cls, router: Router, *, n_grid: int = 201) -> RateMatchedAnomaly:
+        """Build a rate-matched baseline with the router's parameters and OOF rate.
+
+        Raises
+        ------
+        NotFittedError
+            If ``router`` is not fitted.
+        """
+        router._check_fitted("RateMatchedAnomaly.matching")
+        return cls(
+            target_rate=router.fit_report_.oof_intervention_rate,
+            C=router.C,
+            eps=router.eps,
+            delays=router.delays,
+            folds=router.folds,
+            clean_label=router.clean_label,
+            seed=router.seed,
+            method=router.method,
+            pair_by=router.pair_by,
+            n_grid=n_grid,
+        )
+
+    def fit(
+        self, decision_points: object, forks: object, features: Sequence[str]
+    ) -> RateMatchedAnomaly:
+        """Learn the error model and the rate-matched alpha (see :meth:`Router.fit`)."""
+        self._fit(decision_points, forks, features)
+        return self
+
+    def _choose(self, arrays):
+        grids, counts = self._alpha_counts(arrays)
+        n_clean = int(arrays.clean.sum())
+        interventions = counts.counts["interventions"][:, 0, 0]
+        feasible = counts.counts["clean_harm"][:, 0, 0] <= self.eps * n_clean + 1e-9
+        rates = np.append(interventions / arrays.n_episodes, 0.0)  # last: never refresh
+        alphas = np.append(grids[0], NEVER)
+        feasible = np.append(feasible, True)
+        distance = np.where(feasible, np.abs(rates - self.target_rate), np.inf)
+        best = np.lexsort((-alphas, distance))[0]  # closest rate, then the larger alpha
+        extra = {"target_rate": float(self.target_rate)}
+        return Thresholds(float(alphas[best]), None, None), (len(grids[0]),), extra
+
+
+_KINDS: dict[str, type[_RulePolicy]] = {
+    cls.kind: cls for cls in (Router, AnomalyRouter, RateMatchedAnomaly)
+}
