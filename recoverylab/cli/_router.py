@@ -1,0 +1,262 @@
+"""``recoverylab router fit|decide|evaluate``: the Causal Intervention Router (ARCHITECTURE §3.2).
+
+``fit`` learns a rule from training decision points and forks and writes it as JSON; ``decide``
+applies a rule to decision points; ``evaluate`` scores one or more rules on held-out forks
+(against never recovering, and the first rule against the others).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+import polars as pl
+
+from recoverylab._errors import ParameterError
+from recoverylab.cli._common import (
+    Progress,
+    add_statistics,
+    emit,
+    guard_output,
+    read,
+    samples_dir,
+    split_list,
+)
+
+#: Features of the shipped router sample (see data_samples/router/README.md).
+SAMPLE_FEATURES = (
+    "repetition",
+    "noops",
+    "obs_novelty",
+    "consistency",
+    "progress",
+    "context_used",
+)
+
+_POLICIES = ("router", "anomaly", "rate_matched")
+
+
+def _delays(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in split_list(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid delays {text!r}; give integers separated by commas, e.g. 1,2,4"
+        ) from None
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``router`` subcommand group (fit, decide, evaluate)."""
+    parser = subparsers.add_parser(
+        "router",
+        help="learn, apply and evaluate a selective recovery rule (CIR router)",
+        description="Causal Intervention Router: learn when a refresh helps from paired forks, "
+        "export the rule as JSON, apply it, and evaluate it on held-out tasks.",
+    )
+    actions = parser.add_subparsers(dest="router_command", metavar="ACTION")
+    actions.required = True
+
+    fit = actions.add_parser(
+        "fit",
+        help="fit a rule on training decision points and forks; write it as JSON",
+        description="Fit the router (or a baseline) on training tasks and write the rule JSON. "
+        "Prints the out-of-fold fit report.",
+    )
+    fit.add_argument("--decision-points", nargs="+", required=True, help="training points")
+    fit.add_argument("--forks", nargs="+", required=True, help="training forks")
+    fit.add_argument(
+        "--features", type=split_list, required=True, help="feature columns, comma separated"
+    )
+    fit.add_argument("--out", type=Path, required=True, help="rule JSON file to write")
+    fit.add_argument(
+        "--policy",
+        choices=_POLICIES,
+        default="router",
+        help="router (default), anomaly (p_err only) or rate_matched (p_err at the router's "
+        "training intervention rate)",
+    )
+    fit.add_argument("--C", type=float, default=0.1, help="inverse L2 strength (default 0.1)")
+    fit.add_argument("--lam", type=float, default=2.0, help="harm weight lambda (default 2)")
+    fit.add_argument("--eps", type=float, default=0.02, help="clean-harm limit (default 0.02)")
+    fit.add_argument("--delays", type=_delays, default=(1, 2, 4), help="default 1,2,4")
+    fit.add_argument("--folds", type=int, default=5, help="OOF folds by task (default 5)")
+    fit.add_argument("--clean-label", default="clean", help="clean condition (default clean)")
+    fit.add_argument("--method", default="refresh", help="recovery method (default refresh)")
+    fit.add_argument("--pair-by", type=split_list, default=(), help="extra episode keys")
+    fit.add_argument("--seed", type=int, default=0, help="fold seed (default 0)")
+    fit.set_defaults(func=run_fit)
+
+    decide = actions.add_parser(
+        "decide",
+        help="apply a rule: one row per episode with the chosen delay (or null)",
+        description="Apply a rule JSON to decision points; write task_id, condition, *pair_by, "
+        "delay (null = no refresh).",
+    )
+    decide.add_argument("--rule", type=Path, required=True, help="rule JSON from `router fit`")
+    decide.add_argument("--decision-points", nargs="+", required=True)
+    decide.add_argument("--out", type=Path, help="parquet file to write (default: print)")
+    decide.set_defaults(func=run_decide)
+
+    evaluate = actions.add_parser(
+        "evaluate",
+        help="score rules on held-out forks against never recovering",
+        description="Score one or more rules on held-out decision points and forks: per rule "
+        "and condition (and overall) the success rate without and with the rule, the gain with "
+        "its task-level CI and sign-flip p, rescue, harm, intervention and clean-touch rates; "
+        "and the paired margin of the first rule over each other one.",
+    )
+    evaluate.add_argument(
+        "--rule", type=Path, action="append", required=True, help="rule JSON (repeatable)"
+    )
+    evaluate.add_argument("--decision-points", nargs="+", required=True)
+    evaluate.add_argument("--forks", nargs="+", required=True)
+    evaluate.add_argument("--out", type=Path, help="parquet file to write (default: print)")
+    add_statistics(evaluate)
+    evaluate.set_defaults(func=run_evaluate)
+    for action in (fit, decide, evaluate):  # the global flags work after the action too
+        action.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+        action.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
+
+
+def _fit_policy(
+    policy: str,
+    decision_points: object,
+    forks: object,
+    features: tuple[str, ...],
+    params: dict,
+    progress: Progress,
+):
+    from recoverylab.router import AnomalyRouter, RateMatchedAnomaly, Router
+
+    if policy == "anomaly":
+        params = {k: v for k, v in params.items() if k != "lam"}
+        progress("fitting the anomaly baseline (out-of-fold, then all tasks)")
+        return AnomalyRouter(**params).fit(decision_points, forks, features)
+    progress("fitting the router (out-of-fold, then all tasks)")
+    router = Router(**params).fit(decision_points, forks, features)
+    if policy == "router":
+        return router
+    progress("fitting the rate-matched baseline")
+    return RateMatchedAnomaly.matching(router).fit(decision_points, forks, features)
+
+
+def _report_frame(policy: object) -> pl.DataFrame:
+    report = policy.fit_report_.to_dict()  # type: ignore[attr-defined]
+    return pl.DataFrame(
+        {"field": list(report), "value": [_show(v) for v in report.values()]},
+        schema={"field": pl.String, "value": pl.String},
+    )
+
+
+def _show(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, list):
+        return "x".join(map(str, value))
+    return "—" if value is None else str(value)
+
+
+def run_fit(args: argparse.Namespace) -> None:
+    """Fit a rule and write it as JSON; print the fit report."""
+    progress = Progress("router fit", quiet=args.quiet)
+    guard_output(args.out, args)
+    params = {
+        "C": args.C,
+        "lam": args.lam,
+        "eps": args.eps,
+        "delays": args.delays,
+        "folds": args.folds,
+        "clean_label": args.clean_label,
+        "seed": args.seed,
+        "method": args.method,
+        "pair_by": args.pair_by,
+    }
+    policy = _fit_policy(
+        args.policy,
+        read(args.decision_points),
+        read(args.forks),
+        args.features,
+        params,
+        progress,
+    )
+    policy.to_json(args.out)
+    print(f"wrote {args.out}", file=sys.stderr)
+    print(_report_frame(policy))
+
+
+def run_decide(args: argparse.Namespace) -> None:
+    """Apply a rule to decision points."""
+    from recoverylab.router import load_rule
+
+    policy = load_rule(args.rule)
+    decisions = policy.decide(read(args.decision_points)).collect()
+    emit(decisions, args.out, args, percent=False)
+
+
+def _load_named(paths: list[Path]) -> dict:
+    from recoverylab.router import load_rule
+
+    policies = [load_rule(path) for path in paths]
+    kinds = [p.kind for p in policies]
+    if len(set(kinds)) == len(kinds):
+        return dict(zip(kinds, policies, strict=True))
+    stems = [path.stem for path in paths]
+    if len(set(stems)) != len(stems):
+        raise ParameterError(
+            "`--rule` names rules of the same kind with the same file name; rename the files "
+            "so the results can tell them apart."
+        )
+    return dict(zip(stems, policies, strict=True))
+
+
+def run_evaluate(args: argparse.Namespace) -> None:
+    """Score rules on held-out forks."""
+    from recoverylab.router import compare
+
+    progress = Progress("router evaluate", quiet=args.quiet)
+    named = _load_named(args.rule)
+    progress(f"deciding and scoring {len(named)} rule(s)")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = compare(
+            named,
+            read(args.decision_points),
+            read(args.forks),
+            confidence=args.confidence,
+            n_resamples=args.resamples,
+            seed=args.seed,
+        )
+    for warning in caught:
+        print(f"recoverylab router: warning: {warning.message}", file=sys.stderr)
+    emit(table, args.out, args)
+
+
+def demo(out_dir: Path, progress: Progress) -> list[Path]:
+    """Fit the router and both anomaly baselines on the train sample; evaluate on the test sample.
+
+    Writes ``router_rule.json`` (the exported rule), ``router_decisions.parquet`` (the router's
+    test decisions) and ``router_evaluation.parquet`` (:func:`recoverylab.router.compare` of
+    router, anomaly, rate-matched and never on the held-out test tasks).
+    """
+    from recoverylab.io import write_parquet
+    from recoverylab.router import AnomalyRouter, Never, RateMatchedAnomaly, Router, compare
+
+    sample = samples_dir() / "router"
+    train_points = read(str(sample / "train" / "decision_points.parquet"))
+    train_forks = read(str(sample / "train" / "forks.parquet"))
+    test_points = read(str(sample / "test" / "decision_points.parquet"))
+    test_forks = read(str(sample / "test" / "forks.parquet"))
+    features = list(SAMPLE_FEATURES)
+
+    progress("router: fitting the router and the anomaly baselines on the train sample")
+    router = Router().fit(train_points, train_forks, features)
+    anomaly = AnomalyRouter().fit(train_points, train_forks, features)
+    matched = RateMatchedAnomaly.matching(router).fit(train_points, train_forks, features)
+    rule = router.to_json(out_dir / "router_rule.json")
+    progress("router: deciding and evaluating on the held-out test sample")
+    decisions = write_parquet(router.decide(test_points), out_dir / "router_decisions.parquet")
+    table = compare([router, anomaly, matched, Never()], test_points, test_forks)
+    evaluation = write_parquet(table, out_dir / "router_evaluation.parquet")
+    return [rule, decisions, evaluation]
