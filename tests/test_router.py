@@ -877,3 +877,31 @@ def test_acceptance_on_planted_data():
         0, named=True
     )
     assert margin["ci_low"] > 0
+
+
+def test_categorical_keys(router, train, test_set):
+    categorical = pl.Categorical()
+    points = pl.concat(
+        [train["decision_points"].with_columns(model=pl.lit(m)) for m in ("a", "b")]
+    ).with_columns(pl.col("condition", "model").cast(categorical))
+    forks = pl.concat([train["forks"].with_columns(model=pl.lit(m)) for m in ("a", "b")])
+    forks = forks.with_columns(pl.col("task_id", "model").cast(categorical))
+    fitted = Router(pair_by=("model",), folds=3).fit(points, forks, FEATURES)
+    decided = fitted.decide(points).collect()
+    assert decided.schema["model"] == pl.String
+    assert decided.schema["condition"] == pl.String
+    plain = router.decide(test_set["decision_points"]).collect()
+    as_categorical = router.decide(
+        test_set["decision_points"].with_columns(pl.col("task_id").cast(categorical))
+    ).collect()
+    assert as_categorical.equals(plain)
+    with pytest.warns(RecoveryLabWarning):
+        table = compare(
+            [fitted, Never(pair_by=("model",))],
+            points,
+            forks,
+            margins=[("router", "never")],
+            n_resamples=200,
+        )
+    margin = table.filter(pl.col("condition").is_null(), policy="router")
+    assert margin["gain"].n_unique() == 1  # the margin over never is the gain

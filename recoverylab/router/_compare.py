@@ -136,14 +136,8 @@ def _all_episodes(
     An episode of an evaluated task may have no decision point at all (its task ended before
     the first candidate delay): it stays in the denominator with the no-recovery outcome.
     """
-    from recoverylab.schema import validate
-
     keys = _data.episode_keys(pair_by)
-    in_forks = (
-        validate(forks, "forks", key=pair_by, checks="schema")
-        .select(keys)
-        .join(points.select("task_id").unique(), on="task_id", how="semi")
-    )
+    in_forks = _data.fork_episodes(forks, pair_by, points.select("task_id").unique())
     episodes = pl.concat([in_forks, decided.select(keys)]).unique()
     return episodes.join(decided, on=keys, how="left", nulls_equal=True)
 
@@ -193,7 +187,7 @@ def _margins(
         .select(*keys, "delay", pl.col("y0").alias("__y0"), pl.col("y1").alias("__y1"))
     )
     never = (
-        validate(forks, "forks", key=pair_by, checks="schema")
+        _data.string_keys(validate(forks, "forks", key=pair_by, checks="schema"), pair_by)
         .filter((pl.col("method") == "none") & pl.col("delay").is_null())
         .select(*keys, pl.col("success").alias("__never"))
     )

@@ -19,8 +19,10 @@ __all__ = [
     "check_features",
     "check_finite",
     "episode_keys",
+    "fork_episodes",
     "labelled_points",
     "points",
+    "string_keys",
 ]
 
 TABLE = "decision_points"
@@ -32,8 +34,29 @@ def episode_keys(pair_by: Sequence[str]) -> list[str]:
 
 
 def points(decision_points: object, pair_by: Sequence[str]) -> pl.LazyFrame:
-    """Validate ``decision_points`` against its contract (``pair_by`` joins the key)."""
-    return validate(decision_points, TABLE, key=tuple(pair_by))
+    """Validate ``decision_points`` against its contract (``pair_by`` joins the key).
+
+    Categorical ``pair_by`` keys are cast to strings, as :mod:`recoverylab.paired` does, so the
+    points join their forks however the keys were stored.
+    """
+    return string_keys(validate(decision_points, TABLE, key=tuple(pair_by)), pair_by)
+
+
+def string_keys(lazy: pl.LazyFrame, pair_by: Sequence[str]) -> pl.LazyFrame:
+    """Cast categorical ``pair_by`` key columns to strings (contract keys already are)."""
+    schema = lazy.collect_schema()
+    categorical = [
+        pl.col(k).cast(pl.String)
+        for k in pair_by
+        if isinstance(schema[k], (pl.Categorical, pl.Enum))
+    ]
+    return lazy.with_columns(categorical) if categorical else lazy
+
+
+def fork_episodes(forks: object, pair_by: Sequence[str], tasks: pl.LazyFrame) -> pl.LazyFrame:
+    """Episode keys of ``forks`` (schema-checked) whose task is among ``tasks``."""
+    lazy = string_keys(validate(forks, "forks", key=tuple(pair_by), checks="schema"), pair_by)
+    return lazy.select(episode_keys(pair_by)).join(tasks, on="task_id", how="semi")
 
 
 def check_features(lazy: pl.LazyFrame, features: Sequence[str], pair_by: Sequence[str]) -> None:
@@ -164,9 +187,7 @@ def labelled_points(
     episodes = (
         pl.concat(
             [
-                validate(forks, "forks", key=tuple(pair_by), checks="schema")
-                .select(keys)
-                .join(lazy.select("task_id").unique(), on="task_id", how="semi"),
+                fork_episodes(forks, pair_by, lazy.select("task_id").unique()),
                 lazy.select(keys),
             ]
         )
