@@ -1,0 +1,482 @@
+"""Reading, checking and scoring the takeover tables (states × attempts) as lazy queries.
+
+Everything downstream (:func:`summarize`, :func:`compare_agents`, :func:`awareness_split`) starts
+from :func:`score`: one row per scored *unit* — a (state, agent) pair, plus any attempt-level
+grouping columns — with its repeat count, outcome counts, pass@1, pass@k and, for a unit that is
+not scored, the reason it was excluded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from recoverylab._errors import InputError, ParameterError, format_keys
+from recoverylab.schema import validate
+
+#: Outcome columns of `attempts`, in funnel order (seed: 觉察 → 修根因 → 重算派生状态 → 业务终态).
+FLAGS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
+
+#: Why a unit is not scored. The first two are state rejections (ARCHITECTURE §3.4: counted,
+#: never scored); the last two come from the common-state / common-sample restrictions.
+REJECTED = ("replay_mismatch", "missing_expected")
+NOT_COMMON = ("not_common_state", "not_common_sample")
+
+_STATE_COLUMNS = ("state_id", "workflow_id", "root_cause_id", "depth", "replay_ok", "expected_ok")
+_NOT_GROUPABLE = ("state_id", "repeat", *FLAGS)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Validated takeover tables and where each grouping column comes from."""
+
+    states: pl.LazyFrame
+    attempts: pl.LazyFrame
+    by: tuple[str, ...]
+    state_keys: tuple[str, ...]
+    unit_keys: tuple[str, ...]
+
+
+def as_columns(name: str, value: object) -> tuple[str, ...]:
+    """Normalise a column list parameter (a name or a sequence of names) to a tuple."""
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise ParameterError(f"parameter `{name}` is {value!r}; it must be a list of column names.")
+    columns = tuple(value)
+    if len(set(columns)) != len(columns):
+        raise ParameterError(f"parameter `{name}` names a column twice: {list(columns)}.")
+    return columns
+
+
+def check_k(k: object) -> int:
+    """Return ``k`` if it is a positive integer, else raise :class:`ParameterError`."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ParameterError(f"parameter `k` is {k!r}; it must be a positive integer.")
+    return k
+
+
+def is_eager(*frames: object) -> bool:
+    """Whether every input is an eager polars DataFrame (then results are eager too)."""
+    return all(isinstance(f, pl.DataFrame) for f in frames)
+
+
+def load(
+    states: object, attempts: object, by: Sequence[str], *, require_agent: bool = True
+) -> Inputs:
+    """Validate both tables and sort the ``by`` columns into state-level and attempt-level keys.
+
+    A ``by`` column found in `states` is a state-level key (depth, split, source_agent, ...); one
+    found only in `attempts` is an attempt-level key and becomes part of the unit, like ``agent``
+    (the same state attempted at two budgets is two units). Attempt-level keys also join the
+    duplicate check of `attempts`.
+    """
+    columns = as_columns("by", by)
+    if require_agent and "agent" not in columns:
+        raise ParameterError(
+            f"parameter `by` is {list(columns)}; it must include `agent`, because pass@k and the "
+            "funnel are scored per (state, agent)."
+        )
+    bad = [c for c in columns if c in _NOT_GROUPABLE]
+    if bad:
+        raise ParameterError(
+            f"parameter `by` contains `{bad[0]}`; grouping by {', '.join(_NOT_GROUPABLE)} is not "
+            "allowed. Hint: use awareness_split() to split by awareness."
+        )
+    state_lazy = validate(states, "states")
+    state_schema = state_lazy.collect_schema()
+    attempt_schema = validate(attempts, "attempts", checks="schema").collect_schema()
+    both = [c for c in columns if c in state_schema and c in attempt_schema]
+    if both:
+        raise ParameterError(
+            f"parameter `by` names `{both[0]}`, which is a column of both `states` and "
+            "`attempts`; a grouping column must come from one table. Hint: drop or rename it in "
+            "one of them."
+        )
+    missing = [c for c in columns if c not in state_schema and c not in attempt_schema]
+    if missing:
+        raise ParameterError(
+            f"parameter `by` names `{missing[0]}`, which is a column of neither `states` nor "
+            f"`attempts` (states: {', '.join(state_schema.names())}; attempts: "
+            f"{', '.join(attempt_schema.names())})."
+        )
+    state_keys = tuple(c for c in columns if c in state_schema)
+    unit_keys = ("agent", *(c for c in columns if c in attempt_schema and c != "agent"))
+    attempt_lazy = validate(attempts, "attempts", key=unit_keys[1:])
+    return Inputs(state_lazy, attempt_lazy, columns, state_keys, unit_keys)
+
+
+def check_consistency(inputs: Inputs, k: int) -> None:
+    """Raise a one-line error for inputs that are valid one by one but not together.
+
+    Checked (in this order): attempts of unknown states, root causes under more than one
+    workflow, units whose repeats have gaps, and units with fewer than ``k`` repeats on an
+    eligible state. Each check is a small aggregation; all run in one ``collect_all``.
+    """
+    states, attempts = inputs.states, inputs.attempts
+    unit = ["state_id", *inputs.unit_keys]
+    unknown = attempts.select("state_id").join(states.select("state_id"), on="state_id", how="anti")
+    unknown_summary = unknown.select(
+        pl.len().alias("rows"), pl.col("state_id").n_unique().alias("states")
+    )
+    unknown_keys = unknown.select(pl.col("state_id").unique().sort().head(5))
+    split_root = (
+        states.group_by("root_cause_id")
+        .agg(pl.col("workflow_id").n_unique().alias("workflows"))
+        .filter(pl.col("workflows") > 1)
+    )
+    units = attempts.group_by(unit).agg(
+        pl.len().alias("n"), pl.col("repeat").min().alias("lo"), pl.col("repeat").max().alias("hi")
+    )
+    base = attempts.select(pl.col("repeat").min().alias("base"))
+    gaps = units.join(base, how="cross").filter(
+        (pl.col("lo") != pl.col("base")) | (pl.col("hi") - pl.col("lo") + 1 != pl.col("n"))
+    )
+    eligible = states.filter(pl.col("replay_ok") & pl.col("expected_ok")).select("state_id")
+    short = units.join(eligible, on="state_id", how="semi").filter(pl.col("n") < k)
+    (
+        unknown_summary_df,
+        unknown_keys_df,
+        split_root_n,
+        split_root_keys,
+        gaps_n,
+        gaps_keys,
+        base_df,
+        short_n,
+        short_keys,
+    ) = pl.collect_all(
+        [
+            unknown_summary,
+            unknown_keys,
+            split_root.select(pl.len()),
+            split_root.select(pl.col("root_cause_id").sort().head(5)),
+            gaps.select(pl.len()),
+            gaps.sort(unit).head(5).select(unit),
+            base,
+            short.select(pl.len(), pl.col("n").min().alias("fewest")),
+            short.sort(unit).head(5).select(unit),
+        ]
+    )
+    rows = int(unknown_summary_df["rows"][0])
+    if rows:
+        n = int(unknown_summary_df["states"][0])
+        raise InputError(
+            f"attempts: {rows} row{_s(rows)} refer to {n} state{_s(n)} that {_are(n)} not in "
+            f"`states` (state_id {format_keys(unknown_keys_df['state_id'], n)}); every attempt "
+            "must take over a known state. Hint: pass the states table the attempts were run on."
+        )
+    n = int(split_root_n.item())
+    if n:
+        raise InputError(
+            f"states: {n} root cause{_s(n)} appear{'s' if n == 1 else ''} under more than one "
+            f"workflow (root_cause_id {format_keys(split_root_keys['root_cause_id'], n)}); all "
+            "states of one root cause must share one `workflow_id`."
+        )
+    label = "/".join(unit)
+    pairs = f"({', '.join(unit)})"
+    n = int(gaps_n.item())
+    if n:
+        first = int(base_df["base"][0])
+        raise InputError(
+            f"attempts: column `repeat` has gaps in {n} {pairs} unit{_s(n)} ({label} "
+            f"{format_keys(gaps_keys.rows(), n)}); the repeats of every unit must run "
+            f"{first}, {first + 1}, ... without gaps (the first repeat in the table is {first}). "
+            "Hint: a missing repeat is usually a crashed run; rerun it or drop the unit."
+        )
+    n = int(short_n["len"][0])
+    if n:
+        fewest = int(short_n["fewest"][0])
+        raise ParameterError(
+            f"parameter `k` is {k} but {n} {pairs} unit{_s(n)} on eligible states {_have(n)} "
+            f"fewer repeats ({label} {format_keys(short_keys.rows(), n)}; fewest: {fewest}); "
+            f"pass@k needs at least k repeats of every scored unit. Hint: lower `k` to {fewest} "
+            "or drop those units."
+        )
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _are(n: int) -> str:
+    return "is" if n == 1 else "are"
+
+
+def _have(n: int) -> str:
+    return "has" if n == 1 else "have"
+
+
+def pass_at_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
+    """Return the unbiased pass@k estimator 1 − C(n−c, k) / C(n, k) as a polars expression.
+
+    ``n`` repeats of which ``c`` passed. With exactly k repeats this is "any of the k repeats
+    passed"; with more, it is the probability that k repeats drawn without replacement from the
+    n include a pass, i.e. the average of "any of k" over all k-subsets (ARCHITECTURE §3.4).
+
+    The ratio is evaluated in the product form ∏ᵢ₌₀^{k−1} (n−c−i)/(n−i), clipped at 0 once
+    n−c < k: no factorials, no overflow, exact 0 and 1 at the ends, and a relative error of a
+    few ulps per factor.
+
+    Parameters
+    ----------
+    n, c
+        Column names or expressions for repeats and passes (0 <= c <= n).
+    k
+        Positive integer.
+
+    Returns
+    -------
+    polars.Expr
+        Float64; null where n < k (pass@k is undefined there).
+
+    Examples
+    --------
+    >>> frame = pl.DataFrame({"n": [3, 5, 5], "c": [1, 1, 0]})
+    >>> frame.select(pass_at_k_expr("n", "c", 3).round(4)).to_series().to_list()
+    [1.0, 0.6, 0.0]
+    """
+    k = check_k(k)
+    n_expr = (pl.col(n) if isinstance(n, str) else n).cast(pl.Float64)
+    c_expr = (pl.col(c) if isinstance(c, str) else c).cast(pl.Float64)
+    miss = pl.lit(1.0)
+    for i in range(k):
+        miss = miss * ((n_expr - c_expr - i).clip(lower_bound=0.0) / (n_expr - i))
+    return pl.when(n_expr >= k).then(1.0 - miss)
+
+
+def unit_aggregates() -> list[pl.Expr]:
+    """Per-unit counts of repeats, outcomes and funnel layers (all Int64)."""
+    aware, fixed, derived, passed = (pl.col(f) for f in FLAGS)
+    exprs = {
+        "repeats": pl.len(),
+        "n_passed": passed.sum(),
+        "n_aware": aware.sum(),
+        "n_fixed": fixed.sum(),
+        "n_derived": derived.sum(),
+        # The funnel: each layer reached only if every earlier layer holds.
+        "aware_fixed": (aware & fixed).sum(),
+        "aware_fixed_derived": (aware & fixed & derived).sum(),
+        "aware_fixed_derived_passed": (aware & fixed & derived & passed).sum(),
+        "aware_passed": (aware & passed).sum(),
+        "unaware_passed": (~aware & passed).sum(),
+    }
+    return [expr.cast(pl.Int64).alias(name) for name, expr in exprs.items()]
+
+
+def units(inputs: Inputs, k: int) -> pl.LazyFrame:
+    """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason."""
+    unit = ["state_id", *inputs.unit_keys]
+    state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
+    per_unit = inputs.attempts.group_by(unit).agg(unit_aggregates())
+    joined = per_unit.join(inputs.states.select(state_columns), on="state_id", how="inner")
+    return joined.with_columns(
+        (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
+        pass_at_k_expr("repeats", "n_passed", k).alias("pass_at_k"),
+        pl.when(~pl.col("replay_ok"))
+        .then(pl.lit(REJECTED[0]))
+        .when(~pl.col("expected_ok"))
+        .then(pl.lit(REJECTED[1]))
+        .otherwise(pl.lit(None, dtype=pl.String))
+        .alias("excluded"),
+    ).drop("replay_ok", "expected_ok")
+
+
+def restrict(
+    frame: pl.LazyFrame,
+    *,
+    group: Sequence[str],
+    pair: Sequence[str],
+    common_states: bool,
+    common_sample: bool,
+) -> pl.LazyFrame:
+    """Mark units outside the common-state and common-sample restrictions in ``excluded``.
+
+    common_states: a unit's state (with its non-agent attempt keys, ``pair``) must have been
+    attempted by every agent that has a scored unit anywhere in the frame.
+    common_sample: within each ``group`` (the result row keys without depth), a root cause is kept
+    only if it has a scored unit at every depth that has one in that group, so every depth row
+    of the group is computed on the same root causes. Applied after common_states.
+    """
+    open_ = pl.col("excluded").is_null()
+    if common_states:
+        everyone = pl.col("agent").filter(open_).n_unique()
+        here = pl.col("agent").filter(open_).n_unique().over(list(pair))
+        frame = frame.with_columns(
+            pl.when(open_ & (here < everyone))
+            .then(pl.lit(NOT_COMMON[0]))
+            .otherwise(pl.col("excluded"))
+            .alias("excluded")
+        )
+    if common_sample:
+        depths = pl.col("depth").filter(open_).n_unique()
+        all_depths = depths.over(list(group)) if group else depths
+        root_depths = depths.over([*group, "root_cause_id"])
+        frame = frame.with_columns(
+            pl.when(open_ & (root_depths < all_depths))
+            .then(pl.lit(NOT_COMMON[1]))
+            .otherwise(pl.col("excluded"))
+            .alias("excluded")
+        )
+    return frame
+
+
+def score(
+    states: object,
+    attempts: object,
+    *,
+    by: Sequence[str] = ("agent", "depth"),
+    k: int = 3,
+    common_sample: bool = False,
+    common_states: bool = False,
+) -> pl.LazyFrame | pl.DataFrame:
+    """Score every (state, agent) unit: repeats, outcome counts, pass@1, pass@k, exclusion.
+
+    This is the per-unit layer under :func:`summarize`; it is exposed so an analyst can join
+    units back to their own tables or check which root causes a restriction kept.
+
+    Parameters
+    ----------
+    states, attempts
+        The `states` and `attempts` tables (ARCHITECTURE §3.4), in any form
+        :func:`recoverylab.io.scan` reads.
+    by
+        Result keys; must include ``agent``. Columns of `attempts` (besides ``agent``) become
+        part of the unit; columns of `states` are carried along.
+    k
+        pass@k parameter; every unit on an eligible state needs at least k repeats.
+    common_sample, common_states
+        The restrictions of :func:`summarize`; units they remove are kept with a reason.
+
+    Returns
+    -------
+    polars.LazyFrame or polars.DataFrame
+        Eager if both inputs are DataFrames, else lazy. One row per unit with ``state_id``,
+        the unit keys, ``workflow_id``, ``root_cause_id``, ``depth``, the state-level keys,
+        ``repeats``, ``n_passed``, ``n_aware``, ``n_fixed``, ``n_derived``, ``aware_fixed``,
+        ``aware_fixed_derived``, ``aware_fixed_derived_passed``, ``aware_passed``,
+        ``unaware_passed``, ``pass_at_1`` (n_passed / repeats), ``pass_at_k`` and ``excluded``
+        (null when scored, else ``replay_mismatch``, ``missing_expected``,
+        ``not_common_state`` or ``not_common_sample``).
+
+    Raises
+    ------
+    SchemaError
+        A table breaks its contract (including a duplicate (state_id, agent, repeat)).
+    InputError
+        Attempts of unknown states, a root cause under two workflows, gaps in repeats.
+    ParameterError
+        A bad ``by`` or ``k``, or units with fewer than k repeats.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> states = pl.DataFrame({"state_id": ["s1"], "workflow_id": ["w1"],
+    ...     "root_cause_id": ["r1"], "depth": [0], "replay_ok": [True], "expected_ok": [True]})
+    >>> attempts = pl.DataFrame({"state_id": ["s1"] * 3, "agent": ["a"] * 3,
+    ...     "repeat": [0, 1, 2], "aware": [True, False, False],
+    ...     "root_cause_fixed": [True, False, False], "derived_fixed": [True, False, False],
+    ...     "passed": [True, False, False]})
+    >>> score(states, attempts)["pass_at_k"].to_list()
+    [1.0]
+    """
+    k = check_k(k)
+    inputs = load(states, attempts, by)
+    check_consistency(inputs, k)
+    frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
+    return frame.collect() if is_eager(states, attempts) else frame
+
+
+def scored_units(
+    inputs: Inputs, k: int, *, common_sample: bool, common_states: bool
+) -> pl.LazyFrame:
+    """Units with restrictions applied (the body of :func:`score`, after the checks)."""
+    frame = units(inputs, k)
+    return restrict(
+        frame,
+        group=[c for c in inputs.by if c != "depth"],
+        pair=["state_id", *inputs.unit_keys[1:]],
+        common_states=common_states,
+        common_sample=common_sample,
+    )
+
+
+def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFrame | pl.DataFrame:
+    """Count eligible and rejected states per slice, rejections by reason.
+
+    A state is eligible when its replay matched the original trajectory (``replay_ok``) and its
+    expected values exist (``expected_ok``); otherwise it is rejected and never scored
+    (ARCHITECTURE §3.4). A state failing both checks is counted once, under
+    ``replay_mismatch`` (the replay check comes first).
+
+    Parameters
+    ----------
+    states
+        The `states` table.
+    by
+        State columns to slice by (default depth); may be empty.
+
+    Returns
+    -------
+    polars.LazyFrame or polars.DataFrame
+        Eager if ``states`` is a DataFrame. One row per slice, sorted: the ``by`` columns,
+        ``states``, ``eligible_states``, ``rejected_states``, ``rejected_replay_mismatch``,
+        ``rejected_missing_expected``, ``eligible_root_causes``, ``eligible_workflows``.
+
+    Raises
+    ------
+    SchemaError
+        `states` breaks its contract.
+    ParameterError
+        A ``by`` column is not in `states`.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> states = pl.DataFrame({"state_id": ["s1", "s2"], "workflow_id": ["w1", "w1"],
+    ...     "root_cause_id": ["r1", "r1"], "depth": [0, 5], "replay_ok": [True, False],
+    ...     "expected_ok": [True, True]})
+    >>> eligibility(states)["eligible_states"].to_list()
+    [1, 0]
+    """
+    columns = as_columns("by", by)
+    lazy = validate(states, "states")
+    schema = lazy.collect_schema()
+    missing = [c for c in columns if c not in schema]
+    if missing:
+        raise ParameterError(
+            f"parameter `by` names `{missing[0]}`, which is not a column of `states` "
+            f"(columns: {', '.join(schema.names())})."
+        )
+    result = eligibility_counts(lazy, columns)
+    return result.collect() if is_eager(states) else result
+
+
+def eligibility_counts(states: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
+    """Build the query of :func:`eligibility` on validated states."""
+    ok = pl.col("replay_ok") & pl.col("expected_ok")
+    aggregates = [
+        pl.len().cast(pl.Int64).alias("states"),
+        ok.sum().cast(pl.Int64).alias("eligible_states"),
+        (~ok).sum().cast(pl.Int64).alias("rejected_states"),
+        (~pl.col("replay_ok")).sum().cast(pl.Int64).alias("rejected_replay_mismatch"),
+        (pl.col("replay_ok") & ~pl.col("expected_ok"))
+        .sum()
+        .cast(pl.Int64)
+        .alias("rejected_missing_expected"),
+        pl.col("root_cause_id").filter(ok).n_unique().cast(pl.Int64).alias("eligible_root_causes"),
+        pl.col("workflow_id").filter(ok).n_unique().cast(pl.Int64).alias("eligible_workflows"),
+    ]
+    if not by:
+        return states.select(aggregates)
+    schema = states.collect_schema()
+    return states.group_by(list(by)).agg(aggregates).sort(sort_keys(schema, by), nulls_last=False)
+
+
+def sort_keys(schema: pl.Schema, columns: Sequence[str]) -> list[pl.Expr]:
+    """Sort expressions that do not depend on input order (categoricals sort by their text)."""
+    return [
+        pl.col(c).cast(pl.String) if isinstance(schema.get(c), pl.Categorical) else pl.col(c)
+        for c in columns
+    ]

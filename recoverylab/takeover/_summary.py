@@ -1,0 +1,764 @@
+"""Cell summaries of takeover attempts: EAR, pass@1, pass@k and the repair funnel, with CIs.
+
+Two phases (ARCHITECTURE §1.3): scored units are summed into per-(workflow × cell) partials in a
+lazy query; only those partials are collected, then summed into cells and handed to
+:mod:`recoverylab.stats` for workflow-clustered intervals and tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from recoverylab import stats
+from recoverylab._errors import ParameterError, format_keys, require_one_of
+from recoverylab.takeover._inputs import (
+    NOT_COMMON,
+    REJECTED,
+    Inputs,
+    as_columns,
+    check_consistency,
+    check_k,
+    eligibility_counts,
+    is_eager,
+    load,
+    restrict,
+    scored_units,
+    sort_keys,
+    units,
+)
+
+#: Label of results that split attempts by an outcome observed after the run (seed: the authors'
+#: aware/unaware pass rates are an association, not a randomised intervention).
+INTERPRETATION = "association, not an effect"
+
+_INTERVALS = ("bootstrap", "wilson")
+
+#: (rate, numerator, denominator) of every rate in :func:`summarize`, in output order.
+RATES = (
+    ("ear", "n_aware", "attempts"),
+    ("pass_at_1", "pass_at_1_sum", "attempted_states"),
+    ("pass_at_k", "pass_at_k_sum", "attempted_states"),
+    ("aware_rate", "n_aware", "attempts"),
+    ("fixed_rate", "n_fixed", "attempts"),
+    ("derived_rate", "n_derived", "attempts"),
+    ("pass_rate", "n_passed", "attempts"),
+    ("fixed_given_aware_rate", "aware_fixed", "n_aware"),
+    ("derived_given_fixed_rate", "aware_fixed_derived", "aware_fixed"),
+    ("pass_given_derived_rate", "aware_fixed_derived_passed", "aware_fixed_derived"),
+)
+
+_COUNTS = (
+    "attempted_states",
+    "root_causes",
+    "attempts",
+    "excluded_attempts",
+    "excluded_not_common_state",
+    "excluded_not_common_sample",
+    "n_aware",
+    "n_fixed",
+    "n_derived",
+    "n_passed",
+    "aware_fixed",
+    "aware_fixed_derived",
+    "aware_fixed_derived_passed",
+)
+_SUMS = ("pass_at_1_sum", "pass_at_k_sum")
+_STATE_COUNTS = (
+    "eligible_states",
+    "rejected_states",
+    "rejected_replay_mismatch",
+    "rejected_missing_expected",
+)
+
+
+def _check_statistics(interval: str, confidence: float, n_resamples: int, seed: int) -> None:
+    require_one_of("interval", interval, _INTERVALS)
+    if not isinstance(confidence, float | int) or not 0 < confidence < 1:
+        raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
+        raise ParameterError(
+            f"parameter `n_resamples` is {n_resamples!r}; it must be a positive integer."
+        )
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ParameterError(f"parameter `seed` is {seed!r}; it must be a non-negative integer.")
+
+
+def _stable_sum(expr: pl.Expr) -> pl.Expr:
+    """Sum non-negative floats in sorted order, so the result never depends on row order.
+
+    polars adds floats in whatever order its threads see them (and drops a ``sort`` before a
+    plain ``sum``), so the last bits of a sum could change with the input's row order. Summing
+    the sorted values as one list fixes the order. ``abs`` turns the -0.0 of an empty list
+    into 0.0.
+    """
+    return expr.sort().implode().list.sum().abs()
+
+
+def _stable_mean(expr: pl.Expr) -> pl.Expr:
+    """Mean of floats in sorted order (see :func:`_stable_sum`)."""
+    return expr.sort().implode().list.mean()
+
+
+def _rate(numerator: str, denominator: str) -> pl.Expr:
+    """Divide two columns; null (never 0 or 1) where the denominator is 0."""
+    return pl.when(pl.col(denominator) > 0).then(pl.col(numerator) / pl.col(denominator))
+
+
+def _join(left: pl.DataFrame, right: pl.DataFrame, on: Sequence[str]) -> pl.DataFrame:
+    """Left join on ``on`` with null keys matching; a cross join when there are no keys."""
+    if not on:
+        return left.join(right, how="cross")
+    return left.join(right, on=list(on), how="left", nulls_equal=True)
+
+
+def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
+    """Per (workflow_id, *by) additive partials of scored units, plus exclusion counts."""
+    scored = pl.col("excluded").is_null()
+
+    def total(column: str) -> pl.Expr:
+        return pl.col(column).filter(scored).sum().cast(pl.Int64).alias(column)
+
+    return frame.group_by(["workflow_id", *by]).agg(
+        scored.sum().cast(pl.Int64).alias("attempted_states"),
+        pl.col("root_cause_id").filter(scored).n_unique().cast(pl.Int64).alias("root_causes"),
+        pl.col("repeats").filter(scored).sum().cast(pl.Int64).alias("attempts"),
+        pl.col("repeats")
+        .filter(pl.col("excluded").is_in(REJECTED))
+        .sum()
+        .cast(pl.Int64)
+        .alias("excluded_attempts"),
+        (pl.col("excluded") == NOT_COMMON[0])
+        .sum()
+        .cast(pl.Int64)
+        .alias("excluded_not_common_state"),
+        (pl.col("excluded") == NOT_COMMON[1])
+        .sum()
+        .cast(pl.Int64)
+        .alias("excluded_not_common_sample"),
+        *(
+            total(c)
+            for c in (
+                "n_aware",
+                "n_fixed",
+                "n_derived",
+                "n_passed",
+                "aware_fixed",
+                "aware_fixed_derived",
+                "aware_fixed_derived_passed",
+            )
+        ),
+        _stable_sum(pl.col("pass_at_1").filter(scored)).alias("pass_at_1_sum"),
+        _stable_sum(pl.col("pass_at_k").filter(scored)).alias("pass_at_k_sum"),
+    )
+
+
+def _bootstrap_intervals(
+    partials: pl.DataFrame,
+    cells: pl.DataFrame,
+    by: Sequence[str],
+    rates: Sequence[tuple[str, str, str]],
+    *,
+    confidence: float,
+    n_resamples: int,
+    ci_method: str,
+    seed: int,
+) -> pl.DataFrame:
+    """Add ``<rate>_ci_low/_ci_high`` from a workflow-clustered bootstrap of every rate.
+
+    All rates go through one :func:`stats.cluster_bootstrap` call as cells (``*by``, rate); each
+    cell draws from its own stream ``cell_rng(seed, key)``, so adding a rate or a cell never moves
+    another cell's interval. A workflow with attempts in a cell is one cluster of that cell for
+    every rate (a workflow with no aware attempt still counts, with 0/0, for the conditional
+    rates: the number of informative workflows is part of the sampling variation).
+    """
+    metric = "__rate"
+    clusters = partials.filter(pl.col("attempted_states") > 0)
+    long = pl.concat(
+        [
+            clusters.select(
+                *by,
+                pl.lit(name).alias(metric),
+                pl.col(num).cast(pl.Float64).alias("__num"),
+                pl.col(den).cast(pl.Float64).alias("__den"),
+            )
+            for name, num, den in rates
+        ]
+    ).filter(pl.col("__den").sum().over([*by, metric]) > 0)
+    boot = stats.cluster_bootstrap(
+        long,
+        cells=[*by, metric],
+        values=["__num", "__den"],
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=ci_method,
+        seed=seed,
+    )
+    for name, _, _ in rates:
+        part = boot.filter(pl.col(metric) == name).select(
+            *by,
+            pl.col("ci_low").fill_nan(None).alias(f"{name}_ci_low"),
+            pl.col("ci_high").fill_nan(None).alias(f"{name}_ci_high"),
+        )
+        cells = _join(cells, part, by)
+    return cells
+
+
+def _single(part: pl.DataFrame) -> pl.DataFrame:
+    """Return a one-cell result, or one row of nulls when the cell had no data."""
+    if part.height:
+        return part
+    return pl.DataFrame([pl.Series(c, [None], dtype=part.schema[c]) for c in part.columns])
+
+
+def _wilson_intervals(
+    cells: pl.DataFrame, rates: Sequence[tuple[str, str, str]], confidence: float
+) -> pl.DataFrame:
+    exprs = []
+    for name, num, den in rates:
+        low, high = stats.wilson_exprs(num, den, confidence)
+        exprs += [low.alias(f"{name}_ci_low"), high.alias(f"{name}_ci_high")]
+    return cells.with_columns(exprs)
+
+
+def summarize(
+    states: object,
+    attempts: object,
+    *,
+    by: Sequence[str] = ("agent", "depth"),
+    k: int = 3,
+    common_sample: bool = False,
+    common_states: bool = False,
+    interval: str = "bootstrap",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Summarise takeover attempts per (agent, depth, *by): EAR, pass@1, pass@k and the funnel.
+
+    Each depth row carries its own denominators (ARCHITECTURE §3.4; seed: deeper depths have
+    fewer eligible states, so depth rows are not the same sample unless ``common_sample``).
+    States whose replay did not match, or whose expected values are missing, are rejected:
+    counted in every row of their slice, never scored.
+
+    Definitions, per row (a "unit" is a (state, agent) pair; "attempts" are its repeats):
+
+    * ``ear`` (= ``aware_rate``): aware attempts / attempts.
+    * ``pass_at_1``: mean over attempted states of (passed repeats / repeats).
+    * ``pass_at_k``: mean over attempted states of 1 − C(n−c, k)/C(n, k), n repeats with c
+      passes; with n = k exactly "any of the k repeats passed".
+    * ``fixed_rate``, ``derived_rate``, ``pass_rate``: root cause fixed / derived state fixed /
+      passed attempts, each over all attempts (``pass_rate`` is attempt-weighted; it equals
+      ``pass_at_1`` when every unit has the same number of repeats).
+    * The funnel, each layer conditional on the previous layer *holding*, i.e. on every earlier
+      layer: ``fixed_given_aware_rate`` = #(aware ∧ fixed) / #aware,
+      ``derived_given_fixed_rate`` = #(aware ∧ fixed ∧ derived) / #(aware ∧ fixed),
+      ``pass_given_derived_rate`` = #(aware ∧ fixed ∧ derived ∧ passed) /
+      #(aware ∧ fixed ∧ derived). Their denominators are the columns ``n_aware``,
+      ``aware_fixed`` and ``aware_fixed_derived``. Seed: awareness, root-cause repair, derived
+      state repair and the final verifier are scored separately.
+
+    Parameters
+    ----------
+    states, attempts
+        The `states` and `attempts` tables (ARCHITECTURE §3.4), in any form
+        :func:`recoverylab.io.scan` reads. Extra columns may be used in ``by``.
+    by
+        Row keys; must include ``agent``. A column of `states` (depth, split, source_agent...)
+        slices states; a column of `attempts` (e.g. budget) becomes part of the unit. For
+        self-takeover denominators add ``source_agent``.
+    k
+        pass@k; every unit on an eligible state needs at least k repeats.
+    common_sample
+        Keep only root causes scored at every depth of their row group (the ``by`` keys without
+        depth), so every depth row of a group is computed on the same root causes. Removed
+        states are counted in ``excluded_not_common_sample``.
+    common_states
+        Keep only states attempted by every agent in the table (common-state comparison).
+        Removed units are counted in ``excluded_not_common_state``. Applied before
+        ``common_sample``.
+    interval
+        ``"bootstrap"``: cluster bootstrap over workflows (percentile or BCa, ``ci_method``);
+        ``"wilson"``: Wilson score intervals, which treat the denominator as independent
+        trials and so ignore the clustering of repeats and depths within a workflow.
+    confidence, n_resamples, ci_method, seed
+        Interval settings; the bootstrap is deterministic for a given seed.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per ``by`` cell with at least one attempt, sorted by ``by``. Columns: the ``by``
+        keys, ``k``; the slice's state counts ``eligible_states``, ``rejected_states``,
+        ``rejected_replay_mismatch``, ``rejected_missing_expected`` (state-level, before the
+        restrictions); ``attempted_states`` (denominator of pass@1 and pass@k),
+        ``root_causes``, ``workflows`` (clusters), ``attempts`` (denominator of EAR and of the
+        rates of attempts), ``excluded_attempts`` (attempts on rejected states),
+        ``excluded_not_common_state``, ``excluded_not_common_sample``; ``ear``, ``pass_at_1``,
+        ``pass_at_k``; the counts ``n_aware``, ``n_fixed``, ``n_derived``, ``n_passed``;
+        ``aware_rate``, ``fixed_rate``, ``derived_rate``, ``pass_rate``; the funnel counts
+        ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed`` and the
+        conditional rates. Every rate is followed by ``<rate>_ci_low`` and ``<rate>_ci_high``.
+        Rates with a zero denominator are null.
+
+    Raises
+    ------
+    SchemaError
+        A table breaks its contract (including a duplicate (state_id, agent, repeat)).
+    InputError
+        Attempts of unknown states, a root cause under two workflows, gaps in repeats.
+    ParameterError
+        A bad parameter, or units with fewer than k repeats (the message names them).
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> tables = synth.generate("takeover", 20, seed=1)
+    >>> out = summarize(tables["states"], tables["attempts"], n_resamples=200)
+    >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
+    True
+    """
+    k = check_k(k)
+    _check_statistics(interval, confidence, n_resamples, seed)
+    inputs = load(states, attempts, by)
+    check_consistency(inputs, k)
+    frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
+    return _summarize_units(
+        inputs,
+        frame,
+        k,
+        interval=interval,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method=ci_method,
+        seed=seed,
+    )
+
+
+def _summarize_units(
+    inputs: Inputs,
+    frame: pl.LazyFrame,
+    k: int,
+    *,
+    interval: str,
+    confidence: float,
+    n_resamples: int,
+    ci_method: str,
+    seed: int,
+) -> pl.DataFrame:
+    by = list(inputs.by)
+    partials, slices = pl.collect_all(
+        [_partials(frame, by), eligibility_counts(inputs.states, inputs.state_keys)]
+    )
+    cells = partials.group_by(by).agg(
+        *(pl.col(c).sum() for c in _COUNTS),
+        *(_stable_sum(pl.col(c)).alias(c) for c in _SUMS),
+        (pl.col("attempted_states") > 0).sum().cast(pl.Int64).alias("workflows"),
+    )
+    cells = _join(cells, slices.select(*inputs.state_keys, *_STATE_COUNTS), inputs.state_keys)
+    cells = cells.with_columns(
+        pl.lit(k, dtype=pl.Int64).alias("k"),
+        *(_rate(num, den).alias(name) for name, num, den in RATES if name != "aware_rate"),
+    ).with_columns(pl.col("ear").alias("aware_rate"))
+    with_ci = [r for r in RATES if r[0] != "aware_rate"]
+    if interval == "wilson":
+        cells = _wilson_intervals(cells, with_ci, confidence)
+    else:
+        cells = _bootstrap_intervals(
+            partials,
+            cells,
+            by,
+            with_ci,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            ci_method=ci_method,
+            seed=seed,
+        )
+    cells = cells.with_columns(
+        pl.col("ear_ci_low").alias("aware_rate_ci_low"),
+        pl.col("ear_ci_high").alias("aware_rate_ci_high"),
+    )
+    return cells.select(_summary_columns(by)).sort(sort_keys(cells.schema, by), nulls_last=False)
+
+
+def _summary_columns(by: Sequence[str]) -> list[str]:
+    def rate(name: str) -> list[str]:
+        return [name, f"{name}_ci_low", f"{name}_ci_high"]
+
+    return [
+        *by,
+        "k",
+        *_STATE_COUNTS,
+        "attempted_states",
+        "root_causes",
+        "workflows",
+        "attempts",
+        "excluded_attempts",
+        "excluded_not_common_state",
+        "excluded_not_common_sample",
+        *rate("ear"),
+        *rate("pass_at_1"),
+        *rate("pass_at_k"),
+        "n_aware",
+        "n_fixed",
+        "n_derived",
+        "n_passed",
+        *rate("aware_rate"),
+        *rate("fixed_rate"),
+        *rate("derived_rate"),
+        *rate("pass_rate"),
+        "aware_fixed",
+        "aware_fixed_derived",
+        "aware_fixed_derived_passed",
+        *rate("fixed_given_aware_rate"),
+        *rate("derived_given_fixed_rate"),
+        *rate("pass_given_derived_rate"),
+    ]
+
+
+def compare_agents(
+    states: object,
+    attempts: object,
+    a: str,
+    b: str,
+    *,
+    by: Sequence[str] = (),
+    k: int = 3,
+    common_sample: bool = False,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    n_permutations: int = 100_000,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Compare two agents' pass@k on the states both attempted, paired and workflow-clustered.
+
+    The seed's warning: self-takeover columns are not a common-pool ranking; a fair comparison
+    pairs the same root cause, prefix and state. Here only eligible states attempted by both
+    agents (with at least k repeats each) are compared. Per workflow, the partials are the sums
+    of each agent's per-state pass@k and the number of paired states; the interval is a cluster
+    bootstrap of the difference of the two means (one draw of workflows serves both agents) and
+    the p-value a two-sided sign-flip test of the per-workflow summed differences (exact when
+    the differences are integers, i.e. when every unit has exactly k repeats).
+
+    Parameters
+    ----------
+    states, attempts
+        The `states` and `attempts` tables.
+    a, b
+        The two values of ``agent`` to compare; ``difference`` is a − b.
+    by
+        Extra row keys (e.g. ``("depth",)``); ``agent`` may not be one of them.
+    k
+        pass@k.
+    common_sample
+        Within each row group (``by`` without depth), keep only root causes with paired states
+        at every depth.
+    confidence, n_resamples, ci_method
+        Bootstrap settings.
+    n_permutations
+        Monte Carlo sign flips, used only when no exact method applies.
+    seed
+        Seed of the bootstrap and of any Monte Carlo test.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per ``by`` cell where either agent attempted an eligible state, sorted:
+        the ``by`` keys, ``agent_a``, ``agent_b``, ``k``, ``common_states`` (paired states: the
+        denominator), ``root_causes``, ``workflows`` (clusters), ``only_a_states``,
+        ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``,
+        ``pass_at_k_a``, ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``,
+        ``a_better_states``, ``b_better_states`` (states where a's pass@k is higher / lower),
+        ``p_value``, ``p_method``. Statistics are null for a cell without paired states.
+
+    Raises
+    ------
+    ParameterError
+        ``a`` or ``b`` not an agent of `attempts`, ``a == b``, ``agent`` in ``by``, bad
+        settings, or units with fewer than k repeats.
+    SchemaError, InputError
+        As in :func:`summarize`.
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> tables = synth.generate("takeover", 20, seed=1)
+    >>> out = compare_agents(tables["states"], tables["attempts"], "agent_a", "agent_b",
+    ...                      n_resamples=200)
+    >>> out.select("common_states", "difference", "p_value").height
+    1
+    """
+    k = check_k(k)
+    _check_statistics("bootstrap", confidence, n_resamples, seed)
+    cells = list(as_columns("by", by))
+    if "agent" in cells:
+        raise ParameterError(
+            "parameter `by` contains `agent`; compare_agents compares two agents within each "
+            "cell, so `agent` cannot be a cell key."
+        )
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, str):
+            raise ParameterError(f"parameter `{name}` is {value!r}; it must be an agent name.")
+    if a == b:
+        raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two agents.")
+    inputs = load(states, attempts, ("agent", *cells))
+    check_consistency(inputs, k)
+    known = inputs.attempts.select(pl.col("agent").unique().sort()).collect().to_series().to_list()
+    for name, value in (("a", a), ("b", b)):
+        if value not in known:
+            raise ParameterError(
+                f"parameter `{name}` is {value!r}, which is not an agent in `attempts` "
+                f"(agents: {format_keys(known, len(known))})."
+            )
+    pair = ["state_id", *inputs.unit_keys[1:]]
+    state_cols = ["workflow_id", "root_cause_id", "depth"]
+    carried = [c for c in inputs.state_keys if c not in state_cols]
+    per_state = (
+        units(inputs, k)
+        .filter(pl.col("excluded").is_null() & pl.col("agent").is_in([a, b]))
+        .group_by([*pair, *state_cols, *carried])
+        .agg(
+            pl.col("pass_at_k").filter(pl.col("agent") == a).first().alias("pass_at_k_a"),
+            pl.col("pass_at_k").filter(pl.col("agent") == b).first().alias("pass_at_k_b"),
+        )
+        .with_columns(
+            pl.when(pl.col("pass_at_k_b").is_null())
+            .then(pl.lit("only_a"))
+            .when(pl.col("pass_at_k_a").is_null())
+            .then(pl.lit("only_b"))
+            .otherwise(pl.lit(None, dtype=pl.String))
+            .alias("excluded")
+        )
+    )
+    per_state = restrict(
+        per_state,
+        group=[c for c in cells if c != "depth"],
+        pair=pair,
+        common_states=False,
+        common_sample=common_sample,
+    )
+    paired = pl.col("excluded").is_null()
+    d = pl.col("pass_at_k_a") - pl.col("pass_at_k_b")
+    partials = (
+        per_state.group_by(["workflow_id", *cells])
+        .agg(
+            paired.sum().cast(pl.Int64).alias("common_states"),
+            pl.col("root_cause_id").filter(paired).n_unique().cast(pl.Int64).alias("root_causes"),
+            (pl.col("excluded") == "only_a").sum().cast(pl.Int64).alias("only_a_states"),
+            (pl.col("excluded") == "only_b").sum().cast(pl.Int64).alias("only_b_states"),
+            (pl.col("excluded") == NOT_COMMON[1])
+            .sum()
+            .cast(pl.Int64)
+            .alias("excluded_not_common_sample"),
+            _stable_sum(pl.col("pass_at_k_a").filter(paired)).alias("sum_a"),
+            _stable_sum(pl.col("pass_at_k_b").filter(paired)).alias("sum_b"),
+            (d.filter(paired) > 0).sum().cast(pl.Int64).alias("a_better_states"),
+            (d.filter(paired) < 0).sum().cast(pl.Int64).alias("b_better_states"),
+        )
+        .with_columns((pl.col("sum_a") - pl.col("sum_b")).alias("diff"))
+        .collect()
+    )
+    counts = (
+        "common_states",
+        "root_causes",
+        "only_a_states",
+        "only_b_states",
+        "excluded_not_common_sample",
+        "a_better_states",
+        "b_better_states",
+    )
+    aggregates = [
+        *(pl.col(c).sum() for c in counts),
+        *(_stable_sum(pl.col(c)).alias(c) for c in ("sum_a", "sum_b")),
+        (pl.col("common_states") > 0).sum().cast(pl.Int64).alias("workflows"),
+    ]
+    table = partials.group_by(cells).agg(aggregates) if cells else partials.select(aggregates)
+    table = table.with_columns(
+        _rate("sum_a", "common_states").alias("pass_at_k_a"),
+        _rate("sum_b", "common_states").alias("pass_at_k_b"),
+    ).with_columns((pl.col("pass_at_k_a") - pl.col("pass_at_k_b")).alias("difference"))
+    # stats needs at least one cell column; a constant one stands for "the whole table".
+    stat_cells = cells or ["__all"]
+    clusters = partials.filter(pl.col("common_states") > 0).with_columns(
+        pl.col("common_states").cast(pl.Float64).alias("n_a"),
+        pl.col("common_states").cast(pl.Float64).alias("n_b"),
+        pl.lit(0).alias("__all"),
+    )
+    boot = stats.cluster_bootstrap(
+        clusters,
+        cells=stat_cells,
+        values=["sum_a", "n_a", "sum_b", "n_b"],
+        statistic=stats.ratio_difference,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=ci_method,
+        seed=seed,
+    ).select(*cells, pl.col("ci_low").fill_nan(None), pl.col("ci_high").fill_nan(None))
+    tests = stats.sign_flip_cells(
+        clusters, cells=stat_cells, difference="diff", n_resamples=n_permutations, seed=seed
+    ).select(*cells, "p_value", "p_method")
+    if cells:
+        table = _join(_join(table, boot, cells), tests, cells)
+    else:
+        table = table.hstack(_single(boot)).hstack(_single(tests))
+    columns = [
+        *cells,
+        pl.lit(a).alias("agent_a"),
+        pl.lit(b).alias("agent_b"),
+        pl.lit(k, dtype=pl.Int64).alias("k"),
+        "common_states",
+        "root_causes",
+        "workflows",
+        "only_a_states",
+        "only_b_states",
+        "excluded_not_common_sample",
+        "pass_at_k_a",
+        "pass_at_k_b",
+        "difference",
+        "ci_low",
+        "ci_high",
+        "a_better_states",
+        "b_better_states",
+        "p_value",
+        "p_method",
+    ]
+    return table.select(columns).sort(sort_keys(table.schema, cells), nulls_last=False)
+
+
+def awareness_split(
+    states: object,
+    attempts: object,
+    *,
+    by: Sequence[str] = ("agent",),
+    common_sample: bool = False,
+    common_states: bool = False,
+    confidence: float = 0.95,
+) -> pl.LazyFrame | pl.DataFrame:
+    """Pass rates of aware and of unaware attempts, per agent and macro-averaged over agents.
+
+    This is an **association, not an effect** (seed: the authors group runs by whether the agent
+    noticed the error *after* the run; awareness was not randomised, so the gap is not the gain
+    of prompting an agent to notice). Every row says so in ``interpretation``.
+
+    Parameters
+    ----------
+    states, attempts
+        The `states` and `attempts` tables; only scored attempts (eligible states, after the
+        restrictions) count.
+    by
+        Row keys; must include ``agent``. Macro rows average over agents within the other keys.
+    common_sample, common_states
+        As in :func:`summarize`.
+    confidence
+        Level of the Wilson intervals of the per-agent rates (attempts as independent trials).
+
+    Returns
+    -------
+    polars.LazyFrame or polars.DataFrame
+        Eager if both inputs are DataFrames. Per-agent rows (``scope = "agent"``) and, per
+        combination of the other ``by`` keys, one macro row (``scope = "macro"``, ``agent``
+        null). Columns: ``scope``, the ``by`` keys, ``agents`` (agents averaged: 1 on agent
+        rows; on macro rows the agents that have both aware and unaware attempts),
+        ``aware_attempts``, ``aware_passed``, ``aware_pass_rate`` (+ ``_ci_low``/``_ci_high``),
+        ``unaware_attempts``, ``unaware_passed``, ``unaware_pass_rate`` (+ CIs),
+        ``difference`` (aware − unaware; on macro rows the mean of the per-agent differences),
+        ``interpretation``. Macro rows have null intervals.
+
+    Raises
+    ------
+    SchemaError, InputError, ParameterError
+        As in :func:`summarize`.
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> tables = synth.generate("takeover", 20, seed=1)
+    >>> out = awareness_split(tables["states"], tables["attempts"])
+    >>> out.filter(pl.col("scope") == "macro")["interpretation"].to_list()
+    ['association, not an effect']
+    """
+    columns = as_columns("by", by)
+    if not isinstance(confidence, float | int) or not 0 < confidence < 1:
+        raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
+    inputs = load(states, attempts, columns)
+    check_consistency(inputs, 1)
+    frame = scored_units(inputs, 1, common_sample=common_sample, common_states=common_states)
+    keys = list(inputs.by)
+    rest = [c for c in keys if c != "agent"]
+    per_agent = (
+        frame.filter(pl.col("excluded").is_null())
+        .group_by(keys)
+        .agg(
+            pl.col("n_aware").sum().alias("aware_attempts"),
+            pl.col("aware_passed").sum().alias("aware_passed"),
+            (pl.col("repeats") - pl.col("n_aware")).sum().alias("unaware_attempts"),
+            pl.col("unaware_passed").sum().alias("unaware_passed"),
+        )
+        .with_columns(
+            _rate("aware_passed", "aware_attempts").alias("aware_pass_rate"),
+            _rate("unaware_passed", "unaware_attempts").alias("unaware_pass_rate"),
+        )
+        .with_columns((pl.col("aware_pass_rate") - pl.col("unaware_pass_rate")).alias("difference"))
+    )
+    aware_ci = stats.wilson_exprs("aware_passed", "aware_attempts", confidence)
+    unaware_ci = stats.wilson_exprs("unaware_passed", "unaware_attempts", confidence)
+    agent_rows = per_agent.with_columns(
+        pl.lit("agent").alias("scope"),
+        pl.lit(1, dtype=pl.Int64).alias("agents"),
+        aware_ci.low.alias("aware_pass_rate_ci_low"),
+        aware_ci.high.alias("aware_pass_rate_ci_high"),
+        unaware_ci.low.alias("unaware_pass_rate_ci_low"),
+        unaware_ci.high.alias("unaware_pass_rate_ci_high"),
+    )
+    both = per_agent.filter(pl.col("difference").is_not_null())
+    macro_aggs = [
+        pl.len().cast(pl.Int64).alias("agents"),
+        *(
+            pl.col(c).sum()
+            for c in ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
+        ),
+        *(
+            _stable_mean(pl.col(c)).alias(c)
+            for c in ("aware_pass_rate", "unaware_pass_rate", "difference")
+        ),
+    ]
+    macro = both.group_by(rest).agg(macro_aggs) if rest else both.select(macro_aggs)
+    macro = macro.filter(pl.col("agents") > 0).with_columns(
+        pl.lit("macro").alias("scope"),
+        pl.lit(None, dtype=pl.String).alias("agent"),
+        *(
+            pl.lit(None, dtype=pl.Float64).alias(f"{r}_ci_{side}")
+            for r in ("aware_pass_rate", "unaware_pass_rate")
+            for side in ("low", "high")
+        ),
+    )
+    order = [
+        "scope",
+        *keys,
+        "agents",
+        "aware_attempts",
+        "aware_passed",
+        "aware_pass_rate",
+        "aware_pass_rate_ci_low",
+        "aware_pass_rate_ci_high",
+        "unaware_attempts",
+        "unaware_passed",
+        "unaware_pass_rate",
+        "unaware_pass_rate_ci_low",
+        "unaware_pass_rate_ci_high",
+        "difference",
+    ]
+    schema = agent_rows.collect_schema()
+    result = (
+        pl.concat(
+            [
+                agent_rows.select(order),
+                macro.select(order).cast({"agent": schema["agent"]}),
+            ]
+        )
+        .with_columns(pl.lit(INTERPRETATION).alias("interpretation"))
+        .sort([*sort_keys(schema, rest), "scope", *sort_keys(schema, ["agent"])], nulls_last=True)
+    )
+    return result.collect() if is_eager(states, attempts) else result
