@@ -905,3 +905,17 @@ def test_categorical_keys(router, train, test_set):
         )
     margin = table.filter(pl.col("condition").is_null(), policy="router")
     assert margin["gain"].n_unique() == 1  # the margin over never is the gain
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), split=st.integers(1, 4771))
+def test_decide_does_not_depend_on_row_order_or_file_split(router, tmp_path_factory, seed, split):
+    points = synth.generate("decision_points", 400, seed=8, prefix="h")["decision_points"]
+    expected = router.decide(points).collect()
+    shuffled = points.sample(fraction=1.0, shuffle=True, seed=seed)
+    split = min(split, shuffled.height - 1)
+    folder = tmp_path_factory.mktemp("split")
+    shuffled.head(split).write_parquet(folder / "a.parquet")
+    shuffled.tail(shuffled.height - split).write_parquet(folder / "b.parquet")
+    from_files = router.decide([folder / "a.parquet", folder / "b.parquet"]).collect()
+    assert from_files.equals(expected)
