@@ -115,6 +115,18 @@ _RESULT_COLUMNS = (
 _REPORT_COLUMNS = ("answer", "version_claim", "diagnosis", "requested_user")
 #: Case columns used by scoring and not carried to the output.
 _CASE_INTERNAL = ("barrier", "needs_user_help")
+#: Names of helper columns inside the scoring query; with the result columns, no input may use them.
+_INTERNAL = (
+    "_n_copies",
+    "_n_versions",
+    "_visited",
+    "_supported",
+    "_n_unsupported",
+    "_n_cited_copy",
+    "_n_cited_version",
+    "_branch_reason",
+)
+_RESERVED = frozenset((*_RESULT_COLUMNS, *_INTERNAL))
 _SCORED_REQUIRED = ("success", "gp", "compliant", "steps", "reason")
 _CI_METHODS = ("percentile", "bca")
 
@@ -199,10 +211,7 @@ def from_nested(episodes: Source, *, checks: Literal["full", "schema"] = "full")
             "episodes: missing required column `episode_id`; found columns: "
             f"{', '.join(schema.names()) or 'none'}."
         )
-    casts = [
-        _nested_cast(schema, name, required=name != "prohibited_steps")
-        for name in ("visited", "citations")
-    ]
+    casts = [_nested_cast(schema, name) for name in ("visited", "citations")]
     lazy = lazy.with_columns(c for c in casts if c is not None)
     flags = _prohibited_kind(schema)
     if checks == "full" and flags is not None:
@@ -238,14 +247,12 @@ def from_nested(episodes: Source, *, checks: Literal["full", "schema"] = "full")
     return GoalTables(episodes=rest, steps=steps, citations=citations)
 
 
-def _nested_cast(schema: pl.Schema, name: str, *, required: bool) -> pl.Expr | None:
+def _nested_cast(schema: pl.Schema, name: str) -> pl.Expr | None:
     if name not in schema:
-        if required:
-            raise SchemaError(
-                f"episodes: missing nested column `{name}`; the nested form needs list columns "
-                "`visited` and `citations`. Hint: or pass the `steps` and `citations` tables."
-            )
-        return None
+        raise SchemaError(
+            f"episodes: missing nested column `{name}`; the nested form needs list columns "
+            "`visited` and `citations`. Hint: or pass the `steps` and `citations` tables."
+        )
     dtype = schema[name]
     inner = dtype.inner if isinstance(dtype, pl.List) else None
     target = canonical_dtype(inner, Column(name, "str", identifier=True)) if inner else None
@@ -415,26 +422,25 @@ def score(
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
-    """Return the case and episode columns carried to the output, refusing ambiguous names."""
+    """Return the case and episode columns carried to the output, refusing ambiguous names.
+
+    ``cases`` and ``episodes`` may share only ``case_id`` (they are joined on it), and neither
+    may use a result column name or a name the query uses internally.
+    """
     case_schema = cases.collect_schema()
     episode_schema = episodes.collect_schema()
-    case_out = [c for c in case_schema.names() if c not in _CASE_INTERNAL]
-    episode_out = [c for c in episode_schema.names() if c not in _REPORT_COLUMNS]
-    for table, names, other in (
-        ("cases", case_out, ()),
-        ("episodes", episode_out, case_out),
-    ):
-        clash = sorted(
-            c
-            for c in names
-            if c not in ("case_id", "episode_id") and (c in _RESULT_COLUMNS or c in other)
+    shared = sorted(set(case_schema.names()) & set(episode_schema.names()) - {"case_id"})
+    if shared:
+        raise SchemaError(
+            f"episodes: {_names(shared)} {_is(shared)} also in `cases`; the two tables may share "
+            "only `case_id`. Hint: rename or drop the column in one of them."
         )
-        if clash:
-            shown = ", ".join(f"`{c}`" for c in clash)
-            where = "a result column of goal.score or a column of `cases`"
+    for table, schema in (("cases", case_schema), ("episodes", episode_schema)):
+        reserved = sorted(c for c in schema.names() if c in _RESERVED)
+        if reserved:
             raise SchemaError(
-                f"{table}: {shown} {'is' if len(clash) == 1 else 'are'} also {where}; "
-                "the output would be ambiguous. Hint: rename or drop the extra column."
+                f"{table}: {_names(reserved)} {_is(reserved)} reserved for the output of "
+                "goal.score. Hint: rename or drop the extra column."
             )
     for name in JUDGED:
         if name in episode_schema and episode_schema[name] not in (pl.Boolean, pl.Null):
@@ -442,9 +448,19 @@ def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[st
                 f"episodes: judged column `{name}` has type {episode_schema[name]}; it must be "
                 "Boolean (null = not judged)."
             )
-    case_only = [c for c in case_out if c != "case_id"]
-    episode_only = [c for c in episode_out if c not in ("episode_id", "case_id")]
+    case_only = [c for c in case_schema.names() if c not in ("case_id", *_CASE_INTERNAL)]
+    episode_only = [
+        c for c in episode_schema.names() if c not in ("episode_id", "case_id", *_REPORT_COLUMNS)
+    ]
     return case_only, episode_only
+
+
+def _names(columns: Sequence[str]) -> str:
+    return ("column " if len(columns) == 1 else "columns ") + ", ".join(f"`{c}`" for c in columns)
+
+
+def _is(columns: Sequence[str]) -> str:
+    return "is" if len(columns) == 1 else "are"
 
 
 def _reachable_counts(resources: pl.LazyFrame) -> pl.LazyFrame:
@@ -624,6 +640,8 @@ def _check_consistency(tables: dict[str, pl.LazyFrame]) -> None:
         return counts.filter(condition).select("case_id")
 
     episode_case = episodes.select("episode_id", "case_id")
+    # Anti-joins come before any de-duplication, so only offending rows (normally none) are
+    # de-duplicated rather than every step.
     problems: list[_Problem] = [
         (
             resources.join(case_ids, on="case_id", how="anti").select("case_id", "resource_id"),
@@ -671,14 +689,14 @@ def _check_consistency(tables: dict[str, pl.LazyFrame]) -> None:
             "every episode's `case_id` must be a case in `cases`",
         ),
         (
-            steps.select("episode_id").unique().join(episode_ids, on="episode_id", how="anti"),
+            steps.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
             InputError,
             "steps: rows of {n} unknown episode{s}",
             "every step's `episode_id` must be an episode in `episodes`",
         ),
         (
-            citations.select("episode_id").unique().join(episode_ids, on="episode_id", how="anti"),
+            citations.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
             InputError,
             "citations: rows of {n} unknown episode{s}",

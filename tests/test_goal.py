@@ -712,8 +712,8 @@ def test_episode_column_clashing_with_a_case_column() -> None:
     raises(
         frames,
         SchemaError,
-        "episodes: `regime` is also a result column of goal.score or a column of `cases`; the "
-        "output would be ambiguous. Hint: rename or drop the extra column.",
+        "episodes: column `regime` is also in `cases`; the two tables may share only "
+        "`case_id`. Hint: rename or drop the column in one of them.",
     )
 
 
@@ -723,8 +723,34 @@ def test_extra_column_clashing_with_a_result_column() -> None:
     raises(
         frames,
         SchemaError,
-        "cases: `steps` is also a result column of goal.score or a column of `cases`; the "
-        "output would be ambiguous. Hint: rename or drop the extra column.",
+        "cases: column `steps` is reserved for the output of goal.score. Hint: rename or drop "
+        "the extra column.",
+    )
+
+
+def test_case_column_clashing_with_a_report_column() -> None:
+    # a case column named like an episode column would be silently suffixed by the join
+    frames = base_log().frames()
+    frames["cases"] = frames["cases"].with_columns(pl.lit("x").alias("answer"))
+    frames["episodes"] = frames["episodes"].with_columns(pl.lit("y").alias("barrier"))
+    raises(
+        frames,
+        SchemaError,
+        "episodes: columns `answer`, `barrier` are also in `cases`; the two tables may share "
+        "only `case_id`. Hint: rename or drop the column in one of them.",
+    )
+
+
+def test_internal_column_names_are_reserved() -> None:
+    frames = base_log().frames()
+    frames["episodes"] = frames["episodes"].with_columns(
+        pl.lit(1).alias("_n_copies"), pl.lit(1).alias("unsupported")
+    )
+    raises(
+        frames,
+        SchemaError,
+        "episodes: columns `_n_copies`, `unsupported` are reserved for the output of "
+        "goal.score. Hint: rename or drop the extra column.",
     )
 
 
