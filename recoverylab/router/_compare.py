@@ -343,7 +343,7 @@ def compare(
     >>> router = Router().fit(train["decision_points"], train["forks"], features=features)
     >>> table = compare([router, Never()], test["decision_points"], test["forks"],
     ...                 n_resamples=500)
-    >>> table.filter(condition=None)["policy"].to_list()
+    >>> table.filter(pl.col("condition").is_null())["policy"].to_list()
     ['router', 'never']
     """
     from recoverylab import paired
