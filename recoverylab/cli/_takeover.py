@@ -1,0 +1,300 @@
+"""``recoverylab takeover``: EAR, pass@k and the repair funnel by agent and depth (CUA-Recovery)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from recoverylab import takeover
+from recoverylab._errors import ParameterError
+from recoverylab.cli._common import (
+    Progress,
+    add_grouping,
+    add_statistics,
+    emit_many,
+    guard_output,
+    read,
+    samples_dir,
+    split_list,
+)
+from recoverylab.io import write_parquet
+
+#: Result tables, in the order they are written (each ``<name>.parquet`` under --out-dir).
+TABLES = (
+    "eligibility",
+    "summary",
+    "awareness",
+    "comparison",
+    "latency",
+    "verifier_gate",
+    "leakage",
+)
+
+#: The two agents the demo compares on common states (present in the shipped sample).
+DEMO_PAIR = ("agent_a", "agent_b")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``takeover`` subcommand."""
+    parser = subparsers.add_parser(
+        "takeover",
+        help="takeover from replayed error states: EAR, pass@k, repair funnel (CUA-Recovery)",
+        description="Summarise takeover attempts per agent and depth: eligible and rejected "
+        "states, EAR, pass@1, pass@k and the repair funnel (aware -> root cause fixed -> "
+        "derived state fixed -> passed) with workflow-clustered intervals; the aware/unaware "
+        "association; optionally a paired comparison of two agents, failure latency and the "
+        "verifier mutation gate. Writes one parquet file per table with --out-dir: "
+        + ", ".join(TABLES)
+        + " (tables whose input is missing are skipped).",
+    )
+    parser.add_argument("--states", nargs="+", required=True, help="states table (paths/globs)")
+    parser.add_argument("--attempts", nargs="+", required=True, help="attempts table")
+    parser.add_argument("--failures", nargs="+", help="failure annotations (for latency)")
+    parser.add_argument("--mutations", nargs="+", help="verifier mutation tests (for the gate)")
+    parser.add_argument("--k", type=int, default=3, help="pass@k (default 3)")
+    add_grouping(
+        parser, by_help="row keys, comma separated (default agent,depth; must include agent)"
+    )
+    parser.add_argument(
+        "--common-sample",
+        action="store_true",
+        help="keep only root causes scored at every depth (same sample in every depth row)",
+    )
+    parser.add_argument(
+        "--common-states",
+        action="store_true",
+        help="keep only states attempted by every agent",
+    )
+    parser.add_argument(
+        "--interval",
+        choices=("bootstrap", "wilson"),
+        default="bootstrap",
+        help="interval of the rates: workflow cluster bootstrap (default) or Wilson",
+    )
+    parser.add_argument(
+        "--ci-method",
+        choices=("percentile", "bca"),
+        default="percentile",
+        help="bootstrap interval method (default percentile)",
+    )
+    parser.add_argument(
+        "--compare",
+        type=split_list,
+        default=None,
+        metavar="A,B",
+        help="compare two agents' pass@k on their common states (paired, by the non-agent keys)",
+    )
+    parser.add_argument(
+        "--min-catch",
+        type=float,
+        default=0.5,
+        help="verifier gate: smallest share of executed mutations caught (default 0.5)",
+    )
+    add_statistics(parser)
+    parser.add_argument("--out-dir", type=Path, help="write one parquet file per result table here")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Compute every table first, then write them all (or print them)."""
+    progress = Progress("takeover", quiet=args.quiet)
+    if args.out_dir is not None:
+        for name in TABLES:
+            guard_output(args.out_dir / f"{name}.parquet", args)
+    if args.compare is not None and len(args.compare) != 2:
+        raise ParameterError(
+            f"`--compare` is {','.join(args.compare)!r}; give exactly two agents, e.g. "
+            "--compare agent_a,agent_b."
+        )
+    frames = tables(
+        read(args.states),
+        read(args.attempts),
+        failures=read(args.failures) if args.failures else None,
+        mutations=read(args.mutations) if args.mutations else None,
+        by=tuple(args.by) if args.by is not None else ("agent", "depth"),
+        k=args.k,
+        common_sample=args.common_sample,
+        common_states=args.common_states,
+        interval=args.interval,
+        ci_method=args.ci_method,
+        compare=tuple(args.compare) if args.compare else None,
+        min_catch=args.min_catch,
+        n_resamples=args.resamples,
+        confidence=args.confidence,
+        seed=args.seed,
+        progress=progress,
+    )
+    if args.out_dir is None:
+        frames = views(frames)
+        print("(showing the main columns; --out-dir writes every column)")
+    emit_many(frames, args.out_dir, args)
+
+
+#: Columns of the printed views of the wide summary (after the row keys).
+_SUMMARY_VIEW = (
+    "eligible_states",
+    "rejected_states",
+    "attempted_states",
+    "attempts",
+    "ear",
+    "ear_ci_low",
+    "ear_ci_high",
+    "pass_at_1",
+    "pass_at_k",
+    "pass_at_k_ci_low",
+    "pass_at_k_ci_high",
+)
+_FUNNEL_VIEW = (
+    "attempts",
+    "aware_rate",
+    "fixed_rate",
+    "derived_rate",
+    "pass_rate",
+    "fixed_given_aware_rate",
+    "derived_given_fixed_rate",
+    "pass_given_derived_rate",
+)
+
+
+def views(frames: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
+    """Narrow the wide tables for printing: the summary splits into summary and funnel views."""
+    shown = dict(frames)
+    summary = frames["summary"]
+    keys = summary.columns[: summary.columns.index("k")]
+    shown["summary"] = summary.select(*keys, "k", *_SUMMARY_VIEW)
+    shown = {
+        "eligibility": shown.pop("eligibility"),
+        "summary": shown.pop("summary"),
+        "funnel": summary.select(*keys, *_FUNNEL_VIEW),
+        **shown,
+    }
+    awareness = shown["awareness"]
+    shown["awareness"] = awareness.select(
+        c for c in awareness.columns if "_ci_" not in c and c != "interpretation"
+    )
+    return shown
+
+
+def tables(
+    states: pl.LazyFrame,
+    attempts: pl.LazyFrame,
+    *,
+    failures: pl.LazyFrame | None,
+    mutations: pl.LazyFrame | None,
+    by: tuple[str, ...],
+    k: int,
+    common_sample: bool,
+    common_states: bool,
+    interval: str,
+    ci_method: str,
+    compare: tuple[str, ...] | None,
+    min_catch: float,
+    n_resamples: int,
+    confidence: float,
+    seed: int,
+    progress: Callable[[str], None],
+) -> dict[str, pl.DataFrame]:
+    """Every result table of the takeover protocol, by name (see :data:`TABLES`)."""
+    frames: dict[str, pl.DataFrame] = {}
+    state_by = tuple(c for c in by if c in states.collect_schema())
+    progress("counting eligible and rejected states")
+    frames["eligibility"] = _eager(takeover.eligibility(states, by=state_by))
+    progress(f"summarising by {', '.join(by)} ({interval} intervals)")
+    frames["summary"] = takeover.summarize(
+        states,
+        attempts,
+        by=by,
+        k=k,
+        common_sample=common_sample,
+        common_states=common_states,
+        interval=interval,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method=ci_method,
+        seed=seed,
+    )
+    progress("aware vs unaware pass rates (association)")
+    frames["awareness"] = _eager(
+        takeover.awareness_split(
+            states,
+            attempts,
+            by=by,
+            common_sample=common_sample,
+            common_states=common_states,
+            confidence=confidence,
+        )
+    )
+    if compare is not None:
+        a, b = compare
+        progress(f"comparing {a} and {b} on common states")
+        frames["comparison"] = takeover.compare_agents(
+            states,
+            attempts,
+            a,
+            b,
+            by=tuple(c for c in by if c != "agent"),
+            k=k,
+            common_sample=common_sample,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            ci_method=ci_method,
+            seed=seed,
+        )
+    if failures is not None:
+        progress("failure latency")
+        frames["latency"] = _eager(takeover.latency(failures, confidence=confidence))
+    if mutations is not None:
+        progress("verifier mutation gate")
+        frames["verifier_gate"] = _eager(takeover.verifier_gate(mutations, min_catch=min_catch))
+    if "split" in states.collect_schema():
+        progress("split leakage")
+        frames["leakage"] = _eager(takeover.leakage(states))
+    return frames
+
+
+def _eager(frame: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
+    return frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+
+
+def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
+    """Run the takeover protocol on ``data_samples/takeover/``; return the written files.
+
+    Writes into ``out_dir/takeover/``: every table of :data:`TABLES` on the full sample (by agent
+    and depth, workflow-clustered bootstrap with 2,000 resamples, agent_a vs agent_b compared by
+    depth), plus ``summary_common_sample.parquet`` (root causes scored at every depth) and
+    ``summary_by_agent.parquet`` (all depths pooled).
+    """
+    samples = samples_dir() / "takeover"
+    out = out_dir / "takeover"
+    source = {name: read([str(samples / f"{name}.parquet")]) for name in _INPUTS}
+    settings = {"n_resamples": 2_000, "confidence": 0.95, "seed": 0}
+    frames = tables(
+        source["states"],
+        source["attempts"],
+        failures=source["failures"],
+        mutations=source["mutations"],
+        by=("agent", "depth"),
+        k=3,
+        common_sample=False,
+        common_states=False,
+        interval="bootstrap",
+        ci_method="percentile",
+        compare=DEMO_PAIR,
+        min_catch=0.5,
+        progress=lambda message: progress(f"takeover: {message}"),
+        **settings,
+    )
+    progress("takeover: common-sample and pooled summaries")
+    frames["summary_common_sample"] = takeover.summarize(
+        source["states"], source["attempts"], common_sample=True, **settings
+    )
+    frames["summary_by_agent"] = takeover.summarize(
+        source["states"], source["attempts"], by=("agent",), **settings
+    )
+    return [write_parquet(frame, out / f"{name}.parquet") for name, frame in frames.items()]
+
+
+_INPUTS = ("states", "attempts", "failures", "mutations")
