@@ -1257,3 +1257,28 @@ def test_score_runs_on_the_streaming_engine(large_log, capfd) -> None:
     assert log.count("not partitionable") <= 1
     assert streamed.equals(expected)
     assert native.sort("episode_id").equals(expected.drop("unsupported"))
+
+
+def test_categorical_keys_give_the_same_result() -> None:
+    frames = synthetic(12, 4, repeats=2)
+    split = pl.when(pl.col("repeat") == 0).then(pl.lit("a")).otherwise(pl.lit("b"))
+    frames["episodes"] = frames["episodes"].with_columns(split.alias("split"))
+    categorical = dict(frames)
+    categorical["cases"] = frames["cases"].with_columns(
+        pl.col("case_id", "regime", "family").cast(pl.Categorical)
+    )
+    categorical["episodes"] = frames["episodes"].with_columns(
+        pl.col("case_id", "model", "split").cast(pl.Categorical)
+    )
+    plain = score_frames(frames)
+    cat = score_frames(categorical)
+    # contract columns get their canonical String type; extra columns are carried as they are
+    assert (cat.schema["model"], cat.schema["split"]) == (pl.String, pl.Categorical)
+    assert cat.with_columns(pl.col("split").cast(pl.String)).equals(plain)
+    assert plain["split"].n_unique() == 2
+    by = ("split", "regime")
+    assert (
+        goal.summarize(cat, by=by, n_resamples=200)
+        .with_columns(pl.col("split").cast(pl.String))
+        .equals(goal.summarize(plain, by=by, n_resamples=200))
+    )
