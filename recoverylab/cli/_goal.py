@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -78,22 +79,29 @@ def run(args: argparse.Namespace) -> None:
     by = tuple(args.by) if args.by is not None else ("regime",)
     progress("checking the tables")
     lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
-    if args.episodes_out is not None:
-        # Stream the scored episodes to disk once, then summarise from the file.
-        progress(f"scoring episodes into {args.episodes_out}")
-        write_parquet(lazy.sort("episode_id"), args.episodes_out)
-        scored = scan(args.episodes_out)
-        rows = scored.select(pl.len()).collect().item()
-        print(f"wrote {args.episodes_out} ({rows} rows)", file=sys.stderr)
-    else:
-        progress("scoring episodes")
-        scored = lazy.collect(engine="streaming").lazy()
-    progress(f"summarising with {args.resamples} bootstrap resamples")
-    statistics = {"n_resamples": args.resamples, "confidence": args.confidence, "seed": args.seed}
-    summary = goal.summarize(scored, by=by, cluster=args.cluster, **statistics)
-    if args.drop_out is not None:
-        progress("pairing barrier-free and barrier cases by goal")
-        emit(goal.barrier_drop(scored, **statistics), args.drop_out, args)
+    with tempfile.TemporaryDirectory(prefix="recoverylab-goal-") as scratch:
+        # Stream the scored episodes to disk once (the requested file, or a scratch file), then
+        # summarise from it: the score query runs once and nothing row-level is held in memory.
+        target = args.episodes_out or Path(scratch) / "episodes.parquet"
+        progress(f"scoring episodes into {target}")
+        write_parquet(lazy.sort("episode_id"), target)
+        scored = scan(target)
+        if args.episodes_out is not None:
+            rows = scored.select(pl.len()).collect().item()
+            print(f"wrote {args.episodes_out} ({rows} rows)", file=sys.stderr)
+        progress(f"summarising with {args.resamples} bootstrap resamples")
+        statistics = {
+            "n_resamples": args.resamples,
+            "confidence": args.confidence,
+            "seed": args.seed,
+        }
+        summary = goal.summarize(scored, by=by, cluster=args.cluster, **statistics)
+        drop = None
+        if args.drop_out is not None:
+            progress("pairing barrier-free and barrier cases by goal")
+            drop = goal.barrier_drop(scored, **statistics)
+    if drop is not None:
+        emit(drop, args.drop_out, args)
     title = "goal preservation by " + (", ".join(by) or "all episodes")
     emit(summary, args.out, args, title=title)
 
