@@ -394,6 +394,25 @@ def test_grouping_by_a_state_column_and_without_depth(
     assert (ab["eligible_states"], ab["rejected_states"], ab["excluded_attempts"]) == (1, 2, 3)
 
 
+def test_grouping_by_the_cluster_itself(states_df: pl.DataFrame, attempts_df: pl.DataFrame) -> None:
+    out = takeover.summarize(states_df, attempts_df, by=("agent", "workflow_id"), n_resamples=50)
+    assert out.select("agent", "workflow_id", "attempted_states", "workflows").rows() == [
+        ("a", "w1", 2, 1),
+        ("a", "w2", 1, 1),
+        ("a", "w3", 1, 1),
+        ("b", "w1", 2, 1),
+        ("b", "w2", 1, 1),
+    ]
+    compared = takeover.compare_agents(
+        states_df, attempts_df, "a", "b", by=("workflow_id",), n_resamples=50
+    )
+    assert compared.select("workflow_id", "common_states", "only_a_states").rows() == [
+        ("w1", 2, 0),
+        ("w2", 1, 0),
+        ("w3", 0, 1),
+    ]
+
+
 # --------------------------------------------------------------------------------------------
 # Acceptance on the shipped sample
 # --------------------------------------------------------------------------------------------

@@ -63,9 +63,7 @@ def is_eager(*frames: object) -> bool:
     return all(isinstance(f, pl.DataFrame) for f in frames)
 
 
-def load(
-    states: object, attempts: object, by: Sequence[str], *, require_agent: bool = True
-) -> Inputs:
+def load(states: object, attempts: object, by: Sequence[str]) -> Inputs:
     """Validate both tables and sort the ``by`` columns into state-level and attempt-level keys.
 
     A ``by`` column found in `states` is a state-level key (depth, split, source_agent, ...); one
@@ -74,7 +72,7 @@ def load(
     duplicate check of `attempts`.
     """
     columns = as_columns("by", by)
-    if require_agent and "agent" not in columns:
+    if "agent" not in columns:
         raise ParameterError(
             f"parameter `by` is {list(columns)}; it must include `agent`, because pass@k and the "
             "funnel are scored per (state, agent)."
@@ -157,7 +155,8 @@ def check_consistency(inputs: Inputs, k: int) -> None:
             base,
             short.select(pl.len(), pl.col("n").min().alias("fewest")),
             short.sort(unit).head(5).select(unit),
-        ]
+        ],
+        engine="streaming",
     )
     rows = int(unknown_summary_df["rows"][0])
     if rows:

@@ -113,6 +113,11 @@ def _join(left: pl.DataFrame, right: pl.DataFrame, on: Sequence[str]) -> pl.Data
     return left.join(right, on=list(on), how="left", nulls_equal=True)
 
 
+def _cluster_keys(by: Sequence[str]) -> list[str]:
+    """Keys of the partials: the cluster (workflow) and the cell, once each."""
+    return ["workflow_id", *(c for c in by if c != "workflow_id")]
+
+
 def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     """Per (workflow_id, *by) additive partials of scored units, plus exclusion counts."""
     scored = pl.col("excluded").is_null()
@@ -120,7 +125,7 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     def total(column: str) -> pl.Expr:
         return pl.col(column).filter(scored).sum().cast(pl.Int64).alias(column)
 
-    return frame.group_by(["workflow_id", *by]).agg(
+    return frame.group_by(_cluster_keys(by)).agg(
         scored.sum().cast(pl.Int64).alias("attempted_states"),
         pl.col("root_cause_id").filter(scored).n_unique().cast(pl.Int64).alias("root_causes"),
         pl.col("repeats").filter(scored).sum().cast(pl.Int64).alias("attempts"),
@@ -348,8 +353,11 @@ def _summarize_units(
     seed: int,
 ) -> pl.DataFrame:
     by = list(inputs.by)
+    # Only the per-(workflow × cell) partials and the per-slice counts are collected; the
+    # streaming engine keeps inputs larger than memory workable.
     partials, slices = pl.collect_all(
-        [_partials(frame, by), eligibility_counts(inputs.states, inputs.state_keys)]
+        [_partials(frame, by), eligibility_counts(inputs.states, inputs.state_keys)],
+        engine="streaming",
     )
     cells = partials.group_by(by).agg(
         *(pl.col(c).sum() for c in _COUNTS),
@@ -505,7 +513,12 @@ def compare_agents(
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two agents.")
     inputs = load(states, attempts, ("agent", *cells))
     check_consistency(inputs, k)
-    known = inputs.attempts.select(pl.col("agent").unique().sort()).collect().to_series().to_list()
+    known = (
+        inputs.attempts.select(pl.col("agent").unique().sort())
+        .collect(engine="streaming")
+        .to_series()
+        .to_list()
+    )
     for name, value in (("a", a), ("b", b)):
         if value not in known:
             raise ParameterError(
@@ -542,7 +555,7 @@ def compare_agents(
     paired = pl.col("excluded").is_null()
     d = pl.col("pass_at_k_a") - pl.col("pass_at_k_b")
     partials = (
-        per_state.group_by(["workflow_id", *cells])
+        per_state.group_by(_cluster_keys(cells))
         .agg(
             paired.sum().cast(pl.Int64).alias("common_states"),
             pl.col("root_cause_id").filter(paired).n_unique().cast(pl.Int64).alias("root_causes"),
@@ -558,7 +571,7 @@ def compare_agents(
             (d.filter(paired) < 0).sum().cast(pl.Int64).alias("b_better_states"),
         )
         .with_columns((pl.col("sum_a") - pl.col("sum_b")).alias("diff"))
-        .collect()
+        .collect(engine="streaming")
     )
     counts = (
         "common_states",
