@@ -1,0 +1,339 @@
+"""Scoring a recovery policy's decisions against paired forks (ARCHITECTURE §3.1, policies).
+
+A policy (a router, an anomaly detector, "always refresh at delay 1") chooses at most one
+recovery point per episode. Because the forks hold both outcomes of every candidate point, its
+success rate can be computed without rerunning anything: the recovery outcome at the chosen
+delay, else the no-recovery outcome -- compared with never recovering, episode by episode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from recoverylab import stats
+from recoverylab._errors import InputError, ParameterError, format_keys
+from recoverylab.paired._pairs import (
+    Design,
+    Forks,
+    Progress,
+    branch_rows,
+    design_grid,
+    key_names,
+    prepare,
+    raise_after_end,
+)
+from recoverylab.paired._summary import _check_statistics
+from recoverylab.schema import Column, Rule, TableSpec, validate
+
+__all__ = ["DECISIONS", "evaluate_policy"]
+
+#: Contract of a decision table: one row per episode, the chosen delay or null (no recovery).
+DECISIONS = TableSpec(
+    name="decisions",
+    description="A recovery policy's choices: at most one recovery point per episode.",
+    columns=(
+        Column("task_id", "str", identifier=True),
+        Column("condition", "str"),
+        Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
+    ),
+    key=("task_id", "condition"),
+    rules=(
+        Rule(
+            "delay_non_negative",
+            pl.col("delay") < 0,
+            "column `delay` is negative on {n} row{s}",
+            "it must be >= 0",
+        ),
+    ),
+)
+
+_RESULT = (
+    "n",
+    "base_rate",
+    "policy_rate",
+    "gain",
+    "rescue",
+    "harm",
+    "interventions",
+    "intervention_rate",
+    "clean_touch_rate",
+    "ci_low",
+    "ci_high",
+    "p_value",
+)
+
+
+def _recovery_method(design: Design, method: str | None) -> str:
+    known = design.methods
+    if method is None:
+        if len(known) == 1:
+            return known[0]
+        raise ParameterError(
+            f"parameter `method` is not given and forks has {len(known)} recovery methods "
+            f"({', '.join(known) or 'none'}); name the one the policy applies."
+        )
+    if method not in known:
+        raise ParameterError(
+            f"parameter `method` is {method!r}; forks has no recovery rows with that method "
+            f"(methods: {', '.join(known) or 'none'})."
+        )
+    return method
+
+
+def _episodes(
+    decisions: pl.LazyFrame, table: Forks, design: Design, method: str, by_keys: list[str]
+) -> pl.LazyFrame:
+    """One row per decision with ``never`` (no-recovery outcome), ``policy`` and flags."""
+    episode = table.episode
+    extra = [k for k in by_keys if k not in table.pair_by]
+    rows = branch_rows(table, design.only(method))
+    points = rows.filter(pl.col("method") == method).select(
+        *episode,
+        "delay",
+        pl.col("y0").alias("__y0_point"),
+        pl.col("y1").alias("__y1"),
+        pl.col("carried_forward").alias("__carried"),
+        pl.col("reason").alias("__reason"),
+        pl.lit(True).alias("__point"),
+    )
+    none = table.lf.filter((pl.col("method") == "none") & pl.col("delay").is_null()).select(
+        *episode, pl.col("success").alias("__y0_shared"), *extra
+    )
+    joined = decisions.join(none, on=episode, how="left", nulls_equal=True).join(
+        points, on=[*episode, "delay"], how="left", nulls_equal=True
+    )
+    chosen = pl.col("delay").is_not_null()
+    usable = pl.col("__point").fill_null(False) & pl.col("__reason").is_null()
+    # Never recovering: the shared `none` outcome; without one, the chosen point's baseline.
+    never = pl.coalesce("__y0_shared", "__y0_point")
+    return joined.with_columns(
+        never.alias("never"),
+        pl.when(chosen).then(pl.col("__y1")).otherwise(never).alias("policy"),
+        # A point after the task ended is carried forward: the recovery never ran.
+        (chosen & ~pl.col("__carried").fill_null(False)).alias("intervened"),
+        (chosen & ~usable).alias("__bad_point"),
+        (~chosen & pl.col("__y0_shared").is_null()).alias("__no_none"),
+        (chosen & (pl.col("__reason") == "after_end").fill_null(False)).alias("__after_end"),
+    )
+
+
+def _raise_bad(
+    episodes: pl.LazyFrame, flag: str, keys: list[str], total: int, message: str
+) -> None:
+    sample = (
+        episodes.filter(pl.col(flag))
+        .select(keys)
+        .sort(keys, nulls_last=True)
+        .head(5)
+        .collect(engine="streaming")
+    )
+    noun = "decision" if total == 1 else "decisions"
+    verb = "chooses" if total == 1 else "choose"
+    raise InputError(
+        message.format(
+            n=total,
+            noun=noun,
+            verb=verb,
+            keys=f"{'/'.join(keys)} {format_keys(sample.rows(), total)}",
+        )
+    )
+
+
+def evaluate_policy(
+    decisions: object,
+    forks: object,
+    *,
+    pair_by: str | Sequence[str] | None = (),
+    by: str | Sequence[str] | None = None,
+    method: str | None = None,
+    clean_label: str = "clean",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> pl.DataFrame:
+    """Score a policy's recovery decisions against never recovering, episode by episode.
+
+    Each decision row names an episode (task_id, condition, *pair_by*) and the delay at which
+    the policy recovers, or null for no recovery. The episode's outcome under the policy is the
+    recovery outcome at that delay (carried forward if the task had already ended: then the
+    recovery never ran and is not an intervention), else the no-recovery outcome. "Never" is
+    the shared ``none`` row's outcome (the chosen point's ``none`` row when there is no shared
+    one). The gain's interval resamples tasks (all episodes of a task together); its p-value is
+    the exact sign-flip test of the per-task summed differences (policy - never).
+
+    Parameters
+    ----------
+    decisions
+        Table with task_id, condition, *pair_by*, ``delay`` (int or null); one row per episode.
+    forks
+        The ``forks`` table holding every chosen point.
+    pair_by
+        Extra episode keys (model, seed...), in both tables.
+    by
+        Extra grouping columns, read from the shared ``none`` rows of ``forks``.
+    method
+        The recovery method the policy applies; may be omitted when forks has only one.
+    clean_label
+        The condition whose episodes have a correct observation: touching them can only harm.
+    confidence, n_resamples, seed, ci_method, progress
+        As in :func:`~recoverylab.paired.summarize`.
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per condition (and *by*), then one overall row with a null condition: condition,
+        *by*, ``n`` (episodes), ``base_rate`` (never), ``policy_rate``, ``gain``, ``rescue``,
+        ``harm``, ``interventions``, ``intervention_rate``, ``clean_touch_rate`` (interventions
+        on clean episodes / clean episodes: on the clean row and the overall row; null where
+        there are no clean episodes), ``ci_low``, ``ci_high`` (of the gain), ``p_value``.
+
+    Raises
+    ------
+    SchemaError
+        When either table breaks its contract (e.g. two decisions for one episode).
+    InputError
+        For a decision whose chosen point has no usable fork row (no recovery row and no
+        carry-forward, or an excluded pair), or whose episode has no ``none`` row.
+    ParameterError
+        For an unknown method, or as :func:`~recoverylab.paired.summarize`.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> forks = pl.DataFrame({"task_id": ["t1", "t1"], "condition": ["stale2"] * 2,
+    ...                       "method": ["none", "refresh"], "delay": [None, 1],
+    ...                       "success": [False, True]})
+    >>> decisions = pl.DataFrame({"task_id": ["t1"], "condition": ["stale2"], "delay": [1]})
+    >>> evaluate_policy(decisions, forks)["gain"].to_list()
+    [1.0, 1.0]
+    """
+    _check_statistics(confidence, n_resamples, seed, ci_method)
+    if not isinstance(clean_label, str):
+        raise ParameterError(
+            f"parameter `clean_label` is {clean_label!r}; it must be a condition label."
+        )
+    table, by_list = prepare(forks, pair_by=pair_by, by=by, progress=progress)
+    by_keys = list(by_list)
+    pair_keys = key_names("pair_by", pair_by)
+    chosen = validate(decisions, DECISIONS, key=pair_keys).select(*table.episode, pl.col("delay"))
+    chosen_schema = chosen.collect_schema()
+    chosen = chosen.with_columns(
+        pl.col(k).cast(pl.String)
+        for k in pair_keys
+        if isinstance(chosen_schema[k], (pl.Categorical, pl.Enum))
+    )
+    design = design_grid(table)
+    method = _recovery_method(design, method)
+    episodes = _episodes(chosen, table, design, method, by_keys)
+    keys = [*table.episode, "delay"]
+    flags = episodes.select(
+        pl.col("__after_end").sum(), pl.col("__bad_point").sum(), pl.col("__no_none").sum()
+    ).collect(engine="streaming")
+    if flags["__after_end"].item():
+        raise_after_end(branch_rows(table, design), table)
+    if flags["__bad_point"].item():
+        _raise_bad(
+            episodes,
+            "__bad_point",
+            keys,
+            int(flags["__bad_point"].item()),
+            "decisions: {n} {noun} {verb} a recovery point with no usable `" + method + "` pair "
+            "in forks ({keys}); a chosen delay needs a recovery row paired with a `none` row "
+            "(or a task that ended before it).",
+        )
+    if flags["__no_none"].item():
+        _raise_bad(
+            episodes,
+            "__no_none",
+            keys,
+            int(flags["__no_none"].item()),
+            "decisions: {n} {noun} without a recovery point have no shared `none` row in forks "
+            "({keys}); the no-recovery outcome of every episode must be known.",
+        )
+    if progress is not None:
+        progress("scoring decisions per task")
+    diff = pl.col("policy").cast(pl.Int64) - pl.col("never").cast(pl.Int64)
+    is_clean = pl.col("condition") == clean_label
+    counts = [
+        pl.len().cast(pl.Int64).alias("n"),
+        pl.col("never").sum().cast(pl.Int64).alias("__never"),
+        pl.col("policy").sum().cast(pl.Int64).alias("__policy"),
+        (~pl.col("never") & pl.col("policy")).sum().cast(pl.Int64).alias("rescue"),
+        (pl.col("never") & ~pl.col("policy")).sum().cast(pl.Int64).alias("harm"),
+        pl.col("intervened").sum().cast(pl.Int64).alias("interventions"),
+        is_clean.sum().cast(pl.Int64).alias("__clean"),
+        (is_clean & pl.col("intervened")).sum().cast(pl.Int64).alias("__clean_touched"),
+    ]
+    per_condition = ["condition", *by_keys]
+    overall = [pl.lit(None, dtype=pl.String).alias("condition"), *by_keys]
+    cell_counts = pl.concat(
+        [
+            episodes.group_by(per_condition).agg(counts),
+            episodes.group_by(by_keys)
+            .agg(counts)
+            .select(*overall, *(c.meta.output_name() for c in counts))
+            if by_keys
+            else episodes.select(counts).select(*overall, *(c.meta.output_name() for c in counts)),
+        ],
+        how="vertical",
+    )
+    task_partial = [diff.sum().cast(pl.Int64).alias("d"), pl.len().cast(pl.Int64).alias("n")]
+    types = pl.concat(
+        [
+            episodes.group_by([*per_condition, "task_id"])
+            .agg(task_partial)
+            .group_by([*per_condition, "d", "n"])
+            .agg(pl.len().cast(pl.Int64).alias("count")),
+            episodes.group_by([*by_keys, "task_id"])
+            .agg(task_partial)
+            .group_by([*by_keys, "d", "n"])
+            .agg(pl.len().cast(pl.Int64).alias("count"))
+            .select(*overall, "d", "n", "count"),
+        ],
+        how="vertical",
+    )
+    cell_counts, types = pl.collect_all([cell_counts, types], engine="streaming")
+    if progress is not None:
+        progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
+    boot = stats.cluster_bootstrap(
+        types,
+        cells=per_condition,
+        values=["d", "n"],
+        count="count",
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=ci_method,
+        seed=seed,
+    ).select(*per_condition, "ci_low", "ci_high")
+    flip = stats.sign_flip_cells(
+        types, cells=per_condition, difference="d", count="count", seed=seed
+    ).select(*per_condition, "p_value")
+    n = pl.col("n")
+    clean_touch = pl.when(pl.col("__clean") > 0).then(pl.col("__clean_touched") / pl.col("__clean"))
+    return (
+        cell_counts.join(boot, on=per_condition, how="left", nulls_equal=True)
+        .join(flip, on=per_condition, how="left", nulls_equal=True)
+        .select(
+            *per_condition,
+            "n",
+            (pl.col("__never") / n).alias("base_rate"),
+            (pl.col("__policy") / n).alias("policy_rate"),
+            ((pl.col("__policy") - pl.col("__never")) / n).alias("gain"),
+            "rescue",
+            "harm",
+            "interventions",
+            (pl.col("interventions") / n).alias("intervention_rate"),
+            clean_touch.alias("clean_touch_rate"),
+            "ci_low",
+            "ci_high",
+            "p_value",
+        )
+        .sort(
+            [*by_keys, pl.col("condition").is_null(), "condition"],
+            nulls_last=True,
+        )
+    )

@@ -1,0 +1,580 @@
+"""Rescue/harm cells, condition contrasts and rescue overlap (ARCHITECTURE §3.1, §4).
+
+Two phases. The pairing query of :mod:`._pairs` is aggregated on polars' streaming engine to
+per-task partials -- and straight on to their distinct *types* (difference, pairs) with counts,
+so only a type table of a few rows per cell is ever collected. Then :mod:`recoverylab.stats`
+bootstraps each cell over the types (a multinomial over types is exactly the task-level cluster
+bootstrap) and runs the exact sign-flip test on the per-task summed differences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from recoverylab import stats
+from recoverylab._errors import ParameterError, require_one_of
+from recoverylab.paired._pairs import (
+    AFTER_END,
+    Cohort,
+    Design,
+    Forks,
+    Progress,
+    apply_cohort,
+    branch_rows,
+    design_grid,
+    prepare,
+    raise_after_end,
+)
+
+__all__ = ["contrast", "rescue_overlap", "summarize"]
+
+_CI_METHODS = ("percentile", "bca")
+
+#: Result columns: a ``by`` key with one of these names would be overwritten.
+_RESULT_COLUMNS = (
+    "n",
+    "n_tasks",
+    "rescue",
+    "harm",
+    "kept",
+    "unchanged",
+    "carried_forward",
+    "base_rate",
+    "recovery_rate",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "p_value",
+    "unpaired",
+    "prefix_mismatch",
+)
+
+
+def _check_statistics(confidence: float, n_resamples: int, seed: int, ci_method: str) -> None:
+    """Validate the resampling parameters before any data is read.
+
+    The statistics engine owns the rules; a one-type bootstrap applies them at no cost.
+    """
+    require_one_of("ci_method", ci_method, _CI_METHODS)
+    stats.cell_rng(seed, ())
+    stats.bootstrap_types(
+        [[0.0, 1.0]], [1], n_resamples=n_resamples, confidence=confidence, method=ci_method
+    )
+
+
+def _check_by(by_keys: Sequence[str]) -> None:
+    clash = [k for k in by_keys if k in _RESULT_COLUMNS]
+    if clash:
+        raise ParameterError(
+            f"parameter `by` names `{clash[0]}`, which is also a result column. "
+            "Hint: rename that column first."
+        )
+
+
+def _counts() -> list[pl.Expr]:
+    """Per-group counts of pairs by outcome, and of the excluded recovery rows by reason."""
+    valid = pl.col("reason").is_null()
+    y0, y1 = pl.col("y0"), pl.col("y1")
+
+    def count(mask: pl.Expr, name: str) -> pl.Expr:
+        return mask.sum().cast(pl.Int64).alias(name)
+
+    return [
+        count(valid, "n"),
+        count(valid & ~y0 & y1, "rescue"),
+        count(valid & y0 & ~y1, "harm"),
+        count(valid & y0 & y1, "kept"),
+        count(valid & ~y0 & ~y1, "unchanged"),
+        count(valid & pl.col("carried_forward"), "carried_forward"),
+        count(pl.col("reason") == "unpaired", "unpaired"),
+        count(pl.col("reason") == "prefix_mismatch", "prefix_mismatch"),
+        count(pl.col("reason") == AFTER_END, "__after_end"),
+    ]
+
+
+_COUNT_NAMES = (
+    "n",
+    "rescue",
+    "harm",
+    "kept",
+    "unchanged",
+    "carried_forward",
+    "unpaired",
+    "prefix_mismatch",
+    "__after_end",
+)
+
+
+def summary_query(
+    table: Forks, design: Design, by_keys: Sequence[str], cohort: str
+) -> tuple[pl.LazyFrame, bool, pl.LazyFrame]:
+    """Build the lazy aggregation of :func:`summarize`; say if it is the fast path.
+
+    Fast path (every pair_by key is a cell key): a task has at most one pair per cell, so each
+    cell's outcome counts are its type histogram -- (+1, 1) rescue, (-1, 1) harm, (0, 1) kept or
+    unchanged -- and the query is one group-by over cells. Otherwise the query groups to per-task
+    partials (``d`` = summed y1 - y0, ``n_pairs``) and on to their types with counts: one row per
+    (cell, d, n_pairs), carrying the summed outcome counts.
+    """
+    cells = ["condition", "delay", "method", *by_keys]
+    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
+    if set(table.pair_by) <= set(by_keys):
+        return rows.group_by(cells).agg(_counts()), True, rows
+    valid = pl.col("reason").is_null()
+    diff = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
+    per_task = rows.group_by([*cells, "task_id"]).agg(
+        pl.when(valid).then(diff).otherwise(0).sum().cast(pl.Int64).alias("d"),
+        *_counts(),
+    )
+    types = per_task.group_by([*cells, "d", "n"]).agg(
+        pl.len().cast(pl.Int64).alias("count"),
+        *(pl.col(c).sum().alias(c) for c in _COUNT_NAMES if c != "n"),
+    )
+    return types, False, rows
+
+
+def _types_from_counts(cell_counts: pl.DataFrame, cells: list[str]) -> pl.DataFrame:
+    """Type table of cells whose tasks have one pair each: the outcome counts are the types."""
+    parts = [
+        cell_counts.select(*cells, pl.lit(d).alias("d"), pl.col(source).alias("count"))
+        for d, source in ((1, "rescue"), (-1, "harm"), (0, "kept"), (0, "unchanged"))
+    ]
+    return (
+        pl.concat(parts)
+        .group_by([*cells, "d"])
+        .agg(pl.col("count").sum())
+        .filter(pl.col("count") > 0)
+        .with_columns(pl.lit(1, dtype=pl.Int64).alias("n"), pl.col("d").cast(pl.Int64))
+    )
+
+
+def _with_statistics(
+    counts: pl.DataFrame,
+    types: pl.DataFrame,
+    cells: list[str],
+    *,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+) -> pl.DataFrame:
+    """Join the per-cell bootstrap interval and sign-flip p-value onto the counts."""
+    boot = stats.cluster_bootstrap(
+        types,
+        cells=cells,
+        values=["d", "n"],
+        count="count",
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=ci_method,
+        seed=seed,
+    ).select(*cells, "ci_low", "ci_high", pl.col("n_clusters").alias("n_tasks"))
+    flip = stats.sign_flip_cells(
+        types, cells=cells, difference="d", count="count", seed=seed
+    ).select(*cells, "p_value")
+    return counts.join(boot, on=cells, how="left", nulls_equal=True).join(
+        flip, on=cells, how="left", nulls_equal=True
+    )
+
+
+def _rate(numerator: pl.Expr, name: str) -> pl.Expr:
+    n = pl.col("n")
+    return pl.when(n > 0).then(numerator / n).otherwise(None).alias(name)
+
+
+def summarize(
+    forks: object,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> pl.DataFrame:
+    """Count rescues and harms per (condition, delay, method, *by*), with honest uncertainty.
+
+    Every paired recovery branch (see :func:`~recoverylab.paired.pairs`, carry-forward included)
+    falls in one cell; the cell's ``effect = (rescue - harm) / n`` is the paired success
+    difference of recovery over no recovery. The interval is a task-level cluster bootstrap:
+    tasks are resampled, never single branches, computed over the cell's distinct per-task
+    (difference, pairs) types -- exactly the same distribution, at a cost that does not grow
+    with the number of tasks. The p-value is the two-sided sign-flip test of the per-task summed
+    differences (exact). Each cell has its own random stream (seed + cell key), so a cell's CI
+    does not depend on which other cells exist.
+
+    The aggregation runs lazily on polars' streaming engine; only the type table (a few rows per
+    cell) is collected. When every ``pair_by`` key is also a ``by`` key (or there is none), a
+    task has at most one pair per cell and the cell counts are the types: no per-task pass.
+
+    Parameters
+    ----------
+    forks
+        The ``forks`` table (any source :func:`recoverylab.io.scan` reads; eager or lazy).
+    by
+        Extra grouping columns (model, split, family, ``factual_success``...).
+    pair_by
+        Extra keys a pair must share (see :func:`~recoverylab.paired.pairs`).
+    cohort
+        ``"full"``, or ``"factual_success"`` for tasks whose factual run succeeded.
+    confidence
+        Interval confidence level.
+    n_resamples
+        Bootstrap resamples per cell.
+    seed
+        Resampling seed (combined with each cell key).
+    ci_method
+        ``"percentile"`` (default) or ``"bca"``.
+    progress
+        Optional callable receiving stage messages.
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per cell with data, sorted by the keys: condition, delay, method, *by*, then
+        ``n`` (pairs), ``n_tasks`` (task clusters with a pair), ``rescue``, ``harm``, ``kept``,
+        ``unchanged``, ``carried_forward`` (pairs whose task ended before the point),
+        ``base_rate`` (no-recovery success), ``recovery_rate``, ``effect``, ``ci_low``,
+        ``ci_high`` (of the effect), ``p_value``, and the excluded recovery rows ``unpaired``
+        and ``prefix_mismatch``. A cell whose rows were all excluded has ``n = 0`` and null
+        rates. Rates are fractions.
+
+    Raises
+    ------
+    SchemaError, InputError
+        As :func:`~recoverylab.paired.pairs`.
+    ParameterError
+        For an unknown cohort, CI method, a bad confidence or number of resamples, or a ``by``
+        column that is not in the table.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> forks = pl.DataFrame({"task_id": ["t1", "t1", "t2", "t2"],
+    ...                       "condition": ["stale2"] * 4,
+    ...                       "method": ["none", "refresh"] * 2, "delay": [None, 0] * 2,
+    ...                       "success": [False, True, True, True]})
+    >>> summarize(forks).select("n", "rescue", "effect").row(0)
+    (2, 1, 0.5)
+    """
+    _check_statistics(confidence, n_resamples, seed, ci_method)
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by, progress=progress)
+    _check_by(by_keys)
+    require_one_of("cohort", cohort, ("full", "factual_success"))
+    cells = ["condition", "delay", "method", *by_keys]
+    design = design_grid(table)
+    query, fast, rows = summary_query(table, design, by_keys, cohort)
+    if progress is not None:
+        progress("pairing and counting per cell" if fast else "pairing and counting per task")
+    collected = query.collect(engine="streaming")
+    if fast:
+        counts = collected
+        types = _types_from_counts(counts, cells)
+    else:
+        counts = collected.group_by(cells).agg(
+            pl.col("n").mul(pl.col("count")).sum().alias("n"),
+            *(pl.col(c).sum() for c in _COUNT_NAMES if c != "n"),
+        )
+        types = collected.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
+    after_end = int(counts["__after_end"].sum())
+    if after_end:
+        raise_after_end(rows, table)
+    cell_total = counts.height
+    if progress is not None:
+        progress(f"bootstrap and sign-flip over {cell_total} cells ({types.height} task types)")
+    result = _with_statistics(
+        counts,
+        types,
+        cells,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+    )
+    rescue, harm, kept = pl.col("rescue"), pl.col("harm"), pl.col("kept")
+    return result.select(
+        *cells,
+        "n",
+        pl.col("n_tasks").fill_null(0).cast(pl.Int64),
+        "rescue",
+        "harm",
+        "kept",
+        "unchanged",
+        "carried_forward",
+        _rate(harm + kept, "base_rate"),
+        _rate(rescue + kept, "recovery_rate"),
+        _rate(rescue - harm, "effect"),
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "unpaired",
+        "prefix_mismatch",
+    ).sort(cells, nulls_last=False)
+
+
+def contrast(
+    forks: object,
+    a: str,
+    b: str,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> pl.DataFrame:
+    """Compare the recovery effect of condition ``a`` with that of ``b`` at each point.
+
+    At every (delay, method, *by*) the difference ``effect_a - effect_b`` answers "is the same
+    recovery more useful under this information state?" (e.g. ``stale2 - clean``). Each task's
+    partials for both conditions travel together, so one bootstrap draw of tasks serves both
+    effects (joint types (d_a, n_a, d_b, n_b) with counts; a task with no pair in one condition
+    contributes zeros there).
+
+    The p-value is a sign-flip test of the per-task difference of effects,
+    ``δ_i = d_a,i / n_a,i - d_b,i / n_b,i`` (d = summed y1 - y0, n = pairs of the task in that
+    condition), over the tasks paired in *both* conditions: under the null that the condition
+    labels are exchangeable within a task, δ_i is symmetric about zero. With one pair per task
+    and condition (no pair_by, or pair_by within by) δ_i = d_a,i - d_b,i is an integer in
+    [-2, 2] and the test is exact.
+
+    Parameters
+    ----------
+    forks
+        The ``forks`` table.
+    a, b
+        The two conditions (labels of the ``condition`` column), e.g. ``"stale2"``, ``"clean"``.
+    by, pair_by, cohort, confidence, n_resamples, seed, ci_method, progress
+        As in :func:`summarize`.
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per (delay, method, *by*) where both conditions have pairs: ``a``, ``b`` (the
+        labels), delay, method, *by*, ``n_tasks`` (tasks resampled: with a pair in either
+        condition), ``n_a``, ``n_b`` (pairs), ``effect_a``, ``effect_b``, ``difference``,
+        ``ci_low``, ``ci_high`` (of the difference), ``p_value``.
+
+    Raises
+    ------
+    ParameterError
+        When ``a`` equals ``b`` or either has no recovery rows in ``forks``; otherwise as
+        :func:`summarize`.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> forks = pl.DataFrame({"task_id": ["t1"] * 4, "condition": ["stale2"] * 2 + ["clean"] * 2,
+    ...                       "method": ["none", "refresh"] * 2, "delay": [None, 0] * 2,
+    ...                       "success": [False, True, True, False]})
+    >>> contrast(forks, "stale2", "clean")["difference"].item()
+    2.0
+    """
+    _check_statistics(confidence, n_resamples, seed, ci_method)
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, str):
+            raise ParameterError(f"parameter `{name}` is {value!r}; it must be a condition label.")
+    if a == b:
+        raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by, progress=progress)
+    _check_by(by_keys)
+    design = design_grid(table)
+    known = design.conditions
+    for name, value in (("a", a), ("b", b)):
+        if value not in known:
+            raise ParameterError(
+                f"parameter `{name}` is {value!r}; forks has no recovery rows with that "
+                f"condition (conditions: {', '.join(known) or 'none'})."
+            )
+    cells = ["delay", "method", *by_keys]
+    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
+        pl.col("condition").is_in([a, b])
+    )
+    valid = pl.col("reason").is_null()
+    diff = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
+    partial = []
+    for suffix, label in (("a", a), ("b", b)):
+        mine = valid & (pl.col("condition") == label)
+        partial += [
+            pl.when(mine).then(diff).otherwise(0).sum().cast(pl.Int64).alias(f"d_{suffix}"),
+            mine.sum().cast(pl.Int64).alias(f"n_{suffix}"),
+        ]
+    values = ["d_a", "n_a", "d_b", "n_b"]
+    query = (
+        rows.group_by([*cells, "task_id"])
+        .agg(*partial, (pl.col("reason") == AFTER_END).sum().alias("__after_end"))
+        .group_by([*cells, *values])
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("__after_end").sum())
+    )
+    if progress is not None:
+        progress(f"pairing {a} and {b} and counting per task")
+    types = query.collect(engine="streaming")
+    after_end = int(types["__after_end"].sum())
+    if after_end:
+        raise_after_end(rows, table)
+    types = types.filter((pl.col("n_a") + pl.col("n_b")) > 0)
+    weighted = [(pl.col(v) * pl.col("count")).sum().alias(v) for v in values]
+    counts = (
+        types.group_by(cells)
+        .agg(*weighted, pl.col("count").sum().alias("n_tasks"))
+        .filter((pl.col("n_a") > 0) & (pl.col("n_b") > 0))
+    )
+    types = types.join(counts.select(cells), on=cells, how="semi", nulls_equal=True)
+    if progress is not None:
+        progress(f"joint bootstrap over {counts.height} cells")
+    boot = stats.cluster_bootstrap(
+        types,
+        cells=cells,
+        values=values,
+        count="count",
+        statistic=stats.ratio_difference,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=ci_method,
+        seed=seed,
+    ).select(*cells, "ci_low", "ci_high")
+    both = types.filter((pl.col("n_a") > 0) & (pl.col("n_b") > 0)).with_columns(
+        (pl.col("d_a") / pl.col("n_a") - pl.col("d_b") / pl.col("n_b")).alias("delta")
+    )
+    flip = stats.sign_flip_cells(
+        both, cells=cells, difference="delta", count="count", seed=seed
+    ).select(*cells, "p_value")
+    effect_a = pl.col("d_a") / pl.col("n_a")
+    effect_b = pl.col("d_b") / pl.col("n_b")
+    return (
+        counts.join(boot, on=cells, how="left", nulls_equal=True)
+        .join(flip, on=cells, how="left", nulls_equal=True)
+        .select(
+            pl.lit(a).alias("a"),
+            pl.lit(b).alias("b"),
+            *cells,
+            "n_tasks",
+            "n_a",
+            "n_b",
+            effect_a.alias("effect_a"),
+            effect_b.alias("effect_b"),
+            (effect_a - effect_b).alias("difference"),
+            "ci_low",
+            "ci_high",
+            "p_value",
+        )
+        .sort(cells, nulls_last=False)
+    )
+
+
+def rescue_overlap(
+    forks: object,
+    method_a: str,
+    method_b: str,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+) -> pl.DataFrame:
+    """Count the episodes two recovery methods rescue, and how many both rescue.
+
+    Shows whether two operations work through the same runs: e.g. whether the rescues of a
+    full refresh survive when the refreshed content is hidden (seed: 8 of refresh's 10 rescues
+    are shared with the content-ablated variant). An episode is (task_id, condition, *pair_by*)
+    at one delay; carried-forward pairs are never rescues.
+
+    Parameters
+    ----------
+    forks
+        The ``forks`` table.
+    method_a, method_b
+        Two recovery methods present in ``forks``.
+    by, pair_by, cohort
+        As in :func:`summarize`.
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per (condition, delay, *by*) where either method has pairs: ``method_a``,
+        ``method_b`` (labels), condition, delay, *by*, ``n_a``, ``n_b`` (pairs), ``n_both``
+        (episodes paired under both), ``rescue_a``, ``rescue_b``, ``rescue_both``.
+
+    Raises
+    ------
+    ParameterError
+        When the methods are equal, ``none``, or absent from ``forks``; otherwise as
+        :func:`~recoverylab.paired.pairs`.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> forks = pl.DataFrame({"task_id": ["t1"] * 3, "condition": ["stale2"] * 3,
+    ...                       "method": ["none", "refresh", "replan_only"],
+    ...                       "delay": [None, 4, 4], "success": [False, True, True]})
+    >>> rescue_overlap(forks, "refresh", "replan_only")["rescue_both"].item()
+    1
+    """
+    for name, value in (("method_a", method_a), ("method_b", method_b)):
+        if not isinstance(value, str) or value == "none":
+            raise ParameterError(
+                f"parameter `{name}` is {value!r}; it must be a recovery method (not 'none')."
+            )
+    if method_a == method_b:
+        raise ParameterError(
+            f"parameters `method_a` and `method_b` are both {method_a!r}; compare two methods."
+        )
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by)
+    _check_by(by_keys)
+    design = design_grid(table)
+    known = design.methods
+    for name, value in (("method_a", method_a), ("method_b", method_b)):
+        if value not in known:
+            raise ParameterError(
+                f"parameter `{name}` is {value!r}; forks has no rows with that method "
+                f"(methods: {', '.join(known)})."
+            )
+    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
+        pl.col("method").is_in([method_a, method_b])
+    )
+    valid = pl.col("reason").is_null()
+    rescue = valid & ~pl.col("y0") & pl.col("y1")
+    is_a, is_b = pl.col("method") == method_a, pl.col("method") == method_b
+    cells = ["condition", "delay", *by_keys]
+    episode = [*table.episode, *(k for k in by_keys if k not in table.pair_by), "delay"]
+    per_episode = rows.group_by(episode).agg(
+        (valid & is_a).any().alias("__a"),
+        (valid & is_b).any().alias("__b"),
+        (rescue & is_a).any().alias("__ra"),
+        (rescue & is_b).any().alias("__rb"),
+        (pl.col("reason") == AFTER_END).sum().alias("__after_end"),
+    )
+    total = [
+        pl.col("__a").sum().cast(pl.Int64).alias("n_a"),
+        pl.col("__b").sum().cast(pl.Int64).alias("n_b"),
+        (pl.col("__a") & pl.col("__b")).sum().cast(pl.Int64).alias("n_both"),
+        pl.col("__ra").sum().cast(pl.Int64).alias("rescue_a"),
+        pl.col("__rb").sum().cast(pl.Int64).alias("rescue_b"),
+        (pl.col("__ra") & pl.col("__rb")).sum().cast(pl.Int64).alias("rescue_both"),
+        pl.col("__after_end").sum().alias("__after_end"),
+    ]
+    counts = per_episode.group_by(cells).agg(total).collect(engine="streaming")
+    after_end = int(counts["__after_end"].sum())
+    if after_end:
+        raise_after_end(rows, table)
+    return (
+        counts.filter((pl.col("n_a") + pl.col("n_b")) > 0)
+        .select(
+            pl.lit(method_a).alias("method_a"),
+            pl.lit(method_b).alias("method_b"),
+            *cells,
+            "n_a",
+            "n_b",
+            "n_both",
+            "rescue_a",
+            "rescue_b",
+            "rescue_both",
+        )
+        .sort(cells, nulls_last=False)
+    )
