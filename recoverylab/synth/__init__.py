@@ -28,7 +28,7 @@ __all__ = ["BLOCK", "GENERATORS", "Generator", "generate", "register", "write"]
 BLOCK = 10_000
 
 #: Generator modules, imported on first use.
-_MODULES: tuple[str, ...] = ("_router", "_goal", "_takeover")
+_MODULES: tuple[str, ...] = ("_router", "_forks", "_goal", "_takeover")
 
 Tables = dict[str, pl.DataFrame]
 

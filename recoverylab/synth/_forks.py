@@ -1,0 +1,324 @@
+"""Synthetic CIR paired forks with planted rescue/harm probabilities (generator ``"forks"``).
+
+Each task gets, per observation condition, one shared no-recovery branch (``method="none"``,
+``delay`` null) and one recovery branch per (delay, method) -- 1 + 4 × 3 = 13 rows per condition
+and 52 rows per task with the defaults -- except at recovery points after the no-recovery run
+ended, which have no recovery branch and are carried forward by ``paired.pairs``
+(ARCHITECTURE §3.1).
+
+Planted truth (what :func:`truth` returns, and what ``paired.summarize`` must recover):
+
+* factual run: ``factual_success ~ Bernoulli(BASE_RATE["clean"])`` per task; the clean
+  no-recovery branch replays it (``y0 = factual_success`` on ``clean``).
+* other conditions: ``y0 ~ Bernoulli(BASE_RATE[condition])``, independent of everything else.
+* recovery at (condition c, method m, delay d) on a task that has not ended:
+  ``P(y1 = 1 | y0 = 0) = RESCUE[c] · METHOD_RESCUE[m] · DECAY**d`` (rescue) and
+  ``P(y1 = 0 | y0 = 1) = HARM[c] · METHOD_HARM[m]`` (harm).
+* end of the no-recovery run: ``perturb_action = factual length // 4`` with a factual length
+  uniform on 8..64, ``end_action = perturb_action + G`` with ``G ~ Geometric(end_hazard)``
+  (G >= 1). The point at delay d is after the end when ``G <= d``, probability
+  ``q_d = 1 - (1 - end_hazard)**d``; then there is no recovery row and ``y1 = y0``.
+* optional planted exclusions: a fraction ``unpaired_rate`` of (task, condition) lose their
+  ``none`` row (their recovery rows are ``unpaired``); each recovery row independently gets a
+  different ``prefix_hash`` with probability ``mismatch_rate`` (``prefix_mismatch``). Both are
+  independent of the outcomes, so the rates of the remaining pairs keep their truth.
+
+Unknown condition or method labels use the ``DEFAULT`` entries of the tables below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from recoverylab._errors import ParameterError
+from recoverylab.synth import Generator, Tables, register
+
+__all__ = [
+    "BASE_RATE",
+    "CONDITIONS",
+    "DECAY",
+    "DELAYS",
+    "HARM",
+    "METHODS",
+    "METHOD_HARM",
+    "METHOD_RESCUE",
+    "RESCUE",
+    "block",
+    "truth",
+]
+
+CONDITIONS = ("clean", "stale1", "stale2", "missing")
+DELAYS = (0, 1, 2, 4)
+METHODS = ("refresh", "content_ablated", "replan_only")
+
+DEFAULT = "*"
+#: P(no-recovery success) per condition.
+BASE_RATE = {"clean": 0.80, "stale1": 0.68, "stale2": 0.60, "missing": 0.72, DEFAULT: 0.70}
+#: P(rescue | no-recovery failure) per condition, before the method factor and delay decay.
+RESCUE = {"clean": 0.05, "stale1": 0.10, "stale2": 0.30, "missing": 0.08, DEFAULT: 0.10}
+#: P(harm | no-recovery success) per condition, before the method factor.
+HARM = {"clean": 0.08, "stale1": 0.05, "stale2": 0.06, "missing": 0.05, DEFAULT: 0.05}
+METHOD_RESCUE = {"refresh": 1.0, "content_ablated": 0.8, "replan_only": 0.3, DEFAULT: 0.5}
+METHOD_HARM = {"refresh": 1.0, "content_ablated": 0.9, "replan_only": 1.3, DEFAULT: 1.0}
+#: Rescue probability is multiplied by DECAY**delay: recovering later rescues less.
+DECAY = 0.9
+
+_FACTUAL_LENGTH = (8, 64)
+
+
+def _lookup(table: dict[str, float], labels: Sequence[str]) -> np.ndarray:
+    return np.array([table.get(label, table[DEFAULT]) for label in labels], dtype=float)
+
+
+def _options(
+    conditions: Sequence[str],
+    delays: Sequence[int],
+    methods: Sequence[str],
+    end_hazard: float,
+    mismatch_rate: float,
+    unpaired_rate: float,
+) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
+    conditions, delays, methods = tuple(conditions), tuple(int(d) for d in delays), tuple(methods)
+    for name, values in (("conditions", conditions), ("delays", delays), ("methods", methods)):
+        if not values or len(set(values)) != len(values):
+            raise ParameterError(
+                f"synth forks: parameter `{name}` is {list(values)!r}; it must be a non-empty "
+                "list without repeats."
+            )
+    if "none" in methods:
+        raise ParameterError(
+            "synth forks: parameter `methods` contains 'none'; `none` marks the no-recovery "
+            "branch and is always generated."
+        )
+    if min(delays) < 0:
+        raise ParameterError(f"synth forks: parameter `delays` is {list(delays)!r}; delays >= 0.")
+    for name, value in (
+        ("end_hazard", end_hazard),
+        ("mismatch_rate", mismatch_rate),
+        ("unpaired_rate", unpaired_rate),
+    ):
+        if not 0 <= value < 1:
+            raise ParameterError(
+                f"synth forks: parameter `{name}` is {value!r}; it must be in [0, 1)."
+            )
+    return conditions, delays, methods
+
+
+def block(
+    start: int,
+    stop: int,
+    rng: np.random.Generator,
+    *,
+    conditions: Sequence[str] = CONDITIONS,
+    delays: Sequence[int] = DELAYS,
+    methods: Sequence[str] = METHODS,
+    end_hazard: float = 0.02,
+    mismatch_rate: float = 0.0,
+    unpaired_rate: float = 0.0,
+) -> Tables:
+    """Generate the ``forks`` rows of tasks ``start..stop-1`` (vectorised over tasks).
+
+    Parameters
+    ----------
+    start, stop
+        Task index range; task ids are ``t`` + the zero-padded index.
+    rng
+        The block's random stream (the only source of randomness).
+    conditions, delays, methods
+        The design grid (defaults: 4 conditions, delays 0/1/2/4, 3 methods).
+    end_hazard
+        Per-action probability that the no-recovery run ends after the perturbation.
+    mismatch_rate
+        Probability that a recovery row carries a different ``prefix_hash``.
+    unpaired_rate
+        Probability that a (task, condition) has no ``none`` row.
+
+    Returns
+    -------
+    dict
+        ``{"forks": DataFrame}`` with columns task_id, condition, method, delay, success,
+        prefix_hash, perturb_action, end_action, factual_success.
+    """
+    conditions, delays, methods = _options(
+        conditions, delays, methods, end_hazard, mismatch_rate, unpaired_rate
+    )
+    n, n_c, n_d, n_m = stop - start, len(conditions), len(delays), len(methods)
+    base = _lookup(BASE_RATE, conditions)
+    rescue = _lookup(RESCUE, conditions)[:, None, None] * _lookup(METHOD_RESCUE, methods)
+    rescue = rescue * (DECAY ** np.array(delays, dtype=float))[None, :, None]
+    harm = (_lookup(HARM, conditions)[:, None] * _lookup(METHOD_HARM, methods))[:, None, :]
+
+    # Draws in a fixed order, so a seed always gives the same rows.
+    factual = rng.random(n) < BASE_RATE["clean"]
+    y0 = rng.random((n, n_c)) < base
+    if "clean" in conditions:
+        y0[:, conditions.index("clean")] = factual
+    length = rng.integers(_FACTUAL_LENGTH[0], _FACTUAL_LENGTH[1] + 1, size=(n, n_c))
+    perturb = length // 4
+    gap = rng.geometric(end_hazard, size=(n, n_c)) if end_hazard > 0 else np.full((n, n_c), 10**9)
+    end = perturb + gap
+    flip = rng.random((n, n_c, n_d, n_m))
+    has_none = rng.random((n, n_c)) >= unpaired_rate
+    mismatch = rng.random((n, n_c, n_d, n_m)) < mismatch_rate
+
+    y0_grid = y0[:, :, None, None]
+    y1 = np.where(y0_grid, flip >= harm, flip < rescue)
+    ended = gap[:, :, None, None] <= np.array(delays)[None, None, :, None]
+    present = np.broadcast_to(~ended, (n, n_c, n_d, n_m))
+
+    task = np.arange(start, stop)
+    # recovery rows, flattened in (task, condition, delay, method) order, ended points removed
+    shape = (n, n_c, n_d, n_m)
+    keep = present.ravel()
+    rec = {
+        "task": np.broadcast_to(task[:, None, None, None], shape).ravel()[keep],
+        "c": np.broadcast_to(np.arange(n_c)[None, :, None, None], shape).ravel()[keep],
+        "m": np.broadcast_to(np.arange(n_m)[None, None, None, :], shape).ravel()[keep],
+        "delay": np.broadcast_to(np.array(delays)[None, None, :, None], shape).ravel()[keep],
+        "success": y1.ravel()[keep],
+        "salt": mismatch.ravel()[keep].astype(np.int64),
+    }
+    keep_none = has_none.ravel()
+    none = {
+        "task": np.repeat(task, n_c)[keep_none],
+        "c": np.tile(np.arange(n_c), n)[keep_none],
+        "success": y0.ravel()[keep_none],
+    }
+    per_task_condition = {
+        "perturb_action": perturb.ravel(),
+        "end_action": end.ravel(),
+    }
+    rec_tc = rec["task"].astype(np.int64) - start
+    rec_index = rec_tc * n_c + rec["c"]
+    none_index = (none["task"] - start) * n_c + none["c"]
+    frames = [
+        pl.DataFrame(
+            {
+                "task": none["task"],
+                "c": none["c"],
+                "m": np.full(none["task"].shape, -1),
+                "success": none["success"],
+                "salt": np.zeros(none["task"].shape, dtype=np.int64),
+                "perturb_action": per_task_condition["perturb_action"][none_index],
+                "end_action": per_task_condition["end_action"][none_index],
+                "factual_success": factual[none["task"] - start],
+            }
+        ).with_columns(pl.lit(None, dtype=pl.Int64).alias("delay")),
+        pl.DataFrame(
+            {
+                "task": rec["task"],
+                "c": rec["c"],
+                "m": rec["m"],
+                "delay": rec["delay"],
+                "success": rec["success"],
+                "salt": rec["salt"],
+                "perturb_action": per_task_condition["perturb_action"][rec_index],
+                "factual_success": factual[rec_tc],
+            }
+        ).with_columns(pl.lit(None, dtype=pl.Int64).alias("end_action")),
+    ]
+    raw = pl.concat(frames, how="diagonal_relaxed")
+    condition_names = pl.Series(conditions, dtype=pl.String)
+    method_names = pl.Series(("none", *methods), dtype=pl.String)
+    task_id = pl.lit("t") + pl.col("task").cast(pl.String).str.zfill(7)
+    forks = raw.select(
+        task_id.alias("task_id"),
+        pl.col("c").replace_strict(range(n_c), condition_names).alias("condition"),
+        (pl.col("m") + 1).replace_strict(range(n_m + 1), method_names).alias("method"),
+        pl.col("delay").cast(pl.Int64),
+        pl.col("success"),
+        # seed-free stand-in for a state hash; a planted mismatch adds a suffix
+        pl.when(pl.col("salt") == 1)
+        .then(pl.format("{}-{}-x", task_id, pl.col("c")))
+        .otherwise(pl.format("{}-{}", task_id, pl.col("c")))
+        .alias("prefix_hash"),
+        pl.col("perturb_action").cast(pl.Int64),
+        pl.col("end_action").cast(pl.Int64),
+        pl.col("factual_success"),
+    )
+    return {"forks": forks}
+
+
+def truth(
+    *,
+    conditions: Sequence[str] = CONDITIONS,
+    delays: Sequence[int] = DELAYS,
+    methods: Sequence[str] = METHODS,
+    end_hazard: float = 0.02,
+    cohort: str = "full",
+) -> pl.DataFrame:
+    """Return the planted population rates of every (condition, delay, method) cell.
+
+    Rates are per pair (carried-forward pairs included, as in ``paired.summarize``); the
+    planted exclusions (``unpaired_rate``, ``mismatch_rate``) do not change them.
+
+    Parameters
+    ----------
+    conditions, delays, methods, end_hazard
+        As given to the generator.
+    cohort
+        ``"full"`` or ``"factual_success"`` (tasks whose factual run succeeded: on ``clean`` the
+        no-recovery branch then always succeeds; other conditions are independent of it).
+
+    Returns
+    -------
+    pl.DataFrame
+        Columns condition, delay, method, carried (share of carried-forward pairs), base_rate,
+        rescue_rate, harm_rate, effect, recovery_rate.
+
+    Examples
+    --------
+    >>> truth(conditions=["clean"], delays=[0], methods=["refresh"])["effect"][0]
+    -0.054
+    """
+    conditions, delays, methods = _options(conditions, delays, methods, end_hazard, 0.0, 0.0)
+    if cohort not in ("full", "factual_success"):
+        raise ParameterError(
+            f"parameter `cohort` is {cohort!r}; it must be one of 'full', 'factual_success'."
+        )
+    rows = []
+    for c in conditions:
+        b = BASE_RATE.get(c, BASE_RATE[DEFAULT])
+        if c == "clean" and cohort == "factual_success":
+            b = 1.0
+        for d in delays:
+            carried = 1.0 - (1.0 - end_hazard) ** d
+            for m in methods:
+                r = RESCUE.get(c, RESCUE[DEFAULT]) * METHOD_RESCUE.get(m, METHOD_RESCUE[DEFAULT])
+                r *= DECAY**d
+                h = HARM.get(c, HARM[DEFAULT]) * METHOD_HARM.get(m, METHOD_HARM[DEFAULT])
+                rescue_rate = (1 - carried) * (1 - b) * r
+                harm_rate = (1 - carried) * b * h
+                rows.append((c, d, m, carried, b, rescue_rate, harm_rate))
+    frame = pl.DataFrame(
+        rows,
+        schema={
+            "condition": pl.String,
+            "delay": pl.Int64,
+            "method": pl.String,
+            "carried": pl.Float64,
+            "base_rate": pl.Float64,
+            "rescue_rate": pl.Float64,
+            "harm_rate": pl.Float64,
+        },
+        orient="row",
+    )
+    effect = pl.col("rescue_rate") - pl.col("harm_rate")
+    return frame.with_columns(
+        effect.round(12).alias("effect"),
+        (pl.col("base_rate") + effect).round(12).alias("recovery_rate"),
+    )
+
+
+register(
+    Generator(
+        name="forks",
+        tables=("forks",),
+        block=block,
+        description="CIR paired forks: 4 conditions × (shared none + 4 delays × 3 methods) per "
+        "task, planted rescue/harm probabilities and carry-forward (see synth._forks.truth).",
+    )
+)
