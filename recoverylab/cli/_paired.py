@@ -1,0 +1,226 @@
+"""``recoverylab paired | contrast | policy``: paired recovery evaluation (CIR, §3.1)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from recoverylab import paired
+from recoverylab._errors import ParameterError
+from recoverylab.cli._common import (
+    Progress,
+    add_grouping,
+    add_statistics,
+    emit,
+    guard_output,
+    read,
+    samples_dir,
+    split_list,
+)
+from recoverylab.io import write_parquet
+
+
+def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None:
+    add_grouping(parser, by_help="extra grouping columns, comma separated (e.g. model,split)")
+    parser.add_argument(
+        "--pair-by",
+        type=split_list,
+        default=(),
+        help="extra keys a recovery branch and its no-recovery branch share (e.g. model,seed)",
+    )
+    if cohort:
+        parser.add_argument(
+            "--cohort",
+            choices=("full", "factual_success"),
+            default="full",
+            help="all tasks (default) or tasks whose factual run succeeded",
+        )
+    add_statistics(parser)
+    parser.add_argument(
+        "--ci-method",
+        choices=("percentile", "bca"),
+        default="percentile",
+        help="bootstrap interval (default percentile)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="write the result to this parquet file (default: print it)"
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``paired``, ``contrast`` and ``policy`` subcommands."""
+    parser = subparsers.add_parser(
+        "paired",
+        help="rescue and harm per condition × delay × method (CIR paired forks)",
+        description="Pair every recovery branch with the no-recovery branch forked from the same "
+        "state and count rescues and harms per (condition, delay, method), with a task-level "
+        "cluster-bootstrap interval and an exact sign-flip p-value of the effect. Rates are "
+        "printed in percentage points.",
+    )
+    parser.add_argument("forks", nargs="+", help="forks table (paths, globs or directories)")
+    _add_common(parser)
+    parser.add_argument(
+        "--overlap",
+        type=split_list,
+        metavar="A,B",
+        help="also show which episodes methods A and B rescue, and how many both do",
+    )
+    parser.add_argument("--overlap-out", type=Path, help="write the overlap to this parquet file")
+    parser.add_argument(
+        "--pairs-out", type=Path, help="also write every pair (one row per branch) to this file"
+    )
+    parser.add_argument(
+        "--exclusions-out",
+        type=Path,
+        help="also write the keys of the excluded recovery rows (unpaired, prefix_mismatch)",
+    )
+    parser.set_defaults(func=run_paired)
+
+    parser = subparsers.add_parser(
+        "contrast",
+        help="effect of condition A minus effect of condition B (CIR paired forks)",
+        description="At every (delay, method), the recovery effect under condition A minus the "
+        "effect under B, with one bootstrap of tasks serving both conditions and a sign-flip "
+        "p-value of the per-task difference.",
+    )
+    parser.add_argument("forks", nargs="+", help="forks table (paths, globs or directories)")
+    parser.add_argument("--a", required=True, help="first condition, e.g. stale2")
+    parser.add_argument("--b", required=True, help="second condition, e.g. clean")
+    _add_common(parser)
+    parser.set_defaults(func=run_contrast)
+
+    parser = subparsers.add_parser(
+        "policy",
+        help="score a recovery policy's decisions against never recovering",
+        description="Score a decision table (task_id, condition, delay or null) against the "
+        "forks: success without and with the policy, gain, rescues, harms, interventions and "
+        "the clean-touch rate, per condition and overall.",
+    )
+    parser.add_argument(
+        "--decisions", nargs="+", required=True, help="decision table (paths or globs)"
+    )
+    parser.add_argument("--forks", nargs="+", required=True, help="forks table (paths or globs)")
+    parser.add_argument(
+        "--method", default=None, help="recovery method the policy applies (default: the only one)"
+    )
+    parser.add_argument(
+        "--clean-label", default="clean", help="condition of correct observations (default clean)"
+    )
+    _add_common(parser, cohort=False)
+    parser.set_defaults(func=run_policy)
+
+
+def _statistics(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "confidence": args.confidence,
+        "n_resamples": args.resamples,
+        "seed": args.seed,
+        "ci_method": args.ci_method,
+    }
+
+
+def run_paired(args: argparse.Namespace) -> None:
+    """Summarise the forks (and optionally write pairs, exclusions and the overlap)."""
+    progress = Progress("paired", quiet=args.quiet)
+    for target in (args.out, args.overlap_out, args.pairs_out, args.exclusions_out):
+        if target is not None:
+            guard_output(target, args)
+    if args.overlap_out is not None and not args.overlap:
+        raise ParameterError("`--overlap-out` needs `--overlap A,B` (the two methods).")
+    if args.overlap is not None and len(args.overlap) != 2:
+        raise ParameterError(
+            f"`--overlap` is {','.join(args.overlap)!r}; it must name two methods, e.g. "
+            "refresh,content_ablated."
+        )
+    forks = read(args.forks)
+    keys = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
+    summary = paired.summarize(forks, **keys, **_statistics(args), progress=progress)
+    if args.pairs_out is not None:
+        progress(f"writing pairs to {args.pairs_out}")
+        pairs = paired.pairs(forks, pair_by=args.pair_by, cohort=args.cohort)
+        write_parquet(pairs, args.pairs_out)
+        print(f"wrote {args.pairs_out}", file=sys.stderr)
+    if args.exclusions_out is not None:
+        excluded = paired.exclusions(forks, **keys, keys=True).collect(engine="streaming")
+        emit(excluded, args.exclusions_out, args)
+    cohort = "" if args.cohort == "full" else f" ({args.cohort} cohort)"
+    emit(summary, args.out, args, title=f"rescue and harm by condition, delay, method{cohort}")
+    if args.overlap:
+        progress(f"rescue overlap of {args.overlap[0]} and {args.overlap[1]}")
+        overlap = paired.rescue_overlap(forks, *args.overlap, **keys)
+        if args.out is None and args.overlap_out is None:
+            print()
+        emit(overlap, args.overlap_out, args, title="rescue overlap")
+
+
+def run_contrast(args: argparse.Namespace) -> None:
+    """Contrast two conditions."""
+    progress = Progress("contrast", quiet=args.quiet)
+    if args.out is not None:
+        guard_output(args.out, args)
+    result = paired.contrast(
+        read(args.forks),
+        args.a,
+        args.b,
+        by=args.by,
+        pair_by=args.pair_by,
+        cohort=args.cohort,
+        **_statistics(args),
+        progress=progress,
+    )
+    cohort = "" if args.cohort == "full" else f" ({args.cohort} cohort)"
+    emit(result, args.out, args, title=f"effect of {args.a} minus effect of {args.b}{cohort}")
+
+
+def run_policy(args: argparse.Namespace) -> None:
+    """Evaluate a policy's decisions."""
+    progress = Progress("policy", quiet=args.quiet)
+    if args.out is not None:
+        guard_output(args.out, args)
+    result = paired.evaluate_policy(
+        read(args.decisions),
+        read(args.forks),
+        pair_by=args.pair_by,
+        by=args.by,
+        method=args.method,
+        clean_label=args.clean_label,
+        **_statistics(args),
+        progress=progress,
+    )
+    emit(result, args.out, args, title="policy against never recovering (condition null: all)")
+
+
+def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
+    """Run the paired protocol on ``data_samples/paired`` and write its results.
+
+    Writes into ``out_dir/paired/``: the main cohort's cells and stale2 - clean contrast for the
+    full and the factual-success cohort, the mechanism cohort's cells, exclusions and rescue
+    overlap of refresh and content-ablated, and the policy test table's evaluation.
+    """
+    samples = samples_dir() / "paired"
+    out = out_dir / "paired"
+    main = samples / "main_forks.parquet"
+    mechanism = samples / "mechanism_forks.parquet"
+    written: list[Path] = []
+
+    def write(frame: object, name: str) -> None:
+        written.append(write_parquet(frame, out / f"{name}.parquet"))  # type: ignore[arg-type]
+
+    for cohort, tag in (("full", "full"), ("factual_success", "factual")):
+        progress(f"paired: main cohort, {cohort}")
+        write(paired.summarize(main, cohort=cohort), f"main_{tag}_summary")
+        write(paired.contrast(main, "stale2", "clean", cohort=cohort), f"main_{tag}_contrast")
+    progress("paired: mechanism cohort")
+    write(paired.summarize(mechanism), "mechanism_summary")
+    write(paired.exclusions(mechanism).collect(), "mechanism_exclusions")
+    write(paired.rescue_overlap(mechanism, "refresh", "content_ablated"), "mechanism_overlap")
+    progress("paired: policy test table")
+    write(
+        paired.evaluate_policy(
+            samples / "policy_decisions.parquet", samples / "policy_forks.parquet"
+        ),
+        "policy_summary",
+    )
+    return written
