@@ -27,8 +27,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-from scipy import signal, special
-from scipy import stats as sps
+from scipy import special
 
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
 
@@ -1098,6 +1097,8 @@ def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
     number of positive signs, T*/g = 2U − S with U = Σ a'·Bₐ and S = Σ a'·mₐ. The observed T/g
     is an integer t on the same lattice, so the tail {|2U − S| ≥ |t|} is exact: no tolerance.
     """
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
     magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
     per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
     np.add.at(per_magnitude, inverse, m)
@@ -1155,6 +1156,8 @@ def _negligible_window(mean: float, scale: float, upper: int) -> tuple[int, int]
 
 def _convolve_all(pieces: list[_LatticePmf]) -> _LatticePmf:
     """Convolve pmfs, the two shortest first to keep the work balanced, trimming nil tails."""
+    from scipy import signal  # a slow import (1.5 s), kept off `import recoverylab`
+
     heap = [(piece.pmf.size, i, piece) for i, piece in enumerate(pieces)]
     heapq.heapify(heap)
     order = len(heap)
@@ -1206,6 +1209,8 @@ def _sign_flip_null_scipy(x: np.ndarray, n_resamples: int, gen: np.random.Genera
     every method uses the same definition P(|T*| ≥ |T|).
     """
     batch = max(1, _MAX_BATCH_ELEMENTS // (2 * x.size))
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
     res = sps.permutation_test(
         (x,),
         _sum_last_axis,
@@ -1283,6 +1288,8 @@ def mcnemar_exact(rescue: int, harm: int) -> TestResult:
             )
     rescue, harm = int(rescue), int(harm)
     total = rescue + harm
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
     p_value = 1.0 if total == 0 else float(sps.binomtest(rescue, total, 0.5).pvalue)
     return TestResult(statistic=float(rescue - harm), p_value=p_value, method="exact-binomial")
 
