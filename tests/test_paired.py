@@ -563,18 +563,25 @@ def test_bca_interval_is_available() -> None:
     assert got.filter(pl.col("ci_high") < pl.col("effect")).height == 0
 
 
-def test_cell_statistics_do_not_depend_on_other_cells() -> None:
-    rng = np.random.default_rng(8)
-    frame = random_forks(rng, tasks=30)
-    full = paired.summarize(frame, seed=4, **FAST)
-    alone = paired.summarize(
-        frame.filter(
-            (pl.col("condition") == "stale2") & pl.col("method").is_in(["none", "refresh"])
-        ),
-        seed=4,
-        **FAST,
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    keep_conditions=st.sets(st.sampled_from(["clean", "stale2"]), min_size=1),
+    keep_methods=st.sets(st.sampled_from(["refresh", "replan_only"]), min_size=1),
+    pair_by=st.sampled_from([(), ("model",)]),
+)
+def test_cell_statistics_do_not_depend_on_other_cells(
+    seed: int, keep_conditions: set[str], keep_methods: set[str], pair_by: tuple[str, ...]
+) -> None:
+    frame = random_forks(np.random.default_rng(seed), tasks=15, models=("m1", "m2"))
+    if not pair_by:
+        frame = frame.filter(pl.col("model") == "m1").drop("model")
+    full = paired.summarize(frame, pair_by=pair_by, seed=4, n_resamples=300)
+    part = frame.filter(
+        pl.col("condition").is_in(sorted(keep_conditions))
+        & pl.col("method").is_in(["none", *sorted(keep_methods)])
     )
-    assert alone.height > 0
+    alone = paired.summarize(part, pair_by=pair_by, seed=4, n_resamples=300)
     keys = ["condition", "delay", "method"]
     assert_frame_equal(full.join(alone.select(keys), on=keys, how="semi"), alone)
 

@@ -78,13 +78,16 @@ def prepare(
     *,
     pair_by: str | Sequence[str] | None = (),
     by: str | Sequence[str] | None = (),
+    cohort: str = "full",
     progress: Progress = None,
 ) -> tuple[Forks, tuple[str, ...]]:
-    """Validate ``forks`` against its contract and the ``pair_by``/``by`` keys.
+    """Validate ``forks`` against its contract and the ``pair_by``/``by``/``cohort`` choices.
 
+    Parameters are checked against the schema first, so a typo fails before any data is read.
     Returns the validated table (categorical keys cast to strings, so results do not depend on
     how keys were stored) and the normalised ``by`` keys.
     """
+    require_one_of("cohort", cohort, COHORTS)
     pair_keys = key_names("pair_by", pair_by)
     by_keys = key_names("by", by)
     for name, keys, forbidden in (
@@ -99,9 +102,7 @@ def prepare(
                 else "a cell key or a branch-level column; by names extra grouping columns"
             )
             raise ParameterError(f"parameter `{name}` names `{clash[0]}`, which is {role}.")
-    if progress is not None:
-        progress("validating forks")
-    lazy = validate(forks, "forks", key=pair_keys)
+    lazy = validate(forks, "forks", key=pair_keys, checks="schema")
     schema = lazy.collect_schema()
     missing = [k for k in by_keys if k not in schema]
     if missing:
@@ -109,6 +110,14 @@ def prepare(
             f"forks: parameter `by` names column `{missing[0]}`, which is not in the table "
             f"(columns: {', '.join(schema.names())})."
         )
+    if cohort == "factual_success" and "factual_success" not in schema:
+        raise ParameterError(
+            "forks: parameter `cohort` is 'factual_success' but the table has no "
+            "`factual_success` column. Hint: add it, or use cohort='full'."
+        )
+    if progress is not None:
+        progress("validating forks")
+    lazy = validate(lazy, "forks", key=pair_keys)
     categorical = [
         pl.col(k).cast(pl.String)
         for k in dict.fromkeys((*pair_keys, *by_keys))
@@ -306,14 +315,8 @@ def _carried(
 
 def apply_cohort(rows: pl.LazyFrame, forks: Forks, cohort: str) -> pl.LazyFrame:
     """Keep the rows of the cohort: all, or tasks whose factual run succeeded."""
-    require_one_of("cohort", cohort, COHORTS)
     if cohort == "full":
         return rows
-    if not forks.has_factual:
-        raise ParameterError(
-            "forks: parameter `cohort` is 'factual_success' but the table has no "
-            "`factual_success` column. Hint: add it, or use cohort='full'."
-        )
     return rows.filter(pl.col("factual_success").fill_null(False))
 
 
@@ -392,7 +395,7 @@ def pairs(
     >>> pairs(forks).select("outcome").collect().item()
     'rescue'
     """
-    table, _ = prepare(forks, pair_by=pair_by)
+    table, _ = prepare(forks, pair_by=pair_by, cohort=cohort)
     extras = [c for c in table.lf.collect_schema().names() if c not in (*_CONTRACT, *table.pair_by)]
     design = design_grid(table)
     rows = apply_cohort(branch_rows(table, design, carry=extras), table, cohort)
@@ -469,7 +472,7 @@ def exclusions(
     >>> exclusions(forks).collect().row(0)
     ('clean', 0, 'refresh', 'unpaired', 1)
     """
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by)
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort)
     design = design_grid(table)
     rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
     raise_after_end(rows, table)

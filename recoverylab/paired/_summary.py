@@ -262,9 +262,8 @@ def summarize(
     (2, 1, 0.5)
     """
     _check_statistics(confidence, n_resamples, seed, ci_method)
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, progress=progress)
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
     _check_by(by_keys)
-    require_one_of("cohort", cohort, ("full", "factual_success"))
     cells = ["condition", "delay", "method", *by_keys]
     design = design_grid(table)
     query, fast, rows = summary_query(table, design, by_keys, cohort)
@@ -383,7 +382,7 @@ def contrast(
             raise ParameterError(f"parameter `{name}` is {value!r}; it must be a condition label.")
     if a == b:
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, progress=progress)
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
     _check_by(by_keys)
     design = design_grid(table)
     known = design.conditions
@@ -525,7 +524,7 @@ def rescue_overlap(
         raise ParameterError(
             f"parameters `method_a` and `method_b` are both {method_a!r}; compare two methods."
         )
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by)
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort)
     _check_by(by_keys)
     design = design_grid(table)
     known = design.methods
