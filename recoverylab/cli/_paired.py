@@ -6,6 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from recoverylab import paired
 from recoverylab._errors import ParameterError
@@ -112,7 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_policy)
 
 
-def _statistics(args: argparse.Namespace) -> dict[str, object]:
+def _statistics(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "confidence": args.confidence,
         "n_resamples": args.resamples,
@@ -135,7 +136,7 @@ def run_paired(args: argparse.Namespace) -> None:
             "refresh,content_ablated."
         )
     forks = read(args.forks)
-    keys = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
+    keys: dict[str, Any] = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
     summary = paired.summarize(forks, **keys, **_statistics(args), progress=progress)
     if args.pairs_out is not None:
         progress(f"writing pairs to {args.pairs_out}")
@@ -208,7 +209,11 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     def write(frame: object, name: str) -> None:
         written.append(write_parquet(frame, out / f"{name}.parquet"))  # type: ignore[arg-type]
 
-    for cohort, tag in (("full", "full"), ("factual_success", "factual")):
+    cohorts: tuple[tuple[paired.Cohort, str], ...] = (
+        ("full", "full"),
+        ("factual_success", "factual"),
+    )
+    for cohort, tag in cohorts:
         progress(f"paired: main cohort, {cohort}")
         write(paired.summarize(main, cohort=cohort), f"main_{tag}_summary")
         write(paired.contrast(main, "stale2", "clean", cohort=cohort), f"main_{tag}_contrast")

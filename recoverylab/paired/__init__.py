@@ -14,11 +14,12 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.
 """
 
-from recoverylab.paired._pairs import exclusions, pairs
+from recoverylab.paired._pairs import Cohort, exclusions, pairs
 from recoverylab.paired._policy import evaluate_policy
 from recoverylab.paired._summary import contrast, rescue_overlap, summarize
 
 __all__ = [
+    "Cohort",
     "contrast",
     "evaluate_policy",
     "exclusions",

@@ -169,7 +169,7 @@ def design_grid(forks: Forks) -> Design:
     )
 
 
-def _opt(forks: Forks, name: str, dtype: pl.DataType) -> pl.Expr:
+def _opt(forks: Forks, name: str, dtype: pl.DataType | type[pl.DataType]) -> pl.Expr:
     return pl.col(name) if name in forks.columns else pl.lit(None, dtype=dtype)
 
 

@@ -119,6 +119,11 @@ def _episodes(
     )
 
 
+def _aggregate(frame: pl.LazyFrame, keys: list[str], aggs: list[pl.Expr]) -> pl.LazyFrame:
+    """Aggregate per ``keys``, or over the whole frame when there are none."""
+    return frame.group_by(keys).agg(aggs) if keys else frame.select(aggs)
+
+
 def _raise_bad(
     episodes: pl.LazyFrame, flag: str, keys: list[str], total: int, message: str
 ) -> None:
@@ -269,34 +274,32 @@ def evaluate_policy(
         (is_clean & pl.col("intervened")).sum().cast(pl.Int64).alias("__clean_touched"),
     ]
     per_condition = ["condition", *by_keys]
-    overall = [pl.lit(None, dtype=pl.String).alias("condition"), *by_keys]
-    cell_counts = pl.concat(
+    names = [c.meta.output_name() for c in counts]
+    null_condition = pl.lit(None, dtype=pl.String).alias("condition")
+    counts_query = pl.concat(
         [
             episodes.group_by(per_condition).agg(counts),
-            episodes.group_by(by_keys)
-            .agg(counts)
-            .select(*overall, *(c.meta.output_name() for c in counts))
-            if by_keys
-            else episodes.select(counts).select(*overall, *(c.meta.output_name() for c in counts)),
+            _aggregate(episodes, by_keys, counts).select(null_condition, *by_keys, *names),
         ],
         how="vertical",
     )
     task_partial = [diff.sum().cast(pl.Int64).alias("d"), pl.len().cast(pl.Int64).alias("n")]
-    types = pl.concat(
+    type_count = pl.len().cast(pl.Int64).alias("count")
+    types_query = pl.concat(
         [
             episodes.group_by([*per_condition, "task_id"])
             .agg(task_partial)
             .group_by([*per_condition, "d", "n"])
-            .agg(pl.len().cast(pl.Int64).alias("count")),
+            .agg(type_count),
             episodes.group_by([*by_keys, "task_id"])
             .agg(task_partial)
             .group_by([*by_keys, "d", "n"])
-            .agg(pl.len().cast(pl.Int64).alias("count"))
-            .select(*overall, "d", "n", "count"),
+            .agg(type_count)
+            .select(null_condition, *by_keys, "d", "n", "count"),
         ],
         how="vertical",
     )
-    cell_counts, types = pl.collect_all([cell_counts, types], engine="streaming")
+    cell_counts, types = pl.collect_all([counts_query, types_query], engine="streaming")
     if progress is not None:
         progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
     boot = stats.cluster_bootstrap(

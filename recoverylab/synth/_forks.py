@@ -192,8 +192,8 @@ def block(
         "end_action": end.ravel(),
     }
     rec_tc = rec["task"].astype(np.int64) - start
-    rec_index = rec_tc * n_c + rec["c"]
-    none_index = (none["task"] - start) * n_c + none["c"]
+    rec_index = rec_tc * n_c + rec["c"].astype(np.int64)
+    none_index = (none["task"].astype(np.int64) - start) * n_c + none["c"].astype(np.int64)
     frames = [
         pl.DataFrame(
             {
