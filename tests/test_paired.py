@@ -1036,7 +1036,7 @@ def test_policy_errors() -> None:
     with pytest.raises(InputError) as info:
         paired.evaluate_policy(missing, POLICY_FORKS, **FAST)
     assert str(info.value) == (
-        "decisions: 1 decision without a recovery point have no shared `none` row in forks "
+        "decisions: 1 decision without a recovery point has no shared `none` row in forks "
         "(task_id/condition/delay z/clean/null); the no-recovery outcome of every episode must be "
         "known."
     )

@@ -135,12 +135,12 @@ def _raise_bad(
         .collect(engine="streaming")
     )
     noun = "decision" if total == 1 else "decisions"
-    verb = "chooses" if total == 1 else "choose"
     raise InputError(
         message.format(
             n=total,
             noun=noun,
-            verb=verb,
+            verb="chooses" if total == 1 else "choose",
+            have="has" if total == 1 else "have",
             keys=f"{'/'.join(keys)} {format_keys(sample.rows(), total)}",
         )
     )
@@ -256,7 +256,7 @@ def evaluate_policy(
             "__no_none",
             keys,
             int(flags["__no_none"].item()),
-            "decisions: {n} {noun} without a recovery point have no shared `none` row in forks "
+            "decisions: {n} {noun} without a recovery point {have} no shared `none` row in forks "
             "({keys}); the no-recovery outcome of every episode must be known.",
         )
     if progress is not None:
