@@ -122,3 +122,26 @@ def test_synth_unknown_generator(cli, tmp_path) -> None:
     result = cli("synth", "nosuch", "--out", tmp_path)
     assert result.code == 2
     assert result.err.startswith("recoverylab synth: error: unknown synthetic table 'nosuch'")
+
+
+def test_rerunning_with_the_same_out_replaces_the_result(cli, tmp_path) -> None:
+    from tests.conftest import SAMPLES
+
+    forks = SAMPLES / "paired" / "main_forks.parquet"
+    out = tmp_path / "summary.parquet"
+    first = cli("paired", forks, "--resamples", 200, "--out", out, "--quiet")
+    assert first.code == 0, first.err
+    before = pl.read_parquet(out)
+    second = cli("paired", forks, "--resamples", 200, "--out", out, "--quiet")
+    assert second.code == 0, second.err
+    assert pl.read_parquet(out).equals(before)
+
+
+def test_out_may_not_overwrite_an_input(cli, tmp_path) -> None:
+    forks = tmp_path / "forks.parquet"
+    frame("forks").write_parquet(forks)
+    before = forks.read_bytes()
+    result = cli("paired", forks, "--out", forks, "--quiet")
+    assert result.code == 2
+    assert "which is also an input; choose another path" in result.err
+    assert forks.read_bytes() == before

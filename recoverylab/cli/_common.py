@@ -78,9 +78,15 @@ def read(paths: Sequence[str] | str) -> pl.LazyFrame:
 
 
 def input_paths(args: argparse.Namespace) -> set[Path]:
-    """Every existing input file named in the parsed arguments (to refuse overwriting them)."""
+    """Every existing input file named in the parsed arguments (to refuse overwriting them).
+
+    Output options (``out``, ``out_dir`` and any ``*_out``) are not inputs: re-running a command
+    with the same ``--out`` replaces its earlier result.
+    """
     found: set[Path] = set()
-    for value in vars(args).values():
+    for name, value in vars(args).items():
+        if name in ("out", "out_dir") or name.endswith("_out"):
+            continue
         values = value if isinstance(value, list) else [value]
         for item in values:
             if isinstance(item, (str, Path)) and item and Path(item).exists():
