@@ -349,3 +349,17 @@ def test_validation_does_not_depend_on_row_order(rows, data) -> None:
     df = pl.DataFrame(rows, schema=schema, orient="row")
     order = data.draw(st.permutations(range(df.height)))
     assert _outcome(df) == _outcome(df[list(order)])
+
+
+def test_a_repeated_hash_without_a_repeated_key_is_not_a_duplicate() -> None:
+    """The hash pre-check only nominates candidates; the exact check decides (collisions)."""
+    from recoverylab.schema import _check_duplicates
+
+    df = frame("forks")
+    key = spec("forks").key
+    hashes = df.lazy().select(pl.struct(list(key)).hash().alias("__hash"))
+    collided = pl.concat([hashes, hashes]).sort("__hash")  # every hash now repeats
+    _check_duplicates(df.lazy(), spec("forks"), key, collided)  # distinct keys: no error
+    doubled = pl.concat([df, df.head(1)]).lazy()
+    with pytest.raises(SchemaError, match="1 key appears more than once"):
+        _check_duplicates(doubled, spec("forks"), key, collided)
