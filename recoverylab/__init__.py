@@ -6,6 +6,9 @@ under access barriers (``recoverylab.goal``) and takeover from replayed error st
 (``recoverylab.takeover``). Every input is an Arrow table; every result is a polars frame.
 """
 
+import importlib
+from types import ModuleType
+
 from recoverylab._errors import (
     InputError,
     MissingDependencyError,
@@ -20,6 +23,21 @@ from recoverylab.schema import SPECS, validate
 
 __version__ = "0.1.0"
 
+#: Protocol and engine modules, imported on first attribute access so `import recoverylab` stays
+#: fast: ``recoverylab.paired.summarize(...)`` works without importing ``recoverylab.paired``.
+_SUBMODULES = ("goal", "paired", "router", "stats", "synth", "takeover")
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"recoverylab.{name}")
+    raise AttributeError(f"module 'recoverylab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SUBMODULES})
+
+
 __all__ = [
     "SPECS",
     "InputError",
@@ -30,7 +48,13 @@ __all__ = [
     "SchemaError",
     "SourceError",
     "__version__",
+    "goal",
+    "paired",
+    "router",
     "scan",
+    "stats",
+    "synth",
+    "takeover",
     "validate",
     "write_parquet",
 ]
