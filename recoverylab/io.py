@@ -141,7 +141,7 @@ def _scan_in_memory(source: object) -> pl.LazyFrame | None:
             return pl.from_arrow(source).lazy()  # type: ignore[union-attr]
         return None
     if module == "pandas":
-        return pl.from_pandas(source).lazy()  # type: ignore[arg-type]
+        return pl.from_pandas(source).lazy()
     return None
 
 

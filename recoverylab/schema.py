@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import polars as pl
+from polars._typing import PolarsDataType
 
 from recoverylab._errors import RecoveryLabError, SchemaError, format_keys
 from recoverylab.io import scan
@@ -34,7 +35,12 @@ __all__ = [
 ]
 
 #: Canonical polars types a column may have, by contract name.
-_CANONICAL = {"str": pl.String, "int": pl.Int64, "float": pl.Float64, "bool": pl.Boolean}
+_CANONICAL: dict[str, pl.DataType] = {
+    "str": pl.String(),
+    "int": pl.Int64(),
+    "float": pl.Float64(),
+    "bool": pl.Boolean(),
+}
 
 
 @dataclass(frozen=True)
@@ -343,7 +349,7 @@ def spec(table: str | TableSpec) -> TableSpec:
         raise SchemaError(f"unknown table {table!r}; known tables: {names}.") from None
 
 
-def canonical_dtype(found: pl.DataType, column: Column) -> pl.DataType | None:
+def canonical_dtype(found: PolarsDataType, column: Column) -> pl.DataType | None:
     """Return the type ``found`` is safely cast to for ``column``, or ``None`` if it is wrong.
 
     Safe casts widen without losing information: any integer to Int64, Float32 and integers to

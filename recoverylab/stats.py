@@ -297,7 +297,7 @@ def _check_statistic(statistic: object) -> Statistic:
             f"parameter `statistic` is {statistic!r}; it must be a function of column sums, "
             "e.g. recoverylab.stats.ratio."
         )
-    return statistic  # type: ignore[return-value]
+    return statistic
 
 
 def _numeric_array(name: str, data: object) -> np.ndarray:

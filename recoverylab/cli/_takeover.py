@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -270,7 +271,7 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     samples = samples_dir() / "takeover"
     out = out_dir / "takeover"
     source = {name: read([str(samples / f"{name}.parquet")]) for name in _INPUTS}
-    settings = {"n_resamples": 2_000, "confidence": 0.95, "seed": 0}
+    settings: dict[str, Any] = {"n_resamples": 2_000, "confidence": 0.95, "seed": 0}
     frames = tables(
         source["states"],
         source["attempts"],

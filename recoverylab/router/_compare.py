@@ -233,8 +233,8 @@ def _margins(
         ],
         how="diagonal",
     )
-    types = tasks.group_by([*cells, "d", "m"]).agg(pl.len().cast(pl.Int64).alias("count"))
-    cell_counts, types = pl.collect_all([cell_counts, types], engine="streaming")
+    task_types = tasks.group_by([*cells, "d", "m"]).agg(pl.len().cast(pl.Int64).alias("count"))
+    counted, types = pl.collect_all([cell_counts, task_types], engine="streaming")
     boot = stats.cluster_bootstrap(
         types,
         cells=cells,
@@ -256,7 +256,7 @@ def _margins(
         }
     )
     return (
-        cell_counts.join(order, on=["policy", "reference"], how="left")
+        counted.join(order, on=["policy", "reference"], how="left")
         .sort("__order", pl.col("condition").is_null(), "condition")
         .join(boot, on=cells, how="left", nulls_equal=True, maintain_order="left")
         .join(flip, on=cells, how="left", nulls_equal=True, maintain_order="left")

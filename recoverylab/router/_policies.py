@@ -108,7 +108,7 @@ class FitReport:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FitReport:
         """Inverse of :meth:`to_dict`."""
-        values = {f.name: data.get(f.name) for f in fields(cls)}
+        values: dict[str, Any] = {f.name: data.get(f.name) for f in fields(cls)}
         values["grid_size"] = tuple(values["grid_size"] or ())
         return cls(**values)
 
@@ -303,6 +303,17 @@ class _RulePolicy(_Estimator):
     """Shared machinery of the policies that decide with logistic models and thresholds."""
 
     _MODELS: ClassVar[tuple[str, ...]] = ()
+
+    # Parameters every subclass stores in ``__init__`` (declared here for the shared methods).
+    C: float
+    eps: float
+    delays: Sequence[int]
+    folds: int
+    clean_label: str
+    seed: int
+    method: str
+    pair_by: Sequence[str]
+    n_grid: int
 
     # -- fitted state ---------------------------------------------------------------------------
 

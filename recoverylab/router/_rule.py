@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "apply_rule", "probability"]
 
@@ -19,14 +20,14 @@ FORMAT = "recoverylab.router"
 FORMAT_VERSION = 1
 
 
-def probability(model: Mapping[str, object], x: Sequence[float]) -> float:
+def probability(model: Mapping[str, Any], x: Sequence[float]) -> float:
     """Return the logistic probability of one linear model at standardised features ``x``.
 
     The logit is accumulated left to right, starting from the intercept; the sigmoid is evaluated
     in the branch that cannot overflow.
     """
-    z = float(model["intercept"])  # type: ignore[arg-type]
-    for weight, value in zip(model["coef"], x, strict=True):  # type: ignore[call-overload]
+    z = float(model["intercept"])
+    for weight, value in zip(model["coef"], x, strict=True):
         z = z + weight * value
     if z >= 0:
         return 1.0 / (1.0 + math.exp(-z))
@@ -35,7 +36,7 @@ def probability(model: Mapping[str, object], x: Sequence[float]) -> float:
 
 
 def apply_rule(
-    rule: Mapping[str, object], features_by_delay: Mapping[int, Mapping[str, float]]
+    rule: Mapping[str, Any], features_by_delay: Mapping[int, Mapping[str, float]]
 ) -> int | None:
     """Return the delay at which the rule refreshes one episode, or ``None`` for no refresh.
 
@@ -82,16 +83,16 @@ def apply_rule(
     scaling = rule["scaling"]
     models = rule["models"]
     thresholds = rule["thresholds"]
-    lam = float(rule["lam"])  # type: ignore[arg-type]
-    alpha = thresholds["alpha"]  # type: ignore[index]
-    beta = thresholds["beta"]  # type: ignore[index]
-    gamma = thresholds["gamma"]  # type: ignore[index]
-    for delay in rule["delays"]:  # type: ignore[attr-defined]
+    lam = float(rule["lam"])
+    alpha = thresholds["alpha"]
+    beta = thresholds["beta"]
+    gamma = thresholds["gamma"]
+    for delay in rule["delays"]:
         point = features_by_delay.get(delay)
         if point is None:
             continue
         x = []
-        means, scales = scaling["mean"], scaling["scale"]  # type: ignore[index]
+        means, scales = scaling["mean"], scaling["scale"]
         for name, mean, scale in zip(names, means, scales, strict=True):
             if name not in point:
                 raise ValueError(f"feature {name!r} is missing at delay {delay}")
@@ -99,17 +100,17 @@ def apply_rule(
             if not math.isfinite(value):
                 raise ValueError(f"feature {name!r} is {value} at delay {delay}; need a number")
             x.append((value - mean) / scale)
-        p_err = probability(models["p_err"], x)  # type: ignore[index]
+        p_err = probability(models["p_err"], x)
         if not p_err >= alpha:
             continue
         if beta is not None or gamma is not None:
-            p0 = probability(models["p0"], x)  # type: ignore[index]
+            p0 = probability(models["p0"], x)
             if beta is not None and not (1.0 - p0) >= beta:
                 continue
             if gamma is not None:
-                p1 = probability(models["p1"], x)  # type: ignore[index]
+                p1 = probability(models["p1"], x)
                 u = (1.0 - p0) * p1 - lam * p0 * (1.0 - p1)
                 if not u >= gamma:
                     continue
-        return delay  # type: ignore[no-any-return]
+        return delay
     return None

@@ -308,8 +308,13 @@ def block(
         "{}-{}-r{}", pl.col("case_id"), pl.col("model"), pl.col("repeat").cast(pl.String)
     )
     true_barrier = barriers.gather(ep_case)
-    diagnosis = pl.when(pl.col("_diagnosis") == 1).then(pl.col("_barrier"))
-    diagnosis = diagnosis.when(pl.col("_diagnosis") == 2).then(pl.lit("network_error"))
+    diagnosis = (
+        pl.when(pl.col("_diagnosis") == 1)
+        .then(pl.col("_barrier"))
+        .when(pl.col("_diagnosis") == 2)
+        .then(pl.lit("network_error"))
+        .otherwise(pl.lit(None, dtype=pl.String))
+    )
     episodes = pl.DataFrame(
         {
             "case_id": case_ids.gather(ep_case),
@@ -337,7 +342,7 @@ def block(
         pl.col("_claim")
         .replace_strict([0, 1, 2], [None, "same", "other"], return_dtype=pl.String)
         .alias("version_claim"),
-        diagnosis.otherwise(pl.lit(None, dtype=pl.String)).alias("diagnosis"),
+        diagnosis.alias("diagnosis"),
         "requested_user",
         "model",
         "repeat",
