@@ -25,7 +25,16 @@ from recoverylab.cli._common import configure_printing
 __all__ = ["COMMAND_MODULES", "build_parser", "command_modules", "main"]
 
 #: Subcommand modules, in the order they appear in ``--help`` and run in ``demo``.
-COMMAND_MODULES = ("_validate", "_synth", "_goal", "_router", "_paired", "_takeover", "_demo")
+COMMAND_MODULES = (
+    "_validate",
+    "_synth",
+    "_goal",
+    "_router",
+    "_paired",
+    "_takeover",
+    "_report",
+    "_demo",
+)
 
 EXIT_BAD_INPUT = 2
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from recoverylab.cli._common import Progress
+from recoverylab.cli._report import demo_report
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -23,7 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Call ``demo(out_dir, progress)`` of every subcommand module that has one."""
+    """Call ``demo(out_dir, progress)`` of every subcommand module, then write report.html."""
     from recoverylab.cli import command_modules
 
     progress = Progress("demo", quiet=args.quiet)
@@ -33,5 +34,8 @@ def run(args: argparse.Namespace) -> None:
         demo = getattr(module, "demo", None)
         if demo is not None:
             written.extend(demo(args.out, progress))
+    report = demo_report(args.out, progress)  # None when the report extra is not installed
+    if report is not None:
+        written.append(report)
     for path in written:
         print(path)

@@ -1,0 +1,504 @@
+"""``recoverylab report``: one self-contained HTML report from the inputs of each protocol.
+
+The command runs the protocol functions on the given inputs (paired forks, policy decisions,
+router rules, goal tables, takeover tables), then writes one HTML file with, per result, its
+table (rates in percentage points, ``n`` beside every rate), its chart, two sentences on how to
+read it and a provenance block. ``recoverylab demo`` calls :func:`demo_report` to build the same
+report from the results it has just written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from recoverylab._errors import ParameterError
+from recoverylab.cli._common import (
+    Progress,
+    add_statistics,
+    guard_output,
+    read,
+    samples_dir,
+    split_list,
+)
+
+if TYPE_CHECKING:
+    from recoverylab.report import Input, Provenance, Section
+
+_GOAL_TABLES = ("cases", "resources", "episodes", "steps", "citations")
+_TAKEOVER_TABLES = ("states", "attempts")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``report`` subcommand."""
+    parser = subparsers.add_parser(
+        "report",
+        help="one self-contained HTML report (tables, charts, provenance) of every protocol",
+        description="Run each protocol whose inputs are given and write one HTML file that "
+        "opens with no network: per result its table (rates in percentage points, n beside "
+        "every rate), its chart, how to read them, and a provenance block (inputs, row counts, "
+        "exclusions by reason, seed, resamples, version). Needs the report extra: "
+        "pip install 'recoverylab[report]'.",
+    )
+    paired = parser.add_argument_group("paired forks (CIR)")
+    paired.add_argument("--forks", nargs="+", help="forks table (paths or globs)")
+    paired.add_argument(
+        "--contrast",
+        type=split_list,
+        metavar="A,B",
+        help="two conditions to contrast (default stale2,clean when the forks have both)",
+    )
+    paired.add_argument(
+        "--overlap", type=split_list, metavar="A,B", help="two methods whose rescues to overlap"
+    )
+    paired.add_argument("--overlap-forks", nargs="+", help="forks of the overlap (default --forks)")
+    paired.add_argument(
+        "--cohort",
+        choices=("full", "factual_success"),
+        default="full",
+        help="all tasks (default) or tasks whose factual run succeeded",
+    )
+    paired.add_argument(
+        "--pair-by", type=split_list, default=(), help="extra pairing keys (e.g. model,seed)"
+    )
+    paired.add_argument("--decisions", nargs="+", help="a policy's decision table")
+    paired.add_argument(
+        "--policy-forks", nargs="+", help="forks of the decisions (default --forks)"
+    )
+    router = parser.add_argument_group("recovery router (CIR)")
+    router.add_argument(
+        "--rule", type=Path, action="append", help="rule JSON from `router fit` (repeatable)"
+    )
+    router.add_argument("--decision-points", nargs="+", help="held-out decision points")
+    router.add_argument("--router-forks", nargs="+", help="held-out forks (default --forks)")
+    goal = parser.add_argument_group("goal preservation (AgentHeal)")
+    for name in _GOAL_TABLES:
+        goal.add_argument(f"--{name}", nargs="+", help=f"{name} table")
+    takeover = parser.add_argument_group("takeover (CUA-Recovery)")
+    takeover.add_argument("--states", nargs="+", help="states table")
+    takeover.add_argument("--attempts", nargs="+", help="attempts table")
+    takeover.add_argument("--k", type=int, default=3, help="pass@k (default 3)")
+    add_statistics(parser)
+    parser.add_argument("--title", default="recoverylab report", help="page title")
+    parser.add_argument(
+        "--out", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
+    )
+    parser.set_defaults(func=run)
+
+
+# ------------------------------------------------------------------------------------------------
+# Provenance helpers
+# ------------------------------------------------------------------------------------------------
+
+
+def _shown(paths: Sequence[str | Path]) -> str:
+    """Paths as given, those inside the shipped samples relative to the checkout."""
+    shown = []
+    for path in paths:
+        resolved = Path(path).resolve()
+        try:
+            shown.append(str(resolved.relative_to(samples_dir().resolve().parent)))
+        except (ValueError, ParameterError):
+            shown.append(str(path))
+    return ", ".join(shown)
+
+
+def _input(name: str, paths: Sequence[str | Path]) -> Input:
+    from recoverylab.report import Input
+
+    rows = read([str(p) for p in paths]).select(pl.len()).collect().item()
+    return Input(name, _shown(paths), rows)
+
+
+def _provenance(
+    inputs: Sequence[tuple[str, Sequence[str | Path]]],
+    *,
+    seed: int | None,
+    n_resamples: int | None,
+    confidence: float | None,
+    settings: Sequence[tuple[str, str]] = (),
+) -> Provenance:
+    from recoverylab.report import Provenance
+
+    return Provenance(
+        inputs=tuple(_input(name, paths) for name, paths in inputs),
+        seed=seed,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        settings=tuple(settings),
+    )
+
+
+def _require_together(args: argparse.Namespace, names: Sequence[str], what: str) -> bool:
+    """Whether the options of one protocol are given; refuse a partial set."""
+    given = [n for n in names if getattr(args, n) is not None]
+    if given and len(given) != len(names):
+        missing = ", ".join(f"--{n.replace('_', '-')}" for n in names if n not in given)
+        raise ParameterError(f"{what} needs {missing} as well.")
+    return bool(given)
+
+
+# ------------------------------------------------------------------------------------------------
+# The command
+# ------------------------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> None:
+    """Run every protocol whose inputs are given and write the report."""
+    from recoverylab import report
+
+    _check_extra()  # fail before any work when the report extra is missing
+    progress = Progress("report", quiet=args.quiet)
+    guard_output(args.out, args)
+    if args.out.suffix.lower() not in (".html", ".htm"):
+        raise ParameterError(f"`--out` is `{args.out}`; the report is an .html file.")
+    stats = {"seed": args.seed, "n_resamples": args.resamples, "confidence": args.confidence}
+    sections: list[Section] = []
+    if args.forks is not None:
+        sections += _paired(args, stats, progress)
+    elif any(getattr(args, n) for n in ("contrast", "overlap", "overlap_forks")):
+        raise ParameterError("`--contrast` and `--overlap` need `--forks`.")
+    if args.decisions is not None:
+        sections += _policy(args, stats, progress)
+    if args.rule is not None or args.decision_points is not None:
+        sections += _router(args, stats, progress)
+    if _require_together(args, ("cases", "resources", "episodes"), "the goal report"):
+        sections += _goal(args, stats, progress)
+    if _require_together(args, _TAKEOVER_TABLES, "the takeover report"):
+        sections += _takeover(args, stats, progress)
+    if not sections:
+        raise ParameterError(
+            "give the inputs of at least one protocol: --forks, --decisions, --rule with "
+            "--decision-points, --cases/--resources/--episodes, or --states/--attempts."
+        )
+    progress(f"writing {len(sections)} sections to {args.out}")
+    report.write_report(args.out, sections, title=args.title)
+    print(f"wrote {args.out} ({len(sections)} sections)", file=sys.stderr)
+
+
+def _check_extra() -> None:
+    from recoverylab.report import _deps
+
+    _deps.altair()
+    _deps.vl_convert()
+
+
+def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+    from recoverylab import paired, report
+
+    forks = read(args.forks)
+    keys = {"pair_by": args.pair_by, "cohort": args.cohort}
+    settings = {
+        "n_resamples": stats["n_resamples"],
+        "confidence": stats["confidence"],
+        "seed": stats["seed"],
+    }
+    cohort = [("cohort", args.cohort), ("pair_by", ", ".join(args.pair_by) or "none")]
+    provenance = _provenance([("forks", args.forks)], **stats, settings=cohort)
+    progress("paired: rescue and harm per cell")
+    summary = paired.summarize(forks, **keys, **settings)
+    sections = [
+        report.rescue_harm_section(summary, provenance),
+        report.effect_section(summary, provenance),
+    ]
+    conditions = set(summary["condition"].to_list())
+    pair = args.contrast
+    if pair is None and {"stale2", "clean"} <= conditions:
+        pair = ("stale2", "clean")
+    if pair:
+        if len(pair) != 2:
+            raise ParameterError(f"`--contrast` is {','.join(pair)!r}; give two conditions.")
+        progress(f"paired: contrast {pair[0]} - {pair[1]}")
+        contrast = paired.contrast(forks, pair[0], pair[1], **keys, **settings)
+        if _has_rows(contrast, "the contrast", progress):
+            sections.append(report.contrast_section(contrast, provenance))
+    if args.overlap:
+        if len(args.overlap) != 2:
+            raise ParameterError(f"`--overlap` is {','.join(args.overlap)!r}; give two methods.")
+        source = args.overlap_forks or args.forks
+        progress(f"paired: rescue overlap of {args.overlap[0]} and {args.overlap[1]}")
+        overlap = paired.rescue_overlap(read(source), args.overlap[0], args.overlap[1], **keys)
+        excluded = paired.exclusions(read(source), **keys).collect()
+        reasons = excluded.group_by("reason").agg(pl.col("rows").sum()).sort("reason")
+        overlap_provenance = _provenance(
+            [("forks", source)], seed=None, n_resamples=None, confidence=None, settings=cohort
+        )
+        overlap_provenance = replace(
+            overlap_provenance,
+            exclusions=tuple(zip(reasons["reason"], reasons["rows"], strict=True)),
+        )
+        if _has_rows(overlap, "the rescue overlap", progress):
+            sections.append(report.overlap_section(overlap, overlap_provenance))
+    return sections
+
+
+def _has_rows(frame: pl.DataFrame, what: str, progress: Progress) -> bool:
+    """Whether a result has rows; a result without any has no section (and says so)."""
+    if frame.height:
+        return True
+    progress(f"{what} has no rows; its section is left out")
+    return False
+
+
+def _policy(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+    from recoverylab import paired, report
+
+    source = args.policy_forks or args.forks
+    if source is None:
+        raise ParameterError("`--decisions` needs `--policy-forks` (or `--forks`).")
+    progress("paired: the policy's decisions against never recovering")
+    evaluation = paired.evaluate_policy(
+        read(args.decisions),
+        read(source),
+        pair_by=args.pair_by,
+        n_resamples=stats["n_resamples"],
+        confidence=stats["confidence"],
+        seed=stats["seed"],
+    )
+    provenance = _provenance([("decisions", args.decisions), ("forks", source)], **stats)
+    return [report.policy_section(evaluation, provenance)]
+
+
+def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+    from recoverylab.cli._router import _load_named
+    from recoverylab.router import Never, compare
+
+    source = args.router_forks or args.forks
+    if args.rule is None or args.decision_points is None or source is None:
+        raise ParameterError(
+            "the router report needs --rule, --decision-points and --router-forks (or --forks)."
+        )
+    named = _load_named(args.rule)
+    named.setdefault("never", Never())
+    progress(f"router: scoring {len(named)} policies on the held-out tasks")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        evaluation = compare(
+            named,
+            read(args.decision_points),
+            read(source),
+            n_resamples=stats["n_resamples"],
+            confidence=stats["confidence"],
+            seed=stats["seed"],
+        )
+    for warning in caught:
+        print(f"recoverylab report: warning: {warning.message}", file=sys.stderr)
+    provenance = replace(
+        _provenance([("decision_points", args.decision_points), ("forks", source)], **stats),
+        settings=(("rules", _shown(args.rule)),),
+    )
+    return [_router_section(evaluation, provenance)]
+
+
+def _router_section(evaluation: pl.DataFrame, provenance: Provenance) -> Section:
+    from recoverylab import report
+
+    return report.policy_section(
+        evaluation,
+        provenance,
+        key="router-policies",
+        title="The router and its baselines on held-out tasks",
+        group="Recovery router (CIR)",
+    )
+
+
+def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+    from recoverylab import goal, report
+
+    if (args.steps is None) != (args.citations is None):
+        raise ParameterError(
+            "give both --steps and --citations, or neither (episodes in the nested form)."
+        )
+    given = [(name, getattr(args, name)) for name in _GOAL_TABLES if getattr(args, name)]
+    progress("goal: scoring episodes")
+    tables = (read(p) if p else None for p in (getattr(args, t) for t in _GOAL_TABLES))
+    scored = goal.score(*tables).collect()
+    settings = {k: stats[k] for k in ("n_resamples", "confidence", "seed")}
+    provenance = _provenance(given, **stats)
+    progress("goal: task success by regime")
+    by_regime = goal.summarize(scored, by=("regime",), **settings)
+    by_model = by_regime
+    if "model" in scored.columns:
+        by_model = goal.summarize(scored, by=("model", "regime"), **settings)
+    sections = [
+        report.ts_section(by_model, provenance),
+        report.reasons_section(by_regime, provenance),
+    ]
+    if "goal_id" in scored.columns:
+        progress("goal: barrier drop paired by goal")
+        drop = goal.barrier_drop(scored, **settings)
+        if _has_rows(drop, "the barrier drop (no goal has both sides)", progress):
+            sections.append(report.drop_section(drop, provenance))
+    return sections
+
+
+def _takeover(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+    from recoverylab import report, takeover
+
+    states, attempts = read(args.states), read(args.attempts)
+    settings = {k: stats[k] for k in ("n_resamples", "confidence", "seed")}
+    provenance = _provenance(
+        [("states", args.states), ("attempts", args.attempts)],
+        **stats,
+        settings=[("k", str(args.k)), ("interval", "workflow cluster bootstrap")],
+    )
+    progress("takeover: EAR and pass@k by agent and depth")
+    by_depth = takeover.summarize(states, attempts, by=("agent", "depth"), k=args.k, **settings)
+    progress("takeover: repair funnel by agent")
+    pooled = takeover.summarize(states, attempts, by=("agent",), k=args.k, **settings)
+    return [
+        report.depth_section(by_depth, provenance),
+        report.funnel_section(pooled, provenance),
+    ]
+
+
+# ------------------------------------------------------------------------------------------------
+# The demo report
+# ------------------------------------------------------------------------------------------------
+
+#: Resampling settings of each protocol's demo (see the ``demo`` functions of the CLI modules).
+DEMO_SETTINGS: dict[str, dict[str, Any]] = {
+    "paired": {"seed": 0, "n_resamples": 10_000, "confidence": 0.95},
+    "router": {"seed": 0, "n_resamples": 10_000, "confidence": 0.95},
+    "goal": {"seed": 0, "n_resamples": 2_000, "confidence": 0.95},
+    "takeover": {"seed": 0, "n_resamples": 2_000, "confidence": 0.95},
+}
+
+
+def _with_cohort(frame: pl.DataFrame, cohort: str, before: str) -> pl.DataFrame:
+    """Insert a ``cohort`` key column before the first result column."""
+    columns = frame.columns
+    at = columns.index(before)
+    return frame.select(*columns[:at], pl.lit(cohort).alias("cohort"), *columns[at:])
+
+
+def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Section]:
+    """Report sections of the results the demos wrote into ``out_dir`` (missing ones skipped)."""
+    from recoverylab import report
+
+    samples = samples_dir()
+    sections: list[Section] = []
+
+    def have(*names: str) -> bool:
+        return all((out_dir / name).is_file() for name in names)
+
+    def load(name: str) -> pl.DataFrame:
+        return pl.read_parquet(out_dir / name)
+
+    paired_dir = samples / "paired"
+    cohorts = [("cohort", "full and factual_success (both shown)")]
+    if have("paired/main_full_summary.parquet", "paired/main_factual_summary.parquet"):
+        progress("report: paired sections")
+        provenance = _provenance(
+            [("forks", [paired_dir / "main_forks.parquet"])],
+            **DEMO_SETTINGS["paired"],
+            settings=cohorts,
+        )
+        summary = pl.concat(
+            [
+                _with_cohort(load(f"paired/main_{tag}_summary.parquet"), cohort, "n")
+                for tag, cohort in (("full", "full"), ("factual", "factual_success"))
+            ]
+        )
+        sections += [
+            report.rescue_harm_section(summary, provenance),
+            report.effect_section(summary, provenance),
+        ]
+        if have("paired/main_full_contrast.parquet", "paired/main_factual_contrast.parquet"):
+            contrasts = pl.concat(
+                [
+                    _with_cohort(load(f"paired/main_{tag}_contrast.parquet"), cohort, "n_tasks")
+                    for tag, cohort in (("full", "full"), ("factual", "factual_success"))
+                ]
+            )
+            sections.append(report.contrast_section(contrasts, provenance))
+    if have("paired/mechanism_overlap.parquet", "paired/mechanism_exclusions.parquet"):
+        excluded = load("paired/mechanism_exclusions.parquet")
+        reasons = excluded.group_by("reason").agg(pl.col("rows").sum()).sort("reason")
+        provenance = replace(
+            _provenance(
+                [("forks", [paired_dir / "mechanism_forks.parquet"])],
+                seed=None,
+                n_resamples=None,
+                confidence=None,
+            ),
+            exclusions=tuple(zip(reasons["reason"], reasons["rows"], strict=True)),
+        )
+        sections.append(
+            report.overlap_section(load("paired/mechanism_overlap.parquet"), provenance)
+        )
+    if have("paired/policy_summary.parquet"):
+        provenance = _provenance(
+            [
+                ("decisions", [paired_dir / "policy_decisions.parquet"]),
+                ("forks", [paired_dir / "policy_forks.parquet"]),
+            ],
+            **DEMO_SETTINGS["paired"],
+        )
+        sections.append(report.policy_section(load("paired/policy_summary.parquet"), provenance))
+    if have("router_evaluation.parquet"):
+        progress("report: router section")
+        router_dir = samples / "router"
+        provenance = _provenance(
+            [
+                ("decision_points", [router_dir / "test" / "decision_points.parquet"]),
+                ("forks", [router_dir / "test" / "forks.parquet"]),
+            ],
+            **DEMO_SETTINGS["router"],
+            settings=[
+                ("fitted on", _shown([router_dir / "train"])),
+                ("rule", "router_rule.json (written by the demo)"),
+            ],
+        )
+        sections.append(_router_section(load("router_evaluation.parquet"), provenance))
+    goal_dir = samples / "goal" / "synthetic"
+    if have("goal/synthetic_by_model.parquet", "goal/synthetic_summary.parquet"):
+        progress("report: goal sections")
+        provenance = _provenance(
+            [(name, [goal_dir / name]) for name in _GOAL_TABLES], **DEMO_SETTINGS["goal"]
+        )
+        sections += [
+            report.ts_section(load("goal/synthetic_by_model.parquet"), provenance),
+            report.reasons_section(load("goal/synthetic_summary.parquet"), provenance),
+        ]
+        if have("goal/synthetic_drop.parquet"):
+            sections.append(report.drop_section(load("goal/synthetic_drop.parquet"), provenance))
+    if have("takeover/summary.parquet", "takeover/summary_by_agent.parquet"):
+        progress("report: takeover sections")
+        takeover_dir = samples / "takeover"
+        provenance = _provenance(
+            [(name, [takeover_dir / f"{name}.parquet"]) for name in _TAKEOVER_TABLES],
+            **DEMO_SETTINGS["takeover"],
+            settings=[("k", "3"), ("interval", "workflow cluster bootstrap (percentile)")],
+        )
+        sections += [
+            report.depth_section(load("takeover/summary.parquet"), provenance),
+            report.funnel_section(load("takeover/summary_by_agent.parquet"), provenance),
+        ]
+    return sections
+
+
+def demo_report(out_dir: Path, progress: Callable[[str], None]) -> Path | None:
+    """Write ``out_dir/report.html`` from the demo results; ``None`` without the report extra."""
+    from recoverylab._errors import MissingDependencyError
+    from recoverylab.report import write_report
+
+    try:
+        _check_extra()
+    except MissingDependencyError as exc:
+        print(f"recoverylab demo: report.html skipped: {exc}", file=sys.stderr)
+        return None
+    sections = demo_sections(out_dir, progress)
+    if not sections:
+        return None
+    progress(f"report: writing {len(sections)} sections")
+    return write_report(
+        out_dir / "report.html", sections, title="recoverylab demo report (shipped samples)"
+    )

@@ -1,0 +1,111 @@
+"""Charts and the self-contained HTML report (the optional ``report`` extra).
+
+Install with ``pip install 'recoverylab[report]'`` (altair and vl-convert-python). Importing this
+module is cheap and never imports altair; a chart function used without the extra raises
+:class:`~recoverylab.MissingDependencyError` naming it.
+
+Every chart takes a frame returned by a protocol function, unchanged, and returns an Altair chart
+that renders in Jupyter and exports to PNG/SVG without a browser (``chart.save("x.svg")`` through
+vl-convert). Rates are drawn in percentage points and every mark that shows a rate carries its
+denominator ``n`` in its tooltip.
+
+Charts
+------
+* paired (:mod:`recoverylab.paired`): :func:`rescue_harm`, :func:`effect`, :func:`contrast`,
+  :func:`rescue_overlap`;
+* policies (:func:`recoverylab.paired.evaluate_policy`, :func:`recoverylab.router.compare`):
+  :func:`policy_success`, :func:`policy_gain`, :func:`policy_rates`;
+* goal (:mod:`recoverylab.goal`): :func:`ts_by_regime`, :func:`failure_reasons`,
+  :func:`barrier_drop`;
+* takeover (:mod:`recoverylab.takeover`): :func:`depth_rates`, :func:`repair_funnel`.
+
+Report
+------
+:class:`Section` (table, chart, two sentences on how to read them, :class:`Provenance`), built by
+the ``*_section`` functions; :func:`render_html` / :func:`write_report` assemble sections into one
+HTML file that opens with no network. :func:`table_html` renders a result frame with rates in
+percentage points and ``n`` beside every rate; :func:`result_html` renders a non-frame result.
+
+Examples
+--------
+>>> from recoverylab import goal, report
+>>> scored = goal.score(*(f"data_samples/goal/diagnostic/{t}.csv" for t in
+...     ("cases", "resources", "episodes", "steps", "citations")))
+>>> chart = report.ts_by_regime(goal.summarize(scored, n_resamples=200))  # doctest: +SKIP
+>>> chart.save("ts.svg")  # doctest: +SKIP
+"""
+
+from recoverylab.report._deps import EXTRA
+from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
+from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
+from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
+from recoverylab.report._repr import result_html
+from recoverylab.report._router import policy_gain, policy_rates, policy_success
+from recoverylab.report._sections import (
+    contrast_section,
+    depth_section,
+    drop_section,
+    effect_section,
+    funnel_section,
+    overlap_section,
+    policy_section,
+    reasons_section,
+    rescue_harm_section,
+    ts_section,
+)
+from recoverylab.report._tables import Count, Key, PValue, Rate, table_html
+from recoverylab.report._takeover import depth_rates, repair_funnel
+
+#: Every chart function, by name (each takes one result frame).
+CHARTS = (
+    "rescue_harm",
+    "effect",
+    "contrast",
+    "rescue_overlap",
+    "policy_success",
+    "policy_gain",
+    "policy_rates",
+    "ts_by_regime",
+    "failure_reasons",
+    "barrier_drop",
+    "depth_rates",
+    "repair_funnel",
+)
+
+__all__ = [
+    "CHARTS",
+    "EXTRA",
+    "Count",
+    "Input",
+    "Key",
+    "PValue",
+    "Provenance",
+    "Rate",
+    "Section",
+    "barrier_drop",
+    "contrast",
+    "contrast_section",
+    "depth_rates",
+    "depth_section",
+    "drop_section",
+    "effect",
+    "effect_section",
+    "failure_reasons",
+    "funnel_section",
+    "overlap_section",
+    "policy_gain",
+    "policy_rates",
+    "policy_section",
+    "policy_success",
+    "reasons_section",
+    "render_html",
+    "repair_funnel",
+    "rescue_harm",
+    "rescue_harm_section",
+    "rescue_overlap",
+    "result_html",
+    "table_html",
+    "ts_by_regime",
+    "ts_section",
+    "write_report",
+]

@@ -1,0 +1,384 @@
+"""The self-contained HTML report: sections of table, chart, reading and provenance.
+
+One file that opens with no network: the chart specifications (with their data) and the Vega,
+Vega-Lite and vega-embed JavaScript (from ``vl-convert``) are inlined. A chart that cannot be
+drawn says so in the page, in place of the chart.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recoverylab._errors import ParameterError
+from recoverylab.report import _deps
+
+__all__ = ["Input", "Provenance", "Section", "render_html", "write_report"]
+
+
+def _version() -> str:
+    from recoverylab import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input table of a section: its role, where it came from and how many rows it has."""
+
+    name: str
+    source: str
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a section's numbers come from, so a reader can reproduce them.
+
+    Attributes
+    ----------
+    inputs
+        The input tables (role, source, row count).
+    exclusions
+        ``(reason, count)`` of rows left out of the section's metric, zero counts included.
+    seed, n_resamples, confidence
+        Resampling settings of the intervals and tests (``None`` where none was made).
+    settings
+        Other ``(name, value)`` settings: cohort, k, interval method, grouping...
+    version
+        The recoverylab version that computed the results.
+    """
+
+    inputs: tuple[Input, ...] = ()
+    exclusions: tuple[tuple[str, int], ...] = ()
+    seed: int | None = None
+    n_resamples: int | None = None
+    confidence: float | None = None
+    settings: tuple[tuple[str, str], ...] = ()
+    version: str = field(default_factory=_version)
+
+    def to_html(self) -> str:
+        """Render the provenance block (a definition list)."""
+
+        def item(term: str, value: str) -> str:
+            return f"<dt>{html.escape(term)}</dt><dd>{value}</dd>"
+
+        inputs = "".join(
+            f"<li><code>{html.escape(i.name)}</code>: {html.escape(i.source)}"
+            + (f" ({i.rows:,} rows)" if i.rows is not None else "")
+            + "</li>"
+            for i in self.inputs
+        )
+        exclusions = (
+            ", ".join(f"{html.escape(reason)}: {count:,}" for reason, count in self.exclusions)
+            if self.exclusions
+            else "none"
+        )
+        resampling = (
+            "none"
+            if self.n_resamples is None
+            else f"{self.n_resamples:,} resamples"
+            + (f", {self.confidence:.0%} intervals" if self.confidence is not None else "")
+        )
+        parts = [
+            item("inputs", f"<ul>{inputs}</ul>" if inputs else "none"),
+            item("exclusions by reason", exclusions),
+            item("seed", "none" if self.seed is None else str(self.seed)),
+            item("resampling", resampling),
+            *(item(name, html.escape(value)) for name, value in self.settings),
+            item("recoverylab", html.escape(self.version)),
+        ]
+        return f'<dl class="provenance">{"".join(parts)}</dl>'
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+
+@dataclass(frozen=True)
+class Section:
+    """One section of the report: a table, a chart, how to read them, and their provenance.
+
+    Attributes
+    ----------
+    key
+        Identifier (the HTML anchor), unique within a report.
+    group
+        The protocol heading the section sits under (e.g. ``"Goal preservation"``).
+    title
+        Section heading.
+    reading
+        Two sentences on how to read the chart and the table.
+    table
+        The table as HTML (see :func:`recoverylab.report.table_html`).
+    chart
+        An Altair chart (or ``None`` for a table-only section).
+    provenance
+        Inputs, row counts, exclusions, seed, resamples, version.
+    """
+
+    key: str
+    group: str
+    title: str
+    reading: str
+    table: str
+    chart: Any
+    provenance: Provenance
+
+    def body_html(self, chart_html: str) -> str:
+        """Render the section around an already rendered chart element."""
+        return (
+            f'<section class="section" id="{html.escape(self.key)}">'
+            f"<h3>{html.escape(self.title)}</h3>"
+            f'<p class="reading">{html.escape(self.reading)}</p>'
+            f"{chart_html}"
+            f'<div class="table-wrap">{self.table}</div>'
+            f'<details class="provenance-block" open><summary>Provenance</summary>'
+            f"{self.provenance.to_html()}</details></section>"
+        )
+
+    def _repr_html_(self) -> str:
+        """Show the section in Jupyter, the chart as a static SVG (no script needed)."""
+        chart = ""
+        if self.chart is not None:
+            svg = _deps.vl_convert().vegalite_to_svg(self.chart.to_dict(), **_vl_version())
+            chart = f'<div class="chart">{svg}</div>'
+        return f"<style>{_CSS}</style>{self.body_html(chart)}"
+
+
+def _vl_version() -> dict[str, str]:
+    """Return the Vega-Lite version of altair's schema when vl-convert has it (else its default)."""
+    altair = _deps.altair()
+    wanted = ".".join(altair.SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    available = _deps.vl_convert().get_vegalite_versions()
+    return {"vl_version": wanted} if wanted in available else {}
+
+
+def _script_safe(bundle: str) -> str:
+    r"""Make JavaScript safe to inline in a ``<script>`` element (no ``</script`` inside).
+
+    ``<\\/script`` means the same as ``</script`` in JavaScript strings and regular expressions.
+    """
+    return re.sub(r"(?i)</(script)", lambda match: "<\\/" + match.group(1), bundle)
+
+
+def _json_safe(text: str) -> str:
+    r"""Make JSON safe to inline in a ``<script>`` element: ``<`` only as ``\\u003c``."""
+    return text.replace("<", "\\u003c")
+
+
+def render_html(sections: Sequence[Section], *, title: str = "recoverylab report") -> str:
+    """Assemble sections into one self-contained HTML page.
+
+    Parameters
+    ----------
+    sections
+        The sections, in order; consecutive sections with the same ``group`` share a heading.
+    title
+        Page title.
+
+    Returns
+    -------
+    str
+        The HTML document: styles, the chart library and every chart specification inlined.
+
+    Raises
+    ------
+    ParameterError
+        For no sections or two sections with the same key.
+    MissingDependencyError
+        Without the ``report`` extra (altair, vl-convert-python).
+    """
+    if not sections:
+        raise ParameterError("a report needs at least one section; none was given.")
+    keys = [s.key for s in sections]
+    duplicated = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicated:
+        raise ParameterError(
+            f"section keys must be unique; {', '.join(duplicated)} appear more than once."
+        )
+    vl_convert = _deps.vl_convert()
+    specs: dict[str, Any] = {}
+    body: list[str] = []
+    toc: list[str] = []
+    group = None
+    for section in sections:
+        if section.group != group:
+            if group is not None:
+                toc.append("</ul></li>")
+            group = section.group
+            anchor = f"group-{section.key}"
+            body.append(f'<h2 id="{anchor}">{html.escape(group)}</h2>')
+            toc.append(f'<li><a href="#{anchor}">{html.escape(group)}</a><ul>')
+        toc.append(f'<li><a href="#{section.key}">{html.escape(section.title)}</a></li>')
+        chart_html = ""
+        if section.chart is not None:
+            chart_id = f"chart-{section.key}"
+            specs[chart_id] = section.chart.to_dict()
+            chart_html = (
+                f'<div class="chart" id="{chart_id}" role="img" '
+                f'aria-label="{html.escape(section.title)}"></div>'
+            )
+        body.append(section.body_html(chart_html))
+    toc.append("</ul></li>")
+    bundle = vl_convert.javascript_bundle(**_vl_version())
+    spec_json = json.dumps(specs, separators=(",", ":"), allow_nan=False)
+    return _PAGE.format(
+        title=html.escape(title),
+        version=html.escape(_version()),
+        css=_CSS,
+        toc="".join(toc),
+        body="".join(body),
+        bundle=_script_safe(bundle),
+        specs=_json_safe(spec_json),
+        script=_SCRIPT,
+    )
+
+
+def write_report(
+    path: str | os.PathLike[str],
+    sections: Sequence[Section],
+    *,
+    title: str = "recoverylab report",
+) -> Path:
+    """Write the HTML report atomically (a temporary file renamed into place).
+
+    Parameters
+    ----------
+    path
+        The ``.html`` file to write; its directory is created if needed.
+    sections, title
+        As :func:`render_html`.
+
+    Returns
+    -------
+    Path
+        The written file.
+
+    Raises
+    ------
+    ParameterError, MissingDependencyError
+        As :func:`render_html`; nothing is written then.
+    """
+    page = render_html(sections, title=title)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, temp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
+    )
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp_name, 0o666 & ~umask)  # mkstemp makes the file private; a report is not
+        os.replace(temp_name, target)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    return target
+
+
+_CSS = """
+:root { --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
+  margin: 0 auto; max-width: 1180px; padding: 0 24px 48px; }
+header { border-bottom: 1px solid var(--line); margin-bottom: 16px; }
+h1 { margin: 24px 0 4px; font-size: 26px; }
+h2 { margin: 36px 0 8px; padding-top: 8px; border-top: 3px solid var(--ink); font-size: 21px; }
+h3 { margin: 28px 0 4px; font-size: 17px; }
+.lead, .reading { color: var(--muted); max-width: 860px; }
+nav ul { margin: 4px 0; padding-left: 20px; } nav > ul { columns: 2; }
+.section { margin-bottom: 28px; }
+.chart { margin: 8px 0 12px; min-height: 40px; overflow-x: auto; }
+.chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b; padding: 8px 12px; }
+.table-wrap { overflow-x: auto; }
+table.result { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
+table.result th, table.result td { border-bottom: 1px solid var(--line); padding: 3px 10px; }
+table.result th { background: var(--soft); text-align: left; font-weight: 600; }
+table.result td.rate, table.result td.n, table.result td.count { text-align: right;
+  font-variant-numeric: tabular-nums; white-space: nowrap; }
+table.result td.n, table.result th.n { color: var(--muted); border-right: 1px solid var(--line); }
+table.result .ci { color: var(--muted); }
+details.provenance-block { font-size: 13px; color: var(--muted); background: var(--soft);
+  border-radius: 6px; padding: 6px 12px; }
+details.provenance-block summary { cursor: pointer; font-weight: 600; }
+dl.provenance { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px;
+  margin: 6px 0; }
+dl.provenance dt { font-weight: 600; } dl.provenance dd { margin: 0; }
+dl.provenance ul { margin: 0; padding-left: 18px; }
+#report-errors:empty { display: none; }
+"""
+
+_SCRIPT = """
+(function () {
+  var specs = JSON.parse(document.getElementById("recoverylab-specs").textContent);
+  var box = document.getElementById("report-errors");
+  function note(message) {
+    var p = document.createElement("p");
+    p.className = "chart-error";
+    p.textContent = message;
+    box.appendChild(p);
+  }
+  function fail(id, message) {
+    var element = document.getElementById(id);
+    element.textContent = "";
+    var p = document.createElement("p");
+    p.className = "chart-error";
+    p.textContent = "This chart could not be drawn: " + message +
+      " (the table below has every number).";
+    element.appendChild(p);
+    element.setAttribute("data-rendered", "failed");
+  }
+  window.addEventListener("error", function (event) { note("Script problem: " + event.message); });
+  var ids = Object.keys(specs);
+  if (typeof vegaEmbed !== "function") {
+    ids.forEach(function (id) { fail(id, "the chart library did not load"); });
+    return;
+  }
+  var options = {
+    renderer: "svg",
+    actions: {export: true, source: false, compiled: false, editor: false}
+  };
+  ids.forEach(function (id) {
+    vegaEmbed("#" + id, specs[id], options).then(function () {
+      document.getElementById(id).setAttribute("data-rendered", "svg");
+    }).catch(function (error) { fail(id, String(error && error.message || error)); });
+  });
+})();
+"""
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="recoverylab {version}">
+<title>{title}</title>
+<style>{css}</style>
+<script>{bundle}</script>
+</head>
+<body>
+<header>
+<h1>{title}</h1>
+<p class="lead">Made by recoverylab {version}. Rates are in percentage points (pp), each with
+its denominator n beside it in the tables and in the chart tooltips (hover a mark); intervals are
+95% unless a provenance block says otherwise. Every section gives the table, the chart, how to
+read them, and where the numbers come from.</p>
+<noscript><p class="chart-error">Charts need JavaScript; the tables hold every number.</p>
+</noscript>
+<div id="report-errors" role="alert"></div>
+<nav><ul>{toc}</ul></nav>
+</header>
+<main>{body}</main>
+<script type="application/json" id="recoverylab-specs">{specs}</script>
+<script>{script}</script>
+</body>
+</html>
+"""

@@ -1,0 +1,317 @@
+"""Charts of recovery policies: a router and its baselines against never recovering (CIR §3.1-3.2).
+
+The functions take the output of :func:`recoverylab.paired.evaluate_policy` (one policy) or of
+:func:`recoverylab.router.compare` (several policies, with ``policy`` and ``reference``
+columns) unchanged. The overall row (null ``condition``) is labelled ``all``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from recoverylab._errors import ParameterError
+from recoverylab.report._common import (
+    ALL,
+    GREY,
+    NEUTRAL,
+    RESCUE,
+    SEP,
+    altair,
+    keys_before,
+    ordered,
+    pp,
+    prepare,
+    require_rows,
+    slim,
+    text,
+    tip_key,
+    tip_n,
+    tip_p,
+    tip_pp,
+    x_band,
+    zero_axis,
+)
+
+if TYPE_CHECKING:
+    import altair as alt
+
+__all__ = ["policy_gain", "policy_rates", "policy_success"]
+
+_COLUMNS = (
+    "condition",
+    "n",
+    "base_rate",
+    "policy_rate",
+    "gain",
+    "rescue",
+    "harm",
+    "interventions",
+    "intervention_rate",
+    "clean_touch_rate",
+    "ci_low",
+    "ci_high",
+    "p_value",
+)
+_SOURCE = "recoverylab.paired.evaluate_policy or recoverylab.router.compare"
+_NEVER = "never"
+
+
+def _rows(evaluation: object, chart: str, reference: str) -> pl.DataFrame:
+    """Return the rows of one reference, with ``policy`` (by keys folded in), ``cond`` labels."""
+    frame = prepare(evaluation, _COLUMNS, chart, _SOURCE)
+    if "policy" not in frame.columns:
+        frame = frame.with_columns(pl.lit("policy").alias("policy"))
+    if "reference" not in frame.columns:
+        frame = frame.with_columns(pl.lit(_NEVER).alias("reference"))
+    extra = [k for k in keys_before(frame, "n") if k not in ("policy", "reference", "condition")]
+    rows = frame.filter(pl.col("reference") == reference)
+    if rows.height == 0:
+        known = ", ".join(sorted(frame["reference"].unique().drop_nulls().to_list()))
+        raise ParameterError(
+            f"report.{chart}: parameter `reference` is {reference!r}, which has no rows; the "
+            f"frame's references are: {known}."
+        )
+    if extra:
+        rows = rows.with_columns(
+            pl.concat_str(
+                pl.col("policy"),
+                *(pl.concat_str(pl.lit(f"{k}="), text(k)) for k in extra),
+                separator=SEP,
+            ).alias("policy")
+        )
+    return rows.with_columns(text("condition").alias("cond"))
+
+
+def _condition_order(rows: pl.DataFrame) -> list[str]:
+    conditions = sorted(c for c in rows["cond"].unique().to_list() if c != ALL)
+    return ordered([*conditions, ALL], [*conditions, ALL])
+
+
+def policy_success(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
+    """Success without and with each policy, per condition and overall.
+
+    Parameters
+    ----------
+    evaluation
+        The output of :func:`recoverylab.paired.evaluate_policy` or
+        :func:`recoverylab.router.compare` (its rows against ``never``).
+
+    Returns
+    -------
+    altair.FacetChart
+        One panel per policy; per condition two bars, ``base_rate`` (never recovering) and
+        ``policy_rate``, in percentage points, with ``n`` (episodes) in the tooltip.
+
+    Raises
+    ------
+    SchemaError
+        When the frame lacks a column of a policy evaluation.
+    InputError
+        When the frame has no rows.
+    """
+    alt = altair()
+    rows = _rows(evaluation, "policy_success", _NEVER)
+    series = [("never recovering", "base_rate"), ("with the policy", "policy_rate")]
+    data = slim(
+        pl.concat(
+            [
+                rows.with_columns(
+                    pl.lit(name).alias("series"),
+                    pl.lit(order).alias("order"),
+                    pp(column, "rate_pp"),
+                    pp("gain"),
+                )
+                for order, (name, column) in enumerate(series)
+            ]
+        ),
+        ["policy", "cond", "series", "order", "rate_pp", "n", "gain_pp", "rescue", "harm"],
+    )
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=x_band("cond", "condition", sort=_condition_order(rows)),
+            xOffset=alt.XOffset("series:N", sort=[name for name, _ in series]),
+            y=alt.Y("rate_pp:Q", title="success rate (pp)", scale=alt.Scale(domain=[0, 100])),
+            color=alt.Color(
+                "series:N",
+                title=None,
+                sort=[name for name, _ in series],
+                scale=alt.Scale(range=[GREY, RESCUE]),
+            ),
+            tooltip=[
+                tip_key("policy"),
+                tip_key("cond", "condition"),
+                tip_key("series", "success"),
+                tip_pp("rate_pp", "success rate"),
+                tip_n("n", "n (episodes)"),
+                tip_pp("gain_pp", "gain"),
+                tip_n("rescue", "rescue"),
+                tip_n("harm", "harm"),
+            ],
+        )
+        .properties(width=alt.Step(18), height=200)
+        .facet(column=alt.Column("policy:N", title="policy", sort=_policy_order(rows)))
+        .properties(title="Success without and with each policy")
+    )
+
+
+def _policy_order(rows: pl.DataFrame) -> list[str]:
+    return list(dict.fromkeys(rows["policy"].to_list()))
+
+
+def policy_gain(
+    evaluation: pl.DataFrame | pl.LazyFrame, *, reference: str = _NEVER
+) -> alt.TopLevelMixin:
+    """Draw the gain of each policy over a reference, per condition and overall, with its CI.
+
+    Parameters
+    ----------
+    evaluation
+        The output of :func:`recoverylab.paired.evaluate_policy` or
+        :func:`recoverylab.router.compare`.
+    reference
+        ``"never"`` (default): each policy against never recovering; another policy's name
+        draws the paired margins against it (rows of :func:`~recoverylab.router.compare`).
+
+    Returns
+    -------
+    altair.LayerChart
+        Per (policy, condition) a point (``gain``) and a rule (``ci_low`` to ``ci_high``), in
+        percentage points; tooltips carry ``n`` (episodes), rescues, harms and the p-value.
+
+    Raises
+    ------
+    SchemaError
+        When the frame lacks a column of a policy evaluation.
+    ParameterError
+        When no row has this reference.
+    """
+    alt = altair()
+    rows = slim(
+        _rows(evaluation, "policy_gain", reference).with_columns(
+            pp("gain"), pp("ci_low"), pp("ci_high"), pp("base_rate"), pp("policy_rate")
+        ),
+        [
+            "policy",
+            "reference",
+            "cond",
+            "gain_pp",
+            "ci_low_pp",
+            "ci_high_pp",
+            "base_rate_pp",
+            "policy_rate_pp",
+            "n",
+            "rescue",
+            "harm",
+            "p_value",
+        ],
+    )
+    base = alt.Chart(rows).encode(
+        x=x_band("cond", "condition", sort=_condition_order(rows)),
+        xOffset=alt.XOffset("policy:N", sort=_policy_order(rows)),
+        color=alt.Color("policy:N", title="policy", sort=_policy_order(rows)),
+        tooltip=[
+            tip_key("policy"),
+            tip_key("reference"),
+            tip_key("cond", "condition"),
+            tip_pp("gain_pp", "gain"),
+            tip_pp("ci_low_pp", "CI low"),
+            tip_pp("ci_high_pp", "CI high"),
+            tip_pp("base_rate_pp", f"success, {reference}"),
+            tip_pp("policy_rate_pp", "success, policy"),
+            tip_n("n", "n (episodes)"),
+            tip_n("rescue", "rescue"),
+            tip_n("harm", "harm"),
+            tip_p(),
+        ],
+    )
+    title = (
+        "Gain over never recovering, with its CI"
+        if reference == _NEVER
+        else f"Paired margin over {reference}, with its CI"
+    )
+    rules = base.mark_rule(strokeWidth=2).encode(
+        y=alt.Y("ci_low_pp:Q", title="gain (pp), 95% CI", axis=zero_axis()), y2="ci_high_pp:Q"
+    )
+    points = base.mark_point(filled=True, size=60).encode(y="gain_pp:Q")
+    return alt.layer(rules, points).properties(width=420, height=220, title=title)
+
+
+def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
+    """Intervention rate (all episodes) and clean-touch rate (clean episodes) of each policy.
+
+    A good policy intervenes where recovery helps and leaves clean episodes alone: the two rates
+    side by side show how often it acts, and how often on episodes where acting can only harm.
+
+    Parameters
+    ----------
+    evaluation
+        The output of :func:`recoverylab.paired.evaluate_policy` or
+        :func:`recoverylab.router.compare`. The intervention rate is read from the overall row
+        (its ``n``: every episode); the clean-touch rate from the clean row (the condition row
+        that carries ``clean_touch_rate``; its ``n``: clean episodes).
+
+    Returns
+    -------
+    altair.Chart
+        Per policy up to two bars in percentage points, ``n`` and the number of interventions in
+        the tooltip (a policy evaluated without clean episodes has no clean-touch bar).
+
+    Raises
+    ------
+    SchemaError
+        When the frame lacks a column of a policy evaluation.
+    InputError
+        When the frame has no overall row.
+    """
+    alt = altair()
+    rows = _rows(evaluation, "policy_rates", _NEVER)
+    overall = rows.filter(pl.col("condition").is_null()).select(
+        "policy",
+        pl.lit("intervention rate (all episodes)").alias("measure"),
+        pp("intervention_rate", "rate_pp"),
+        pl.col("n"),
+        pl.col("interventions"),
+        pl.lit(0).alias("order"),
+    )
+    clean = rows.filter(
+        pl.col("condition").is_not_null() & pl.col("clean_touch_rate").is_not_null()
+    ).select(
+        "policy",
+        pl.concat_str(
+            pl.lit("clean-touch rate ("), pl.col("condition"), pl.lit(" episodes)")
+        ).alias("measure"),
+        pp("clean_touch_rate", "rate_pp"),
+        pl.col("n"),
+        pl.col("interventions"),
+        pl.lit(1).alias("order"),
+    )
+    data = pl.concat([overall, clean])
+    require_rows(overall, "policy_rates")
+    measures = list(dict.fromkeys(data.sort("order")["measure"].to_list()))
+    return (
+        alt.Chart(data)
+        .mark_bar()
+        .encode(
+            x=x_band("policy", "policy", sort=_policy_order(rows)),
+            xOffset=alt.XOffset("measure:N", sort=measures),
+            y=alt.Y("rate_pp:Q", title="rate (pp)"),
+            color=alt.Color(
+                "measure:N",
+                title=None,
+                sort=measures,
+                scale=alt.Scale(range=[NEUTRAL, "#e7298a", "#66a61e", "#e6ab02"]),
+            ),
+            tooltip=[
+                tip_key("policy"),
+                tip_key("measure"),
+                tip_pp("rate_pp", "rate"),
+                tip_n("interventions", "interventions"),
+                tip_n("n", "n (episodes)"),
+            ],
+        )
+        .properties(width=alt.Step(22), height=200, title="How often each policy intervenes")
+    )

@@ -1,0 +1,501 @@
+"""Report sections: for each result, its table, its chart, how to read them, its provenance.
+
+Each builder takes result frames exactly as the protocol functions return them and a
+:class:`Provenance` describing where they came from (inputs, seed, resamples, settings). Where a
+frame itself counts excluded rows (``unpaired``, ``prefix_mismatch``, rejected states, unpaired
+goals...), the builder adds those counts by reason to the provenance block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import polars as pl
+
+from recoverylab.goal import REASONS
+from recoverylab.report import _goal, _paired, _router, _takeover
+from recoverylab.report._common import altair, as_frame, keys_before
+from recoverylab.report._html import Provenance, Section
+from recoverylab.report._tables import Count, Key, PValue, Rate, table_html
+
+__all__ = [
+    "contrast_section",
+    "depth_section",
+    "drop_section",
+    "effect_section",
+    "funnel_section",
+    "overlap_section",
+    "policy_section",
+    "reasons_section",
+    "rescue_harm_section",
+    "ts_section",
+]
+
+PAIRED = "Paired recovery (CIR)"
+ROUTER = "Recovery router (CIR)"
+GOAL = "Goal preservation (AgentHeal)"
+TAKEOVER = "Takeover from replayed error states (CUA-Recovery)"
+
+
+def _sums(frame: pl.DataFrame, columns: tuple[str, ...], names: tuple[str, ...]) -> tuple:
+    """``(name, total)`` of count columns the frame has (each row counted once)."""
+    present = [(c, n) for c, n in zip(columns, names, strict=True) if c in frame.columns]
+    if not present:
+        return ()
+    totals = frame.select(pl.col(c).sum() for c, _ in present).row(0)
+    return tuple((name, int(total or 0)) for (_, name), total in zip(present, totals, strict=True))
+
+
+def _with_exclusions(provenance: Provenance, exclusions: tuple) -> Provenance:
+    return replace(provenance, exclusions=exclusions) if exclusions else provenance
+
+
+def _keys(frame: pl.DataFrame, first_result: str, skip: tuple[str, ...] = ()) -> list[Key]:
+    return [Key(k) for k in keys_before(frame, first_result) if k not in skip]
+
+
+# ------------------------------------------------------------------------------------------------
+# Paired
+# ------------------------------------------------------------------------------------------------
+
+_PAIRED_EXCLUSIONS = (("unpaired", "prefix_mismatch"), ("unpaired", "prefix_mismatch"))
+
+
+def rescue_harm_section(
+    summary: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "paired-rescue-harm",
+    title: str = "Rescue and harm by condition × delay × method",
+) -> Section:
+    """Section of :func:`recoverylab.paired.summarize`: the paired outcome counts per cell."""
+    frame = as_frame(summary, "rescue_harm")
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "n"),
+            Count("rescue"),
+            Count("harm"),
+            Count("kept"),
+            Count("unchanged"),
+            Count("carried_forward", "carried forward"),
+            Rate("base_rate", "n", "success without recovery", "n (pairs)"),
+            Rate("recovery_rate", "n", "success with recovery", "n (pairs)"),
+            Count("n_tasks", "tasks"),
+            Count("unpaired"),
+            Count("prefix_mismatch", "prefix mismatch"),
+        ],
+    )
+    return Section(
+        key=key,
+        group=PAIRED,
+        title=title,
+        reading=(
+            "Each cell pairs every recovery branch with the no-recovery branch forked from the "
+            "same state: green bars are runs the recovery rescued (no recovery fails, recovery "
+            "succeeds) and orange bars runs it harmed, both as a share of the cell's n pairs. "
+            "The black tick is their difference, the effect, so a method that looks neutral on "
+            "average can still be seen rescuing and harming many runs."
+        ),
+        table=table,
+        chart=_paired.rescue_harm(frame),
+        provenance=_with_exclusions(provenance, _sums(frame, *_PAIRED_EXCLUSIONS)),
+    )
+
+
+def effect_section(
+    summary: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "paired-effect",
+    title: str = "Effect of recovery with its confidence interval",
+) -> Section:
+    """Section of :func:`recoverylab.paired.summarize`: effects with CIs and p-values."""
+    frame = as_frame(summary, "effect")
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "n"),
+            Rate("effect", "n", "effect", "n (pairs)", ci=("ci_low", "ci_high"), signed=True),
+            Count("rescue"),
+            Count("harm"),
+            Count("n_tasks", "tasks (clusters)"),
+            PValue(title="p (sign-flip)"),
+        ],
+    )
+    return Section(
+        key=key,
+        group=PAIRED,
+        title=title,
+        reading=(
+            "Each point is the paired success difference of recovery over no recovery "
+            "(rescue share minus harm share) in its cell, with a 95% interval from a bootstrap "
+            "that resamples whole tasks. An interval crossing zero means the sample cannot tell "
+            "the direction; compare conditions at the same delay, where the pairs share their "
+            "history."
+        ),
+        table=table,
+        chart=_paired.effect(frame),
+        provenance=_with_exclusions(provenance, _sums(frame, *_PAIRED_EXCLUSIONS)),
+    )
+
+
+def contrast_section(
+    contrast: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "paired-contrast",
+    title: str | None = None,
+) -> Section:
+    """Section of :func:`recoverylab.paired.contrast`: a difference of effects across delays."""
+    frame = as_frame(contrast, "contrast")
+    names = frame.select(pl.concat_str("a", pl.lit(" − "), "b").unique().sort()).to_series()
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "n_tasks"),
+            Rate("effect_a", "n_a", "effect a", "n (pairs a)", signed=True),
+            Rate("effect_b", "n_b", "effect b", "n (pairs b)", signed=True),
+            Rate(
+                "difference",
+                "n_tasks",
+                "difference",
+                "n (tasks)",
+                ci=("ci_low", "ci_high"),
+                signed=True,
+            ),
+            PValue(title="p (sign-flip)"),
+        ],
+    )
+    return Section(
+        key=key,
+        group=PAIRED,
+        title=title or f"Contrast of conditions: {', '.join(names.to_list())}",
+        reading=(
+            "Each point is the recovery effect under the first condition minus the effect "
+            "under the second at the same delay and method, with a 95% interval from one "
+            "bootstrap of tasks serving both effects. A positive difference means the same "
+            "recovery is worth more under the first information state (e.g. stale "
+            "observations) than under the second."
+        ),
+        table=table,
+        chart=_paired.contrast(frame),
+        provenance=provenance,
+    )
+
+
+def overlap_section(
+    overlap: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "paired-overlap",
+    title: str | None = None,
+) -> Section:
+    """Section of :func:`recoverylab.paired.rescue_overlap`: which runs two methods rescue."""
+    frame = as_frame(overlap, "rescue_overlap")
+    pair = frame.select(pl.concat_str("method_a", pl.lit(" and "), "method_b").first()).item()
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "n_a"),
+            Count("rescue_a", "rescued by a"),
+            Count("rescue_b", "rescued by b"),
+            Count("rescue_both", "rescued by both"),
+            Count("n_a", "n (pairs a)"),
+            Count("n_b", "n (pairs b)"),
+            Count("n_both", "n (paired under both)"),
+        ],
+    )
+    return Section(
+        key=key,
+        group=PAIRED,
+        title=title or f"Rescue overlap of {pair}",
+        reading=(
+            "Each bar splits the episodes rescued by either method into those only the first "
+            "rescued, those both rescued and those only the second rescued. A large shared part "
+            "means the two operations work through the same runs (e.g. the rescues of a "
+            "refresh survive when its returned content is hidden)."
+        ),
+        table=table,
+        chart=_paired.rescue_overlap(frame),
+        provenance=provenance,
+    )
+
+
+def policy_section(
+    evaluation: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "paired-policy",
+    title: str = "A recovery policy against never recovering",
+    group: str = PAIRED,
+) -> Section:
+    """Section of :func:`recoverylab.paired.evaluate_policy` or :func:`recoverylab.router.compare`.
+
+    The chart shows success without and with each policy, its gain over never recovering with
+    its CI, and its intervention and clean-touch rates. In the table the clean-touch rate is
+    shown on the clean condition's row, whose ``n`` is its denominator (clean episodes).
+    """
+    alt = altair()
+    frame = as_frame(evaluation, "policy_success")
+    clean_row = pl.col("condition").is_not_null()
+    shown = frame.with_columns(
+        pl.when(clean_row).then(pl.col("clean_touch_rate")).alias("clean_touch_rate")
+    )
+    table = table_html(
+        shown,
+        [
+            *_keys(frame, "n"),
+            Rate("base_rate", "n", "success, reference", "n (episodes)"),
+            Rate("policy_rate", "n", "success, policy", "n (episodes)"),
+            Rate("gain", "n", "gain", "n (episodes)", ci=("ci_low", "ci_high"), signed=True),
+            PValue(title="p (sign-flip)"),
+            Count("rescue"),
+            Count("harm"),
+            Count("interventions"),
+            Rate("intervention_rate", "n", "intervention rate", "n (episodes)"),
+            Rate("clean_touch_rate", "n", "clean-touch rate", "n (clean episodes)"),
+        ],
+    )
+    independent = {"color": "independent", "x": "independent", "xOffset": "independent"}
+    chart = alt.vconcat(
+        _router.policy_success(frame),
+        alt.hconcat(_router.policy_gain(frame), _router.policy_rates(frame)).resolve_scale(
+            **independent
+        ),
+    ).resolve_scale(**independent)
+    return Section(
+        key=key,
+        group=group,
+        title=title,
+        reading=(
+            "Top, success without (grey) and with each policy (green) per condition; below, "
+            "the paired gain over never recovering with its task-level 95% interval, and how "
+            "often each policy intervenes overall and on clean episodes, where intervening can "
+            "only harm. A useful policy gains where observations are wrong and leaves clean "
+            "episodes alone (a clean-touch rate near zero); rows whose reference is another "
+            "policy in the table are paired margins between policies."
+        ),
+        table=table,
+        chart=chart,
+        provenance=provenance,
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Goal
+# ------------------------------------------------------------------------------------------------
+
+
+def ts_section(
+    summary: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "goal-ts",
+    title: str = "Task success by barrier regime",
+) -> Section:
+    """Section of :func:`recoverylab.goal.summarize` (by regime, optionally by model)."""
+    frame = as_frame(summary, "ts_by_regime")
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "n"),
+            Rate("ts", "n", "TS", "n (episodes)", ci=("ci_low", "ci_high")),
+            Count("n_clusters", "clusters"),
+            Rate("gp_rate", "n", "goal preserved", "n (episodes)"),
+            Rate("compliance_rate", "n", "compliant", "n (episodes)"),
+            Rate("violation_rate", "n", "violation", "n (episodes)"),
+            Count("mean_steps", "mean steps", digits=2),
+        ],
+    )
+    return Section(
+        key=key,
+        group=GOAL,
+        title=title,
+        reading=(
+            "Each point is task success TS (the requested work recovered and no prohibited "
+            "step) in a barrier regime, with a 95% interval from a bootstrap that resamples "
+            "goals with all their episodes. The gap between barrier_free and the barrier "
+            "regimes is what access barriers cost; colours compare groups on the same cases."
+        ),
+        table=table,
+        chart=_goal.ts_by_regime(frame),
+        provenance=provenance,
+    )
+
+
+def reasons_section(
+    summary: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "goal-reasons",
+    title: str = "Why episodes failed",
+) -> Section:
+    """Section of :func:`recoverylab.goal.summarize`: failures by first reason."""
+    frame = as_frame(summary, "failure_reasons")
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "n"),
+            Count("n", "n (episodes)"),
+            *(Count(f"fail_{r}", r.replace("_", " ")) for r in REASONS),
+        ],
+    )
+    return Section(
+        key=key,
+        group=GOAL,
+        title=title,
+        reading=(
+            "Each segment counts the episodes that failed first for that reason, as a share of "
+            "the group's n episodes, so the height of a stack is 100 minus TS. Unsupported "
+            "attribution is checked first and a policy violation is named only when nothing "
+            "else failed, so a segment never hides an earlier failure."
+        ),
+        table=table,
+        chart=_goal.failure_reasons(frame),
+        provenance=provenance,
+    )
+
+
+def drop_section(
+    drop: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "goal-drop",
+    title: str = "Barrier drop, paired by goal",
+) -> Section:
+    """Section of :func:`recoverylab.goal.barrier_drop`."""
+    frame = as_frame(drop, "barrier_drop")
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "goals"),
+            Rate("ts_without", "n_without", "TS without barriers", "n (episodes)"),
+            Rate("ts_with", "n_with", "TS with barriers", "n (episodes)"),
+            Rate("drop", "goals", "drop", "n (goals)", ci=("ci_low", "ci_high"), signed=True),
+            Count("unpaired_goals", "unpaired goals"),
+        ],
+    )
+    exclusions = _sums(frame, ("unpaired_goals",), ("unpaired_goal",))
+    return Section(
+        key=key,
+        group=GOAL,
+        title=title,
+        reading=(
+            "Left, each group's TS without barriers (green) and with barriers (orange) on the "
+            "same goals; right, the drop between them with a 95% interval that resamples goals "
+            "once for both sides. Only goals with episodes on both sides are paired; the others "
+            "are counted as unpaired in the provenance."
+        ),
+        table=table,
+        chart=_goal.barrier_drop(frame),
+        provenance=_with_exclusions(provenance, exclusions),
+    )
+
+
+# ------------------------------------------------------------------------------------------------
+# Takeover
+# ------------------------------------------------------------------------------------------------
+
+_ATTEMPT_EXCLUSIONS = (
+    ("excluded_attempts", "excluded_not_common_state", "excluded_not_common_sample"),
+    ("attempt_on_rejected_state", "attempt_not_common_state", "attempt_not_common_sample"),
+)
+_STATE_EXCLUSIONS = (
+    ("rejected_replay_mismatch", "rejected_missing_expected"),
+    ("state_replay_mismatch", "state_missing_expected"),
+)
+
+
+def _takeover_exclusions(frame: pl.DataFrame) -> tuple:
+    """Rejected states (counted once per state cell, not per agent) and excluded attempts."""
+    keys = [k for k in keys_before(frame, "k") if k != "agent"]
+    states = frame.select(*keys, *_STATE_EXCLUSIONS[0]).unique()
+    if keys:
+        states = states.group_by(keys).agg(pl.col(_STATE_EXCLUSIONS[0]).max())
+    else:
+        states = states.select(pl.col(_STATE_EXCLUSIONS[0]).max())
+    return _sums(states, *_STATE_EXCLUSIONS) + _sums(frame, *_ATTEMPT_EXCLUSIONS)
+
+
+def depth_section(
+    summary: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "takeover-depth",
+    title: str = "EAR and pass@k by depth, with each depth's denominator",
+) -> Section:
+    """Section of :func:`recoverylab.takeover.summarize` by agent and depth."""
+    frame = as_frame(summary, "depth_rates")
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "k"),
+            Count("eligible_states", "eligible states"),
+            Count("rejected_states", "rejected states"),
+            Count("attempted_states", "attempted states"),
+            Rate("ear", "attempts", "EAR", "n (attempts)", ci=("ear_ci_low", "ear_ci_high")),
+            Rate("pass_at_1", "attempted_states", "pass@1", "n (states)"),
+            Rate(
+                "pass_at_k",
+                "attempted_states",
+                "pass@k",
+                "n (states)",
+                ci=("pass_at_k_ci_low", "pass_at_k_ci_high"),
+            ),
+        ],
+    )
+    return Section(
+        key=key,
+        group=TAKEOVER,
+        title=title,
+        reading=(
+            "Top, EAR (the share of attempts that noticed the inherited error) and pass@k (the "
+            "share of states passed in at least one of k attempts) by depth after the root "
+            "cause, per agent, with workflow-clustered 95% intervals. Below, the eligible "
+            "states of each depth: deeper slices are smaller and are not the same sample, so "
+            "compare agents within a depth rather than reading a trend across depths as an "
+            "effect of depth."
+        ),
+        table=table,
+        chart=_takeover.depth_rates(frame),
+        provenance=_with_exclusions(provenance, _takeover_exclusions(frame)),
+    )
+
+
+def funnel_section(
+    summary: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "takeover-funnel",
+    title: str = "Repair funnel: aware → root cause fixed → derived state fixed → passed",
+) -> Section:
+    """Section of :func:`recoverylab.takeover.summarize` (best pooled: ``by=("agent",)``)."""
+    frame = as_frame(summary, "repair_funnel")
+    table = table_html(
+        frame,
+        [
+            *_keys(frame, "k"),
+            Rate("aware_rate", "attempts", "aware", "n (attempts)"),
+            Rate("fixed_rate", "attempts", "root cause fixed", "n (attempts)"),
+            Rate("derived_rate", "attempts", "derived fixed", "n (attempts)"),
+            Rate("pass_rate", "attempts", "passed", "n (attempts)"),
+            Rate("fixed_given_aware_rate", "n_aware", "fixed | aware", "n (aware)"),
+            Rate("derived_given_fixed_rate", "aware_fixed", "derived | fixed", "n (fixed)"),
+            Rate("pass_given_derived_rate", "aware_fixed_derived", "passed | derived", "n"),
+        ],
+    )
+    return Section(
+        key=key,
+        group=TAKEOVER,
+        title=title,
+        reading=(
+            "Left, each repair layer as a share of all attempts; right, each layer conditional "
+            "on the previous one, with its own shrinking denominator (hover a bar for it). "
+            "Reading both panels separates agents that rarely notice an inherited error from "
+            "agents that notice it but do not repair the persistent state."
+        ),
+        table=table,
+        chart=_takeover.repair_funnel(frame),
+        provenance=_with_exclusions(provenance, _takeover_exclusions(frame)),
+    )

@@ -1,0 +1,189 @@
+"""HTML tables of result frames: rates in percentage points, with ``n`` beside every rate.
+
+The cells are built with polars expressions (no loop over rows): each column becomes a string
+expression, a row is their concatenation, the table body is the join of the rows.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from recoverylab._errors import SchemaError
+from recoverylab.report._common import ALL, positive_zero
+
+__all__ = ["Count", "Key", "PValue", "Rate", "table_html"]
+
+
+@dataclass(frozen=True)
+class Key:
+    """A grouping column shown as text (null as ``all``)."""
+
+    column: str
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class Count:
+    """An integer (or plain number) column shown as is."""
+
+    column: str
+    title: str | None = None
+    digits: int = 0
+
+
+@dataclass(frozen=True)
+class Rate:
+    """A fraction column shown in percentage points, its interval after it, its ``n`` beside.
+
+    Attributes
+    ----------
+    column
+        The rate (a fraction).
+    n
+        The column holding its denominator.
+    title
+        Header of the rate.
+    n_title
+        Header of the denominator (default ``n``).
+    ci
+        ``(low, high)`` columns of its interval, if any.
+    signed
+        Show a ``+`` on positive values (differences, gains, effects).
+    """
+
+    column: str
+    n: str
+    title: str | None = None
+    n_title: str = "n"
+    ci: tuple[str, str] | None = None
+    signed: bool = False
+
+
+@dataclass(frozen=True)
+class PValue:
+    """A p-value: four decimals, ``<0.0001`` below."""
+
+    column: str = "p_value"
+    title: str = "p"
+
+
+Column = Key | Count | Rate | PValue
+
+
+def _escape(expr: pl.Expr) -> pl.Expr:
+    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
+        expr = expr.str.replace_all(old, new, literal=True)
+    return expr
+
+
+def _number(column: str, digits: int, *, scale: float = 1.0, signed: bool = False) -> pl.Expr:
+    value = positive_zero((pl.col(column).cast(pl.Float64) * scale).round(digits))
+    shown = value.cast(pl.Int64).cast(pl.String) if digits == 0 else value.cast(pl.String)
+    if signed:
+        shown = pl.when(value > 0).then(pl.concat_str(pl.lit("+"), shown)).otherwise(shown)
+    return shown
+
+
+def _cell(content: pl.Expr, css: str) -> pl.Expr:
+    return pl.concat_str(pl.lit(f'<td class="{css}">'), content.fill_null("—"), pl.lit("</td>"))
+
+
+def _cells(column: Column) -> list[pl.Expr]:
+    if isinstance(column, Key):
+        return [_cell(_escape(pl.col(column.column).cast(pl.String).fill_null(ALL)), "key")]
+    if isinstance(column, Count):
+        return [_cell(_number(column.column, column.digits), "count")]
+    if isinstance(column, PValue):
+        small = pl.col(column.column) < 0.0001
+        shown = pl.when(small).then(pl.lit("&lt;0.0001")).otherwise(_number(column.column, 4))
+        return [_cell(shown, "count")]
+    rate = _number(column.column, 1, scale=100, signed=column.signed)
+    if column.ci is not None:
+        low, high = (_number(c, 1, scale=100) for c in column.ci)
+        interval = pl.concat_str(
+            pl.lit(' <span class="ci">['), low, pl.lit(", "), high, pl.lit("]</span>")
+        )
+        rate = pl.concat_str(rate, interval.fill_null(""))
+    return [_cell(rate, "rate"), _cell(_number(column.n, 0), "n")]
+
+
+def _headers(column: Column) -> str:
+    def th(text: str, css: str) -> str:
+        return f'<th class="{css}" scope="col">{html.escape(text)}</th>'
+
+    if isinstance(column, Key):
+        return th(column.title or column.column, "key")
+    if isinstance(column, Count | PValue):
+        return th(column.title or column.column, "count")
+    title = f"{column.title or column.column}, pp"
+    if column.ci is not None:
+        title += " [95% CI]"
+    return th(title, "rate") + th(column.n_title, "n")
+
+
+def _needed(column: Column) -> list[str]:
+    if isinstance(column, Rate):
+        return [column.column, column.n, *(column.ci or ())]
+    return [column.column]
+
+
+def table_html(
+    frame: pl.DataFrame | pl.LazyFrame,
+    columns: Sequence[Column],
+    *,
+    caption: str | None = None,
+) -> str:
+    """Render a result frame as an HTML table: rates in pp, each followed by its ``n`` column.
+
+    Parameters
+    ----------
+    frame
+        A result frame (collected if lazy); its row order is kept.
+    columns
+        What to show, in order: :class:`Key` (text), :class:`Count` (numbers) and
+        :class:`Rate` (a fraction in percentage points with its interval, then its ``n``).
+    caption
+        Optional table caption.
+
+    Returns
+    -------
+    str
+        A ``<table class="result">`` element; nulls show as ``—`` (a null key as ``all``).
+
+    Raises
+    ------
+    SchemaError
+        When the frame lacks a column named in ``columns``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({"regime": ["recoverable"], "ts": [0.525], "n": [200]})
+    >>> html = table_html(frame, [Key("regime"), Rate("ts", "n", "TS")])
+    >>> "52.5" in html and ">200<" in html
+    True
+    """
+    eager = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
+    missing = [c for column in columns for c in _needed(column) if c not in eager.columns]
+    if missing:
+        raise SchemaError(
+            f"report table: the frame has no column {', '.join(f'`{c}`' for c in missing)}; "
+            f"its columns are: {', '.join(eager.columns)}."
+        )
+    head = "".join(_headers(column) for column in columns)
+    cells = [cell for column in columns for cell in _cells(column)]
+    if eager.height:
+        rows = eager.select(
+            pl.concat_str([pl.lit("<tr>"), *cells, pl.lit("</tr>")]).str.join("")
+        ).item()
+    else:
+        rows = f'<tr><td colspan="{len(cells)}" class="empty">no rows</td></tr>'
+    caption_html = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (
+        f'<table class="result">{caption_html}<thead><tr>{head}</tr></thead>'
+        f"<tbody>{rows}</tbody></table>"
+    )

@@ -1,0 +1,283 @@
+"""Tests of the report's tables, sections, provenance, HTML assembly and result rendering."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from recoverylab import __version__, goal, paired, report, stats, takeover
+from recoverylab._errors import ParameterError, SchemaError
+from tests.conftest import SAMPLES
+
+pytest.importorskip("altair")
+pytest.importorskip("vl_convert")
+
+# ------------------------------------------------------------------------------------------------
+# Tables
+# ------------------------------------------------------------------------------------------------
+
+FRAME = pl.DataFrame(
+    {
+        "regime": ["barrier_free", None, "<b>&"],
+        "ts": [0.835, None, -0.0000001],
+        "ci_low": [0.78, None, -0.01],
+        "ci_high": [0.885, None, 0.02],
+        "n": [200, 0, 7],
+        "steps": [3.456, 1.0, None],
+        "p_value": [0.2891, 0.00001, None],
+    }
+)
+COLUMNS = [
+    report.Key("regime"),
+    report.Rate("ts", "n", "TS", "n (episodes)", ci=("ci_low", "ci_high"), signed=True),
+    report.Count("steps", "mean steps", digits=2),
+    report.PValue(),
+]
+
+
+def cells(html: str) -> list[list[str]]:
+    rows = re.findall(r"<tr>(.*?)</tr>", html.split("<tbody>")[1])
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+
+
+def test_table_rates_in_pp_with_n_beside_by_hand() -> None:
+    html = report.table_html(FRAME, COLUMNS)
+    headers = re.findall(r"<th\b[^>]*>(.*?)</th>", html)
+    assert headers == ["regime", "TS, pp [95% CI]", "n (episodes)", "mean steps", "p"]
+    assert cells(html) == [
+        ["barrier_free", '+83.5 <span class="ci">[78.0, 88.5]</span>', "200", "3.46", "0.2891"],
+        ["all", "—", "0", "1.0", "&lt;0.0001"],
+        ["&lt;b&gt;&amp;", '0.0 <span class="ci">[-1.0, 2.0]</span>', "7", "—", "—"],
+    ]
+
+
+def test_table_every_rate_header_is_followed_by_its_n() -> None:
+    columns = [
+        report.Key("regime"),
+        report.Rate("ts", "n", "TS"),
+        report.Rate("ci_low", "n", "low", "n (low)"),
+    ]
+    classes = re.findall(r'<th class="(\w+)"', report.table_html(FRAME, columns))
+    assert classes == ["key", "rate", "n", "rate", "n"]
+
+
+def test_table_keeps_row_order_lazy_and_eager(frame_kind) -> None:
+    assert report.table_html(frame_kind(FRAME), COLUMNS) == report.table_html(FRAME, COLUMNS)
+
+
+def test_table_of_no_rows_and_caption() -> None:
+    html = report.table_html(FRAME.clear(), COLUMNS, caption="A & B")
+    assert "<caption>A &amp; B</caption>" in html
+    assert 'colspan="5" class="empty">no rows</td>' in html
+
+
+def test_table_names_missing_columns() -> None:
+    with pytest.raises(
+        SchemaError,
+        match=r"^report table: the frame has no column `gp`, `m`; its columns are: regime, ts,",
+    ):
+        report.table_html(FRAME, [report.Rate("gp", "m")])
+
+
+# ------------------------------------------------------------------------------------------------
+# Provenance and result objects
+# ------------------------------------------------------------------------------------------------
+
+
+def test_provenance_block() -> None:
+    provenance = report.Provenance(
+        inputs=(report.Input("forks", "data_samples/paired/main_forks.parquet", 1054),),
+        exclusions=(("unpaired", 0), ("prefix_mismatch", 42)),
+        seed=3,
+        n_resamples=2000,
+        confidence=0.9,
+        settings=(("cohort", "factual_success"),),
+    )
+    html = provenance.to_html()
+    assert "<code>forks</code>: data_samples/paired/main_forks.parquet (1,054 rows)" in html
+    assert "<dd>unpaired: 0, prefix_mismatch: 42</dd>" in html
+    assert "<dt>seed</dt><dd>3</dd>" in html
+    assert "<dd>2,000 resamples, 90% intervals</dd>" in html
+    assert "<dt>cohort</dt><dd>factual_success</dd>" in html
+    assert f"<dt>recoverylab</dt><dd>{__version__}</dd>" in html
+    assert provenance._repr_html_() == html
+    empty = report.Provenance().to_html()
+    assert "<dt>inputs</dt><dd>none</dd>" in empty
+    assert "<dt>exclusions by reason</dt><dd>none</dd>" in empty
+    assert "<dt>resampling</dt><dd>none</dd>" in empty
+
+
+def test_result_html_of_stats_and_goal_results() -> None:
+    result = stats.bootstrap_types(
+        np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([3, 2]), n_resamples=500, rng=0
+    )
+    html = report.result_html(result)
+    assert html.startswith("<table><caption>BootstrapResult</caption>")
+    assert f"<td style='text-align:left'>{result.estimate:.6g}</td>" in html
+    assert "array of 500 values (float64)" in html
+    tables = goal.GoalTables(*(pl.LazyFrame({"a": [1], "b": [2]}),) * 3)
+    assert "LazyFrame: 2 columns (not collected)" in report.result_html(tables, title="tables")
+    assert "<caption>tables</caption>" in report.result_html(tables, title="tables")
+    with pytest.raises(TypeError, match="result_html expects a dataclass instance, got dict"):
+        report.result_html({"a": 1})
+
+
+# ------------------------------------------------------------------------------------------------
+# Sections
+# ------------------------------------------------------------------------------------------------
+
+PROVENANCE = report.Provenance(inputs=(report.Input("forks", "f.parquet", 10),), seed=0)
+
+
+@pytest.fixture(scope="module")
+def mechanism() -> pl.DataFrame:
+    return paired.summarize(SAMPLES / "paired" / "mechanism_forks.parquet", n_resamples=100)
+
+
+@pytest.fixture(scope="module")
+def by_depth() -> pl.DataFrame:
+    folder = SAMPLES / "takeover"
+    return takeover.summarize(
+        folder / "states.parquet", folder / "attempts.parquet", interval="wilson"
+    )
+
+
+def test_paired_sections_count_exclusions_by_reason(mechanism: pl.DataFrame) -> None:
+    section = report.rescue_harm_section(mechanism, PROVENANCE)
+    assert (section.key, section.group) == ("paired-rescue-harm", "Paired recovery (CIR)")
+    # 6 cells, each with 7 recovery rows whose prefix hash disagrees with the none row.
+    assert section.provenance.exclusions == (("unpaired", 0), ("prefix_mismatch", 42))
+    assert section.provenance.inputs == PROVENANCE.inputs
+    assert len(re.findall(r"[.!?](\s|$)", section.reading)) == 2  # two sentences
+    effect = report.effect_section(mechanism, PROVENANCE)
+    assert "effect, pp [95% CI]" in effect.table
+
+
+def test_takeover_sections_count_each_rejected_state_once(by_depth: pl.DataFrame) -> None:
+    section = report.depth_section(by_depth, PROVENANCE)
+    # 23 rejected states over the six depths (12 replay mismatches, 11 missing expected states),
+    # although every agent's row repeats its depth's counts.
+    assert dict(section.provenance.exclusions) == {
+        "state_replay_mismatch": 12,
+        "state_missing_expected": 11,
+        "attempt_on_rejected_state": 0,
+        "attempt_not_common_state": 0,
+        "attempt_not_common_sample": 0,
+    }
+    assert section.table.count("<tr>") == by_depth.height + 1
+
+
+def test_policy_section_shows_clean_touch_on_the_clean_row_only() -> None:
+    folder = SAMPLES / "paired"
+    evaluation = paired.evaluate_policy(
+        folder / "policy_decisions.parquet", folder / "policy_forks.parquet", n_resamples=100
+    )
+    section = report.policy_section(evaluation, PROVENANCE)
+    rows = {row[0]: row for row in cells(section.table)}
+    # clean-touch rate and its n (clean episodes) are the last two cells.
+    assert rows["clean"][-2:] == ["0.0", "75"]
+    assert rows["all"][-2:] == ["—", "300"]
+
+
+def test_goal_sections() -> None:
+    folder = SAMPLES / "goal" / "diagnostic"
+    tables = ("cases", "resources", "episodes", "steps", "citations")
+    scored = goal.score(*(folder / f"{t}.csv" for t in tables)).collect()
+    summary = goal.summarize(scored, n_resamples=100)
+    ts = report.ts_section(summary, PROVENANCE)
+    # recoverable: e1 succeeds, e2 uses an old version, e4 breaks policy -> TS 1/3 of n = 3.
+    regime, ts_cell, n = cells(ts.table)[0][:3]
+    assert (regime, ts_cell.split(" <span")[0], n) == ("recoverable", "33.3", "3")
+    reasons = report.reasons_section(summary, PROVENANCE)
+    assert "no copy used" in reasons.table
+    episodes = pl.DataFrame(
+        {
+            "goal_id": ["g1", "g1", "g1", "g2"],
+            "regime": ["barrier_free", "recoverable", "unrecoverable", "recoverable"],
+            "success": [True, True, False, True],
+        }
+    )
+    drop = report.drop_section(goal.barrier_drop(episodes, n_resamples=100), PROVENANCE)
+    assert drop.provenance.exclusions == (("unpaired_goal", 1),)  # g2 has no barrier-free case
+    assert cells(drop.table)[0][:2] == ["100.0", "1"]
+
+
+def test_section_displays_in_jupyter_with_a_static_svg(mechanism: pl.DataFrame) -> None:
+    html = report.effect_section(mechanism, PROVENANCE)._repr_html_()
+    assert html.startswith("<style>")
+    assert "<svg" in html
+    assert '<table class="result">' in html
+    assert '<dl class="provenance">' in html
+
+
+# ------------------------------------------------------------------------------------------------
+# The page
+# ------------------------------------------------------------------------------------------------
+
+
+def test_render_refuses_no_sections_and_duplicate_keys(mechanism: pl.DataFrame) -> None:
+    with pytest.raises(ParameterError, match=r"^a report needs at least one section; none"):
+        report.render_html([])
+    section = report.effect_section(mechanism, PROVENANCE)
+    with pytest.raises(
+        ParameterError, match=r"^section keys must be unique; paired-effect appear more than"
+    ):
+        report.render_html([section, section])
+
+
+def test_page_is_self_contained_and_script_safe(mechanism: pl.DataFrame) -> None:
+    hostile = mechanism.with_columns(
+        pl.when(pl.col("condition") == "clean")
+        .then(pl.lit("</script><b>x"))
+        .otherwise(pl.col("condition"))
+        .alias("condition")
+    )
+    sections = [
+        report.rescue_harm_section(hostile, PROVENANCE),
+        report.effect_section(mechanism, PROVENANCE, key="second", title="Second"),
+    ]
+    page = report.render_html(sections, title="T & t")
+    assert "<title>T &amp; t</title>" in page
+    # No external resource: outside the inlined scripts, no src and no href but page anchors.
+    markup = re.sub(r"<script\b[^>]*>.*?</script>", "", page, flags=re.DOTALL)
+    assert not re.findall(r"\bsrc=", markup)
+    assert re.findall(r'href="([^"#][^"]*)"', markup) == []
+    # Only the three script elements of the page; the data never closes one.
+    assert page.count("</script>") == 3
+    specs = re.search(
+        r'<script type="application/json" id="recoverylab-specs">(.*?)</script>', page
+    )
+    parsed = json.loads(specs.group(1))
+    assert sorted(parsed) == ["chart-paired-rescue-harm", "chart-second"]
+    labels = {
+        row["condition"]
+        for rows in parsed["chart-paired-rescue-harm"]["datasets"].values()
+        for row in rows
+    }
+    assert "</script><b>x" in labels
+    assert page.count('<div class="chart" id="chart-') == 2
+    assert 'href="#paired-rescue-harm"' in page
+    assert 'href="#second"' in page
+    assert page.count('<h2 id="group-paired-rescue-harm">Paired recovery (CIR)</h2>') == 1
+
+
+def test_write_report_is_atomic(mechanism: pl.DataFrame, tmp_path: Path) -> None:
+    target = tmp_path / "sub" / "report.html"
+    written = report.write_report(target, [report.effect_section(mechanism, PROVENANCE)])
+    assert written == target
+    assert target.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~umask
+    before = target.read_bytes()
+    with pytest.raises(ParameterError):
+        report.write_report(target, [])
+    assert target.read_bytes() == before
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report.html"]
