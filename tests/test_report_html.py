@@ -212,6 +212,10 @@ def test_goal_sections() -> None:
 def test_section_displays_in_jupyter_with_a_static_svg(mechanism: pl.DataFrame) -> None:
     html = report.effect_section(mechanism, PROVENANCE)._repr_html_()
     assert html.startswith("<style>")
+    # Its styles are scoped: showing a section never restyles the notebook around it.
+    style = html.split("</style>")[0]
+    assert all(rule.strip().startswith(".recoverylab") for rule in re.findall(r"}([^{}]+){", style))
+    assert '</style><div class="recoverylab">' in html
     assert "<svg" in html
     assert '<table class="result">' in html
     assert '<dl class="provenance">' in html

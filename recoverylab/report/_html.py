@@ -149,7 +149,7 @@ class Section:
         if self.chart is not None:
             svg = _deps.vl_convert().vegalite_to_svg(self.chart.to_dict(), **_vl_version())
             chart = f'<div class="chart">{svg}</div>'
-        return f"<style>{_CSS}</style>{self.body_html(chart)}"
+        return f'<style>{_CSS}</style><div class="recoverylab">{self.body_html(chart)}</div>'
 
 
 def _vl_version() -> dict[str, str]:
@@ -232,7 +232,7 @@ def render_html(sections: Sequence[Section], *, title: str = "recoverylab report
     return _PAGE.format(
         title=html.escape(title),
         version=html.escape(_version()),
-        css=_CSS,
+        css=_PAGE_CSS + _CSS,
         toc="".join(toc),
         body="".join(body),
         bundle=_script_safe(bundle),
@@ -285,35 +285,47 @@ def write_report(
     return target
 
 
-_CSS = """
-:root { --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; }
-body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--ink);
+#: Styles of the page around the sections (never injected into a notebook).
+_PAGE_CSS = """
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2328;
   margin: 0 auto; max-width: 1180px; padding: 0 24px 48px; }
-header { border-bottom: 1px solid var(--line); margin-bottom: 16px; }
+header { border-bottom: 1px solid #d1d9e0; margin-bottom: 16px; }
 h1 { margin: 24px 0 4px; font-size: 26px; }
-h2 { margin: 36px 0 8px; padding-top: 8px; border-top: 3px solid var(--ink); font-size: 21px; }
-h3 { margin: 28px 0 4px; font-size: 17px; }
-.lead, .reading { color: var(--muted); max-width: 860px; }
+h2 { margin: 36px 0 8px; padding-top: 8px; border-top: 3px solid #1f2328; font-size: 21px; }
+.lead { color: #59636e; max-width: 860px; }
 nav ul { margin: 4px 0; padding-left: 20px; } nav > ul { columns: 2; }
-.section { margin-bottom: 28px; }
-.chart { margin: 8px 0 12px; min-height: 40px; overflow-x: auto; }
-.chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b; padding: 8px 12px; }
-.table-wrap { overflow-x: auto; }
-table.result { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
-table.result th, table.result td { border-bottom: 1px solid var(--line); padding: 3px 10px; }
-table.result th { background: var(--soft); text-align: left; font-weight: 600; }
-table.result td.rate, table.result td.n, table.result td.count { text-align: right;
-  font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.result td.n, table.result th.n { color: var(--muted); border-right: 1px solid var(--line); }
-table.result .ci { color: var(--muted); }
-details.provenance-block { font-size: 13px; color: var(--muted); background: var(--soft);
-  border-radius: 6px; padding: 6px 12px; }
-details.provenance-block summary { cursor: pointer; font-weight: 600; }
-dl.provenance { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px;
-  margin: 6px 0; }
-dl.provenance dt { font-weight: 600; } dl.provenance dd { margin: 0; }
-dl.provenance ul { margin: 0; padding-left: 18px; }
 #report-errors:empty { display: none; }
+.chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b; padding: 8px 12px; }
+"""
+
+#: Styles of a section, scoped to ``.recoverylab`` (safe to show inside a notebook).
+_CSS = """
+.recoverylab { --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; }
+.recoverylab h3 { margin: 28px 0 4px; font-size: 17px; }
+.recoverylab .reading { color: var(--muted); max-width: 860px; }
+.recoverylab .section { margin-bottom: 28px; }
+.recoverylab .chart { margin: 8px 0 12px; min-height: 40px; overflow-x: auto; }
+.recoverylab .chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b;
+  padding: 8px 12px; }
+.recoverylab .table-wrap { overflow-x: auto; }
+.recoverylab table.result { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
+.recoverylab table.result th, .recoverylab table.result td { border-bottom: 1px solid var(--line);
+  padding: 3px 10px; }
+.recoverylab table.result th { background: var(--soft); text-align: left; font-weight: 600; }
+.recoverylab table.result td.rate, .recoverylab table.result td.n,
+.recoverylab table.result td.count { text-align: right; font-variant-numeric: tabular-nums;
+  white-space: nowrap; }
+.recoverylab table.result td.n, .recoverylab table.result th.n { color: var(--muted);
+  border-right: 1px solid var(--line); }
+.recoverylab table.result .ci { color: var(--muted); }
+.recoverylab details.provenance-block { font-size: 13px; color: var(--muted);
+  background: var(--soft); border-radius: 6px; padding: 6px 12px; }
+.recoverylab details.provenance-block summary { cursor: pointer; font-weight: 600; }
+.recoverylab dl.provenance { display: grid; grid-template-columns: max-content 1fr;
+  gap: 2px 14px; margin: 6px 0; }
+.recoverylab dl.provenance dt { font-weight: 600; }
+.recoverylab dl.provenance dd { margin: 0; }
+.recoverylab dl.provenance ul { margin: 0; padding-left: 18px; }
 """
 
 _SCRIPT = """
@@ -376,7 +388,7 @@ read them, and where the numbers come from.</p>
 <div id="report-errors" role="alert"></div>
 <nav><ul>{toc}</ul></nav>
 </header>
-<main>{body}</main>
+<main class="recoverylab">{body}</main>
 <script type="application/json" id="recoverylab-specs">{specs}</script>
 <script>{script}</script>
 </body>

@@ -482,7 +482,9 @@ def funnel_section(
             Rate("pass_rate", "attempts", "passed", "n (attempts)"),
             Rate("fixed_given_aware_rate", "n_aware", "fixed | aware", "n (aware)"),
             Rate("derived_given_fixed_rate", "aware_fixed", "derived | fixed", "n (fixed)"),
-            Rate("pass_given_derived_rate", "aware_fixed_derived", "passed | derived", "n"),
+            Rate(
+                "pass_given_derived_rate", "aware_fixed_derived", "passed | derived", "n (derived)"
+            ),
         ],
     )
     return Section(
