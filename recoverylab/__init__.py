@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 #: Protocol and engine modules, imported on first attribute access so `import recoverylab` stays
 #: fast: ``recoverylab.paired.summarize(...)`` works without importing ``recoverylab.paired``.
-_SUBMODULES = ("goal", "paired", "router", "stats", "synth", "takeover")
+_SUBMODULES = ("goal", "paired", "report", "router", "stats", "synth", "takeover")
 
 
 def __getattr__(name: str) -> ModuleType:
@@ -50,6 +50,7 @@ __all__ = [
     "__version__",
     "goal",
     "paired",
+    "report",
     "router",
     "scan",
     "stats",

@@ -22,7 +22,8 @@ import hashlib
 import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from html import escape
 from typing import Any, ClassVar
 
 import numpy as np
@@ -81,8 +82,28 @@ _BAD = "__recoverylab_bad"
 # --------------------------------------------------------------------------------------------
 
 
+class _ResultHtml:
+    """Mixin: show a result dataclass as a small table in Jupyter (arrays summarised)."""
+
+    def _repr_html_(self) -> str:
+        rows = []
+        for item in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, item.name)
+            if isinstance(value, np.ndarray):
+                shown = f"array of {value.size:,} values"
+            elif isinstance(value, float):
+                shown = f"{value:.6g}"
+            else:
+                shown = "—" if value is None else str(value)
+            rows.append(
+                f"<tr><th style='text-align:left'>{escape(item.name)}</th>"
+                f"<td style='text-align:left'>{escape(shown)}</td></tr>"
+            )
+        return f"<table><caption>{type(self).__name__}</caption>{''.join(rows)}</table>"
+
+
 @dataclass(frozen=True)
-class BootstrapResult:
+class BootstrapResult(_ResultHtml):
     """A cluster-bootstrap estimate with its confidence interval and resampling distribution.
 
     Attributes
@@ -115,7 +136,7 @@ class BootstrapResult:
 
 
 @dataclass(frozen=True)
-class SignFlipResult:
+class SignFlipResult(_ResultHtml):
     """The result of a two-sided paired sign-flip (permutation) test.
 
     Attributes
@@ -140,7 +161,7 @@ class SignFlipResult:
 
 
 @dataclass(frozen=True)
-class TestResult:
+class TestResult(_ResultHtml):
     """The result of a classical test.
 
     Attributes
@@ -161,7 +182,7 @@ class TestResult:
 
 
 @dataclass(frozen=True)
-class Interval:
+class Interval(_ResultHtml):
     """Lower and upper bounds of an interval (arrays when computed for arrays of inputs)."""
 
     low: np.ndarray | float

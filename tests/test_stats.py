@@ -1023,3 +1023,14 @@ def test_result_types_are_frozen():
     assert isinstance(res, SignFlipResult)
     with pytest.raises(AttributeError):
         res.p_value = 0.0  # type: ignore[misc]
+
+
+def test_results_render_as_html_tables_in_jupyter():
+    from recoverylab import stats as st
+
+    html = st.bootstrap_types([[1, 1], [0, 1]], [3, 4], n_resamples=50, rng=0)._repr_html_()
+    assert html.startswith("<table><caption>BootstrapResult</caption>")
+    assert "array of 50 values" in html
+    assert "<th style='text-align:left'>p_value</th>" in st.sign_flip_test([1, -2, 3])._repr_html_()
+    assert "McNemar" not in st.mcnemar_exact(3, 1)._repr_html_()
+    assert "<caption>Interval</caption>" in st.wilson_interval(3, 10)._repr_html_()
