@@ -324,6 +324,7 @@ def score(
     citations: Source | None = None,
     *,
     checks: Literal["full", "schema"] = "full",
+    engine: object = "polars",
 ) -> pl.LazyFrame:
     """Score every episode for goal preservation and policy compliance (seed Eq. 1-3).
 
@@ -352,6 +353,11 @@ def score(
         ``"full"`` (default) runs every data check; ``"schema"`` only checks columns and types,
         for inputs already checked (inconsistent rows are then not detected: an episode of an
         unknown case is left out).
+    engine
+        ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
+        tables (Spark DataFrames, parquet paths or in-memory tables) are co-partitioned by
+        case and scored on Spark, and the result is a lazy Spark DataFrame with the same
+        columns (see :mod:`recoverylab.distributed`).
 
     Returns
     -------
@@ -409,6 +415,18 @@ def score(
         raise ParameterError(
             "give both `steps` and `citations`, or neither (episodes in the nested form with "
             "list columns `visited` and `citations`)."
+        )
+    if engine != "polars":
+        from recoverylab import distributed
+
+        return distributed.goal_score(
+            distributed.resolve_engine(engine),
+            cases,
+            resources,
+            episodes,
+            steps,
+            citations,
+            checks=checks,
         )
     if steps is None or citations is None:
         nested = from_nested(episodes, checks=checks)
@@ -751,6 +769,7 @@ def summarize(
     confidence: float = 0.95,
     method: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Task success, compliance, step costs and failure counts per group of scored episodes.
 
@@ -767,6 +786,10 @@ def summarize(
     n_resamples, confidence, method, seed
         Cluster bootstrap settings (see :func:`recoverylab.stats.cluster_bootstrap`); the
         interval of a group depends only on its own episodes and ``seed``.
+    engine
+        ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one) to compute
+        the per-cluster partials on Spark (``scored`` may then be a Spark DataFrame or parquet
+        paths); see :mod:`recoverylab.distributed`. The result is the same.
 
     Returns
     -------
@@ -802,40 +825,110 @@ def summarize(
     >>> summarize(scored, n_resamples=200).select("n", "ts", "mean_steps").row(0)
     (2, 0.5, 2.0)
     """
+    if engine != "polars":
+        from recoverylab import distributed
+
+        return distributed.goal_summarize(
+            distributed.resolve_engine(engine),
+            scored,
+            by=by,
+            cluster=cluster,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            method=method,
+            seed=seed,
+        )
     lazy = scored.lazy() if isinstance(scored, pl.DataFrame) else scored
-    schema = lazy.collect_schema()
+    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, method)
+    partials = _summary_partials(lazy, by, cluster, judged).collect(engine="streaming")
+    return _summary_finish(
+        partials,
+        by,
+        cluster,
+        judged,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=method,
+        seed=seed,
+    )
+
+
+def _summary_plan(
+    schema: pl.Schema, by: Sequence[str], cluster: str | None, method: str
+) -> tuple[list[str], str, list[str]]:
+    """Check the parameters of :func:`summarize`; return by, cluster and the judged columns."""
     by = _check_by(by, schema, "by")
     cluster = _pick_cluster(cluster, schema)
     require_one_of("method", method, _CI_METHODS)
-    present_judged = [name for name in JUDGED if name in schema]
+    return by, cluster, [name for name in JUDGED if name in schema]
 
+
+def _summary_partials(
+    lazy: pl.LazyFrame, by: Sequence[str], cluster: str, judged: Sequence[str]
+) -> pl.LazyFrame:
+    """Per (group, cluster) additive partials of :func:`summarize` (ARCHITECTURE §1.3).
+
+    Every mean is carried as an integer-valued sum and a count, so partials of disjoint sets of
+    episodes add up to exactly the numbers one pass over all episodes gives - on one machine or
+    summed over the shards of a distributed engine.
+    """
+    keyed = list(by) or ["_all"]
+    source = lazy if by else lazy.with_columns(pl.lit(0).alias("_all"))
     success = pl.col("success")
     steps = pl.col("steps").cast(pl.Float64)
+
+    def total(expr: pl.Expr, name: str) -> list[pl.Expr]:
+        return [expr.sum().alias(f"__{name}"), expr.count().cast(pl.Int64).alias(f"__{name}_n")]
+
     aggregations = [
         pl.len().cast(pl.Int64).alias("n"),
         success.sum().cast(pl.Int64).alias("successes"),
-        pl.col("gp").mean().alias("gp_rate"),
-        pl.col("compliant").mean().alias("compliance_rate"),
-        (~pl.col("compliant")).mean().alias("violation_rate"),
-        steps.mean().alias("mean_steps"),
-        steps.filter(success).mean().alias("mean_steps_success"),
-        steps.filter(~success).mean().alias("mean_steps_failure"),
+        *total(pl.col("gp").cast(pl.Int64), "gp"),
+        *total(pl.col("compliant").cast(pl.Int64), "compliant"),
+        *total(steps, "steps"),
+        *total(steps.filter(success), "steps_success"),
+        *total(steps.filter(~success), "steps_failure"),
         *((pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS),
+        *(e for name in judged for e in total(pl.col(name).cast(pl.Int64), name)),
     ]
-    for name in present_judged:
-        judged = pl.col(name)
-        aggregations += [
-            judged.mean().cast(pl.Float64).alias(f"{name}_rate"),
-            judged.count().cast(pl.Int64).alias(f"n_{name}_judged"),
-        ]
-    keyed = by or ["_all"]
-    source = lazy if by else lazy.with_columns(pl.lit(0).alias("_all"))
-    partials = source.group_by([*keyed, cluster]).agg(
-        success.sum().cast(pl.Int64).alias("successes"), pl.len().cast(pl.Int64).alias("n")
+    return source.group_by([*keyed, cluster]).agg(aggregations)
+
+
+def _summary_finish(
+    partials: pl.DataFrame,
+    by: Sequence[str],
+    cluster: str,
+    judged: Sequence[str],
+    *,
+    n_resamples: int,
+    confidence: float,
+    method: str,
+    seed: int,
+) -> pl.DataFrame:
+    """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
+    keyed = list(by) or ["_all"]
+    # Partials of one cluster may come from several shards: add them up first.
+    partials = partials.group_by([*keyed, cluster]).agg(pl.all().sum())
+    table = partials.group_by(keyed).agg(pl.all().exclude(cluster).sum())
+
+    def mean(name: str) -> pl.Expr:
+        return pl.when(pl.col(f"__{name}_n") > 0).then(pl.col(f"__{name}") / pl.col(f"__{name}_n"))
+
+    compliant_n = pl.col("__compliant_n")
+    table = table.with_columns(
+        mean("gp").alias("gp_rate"),
+        mean("compliant").alias("compliance_rate"),
+        pl.when(compliant_n > 0)
+        .then((compliant_n - pl.col("__compliant")) / compliant_n)
+        .alias("violation_rate"),
+        mean("steps").alias("mean_steps"),
+        mean("steps_success").alias("mean_steps_success"),
+        mean("steps_failure").alias("mean_steps_failure"),
+        *(mean(name).cast(pl.Float64).alias(f"{name}_rate") for name in judged),
+        *(pl.col(f"__{name}_n").alias(f"n_{name}_judged") for name in judged),
     )
-    table, partial_frame = pl.collect_all([source.group_by(keyed).agg(aggregations), partials])
     intervals = stats.cluster_bootstrap(
-        partial_frame,
+        partials.select(*keyed, cluster, "successes", "n"),
         cells=keyed,
         values=["successes", "n"],
         n_resamples=n_resamples,
@@ -861,7 +954,7 @@ def summarize(
         "mean_steps_success",
         "mean_steps_failure",
         *(f"fail_{r}" for r in REASONS),
-        *(c for name in present_judged for c in (f"{name}_rate", f"n_{name}_judged")),
+        *(c for name in judged for c in (f"{name}_rate", f"n_{name}_judged")),
     ]
     return out.select(columns).sort(by, nulls_last=False) if by else out.select(columns)
 
@@ -875,6 +968,7 @@ def barrier_drop(
     confidence: float = 0.95,
     method: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """TS without barriers minus TS with barriers, paired by goal, with a cluster interval.
 
@@ -895,6 +989,8 @@ def barrier_drop(
         The pairing and resampling unit (default ``goal_id``).
     n_resamples, confidence, method, seed
         Cluster bootstrap settings.
+    engine
+        ``"polars"`` (default) or a SparkSession, as in :func:`summarize`.
 
     Returns
     -------
@@ -918,8 +1014,35 @@ def barrier_drop(
     >>> barrier_drop(scored, n_resamples=200)["drop"].to_list()
     [0.5]
     """
+    if engine != "polars":
+        from recoverylab import distributed
+
+        return distributed.goal_barrier_drop(
+            distributed.resolve_engine(engine),
+            scored,
+            by=by,
+            cluster=cluster,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            method=method,
+            seed=seed,
+        )
     lazy = scored.lazy() if isinstance(scored, pl.DataFrame) else scored
-    schema = lazy.collect_schema()
+    by = _drop_plan(lazy.collect_schema(), by, cluster, method)
+    per_goal = _drop_partials(lazy, by, cluster).collect(engine="streaming")
+    return _drop_finish(
+        per_goal,
+        by,
+        cluster,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=method,
+        seed=seed,
+    )
+
+
+def _drop_plan(schema: pl.Schema, by: Sequence[str] | None, cluster: str, method: str) -> list[str]:
+    """Check the parameters of :func:`barrier_drop`; return the grouping columns."""
     if by is None:
         by = ("model",) if "model" in schema else ()
     by = _check_by(by, schema, "by")
@@ -939,28 +1062,50 @@ def barrier_drop(
             "barrier_drop pairs the regimes of a goal. Hint: give `cases` a `goal_id` column."
         )
     require_one_of("method", method, _CI_METHODS)
-    keyed = by or ["_all"]
+    return by
+
+
+def _drop_partials(lazy: pl.LazyFrame, by: Sequence[str], cluster: str) -> pl.LazyFrame:
+    """Per (group, goal) successes and episodes without and with barriers (additive)."""
+    keyed = list(by) or ["_all"]
     source = lazy if by else lazy.with_columns(pl.lit(0).alias("_all"))
     free = pl.col("regime") == "barrier_free"
     barrier = pl.col("regime").is_in(list(BARRIER_REGIMES))
     success = pl.col("success")
-    per_goal = source.group_by([*keyed, cluster]).agg(
+    return source.group_by([*keyed, cluster]).agg(
         (success & free).sum().cast(pl.Int64).alias("s_without"),
         free.sum().cast(pl.Int64).alias("n_without"),
         (success & barrier).sum().cast(pl.Int64).alias("s_with"),
         barrier.sum().cast(pl.Int64).alias("n_with"),
     )
+
+
+def _drop_finish(
+    per_goal: pl.DataFrame,
+    by: Sequence[str],
+    cluster: str,
+    *,
+    n_resamples: int,
+    confidence: float,
+    method: str,
+    seed: int,
+) -> pl.DataFrame:
+    """Pair the goals of :func:`_drop_partials` and add the joint cluster interval."""
+    keyed = list(by) or ["_all"]
+    # Partials of one goal may come from several shards: add them up first.
+    per_goal = per_goal.group_by([*keyed, cluster]).agg(pl.all().sum())
     paired = (pl.col("n_without") > 0) & (pl.col("n_with") > 0)
-    counts = per_goal.group_by(keyed).agg(
-        paired.sum().cast(pl.Int64).alias("goals"),
-        (~paired).sum().cast(pl.Int64).alias("unpaired_goals"),
-        pl.col("s_without", "n_without", "s_with", "n_with").filter(paired).sum(),
-    )
-    table, partial_frame = pl.collect_all(
-        [counts.filter(pl.col("goals") > 0), per_goal.filter(paired)]
+    table = (
+        per_goal.group_by(keyed)
+        .agg(
+            paired.sum().cast(pl.Int64).alias("goals"),
+            (~paired).sum().cast(pl.Int64).alias("unpaired_goals"),
+            pl.col("s_without", "n_without", "s_with", "n_with").filter(paired).sum(),
+        )
+        .filter(pl.col("goals") > 0)
     )
     intervals = stats.cluster_bootstrap(
-        partial_frame,
+        per_goal.filter(paired),
         cells=keyed,
         values=["s_without", "n_without", "s_with", "n_with"],
         statistic=stats.ratio_difference,

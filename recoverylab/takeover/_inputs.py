@@ -106,12 +106,18 @@ def load(states: object, attempts: object, by: Sequence[str]) -> Inputs:
     return Inputs(state_lazy, attempt_lazy, columns, state_keys, unit_keys)
 
 
-def check_consistency(inputs: Inputs, k: int) -> None:
+def check_consistency(
+    inputs: Inputs, k: int, *, base: int | None = None, roots: bool = True
+) -> None:
     """Raise a one-line error for inputs that are valid one by one but not together.
 
     Checked (in this order): attempts of unknown states, root causes under more than one
     workflow, units whose repeats have gaps, and units with fewer than ``k`` repeats on an
     eligible state. Each check is a small aggregation; all run in one ``collect_all``.
+
+    ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard of a
+    distributed run: the shard holds whole workflows, so the root-cause check and the first
+    repeat are decided over all shards (see :func:`check_roots`).
     """
     states, attempts = inputs.states, inputs.attempts
     unit = ["state_id", *inputs.unit_keys]
@@ -120,16 +126,16 @@ def check_consistency(inputs: Inputs, k: int) -> None:
         pl.len().alias("rows"), pl.col("state_id").n_unique().alias("states")
     )
     unknown_keys = unknown.select(pl.col("state_id").unique().sort().head(5))
-    split_root = (
-        states.group_by("root_cause_id")
-        .agg(pl.col("workflow_id").n_unique().alias("workflows"))
-        .filter(pl.col("workflows") > 1)
-    )
+    split_root = _split_roots(states if roots else states.clear())
     units = attempts.group_by(unit).agg(
         pl.len().alias("n"), pl.col("repeat").min().alias("lo"), pl.col("repeat").max().alias("hi")
     )
-    base = attempts.select(pl.col("repeat").min().alias("base"))
-    gaps = units.join(base, how="cross").filter(
+    base_query = (
+        attempts.select(pl.col("repeat").min().alias("base"))
+        if base is None
+        else pl.LazyFrame({"base": [base]}, schema={"base": pl.Int64})
+    )
+    gaps = units.join(base_query, how="cross").filter(
         (pl.col("lo") != pl.col("base")) | (pl.col("hi") - pl.col("lo") + 1 != pl.col("n"))
     )
     eligible = states.filter(pl.col("replay_ok") & pl.col("expected_ok")).select("state_id")
@@ -152,7 +158,7 @@ def check_consistency(inputs: Inputs, k: int) -> None:
             split_root.select(pl.col("root_cause_id").sort().head(5)),
             gaps.select(pl.len()),
             gaps.sort(unit).head(5).select(unit),
-            base,
+            base_query,
             short.select(pl.len(), pl.col("n").min().alias("fewest")),
             short.sort(unit).head(5).select(unit),
         ],
@@ -166,13 +172,7 @@ def check_consistency(inputs: Inputs, k: int) -> None:
             f"`states` (state_id {format_keys(unknown_keys_df['state_id'], n)}); every attempt "
             "must take over a known state. Hint: pass the states table the attempts were run on."
         )
-    n = int(split_root_n.item())
-    if n:
-        raise InputError(
-            f"states: {n} root cause{_s(n)} appear{'s' if n == 1 else ''} under more than one "
-            f"workflow (root_cause_id {format_keys(split_root_keys['root_cause_id'], n)}); all "
-            "states of one root cause must share one `workflow_id`."
-        )
+    _raise_split_roots(int(split_root_n.item()), split_root_keys)
     label = "/".join(unit)
     pairs = f"({', '.join(unit)})"
     n = int(gaps_n.item())
@@ -193,6 +193,37 @@ def check_consistency(inputs: Inputs, k: int) -> None:
             f"pass@k needs at least k repeats of every scored unit. Hint: lower `k` to {fewest} "
             "or drop those units."
         )
+
+
+def _split_roots(states: pl.LazyFrame) -> pl.LazyFrame:
+    """Root causes whose states name more than one workflow."""
+    return (
+        states.group_by("root_cause_id")
+        .agg(pl.col("workflow_id").n_unique().alias("workflows"))
+        .filter(pl.col("workflows") > 1)
+    )
+
+
+def _raise_split_roots(n: int, keys: pl.DataFrame) -> None:
+    if n:
+        raise InputError(
+            f"states: {n} root cause{_s(n)} appear{'s' if n == 1 else ''} under more than one "
+            f"workflow (root_cause_id {format_keys(keys['root_cause_id'], n)}); all "
+            "states of one root cause must share one `workflow_id`."
+        )
+
+
+def check_roots(states: pl.LazyFrame) -> None:
+    """Raise the root-cause check of :func:`check_consistency` on (root_cause_id, workflow_id).
+
+    Distinct (root_cause_id, workflow_id) pairs gathered from every shard give the same answer
+    as the whole `states` table.
+    """
+    split_root = _split_roots(states)
+    count, keys = pl.collect_all(
+        [split_root.select(pl.len()), split_root.select(pl.col("root_cause_id").sort().head(5))]
+    )
+    _raise_split_roots(int(count.item()), keys)
 
 
 def _s(n: int) -> str:
@@ -289,6 +320,8 @@ def restrict(
     pair: Sequence[str],
     common_states: bool,
     common_sample: bool,
+    agents: int | None = None,
+    depths: pl.DataFrame | None = None,
 ) -> pl.LazyFrame:
     """Mark units outside the common-state and common-sample restrictions in ``excluded``.
 
@@ -297,10 +330,15 @@ def restrict(
     common_sample: within each ``group`` (the result row keys without depth), a root cause is kept
     only if it has a scored unit at every depth that has one in that group, so every depth row
     of the group is computed on the same root causes. Applied after common_states.
+
+    A shard of a distributed run holds only some workflows, so "anywhere in the frame" and
+    "every depth of the group" are decided over all shards and passed in: ``agents`` (agents
+    with a scored unit) and ``depths`` (the ``group`` columns and ``__depths``, the depths with a
+    scored unit after common_states; see :func:`restriction_partials`).
     """
     open_ = pl.col("excluded").is_null()
     if common_states:
-        everyone = pl.col("agent").filter(open_).n_unique()
+        everyone = pl.col("agent").filter(open_).n_unique() if agents is None else pl.lit(agents)
         here = pl.col("agent").filter(open_).n_unique().over(list(pair))
         frame = frame.with_columns(
             pl.when(open_ & (here < everyone))
@@ -309,16 +347,45 @@ def restrict(
             .alias("excluded")
         )
     if common_sample:
-        depths = pl.col("depth").filter(open_).n_unique()
-        all_depths = depths.over(list(group)) if group else depths
-        root_depths = depths.over([*group, "root_cause_id"])
+        scored_depths = pl.col("depth").filter(open_).n_unique()
+        if depths is None:
+            all_depths = scored_depths.over(list(group)) if group else scored_depths
+        else:
+            frame = _with_depths(frame, group, depths)
+            all_depths = pl.col("__depths").fill_null(0)
+        root_depths = scored_depths.over([*group, "root_cause_id"])
         frame = frame.with_columns(
             pl.when(open_ & (root_depths < all_depths))
             .then(pl.lit(NOT_COMMON[1]))
             .otherwise(pl.col("excluded"))
             .alias("excluded")
         )
+        if depths is not None:
+            frame = frame.drop("__depths")
     return frame
+
+
+def _with_depths(frame: pl.LazyFrame, group: Sequence[str], depths: pl.DataFrame) -> pl.LazyFrame:
+    if not group:
+        return frame.join(depths.lazy().select("__depths"), how="cross")
+    schema = frame.collect_schema()
+    lookup = depths.lazy().with_columns(pl.col(c).cast(schema[c]) for c in group)
+    return frame.join(lookup, on=list(group), how="left", nulls_equal=True)
+
+
+def restriction_partials(frame: pl.LazyFrame, group: Sequence[str]) -> dict[str, pl.LazyFrame]:
+    """Return one shard's share of the globals of :func:`restrict`, as distinct values.
+
+    ``agents``: the agents with a scored unit; ``depths``: distinct (``group``, depth) with a
+    scored unit. On units before any restriction, the union over shards of ``agents``, counted,
+    is the ``agents`` argument of :func:`restrict`; on units after common_states, the union of
+    ``depths`` counted per group is its ``depths`` argument (column ``__depths``).
+    """
+    scored = frame.filter(pl.col("excluded").is_null())
+    return {
+        "agents": scored.select("agent").unique(),
+        "depths": scored.select(*group, "depth").unique(),
+    }
 
 
 def score(
@@ -388,9 +455,18 @@ def score(
 
 
 def scored_units(
-    inputs: Inputs, k: int, *, common_sample: bool, common_states: bool
+    inputs: Inputs,
+    k: int,
+    *,
+    common_sample: bool,
+    common_states: bool,
+    agents: int | None = None,
+    depths: pl.DataFrame | None = None,
 ) -> pl.LazyFrame:
-    """Units with restrictions applied (the body of :func:`score`, after the checks)."""
+    """Units with restrictions applied (the body of :func:`score`, after the checks).
+
+    ``agents`` and ``depths``: the globals of :func:`restrict`, for a shard of a distributed run.
+    """
     frame = units(inputs, k)
     return restrict(
         frame,
@@ -398,6 +474,8 @@ def scored_units(
         pair=["state_id", *inputs.unit_keys[1:]],
         common_states=common_states,
         common_sample=common_sample,
+        agents=agents,
+        depths=depths,
     )
 
 

@@ -240,6 +240,7 @@ def summarize(
     n_resamples: int = 10_000,
     ci_method: str = "percentile",
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Summarise takeover attempts per (agent, depth, *by): EAR, pass@1, pass@k and the funnel.
 
@@ -290,6 +291,10 @@ def summarize(
         trials and so ignore the clustering of repeats and depths within a workflow.
     confidence, n_resamples, ci_method, seed
         Interval settings; the bootstrap is deterministic for a given seed.
+    engine
+        ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
+        tables are co-partitioned by workflow and the per-workflow partials computed on Spark
+        (see :mod:`recoverylab.distributed`). The result is the same.
 
     Returns
     -------
@@ -324,6 +329,23 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
+    if engine != "polars":
+        from recoverylab import distributed
+
+        return distributed.takeover_summarize(
+            distributed.resolve_engine(engine),
+            states,
+            attempts,
+            by=by,
+            k=k,
+            common_sample=common_sample,
+            common_states=common_states,
+            interval=interval,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            ci_method=ci_method,
+            seed=seed,
+        )
     k = check_k(k)
     _check_statistics(interval, confidence, n_resamples, seed)
     inputs = load(states, attempts, by)
@@ -359,12 +381,47 @@ def _summarize_units(
         [_partials(frame, by), eligibility_counts(inputs.states, inputs.state_keys)],
         engine="streaming",
     )
+    return _finish_units(
+        partials,
+        slices,
+        by,
+        inputs.state_keys,
+        k,
+        interval=interval,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method=ci_method,
+        seed=seed,
+    )
+
+
+def _finish_units(
+    partials: pl.DataFrame,
+    slices: pl.DataFrame,
+    by: list[str],
+    state_keys: Sequence[str],
+    k: int,
+    *,
+    interval: str,
+    confidence: float,
+    n_resamples: int,
+    ci_method: str,
+    seed: int,
+) -> pl.DataFrame:
+    """Sum per-workflow partials into cells, join the slice counts, add rates and intervals.
+
+    ``slices`` may hold several rows per slice (one per shard of a distributed run): its
+    counts are added up. ``partials`` must hold each (workflow, cell) once - a workflow is
+    never split between shards.
+    """
+    counts = [pl.col(c).sum() for c in _STATE_COUNTS]
+    slices = slices.group_by(list(state_keys)).agg(counts) if state_keys else slices.select(counts)
     cells = partials.group_by(by).agg(
         *(pl.col(c).sum() for c in _COUNTS),
         *(_stable_sum(pl.col(c)).alias(c) for c in _SUMS),
         (pl.col("attempted_states") > 0).sum().cast(pl.Int64).alias("workflows"),
     )
-    cells = _join(cells, slices.select(*inputs.state_keys, *_STATE_COUNTS), inputs.state_keys)
+    cells = _join(cells, slices.select(*state_keys, *_STATE_COUNTS), state_keys)
     cells = cells.with_columns(
         pl.lit(k, dtype=pl.Int64).alias("k"),
         *(_rate(num, den).alias(name) for name, num, den in RATES if name != "aware_rate"),

@@ -1,0 +1,628 @@
+"""Run a protocol's polars partial query once per co-partitioned Spark partition (internal).
+
+ARCHITECTURE §1.3 and §7: every metric is per-cluster partials, then a small combine and the
+statistics. Here the input tables of one protocol are tagged, unioned and repartitioned by the
+cluster key, so every row of a cluster - in every table - lands in the same Spark partition.
+``DataFrame.mapInArrow`` then hands each whole partition (its Arrow batches drained into one
+polars frame, split back into the tables) to the protocol's own partial query: one Python call
+per partition, never one per group. The partials travel back to the driver with a small
+per-partition record (rows seen, the error a check raised), and the protocol's own combine and
+statistics finish the job.
+
+pyspark is imported only when a function here is called (the ``spark`` extra).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import os
+import sys
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from recoverylab import _errors, schema
+from recoverylab._errors import MissingDependencyError, ParameterError, RecoveryLabError
+from recoverylab.io import FORMATS, scan
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import Column, SparkSession
+    from pyspark.sql import DataFrame as SparkFrame
+
+__all__ = [
+    "EXTRA",
+    "Partials",
+    "Table",
+    "as_spark",
+    "empty_like",
+    "is_session",
+    "mapped",
+    "require_pyspark",
+    "resolve_engine",
+    "run",
+    "session",
+]
+
+#: The pip extra that installs the Spark engine.
+EXTRA = "recoverylab[spark]"
+
+#: A partial query: the partition's tables (name -> frame) to named partial frames.
+PartialQuery = Callable[[dict[str, pl.DataFrame]], dict[str, pl.DataFrame]]
+Contract = str | schema.TableSpec | None
+
+_KEY = "__key"
+_TAG = "__table"
+_PART = "__part"
+_META = "__meta"
+#: PySpark warns on every Arrow UDF that it does not fully support pandas >= 3. recoverylab
+#: hands no pandas object to Spark (Arrow batches in and out), so the warning is noise here.
+_PANDAS_WARNING = "PySpark does not yet fully support pandas"
+#: Spark has no unsigned integers: partial columns of these types travel widened.
+_WIRE = {pl.UInt8: pl.Int16, pl.UInt16: pl.Int32, pl.UInt32: pl.Int64, pl.UInt64: pl.Int64}
+
+
+def require_pyspark() -> ModuleType:
+    """Return ``pyspark.sql``, or say which extra installs it.
+
+    Raises
+    ------
+    MissingDependencyError
+        When pyspark is not installed.
+    """
+    try:
+        return importlib.import_module("pyspark.sql")
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "the Spark engine needs `pyspark`, which is not installed. "
+            f"Hint: pip install '{EXTRA}' (Spark also needs a Java 17+ runtime)."
+        ) from exc
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Silence PySpark's pandas >= 3 FutureWarning around calls that build Arrow UDFs."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
+        yield
+
+
+def is_session(engine: object) -> bool:
+    """Whether ``engine`` is a SparkSession (classic or Spark Connect), without importing it."""
+    kind = type(engine)
+    return kind.__name__ == "SparkSession" and kind.__module__.startswith("pyspark.")
+
+
+def _is_spark_frame(source: object) -> bool:
+    kind = type(source)
+    return kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql")
+
+
+def resolve_engine(engine: object) -> SparkSession | None:
+    """Turn an ``engine=`` argument into a SparkSession, or ``None`` for polars.
+
+    Parameters
+    ----------
+    engine
+        ``"polars"``; ``"spark"`` for the active SparkSession (one is started with
+        :func:`session` when there is none); or a SparkSession.
+
+    Returns
+    -------
+    SparkSession or None
+        ``None`` for ``"polars"``.
+
+    Raises
+    ------
+    ParameterError
+        For any other value.
+    MissingDependencyError
+        For ``"spark"`` when pyspark is not installed.
+    """
+    if isinstance(engine, str) and engine == "polars":
+        return None
+    if isinstance(engine, str) and engine == "spark":
+        sql = require_pyspark()
+        active = sql.SparkSession.getActiveSession()
+        return active if active is not None else session()
+    if is_session(engine):
+        return engine  # type: ignore[return-value]
+    raise ParameterError(
+        f"parameter `engine` is {engine!r}; it must be 'polars', 'spark' or a SparkSession."
+    )
+
+
+def check_session(spark: object) -> SparkSession:
+    """Return ``spark`` if it is a SparkSession, else raise ParameterError."""
+    require_pyspark()
+    if not is_session(spark):
+        raise ParameterError(
+            f"parameter `spark` is {type(spark).__name__}; it must be a SparkSession. "
+            "Hint: recoverylab.distributed.session() starts a local one."
+        )
+    return spark  # type: ignore[return-value]
+
+
+def session(
+    master: str | None = "local[2]",
+    *,
+    app_name: str = "recoverylab",
+    config: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Start (or return the running) SparkSession with settings that suit recoverylab.
+
+    On a ``local`` master the Python workers are pointed at this interpreter (so they import
+    the same polars, pyarrow and recoverylab); on a cluster the workers need recoverylab
+    installed (``pip install 'recoverylab[spark]'`` in their environment). The console
+    progress bar is turned off.
+
+    Parameters
+    ----------
+    master
+        Spark master URL (``"local[2]"``, ``"spark://host:7077"``, ``"yarn"``...); ``None``
+        keeps what ``spark-submit`` or the environment configured.
+    app_name
+        Application name shown by the cluster manager.
+    config
+        Extra Spark settings, e.g. ``{"spark.driver.memory": "1g"}``.
+
+    Returns
+    -------
+    SparkSession
+
+    Raises
+    ------
+    MissingDependencyError
+        When pyspark is not installed.
+
+    Examples
+    --------
+    >>> from recoverylab import distributed
+    >>> spark = distributed.session("local[2]", config={"spark.sql.shuffle.partitions": "8"})
+    ... # doctest: +SKIP
+    """
+    sql = require_pyspark()
+    builder = sql.SparkSession.builder.appName(app_name)
+    settings = {"spark.ui.showConsoleProgress": "false"}
+    if master is not None:
+        builder = builder.master(master)
+        if master.startswith("local"):
+            # Workers of a local master are forked by the JVM: without this they run the
+            # system interpreter, which may lack pyarrow (or recoverylab).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
+    settings.update(config or {})
+    for name, value in settings.items():
+        builder = builder.config(name, value)
+    with quiet():
+        return builder.getOrCreate()
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs
+# --------------------------------------------------------------------------------------------
+
+
+def _paths(source: object) -> list[str] | None:
+    if isinstance(source, (str, os.PathLike)):
+        return [os.fspath(source)]
+    if (
+        isinstance(source, Sequence)
+        and source
+        and all(isinstance(s, (str, os.PathLike)) for s in source)
+    ):
+        return [os.fspath(s) for s in source]
+    return None
+
+
+def _format(path: str) -> str:
+    suffix = Path(path.rstrip("/")).suffix.lower()
+    return FORMATS.get(suffix, "parquet")
+
+
+def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
+    """Return a table source as a Spark DataFrame.
+
+    A Spark DataFrame is used as it is. Paths and globs of parquet files or directories (also
+    hive-partitioned), CSV (header row, types inferred by Spark) and NDJSON are read by Spark
+    itself, so they never pass through the driver. Anything else :func:`recoverylab.io.scan`
+    reads (polars, pyarrow, pandas objects, Arrow IPC files) is loaded on the driver and
+    shipped to Spark as Arrow, with categorical columns as strings (Spark has no categorical
+    type).
+
+    Raises
+    ------
+    SourceError
+        When Spark cannot find or read a path.
+    """
+    if _is_spark_frame(source):
+        return source  # type: ignore[return-value]
+    paths = _paths(source)
+    if paths is not None:
+        formats = {_format(p) for p in paths}
+        if len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
+            return _read(spark, paths, formats.pop(), name)
+    frame = scan(source).collect()
+    text = [
+        pl.col(c).cast(pl.String)
+        for c, dtype in frame.schema.items()
+        if isinstance(dtype, (pl.Categorical, pl.Enum))
+    ]
+    if text:
+        frame = frame.with_columns(text)
+    with quiet():
+        return spark.createDataFrame(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
+
+
+def _read(spark: SparkSession, paths: list[str], fmt: str, name: str) -> SparkFrame:
+    errors = importlib.import_module("pyspark.errors")
+    try:
+        if fmt == "csv":
+            return spark.read.csv(paths, header=True, inferSchema=True)
+        if fmt == "ndjson":
+            return spark.read.json(paths)
+        return spark.read.parquet(*paths)
+    except errors.AnalysisException as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise _errors.SourceError(f"{name}: Spark cannot read {', '.join(paths)}: {first}") from exc
+
+
+def empty_like(frame: SparkFrame) -> pl.DataFrame:
+    """Return an empty polars frame of ``frame``'s columns, in the types partitions receive."""
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    zone = frame.sparkSession.conf.get("spark.sql.session.timeZone")
+    arrow = types.to_arrow_schema(frame.schema, timezone=zone)
+    return pl.from_arrow(arrow.empty_table())  # type: ignore[return-value]
+
+
+def column(frame: SparkFrame, name: str) -> Column:
+    """Return the column called ``name`` (quoted: names may hold dots or spaces)."""
+    return frame["`" + name.replace("`", "``") + "`"]
+
+
+# --------------------------------------------------------------------------------------------
+# Contracts inside a partition
+# --------------------------------------------------------------------------------------------
+
+
+@contextmanager
+def shard_contracts() -> Iterator[None]:
+    """Let a table be empty *within a partition* while the partial query runs.
+
+    A partition holds only some clusters, so one of its tables may have no rows (a case with
+    no episodes yet); the "table is empty" contract is a property of the whole table and is
+    checked on the driver from the row counts instead. The contracts are swapped back when
+    the query returns (Spark runs one task at a time in each Python worker).
+    """
+    specs: dict[str, schema.TableSpec] = schema.SPECS  # type: ignore[assignment]
+    saved = dict(specs)
+    try:
+        for name, spec in saved.items():
+            specs[name] = dataclasses.replace(spec, allow_empty=True)
+        yield
+    finally:
+        specs.update(saved)
+
+
+# --------------------------------------------------------------------------------------------
+# Running a partial query per partition
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Table:
+    """One input table of a distributed run.
+
+    Attributes
+    ----------
+    name
+        Name the partial query receives the table under.
+    frame
+        The Spark DataFrame.
+    key
+        The cluster key as a Spark column: rows with equal keys (in every table) are processed
+        in one partition. ``None`` in a run without a shuffle.
+    contract
+        Table contract whose "table is empty" rule is checked over the whole table.
+    columns
+        The columns to ship (default: all columns of ``frame``; a join that attached the key
+        may have added others).
+    """
+
+    name: str
+    frame: Any
+    key: Any = None
+    contract: Contract = None
+    columns: tuple[str, ...] | None = None
+
+    @property
+    def shipped(self) -> tuple[str, ...]:
+        """The columns handed to the partial query (``columns``, or all of ``frame``'s)."""
+        return self.columns if self.columns is not None else tuple(self.frame.columns)
+
+    def empty(self) -> pl.DataFrame:
+        """Return an empty polars frame of the shipped columns (see :func:`empty_like`)."""
+        return empty_like(self.frame.select([column(self.frame, c) for c in self.shipped]))
+
+
+@dataclass(frozen=True)
+class Partials:
+    """What came back from the partitions.
+
+    Attributes
+    ----------
+    parts
+        The combined partial frames by name (rows of every partition, not yet re-aggregated).
+    rows
+        Input rows per table, summed over partitions.
+    partitions
+        Partitions that held rows (empty ones are skipped).
+    partial_rows
+        Partial rows collected to the driver: what crossed the network.
+    """
+
+    parts: dict[str, pl.DataFrame]
+    rows: dict[str, int]
+    partitions: int
+    partial_rows: int
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """How the tables travel in one unioned frame and the partials travel back (picklable)."""
+
+    tables: tuple[tuple[str, tuple[str, ...]], ...]
+    parts: tuple[tuple[str, tuple[str, ...]], ...]
+    wire: tuple[tuple[str, pl.DataType], ...]
+    envelope: bool
+
+
+def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> SparkFrame:
+    functions = importlib.import_module("pyspark.sql.functions")
+    pieces = []
+    for i, table in enumerate(tables):
+        frame = table.frame
+        key = table.key if table.key is not None else functions.lit(None).cast("string")
+        pieces.append(
+            frame.select(
+                key.alias(_KEY),
+                functions.lit(i).cast("int").alias(_TAG),
+                *(column(frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(table.shipped)),
+            )
+        )
+    union = pieces[0]
+    for piece in pieces[1:]:
+        union = union.unionByName(piece, allowMissingColumns=True)
+    if not shuffle:
+        return union
+    count = partitions or int(union.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    return union.repartition(count, _KEY)
+
+
+def _wire_schema(parts: Mapping[str, pl.Schema], envelope: bool) -> list[tuple[str, pl.DataType]]:
+    wire: list[tuple[str, pl.DataType]] = []
+    for i, part in enumerate(parts.values()):
+        for j, dtype in enumerate(part.values()):
+            name = f"__p{i}_{j}" if envelope else list(part)[j]
+            wire.append((name, _WIRE.get(dtype, dtype)))  # type: ignore[call-overload]
+    if envelope:
+        wire += [(_PART, pl.Int32()), (_META, pl.String())]
+    return wire
+
+
+def _spark_schema(wire: Sequence[tuple[str, pl.DataType]]) -> Any:
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    empty = pl.DataFrame(schema=dict(wire)).to_arrow(compat_level=pl.CompatLevel.oldest())
+    return types.from_arrow_schema(empty.schema, prefer_timestamp_ntz=True)
+
+
+def _split(data: pl.DataFrame, layout: _Layout) -> dict[str, pl.DataFrame]:
+    frames = {}
+    for i, (name, columns) in enumerate(layout.tables):
+        rows = data.filter(pl.col(_TAG) == i)
+        frames[name] = rows.select(pl.col(f"__t{i}_{j}").alias(c) for j, c in enumerate(columns))
+    return frames
+
+
+def _pack(
+    outputs: Mapping[str, pl.DataFrame], meta: dict[str, Any] | None, layout: _Layout
+) -> pl.DataFrame:
+    pieces = []
+    for i, (name, columns) in enumerate(layout.parts):
+        out = outputs.get(name)
+        if out is None or out.height == 0:
+            continue
+        if not layout.envelope:
+            pieces.append(out.select(columns))
+            continue
+        pieces.append(
+            out.select(pl.col(c).alias(f"__p{i}_{j}") for j, c in enumerate(columns)).with_columns(
+                pl.lit(i, dtype=pl.Int32).alias(_PART)
+            )
+        )
+    if meta is not None:
+        pieces.append(pl.DataFrame({_META: [json.dumps(meta)]}))
+    packed = pl.concat(pieces, how="diagonal") if pieces else pl.DataFrame()
+    return packed.select(
+        pl.col(n).cast(dtype) if n in packed.columns else pl.lit(None, dtype=dtype).alias(n)
+        for n, dtype in layout.wire
+    )
+
+
+def _worker(
+    batches: Iterator[pa.RecordBatch], *, layout: _Layout, partial: PartialQuery, target: Any
+) -> Iterator[pa.RecordBatch]:
+    """Run the partial query on one partition (in a Spark Python worker process)."""
+    import pyarrow as pa
+    from pyspark import TaskContext
+
+    received = [b for b in batches if b.num_rows]
+    if not received:  # an empty partition: nothing to check, nothing to report
+        return
+    frames = _split(pl.from_arrow(pa.Table.from_batches(received)), layout)  # type: ignore[arg-type]
+    meta: dict[str, Any] | None = None
+    if layout.envelope:
+        context = TaskContext.get()
+        meta = {
+            "partition": context.partitionId() if context is not None else -1,
+            "rows": {name: frame.height for name, frame in frames.items()},
+            "error": None,
+        }
+        try:
+            with shard_contracts():
+                outputs = partial(frames)
+        except RecoveryLabError as exc:
+            meta["error"] = [type(exc).__name__, str(exc)]
+            outputs = {}
+    else:
+        with shard_contracts():
+            outputs = partial(frames)
+    packed = _pack(outputs, meta, layout)
+    if packed.height:
+        yield from packed.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(target).to_batches()
+
+
+def _plan(
+    tables: Sequence[Table], partial: PartialQuery, envelope: bool
+) -> tuple[_Layout, Any, Any, dict[str, pl.Schema]]:
+    """Learn the partial's output schema by running it on empty tables of the input types."""
+    empties = {t.name: t.empty() for t in tables}
+    with shard_contracts():
+        outputs = partial(empties)
+    parts = {name: frame.schema for name, frame in outputs.items()}
+    wire = _wire_schema(parts, envelope)
+    spark = tables[0].frame.sparkSession
+    spark_schema = _spark_schema(wire)
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    target = types.to_arrow_schema(spark_schema, timezone=zone)
+    layout = _Layout(
+        tables=tuple((t.name, t.shipped) for t in tables),
+        parts=tuple((name, tuple(s.names())) for name, s in parts.items()),
+        wire=tuple(wire),
+        envelope=envelope,
+    )
+    return layout, spark_schema, target, parts
+
+
+def mapped(
+    tables: Sequence[Table],
+    partial: PartialQuery,
+    *,
+    partitions: int | None = None,
+    shuffle: bool = True,
+) -> SparkFrame:
+    """Return the lazy Spark DataFrame of one partial query run per partition.
+
+    Unlike :func:`run` nothing is collected: the output (one part) stays distributed, e.g. the
+    scored episodes of :func:`recoverylab.goal.score`. A RecoveryLabError in a partition fails
+    the Spark job, so run the checks first (:func:`run` with a query that only checks).
+    """
+    layout, spark_schema, target, _ = _plan(tables, partial, envelope=False)
+    union = _union(tables, shuffle, partitions)
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _worker(batches, layout=layout, partial=partial, target=target)
+
+    with quiet():
+        return union.mapInArrow(apply, spark_schema)
+
+
+def run(
+    tables: Sequence[Table],
+    partial: PartialQuery,
+    *,
+    partitions: int | None = None,
+    shuffle: bool = True,
+    progress: Callable[[str], None] | None = None,
+    label: str = "partials",
+) -> Partials:
+    """Run ``partial`` on every partition of the co-partitioned tables; collect the partials.
+
+    Parameters
+    ----------
+    tables
+        The input tables with their cluster keys.
+    partial
+        Maps the partition's tables (name -> polars DataFrame) to named partial frames. It is
+        pickled to the workers (a module-level function or a functools.partial of one).
+    partitions
+        Number of partitions of the shuffle (default ``spark.sql.shuffle.partitions``).
+    shuffle
+        ``False`` runs on the tables' own partitions (for queries that need no cluster to be
+        whole, such as distinct design points).
+    progress
+        Optional callable receiving stage messages.
+    label
+        What is computed, for the progress messages.
+
+    Returns
+    -------
+    Partials
+
+    Raises
+    ------
+    SchemaError, InputError, ParameterError
+        The first error a partition's checks raised (with a note when several partitions
+        raised), or an empty table whose contract needs rows.
+    """
+    layout, spark_schema, target, parts = _plan(tables, partial, envelope=True)
+    union = _union(tables, shuffle, partitions)
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _worker(batches, layout=layout, partial=partial, target=target)
+
+    if progress is not None:
+        progress(f"spark: {label} on each partition")
+    with quiet():
+        arrow = union.mapInArrow(apply, spark_schema).toArrow()
+    data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
+    metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
+    rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
+    _raise_empty(tables, rows)
+    _raise_errors(metas)
+    collected = {}
+    for i, (name, columns) in enumerate(layout.parts):
+        part = data.filter(pl.col(_PART) == i).select(
+            pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns)
+        )
+        collected[name] = part.cast(parts[name])
+    partial_rows = data.height - len(metas)
+    if progress is not None:
+        progress(
+            f"spark: collected {partial_rows} partial rows from {len(metas)} partitions "
+            f"({sum(rows.values())} input rows)"
+        )
+    return Partials(collected, rows, len(metas), partial_rows)
+
+
+def _raise_empty(tables: Sequence[Table], rows: Mapping[str, int]) -> None:
+    for table in tables:
+        if table.contract is not None and rows[table.name] == 0:
+            # The contract's own check gives its own message ("the table is empty").
+            schema.validate(table.empty(), table.contract, checks="full")
+
+
+def _raise_errors(metas: Sequence[Mapping[str, Any]]) -> None:
+    failed = sorted((m["partition"], m["error"]) for m in metas if m["error"] is not None)
+    if not failed:
+        return
+    partition, (kind, message) = failed[0]
+    error = getattr(_errors, kind, None)
+    if not (isinstance(error, type) and issubclass(error, RecoveryLabError)):
+        error = RecoveryLabError
+    if len(failed) > 1:
+        # Each partition counted its own offenders; say so rather than add them up.
+        message += (
+            f" [Spark: {len(failed)} of {len(metas)} partitions found problems; counts and "
+            f"keys above are partition {partition}'s.]"
+        )
+    raise error(message)

@@ -1,0 +1,331 @@
+"""The Spark engine gives exactly the polars results (recoverylab.distributed, issue 9).
+
+One local[2] SparkSession serves the whole module. Every input is written as several parquet
+files with its rows shuffled, so each cluster's rows are spread over the files and Spark must
+bring them together; the polars path reads the same files. Results are compared exactly
+(same seed: same intervals and p-values). Spark has no categorical type, so a categorical
+extra column comes back as text: the polars result's categoricals are cast before comparing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from recoverylab import (
+    InputError,
+    MissingDependencyError,
+    ParameterError,
+    SchemaError,
+    distributed,
+    goal,
+    synth,
+    takeover,
+)
+from recoverylab.distributed import _spark
+
+_PANDAS_WARNING = "ignore:PySpark does not yet fully support pandas:FutureWarning"
+pytestmark = pytest.mark.filterwarnings(_PANDAS_WARNING)
+
+GOAL_TABLES = ("cases", "resources", "episodes", "steps", "citations")
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[object]:
+    """One local[2] SparkSession for the module (starting one takes 10-40 s here)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip(
+            "no Java runtime: Spark needs Java 17+ (Debian: apt-get install default-jre-headless)"
+        )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        session = distributed.session(
+            "local[2]",
+            config={
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "4",
+                "spark.default.parallelism": "2",
+                "spark.driver.memory": "1g",
+            },
+        )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def spread(frame: pl.DataFrame, directory: Path, files: int = 3, seed: int = 0) -> str:
+    """Write ``frame`` with its rows shuffled as ``files`` parquet files; return the directory."""
+    directory.mkdir(parents=True, exist_ok=True)
+    shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed)
+    size = -(-shuffled.height // files)
+    for i in range(files):
+        shuffled.slice(i * size, size).write_parquet(directory / f"part-{i}.parquet")
+    return str(directory)
+
+
+def files_holding(directory: str, column: str, value: str) -> int:
+    """Count the parquet files of ``directory`` that hold a row with ``column == value``."""
+    return sum(
+        pl.read_parquet(path).filter(pl.col(column).cast(pl.String) == value).height > 0
+        for path in sorted(Path(directory).glob("*.parquet"))
+    )
+
+
+def same(polars_result: pl.DataFrame, spark_result: pl.DataFrame) -> None:
+    """Assert exact equality; categorical columns of the polars result compared as text."""
+    text = [
+        pl.col(c).cast(pl.String)
+        for c, dtype in polars_result.schema.items()
+        if isinstance(dtype, (pl.Categorical, pl.Enum))
+    ]
+    assert_frame_equal(polars_result.with_columns(text), spark_result, check_exact=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Engine selection and the missing extra (no Java needed)
+# --------------------------------------------------------------------------------------------
+
+
+def test_without_pyspark_the_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    scored = pl.DataFrame(
+        {
+            "case_id": ["c1"],
+            "regime": ["recoverable"],
+            "success": [True],
+            "gp": [True],
+            "compliant": [True],
+            "steps": [1],
+            "reason": [None],
+        }
+    )
+    with pytest.raises(MissingDependencyError, match=r"pip install 'recoverylab\[spark\]'"):
+        goal.summarize(scored, engine="spark")
+    with pytest.raises(MissingDependencyError, match="the Spark engine needs `pyspark`"):
+        distributed.session()
+
+
+def test_an_unknown_engine_is_a_parameter_error() -> None:
+    message = "parameter `engine` is 'polar'; it must be 'polars', 'spark' or a SparkSession."
+    with pytest.raises(ParameterError, match=message):
+        takeover.summarize(pl.DataFrame(), pl.DataFrame(), engine="polar")
+    assert distributed.resolve_engine("polars") is None
+
+
+def test_errors_of_several_partitions_say_whose_counts_they_show() -> None:
+    metas = [
+        {"partition": 3, "rows": {}, "error": ["InputError", "forks: 2 rows are bad (t9)."]},
+        {"partition": 1, "rows": {}, "error": ["SchemaError", "forks: 1 key appears twice."]},
+        {"partition": 0, "rows": {}, "error": None},
+    ]
+    with pytest.raises(SchemaError) as caught:
+        _spark._raise_errors(metas)
+    assert str(caught.value) == (
+        "forks: 1 key appears twice. [Spark: 2 of 3 partitions found problems; counts and keys "
+        "above are partition 1's.]"
+    )
+    with pytest.raises(InputError, match=r"^forks: 2 rows are bad \(t9\)\.$"):
+        _spark._raise_errors(metas[:1])
+
+
+# --------------------------------------------------------------------------------------------
+# Goal preservation
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def goal_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Synthetic goal tables (nulls, judged and extra columns, categorical keys), 3 files each."""
+    tables = synth.generate("goal", 30, seed=4, repeats=2)
+    tables["episodes"] = tables["episodes"].with_columns(
+        pl.col("case_id", "model").cast(pl.Categorical),
+        pl.when(pl.col("repeat") == 0).then(pl.lit("a")).alias("split"),  # null on repeat 1
+    )
+    root = tmp_path_factory.mktemp("goal")
+    return {
+        name: spread(frame, root / name, seed=i) for i, (name, frame) in enumerate(tables.items())
+    }
+
+
+def test_goal_score_and_summaries_equal_polars(spark: object, goal_files: dict[str, str]) -> None:
+    sources = [goal_files[t] for t in GOAL_TABLES]
+    first_episode = pl.read_parquet(goal_files["episodes"])["episode_id"].sort()[0]
+    assert files_holding(goal_files["steps"], "episode_id", first_episode) == 3
+    expected = goal.score(*sources).collect()
+    scored = goal.score(*sources, engine=spark)
+    got = pl.from_arrow(scored.toArrow())
+    assert isinstance(got, pl.DataFrame)
+    same(expected.sort("episode_id"), got.sort("episode_id"))
+    for by, cluster, method in ((("model", "regime"), None, "percentile"), ((), "case_id", "bca")):
+        settings = {"by": by, "cluster": cluster, "method": method, "n_resamples": 500, "seed": 3}
+        same(goal.summarize(expected, **settings), goal.summarize(scored, engine=spark, **settings))
+    same(
+        goal.barrier_drop(expected, n_resamples=500),
+        goal.barrier_drop(scored, n_resamples=500, engine=spark),
+    )
+    by_split = goal.summarize(expected, by=("split",), n_resamples=200)
+    assert by_split["split"].null_count() == 1  # the null key is a group of its own
+    same(by_split, goal.summarize(scored, by=("split",), n_resamples=200, engine=spark))
+
+
+def test_goal_nested_form_equals_polars(spark: object, tmp_path: Path) -> None:
+    tables = synth.generate("goal", 6, seed=2)
+    steps = tables["steps"].sort("episode_id", "step")
+    nested = (
+        tables["episodes"]
+        .join(
+            steps.group_by("episode_id").agg(
+                pl.col("resource_id").alias("visited"),
+                pl.col("prohibited").alias("prohibited_steps"),
+            ),
+            on="episode_id",
+            how="left",
+        )
+        .join(
+            tables["citations"]
+            .group_by("episode_id")
+            .agg(pl.col("resource_id").alias("citations")),
+            on="episode_id",
+            how="left",
+        )
+        .with_columns(pl.col("visited", "citations").fill_null([]))
+    )
+    cases = spread(tables["cases"], tmp_path / "cases", 2)
+    resources = spread(tables["resources"], tmp_path / "resources", 2)
+    episodes = spread(nested, tmp_path / "episodes", 2)
+    expected = goal.score(cases, resources, episodes).collect().sort("episode_id")
+    got = pl.from_arrow(goal.score(cases, resources, episodes, engine=spark).toArrow())
+    assert isinstance(got, pl.DataFrame)
+    same(expected, got.sort("episode_id"))
+
+
+def test_goal_errors_equal_polars(spark: object, tmp_path: Path) -> None:
+    tables = synth.generate("goal", 6, seed=2)
+    episodes = tables["episodes"]
+    # An episode of an unknown case; a duplicated episode_id under two different cases.
+    broken = {
+        "unknown case": pl.concat(
+            [
+                episodes,
+                episodes.head(1).with_columns(
+                    pl.lit("e-new").alias("episode_id"), pl.lit("nowhere").alias("case_id")
+                ),
+            ]
+        ),
+        "duplicate": pl.concat(
+            [
+                episodes,
+                episodes.head(1).with_columns(pl.lit(episodes["case_id"][-1]).alias("case_id")),
+            ]
+        ),
+        "empty": episodes.clear(),
+        "missing column": episodes.drop("requested_user"),
+    }
+    for i, (label, frame) in enumerate(broken.items()):
+        paths = {
+            name: spread(tables[name] if name != "episodes" else frame, tmp_path / f"{i}" / name, 2)
+            for name in GOAL_TABLES
+        }
+        sources = [paths[t] for t in GOAL_TABLES]
+        with pytest.raises((SchemaError, InputError)) as expected:
+            goal.score(*sources)
+        with pytest.raises(type(expected.value)) as got:
+            goal.score(*sources, engine=spark)
+        assert str(got.value) == str(expected.value), label
+
+
+# --------------------------------------------------------------------------------------------
+# Takeover
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def takeover_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Synthetic takeover tables (splits, rejected states, nulls, categorical agent), 3 files."""
+    tables = synth.generate("takeover", 30, seed=2, splits=("a", "b"))
+    states = tables["states"].with_columns(
+        pl.when(pl.col("depth") > 0).then(pl.col("source_agent")).alias("source_agent"),
+    )
+    attempts = tables["attempts"].with_columns(
+        pl.col("agent").cast(pl.Categorical),
+        pl.when(pl.col("repeat") == 1).then(pl.col("cost")).alias("cost"),
+    )
+    root = tmp_path_factory.mktemp("takeover")
+    return {
+        "states": spread(states, root / "states", seed=1),
+        "attempts": spread(attempts, root / "attempts", seed=2),
+    }
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"common_states": True, "common_sample": True},
+        {"by": ("agent", "depth", "split"), "common_sample": True, "ci_method": "bca"},
+        {"by": ("agent",), "interval": "wilson", "common_states": True, "k": 2},
+    ],
+    ids=["default", "common", "split-bca", "wilson"],
+)
+def test_takeover_summary_equals_polars(
+    spark: object, takeover_files: dict[str, str], settings: dict[str, object]
+) -> None:
+    states, attempts = takeover_files["states"], takeover_files["attempts"]
+    first_state = pl.read_parquet(states)["state_id"].sort()[0]
+    assert files_holding(attempts, "state_id", first_state) >= 2
+    expected = takeover.summarize(states, attempts, n_resamples=300, seed=5, **settings)
+    got = takeover.summarize(states, attempts, n_resamples=300, seed=5, engine=spark, **settings)
+    same(expected, got)
+
+
+def test_takeover_errors_equal_polars(spark: object, tmp_path: Path) -> None:
+    tables = synth.generate("takeover", 6, seed=3)
+    states, attempts = tables["states"], tables["attempts"]
+    other = states["workflow_id"].unique().sort()[-1]
+    broken: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = {
+        # a root cause under two workflows: found only by combining the partitions
+        "split root": (
+            states.with_columns(
+                pl.when(pl.col("state_id") == states["state_id"].sort()[0])
+                .then(pl.lit(other))
+                .otherwise(pl.col("workflow_id"))
+                .alias("workflow_id")
+            ),
+            attempts,
+        ),
+        # repeats of one unit start at 1 while the table starts at 0: a gap
+        "gap": (
+            states,
+            attempts.filter(
+                ~(
+                    (pl.col("repeat") == 0)
+                    & (pl.col("agent") == "agent_a")
+                    & (pl.col("state_id") == attempts["state_id"][0])
+                )
+            ),
+        ),
+        "unknown state": (states.filter(pl.col("state_id") != attempts["state_id"][0]), attempts),
+    }
+    for i, (label, (s, a)) in enumerate(broken.items()):
+        state_dir = spread(s, tmp_path / f"{i}" / "states", 2)
+        attempt_dir = spread(a, tmp_path / f"{i}" / "attempts", 2)
+        with pytest.raises((InputError, ParameterError)) as expected:
+            takeover.summarize(state_dir, attempt_dir, n_resamples=100)
+        with pytest.raises(type(expected.value)) as got:
+            takeover.summarize(state_dir, attempt_dir, n_resamples=100, engine=spark)
+        assert str(got.value) == str(expected.value), label
+
+
+def test_distributed_functions_take_a_session(tmp_path: Path) -> None:
+    with pytest.raises(ParameterError, match="parameter `spark` is str; it must be a SparkSession"):
+        distributed.takeover_summarize("local[2]", "states/", "attempts/")
