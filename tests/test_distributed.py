@@ -27,6 +27,7 @@ from recoverylab import (
     SchemaError,
     distributed,
     goal,
+    paired,
     synth,
     takeover,
 )
@@ -214,7 +215,7 @@ def test_goal_errors_equal_polars(spark: object, tmp_path: Path) -> None:
     episodes = tables["episodes"]
     # An episode of an unknown case; a duplicated episode_id under two different cases.
     broken = {
-        "unknown case": pl.concat(
+        "of unknown cases": pl.concat(
             [
                 episodes,
                 episodes.head(1).with_columns(
@@ -222,14 +223,14 @@ def test_goal_errors_equal_polars(spark: object, tmp_path: Path) -> None:
                 ),
             ]
         ),
-        "duplicate": pl.concat(
+        "more than once": pl.concat(
             [
                 episodes,
                 episodes.head(1).with_columns(pl.lit(episodes["case_id"][-1]).alias("case_id")),
             ]
         ),
-        "empty": episodes.clear(),
-        "missing column": episodes.drop("requested_user"),
+        "the table is empty": episodes.clear(),
+        "missing required column": episodes.drop("requested_user"),
     }
     for i, (label, frame) in enumerate(broken.items()):
         paths = {
@@ -237,7 +238,7 @@ def test_goal_errors_equal_polars(spark: object, tmp_path: Path) -> None:
             for name in GOAL_TABLES
         }
         sources = [paths[t] for t in GOAL_TABLES]
-        with pytest.raises((SchemaError, InputError)) as expected:
+        with pytest.raises((SchemaError, InputError), match=label) as expected:
             goal.score(*sources)
         with pytest.raises(type(expected.value)) as got:
             goal.score(*sources, engine=spark)
@@ -294,7 +295,7 @@ def test_takeover_errors_equal_polars(spark: object, tmp_path: Path) -> None:
     other = states["workflow_id"].unique().sort()[-1]
     broken: dict[str, tuple[pl.DataFrame, pl.DataFrame]] = {
         # a root cause under two workflows: found only by combining the partitions
-        "split root": (
+        "under more than one workflow": (
             states.with_columns(
                 pl.when(pl.col("state_id") == states["state_id"].sort()[0])
                 .then(pl.lit(other))
@@ -304,7 +305,7 @@ def test_takeover_errors_equal_polars(spark: object, tmp_path: Path) -> None:
             attempts,
         ),
         # repeats of one unit start at 1 while the table starts at 0: a gap
-        "gap": (
+        "has gaps": (
             states,
             attempts.filter(
                 ~(
@@ -314,12 +315,12 @@ def test_takeover_errors_equal_polars(spark: object, tmp_path: Path) -> None:
                 )
             ),
         ),
-        "unknown state": (states.filter(pl.col("state_id") != attempts["state_id"][0]), attempts),
+        "not in `states`": (states.filter(pl.col("state_id") != attempts["state_id"][0]), attempts),
     }
     for i, (label, (s, a)) in enumerate(broken.items()):
         state_dir = spread(s, tmp_path / f"{i}" / "states", 2)
         attempt_dir = spread(a, tmp_path / f"{i}" / "attempts", 2)
-        with pytest.raises((InputError, ParameterError)) as expected:
+        with pytest.raises((InputError, ParameterError), match=label) as expected:
             takeover.summarize(state_dir, attempt_dir, n_resamples=100)
         with pytest.raises(type(expected.value)) as got:
             takeover.summarize(state_dir, attempt_dir, n_resamples=100, engine=spark)
@@ -329,3 +330,105 @@ def test_takeover_errors_equal_polars(spark: object, tmp_path: Path) -> None:
 def test_distributed_functions_take_a_session(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="parameter `spark` is str; it must be a SparkSession"):
         distributed.takeover_summarize("local[2]", "states/", "attempts/")
+
+
+# --------------------------------------------------------------------------------------------
+# Paired forks
+# --------------------------------------------------------------------------------------------
+
+
+def _forks(tasks: int, seed: int, **options: float) -> pl.DataFrame:
+    """Synthetic forks with a categorical extra key and some null prefix hashes."""
+    forks = synth.generate("forks", tasks, seed=seed, **options)["forks"]
+    digit = pl.col("task_id").str.slice(-1).cast(pl.Int64)
+    return forks.with_columns(
+        (digit % 2).cast(pl.String).cast(pl.Categorical).alias("model"),
+        pl.when(digit == 3).then(None).otherwise(pl.col("prefix_hash")).alias("prefix_hash"),
+        pl.lit("run-1").alias("note"),
+    )
+
+
+@pytest.fixture(scope="module")
+def forks_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Forks with carry-forward, unpaired and prefix-mismatch rows, spread over 3 files."""
+    forks = _forks(150, 3, mismatch_rate=0.05, unpaired_rate=0.05)
+    return spread(forks, tmp_path_factory.mktemp("forks") / "forks")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"pair_by": "model"},
+        {"by": "model", "cohort": "factual_success", "ci_method": "bca"},
+    ],
+    ids=["per-cell", "per-task", "cohort-bca"],
+)
+def test_paired_summary_equals_polars(
+    spark: object, forks_dir: str, settings: dict[str, object]
+) -> None:
+    assert files_holding(forks_dir, "task_id", "t0000000") == 3
+    expected = paired.summarize(forks_dir, n_resamples=300, seed=2, **settings)
+    assert expected["carried_forward"].sum() > 0
+    assert expected["unpaired"].sum() > 0
+    assert expected["prefix_mismatch"].sum() > 0
+    got = paired.summarize(forks_dir, n_resamples=300, seed=2, engine=spark, **settings)
+    same(expected, got)
+
+
+def test_paired_contrast_equals_polars(spark: object, forks_dir: str) -> None:
+    settings = {"pair_by": "model", "by": "model", "n_resamples": 300, "seed": 1}
+    expected = paired.contrast(forks_dir, "stale2", "clean", **settings)
+    same(expected, paired.contrast(forks_dir, "stale2", "clean", engine=spark, **settings))
+
+
+def test_policy_evaluation_equals_polars(spark: object, tmp_path: Path) -> None:
+    forks = _forks(150, 4)
+    shared_none = forks.filter((pl.col("method") == "none") & pl.col("delay").is_null())
+    early = pl.col("task_id").str.slice(-1) < "5"
+    decisions = shared_none.select(
+        "task_id", "condition", "model", pl.when(early).then(pl.lit(1)).alias("delay")
+    )
+    forks_path = spread(forks, tmp_path / "forks")
+    decisions_path = spread(decisions, tmp_path / "decisions", seed=7)
+    settings = {"pair_by": "model", "method": "refresh", "n_resamples": 300, "seed": 4}
+    expected = paired.evaluate_policy(decisions_path, forks_path, **settings)
+    assert expected["interventions"].sum() > 0
+    got = paired.evaluate_policy(decisions_path, forks_path, engine=spark, **settings)
+    same(expected, got)
+
+
+def test_paired_errors_equal_polars(spark: object, tmp_path: Path) -> None:
+    forks = _forks(12, 5)
+    recovery = forks.filter(pl.col("method") != "none")
+    broken = {
+        # the same branch twice, the copies in different files
+        "more than once": pl.concat([forks, recovery.head(1)]),
+        # a recovery row at a point after its task ended: an input error, not a carry-forward
+        "at or after the end": forks.with_columns(
+            pl.when((pl.col("method") == "none") & (pl.col("task_id") == "t0000002"))
+            .then(pl.lit(0))
+            .otherwise(pl.col("end_action"))
+            .alias("end_action"),
+            pl.when(pl.col("task_id") == "t0000002")
+            .then(pl.lit(1))
+            .otherwise(pl.col("perturb_action"))
+            .alias("perturb_action"),
+        ),
+        "missing required column": forks.drop("success"),
+    }
+    for i, (label, frame) in enumerate(broken.items()):
+        path = spread(frame, tmp_path / f"{i}", seed=i)
+        with pytest.raises((SchemaError, InputError), match=label) as expected:
+            paired.summarize(path, n_resamples=50)
+        with pytest.raises(type(expected.value)) as got:
+            paired.summarize(path, n_resamples=50, engine=spark)
+        assert str(got.value) == str(expected.value), label
+    decisions = forks.filter(pl.col("method") == "none").select("task_id", "condition").clear()
+    decisions = decisions.with_columns(pl.lit(None, dtype=pl.Int64).alias("delay"))
+    forks_path = spread(forks, tmp_path / "policy-forks")
+    decisions_path = spread(decisions, tmp_path / "policy-decisions", files=1)
+    with pytest.raises(SchemaError, match=r"^decisions: the table is empty"):
+        paired.evaluate_policy(decisions_path, forks_path, method="refresh", engine=spark)
+    with pytest.raises(ParameterError, match="parameter `method` is 'reboot'"):
+        paired.evaluate_policy(decisions_path, forks_path, method="reboot", engine=spark)

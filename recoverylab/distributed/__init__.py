@@ -32,15 +32,19 @@ Examples
 """
 
 from recoverylab.distributed._goal import goal_barrier_drop, goal_score, goal_summarize
+from recoverylab.distributed._paired import evaluate_policy, paired_contrast, paired_summarize
 from recoverylab.distributed._spark import EXTRA, is_session, resolve_engine, session
 from recoverylab.distributed._takeover import takeover_summarize
 
 __all__ = [
     "EXTRA",
+    "evaluate_policy",
     "goal_barrier_drop",
     "goal_score",
     "goal_summarize",
     "is_session",
+    "paired_contrast",
+    "paired_summarize",
     "resolve_engine",
     "session",
     "takeover_summarize",

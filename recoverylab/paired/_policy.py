@@ -159,6 +159,7 @@ def evaluate_policy(
     seed: int = 0,
     ci_method: str = "percentile",
     progress: Progress = None,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Score a policy's recovery decisions against never recovering, episode by episode.
 
@@ -184,8 +185,9 @@ def evaluate_policy(
         The recovery method the policy applies; may be omitted when forks has only one.
     clean_label
         The condition whose episodes have a correct observation: touching them can only harm.
-    confidence, n_resamples, seed, ci_method, progress
-        As in :func:`~recoverylab.paired.summarize`.
+    confidence, n_resamples, seed, ci_method, progress, engine
+        As in :func:`~recoverylab.paired.summarize` (on Spark, decisions and forks are
+        co-partitioned by task).
 
     Returns
     -------
@@ -216,23 +218,96 @@ def evaluate_policy(
     >>> evaluate_policy(decisions, forks)["gain"].to_list()
     [1.0, 1.0]
     """
+    if engine != "polars":
+        from recoverylab import distributed
+
+        return distributed.evaluate_policy(
+            distributed.resolve_engine(engine),
+            decisions,
+            forks,
+            pair_by=pair_by,
+            by=by,
+            method=method,
+            clean_label=clean_label,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            ci_method=ci_method,
+            progress=progress,
+        )
+    check_policy(confidence, n_resamples, seed, ci_method, clean_label)
+    table, by_keys, chosen = policy_inputs(
+        decisions, forks, pair_by=pair_by, by=by, progress=progress
+    )
+    design = design_grid(table)
+    method = _recovery_method(design, method)
+    counts_query, types_query = policy_queries(
+        chosen, table, design, method, by_keys, clean_label, progress=progress
+    )
+    cell_counts, types = pl.collect_all([counts_query, types_query], engine="streaming")
+    return policy_finish(
+        cell_counts,
+        types,
+        by_keys,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+        progress=progress,
+    )
+
+
+def check_policy(
+    confidence: float, n_resamples: int, seed: int, ci_method: str, clean_label: object
+) -> None:
+    """Check the parameters of :func:`evaluate_policy` (before any data is read)."""
     _check_statistics(confidence, n_resamples, seed, ci_method)
     if not isinstance(clean_label, str):
         raise ParameterError(
             f"parameter `clean_label` is {clean_label!r}; it must be a condition label."
         )
+
+
+def policy_inputs(
+    decisions: object,
+    forks: object,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    contract: TableSpec = DECISIONS,
+    progress: Progress = None,
+) -> tuple[Forks, list[str], pl.LazyFrame]:
+    """Validate forks and decisions; return the forks, the ``by`` keys and the choices.
+
+    ``contract`` lets a shard of a distributed run accept a part without decisions.
+    """
     table, by_list = prepare(forks, pair_by=pair_by, by=by, progress=progress)
-    by_keys = list(by_list)
     pair_keys = key_names("pair_by", pair_by)
-    chosen = validate(decisions, DECISIONS, key=pair_keys).select(*table.episode, pl.col("delay"))
+    chosen = validate(decisions, contract, key=pair_keys).select(*table.episode, pl.col("delay"))
     chosen_schema = chosen.collect_schema()
     chosen = chosen.with_columns(
         pl.col(k).cast(pl.String)
         for k in pair_keys
         if isinstance(chosen_schema[k], (pl.Categorical, pl.Enum))
     )
-    design = design_grid(table)
-    method = _recovery_method(design, method)
+    return table, list(by_list), chosen
+
+
+def policy_queries(
+    chosen: pl.LazyFrame,
+    table: Forks,
+    design: Design,
+    method: str,
+    by_keys: list[str],
+    clean_label: str,
+    *,
+    progress: Progress = None,
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Check the decisions against the forks; build the per-cell counts and per-task types.
+
+    Raises InputError for unusable decisions (this collects three counts). The two queries
+    are additive over shards of whole tasks (see :func:`policy_finish`).
+    """
     episodes = _episodes(chosen, table, design, method, by_keys)
     keys = [*table.episode, "delay"]
     flags = episodes.select(
@@ -299,7 +374,27 @@ def evaluate_policy(
         ],
         how="vertical",
     )
-    cell_counts, types = pl.collect_all([counts_query, types_query], engine="streaming")
+    return counts_query, types_query
+
+
+def policy_finish(
+    cell_counts: pl.DataFrame,
+    types: pl.DataFrame,
+    by_keys: list[str],
+    *,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+    progress: Progress = None,
+) -> pl.DataFrame:
+    """Turn the collected counts and types of :func:`policy_queries` into the summary rows.
+
+    Both may hold the partials of several shards of whole tasks: equal rows are added up.
+    """
+    per_condition = ["condition", *by_keys]
+    cell_counts = cell_counts.group_by(per_condition).agg(pl.all().sum())
+    types = types.group_by([*per_condition, "d", "n"]).agg(pl.col("count").sum())
     if progress is not None:
         progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
     boot = stats.cluster_bootstrap(

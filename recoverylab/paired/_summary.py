@@ -195,6 +195,7 @@ def summarize(
     seed: int = 0,
     ci_method: str = "percentile",
     progress: Progress = None,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Count rescues and harms per (condition, delay, method, *by*), with honest uncertainty.
 
@@ -231,6 +232,11 @@ def summarize(
         ``"percentile"`` (default) or ``"bca"``.
     progress
         Optional callable receiving stage messages.
+    engine
+        ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the forks
+        (a Spark DataFrame, parquet paths or any table) are repartitioned by task and the same
+        partial query runs on each partition (see :mod:`recoverylab.distributed`). The result
+        is the same.
 
     Returns
     -------
@@ -261,27 +267,72 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
+    if engine != "polars":
+        from recoverylab import distributed
+
+        return distributed.paired_summarize(
+            distributed.resolve_engine(engine),
+            forks,
+            by=by,
+            pair_by=pair_by,
+            cohort=cohort,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            ci_method=ci_method,
+            progress=progress,
+        )
     _check_statistics(confidence, n_resamples, seed, ci_method)
     table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
     _check_by(by_keys)
-    cells = ["condition", "delay", "method", *by_keys]
     design = design_grid(table)
     query, fast, rows = summary_query(table, design, by_keys, cohort)
     if progress is not None:
         progress("pairing and counting per cell" if fast else "pairing and counting per task")
     collected = query.collect(engine="streaming")
+    if int(collected["__after_end"].sum()):
+        raise_after_end(rows, table)
+    return summary_finish(
+        collected,
+        fast,
+        by_keys,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+        progress=progress,
+    )
+
+
+def summary_finish(
+    collected: pl.DataFrame,
+    fast: bool,
+    by_keys: Sequence[str],
+    *,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+    progress: Progress = None,
+) -> pl.DataFrame:
+    """Turn the collected output of :func:`summary_query` into the cell summary.
+
+    ``collected`` may hold the partials of several shards, each a set of whole tasks (as on a
+    distributed engine): the counts of equal cells (fast path) or types are added up first.
+    """
+    cells = ["condition", "delay", "method", *by_keys]
     if fast:
-        counts = collected
+        counts = collected.group_by(cells).agg(pl.col(c).sum() for c in _COUNT_NAMES)
         types = _types_from_counts(counts, cells)
     else:
+        collected = collected.group_by([*cells, "d", "n"]).agg(
+            pl.col(c).sum() for c in ("count", *_COUNT_NAMES) if c != "n"
+        )
         counts = collected.group_by(cells).agg(
             pl.col("n").mul(pl.col("count")).sum().alias("n"),
             *(pl.col(c).sum() for c in _COUNT_NAMES if c != "n"),
         )
         types = collected.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
-    after_end = int(counts["__after_end"].sum())
-    if after_end:
-        raise_after_end(rows, table)
     cell_total = counts.height
     if progress is not None:
         progress(f"bootstrap and sign-flip over {cell_total} cells ({types.height} task types)")
@@ -328,6 +379,7 @@ def contrast(
     seed: int = 0,
     ci_method: str = "percentile",
     progress: Progress = None,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Compare the recovery effect of condition ``a`` with that of ``b`` at each point.
 
@@ -350,7 +402,7 @@ def contrast(
         The ``forks`` table.
     a, b
         The two conditions (labels of the ``condition`` column), e.g. ``"stale2"``, ``"clean"``.
-    by, pair_by, cohort, confidence, n_resamples, seed, ci_method, progress
+    by, pair_by, cohort, confidence, n_resamples, seed, ci_method, progress, engine
         As in :func:`summarize`.
 
     Returns
@@ -376,15 +428,59 @@ def contrast(
     >>> contrast(forks, "stale2", "clean")["difference"].item()
     2.0
     """
+    if engine != "polars":
+        from recoverylab import distributed
+
+        return distributed.paired_contrast(
+            distributed.resolve_engine(engine),
+            forks,
+            a,
+            b,
+            by=by,
+            pair_by=pair_by,
+            cohort=cohort,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            ci_method=ci_method,
+            progress=progress,
+        )
     _check_statistics(confidence, n_resamples, seed, ci_method)
+    check_contrast(a, b)
+    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
+    _check_by(by_keys)
+    design = design_grid(table)
+    check_conditions(design, a, b)
+    query, rows = contrast_query(table, design, by_keys, cohort, a, b)
+    if progress is not None:
+        progress(f"pairing {a} and {b} and counting per task")
+    types = query.collect(engine="streaming")
+    if int(types["__after_end"].sum()):
+        raise_after_end(rows, table)
+    return contrast_finish(
+        types,
+        by_keys,
+        a,
+        b,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+        progress=progress,
+    )
+
+
+def check_contrast(a: object, b: object) -> None:
+    """Check the two condition labels of :func:`contrast` (before any data is read)."""
     for name, value in (("a", a), ("b", b)):
         if not isinstance(value, str):
             raise ParameterError(f"parameter `{name}` is {value!r}; it must be a condition label.")
     if a == b:
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
-    _check_by(by_keys)
-    design = design_grid(table)
+
+
+def check_conditions(design: Design, a: str, b: str) -> None:
+    """Check that both conditions of :func:`contrast` have recovery rows."""
     known = design.conditions
     for name, value in (("a", a), ("b", b)):
         if value not in known:
@@ -392,6 +488,12 @@ def contrast(
                 f"parameter `{name}` is {value!r}; forks has no recovery rows with that "
                 f"condition (conditions: {', '.join(known) or 'none'})."
             )
+
+
+def contrast_query(
+    table: Forks, design: Design, by_keys: Sequence[str], cohort: str, a: str, b: str
+) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Build the lazy per-task joint types of :func:`contrast`; also return the branch rows."""
     cells = ["delay", "method", *by_keys]
     rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
         pl.col("condition").is_in([a, b])
@@ -412,13 +514,32 @@ def contrast(
         .group_by([*cells, *values])
         .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("__after_end").sum())
     )
-    if progress is not None:
-        progress(f"pairing {a} and {b} and counting per task")
-    types = query.collect(engine="streaming")
-    after_end = int(types["__after_end"].sum())
-    if after_end:
-        raise_after_end(rows, table)
-    types = types.filter((pl.col("n_a") + pl.col("n_b")) > 0)
+    return query, rows
+
+
+def contrast_finish(
+    types: pl.DataFrame,
+    by_keys: Sequence[str],
+    a: str,
+    b: str,
+    *,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+    progress: Progress = None,
+) -> pl.DataFrame:
+    """Turn the collected types of :func:`contrast_query` into the contrast rows.
+
+    ``types`` may hold the types of several shards of whole tasks: equal types are added up.
+    """
+    cells = ["delay", "method", *by_keys]
+    values = ["d_a", "n_a", "d_b", "n_b"]
+    types = (
+        types.group_by([*cells, *values])
+        .agg(pl.col("count").sum())
+        .filter((pl.col("n_a") + pl.col("n_b")) > 0)
+    )
     weighted = [(pl.col(v) * pl.col("count")).sum().alias(v) for v in values]
     counts = (
         types.group_by(cells)
