@@ -498,12 +498,58 @@ def _problem_exprs(contract: TableSpec, schema: pl.Schema) -> dict[str, tuple[pl
     return problems
 
 
+def data_checks(contract: TableSpec, schema: pl.Schema) -> dict[str, pl.Expr]:
+    """Return the row-level violation expressions of the data checks, by check name.
+
+    One boolean expression per null, label and row-rule check that applies to the columns in
+    ``schema`` (duplicate keys and the empty table aside), in the order :func:`validate` reports
+    them. A query that already reads the table (e.g. a protocol's own aggregation) can sum them
+    and hand the totals to :func:`raise_data_problems`, instead of reading it a second time.
+    """
+    return {name: expr for name, (expr, _, _) in _problem_exprs(contract, schema).items()}
+
+
+def raise_data_problems(
+    lazy: pl.LazyFrame,
+    contract: TableSpec,
+    key: Sequence[str],
+    totals: Mapping[str, int],
+    rows: int,
+) -> None:
+    """Raise the error :func:`validate` raises, from precomputed violation counts.
+
+    Parameters
+    ----------
+    lazy
+        The table (read again only to name up to five offending keys when a check failed).
+    contract, key
+        As in :func:`validate` (``key``: the full key, contract key first).
+    totals
+        Violating rows per check name of :func:`data_checks`.
+    rows
+        Rows in the table (an empty table is an error unless the contract allows it).
+
+    Raises
+    ------
+    SchemaError
+        The first failed check in :func:`validate`'s order (empty table, then nulls, labels and
+        row rules), with its one-line message.
+    """
+    if rows == 0:
+        if contract.allow_empty:
+            return
+        raise SchemaError(f"{contract.name}: the table is empty; it needs at least one row.")
+    for name, (expr, what, requirement) in _problem_exprs(contract, lazy.collect_schema()).items():
+        n = int(totals.get(name, 0))
+        if n:
+            _raise_with_keys(lazy, contract, key, name, expr, what, requirement, n)
+
+
 def _check_data(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
-    schema = lazy.collect_schema()
-    problems = _problem_exprs(contract, schema)
+    checks = data_checks(contract, lazy.collect_schema())
     counts = lazy.select(
         pl.len().alias("__rows"),
-        *(expr.sum().alias(name) for name, (expr, _, _) in problems.items()),
+        *(expr.sum().alias(name) for name, expr in checks.items()),
     )
     # Duplicate keys: sort one 64-bit hash per row and count equal neighbours. This streams in
     # a fraction of the memory of a group-by over the key columns (0.9 GB instead of 8 GB at 50M
@@ -514,15 +560,27 @@ def _check_data(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> 
         (pl.col("__hash") == pl.col("__hash").shift(1)).sum().alias("__repeats")
     )
     totals, repeated = pl.collect_all([counts, repeats], engine="streaming")
-    if totals["__rows"][0] == 0:
-        if contract.allow_empty:
-            return
-        raise SchemaError(f"{contract.name}: the table is empty; it needs at least one row.")
-    for name, (expr, what, requirement) in problems.items():
-        n = int(totals[name][0])
-        if n:
-            _raise_with_keys(lazy, contract, key, name, expr, what, requirement, n)
+    raise_data_problems(
+        lazy,
+        contract,
+        key,
+        {name: int(totals[name][0]) for name in checks},
+        int(totals["__rows"][0]),
+    )
     if repeated["__repeats"][0]:
+        _check_duplicates(lazy, contract, key, sorted_hashes)
+
+
+def check_unique_keys(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
+    """Raise :class:`SchemaError` if a key appears more than once (the duplicate check alone).
+
+    For callers that ran the other data checks themselves (see :func:`data_checks`).
+    """
+    sorted_hashes = lazy.select(pl.struct(list(key)).hash().alias("__hash")).sort("__hash")
+    repeats = sorted_hashes.select(
+        (pl.col("__hash") == pl.col("__hash").shift(1)).sum().alias("__repeats")
+    ).collect(engine="streaming")
+    if repeats["__repeats"][0]:
         _check_duplicates(lazy, contract, key, sorted_hashes)
 
 
@@ -531,9 +589,21 @@ def _check_duplicates(
 ) -> None:
     """Raise on duplicate keys among the rows whose key hash repeats (the exact check)."""
     candidates = sorted_hashes.filter(pl.col("__hash") == pl.col("__hash").shift(1)).unique()
+    raise_duplicate_keys(
+        lazy.join(candidates, left_on=pl.struct(list(key)).hash(), right_on="__hash", how="semi"),
+        contract,
+        key,
+    )
+
+
+def raise_duplicate_keys(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
+    """Raise :class:`SchemaError` if a key appears more than once in ``lazy`` (exact check).
+
+    ``lazy`` may be the whole table or only rows that can hold duplicates (e.g. the rows of the
+    clusters a cheaper test flagged); the message is the one :func:`validate` gives.
+    """
     duplicates = (
-        lazy.join(candidates, left_on=pl.struct(list(key)).hash(), right_on="__hash", how="semi")
-        .group_by(list(key))
+        lazy.group_by(list(key))
         .agg(pl.len().alias("__copies"))
         .filter(pl.col("__copies") > 1)
         .select(list(key))
