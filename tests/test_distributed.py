@@ -13,8 +13,9 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -432,3 +433,61 @@ def test_paired_errors_equal_polars(spark: object, tmp_path: Path) -> None:
         paired.evaluate_policy(decisions_path, forks_path, method="refresh", engine=spark)
     with pytest.raises(ParameterError, match="parameter `method` is 'reboot'"):
         paired.evaluate_policy(decisions_path, forks_path, method="reboot", engine=spark)
+
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+
+def test_cli_engine_spark_writes_the_polars_results(
+    spark: object,
+    cli: Callable[..., Any],
+    tmp_path: Path,
+    forks_dir: str,
+    takeover_files: dict[str, str],
+) -> None:
+    stats = ["--resamples", "200", "--seed", "3", "--quiet"]
+    out = tmp_path / "paired.parquet"
+    result = cli(
+        "paired", forks_dir, "--pair-by", "model", *stats, "--engine", "spark", "--out", out
+    )
+    assert result.code == 0, result.err
+    expected = paired.summarize(forks_dir, pair_by="model", n_resamples=200, seed=3)
+    same(expected, pl.read_parquet(out))
+    tables = ["--states", takeover_files["states"], "--attempts", takeover_files["attempts"]]
+    result = cli("takeover", *tables, *stats, "--engine", "spark", "--out-dir", tmp_path / "t")
+    assert result.code == 0, result.err
+    expected = takeover.summarize(*takeover_files.values(), n_resamples=200, seed=3)
+    same(expected, pl.read_parquet(tmp_path / "t" / "summary.parquet"))
+
+
+def test_cli_goal_on_spark_writes_scored_episodes_as_a_directory(
+    spark: object, cli: Callable[..., Any], tmp_path: Path, goal_files: dict[str, str]
+) -> None:
+    episodes, summary, drop = tmp_path / "scored", tmp_path / "summary.parquet", tmp_path / "d"
+    tables = [f"--{t}={goal_files[t]}" for t in GOAL_TABLES]
+    options = ["--by", "model,regime", "--resamples", "100", "--engine", "spark"]
+    outputs = ["--out", summary, "--episodes-out", episodes, "--drop-out", drop]
+    result = cli("goal", *tables, *options, *outputs)
+    assert result.code == 0, result.err
+    assert f"wrote {episodes}/ (" in result.err
+    expected = goal.score(*(goal_files[t] for t in GOAL_TABLES)).collect()
+    assert pl.read_parquet(episodes / "*.parquet").height == expected.height
+    by = ("model", "regime")
+    same(goal.summarize(expected, by=by, n_resamples=100), pl.read_parquet(summary))
+    same(goal.barrier_drop(expected, n_resamples=100), pl.read_parquet(drop))
+
+
+def test_cli_engine_options_are_checked(
+    spark: object, cli: Callable[..., Any], forks_dir: str
+) -> None:
+    result = cli("paired", forks_dir, "--spark-master", "local[2]")
+    assert result.code == 2
+    assert "`--spark-master` needs `--engine spark`." in result.err
+    result = cli("paired", forks_dir, "--engine", "spark", "--overlap", "refresh,replan_only")
+    assert result.code == 2
+    assert (
+        "`--overlap` is not available with `--engine spark`. Hint: run them with --engine polars."
+        in result.err
+    )

@@ -21,6 +21,7 @@ from recoverylab.cli._common import (
     read,
     samples_dir,
 )
+from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import scan, write_parquet
 
 TABLES = ("cases", "resources", "episodes", "steps", "citations")
@@ -51,6 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="resampling unit of the TS interval (default goal_id when present, else case_id)",
     )
     add_statistics(parser)
+    spark_cli.add_engine(parser)
     parser.add_argument(
         "--out", type=Path, help="write the summary to this parquet file (default: print it)"
     )
@@ -77,6 +79,22 @@ def run(args: argparse.Namespace) -> None:
             "give both --steps and --citations, or neither (episodes in the nested form)."
         )
     by = tuple(args.by) if args.by is not None else ("regime",)
+    engine = spark_cli.engine_from(args)
+    if engine != "polars":
+        sources = [getattr(args, t) for t in TABLES]
+        summary, drop = spark_cli.goal(args, engine, sources, by, progress)
+    else:
+        summary, drop = _score_and_summarise(args, by, progress)
+    if drop is not None:
+        emit(drop, args.drop_out, args)
+    title = "goal preservation by " + (", ".join(by) or "all episodes")
+    emit(summary, args.out, args, title=title)
+
+
+def _score_and_summarise(
+    args: argparse.Namespace, by: tuple[str, ...], progress: Progress
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Score with polars (streamed to a parquet file), then summarise from that file."""
     progress("checking the tables")
     lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
     with tempfile.TemporaryDirectory(prefix="recoverylab-goal-") as scratch:
@@ -100,10 +118,7 @@ def run(args: argparse.Namespace) -> None:
         if args.drop_out is not None:
             progress("pairing barrier-free and barrier cases by goal")
             drop = goal.barrier_drop(scored, **statistics)
-    if drop is not None:
-        emit(drop, args.drop_out, args)
-    title = "goal preservation by " + (", ".join(by) or "all episodes")
-    emit(summary, args.out, args, title=title)
+    return summary, drop
 
 
 def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:

@@ -20,6 +20,7 @@ from recoverylab.cli._common import (
     samples_dir,
     split_list,
 )
+from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
 
 
@@ -45,6 +46,7 @@ def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None
         default="percentile",
         help="bootstrap interval (default percentile)",
     )
+    spark_cli.add_engine(parser)
     parser.add_argument(
         "--out", type=Path, help="write the result to this parquet file (default: print it)"
     )
@@ -135,9 +137,12 @@ def run_paired(args: argparse.Namespace) -> None:
             f"`--overlap` is {','.join(args.overlap)!r}; it must name two methods, e.g. "
             "refresh,content_ablated."
         )
-    forks = read(args.forks)
+    engine = spark_cli.engine_from(args)
+    if engine != "polars":
+        spark_cli.refuse(args, ("overlap", "pairs_out", "exclusions_out"))
+    forks = read(args.forks) if engine == "polars" else args.forks
     keys: dict[str, Any] = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
-    summary = paired.summarize(forks, **keys, **_statistics(args), progress=progress)
+    summary = paired.summarize(forks, **keys, **_statistics(args), progress=progress, engine=engine)
     if args.pairs_out is not None:
         progress(f"writing pairs to {args.pairs_out}")
         pairs = paired.pairs(forks, pair_by=args.pair_by, cohort=args.cohort)
@@ -161,8 +166,9 @@ def run_contrast(args: argparse.Namespace) -> None:
     progress = Progress("contrast", quiet=args.quiet)
     if args.out is not None:
         guard_output(args.out, args)
+    engine = spark_cli.engine_from(args)
     result = paired.contrast(
-        read(args.forks),
+        read(args.forks) if engine == "polars" else args.forks,
         args.a,
         args.b,
         by=args.by,
@@ -170,6 +176,7 @@ def run_contrast(args: argparse.Namespace) -> None:
         cohort=args.cohort,
         **_statistics(args),
         progress=progress,
+        engine=engine,
     )
     cohort = "" if args.cohort == "full" else f" ({args.cohort} cohort)"
     emit(result, args.out, args, title=f"effect of {args.a} minus effect of {args.b}{cohort}")
@@ -180,15 +187,18 @@ def run_policy(args: argparse.Namespace) -> None:
     progress = Progress("policy", quiet=args.quiet)
     if args.out is not None:
         guard_output(args.out, args)
+    engine = spark_cli.engine_from(args)
+    polars = engine == "polars"
     result = paired.evaluate_policy(
-        read(args.decisions),
-        read(args.forks),
+        read(args.decisions) if polars else args.decisions,
+        read(args.forks) if polars else args.forks,
         pair_by=args.pair_by,
         by=args.by,
         method=args.method,
         clean_label=args.clean_label,
         **_statistics(args),
         progress=progress,
+        engine=engine,
     )
     emit(result, args.out, args, title="policy against never recovering (condition null: all)")
 

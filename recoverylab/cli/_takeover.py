@@ -21,6 +21,7 @@ from recoverylab.cli._common import (
     samples_dir,
     split_list,
 )
+from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
 
 #: Result tables, in the order they are written (each ``<name>.parquet`` under --out-dir).
@@ -95,6 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="verifier gate: smallest share of executed mutations caught (default 0.5)",
     )
     add_statistics(parser)
+    spark_cli.add_engine(parser)
     parser.add_argument("--out-dir", type=Path, help="write one parquet file per result table here")
     parser.set_defaults(func=run)
 
@@ -127,6 +129,8 @@ def run(args: argparse.Namespace) -> None:
         confidence=args.confidence,
         seed=args.seed,
         progress=progress,
+        engine=spark_cli.engine_from(args),
+        sources=(args.states, args.attempts),
     )
     if args.out_dir is None:
         frames = views(frames)
@@ -197,16 +201,23 @@ def tables(
     confidence: float,
     seed: int,
     progress: Callable[[str], None],
+    engine: object = "polars",
+    sources: tuple[object, object] | None = None,
 ) -> dict[str, pl.DataFrame]:
-    """Every result table of the takeover protocol, by name (see :data:`TABLES`)."""
+    """Every result table of the takeover protocol, by name (see :data:`TABLES`).
+
+    With a Spark ``engine`` the summary is computed on Spark from ``sources`` (the input
+    paths, read by Spark); the other tables are computed with polars on this machine.
+    """
     frames: dict[str, pl.DataFrame] = {}
     state_by = tuple(c for c in by if c in states.collect_schema())
     progress("counting eligible and rejected states")
     frames["eligibility"] = _eager(takeover.eligibility(states, by=state_by))
     progress(f"summarising by {', '.join(by)} ({interval} intervals)")
+    on_spark = engine != "polars" and sources is not None
     frames["summary"] = takeover.summarize(
-        states,
-        attempts,
+        sources[0] if on_spark and sources is not None else states,
+        sources[1] if on_spark and sources is not None else attempts,
         by=by,
         k=k,
         common_sample=common_sample,
@@ -216,6 +227,7 @@ def tables(
         n_resamples=n_resamples,
         ci_method=ci_method,
         seed=seed,
+        engine=engine,
     )
     progress("aware vs unaware pass rates (association)")
     frames["awareness"] = _eager(

@@ -152,7 +152,7 @@ def check_session(spark: object) -> SparkSession:
 
 
 def session(
-    master: str | None = "local[2]",
+    master: str | None = None,
     *,
     app_name: str = "recoverylab",
     config: Mapping[str, str] | None = None,
@@ -167,8 +167,9 @@ def session(
     Parameters
     ----------
     master
-        Spark master URL (``"local[2]"``, ``"spark://host:7077"``, ``"yarn"``...); ``None``
-        keeps what ``spark-submit`` or the environment configured.
+        Spark master URL (``"local[2]"``, ``"spark://host:7077"``, ``"yarn"``...). ``None``
+        (default) keeps what ``spark-submit`` configured, and is ``"local[*]"`` (all cores of
+        this machine) in a plain Python process.
     app_name
         Application name shown by the cluster manager.
     config
@@ -190,6 +191,9 @@ def session(
     ... # doctest: +SKIP
     """
     sql = require_pyspark()
+    # spark-submit starts the Python driver with a gateway port; a plain process runs local.
+    if master is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        master = "local[*]"
     builder = sql.SparkSession.builder.appName(app_name)
     settings = {"spark.ui.showConsoleProgress": "false"}
     if master is not None:

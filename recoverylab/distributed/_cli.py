@@ -1,0 +1,99 @@
+"""The command line's ``--engine spark [--spark-master URL]`` (used by the protocol commands).
+
+With ``--engine spark`` the input paths are handed to Spark as they are (Spark reads them, so
+``hdfs://`` or ``s3a://`` paths work and nothing row-level passes through the driver); results
+are written and printed as with polars. Under ``spark-submit`` the session it configured is
+used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from recoverylab._errors import ParameterError
+
+ENGINES = ("polars", "spark")
+
+
+def add_engine(parser: argparse.ArgumentParser) -> None:
+    """Add ``--engine`` and ``--spark-master`` to a subcommand."""
+    parser.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="polars",
+        help="compute the per-cluster partials with polars on this machine (default) or on "
+        "Spark (needs `pip install 'recoverylab[spark]'` and Java; the input paths are read by "
+        "Spark)",
+    )
+    parser.add_argument(
+        "--spark-master",
+        metavar="URL",
+        default=None,
+        help="Spark master for --engine spark, e.g. local[4], spark://host:7077, yarn "
+        "(default: the one spark-submit configured, else local[*])",
+    )
+
+
+def engine_from(args: argparse.Namespace) -> object:
+    """Return ``"polars"`` or a SparkSession for the parsed ``--engine``/``--spark-master``."""
+    if args.engine == "polars":
+        if args.spark_master is not None:
+            raise ParameterError("`--spark-master` needs `--engine spark`.")
+        return "polars"
+    from recoverylab.distributed._spark import require_pyspark, session
+
+    active = require_pyspark().SparkSession.getActiveSession()
+    if active is not None and args.spark_master is None:
+        return active
+    spark = session(args.spark_master)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def refuse(args: argparse.Namespace, options: Sequence[str]) -> None:
+    """Raise for options that have no Spark implementation (they read rows on the driver)."""
+    given = [f"--{o.replace('_', '-')}" for o in options if getattr(args, o, None)]
+    if given:
+        raise ParameterError(
+            f"{', '.join(f'`{g}`' for g in given)} {'is' if len(given) == 1 else 'are'} not "
+            "available with `--engine spark`. Hint: run them with --engine polars."
+        )
+
+
+def goal(
+    args: argparse.Namespace,
+    spark: Any,
+    sources: Sequence[Sequence[str] | None],
+    by: Sequence[str],
+    progress: Callable[[str], None],
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Run ``recoverylab goal`` on Spark; return the summary and the barrier drop (or None).
+
+    The scored episodes stay on Spark: with ``--episodes-out`` Spark writes them as a parquet
+    directory at that path, and the summaries read them back; otherwise each summary runs the
+    (lazy) scoring again.
+    """
+    from recoverylab import goal as protocol
+
+    progress("checking the tables on Spark")
+    scored: Any = protocol.score(*(list(s) if s else None for s in sources), engine=spark)
+    if args.episodes_out is not None:
+        target = Path(args.episodes_out)
+        progress(f"scoring episodes into {target}/ (parquet directory written by Spark)")
+        scored.write.mode("overwrite").parquet(str(target))
+        scored = spark.read.parquet(str(target))
+        print(f"wrote {target}/ ({scored.count()} rows)", file=sys.stderr)
+    statistics = {"n_resamples": args.resamples, "confidence": args.confidence, "seed": args.seed}
+    progress(f"summarising on Spark with {args.resamples} bootstrap resamples")
+    summary = protocol.summarize(scored, by=by, cluster=args.cluster, engine=spark, **statistics)
+    drop = None
+    if args.drop_out is not None:
+        progress("pairing barrier-free and barrier cases by goal on Spark")
+        drop = protocol.barrier_drop(scored, engine=spark, **statistics)
+    return summary, drop
