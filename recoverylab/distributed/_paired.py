@@ -29,7 +29,6 @@ from recoverylab.distributed._spark import (
     shard_contracts,
 )
 from recoverylab.paired import _pairs, _policy, _summary
-from recoverylab.schema import validate
 
 __all__ = ["evaluate_policy", "paired_contrast", "paired_summarize"]
 
@@ -37,11 +36,10 @@ Progress = Callable[[str], None] | None
 _DESIGN_KEYS = ("condition", "method", "delay")
 
 
-def _design_shard(frames: dict[str, pl.DataFrame], *, pair_by: Sequence[str]) -> dict[str, Any]:
-    """One input partition's distinct design keys (schema checks only; no shuffle needed)."""
-    lazy = validate(frames["forks"], "forks", key=pair_by, checks="schema")
-    keys = ["condition", *pair_by, "method", "delay"]
-    return {"keys": lazy.select(keys).unique().collect()}
+def _design_shard(frames: dict[str, pl.DataFrame], *, types: pl.Schema) -> dict[str, Any]:
+    """One input partition's distinct design keys, in the types the pairing sees them in."""
+    keys = frames["forks"].select(pl.col(c).cast(dtype) for c, dtype in types.items())
+    return {"keys": keys.unique()}
 
 
 def _design(
@@ -55,21 +53,27 @@ def _design(
     """Check parameters and schema on the driver, then read the design grid over all files."""
     with shard_contracts():
         empty, by_keys = _pairs.prepare(empty_like(forks), pair_by=pair_by, by=by, cohort=cohort)
+    keys = ["condition", *empty.pair_by, "method", "delay"]
+    # Only the key columns are read (Spark prunes the rest), with the types validate gives them.
+    validated = empty.lf.collect_schema()
+    types = pl.Schema({k: validated[k] for k in keys})
     found = run(
-        [Table("forks", forks, contract="forks")],
-        functools.partial(_design_shard, pair_by=empty.pair_by),
+        [Table("forks", forks, contract="forks", columns=tuple(keys))],
+        functools.partial(_design_shard, types=types),
         shuffle=False,
         progress=progress,
         label="design grid",
     )
     # design_grid reads distinct keys: the union of every partition's distinct keys is enough.
-    keys = found.parts["keys"].lazy()
-    design = _pairs.design_grid(_pairs.Forks(keys, empty.pair_by, empty.columns))
+    distinct = found.parts["keys"].lazy()
+    design = _pairs.design_grid(_pairs.Forks(distinct, empty.pair_by, empty.columns))
     return empty, by_keys, design
 
 
-def _by_task(forks: Any) -> Table:
-    return Table("forks", forks, column(forks, "task_id").cast("string"), "forks")
+def _by_task(forks: Any, needed: Sequence[str]) -> Table:
+    """Key the forks by task; ship only the contract columns and the grouping keys."""
+    shipped = tuple(c for c in forks.columns if c in _pairs._CONTRACT or c in needed)
+    return Table("forks", forks, column(forks, "task_id").cast("string"), "forks", shipped)
 
 
 def _summary_shard(
@@ -148,7 +152,8 @@ def paired_summarize(
         _summary_shard, pair_by=empty.pair_by, by=by_keys, cohort=cohort, design=design
     )
     label = "pairing and counting per cell" if fast else "pairing and counting per task"
-    result = run([_by_task(frame)], shard, partitions=partitions, progress=progress, label=label)
+    keyed = _by_task(frame, (*empty.pair_by, *by_keys))
+    result = run([keyed], shard, partitions=partitions, progress=progress, label=label)
     return _summary.summary_finish(
         result.parts["collected"],
         fast,
@@ -235,7 +240,7 @@ def paired_contrast(
         b=b,
     )
     result = run(
-        [_by_task(frame)],
+        [_by_task(frame, (*empty.pair_by, *by_keys))],
         shard,
         partitions=partitions,
         progress=progress,
@@ -337,7 +342,7 @@ def evaluate_policy(
             column(decision_frame, "task_id").cast("string"),
             _policy.DECISIONS,
         ),
-        _by_task(forks_frame),
+        _by_task(forks_frame, (*empty.pair_by, *by_keys)),
     ]
     shard = functools.partial(
         _policy_shard,

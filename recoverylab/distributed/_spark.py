@@ -612,7 +612,7 @@ def _raise_empty(tables: Sequence[Table], rows: Mapping[str, int]) -> None:
     for table in tables:
         if table.contract is not None and rows[table.name] == 0:
             # The contract's own check gives its own message ("the table is empty").
-            schema.validate(table.empty(), table.contract, checks="full")
+            schema.validate(empty_like(table.frame), table.contract, checks="full")
 
 
 def _raise_errors(metas: Sequence[Mapping[str, Any]]) -> None:

@@ -32,6 +32,7 @@ from recoverylab.distributed._spark import (
     run,
     shard_contracts,
 )
+from recoverylab.schema import SPECS
 from recoverylab.takeover import _inputs, _summary
 
 __all__ = ["takeover_summarize"]
@@ -122,7 +123,13 @@ def _summary_shard(
     return {"partials": partials, "slices": slices}
 
 
-def _keyed(states: Any, attempts: Any) -> list[Table]:
+def _shipped(frame: Any, table: str, by: Sequence[str]) -> tuple[str, ...]:
+    """Return the contract columns of ``table`` and the grouping keys (all the summary reads)."""
+    contract = {c.name for c in SPECS[table].columns}
+    return tuple(c for c in frame.columns if c in contract or c in by)
+
+
+def _keyed(states: Any, attempts: Any, by: Sequence[str]) -> list[Table]:
     """Key both tables by workflow (an attempt by its state's)."""
     functions = importlib.import_module("pyspark.sql.functions")
     window = importlib.import_module("pyspark.sql.window").Window
@@ -135,8 +142,8 @@ def _keyed(states: Any, attempts: Any) -> list[Table]:
         mapping, column(attempts, "state_id").cast("string") == mapping["__state_key"], "left"
     )
     return [
-        Table("states", keyed, key, "states", tuple(states.columns)),
-        Table("attempts", joined, key, "attempts", tuple(attempts.columns)),
+        Table("states", keyed, key, "states", _shipped(states, "states", by)),
+        Table("attempts", joined, key, "attempts", _shipped(attempts, "attempts", by)),
     ]
 
 
@@ -196,8 +203,8 @@ def takeover_summarize(
         inputs = _inputs.load(empty_like(state_frame), empty_like(attempt_frame), by)
     by_keys = list(inputs.by)
     unshuffled = [
-        Table("states", state_frame, contract="states"),
-        Table("attempts", attempt_frame, contract="attempts"),
+        Table(name, frame, None, name, _shipped(frame, name, by_keys))
+        for name, frame in (("states", state_frame), ("attempts", attempt_frame))
     ]
     first = run(
         unshuffled,
@@ -208,7 +215,7 @@ def takeover_summarize(
     )
     _inputs.check_roots(first.parts["roots"].lazy())
     base = int(first.parts["first"].get_column("repeat").min())  # type: ignore[arg-type]
-    tables = _keyed(state_frame, attempt_frame)
+    tables = _keyed(state_frame, attempt_frame, by_keys)
     options = {"partitions": partitions, "progress": progress}
     agents = None
     if common_states:
