@@ -139,7 +139,7 @@ Source = object  # any table source accepted by recoverylab.io.scan
 
 
 @dataclass(frozen=True)
-class GoalTables:
+class GoalTables(stats.ResultHtml):
     """The canonical agent tables made from the nested episodes form by :func:`from_nested`.
 
     Attributes

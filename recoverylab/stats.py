@@ -36,6 +36,7 @@ __all__ = [
     "BootstrapResult",
     "Interval",
     "IntervalExprs",
+    "ResultHtml",
     "SignFlipResult",
     "TestResult",
     "bootstrap_types",
@@ -82,8 +83,11 @@ _BAD = "__recoverylab_bad"
 # --------------------------------------------------------------------------------------------
 
 
-class _ResultHtml:
-    """Mixin: show a result dataclass as a small table in Jupyter (arrays summarised)."""
+class ResultHtml:
+    """Mixin: show a result dataclass as a small table in Jupyter (arrays and frames summarised).
+
+    Protocol modules use it for their own non-frame results, so every result displays well.
+    """
 
     def _repr_html_(self) -> str:
         rows = []
@@ -91,6 +95,9 @@ class _ResultHtml:
             value = getattr(self, item.name)
             if isinstance(value, np.ndarray):
                 shown = f"array of {value.size:,} values"
+            elif isinstance(value, (pl.DataFrame, pl.LazyFrame)):
+                columns = ", ".join(value.collect_schema().names())
+                shown = f"{type(value).__name__} with columns {columns}"
             elif isinstance(value, float):
                 shown = f"{value:.6g}"
             else:
@@ -103,7 +110,7 @@ class _ResultHtml:
 
 
 @dataclass(frozen=True)
-class BootstrapResult(_ResultHtml):
+class BootstrapResult(ResultHtml):
     """A cluster-bootstrap estimate with its confidence interval and resampling distribution.
 
     Attributes
@@ -136,7 +143,7 @@ class BootstrapResult(_ResultHtml):
 
 
 @dataclass(frozen=True)
-class SignFlipResult(_ResultHtml):
+class SignFlipResult(ResultHtml):
     """The result of a two-sided paired sign-flip (permutation) test.
 
     Attributes
@@ -161,7 +168,7 @@ class SignFlipResult(_ResultHtml):
 
 
 @dataclass(frozen=True)
-class TestResult(_ResultHtml):
+class TestResult(ResultHtml):
     """The result of a classical test.
 
     Attributes
@@ -182,7 +189,7 @@ class TestResult(_ResultHtml):
 
 
 @dataclass(frozen=True)
-class Interval(_ResultHtml):
+class Interval(ResultHtml):
     """Lower and upper bounds of an interval (arrays when computed for arrays of inputs)."""
 
     low: np.ndarray | float

@@ -1282,3 +1282,16 @@ def test_categorical_keys_give_the_same_result() -> None:
         .with_columns(pl.col("split").cast(pl.String))
         .equals(goal.summarize(plain, by=by, n_resamples=200))
     )
+
+
+def test_goal_tables_render_as_html_in_jupyter():
+    from recoverylab.goal import GoalTables
+
+    tables = GoalTables(
+        pl.LazyFrame({"episode_id": ["e1"]}),
+        pl.LazyFrame({"step": [0]}),
+        pl.LazyFrame({"resource_id": ["r1"]}),
+    )
+    html = tables._repr_html_()
+    assert html.startswith("<table><caption>GoalTables</caption>")
+    assert "LazyFrame with columns episode_id" in html
