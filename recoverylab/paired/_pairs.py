@@ -80,12 +80,14 @@ def prepare(
     by: str | Sequence[str] | None = (),
     cohort: str = "full",
     progress: Progress = None,
+    checks: Literal["full", "schema"] = "full",
 ) -> tuple[Forks, tuple[str, ...]]:
     """Validate ``forks`` against its contract and the ``pair_by``/``by``/``cohort`` choices.
 
     Parameters are checked against the schema first, so a typo fails before any data is read.
     Returns the validated table (categorical keys cast to strings, so results do not depend on
-    how keys were stored) and the normalised ``by`` keys.
+    how keys were stored) and the normalised ``by`` keys. With ``checks="schema"`` the data
+    checks are left to the caller, whose own aggregation runs them (see :mod:`._bits`).
     """
     require_one_of("cohort", cohort, COHORTS)
     pair_keys = key_names("pair_by", pair_by)
@@ -115,9 +117,10 @@ def prepare(
             "forks: parameter `cohort` is 'factual_success' but the table has no "
             "`factual_success` column. Hint: add it, or use cohort='full'."
         )
-    if progress is not None:
-        progress("validating forks")
-    lazy = validate(lazy, "forks", key=pair_keys)
+    if checks == "full":
+        if progress is not None:
+            progress("validating forks")
+        lazy = validate(lazy, "forks", key=pair_keys)
     categorical = [
         pl.col(k).cast(pl.String)
         for k in dict.fromkeys((*pair_keys, *by_keys))

@@ -1,10 +1,17 @@
-"""Rescue/harm cells, condition contrasts and rescue overlap (ARCHITECTURE §3.1, §4).
+"""Rescue/harm cells, condition contrasts and rescue overlap (ARCHITECTURE §1.3, §3.1, §4).
 
-Two phases. The pairing query of :mod:`._pairs` is aggregated on polars' streaming engine to
-per-task partials -- and straight on to their distinct *types* (difference, pairs) with counts,
-so only a type table of a few rows per cell is ever collected. Then :mod:`recoverylab.stats`
-bootstraps each cell over the types (a multinomial over types is exactly the task-level cluster
-bootstrap) and runs the exact sign-flip test on the per-task summed differences.
+Two phases (ARCHITECTURE §1.3):
+
+* :func:`partials` -- the lazy per-cluster partials of every cell: additive counts (pairs by
+  outcome, carried-forward pairs, exclusions by reason) and the histogram of per-task *types*
+  (``d`` = summed y1 - y0, ``n`` = pairs of the task in the cell) with their ``count``. Partials
+  of shards that each hold whole tasks add up row by row.
+* :func:`finish` -- adds partials up, then bootstraps each cell over its types (a multinomial
+  over types is exactly the task-level cluster bootstrap) and runs the exact sign-flip test.
+
+:func:`summarize` is ``finish(partials(...))``. The counting takes the bit-set path of
+:mod:`._bits` when it can (one group-by per task instead of a join), else the join of
+:mod:`._pairs`; both give the same partials.
 """
 
 from __future__ import annotations
@@ -14,7 +21,8 @@ from collections.abc import Sequence
 import polars as pl
 
 from recoverylab import stats
-from recoverylab._errors import ParameterError, require_one_of
+from recoverylab._errors import InputError, ParameterError, require_one_of
+from recoverylab.paired import _bits
 from recoverylab.paired._pairs import (
     AFTER_END,
     Cohort,
@@ -27,8 +35,9 @@ from recoverylab.paired._pairs import (
     prepare,
     raise_after_end,
 )
+from recoverylab.schema import SPECS, check_unique_keys
 
-__all__ = ["contrast", "rescue_overlap", "summarize"]
+__all__ = ["contrast", "finish", "partials", "rescue_overlap", "summarize"]
 
 _CI_METHODS = ("percentile", "bca")
 
@@ -135,19 +144,266 @@ def summary_query(
     return types, False, rows
 
 
-def _types_from_counts(cell_counts: pl.DataFrame, cells: list[str]) -> pl.DataFrame:
-    """Type table of cells whose tasks have one pair each: the outcome counts are the types."""
-    parts = [
-        cell_counts.select(*cells, pl.lit(d).alias("d"), pl.col(source).alias("count"))
-        for d, source in ((1, "rescue"), (-1, "harm"), (0, "kept"), (0, "unchanged"))
-    ]
-    return (
-        pl.concat(parts)
-        .group_by([*cells, "d"])
-        .agg(pl.col("count").sum())
-        .filter(pl.col("count") > 0)
-        .with_columns(pl.lit(1, dtype=pl.Int64).alias("n"), pl.col("d").cast(pl.Int64))
+#: Additive count columns of the partials (besides the type columns ``d``, ``n``, ``count``).
+PARTIAL_COUNTS = (
+    "rescue",
+    "harm",
+    "kept",
+    "unchanged",
+    "carried_forward",
+    "unpaired",
+    "prefix_mismatch",
+    "after_end",
+)
+_TYPE_COLUMNS = ("d", "n", "count")
+
+
+def _partials_from_counts(counts: pl.LazyFrame, cells: Sequence[str]) -> pl.LazyFrame:
+    """Turn per-cell counts into partials: with one branch row per task, counts are types.
+
+    With the pair_by keys among the cell keys, a task has one row per cell at most -- a pair,
+    a carried-forward pair or an excluded row -- so a cell's outcome counts are its type
+    histogram: (+1, 1) rescue, (-1, 1) harm, (0, 1) kept or unchanged, (0, 0) excluded.
+    """
+    excluded = ("unpaired", "prefix_mismatch", "after_end")
+    parts = []
+    for d, n, tasks, members in (
+        (1, 1, ("rescue",), ("rescue",)),
+        (-1, 1, ("harm",), ("harm",)),
+        (0, 1, ("kept", "unchanged"), ("kept", "unchanged", "carried_forward")),
+        (0, 0, excluded, excluded),
+    ):
+        parts.append(
+            counts.select(
+                *cells,
+                pl.lit(d, dtype=pl.Int64).alias("d"),
+                pl.lit(n, dtype=pl.Int64).alias("n"),
+                pl.sum_horizontal(*(pl.col(c) for c in tasks)).cast(pl.Int64).alias("count"),
+                *(
+                    (pl.col(c) if c in members else pl.lit(0)).cast(pl.Int64).alias(c)
+                    for c in PARTIAL_COUNTS
+                ),
+            )
+        )
+    return pl.concat(parts, how="vertical").filter(pl.col("count") > 0)
+
+
+def _as_partials(collected: pl.LazyFrame, fast: bool, cells: Sequence[str]) -> pl.LazyFrame:
+    """Turn the output of :func:`summary_query` (cell counts or task types) into partials."""
+    collected = collected.rename({"__after_end": "after_end"})
+    if fast:
+        return _partials_from_counts(collected, cells)
+    return collected.select(
+        *cells, *(pl.col(c).cast(pl.Int64) for c in (*_TYPE_COLUMNS, *PARTIAL_COUNTS))
     )
+
+
+def _partials(
+    forks: object,
+    *,
+    by: str | Sequence[str] | None,
+    pair_by: str | Sequence[str] | None,
+    cohort: str,
+    design: Design | None,
+    progress: Progress,
+) -> tuple[pl.LazyFrame, Forks, Design, tuple[str, ...]]:
+    """Build the partials; also return the table, the design and the by keys used."""
+    table, by_keys = prepare(
+        forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress, checks="schema"
+    )
+    _check_by(by_keys)
+    full_key = (*SPECS["forks"].key, *table.pair_by)
+    if progress is not None:
+        progress("checking forks and reading the design grid")
+    cells = ["condition", "delay", "method", *by_keys]
+    bit_path = set(table.pair_by) <= set(by_keys) and cohort == "full"
+    # the prefix-hash comparison of the bit-set path shares the survey's pass over the files
+    conflicts = _bits.prefix_conflicts(table) if bit_path else None
+    found, others = _bits.survey(table, full_key, [] if conflicts is None else [conflicts])
+    design = found.design if design is None else design
+    counted = None
+    if bit_path:
+        if progress is not None:
+            progress("pairing through per-task bit sets")
+        counted = _bits.bit_counts(
+            table, found, design, by_keys, full_key, others[0] if others else None
+        )
+    if counted is None:
+        check_unique_keys(table.lf, SPECS["forks"], full_key)
+        query, fast, _ = summary_query(table, design, by_keys, cohort)
+        if progress is not None:
+            progress("pairing and counting per cell" if fast else "pairing and counting per task")
+        return _as_partials(query, fast, cells), table, design, by_keys
+    parts = [_partials_from_counts(counted.counts.lazy(), cells)]
+    if counted.rest is not None and counted.rest.height:
+        # tasks with an episode whose prefix hashes differ: paired row by row by the join
+        clusters = ["task_id", *table.pair_by]
+        rest = Forks(
+            table.lf.join(counted.rest.lazy(), on=clusters, how="semi", nulls_equal=True),
+            table.pair_by,
+            table.columns,
+        )
+        query, _, _ = summary_query(rest, design, by_keys, cohort)
+        parts.append(_as_partials(query, True, cells))
+    return pl.concat(parts, how="vertical"), table, design, by_keys
+
+
+def partials(
+    forks: object,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    design: Design | None = None,
+    progress: Progress = None,
+) -> pl.LazyFrame:
+    """Return the additive per-cell partials of :func:`summarize` (private, stable).
+
+    Phase one of ARCHITECTURE §1.3. Validates ``forks`` (the contract's data checks run inside
+    the counting queries), pairs its branches and aggregates them per cell to additive counts
+    and the histogram of per-task types. Rows of partials computed on shards that each hold
+    whole tasks (all rows of a task_id in one shard) can be concatenated and given to
+    :func:`finish`: equal rows add up, so the result equals one run over the whole table --
+    provided every shard is given the ``design`` of the whole table.
+
+    Some work runs eagerly (the contract checks, the design grid, the per-task bit sets of the
+    fast path); what is returned is small (a few rows per cell) and lazy only where the join
+    path is left to run.
+
+    Parameters
+    ----------
+    forks, by, pair_by, cohort, progress
+        As in :func:`summarize`.
+    design
+        The candidate recovery points of the whole table (``_pairs.design_grid`` of it, or the
+        union of the shards' distinct (condition, *pair_by*, method, delay)); default: those
+        of ``forks``. A shard needs the whole table's grid for its carried-forward points.
+
+    Returns
+    -------
+    pl.LazyFrame
+        One or more rows per cell: condition, delay, method, *by*, then the task type ``d``
+        (summed y1 - y0 of the task's pairs in the cell), ``n`` (its pairs), ``count`` (tasks
+        of this type), and the additive counts of those tasks: ``rescue``, ``harm``,
+        ``kept``, ``unchanged``, ``carried_forward``, ``unpaired``, ``prefix_mismatch`` and
+        ``after_end`` (recovery rows after the end of the run: an input error that
+        :func:`finish` raises). Tasks whose rows in the cell were all excluded have type
+        (0, 0). All Int64.
+
+    Raises
+    ------
+    SchemaError, ParameterError
+        As :func:`summarize` (duplicate keys included).
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> forks = pl.DataFrame({"task_id": ["t1", "t1", "t2", "t2"],
+    ...                       "condition": ["stale2"] * 4,
+    ...                       "method": ["none", "refresh"] * 2, "delay": [None, 0] * 2,
+    ...                       "success": [False, True, True, True]})
+    >>> part = partials(forks).collect().sort("d")
+    >>> part.select("d", "n", "count", "rescue", "kept").rows()
+    [(0, 1, 1, 0, 1), (1, 1, 1, 1, 0)]
+    >>> finish(part)["effect"].item()
+    0.5
+    """
+    lazy, _, _, _ = _partials(
+        forks, by=by, pair_by=pair_by, cohort=cohort, design=design, progress=progress
+    )
+    return lazy
+
+
+def finish(
+    partials: pl.DataFrame | pl.LazyFrame,
+    *,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> pl.DataFrame:
+    """Turn partials into the cell summary of :func:`summarize` (private, stable).
+
+    Phase two of ARCHITECTURE §1.3: equal partial rows (of several shards) are added up, the
+    counts are summed per cell, and each cell is bootstrapped over its task types and given its
+    exact sign-flip p-value. The ``by`` keys are the columns besides condition, delay, method
+    and the partial columns.
+
+    Parameters
+    ----------
+    partials
+        Rows of :func:`partials`, from one run or concatenated from shards of whole tasks.
+    confidence, n_resamples, seed, ci_method, progress
+        As in :func:`summarize`.
+
+    Returns
+    -------
+    pl.DataFrame
+        As :func:`summarize`.
+
+    Raises
+    ------
+    InputError
+        When a partial counts recovery rows after the end of their run (``after_end``);
+        :func:`summarize` names the rows first.
+    ParameterError
+        For bad statistics parameters.
+    """
+    _check_statistics(confidence, n_resamples, seed, ci_method)
+    frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
+    names = frame.collect_schema().names()
+    by_keys = [c for c in names if c not in (*_TYPE_COLUMNS, *PARTIAL_COUNTS)]
+    by_keys = [c for c in by_keys if c not in ("condition", "delay", "method")]
+    cells = ["condition", "delay", "method", *by_keys]
+    added = (
+        frame.group_by([*cells, "d", "n"])
+        .agg(pl.col(c).sum() for c in ("count", *PARTIAL_COUNTS))
+        .collect()
+    )
+    after_end = int(added["after_end"].sum())
+    if after_end:
+        noun = "recovery row is" if after_end == 1 else "recovery rows are"
+        raise InputError(
+            f"forks: {after_end} {noun} at or after the end of the no-recovery run; a task "
+            "that ended before the recovery point (perturb_action + delay >= end_action) is "
+            "carried forward and must have no recovery row."
+        )
+    counts = added.group_by(cells).agg(
+        (pl.col("n") * pl.col("count")).sum().alias("n"),
+        *(pl.col(c).sum() for c in PARTIAL_COUNTS if c != "after_end"),
+    )
+    types = added.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
+    if progress is not None:
+        progress(f"bootstrap and sign-flip over {counts.height} cells ({types.height} task types)")
+    result = _with_statistics(
+        counts,
+        types,
+        cells,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+    )
+    rescue, harm, kept = pl.col("rescue"), pl.col("harm"), pl.col("kept")
+    return result.select(
+        *cells,
+        "n",
+        pl.col("n_tasks").fill_null(0).cast(pl.Int64),
+        "rescue",
+        "harm",
+        "kept",
+        "unchanged",
+        "carried_forward",
+        _rate(harm + kept, "base_rate"),
+        _rate(rescue + kept, "recovery_rate"),
+        _rate(rescue - harm, "effect"),
+        "ci_low",
+        "ci_high",
+        "p_value",
+        "unpaired",
+        "prefix_mismatch",
+    ).sort(cells, nulls_last=False)
 
 
 def _with_statistics(
@@ -283,19 +539,15 @@ def summarize(
             progress=progress,
         )
     _check_statistics(confidence, n_resamples, seed, ci_method)
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
-    _check_by(by_keys)
-    design = design_grid(table)
-    query, fast, rows = summary_query(table, design, by_keys, cohort)
-    if progress is not None:
-        progress("pairing and counting per cell" if fast else "pairing and counting per task")
-    collected = query.collect(engine="streaming")
-    if int(collected["__after_end"].sum()):
+    lazy, table, design, by_keys = _partials(
+        forks, by=by, pair_by=pair_by, cohort=cohort, design=None, progress=progress
+    )
+    collected = lazy.collect(engine="streaming")
+    if int(collected["after_end"].sum()):
+        rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
         raise_after_end(rows, table)
-    return summary_finish(
+    return finish(
         collected,
-        fast,
-        by_keys,
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
@@ -317,53 +569,19 @@ def summary_finish(
 ) -> pl.DataFrame:
     """Turn the collected output of :func:`summary_query` into the cell summary.
 
-    ``collected`` may hold the partials of several shards, each a set of whole tasks (as on a
-    distributed engine): the counts of equal cells (fast path) or types are added up first.
+    ``collected`` may hold the outputs of several shards, each a set of whole tasks (as on a
+    distributed engine): they are turned into :func:`partials` rows and given to
+    :func:`finish`, which adds them up.
     """
     cells = ["condition", "delay", "method", *by_keys]
-    if fast:
-        counts = collected.group_by(cells).agg(pl.col(c).sum() for c in _COUNT_NAMES)
-        types = _types_from_counts(counts, cells)
-    else:
-        collected = collected.group_by([*cells, "d", "n"]).agg(
-            pl.col(c).sum() for c in ("count", *_COUNT_NAMES) if c != "n"
-        )
-        counts = collected.group_by(cells).agg(
-            pl.col("n").mul(pl.col("count")).sum().alias("n"),
-            *(pl.col(c).sum() for c in _COUNT_NAMES if c != "n"),
-        )
-        types = collected.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
-    cell_total = counts.height
-    if progress is not None:
-        progress(f"bootstrap and sign-flip over {cell_total} cells ({types.height} task types)")
-    result = _with_statistics(
-        counts,
-        types,
-        cells,
+    return finish(
+        _as_partials(collected.lazy(), fast, cells),
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
         ci_method=ci_method,
+        progress=progress,
     )
-    rescue, harm, kept = pl.col("rescue"), pl.col("harm"), pl.col("kept")
-    return result.select(
-        *cells,
-        "n",
-        pl.col("n_tasks").fill_null(0).cast(pl.Int64),
-        "rescue",
-        "harm",
-        "kept",
-        "unchanged",
-        "carried_forward",
-        _rate(harm + kept, "base_rate"),
-        _rate(rescue + kept, "recovery_rate"),
-        _rate(rescue - harm, "effect"),
-        "ci_low",
-        "ci_high",
-        "p_value",
-        "unpaired",
-        "prefix_mismatch",
-    ).sort(cells, nulls_last=False)
 
 
 def contrast(

@@ -1,0 +1,474 @@
+"""Pairing through per-task bit sets: the fast path of the cell counts (ARCHITECTURE §1.3, §3.1).
+
+Joining every recovery row to its episode's ``none`` row is the expensive part of the pairing
+(46M probe rows at 1M tasks, and polars runs that join on one core). When no ``none`` row is
+delay-specific there is a cheaper exact route through one group-by over the cluster -- the
+task (with its ``pair_by`` keys):
+
+1. *Survey* (one small aggregation, :func:`survey`): the rows per distinct (condition,
+   *pair_by*, method, delay), with the null and row-rule checks of the forks contract summed
+   alongside. This is the design grid, the data checks of :func:`recoverylab.schema.validate`
+   (raised with the same messages) and the list of *points*.
+2. *Bit layout*: each distinct (condition, method, delay) point gets one bit of a 63-bit word
+   (several words when there are more than 63 points). A row finds its bit through a lookup
+   table indexed by a hash of its three key values modulo a table size chosen so that the
+   known points never share a slot (the survey saw every point, so the lookup is exact).
+3. *Task words* (:func:`task_words`, one streaming group-by over the table): per task, the sum
+   of the bits of its rows (``P``: which points exist), of its successful rows (``S``), and --
+   on ``none`` rows -- the bits of the recovery points at or after the end of the run (``E``:
+   ``perturb_action + delay >= end_action``, §3.1 carry-forward). A task's keys are distinct
+   exactly when its bits are: the popcount of ``P`` equals its row count, so the duplicate-key
+   check of the contract costs nothing more.
+4. *Cell counts* (:func:`cell_counts`): every paired outcome of a task is a bit operation on
+   its words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
+   is the number of tasks with that bit set.
+
+Prefix hashes cannot be compared inside a per-task group-by, so a second aggregation per
+episode (task, condition, *pair_by*) compares the 64-bit hashes of the non-null ``prefix_hash``
+values; the tasks of an episode whose values differ are paired by the join of :mod:`._pairs`
+instead (exactly, with their prefix mismatches). Equal 64-bit hashes are taken as equal prefix
+strings: a different pair would have to collide (probability 2^-64 per pair).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from recoverylab.paired._pairs import Design, Forks
+from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
+
+__all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "survey"]
+
+_FORKS = SPECS["forks"]
+_WORD_BITS = 63
+#: At most this many 63-bit words per task (252 points); more points take the join path.
+MAX_WORDS = 4
+#: Largest lookup table (entries) of the end-of-run bits; beyond it the join path is taken.
+_MAX_TABLE = 1 << 22
+#: Odd multipliers that mix the per-column hashes into one point hash (wrapping u64 products).
+_MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
+#: Per-task classes of a recovery point, in the order of the count columns they feed.
+CLASSES = (
+    "rescue",
+    "harm",
+    "kept",
+    "unchanged",
+    "carried_forward",
+    "unpaired",
+    "after_end",
+)
+
+
+def _u64(value: int) -> pl.Expr:
+    return pl.lit(value, dtype=pl.UInt64)
+
+
+def _mixed_hash(columns: Sequence[str]) -> pl.Expr:
+    """One u64 hash of several columns: per-column hashes mixed by odd multipliers."""
+    expr = pl.col(columns[0]).hash()
+    for i, name in enumerate(columns[1:]):
+        expr = expr ^ (pl.col(name).hash() * _u64(_MIX[i % len(_MIX)]))
+    return expr
+
+
+def point_hash() -> pl.Expr:
+    """Hash of a row's (condition, method, delay): the key of its bit in the lookup tables."""
+    return _mixed_hash(["condition", "method", "delay"])
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What the survey aggregation found: rows per point and the design grid."""
+
+    counts: pl.DataFrame
+    """Rows per distinct (condition, *pair_by*, method, delay): column ``rows``."""
+    design: Design
+    """The candidate recovery points, as :func:`~recoverylab.paired._pairs.design_grid`."""
+
+
+def survey(
+    forks: Forks, key: Sequence[str], also: Sequence[pl.LazyFrame] = ()
+) -> tuple[Survey, list[pl.DataFrame]]:
+    """Run the forks data checks and read the design grid in one streaming aggregation.
+
+    Raises the :class:`~recoverylab.schema.SchemaError` that
+    :func:`~recoverylab.schema.validate` would raise for a null or a broken row rule (the
+    duplicate check is left to :func:`check_duplicates`, or to the caller on the join path).
+    The queries ``also`` are collected together with the survey (one pass over the files where
+    polars can share the scan); their results are returned in order.
+    """
+    keys = ["condition", *forks.pair_by, "method", "delay"]
+    checks = data_checks(_FORKS, forks.lf.collect_schema())
+    # Checks on the grouping keys are evaluated on the small result; the others are summed.
+    on_rows = {n: e for n, e in checks.items() if not set(e.meta.root_names()) <= set(keys)}
+    on_keys = {n: e for n, e in checks.items() if n not in on_rows}
+    flags = [e.alias(f"__check{i}") for i, e in enumerate(on_rows.values())]
+    query = (
+        forks.lf.select(*keys, *flags)
+        .group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("rows"),
+            *(pl.col(f"__check{i}").sum().alias(f"__check{i}") for i in range(len(flags))),
+        )
+    )
+    counts, *others = pl.collect_all([query, *also], engine="streaming")
+    totals = {n: int(counts[f"__check{i}"].sum()) for i, n in enumerate(on_rows)}
+    if on_keys:
+        weighted = counts.select(
+            pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
+            for n, e in on_keys.items()
+        )
+        totals |= {n: int(weighted[n].item()) for n in on_keys}
+    raise_data_problems(forks.lf, _FORKS, key, totals, int(counts["rows"].sum()))
+    counts = counts.select(*keys, "rows")
+    is_none = pl.col("method") == "none"
+    design = Design(
+        points=counts.filter(~is_none).select(keys),
+        specific_none=counts.filter(is_none & pl.col("delay").is_not_null()).height > 0,
+    )
+    return Survey(counts, design), others
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The bit of every (condition, method, delay) point and the lookup tables of a row's bit."""
+
+    points: pl.DataFrame
+    """One row per point: ``bit``, ``word``, condition, method, delay, ``rows``, ``none``."""
+    words: int
+    size: int
+    """Lookup-table size: the point hashes modulo ``size`` are distinct."""
+    gaps: int
+    """Distinct clipped run gaps: end_action - perturb_action clipped to 0..max delay + 1."""
+    present: tuple[pl.Series, ...]
+    """Per word: slot -> the bit value of the slot's point in that word (0 elsewhere)."""
+    ended: tuple[pl.Series, ...]
+    """Per word: slot * gaps + g -> on a ``none`` slot, the bits of its condition's recovery
+    points at or after the end of a run with clipped gap g, i.e. with delay >= g (§3.1:
+    perturb_action + delay >= end_action); 0 on other slots."""
+
+    def mask(self, word: int, where: pl.Expr) -> int:
+        """Bits of the points of ``word`` selected by ``where`` (on the points table)."""
+        bits = self.points.filter((pl.col("word") == word) & where)["bit"].to_list()
+        return sum(1 << (b % _WORD_BITS) for b in bits)
+
+
+def layout(counts: pl.DataFrame, design: Design) -> Layout | None:
+    """Assign bits to the points of a survey; ``None`` when the bit-set path does not apply.
+
+    It does not apply with delay-specific ``none`` rows (their precedence needs the join) or
+    with more than ``MAX_WORDS`` × 63 points.
+    """
+    if design.specific_none:
+        return None
+    points = (
+        counts.group_by("condition", "method", "delay")
+        .agg(pl.col("rows").sum())
+        .sort("condition", "method", "delay", nulls_last=False)
+        .with_row_index("bit")
+        .with_columns(
+            pl.col("bit").cast(pl.Int64),
+            (pl.col("bit") // _WORD_BITS).cast(pl.Int64).alias("word"),
+            (pl.col("method") == "none").alias("none"),
+            point_hash().alias("__hash"),
+        )
+    )
+    words = -(-points.height // _WORD_BITS)
+    if words > MAX_WORDS or words == 0:
+        return None
+    hashes = points["__hash"].to_list()
+    size = next(
+        (
+            k
+            for k in range(points.height, 64 * points.height + 64)
+            if len({h % k for h in hashes}) == len(hashes)
+        ),
+        None,
+    )
+    if size is None:  # pragma: no cover - needs a 64-bit hash collision between points
+        return None
+    recovery = points.filter(~pl.col("none"))
+    # a run gap beyond the latest delay ends after every point: clip it there
+    gaps = int(recovery["delay"].max() or 0) + 2
+    if size * gaps > _MAX_TABLE:
+        return None
+    present = [[0] * size for _ in range(words)]
+    ended = [[0] * (size * gaps) for _ in range(words)]
+    for bit, word, condition, none, hashed in points.select(
+        "bit", "word", "condition", "none", "__hash"
+    ).iter_rows():
+        slot = hashed % size
+        present[word][slot] = 1 << (bit % _WORD_BITS)
+        if not none:
+            continue
+        mine = recovery.filter(pl.col("condition") == condition).select("bit", "word", "delay")
+        for b, w, delay in mine.iter_rows():
+            for g in range(min(delay, gaps - 1) + 1):
+                ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
+    return Layout(
+        points=points.drop("__hash"),
+        words=words,
+        size=size,
+        gaps=gaps,
+        present=tuple(pl.Series(f"__p{w}", v, dtype=pl.UInt64) for w, v in enumerate(present)),
+        ended=tuple(pl.Series(f"__e{w}", v, dtype=pl.UInt64) for w, v in enumerate(ended)),
+    )
+
+
+def task_words(forks: Forks, plan: Layout, keys: Sequence[str]) -> pl.LazyFrame:
+    """Per cluster (``keys``: task_id, *pair_by*, ...): rows and the words P, S and E.
+
+    Columns: the keys, ``rows``, then ``P0``, ``S0``, ``E0``, ``P1``, ... (UInt64).
+    Every value is a lookup or an arithmetic on the row, then a plain sum per cluster, so the
+    group-by stays on polars' streaming fast path.
+    """
+    slot = point_hash() % _u64(plan.size)
+    success = pl.col("success").cast(pl.UInt64)
+    columns: list[pl.Expr] = []
+    sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
+    carry = {"perturb_action", "end_action"} <= forks.columns
+    if carry:
+        # A null perturb or end never ends: it takes the largest gap, after every point.
+        gap = (
+            (pl.col("end_action") - pl.col("perturb_action"))
+            .clip(0, plan.gaps - 1)
+            .fill_null(plan.gaps - 1)
+            .cast(pl.UInt64)
+        )
+        ended_at = slot * _u64(plan.gaps) + gap
+    for w in range(plan.words):
+        bit = pl.lit(plan.present[w]).gather(slot)
+        columns += [bit.alias(f"P{w}"), (bit * success).alias(f"S{w}")]
+        sums += [pl.col(f"P{w}").sum(), pl.col(f"S{w}").sum()]
+        if carry:
+            columns.append(pl.lit(plan.ended[w]).gather(ended_at).alias(f"E{w}"))
+            sums.append(pl.col(f"E{w}").sum())
+    frame = forks.lf.select(*keys, *columns).group_by(keys).agg(sums)
+    if not carry:
+        frame = frame.with_columns(_u64(0).alias(f"E{w}") for w in range(plan.words))
+    return frame
+
+
+def prefix_conflicts(forks: Forks) -> pl.LazyFrame | None:
+    """Episodes whose non-null prefix hashes are not all equal, as ``__episode`` hashes.
+
+    ``None`` when the table has no ``prefix_hash`` column. Episodes are grouped by a 64-bit
+    hash of their key: two episodes sharing one can only add conflicts, never hide one.
+    """
+    if "prefix_hash" not in forks.columns:
+        return None
+    episode = _mixed_hash(forks.episode).alias("__episode")
+    value = pl.col("prefix_hash").hash().alias("__value")
+    return (
+        forks.lf.select(episode, value)
+        .group_by("__episode")
+        .agg(pl.col("__value").min().alias("__low"), pl.col("__value").max().alias("__high"))
+        .filter(pl.col("__low") != pl.col("__high"))
+        .select("__episode")
+    )
+
+
+def conflicting_clusters(
+    forks: Forks, conflicts: pl.DataFrame, keys: Sequence[str]
+) -> pl.DataFrame:
+    """Return the cluster keys of the episodes named in ``conflicts`` (reads the table again)."""
+    return (
+        forks.lf.select(*keys, _mixed_hash(forks.episode).alias("__episode"))
+        .join(conflicts.lazy(), on="__episode", how="semi")
+        .select(keys)
+        .unique()
+        .collect(engine="streaming")
+    )
+
+
+def check_duplicates(
+    forks: Forks, words: pl.DataFrame, plan: Layout, keys: Sequence[str], full_key: Sequence[str]
+) -> None:
+    """Raise the contract's duplicate-key error if some cluster repeats a point.
+
+    A cluster's rows have distinct (condition, method, delay) exactly when their bits are
+    distinct, i.e. when the summed bits have as many ones as the cluster has rows.
+    """
+    ones = pl.sum_horizontal(
+        *(pl.col(f"P{w}").bitwise_count_ones().cast(pl.Int64) for w in range(plan.words))
+    )
+    suspects = words.filter(ones != pl.col("rows")).select(keys)
+    if suspects.height == 0:
+        return
+    rows = forks.lf.join(suspects.lazy(), on=list(keys), how="semi", nulls_equal=True)
+    raise_duplicate_keys(rows, _FORKS, full_key)
+    raise RuntimeError(  # pragma: no cover - the bit test and the exact check disagree
+        "internal error: the bit-set duplicate test found repeated points but no repeated key."
+    )
+
+
+def check_layout(words: pl.DataFrame, plan: Layout) -> None:
+    """Check that every point's bit was set as often as the survey counted its rows.
+
+    Guards the lookup (hashes computed by two engines must agree); a mismatch is a bug.
+    """
+    totals = words.select(
+        ((pl.col(f"P{word}") & _u64(1 << (bit % _WORD_BITS))) != 0).sum().alias(str(bit))
+        for bit, word in plan.points.select("bit", "word").iter_rows()
+    )
+    found = [int(totals[str(b)].item()) for b in plan.points["bit"]]
+    if found != plan.points["rows"].to_list():  # pragma: no cover - a bug, never bad input
+        raise RuntimeError("internal error: the bit-set lookup disagrees with the survey counts.")
+
+
+def cell_counts(
+    words: pl.DataFrame,
+    plan: Layout,
+    design: Design,
+    pair_by: Sequence[str],
+    by: Sequence[str],
+) -> pl.DataFrame:
+    """Cell counts from task words: one row per (condition, delay, method, *by*) with rows.
+
+    Columns: the cells, ``n``, ``rescue``, ``harm``, ``kept``, ``unchanged``,
+    ``carried_forward``, ``unpaired``, ``prefix_mismatch`` (0: conflicting episodes take the
+    join path), ``after_end``.
+    """
+    points = plan.points
+    recovery = ~pl.col("none")
+    frame = words.lazy()
+    if pair_by:
+        # carry-forward only reaches points of the design grid of the cluster's pair_by keys
+        grid = _grid_words(design, plan, pair_by)
+        frame = frame.join(grid.lazy(), on=list(pair_by), how="left", nulls_equal=True)
+        frame = frame.with_columns(pl.col(f"G{w}").fill_null(0) for w in range(plan.words))
+    else:
+        frame = frame.with_columns(
+            _u64(plan.mask(w, recovery)).alias(f"G{w}") for w in range(plan.words)
+        )
+    nones = points.filter(pl.col("none")).select("condition", "bit", "word").rows()
+    exprs: list[pl.Expr] = []
+    for w in range(plan.words):
+        rec = _u64(plan.mask(w, recovery))
+
+        def spread(word: str, w: int = w) -> pl.Expr:
+            """Per condition: its recovery bits in word w when its none bit is set in `word`."""
+            parts = [
+                pl.when((pl.col(f"{word}{nw}") & _u64(1 << (nb % _WORD_BITS))) != 0)
+                .then(_u64(plan.mask(w, recovery & (pl.col("condition") == c))))
+                .otherwise(_u64(0))
+                for c, nb, nw in nones
+            ]
+            return pl.sum_horizontal(*parts, _u64(0))
+
+        present, success, ended = pl.col(f"P{w}") & rec, pl.col(f"S{w}") & rec, pl.col(f"E{w}")
+        has_none, y0 = spread("P"), spread("S")
+        pair = present & has_none & ~ended
+        carried = ~present & has_none & ended & pl.col(f"G{w}")
+        exprs += [
+            (pair & ~y0 & success).alias(f"rescue{w}"),
+            (pair & y0 & ~success).alias(f"harm{w}"),
+            ((pair & y0 & success) | (carried & y0)).alias(f"kept{w}"),
+            ((pair & ~y0 & ~success) | (carried & ~y0)).alias(f"unchanged{w}"),
+            carried.alias(f"carried_forward{w}"),
+            (present & ~has_none).alias(f"unpaired{w}"),
+            (present & has_none & ended).alias(f"after_end{w}"),
+        ]
+    rec_points = points.filter(recovery).select("bit", "word").rows()
+    sums = [
+        ((pl.col(f"{name}{w}") & _u64(1 << (b % _WORD_BITS))) != 0)
+        .sum()
+        .cast(pl.Int64)
+        .alias(f"{name}|{b}")
+        for name in CLASSES
+        for b, w in rec_points
+    ]
+    classes = frame.select(*by, *exprs).collect()
+    wide = classes.group_by(list(by)).agg(sums) if by else classes.select(sums)
+    long = (
+        wide.unpivot(index=list(by))
+        .with_columns(
+            pl.col("variable").str.split_exact("|", 1).struct.rename_fields(["__class", "bit"])
+        )
+        .unnest("variable")
+        .with_columns(pl.col("bit").cast(pl.Int64))
+    )
+    cells = ["condition", "delay", "method", *by]
+    rescue, harm, kept, unchanged = (pl.col(c) for c in ("rescue", "harm", "kept", "unchanged"))
+    return (
+        long.group_by([*by, "bit"])
+        .agg(pl.col("value").filter(pl.col("__class") == c).sum().alias(c) for c in CLASSES)
+        .join(points.select("bit", "condition", "delay", "method"), on="bit")
+        .select(
+            *cells,
+            (rescue + harm + kept + unchanged).alias("n"),
+            rescue,
+            harm,
+            kept,
+            unchanged,
+            pl.col("carried_forward"),
+            pl.col("unpaired"),
+            pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch"),
+            pl.col("after_end"),
+        )
+        .filter(pl.col("n") + pl.col("unpaired") + pl.col("after_end") > 0)
+    )
+
+
+def _grid_words(design: Design, plan: Layout, pair_by: Sequence[str]) -> pl.DataFrame:
+    """Per pair_by combination: the words of its design-grid recovery points."""
+    bits = design.points.join(
+        plan.points.select("condition", "method", "delay", "bit", "word"),
+        on=["condition", "method", "delay"],
+        nulls_equal=True,
+    )
+    return bits.group_by(list(pair_by)).agg(
+        pl.when(pl.col("word") == w)
+        .then(pl.lit(2, dtype=pl.UInt64).pow(pl.col("bit") % _WORD_BITS))
+        .otherwise(_u64(0))
+        .sum()
+        .alias(f"G{w}")
+        for w in range(plan.words)
+    )
+
+
+@dataclass(frozen=True)
+class BitCounts:
+    """Cell counts of the bit-set path, and the clusters it left to the join path."""
+
+    counts: pl.DataFrame
+    """As :func:`cell_counts`, over every cluster not in ``rest``."""
+    rest: pl.DataFrame | None
+    """Keys (task_id, *pair_by*) of clusters with an episode whose prefix hashes differ."""
+
+
+def bit_counts(
+    forks: Forks,
+    found: Survey,
+    design: Design,
+    by: Sequence[str],
+    full_key: Sequence[str],
+    conflicts: pl.DataFrame | None,
+) -> BitCounts | None:
+    """Count the cells through task words, or return ``None`` where the path does not apply.
+
+    Applies when no ``none`` row is delay-specific, the points fit in ``MAX_WORDS`` words and
+    every ``by`` key is constant within each cluster (task_id, *pair_by*) -- a ``by`` key that
+    is not a ``pair_by`` key is checked on the task words. Raises the contract's duplicate-key
+    error. ``design`` is the grid of the whole table (a shard's own grid may lack points);
+    ``conflicts`` is the collected :func:`prefix_conflicts` (``None`` without prefix hashes).
+    """
+    plan = layout(found.counts, design)
+    if plan is None:
+        return None
+    clusters = ["task_id", *forks.pair_by]
+    extra = [k for k in by if k not in forks.pair_by]
+    keys = [*clusters, *extra]
+    words = task_words(forks, plan, keys).collect(engine="streaming")
+    if extra and words.select(clusters).is_duplicated().any():
+        return None  # a by value varies within a task: the join path keeps each row's value
+    check_duplicates(forks, words, plan, keys, full_key)
+    check_layout(words, plan)
+    slow = None
+    if conflicts is not None and conflicts.height:
+        slow = conflicting_clusters(forks, conflicts, clusters)
+        words = words.join(slow, on=clusters, how="anti", nulls_equal=True)
+    return BitCounts(cell_counts(words, plan, design, forks.pair_by, by), slow)

@@ -1,0 +1,260 @@
+"""Tests of recoverylab.paired._bits: the bit-set path gives the join path's partials exactly.
+
+The public behaviour is covered by tests/test_paired.py (summarize takes the bit-set path when
+it applies); here the two paths are compared directly, on random tables and on the cases that
+must leave the bit-set path, and its fused contract checks are held to validate's messages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
+
+from recoverylab import paired
+from recoverylab._errors import InputError, SchemaError
+from recoverylab.paired import _bits, _pairs, _summary
+from recoverylab.schema import validate
+from tests.test_paired import random_forks
+
+CELLS = ["condition", "delay", "method"]
+
+
+def join_partials(frame: pl.DataFrame, **kwargs: object) -> pl.DataFrame:
+    """Partials through the join of _pairs (the reference implementation)."""
+    by = kwargs.get("by", ())
+    table, by_keys = _pairs.prepare(frame, pair_by=kwargs.get("pair_by", ()), by=by)
+    query, fast, _ = _summary.summary_query(table, _pairs.design_grid(table), by_keys, "full")
+    cells = [*CELLS, *by_keys]
+    return _canonical(_summary._as_partials(query, fast, cells).collect(), cells)
+
+
+def bit_partials(frame: object, **kwargs: object) -> pl.DataFrame:
+    part = _summary.partials(frame, **kwargs).collect()
+    cells = [c for c in part.columns if c not in ("d", "n", "count", *_summary.PARTIAL_COUNTS)]
+    return _canonical(part, cells)
+
+
+def _canonical(part: pl.DataFrame, cells: list[str]) -> pl.DataFrame:
+    values = ["count", *_summary.PARTIAL_COUNTS]
+    return (
+        part.group_by([*cells, "d", "n"])
+        .agg(pl.col(v).sum() for v in values)
+        .sort([*cells, "d", "n"], nulls_last=False)
+    )
+
+
+def uses_bits(frame: object, **kwargs: object) -> bool:
+    """Whether summarize's counting took the bit-set path for these arguments."""
+    seen: list[str] = []
+    _summary.partials(frame, progress=seen.append, **kwargs)
+    # the join path announces itself after the bit-set path declined
+    return seen[-1] == "pairing through per-task bit sets"
+
+
+HYPOTHESIS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@HYPOTHESIS
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    tasks=st.integers(1, 30),
+    exclusions=st.booleans(),
+    drop=st.sampled_from([(), ("prefix_hash",), ("end_action",), ("perturb_action", "end_action")]),
+)
+def test_bit_path_equals_join_path(
+    seed: int, tasks: int, exclusions: bool, drop: tuple[str, ...]
+) -> None:
+    rng = np.random.default_rng(seed)
+    frame = random_forks(rng, tasks=tasks, exclusions=exclusions).drop(drop)
+    assert uses_bits(frame)
+    assert_frame_equal(bit_partials(frame), join_partials(frame))
+    models = random_forks(rng, tasks=tasks, models=("m1", "m2"), exclusions=exclusions)
+    kwargs = {"pair_by": "model", "by": "model"}
+    assert_frame_equal(bit_partials(models, **kwargs), join_partials(models, **kwargs))
+    family = frame.with_columns(pl.col("task_id").str.slice(0, 3).alias("family"))
+    assert_frame_equal(bit_partials(family, by="family"), join_partials(family, by="family"))
+
+
+def test_run_ends_null_negative_and_beyond_the_last_delay() -> None:
+    frame = pl.DataFrame(
+        {
+            "task_id": ["t1", "t2", "t2", "t2", "t3", "t3", "t4", "t4", "t4"],
+            "condition": ["stale2"] * 9,
+            "method": ["none", "none", "refresh", "refresh", "none", "refresh"]
+            + ["none"]
+            + ["refresh"] * 2,
+            "delay": [None, None, 0, 5, None, 0, None, 0, 5],
+            "success": [False, True, False, True, False, True, True, True, False],
+            # t1 ended before its perturbation; t2 has no end; t3 ends 2 actions after it;
+            # t4 long after the last candidate point
+            "perturb_action": [3, None, None, None, 4, None, 1, None, None],
+            "end_action": [2, 9, None, None, 6, None, 100, None, None],
+        }
+    )
+    assert uses_bits(frame)
+    got = bit_partials(frame)
+    assert_frame_equal(got, join_partials(frame))
+    assert got["carried_forward"].sum() == 3  # t1 at delays 0 and 5, t3 at delay 5
+    late = pl.concat(
+        [
+            frame,
+            frame.filter(pl.col("task_id") == "t3", pl.col("method") != "none").with_columns(
+                pl.lit(5, dtype=pl.Int64).alias("delay")
+            ),
+        ]
+    )
+    with pytest.raises(InputError, match=r"1 recovery row is at or after the end .* t3/stale2"):
+        paired.summarize(late, n_resamples=50)
+
+
+@pytest.mark.parametrize(
+    ("rows", "kwargs"),
+    [
+        # a delay-specific none row needs the join (its precedence over the shared row)
+        (
+            [
+                ("t1", "c", "none", None, True),
+                ("t1", "c", "none", 0, False),
+                ("t1", "c", "refresh", 0, True),
+            ],
+            {},
+        ),
+        # a factual cohort filter is applied on branch rows
+        (
+            [("t1", "c", "none", None, True), ("t1", "c", "refresh", 0, True)],
+            {"cohort": "factual_success"},
+        ),
+    ],
+)
+def test_cases_that_take_the_join_path(rows: list[tuple], kwargs: dict) -> None:
+    frame = pl.DataFrame(
+        rows,
+        schema=["task_id", "condition", "method", "delay", "success"],
+        orient="row",
+    ).with_columns(pl.lit(True).alias("factual_success"))
+    assert not uses_bits(frame, **kwargs)
+
+
+def test_pair_by_outside_by_takes_the_per_task_join() -> None:
+    frame = random_forks(np.random.default_rng(3), tasks=5, models=("m1", "m2"))
+    assert not uses_bits(frame, pair_by="model")
+
+
+def test_by_value_varying_within_a_task_takes_the_join_path() -> None:
+    frame = random_forks(np.random.default_rng(4), tasks=6, exclusions=False)
+    varying = frame.with_columns(
+        pl.when(pl.col("method") == "none").then(pl.lit("a")).otherwise(pl.lit("b")).alias("tag")
+    )
+    assert not uses_bits(varying, by="tag")
+    got = bit_partials(varying, by="tag")
+    assert_frame_equal(got, join_partials(varying, by="tag"))
+    # a pair takes the recovery row's value; a carried-forward pair the none row's
+    from_none = got.filter(pl.col("tag") == "a", pl.col("n") > 0)
+    assert from_none.height > 0
+    assert from_none["count"].sum() == from_none["carried_forward"].sum()
+
+
+def test_more_points_than_the_words_hold_take_the_join_path() -> None:
+    delays = range(_bits.MAX_WORDS * 63)
+    rows = [("t1", "c", "none", None, False)] + [("t1", "c", "refresh", d, True) for d in delays]
+    frame = pl.DataFrame(
+        rows, schema=["task_id", "condition", "method", "delay", "success"], orient="row"
+    )
+    assert not uses_bits(frame)
+    assert paired.summarize(frame, n_resamples=50)["rescue"].sum() == len(delays)
+
+
+def test_two_words_of_points() -> None:
+    rng = np.random.default_rng(5)
+    frame = random_forks(
+        rng,
+        tasks=8,
+        conditions=("c1", "c2", "c3"),
+        methods=("m1", "m2", "m3", "m4"),
+        delays=tuple(range(8)),
+    )
+    assert frame.select("condition", "method", "delay").n_unique() > 63
+    assert uses_bits(frame)
+    assert_frame_equal(bit_partials(frame), join_partials(frame))
+
+
+def _validate_message(frame: pl.DataFrame, key: tuple[str, ...] = ()) -> str:
+    with pytest.raises(SchemaError) as info:
+        validate(frame, "forks", key=key)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    "broken",
+    [
+        # duplicate branch keys (found by the bit count of a task)
+        lambda f: pl.concat([f, f.head(3)]),
+        # a null success, a null task id, a null condition
+        lambda f: f.with_columns(
+            pl.when(pl.int_range(pl.len()) == 4)
+            .then(None)
+            .otherwise(pl.col("success"))
+            .alias("success")
+        ),
+        lambda f: f.with_columns(
+            pl.when(pl.int_range(pl.len()) == 2)
+            .then(None)
+            .otherwise(pl.col("task_id"))
+            .alias("task_id")
+        ),
+        lambda f: f.with_columns(
+            pl.when(pl.int_range(pl.len()) == 2)
+            .then(None)
+            .otherwise(pl.col("condition"))
+            .alias("condition")
+        ),
+        # recovery rows without a delay; a negative delay
+        lambda f: f.with_columns(
+            pl.when(pl.col("method") != "none").then(None).otherwise(pl.col("delay")).alias("delay")
+        ),
+        lambda f: f.with_columns(pl.col("delay") - 5),
+        # empty table
+        lambda f: f.clear(),
+    ],
+)
+def test_fused_checks_raise_validates_messages(broken: object) -> None:
+    frame = broken(random_forks(np.random.default_rng(6), tasks=6, exclusions=False))
+    expected = _validate_message(frame)
+    with pytest.raises(SchemaError) as info:
+        _summary.partials(frame)
+    assert str(info.value) == expected
+
+
+def test_duplicates_within_pair_by_are_found() -> None:
+    frame = random_forks(np.random.default_rng(7), tasks=5, models=("m1", "m2"), exclusions=False)
+    doubled = pl.concat([frame, frame.filter(pl.col("model") == "m2").head(2)])
+    expected = _validate_message(doubled, ("model",))
+    with pytest.raises(SchemaError) as info:
+        paired.summarize(doubled, pair_by="model", by="model", n_resamples=50)
+    assert str(info.value) == expected
+
+
+def test_partials_of_shards_add_up_to_the_whole(tmp_path: object) -> None:
+    frame = random_forks(np.random.default_rng(8), tasks=30)
+    tasks = frame["task_id"].unique().sort()
+    design = _pairs.design_grid(_pairs.prepare(frame)[0])
+    shards = [
+        _summary.partials(frame.filter(pl.col("task_id").is_in(part)), design=design).collect()
+        for part in (tasks[:10], tasks[10:17], tasks[17:])
+    ]
+    finished = _summary.finish(pl.concat(shards), n_resamples=200)
+    assert_frame_equal(finished, paired.summarize(frame, n_resamples=200))
+
+
+def test_finish_raises_on_rows_after_the_end() -> None:
+    part = pl.DataFrame(
+        {"condition": ["c"], "delay": [1], "method": ["m"], "d": [0], "n": [0], "count": [1]}
+    ).with_columns(
+        *(pl.lit(1 if c == "after_end" else 0).alias(c) for c in _summary.PARTIAL_COUNTS)
+    )
+    with pytest.raises(InputError, match="1 recovery row is at or after the end"):
+        _summary.finish(part, n_resamples=50)
