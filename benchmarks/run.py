@@ -1,0 +1,341 @@
+"""The recoverylab benchmark: one command, ``python benchmarks/run.py --tasks 1000000``.
+
+Generates synthetic forks with ``recoverylab synth`` (1M tasks × 4 conditions × (1 + 4 delays ×
+3 methods) ≈ 52M rows in 10 parquet files; skipped when the files for that size and seed exist),
+then times, each in a fresh process and alternating the engines round by round (A B C ... A B
+C ...), the bare scan floor, recoverylab's paired partials with and without statistics, the
+same counts in DuckDB and in pandas (also as literal per-task partials), and checks that every
+engine produced identical counts -- exiting with status 1 and a diff if not. Then the
+statistics at a million clusters against scipy, ``goal``, ``takeover`` and ``Router.fit``.
+Writes ``benchmarks/RESULTS.md`` (and ``results.json``) and prints the table.
+
+``--quick`` runs the same pipeline on a small size in CI time (used by the tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import report  # noqa: E402
+
+#: The forks workloads, in the order of one round.
+FORKS_WORKLOADS = (
+    "floor",
+    "recoverylab",
+    "recoverylab_stats",
+    "duckdb",
+    "pandas",
+    "floor_duckdb",
+    "duckdb_per_task",
+    "pandas_per_task",
+)
+#: Workloads whose cell counts must be identical, and those whose per-task types must be.
+SAME_COUNTS = ("recoverylab", "recoverylab_stats", "duckdb", "pandas")
+SAME_TYPES = ("recoverylab", "duckdb_per_task", "pandas_per_task")
+
+FULL = {
+    "tasks": 1_000_000,
+    "chunk": 100_000,
+    "rounds": 3,
+    "stats_clusters": 1_000_000,
+    "goal_units": 250_000,  # ~10M steps rows
+    "takeover_units": 12_500,  # ~5M attempts
+    "router_tasks": 8_400,  # ~100,000 decision points
+    "scaling_files": (2, 5),
+    "scipy_budget": 60.0,  # a scipy reference run may take up to a minute
+}
+QUICK = {
+    "tasks": 2_000,
+    "chunk": 500,
+    "rounds": 1,
+    "stats_clusters": 20_000,
+    "goal_units": 300,
+    "takeover_units": 20,
+    "router_tasks": 300,
+    "scaling_files": (),
+    "scipy_budget": 0.3,
+}
+
+
+def _python() -> str:
+    return sys.executable
+
+
+def generate(table: str, units: int, seed: int, out: Path, chunk: int) -> dict:
+    """Write synthetic tables with ``recoverylab synth`` unless they already exist."""
+    marker = out / "COMPLETE.json"
+    wanted = {"table": table, "units": units, "seed": seed, "chunk": chunk}
+    if marker.exists() and json.loads(marker.read_text()).get("wanted") == wanted:
+        return json.loads(marker.read_text())
+    if out.exists():
+        shutil.rmtree(out)
+    start = time.perf_counter()
+    subprocess.run(
+        [
+            _python(),
+            "-m",
+            "recoverylab",
+            "synth",
+            table,
+            "--tasks",
+            str(units),
+            "--seed",
+            str(seed),
+            "--out",
+            str(out),
+            "--chunk-tasks",
+            str(chunk),
+            "--quiet",
+        ],
+        check=True,
+        cwd=ROOT,
+    )
+    files = sorted(out.rglob("*.parquet"))
+    info = {
+        "wanted": wanted,
+        "seconds": time.perf_counter() - start,
+        "files": len(files),
+        "bytes": sum(f.stat().st_size for f in files),
+    }
+    marker.write_text(json.dumps(info))
+    return info
+
+
+def busy_cpus(window: float = 1.0) -> float:
+    """CPUs kept busy by anything during ``window`` seconds (from /proc/stat; 0 elsewhere)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+        return sum(values), values[3] + values[4]
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(window)
+        total1, idle1 = sample()
+    except OSError:
+        return 0.0
+    if total1 == total0:
+        return 0.0
+    return (1 - (idle1 - idle0) / (total1 - total0)) * (os.cpu_count() or 1)
+
+
+def wait_for_quiet(max_busy: float, max_wait: float) -> float:
+    """Wait until other processes keep fewer than ``max_busy`` CPUs busy (or time runs out)."""
+    deadline = time.monotonic() + max_wait
+    busy = busy_cpus(0.5 if max_wait > 0 else 0.1)
+    while busy > max_busy and time.monotonic() < deadline:
+        busy = busy_cpus(2.0)
+    return busy
+
+
+def measure(
+    args: argparse.Namespace,
+    workload: str,
+    data: Path,
+    out: Path,
+    size: int = 0,
+    files: int = 0,
+    budget: float = 60.0,
+) -> dict:
+    """Run one workload in a fresh process; note the machine's load before it started."""
+    busy = wait_for_quiet(args.max_busy, args.max_wait)
+    load = os.getloadavg()[0]
+    command = [
+        _python(),
+        str(HERE / "worker.py"),
+        workload,
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--size",
+        str(size),
+        "--files",
+        str(files),
+        "--budget",
+        str(budget),
+    ]
+    start = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    elapsed = time.perf_counter() - start
+    if done.returncode != 0:
+        sys.stderr.write(done.stderr)
+        raise SystemExit(f"benchmark workload {workload!r} failed (exit {done.returncode})")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result.update(workload=workload, process_seconds=elapsed, busy_cpus=busy, load1=load)
+    return result
+
+
+def compare(outputs: dict[str, Path]) -> list[str]:
+    """Compare the counts and types the engines wrote; return the differences (none = ok)."""
+    import polars as pl
+
+    problems = []
+    for suffix, names in ((".counts.parquet", SAME_COUNTS), (".types.parquet", SAME_TYPES)):
+        frames = {
+            n: pl.read_parquet(outputs[n].with_suffix(suffix))
+            for n in names
+            if n in outputs and outputs[n].with_suffix(suffix).exists()
+        }
+        if len(frames) < 2:
+            continue
+        first, reference = next(iter(frames.items()))
+        for name, frame in frames.items():
+            if not frame.equals(reference):
+                diff = pl.concat(
+                    [
+                        reference.join(frame, on=reference.columns, how="anti").with_columns(
+                            pl.lit(f"only {first}").alias("side")
+                        ),
+                        frame.join(reference, on=reference.columns, how="anti").with_columns(
+                            pl.lit(f"only {name}").alias("side")
+                        ),
+                    ]
+                )
+                problems.append(f"{name} differs from {first} ({suffix}):\n{diff}")
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; return the exit status (1 when the engines disagree)."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, help="forks tasks (default 1,000,000)")
+    parser.add_argument("--rounds", type=int, help="alternating rounds (default 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="small sizes, one round")
+    parser.add_argument("--data-dir", type=Path, default=HERE / "data")
+    parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    parser.add_argument("--skip", default="", help="comma-separated workloads to leave out")
+    parser.add_argument(
+        "--max-busy",
+        type=float,
+        default=0.5,
+        help="before each measurement, wait while other processes keep more CPUs busy",
+    )
+    parser.add_argument("--max-wait", type=float, default=120.0, help="seconds to wait at most")
+    args = parser.parse_args(argv)
+    sizes = dict(QUICK if args.quick else FULL)
+    if args.tasks:
+        sizes["tasks"] = args.tasks
+        sizes["chunk"] = max(1, -(-args.tasks // 10))
+    if args.rounds:
+        sizes["rounds"] = args.rounds
+    skip = {s for s in args.skip.split(",") if s}
+    started = time.perf_counter()
+    data_dir: Path = args.data_dir
+    work = data_dir / "out"
+    work.mkdir(parents=True, exist_ok=True)
+
+    def say(message: str) -> None:
+        print(f"[bench {time.perf_counter() - started:6.0f}s] {message}", flush=True)
+
+    say(f"generating data in {data_dir} (skipped when present)")
+    forks_dir = data_dir / f"forks_{sizes['tasks']}_seed{args.seed}"
+    gen = {"forks": generate("forks", sizes["tasks"], args.seed, forks_dir, sizes["chunk"])}
+    forks = forks_dir / "forks"
+
+    results: dict[str, list[dict]] = {}
+    outputs: dict[str, Path] = {}
+    for r in range(sizes["rounds"]):
+        for name in FORKS_WORKLOADS:
+            if name in skip:
+                continue
+            out = work / f"{name}_r{r}"
+            result = measure(args, name, forks, out)
+            results.setdefault(name, []).append(result)
+            outputs[name] = out
+            say(
+                f"round {r + 1}: {name} {result['seconds']:.2f} s, "
+                f"{result['peak_rss_bytes'] / 1e9:.2f} GB"
+            )
+    problems = compare(outputs)
+    if problems:
+        for p in problems:
+            print(p, file=sys.stderr)
+        print(
+            "benchmark: engines disagree on the counts (see above); no report written.",
+            file=sys.stderr,
+        )
+        return 1
+    say(
+        "counts identical across "
+        + ", ".join(n for n in SAME_COUNTS if n in outputs)
+        + "; per-task types identical across "
+        + ", ".join(n for n in SAME_TYPES if n in outputs)
+    )
+
+    scaling = {}
+    total_files = len(list(forks.glob("*.parquet")))
+    if "recoverylab" not in skip:
+        for files in sizes["scaling_files"]:
+            if files < total_files:
+                scaling[files] = measure(
+                    args, "recoverylab", forks, work / f"scale{files}", files=files
+                )
+                say(f"scaling: recoverylab on {files} files {scaling[files]['seconds']:.2f} s")
+
+    extras: dict[str, dict] = {}
+    if "stats_scale" not in skip:
+        extras["stats_scale"] = measure(
+            args,
+            "stats_scale",
+            forks,
+            work / "stats",
+            size=sizes["stats_clusters"],
+            budget=sizes["scipy_budget"],
+        )
+        say("statistics at scale done")
+    for table, units, key in (
+        ("goal", sizes["goal_units"], "goal"),
+        ("takeover", sizes["takeover_units"], "takeover"),
+    ):
+        if key in skip:
+            continue
+        folder = data_dir / f"{table}_{units}_seed{args.seed}"
+        gen[table] = generate(table, units, args.seed, folder, max(1, -(-units // 10)))
+        extras[key] = measure(args, key, folder, work / key)
+        say(f"{key}: {extras[key]['seconds']:.2f} s")
+    if "router" not in skip:
+        extras["router"] = measure(
+            args, "router", forks, work / "router", size=sizes["router_tasks"]
+        )
+        say(f"router: {extras['router']['seconds']:.2f} s")
+
+    record = {
+        "command": "python benchmarks/run.py "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": report.machine(),
+        "versions": report.versions(),
+        "sizes": {k: v for k, v in sizes.items() if k != "scaling_files"},
+        "data": gen,
+        "rounds": results,
+        "scaling": {str(k): v for k, v in scaling.items()},
+        "scaling_total_files": total_files,
+        "extras": extras,
+        "correct": True,
+        "total_seconds": time.perf_counter() - started,
+    }
+    text = report.render(record)
+    args.out.write_text(text)
+    args.out.with_name("results.json").write_text(json.dumps(record, indent=1, default=str))
+    print(text)
+    say(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
