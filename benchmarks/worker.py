@@ -80,11 +80,12 @@ def floor_duckdb(files: list[Path]) -> dict:
 
 
 def recoverylab_partials(files: list[Path], out: Path) -> dict:
+    import polars as pl
 
     from recoverylab.paired import _summary
 
     start = time.perf_counter()
-    part = _summary.partials([str(f) for f in files]).collect(engine="streaming")
+    part = _summary.partials(pl.scan_parquet(files)).collect(engine="streaming")
     seconds = time.perf_counter() - start
     counts, types = _counts_from_partials(part)
     _write(counts, types, out)
@@ -99,7 +100,7 @@ def recoverylab_stats(files: list[Path], out: Path) -> dict:
     from recoverylab import paired
 
     start = time.perf_counter()
-    summary = paired.summarize([str(f) for f in files], n_resamples=N_RESAMPLES)
+    summary = paired.summarize(pl.scan_parquet(files), n_resamples=N_RESAMPLES)
     seconds = time.perf_counter() - start
     counts = summary.select(
         "condition",

@@ -258,3 +258,39 @@ def test_finish_raises_on_rows_after_the_end() -> None:
     )
     with pytest.raises(InputError, match="1 recovery row is at or after the end"):
         _summary.finish(part, n_resamples=50)
+
+
+def test_prefix_fingerprint_finds_planted_mismatches_in_complete_tables() -> None:
+    from recoverylab import synth
+
+    frame = synth.generate("forks", 60, seed=2, mismatch_rate=0.03)["forks"]
+    got = bit_partials(frame)
+    assert got["prefix_mismatch"].sum() > 0
+    assert_frame_equal(got, join_partials(frame))
+    # two recovery rows of one task trade prefixes across conditions: both are mismatches
+    first = frame.filter(pl.col("task_id") == frame["task_id"].min(), pl.col("method") != "none")
+    a, b = (
+        first.filter(pl.col("condition") == "clean").row(0, named=True),
+        first.filter(pl.col("condition") == "stale2").row(0, named=True),
+    )
+    swapped = frame.with_columns(
+        pl.when(
+            (pl.col("task_id") == a["task_id"])
+            & (pl.col("condition") == a["condition"])
+            & (pl.col("method") == a["method"])
+            & (pl.col("delay") == a["delay"])
+        )
+        .then(pl.lit(b["prefix_hash"]))
+        .when(
+            (pl.col("task_id") == b["task_id"])
+            & (pl.col("condition") == b["condition"])
+            & (pl.col("method") == b["method"])
+            & (pl.col("delay") == b["delay"])
+        )
+        .then(pl.lit(a["prefix_hash"]))
+        .otherwise(pl.col("prefix_hash"))
+        .alias("prefix_hash")
+    )
+    got = bit_partials(swapped)
+    assert_frame_equal(got, join_partials(swapped))
+    assert got["prefix_mismatch"].sum() == bit_partials(frame)["prefix_mismatch"].sum() + 2

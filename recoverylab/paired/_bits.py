@@ -23,11 +23,16 @@ task (with its ``pair_by`` keys):
    its words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
    is the number of tasks with that bit set.
 
-Prefix hashes cannot be compared inside a per-task group-by, so a second aggregation per
-episode (task, condition, *pair_by*) compares the 64-bit hashes of the non-null ``prefix_hash``
-values; the tasks of an episode whose values differ are paired by the join of :mod:`._pairs`
-instead (exactly, with their prefix mismatches). Equal 64-bit hashes are taken as equal prefix
-strings: a different pair would have to collide (probability 2^-64 per pair).
+Prefix hashes (§3.1: a pair whose prefix hashes differ is ``prefix_mismatch``) are compared in
+the same group-by through a per-task fingerprint: each recovery row adds F(condition, prefix)
+and each ``none`` row subtracts k × F(condition, its prefix), k being the number of recovery
+points of its condition before the end of its run (read from the same lookup as ``E``), all in
+wrapping 64-bit arithmetic. When a task's recovery rows are exactly those points and no prefix
+is null, the sum is zero exactly when every recovery row carries its ``none`` row's prefix
+(up to a 64-bit hash coincidence, probability 2^-64). A non-zero sum, and the tasks the test
+cannot decide (missing points, null prefixes, episodes without a ``none`` row), are settled
+exactly: undecided tasks by a per-episode comparison of their prefix hashes, and tasks with an
+episode whose prefixes differ by the join of :mod:`._pairs` (which counts the mismatches).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import polars as pl
 from recoverylab.paired._pairs import Design, Forks
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
 
-__all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "survey"]
+__all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "run_pending", "survey"]
 
 _FORKS = SPECS["forks"]
 _WORD_BITS = 63
@@ -81,55 +86,76 @@ def point_hash() -> pl.Expr:
 
 @dataclass(frozen=True)
 class Survey:
-    """What the survey aggregation found: rows per point and the design grid."""
+    """What the survey aggregation found: rows per point, the design grid, checks left."""
 
     counts: pl.DataFrame
     """Rows per distinct (condition, *pair_by*, method, delay): column ``rows``."""
     design: Design
     """The candidate recovery points, as :func:`~recoverylab.paired._pairs.design_grid`."""
+    pending: dict[str, pl.Expr]
+    """Data checks on values other than the point keys (nulls of task_id, success), by name:
+    counted by the next pass over the rows (:func:`task_words` or :func:`run_pending`)."""
+    key: tuple[str, ...]
+    """The full key of the table (contract key, then pair_by)."""
+
+    @property
+    def rows(self) -> int:
+        """Rows in the table."""
+        return int(self.counts["rows"].sum())
 
 
-def survey(
-    forks: Forks, key: Sequence[str], also: Sequence[pl.LazyFrame] = ()
-) -> tuple[Survey, list[pl.DataFrame]]:
-    """Run the forks data checks and read the design grid in one streaming aggregation.
+def survey(forks: Forks, key: Sequence[str]) -> Survey:
+    """Read the design grid and run the key-level data checks in one streaming aggregation.
 
-    Raises the :class:`~recoverylab.schema.SchemaError` that
-    :func:`~recoverylab.schema.validate` would raise for a null or a broken row rule (the
-    duplicate check is left to :func:`check_duplicates`, or to the caller on the join path).
-    The queries ``also`` are collected together with the survey (one pass over the files where
-    polars can share the scan); their results are returned in order.
+    The checks of the forks contract on the point keys (null condition or method, a recovery
+    row without a delay, a negative delay) are evaluated on the small result. The checks on
+    other values are left ``pending`` for the next pass over the rows -- unless a key-level
+    check already failed, when they are counted at once, so that the error raised is always the
+    one :func:`~recoverylab.schema.validate` raises (same order, same message).
     """
     keys = ["condition", *forks.pair_by, "method", "delay"]
     checks = data_checks(_FORKS, forks.lf.collect_schema())
-    # Checks on the grouping keys are evaluated on the small result; the others are summed.
     on_rows = {n: e for n, e in checks.items() if not set(e.meta.root_names()) <= set(keys)}
     on_keys = {n: e for n, e in checks.items() if n not in on_rows}
-    flags = [e.alias(f"__check{i}") for i, e in enumerate(on_rows.values())]
-    query = (
-        forks.lf.select(*keys, *flags)
+    counts = (
+        forks.lf.select(keys)
         .group_by(keys)
-        .agg(
-            pl.len().cast(pl.Int64).alias("rows"),
-            *(pl.col(f"__check{i}").sum().alias(f"__check{i}") for i in range(len(flags))),
-        )
+        .agg(pl.len().cast(pl.Int64).alias("rows"))
+        .collect(engine="streaming")
     )
-    counts, *others = pl.collect_all([query, *also], engine="streaming")
-    totals = {n: int(counts[f"__check{i}"].sum()) for i, n in enumerate(on_rows)}
-    if on_keys:
-        weighted = counts.select(
-            pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
-            for n, e in on_keys.items()
-        )
-        totals |= {n: int(weighted[n].item()) for n in on_keys}
-    raise_data_problems(forks.lf, _FORKS, key, totals, int(counts["rows"].sum()))
-    counts = counts.select(*keys, "rows")
+    weighted = counts.select(
+        pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
+        for n, e in on_keys.items()
+    )
     is_none = pl.col("method") == "none"
-    design = Design(
-        points=counts.filter(~is_none).select(keys),
-        specific_none=counts.filter(is_none & pl.col("delay").is_not_null()).height > 0,
+    found = Survey(
+        counts=counts,
+        design=Design(
+            points=counts.filter(~is_none).select(keys),
+            specific_none=counts.filter(is_none & pl.col("delay").is_not_null()).height > 0,
+        ),
+        pending=on_rows,
+        key=tuple(key),
     )
-    return Survey(counts, design), others
+    totals = {n: int(weighted[n].item()) for n in on_keys}
+    if found.rows == 0 or any(totals.values()):
+        run_pending(forks, found, totals)
+    return found
+
+
+def run_pending(forks: Forks, found: Survey, totals: dict[str, int] | None = None) -> None:
+    """Count the pending checks in their own pass and raise the first failure, if any."""
+    counted = forks.lf.select(e.sum().alias(n) for n, e in found.pending.items()).collect(
+        engine="streaming"
+    )
+    raise_pending(forks, found, {n: int(counted[n].item()) for n in found.pending}, totals)
+
+
+def raise_pending(
+    forks: Forks, found: Survey, pending: dict[str, int], totals: dict[str, int] | None = None
+) -> None:
+    """Raise the first failed data check, in validate's order, from all the counts."""
+    raise_data_problems(forks.lf, _FORKS, found.key, {**(totals or {}), **pending}, found.rows)
 
 
 @dataclass(frozen=True)
@@ -149,6 +175,9 @@ class Layout:
     """Per word: slot * gaps + g -> on a ``none`` slot, the bits of its condition's recovery
     points at or after the end of a run with clipped gap g, i.e. with delay >= g (§3.1:
     perturb_action + delay >= end_action); 0 on other slots."""
+    weight: pl.Series
+    """slot * gaps + g -> the row's factor in the prefix fingerprint: 1 on a recovery slot,
+    -k (mod 2^64) on a ``none`` slot, k = its condition's recovery points with delay < g."""
 
     def mask(self, word: int, where: pl.Expr) -> int:
         """Bits of the points of ``word`` selected by ``where`` (on the points table)."""
@@ -197,17 +226,22 @@ def layout(counts: pl.DataFrame, design: Design) -> Layout | None:
         return None
     present = [[0] * size for _ in range(words)]
     ended = [[0] * (size * gaps) for _ in range(words)]
+    weight = [0] * (size * gaps)
     for bit, word, condition, none, hashed in points.select(
         "bit", "word", "condition", "none", "__hash"
     ).iter_rows():
         slot = hashed % size
         present[word][slot] = 1 << (bit % _WORD_BITS)
         if not none:
+            weight[slot * gaps : (slot + 1) * gaps] = [1] * gaps
             continue
         mine = recovery.filter(pl.col("condition") == condition).select("bit", "word", "delay")
         for b, w, delay in mine.iter_rows():
             for g in range(min(delay, gaps - 1) + 1):
                 ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
+        for g in range(gaps):
+            before_end = sum(1 for d in mine["delay"] if d < g)
+            weight[slot * gaps + g] = -before_end % 2**64
     return Layout(
         points=points.drop("__hash"),
         words=words,
@@ -215,22 +249,23 @@ def layout(counts: pl.DataFrame, design: Design) -> Layout | None:
         gaps=gaps,
         present=tuple(pl.Series(f"__p{w}", v, dtype=pl.UInt64) for w, v in enumerate(present)),
         ended=tuple(pl.Series(f"__e{w}", v, dtype=pl.UInt64) for w, v in enumerate(ended)),
+        weight=pl.Series("__weight", weight, dtype=pl.UInt64),
     )
 
 
-def task_words(forks: Forks, plan: Layout, keys: Sequence[str]) -> pl.LazyFrame:
+def task_words(
+    forks: Forks, plan: Layout, keys: Sequence[str], pending: Sequence[pl.Expr] = ()
+) -> pl.LazyFrame:
     """Per cluster (``keys``: task_id, *pair_by*, ...): rows and the words P, S and E.
 
-    Columns: the keys, ``rows``, then ``P0``, ``S0``, ``E0``, ``P1``, ... (UInt64).
-    Every value is a lookup or an arithmetic on the row, then a plain sum per cluster, so the
+    Columns: the keys, ``rows``, ``__pending0``... (violations of the ``pending`` checks),
+    ``P0``, ``E0``, ``S0``, ``P1``, ... (UInt64), and with a ``prefix_hash`` column the
+    fingerprint ``F`` (UInt64) and ``null_prefixes`` (rows with a null prefix hash). Every
+    value is a lookup or an arithmetic on the row, then a plain sum per cluster, so the
     group-by stays on polars' streaming fast path.
     """
-    slot = point_hash() % _u64(plan.size)
-    success = pl.col("success").cast(pl.UInt64)
-    columns: list[pl.Expr] = []
     sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
-    carry = {"perturb_action", "end_action"} <= forks.columns
-    if carry:
+    if {"perturb_action", "end_action"} <= forks.columns:
         # A null perturb or end never ends: it takes the largest gap, after every point.
         gap = (
             (pl.col("end_action") - pl.col("perturb_action"))
@@ -238,32 +273,92 @@ def task_words(forks: Forks, plan: Layout, keys: Sequence[str]) -> pl.LazyFrame:
             .fill_null(plan.gaps - 1)
             .cast(pl.UInt64)
         )
-        ended_at = slot * _u64(plan.gaps) + gap
+    else:
+        gap = _u64(plan.gaps - 1)
+    prefix = "prefix_hash" in forks.columns
+    # the lookup indices first, once per row (polars does not share sub-expressions here)
+    slot = (point_hash() % _u64(plan.size)).alias("__slot")
+    indices = forks.lf.select(
+        *keys,
+        slot,
+        (slot * _u64(plan.gaps) + gap).alias("__at_gap"),
+        pl.col("success").cast(pl.UInt64).alias("__success"),
+        *(e.alias(f"__pending{i}") for i, e in enumerate(pending)),
+        *(
+            [
+                (pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))).alias(
+                    "__prefix"
+                ),
+                pl.col("prefix_hash").is_null().alias("null_prefixes"),
+            ]
+            if prefix
+            else []
+        ),
+    )
+    sums += [pl.col(f"__pending{i}").sum() for i in range(len(pending))]
+    lookups: list[pl.Expr] = []
     for w in range(plan.words):
-        bit = pl.lit(plan.present[w]).gather(slot)
-        columns += [bit.alias(f"P{w}"), (bit * success).alias(f"S{w}")]
-        sums += [pl.col(f"P{w}").sum(), pl.col(f"S{w}").sum()]
-        if carry:
-            columns.append(pl.lit(plan.ended[w]).gather(ended_at).alias(f"E{w}"))
-            sums.append(pl.col(f"E{w}").sum())
-    frame = forks.lf.select(*keys, *columns).group_by(keys).agg(sums)
-    if not carry:
-        frame = frame.with_columns(_u64(0).alias(f"E{w}") for w in range(plan.words))
-    return frame
+        lookups += [
+            pl.lit(plan.present[w]).gather(pl.col("__slot")).alias(f"P{w}"),
+            pl.lit(plan.ended[w]).gather(pl.col("__at_gap")).alias(f"E{w}"),
+        ]
+        sums += [pl.col(f"P{w}").sum(), pl.col(f"E{w}").sum(), pl.col(f"S{w}").sum()]
+    derived = [(pl.col(f"P{w}") * pl.col("__success")).alias(f"S{w}") for w in range(plan.words)]
+    if prefix:
+        weight = pl.lit(plan.weight).gather(pl.col("__at_gap"))
+        derived += [(weight * pl.col("__prefix")).alias("F"), pl.col("null_prefixes")]
+        sums += [pl.col("F").sum(), pl.col("null_prefixes").sum().cast(pl.Int64)]
+    return (
+        indices.with_columns(lookups)
+        .select(
+            *keys,
+            *(pl.col(f"__pending{i}") for i in range(len(pending))),
+            *(pl.col(e.meta.output_name()) for e in lookups),
+            *derived,
+        )
+        .group_by(keys)
+        .agg(sums)
+    )
 
 
-def prefix_conflicts(forks: Forks) -> pl.LazyFrame | None:
-    """Episodes whose non-null prefix hashes are not all equal, as ``__episode`` hashes.
+def undecided(words: pl.DataFrame, plan: Layout) -> pl.Expr:
+    """Tasks whose fingerprint cannot decide the prefix comparison.
 
-    ``None`` when the table has no ``prefix_hash`` column. Episodes are grouped by a 64-bit
-    hash of their key: two episodes sharing one can only add conflicts, never hide one.
+    Decidable: the recovery rows of each condition are exactly its points before the end of
+    the run when it has a ``none`` row, none at all otherwise, and no prefix hash is null.
     """
-    if "prefix_hash" not in forks.columns:
-        return None
-    episode = _mixed_hash(forks.episode).alias("__episode")
+    recovery = ~pl.col("none")
+    nones = plan.points.filter(pl.col("none")).select("condition", "bit", "word").rows()
+    exact = []
+    for w in range(plan.words):
+        has_none = _spread(plan, nones, "P", w)
+        present = pl.col(f"P{w}") & _u64(plan.mask(w, recovery))
+        exact.append(present == (has_none & ~pl.col(f"E{w}")))
+    return ~pl.all_horizontal(*exact) | (pl.col("null_prefixes") > 0)
+
+
+def _spread(plan: Layout, nones: list[tuple], word: str, w: int) -> pl.Expr:
+    """Per condition: its recovery bits in word ``w`` when its none bit is set in ``word``."""
+    recovery = ~pl.col("none")
+    parts = [
+        pl.when((pl.col(f"{word}{nw}") & _u64(1 << (nb % _WORD_BITS))) != 0)
+        .then(_u64(plan.mask(w, recovery & (pl.col("condition") == c))))
+        .otherwise(_u64(0))
+        for c, nb, nw in nones
+    ]
+    return pl.sum_horizontal(*parts, _u64(0))
+
+
+def prefix_conflicts(rows: pl.LazyFrame, episode_key: Sequence[str]) -> pl.LazyFrame:
+    """Episodes of ``rows`` whose non-null prefix hashes differ, as ``__episode`` hashes.
+
+    Episodes are grouped by a 64-bit hash of their key: two episodes sharing one can only add
+    conflicts, never hide one.
+    """
+    episode = _mixed_hash(episode_key).alias("__episode")
     value = pl.col("prefix_hash").hash().alias("__value")
     return (
-        forks.lf.select(episode, value)
+        rows.select(episode, value)
         .group_by("__episode")
         .agg(pl.col("__value").min().alias("__low"), pl.col("__value").max().alias("__high"))
         .filter(pl.col("__low") != pl.col("__high"))
@@ -348,19 +443,8 @@ def cell_counts(
     exprs: list[pl.Expr] = []
     for w in range(plan.words):
         rec = _u64(plan.mask(w, recovery))
-
-        def spread(word: str, w: int = w) -> pl.Expr:
-            """Per condition: its recovery bits in word w when its none bit is set in `word`."""
-            parts = [
-                pl.when((pl.col(f"{word}{nw}") & _u64(1 << (nb % _WORD_BITS))) != 0)
-                .then(_u64(plan.mask(w, recovery & (pl.col("condition") == c))))
-                .otherwise(_u64(0))
-                for c, nb, nw in nones
-            ]
-            return pl.sum_horizontal(*parts, _u64(0))
-
         present, success, ended = pl.col(f"P{w}") & rec, pl.col(f"S{w}") & rec, pl.col(f"E{w}")
-        has_none, y0 = spread("P"), spread("S")
+        has_none, y0 = _spread(plan, nones, "P", w), _spread(plan, nones, "S", w)
         pair = present & has_none & ~ended
         carried = ~present & has_none & ended & pl.col(f"G{w}")
         exprs += [
@@ -446,29 +530,46 @@ def bit_counts(
     design: Design,
     by: Sequence[str],
     full_key: Sequence[str],
-    conflicts: pl.DataFrame | None,
 ) -> BitCounts | None:
     """Count the cells through task words, or return ``None`` where the path does not apply.
 
     Applies when no ``none`` row is delay-specific, the points fit in ``MAX_WORDS`` words and
     every ``by`` key is constant within each cluster (task_id, *pair_by*) -- a ``by`` key that
     is not a ``pair_by`` key is checked on the task words. Raises the contract's duplicate-key
-    error. ``design`` is the grid of the whole table (a shard's own grid may lack points);
-    ``conflicts`` is the collected :func:`prefix_conflicts` (``None`` without prefix hashes).
+    error. ``design`` is the grid of the whole table (a shard's own grid may lack points).
     """
     plan = layout(found.counts, design)
     if plan is None:
+        run_pending(forks, found)
         return None
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
     keys = [*clusters, *extra]
-    words = task_words(forks, plan, keys).collect(engine="streaming")
+    pending = list(found.pending.values())
+    words = task_words(forks, plan, keys, pending).collect(engine="streaming")
+    raise_pending(
+        forks,
+        found,
+        {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)},
+    )
     if extra and words.select(clusters).is_duplicated().any():
         return None  # a by value varies within a task: the join path keeps each row's value
     check_duplicates(forks, words, plan, keys, full_key)
     check_layout(words, plan)
     slow = None
-    if conflicts is not None and conflicts.height:
-        slow = conflicting_clusters(forks, conflicts, clusters)
-        words = words.join(slow, on=clusters, how="anti", nulls_equal=True)
+    if "F" in words.columns:
+        open_ = undecided(words, plan)
+        conflicted = words.filter(~open_ & (pl.col("F") != 0)).select(clusters)
+        unsure = words.filter(open_).select(clusters)
+        if unsure.height:
+            # settle the undecided tasks episode by episode (only their rows are grouped)
+            rows = forks.lf.join(unsure.lazy(), on=clusters, how="semi", nulls_equal=True)
+            found_conflicts = prefix_conflicts(rows, forks.episode).collect(engine="streaming")
+            if found_conflicts.height:
+                conflicted = pl.concat(
+                    [conflicted, conflicting_clusters(forks, found_conflicts, clusters)]
+                )
+        if conflicted.height:
+            slow = conflicted.unique()
+            words = words.join(slow, on=clusters, how="anti", nulls_equal=True)
     return BitCounts(cell_counts(words, plan, design, forks.pair_by, by), slow)

@@ -216,18 +216,15 @@ def _partials(
     if progress is not None:
         progress("checking forks and reading the design grid")
     cells = ["condition", "delay", "method", *by_keys]
-    bit_path = set(table.pair_by) <= set(by_keys) and cohort == "full"
-    # the prefix-hash comparison of the bit-set path shares the survey's pass over the files
-    conflicts = _bits.prefix_conflicts(table) if bit_path else None
-    found, others = _bits.survey(table, full_key, [] if conflicts is None else [conflicts])
+    found = _bits.survey(table, full_key)
     design = found.design if design is None else design
     counted = None
-    if bit_path:
+    if set(table.pair_by) <= set(by_keys) and cohort == "full":
         if progress is not None:
             progress("pairing through per-task bit sets")
-        counted = _bits.bit_counts(
-            table, found, design, by_keys, full_key, others[0] if others else None
-        )
+        counted = _bits.bit_counts(table, found, design, by_keys, full_key)
+    else:
+        _bits.run_pending(table, found)
     if counted is None:
         check_unique_keys(table.lf, SPECS["forks"], full_key)
         query, fast, _ = summary_query(table, design, by_keys, cohort)
