@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 
 from recoverylab.paired._pairs import Design, Forks
@@ -456,31 +457,52 @@ def cell_counts(
             (present & ~has_none).alias(f"unpaired{w}"),
             (present & has_none & ended).alias(f"after_end{w}"),
         ]
-    rec_points = points.filter(recovery).select("bit", "word").rows()
-    sums = [
-        ((pl.col(f"{name}{w}") & _u64(1 << (b % _WORD_BITS))) != 0)
-        .sum()
-        .cast(pl.Int64)
-        .alias(f"{name}|{b}")
-        for name in CLASSES
-        for b, w in rec_points
-    ]
     classes = frame.select(*by, *exprs).collect()
-    wide = classes.group_by(list(by)).agg(sums) if by else classes.select(sums)
-    long = (
-        wide.unpivot(index=list(by))
-        .with_columns(
-            pl.col("variable").str.split_exact("|", 1).struct.rename_fields(["__class", "bit"])
-        )
-        .unnest("variable")
-        .with_columns(pl.col("bit").cast(pl.Int64))
+    groups = classes.select(by).unique(maintain_order=True) if by else pl.DataFrame()
+    if by:
+        index = classes.join(
+            groups.with_row_index("__group"),
+            on=list(by),
+            how="left",
+            nulls_equal=True,
+            maintain_order="left",
+        )["__group"].to_numpy()
+    else:
+        index = np.zeros(classes.height, dtype=np.int64)
+    n_groups = max(groups.height, 1)
+    rec_points = points.filter(recovery).select("bit", "word")
+    positions = (rec_points["bit"] % _WORD_BITS).to_numpy()
+    counted = {
+        name: np.concatenate(
+            [
+                _set_bits(classes[f"{name}{w}"].to_numpy(), index, n_groups)[
+                    :, positions[(rec_points["word"] == w).to_numpy()]
+                ]
+                for w in range(plan.words)
+            ],
+            axis=1,
+        ).ravel()
+        for name in CLASSES
+    }
+    bits = np.concatenate(
+        [rec_points.filter(pl.col("word") == w)["bit"] for w in range(plan.words)]
     )
+    long = pl.DataFrame(
+        {
+            "__group": np.repeat(np.arange(n_groups), len(bits)),
+            "bit": np.tile(bits, n_groups),
+            **{name: values.astype(np.int64) for name, values in counted.items()},
+        }
+    )
+    if by:
+        long = long.join(
+            groups.with_row_index("__group").with_columns(pl.col("__group").cast(pl.Int64)),
+            on="__group",
+        )
     cells = ["condition", "delay", "method", *by]
     rescue, harm, kept, unchanged = (pl.col(c) for c in ("rescue", "harm", "kept", "unchanged"))
     return (
-        long.group_by([*by, "bit"])
-        .agg(pl.col("value").filter(pl.col("__class") == c).sum().alias(c) for c in CLASSES)
-        .join(points.select("bit", "condition", "delay", "method"), on="bit")
+        long.join(points.select("bit", "condition", "delay", "method"), on="bit")
         .select(
             *cells,
             (rescue + harm + kept + unchanged).alias("n"),
@@ -495,6 +517,25 @@ def cell_counts(
         )
         .filter(pl.col("n") + pl.col("unpaired") + pl.col("after_end") > 0)
     )
+
+
+#: Bit k of byte value v, for every byte value: the 256 × 8 table of the byte histogram.
+_BYTE_BITS = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little")
+
+
+def _set_bits(values: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """How many values of each group have each of the 64 bits set: shape (n_groups, 64).
+
+    Vectorised through byte histograms: one bincount per byte position (8 passes over the
+    values, whatever the number of bits), then a product with the bits of each byte value.
+    """
+    octets = np.ascontiguousarray(values, dtype=np.uint64).view(np.uint8).reshape(-1, 8)
+    out = np.empty((n_groups, 64), dtype=np.int64)
+    table = _BYTE_BITS.astype(np.int64)
+    for k in range(8):  # little-endian byte k holds bits 8k .. 8k + 7
+        histogram = np.bincount(group * 256 + octets[:, k], minlength=n_groups * 256)
+        out[:, 8 * k : 8 * k + 8] = histogram.reshape(n_groups, 256) @ table
+    return out
 
 
 def _grid_words(design: Design, plan: Layout, pair_by: Sequence[str]) -> pl.DataFrame:
