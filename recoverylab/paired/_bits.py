@@ -46,7 +46,7 @@ import polars as pl
 from recoverylab.paired._pairs import Design, Forks
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
 
-__all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "run_pending", "survey"]
+__all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "check", "survey"]
 
 _FORKS = SPECS["forks"]
 _WORD_BITS = 63
@@ -95,9 +95,11 @@ class Survey:
     """The candidate recovery points, as :func:`~recoverylab.paired._pairs.design_grid`."""
     pending: dict[str, pl.Expr]
     """Data checks on values other than the point keys (nulls of task_id, success), by name:
-    counted by the next pass over the rows (:func:`task_words` or :func:`run_pending`)."""
+    counted by a pass over the rows (:func:`task_words`, or :func:`check` itself)."""
     key: tuple[str, ...]
     """The full key of the table (contract key, then pair_by)."""
+    totals: dict[str, int]
+    """Violations of the key-level data checks, by name."""
 
     @property
     def rows(self) -> int:
@@ -105,31 +107,45 @@ class Survey:
         return int(self.counts["rows"].sum())
 
 
-def survey(forks: Forks, key: Sequence[str]) -> Survey:
-    """Read the design grid and run the key-level data checks in one streaming aggregation.
+def _point_keys(forks: Forks) -> list[str]:
+    return ["condition", *forks.pair_by, "method", "delay"]
+
+
+def survey_query(forks: Forks) -> pl.LazyFrame:
+    """Rows per distinct (condition, *pair_by*, method, delay): the survey aggregation."""
+    keys = _point_keys(forks)
+    return forks.lf.select(keys).group_by(keys).agg(pl.len().cast(pl.Int64).alias("rows"))
+
+
+def sample_counts(forks: Forks, rows: int = 200_000) -> pl.DataFrame:
+    """Survey the first ``rows`` rows only: a cheap guess of the points for the bit layout."""
+    keys = _point_keys(forks)
+    return (
+        forks.lf.select(keys)
+        .head(rows)
+        .group_by(keys)
+        .agg(pl.len().cast(pl.Int64).alias("rows"))
+        .collect()
+    )
+
+
+def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Survey:
+    """Read the design grid and the key-level data checks off the survey counts.
 
     The checks of the forks contract on the point keys (null condition or method, a recovery
-    row without a delay, a negative delay) are evaluated on the small result. The checks on
-    other values are left ``pending`` for the next pass over the rows -- unless a key-level
-    check already failed, when they are counted at once, so that the error raised is always the
-    one :func:`~recoverylab.schema.validate` raises (same order, same message).
+    row without a delay, a negative delay) are evaluated on the small result; the checks on
+    other values are left ``pending``. Nothing is raised here: see :func:`check`.
     """
-    keys = ["condition", *forks.pair_by, "method", "delay"]
+    keys = _point_keys(forks)
     checks = data_checks(_FORKS, forks.lf.collect_schema())
     on_rows = {n: e for n, e in checks.items() if not set(e.meta.root_names()) <= set(keys)}
     on_keys = {n: e for n, e in checks.items() if n not in on_rows}
-    counts = (
-        forks.lf.select(keys)
-        .group_by(keys)
-        .agg(pl.len().cast(pl.Int64).alias("rows"))
-        .collect(engine="streaming")
-    )
     weighted = counts.select(
         pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
         for n, e in on_keys.items()
     )
     is_none = pl.col("method") == "none"
-    found = Survey(
+    return Survey(
         counts=counts,
         design=Design(
             points=counts.filter(~is_none).select(keys),
@@ -137,26 +153,30 @@ def survey(forks: Forks, key: Sequence[str]) -> Survey:
         ),
         pending=on_rows,
         key=tuple(key),
+        totals={n: int(weighted[n].item()) for n in on_keys},
     )
-    totals = {n: int(weighted[n].item()) for n in on_keys}
-    if found.rows == 0 or any(totals.values()):
-        run_pending(forks, found, totals)
+
+
+def check(forks: Forks, found: Survey, pending: dict[str, int] | None = None) -> None:
+    """Raise the first failed data check, in :func:`~recoverylab.schema.validate`'s order.
+
+    ``pending``: the violations of the pending checks when a pass over the rows counted them;
+    without it they are counted here (one pass) -- so that the error raised is always the one
+    validate raises (same order, same message).
+    """
+    if pending is None:
+        counted = forks.lf.select(e.sum().alias(n) for n, e in found.pending.items()).collect(
+            engine="streaming"
+        )
+        pending = {n: int(counted[n].item()) for n in found.pending}
+    raise_data_problems(forks.lf, _FORKS, found.key, {**found.totals, **pending}, found.rows)
+
+
+def survey(forks: Forks, key: Sequence[str]) -> Survey:
+    """Run the survey aggregation and every data check but the duplicate keys (two passes)."""
+    found = read_survey(forks, survey_query(forks).collect(engine="streaming"), key)
+    check(forks, found)
     return found
-
-
-def run_pending(forks: Forks, found: Survey, totals: dict[str, int] | None = None) -> None:
-    """Count the pending checks in their own pass and raise the first failure, if any."""
-    counted = forks.lf.select(e.sum().alias(n) for n, e in found.pending.items()).collect(
-        engine="streaming"
-    )
-    raise_pending(forks, found, {n: int(counted[n].item()) for n in found.pending}, totals)
-
-
-def raise_pending(
-    forks: Forks, found: Survey, pending: dict[str, int], totals: dict[str, int] | None = None
-) -> None:
-    """Raise the first failed data check, in validate's order, from all the counts."""
-    raise_data_problems(forks.lf, _FORKS, found.key, {**(totals or {}), **pending}, found.rows)
 
 
 @dataclass(frozen=True)
@@ -186,13 +206,22 @@ class Layout:
         return sum(1 << (b % _WORD_BITS) for b in bits)
 
 
-def layout(counts: pl.DataFrame, design: Design) -> Layout | None:
+def layout(counts: pl.DataFrame) -> Layout | None:
     """Assign bits to the points of a survey; ``None`` when the bit-set path does not apply.
 
     It does not apply with delay-specific ``none`` rows (their precedence needs the join) or
-    with more than ``MAX_WORDS`` × 63 points.
+    with more than ``MAX_WORDS`` × 63 points, nor to points that break the contract (only a
+    guess from the first rows can hold them: the survey's checks raise on them).
     """
-    if design.specific_none:
+    is_none = (pl.col("method") == "none").fill_null(False)
+    unusable = (
+        (is_none & pl.col("delay").is_not_null())
+        | (~is_none & pl.col("delay").is_null())
+        | (pl.col("delay") < 0).fill_null(False)
+        | pl.col("condition").is_null()
+        | pl.col("method").is_null()
+    )
+    if counts.filter(unusable).height:
         return None
     points = (
         counts.group_by("condition", "method", "delay")
@@ -567,36 +596,52 @@ class BitCounts:
 
 def bit_counts(
     forks: Forks,
-    found: Survey,
-    design: Design,
     by: Sequence[str],
     full_key: Sequence[str],
-) -> BitCounts | None:
-    """Count the cells through task words, or return ``None`` where the path does not apply.
+    design: Design | None = None,
+) -> tuple[Survey, BitCounts | None]:
+    """Survey and check the table, then count its cells through task words where that applies.
 
-    Applies when no ``none`` row is delay-specific, the points fit in ``MAX_WORDS`` words and
-    every ``by`` key is constant within each cluster (task_id, *pair_by*) -- a ``by`` key that
-    is not a ``pair_by`` key is checked on the task words. Raises the contract's duplicate-key
-    error. ``design`` is the grid of the whole table (a shard's own grid may lack points).
+    The bit layout is first guessed from the first rows, so that the survey and the task words
+    share one pass over the files; the survey's exact rows per point then confirm the guess
+    (or the task words are computed again with the full layout). Raises the errors of
+    :func:`~recoverylab.schema.validate` (duplicate keys included).
+
+    The bit-set path applies when no ``none`` row is delay-specific, the points fit in
+    ``MAX_WORDS`` words and every ``by`` key is constant within each cluster (task_id,
+    *pair_by*) -- a ``by`` key that is not a ``pair_by`` key is checked on the task words.
+    Otherwise the second result is ``None`` (the survey's checks have all run, duplicates
+    aside). ``design`` is the grid of the whole table (a shard's own grid may lack points).
     """
-    plan = layout(found.counts, design)
-    if plan is None:
-        run_pending(forks, found)
-        return None
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
     keys = [*clusters, *extra]
-    pending = list(found.pending.values())
-    words = task_words(forks, plan, keys, pending).collect(engine="streaming")
-    raise_pending(
-        forks,
-        found,
-        {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)},
-    )
+    checks = data_checks(_FORKS, forks.lf.collect_schema())
+    point_keys = set(_point_keys(forks))
+    pending = [e for e in checks.values() if not set(e.meta.root_names()) <= point_keys]
+    guess = layout(sample_counts(forks))
+    words = None
+    if guess is None:
+        found = survey(forks, full_key)
+    else:
+        counts, words = pl.collect_all(
+            [survey_query(forks), task_words(forks, guess, keys, pending)], engine="streaming"
+        )
+        found = read_survey(forks, counts, full_key)
+        violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
+        check(forks, found, violations)
+    plan = layout(found.counts)
+    if plan is None:
+        return found, None
+    point = ["condition", "method", "delay"]
+    if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
+        # the first rows missed some points: the same layout function, on every point
+        words = task_words(forks, plan, keys, pending).collect(engine="streaming")
     if extra and words.select(clusters).is_duplicated().any():
-        return None  # a by value varies within a task: the join path keeps each row's value
+        return found, None  # a by value varies within a task: the join keeps each row's value
     check_duplicates(forks, words, plan, keys, full_key)
     check_layout(words, plan)
+    design = found.design if design is None else design
     slow = None
     if "F" in words.columns:
         open_ = undecided(words, plan)
@@ -613,4 +658,4 @@ def bit_counts(
         if conflicted.height:
             slow = conflicted.unique()
             words = words.join(slow, on=clusters, how="anti", nulls_equal=True)
-    return BitCounts(cell_counts(words, plan, design, forks.pair_by, by), slow)
+    return found, BitCounts(cell_counts(words, plan, design, forks.pair_by, by), slow)

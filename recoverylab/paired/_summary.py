@@ -214,17 +214,15 @@ def _partials(
     _check_by(by_keys)
     full_key = (*SPECS["forks"].key, *table.pair_by)
     if progress is not None:
-        progress("checking forks and reading the design grid")
+        progress("checking forks, reading the design grid and pairing")
     cells = ["condition", "delay", "method", *by_keys]
-    found = _bits.survey(table, full_key)
-    design = found.design if design is None else design
-    counted = None
     if set(table.pair_by) <= set(by_keys) and cohort == "full":
-        if progress is not None:
-            progress("pairing through per-task bit sets")
-        counted = _bits.bit_counts(table, found, design, by_keys, full_key)
+        found, counted = _bits.bit_counts(table, by_keys, full_key, design)
+        if progress is not None and counted is not None:
+            progress("paired through per-task bit sets")
     else:
-        _bits.run_pending(table, found)
+        found, counted = _bits.survey(table, full_key), None
+    design = found.design if design is None else design
     if counted is None:
         check_unique_keys(table.lf, SPECS["forks"], full_key)
         query, fast, _ = summary_query(table, design, by_keys, cohort)
