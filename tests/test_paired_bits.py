@@ -293,3 +293,18 @@ def test_prefix_fingerprint_finds_planted_mismatches_in_complete_tables() -> Non
     got = bit_partials(swapped)
     assert_frame_equal(got, join_partials(swapped))
     assert got["prefix_mismatch"].sum() == bit_partials(frame)["prefix_mismatch"].sum() + 2
+
+
+def test_a_layout_guessed_from_too_few_rows_is_redone(monkeypatch: pytest.MonkeyPatch) -> None:
+    frame = random_forks(np.random.default_rng(9), tasks=20).sort("condition", "method")
+    original = _bits.sample_counts
+    calls: list[int] = []
+
+    def first_rows(forks: object, rows: int = 0) -> pl.DataFrame:
+        calls.append(rows)
+        return original(forks, rows=7)  # sees one condition and method only
+
+    monkeypatch.setattr(_bits, "sample_counts", first_rows)
+    assert uses_bits(frame)
+    assert calls
+    assert_frame_equal(bit_partials(frame), join_partials(frame))
