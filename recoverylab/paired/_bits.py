@@ -5,23 +5,29 @@ Joining every recovery row to its episode's ``none`` row is the expensive part o
 delay-specific there is a cheaper exact route through one group-by over the cluster -- the
 task (with its ``pair_by`` keys):
 
-1. *Survey* (one small aggregation, :func:`survey`): the rows per distinct (condition,
-   *pair_by*, method, delay), with the null and row-rule checks of the forks contract summed
-   alongside. This is the design grid, the data checks of :func:`recoverylab.schema.validate`
-   (raised with the same messages) and the list of *points*.
-2. *Bit layout*: each distinct (condition, method, delay) point gets one bit of a 63-bit word
-   (several words when there are more than 63 points). A row finds its bit through a lookup
-   table indexed by a hash of its three key values modulo a table size chosen so that the
-   known points never share a slot (the survey saw every point, so the lookup is exact).
+1. *Survey* (:func:`survey_query`): the rows per distinct (condition, *pair_by*, method,
+   delay). This is the design grid, the key-level data checks of
+   :func:`recoverylab.schema.validate` (raised with the same messages, in the same order) and
+   the list of *points*.
+2. *Bit layout* (:func:`layout`): each distinct (condition, method, delay) point gets one bit
+   of a 63-bit word (several words when there are more than 63 points). A row finds its bit
+   through a lookup table indexed by a hash of its three key values modulo a table size chosen
+   so that the points never share a slot.
 3. *Task words* (:func:`task_words`, one streaming group-by over the table): per task, the sum
    of the bits of its rows (``P``: which points exist), of its successful rows (``S``), and --
    on ``none`` rows -- the bits of the recovery points at or after the end of the run (``E``:
-   ``perturb_action + delay >= end_action``, §3.1 carry-forward). A task's keys are distinct
-   exactly when its bits are: the popcount of ``P`` equals its row count, so the duplicate-key
-   check of the contract costs nothing more.
+   ``perturb_action + delay >= end_action``, §3.1 carry-forward), with the remaining data
+   checks (null task_id or success) counted alongside. A task's keys are distinct exactly when
+   its bits are: the popcount of ``P`` equals its row count, so the duplicate-key check of the
+   contract costs nothing more.
 4. *Cell counts* (:func:`cell_counts`): every paired outcome of a task is a bit operation on
    its words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
    is the number of tasks with that bit set.
+
+The survey and the task words share one pass over the files: the layout is guessed from the
+first rows (:func:`sample_counts`), and the survey's exact rows per point must then equal the
+bits set per point (:func:`check_layout`), else the task words are computed again with the
+layout of every point. So the lookup is exact whatever the guess.
 
 Prefix hashes (§3.1: a pair whose prefix hashes differ is ``prefix_mismatch``) are compared in
 the same group-by through a per-task fingerprint: each recovery row adds F(condition, prefix)
