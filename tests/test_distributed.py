@@ -17,8 +17,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from recoverylab import (
@@ -491,3 +494,187 @@ def test_cli_engine_options_are_checked(
         "`--overlap` is not available with `--engine spark`. Hint: run them with --engine polars."
         in result.err
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Shards without Spark: the partial queries of whole clusters add up to the one-machine result
+# --------------------------------------------------------------------------------------------
+
+SHARDS = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _in_shards(
+    frames: dict[str, pl.DataFrame], key: dict[str, pl.Series], shards: int, seed: int
+) -> list[dict[str, pl.DataFrame]]:
+    """Split tables into shards of whole clusters (``key``: each table's cluster per row)."""
+    distinct = pl.concat(list(key.values())).unique().sort()
+    drawn = np.random.default_rng(seed).integers(0, shards, distinct.len()).tolist()
+    lookup = dict(zip(distinct.to_list(), drawn, strict=True))
+    return [
+        {
+            name: frame.filter(key[name].replace_strict(lookup, return_dtype=pl.Int64) == shard)
+            for name, frame in frames.items()
+        }
+        for shard in range(shards)
+    ]
+
+
+def _combine(results: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
+    names = results[0].keys()
+    return {name: pl.concat([r[name] for r in results]) for name in names}
+
+
+@SHARDS
+@example(seed=0, shards=12, pair_by=False, by_model=True)
+@given(
+    seed=st.integers(0, 2**16),
+    shards=st.integers(1, 12),
+    pair_by=st.booleans(),
+    by_model=st.booleans(),
+)
+def test_paired_partials_of_task_shards_add_up(
+    seed: int, shards: int, pair_by: bool, by_model: bool
+) -> None:
+    # Up to one task per shard: a shard may lack recovery points that its tasks are carried
+    # forward to (every task of it ended before them).
+    from recoverylab.distributed import _paired
+    from recoverylab.paired import _pairs, _summary
+
+    forks = _forks(12, seed, mismatch_rate=0.1, unpaired_rate=0.1, end_hazard=0.2).drop("note")
+    forks = forks.with_columns(pl.col("model").cast(pl.String))
+    model = ("model",)
+    keys = {"pair_by": model if pair_by else (), "by": model if by_model else (), "cohort": "full"}
+    table, by_keys = _pairs.prepare(forks, **keys)
+    design = _pairs.design_grid(table)
+    parts = [
+        _paired._summary_shard(
+            shard, pair_by=table.pair_by, by=by_keys, cohort="full", design=design
+        )
+        for shard in _in_shards({"forks": forks}, {"forks": forks["task_id"]}, shards, seed)
+        if shard["forks"].height
+    ]
+    got = _summary.finish(_combine(parts)["partials"], confidence=0.9, n_resamples=200, seed=seed)
+    expected = paired.summarize(forks, confidence=0.9, n_resamples=200, seed=seed, **keys)
+    assert_frame_equal(expected, got, check_exact=True)
+
+
+@SHARDS
+@given(seed=st.integers(0, 2**16), shards=st.integers(1, 4))
+def test_goal_partials_of_case_shards_add_up(seed: int, shards: int) -> None:
+    from recoverylab.distributed import _goal
+
+    tables = synth.generate("goal", 8, seed=seed, repeats=2)
+    episodes = tables["episodes"]
+    case_of = dict(zip(episodes["episode_id"], episodes["case_id"], strict=True))
+    key = {
+        name: frame["case_id"]
+        if "case_id" in frame.columns
+        else frame["episode_id"].replace_strict(case_of, return_dtype=pl.String)
+        for name, frame in tables.items()
+    }
+    parts = _in_shards(tables, key, shards, seed)
+    scored = pl.concat([_goal._score_shard(p)["scored"] for p in parts if p["cases"].height])
+    expected = goal.score(*(tables[t] for t in GOAL_TABLES)).collect()
+    assert_frame_equal(expected.sort("episode_id"), scored.sort("episode_id"), check_exact=True)
+    by, cluster, judged = goal._summary_plan(scored.schema, ("model",), None, "percentile")
+    shares = _in_shards({"scored": scored}, {"scored": scored[cluster]}, shards, seed + 1)
+    partials = pl.concat(
+        [goal._summary_partials(s["scored"].lazy(), by, cluster, judged).collect() for s in shares]
+    )
+    got = goal._summary_finish(
+        partials,
+        by,
+        cluster,
+        judged,
+        n_resamples=200,
+        confidence=0.95,
+        method="percentile",
+        seed=seed,
+    )
+    assert_frame_equal(goal.summarize(expected, by=("model",), n_resamples=200, seed=seed), got)
+
+
+@SHARDS
+@given(
+    seed=st.integers(0, 2**16),
+    shards=st.integers(1, 4),
+    common_states=st.booleans(),
+    common_sample=st.booleans(),
+)
+def test_takeover_partials_of_workflow_shards_add_up(
+    seed: int, shards: int, common_states: bool, common_sample: bool
+) -> None:
+    from recoverylab.distributed import _takeover
+    from recoverylab.takeover import _summary
+
+    tables = synth.generate("takeover", 8, seed=seed, missing_unit_rate=0.2)
+    states, attempts = tables["states"], tables["attempts"]
+    workflow_of = dict(zip(states["state_id"], states["workflow_id"], strict=True))
+    key = {
+        "states": states["workflow_id"],
+        "attempts": attempts["state_id"].replace_strict(workflow_of, return_dtype=pl.String),
+    }
+    parts = _in_shards({"states": states, "attempts": attempts}, key, shards, seed)
+    parts = [p for p in parts if p["states"].height]
+    by = ["agent", "depth"]
+    base = int(attempts["repeat"].min())  # type: ignore[arg-type]
+    options = {"by": by, "k": 2, "base": base}
+    agents = None
+    if common_states:
+        found = [_takeover._agents_shard(p, **options)["agents"] for p in parts]
+        agents = pl.concat(found)["agent"].n_unique()
+    depths = None
+    if common_sample:
+        found = [
+            _takeover._depths_shard(p, **options, common_states=common_states, agents=agents)
+            for p in parts
+        ]
+        distinct = pl.concat([f["depths"] for f in found]).unique()
+        depths = distinct.group_by("agent").agg(pl.len().alias("__depths"))
+    results = _combine(
+        [
+            _takeover._summary_shard(
+                p,
+                **options,
+                common_states=common_states,
+                common_sample=common_sample,
+                agents=agents,
+                depths=depths,
+            )
+            for p in parts
+        ]
+    )
+    got = _summary._finish_units(
+        results["partials"],
+        results["slices"],
+        by,
+        ("depth",),
+        2,
+        interval="bootstrap",
+        confidence=0.95,
+        n_resamples=200,
+        ci_method="percentile",
+        seed=seed,
+    )
+    expected = takeover.summarize(
+        states,
+        attempts,
+        k=2,
+        common_states=common_states,
+        common_sample=common_sample,
+        n_resamples=200,
+        seed=seed,
+    )
+    assert_frame_equal(expected, got, check_exact=True)
+
+
+def test_a_worker_without_the_packages_is_told_what_to_install() -> None:
+    failure = RuntimeError("  File worker.py\nModuleNotFoundError: No module named 'pyarrow'")
+    error = _spark.worker_import_error(failure)
+    assert isinstance(error, MissingDependencyError)
+    assert str(error) == (
+        "Spark's Python workers cannot import `pyarrow`. Hint: install 'recoverylab[spark]' in "
+        "the workers' Python environment and point Spark at that interpreter "
+        "(spark.pyspark.python or PYSPARK_PYTHON)."
+    )
+    assert _spark.worker_import_error(RuntimeError("division by zero")) is None

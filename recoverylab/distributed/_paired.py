@@ -29,6 +29,7 @@ from recoverylab.distributed._spark import (
     shard_contracts,
 )
 from recoverylab.paired import _pairs, _policy, _summary
+from recoverylab.schema import validate
 
 __all__ = ["evaluate_policy", "paired_contrast", "paired_summarize"]
 
@@ -36,37 +37,28 @@ Progress = Callable[[str], None] | None
 _DESIGN_KEYS = ("condition", "method", "delay")
 
 
-def _design_shard(frames: dict[str, pl.DataFrame], *, types: pl.Schema) -> dict[str, Any]:
-    """One input partition's distinct design keys, in the types the pairing sees them in."""
-    keys = frames["forks"].select(pl.col(c).cast(dtype) for c, dtype in types.items())
-    return {"keys": keys.unique()}
-
-
 def _design(
     spark: Any,
     forks: Any,
     pair_by: str | Sequence[str] | None,
     by: str | Sequence[str] | None,
-    cohort: str,
+    cohort: _pairs.Cohort,
     progress: Progress,
 ) -> tuple[_pairs.Forks, tuple[str, ...], _pairs.Design]:
     """Check parameters and schema on the driver, then read the design grid over all files."""
     with shard_contracts():
         empty, by_keys = _pairs.prepare(empty_like(forks), pair_by=pair_by, by=by, cohort=cohort)
     keys = ["condition", *empty.pair_by, "method", "delay"]
-    # Only the key columns are read (Spark prunes the rest), with the types validate gives them.
+    if progress is not None:
+        progress("spark: design grid (distinct condition, pair_by, method, delay)")
+    # The distinct design keys are a plain Spark distinct of four columns (pruned, aggregated
+    # before the shuffle); design_grid then reads them exactly as it reads the whole table.
+    arrow = forks.select([column(forks, k) for k in keys]).distinct().toArrow()
     validated = empty.lf.collect_schema()
-    types = pl.Schema({k: validated[k] for k in keys})
-    found = run(
-        [Table("forks", forks, contract="forks", columns=tuple(keys))],
-        functools.partial(_design_shard, types=types),
-        shuffle=False,
-        progress=progress,
-        label="design grid",
-    )
-    # design_grid reads distinct keys: the union of every partition's distinct keys is enough.
-    distinct = found.parts["keys"].lazy()
-    design = _pairs.design_grid(_pairs.Forks(distinct, empty.pair_by, empty.columns))
+    distinct = pl.DataFrame(pl.from_arrow(arrow)).select(pl.col(k).cast(validated[k]) for k in keys)
+    if distinct.height == 0:
+        validate(empty_like(forks), "forks")  # raises "forks: the table is empty"
+    design = _pairs.design_grid(_pairs.Forks(distinct.lazy(), empty.pair_by, empty.columns))
     return empty, by_keys, design
 
 
@@ -81,15 +73,18 @@ def _summary_shard(
     *,
     pair_by: Sequence[str],
     by: Sequence[str],
-    cohort: str,
+    cohort: _pairs.Cohort,
     design: _pairs.Design,
 ) -> dict[str, pl.DataFrame]:
-    table, by_keys = _pairs.prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
-    query, _, rows = _summary.summary_query(table, design, by_keys, cohort)
-    collected = query.collect(engine="streaming")
-    if int(collected["__after_end"].sum()):
-        _pairs.raise_after_end(rows, table)
-    return {"collected": collected}
+    forks = frames["forks"]
+    # paired's own phase one, given the whole table's design grid (summarize does the same).
+    lazy = _summary.partials(forks, by=by, pair_by=pair_by, cohort=cohort, design=design)
+    collected = lazy.collect(engine="streaming")
+    if int(collected["after_end"].sum()):
+        table, by_keys = _pairs.prepare(forks, pair_by=pair_by, by=by, cohort=cohort)
+        rows = _pairs.branch_rows(table, design, carry=by_keys)
+        _pairs.raise_after_end(_pairs.apply_cohort(rows, table, cohort), table)
+    return {"partials": collected}
 
 
 def paired_summarize(
@@ -98,7 +93,7 @@ def paired_summarize(
     *,
     by: str | Sequence[str] | None = None,
     pair_by: str | Sequence[str] | None = (),
-    cohort: str = "full",
+    cohort: _pairs.Cohort = "full",
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
@@ -108,10 +103,10 @@ def paired_summarize(
 ) -> pl.DataFrame:
     """Rescue/harm cells on Spark, as :func:`recoverylab.paired.summarize` computes them.
 
-    The forks are repartitioned by task; each partition pairs its branches and aggregates them
-    to per-cell counts (or per-task difference types) with the polars query of
-    :func:`~recoverylab.paired.summarize`; the driver adds them up and runs the bootstrap and
-    the exact sign-flip test. Same seed, same result.
+    The forks are repartitioned by task; each partition computes the additive per-cell partials
+    of :func:`~recoverylab.paired.summarize` (counts and per-task types, paired's own phase
+    one, given the design grid of the whole table); the driver adds them up and runs the
+    bootstrap and the exact sign-flip test (paired's own phase two). Same seed, same result.
 
     Parameters
     ----------
@@ -147,17 +142,14 @@ def paired_summarize(
     frame = as_spark(session, forks, "forks")
     empty, by_keys, design = _design(session, frame, pair_by, by, cohort, progress)
     _summary._check_by(by_keys)
-    fast = set(empty.pair_by) <= set(by_keys)
     shard = functools.partial(
         _summary_shard, pair_by=empty.pair_by, by=by_keys, cohort=cohort, design=design
     )
-    label = "pairing and counting per cell" if fast else "pairing and counting per task"
     keyed = _by_task(frame, (*empty.pair_by, *by_keys))
+    label = "pairing and counting"
     result = run([keyed], shard, partitions=partitions, progress=progress, label=label)
-    return _summary.summary_finish(
-        result.parts["collected"],
-        fast,
-        by_keys,
+    return _summary.finish(
+        result.parts["partials"],
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
@@ -171,7 +163,7 @@ def _contrast_shard(
     *,
     pair_by: Sequence[str],
     by: Sequence[str],
-    cohort: str,
+    cohort: _pairs.Cohort,
     design: _pairs.Design,
     a: str,
     b: str,
@@ -192,7 +184,7 @@ def paired_contrast(
     *,
     by: str | Sequence[str] | None = None,
     pair_by: str | Sequence[str] | None = (),
-    cohort: str = "full",
+    cohort: _pairs.Cohort = "full",
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,

@@ -14,10 +14,10 @@ pyspark is imported only when a function here is called (the ``spark`` extra).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import json
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -303,17 +303,20 @@ def shard_contracts() -> Iterator[None]:
 
     A partition holds only some clusters, so one of its tables may have no rows (a case with
     no episodes yet); the "table is empty" contract is a property of the whole table and is
-    checked on the driver from the row counts instead. The contracts are swapped back when
-    the query returns (Spark runs one task at a time in each Python worker).
+    checked on the driver from the row counts instead. The contracts are shared objects that
+    protocol modules may hold on to, so the flag is switched on the objects themselves and
+    switched back when the query returns (Spark runs one task at a time in a Python worker;
+    on the driver this runs only on empty tables, to learn the partials' schema).
     """
-    specs: dict[str, schema.TableSpec] = schema.SPECS  # type: ignore[assignment]
-    saved = dict(specs)
+    specs = list(schema.SPECS.values())
+    saved = [spec.allow_empty for spec in specs]
     try:
-        for name, spec in saved.items():
-            specs[name] = dataclasses.replace(spec, allow_empty=True)
+        for spec in specs:
+            object.__setattr__(spec, "allow_empty", True)  # frozen dataclass, restored below
         yield
     finally:
-        specs.update(saved)
+        for spec, allow in zip(specs, saved, strict=True):
+            object.__setattr__(spec, "allow_empty", allow)
 
 
 # --------------------------------------------------------------------------------------------
@@ -406,9 +409,10 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
     for piece in pieces[1:]:
         union = union.unionByName(piece, allowMissingColumns=True)
     if not shuffle:
-        return union
+        return union.drop(_KEY)
     count = partitions or int(union.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    return union.repartition(count, _KEY)
+    # The key decides the partition; the partial query does not need it.
+    return union.repartition(count, _KEY).drop(_KEY)
 
 
 def _wire_schema(parts: Mapping[str, pl.Schema], envelope: bool) -> list[tuple[str, pl.DataType]]:
@@ -586,8 +590,15 @@ def run(
 
     if progress is not None:
         progress(f"spark: {label} on each partition")
-    with quiet():
-        arrow = union.mapInArrow(apply, spark_schema).toArrow()
+    errors = importlib.import_module("pyspark.errors")
+    try:
+        with quiet():
+            arrow = union.mapInArrow(apply, spark_schema).toArrow()
+    except errors.PythonException as exc:
+        missing = worker_import_error(exc)
+        if missing is None:
+            raise
+        raise missing from exc
     data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
     metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
     rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
@@ -606,6 +617,18 @@ def run(
             f"({sum(rows.values())} input rows)"
         )
     return Partials(collected, rows, len(metas), partial_rows)
+
+
+def worker_import_error(exc: BaseException) -> MissingDependencyError | None:
+    """Say what to install when Spark's Python workers failed to import a module, else None."""
+    found = re.search(r"No module named '([^']+)'", str(exc))
+    if found is None:
+        return None
+    return MissingDependencyError(
+        f"Spark's Python workers cannot import `{found.group(1)}`. Hint: install "
+        f"'{EXTRA}' in the workers' Python environment and point Spark at that interpreter "
+        "(spark.pyspark.python or PYSPARK_PYTHON)."
+    )
 
 
 def _raise_empty(tables: Sequence[Table], rows: Mapping[str, int]) -> None:

@@ -212,6 +212,24 @@ class Layout:
         return sum(1 << (b % _WORD_BITS) for b in bits)
 
 
+def _with_design(counts: pl.DataFrame, design: Design | None) -> pl.DataFrame:
+    """Add the whole table's recovery points a shard has no rows for (with 0 rows).
+
+    A shard of whole tasks may lack a point altogether - e.g. when all of its tasks ended
+    before it - yet its tasks are carried forward there, so the layout needs a bit for it.
+    """
+    if design is None:
+        return counts
+    keys = [c for c in counts.columns if c != "rows"]
+    missing = design.points.select(keys).join(
+        counts.select(keys), on=keys, how="anti", nulls_equal=True
+    )
+    if missing.height == 0:
+        return counts
+    zero = missing.with_columns(pl.lit(0, dtype=pl.Int64).alias("rows"))
+    return pl.concat([counts, zero.cast(counts.schema)], how="vertical")
+
+
 def layout(counts: pl.DataFrame) -> Layout | None:
     """Assign bits to the points of a survey; ``None`` when the bit-set path does not apply.
 
@@ -636,7 +654,7 @@ def bit_counts(
         found = read_survey(forks, counts, full_key)
         violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
         check(forks, found, violations)
-    plan = layout(found.counts)
+    plan = layout(_with_design(found.counts, design))
     if plan is None:
         return found, None
     point = ["condition", "method", "delay"]
