@@ -133,39 +133,42 @@ def render(record: dict) -> str:
         "the reading at the end is written from the numbers.",
         "",
         f"* Machine: {m['cpu']}, {m['cores']} cores, {m['memory_bytes'] / 2**30:.0f} GiB RAM, "
-        f"{m['os']}, Python {m['python']}. The machine is shared: before each measurement the "
-        "script waits (up to a limit) until other processes keep under half a core busy; the "
-        "load seen is in the last column.",
+        f"{m['os']}, Python {m['python']}. The machine is shared with other jobs: before each "
+        "measurement the script waits (within limits) until other processes keep under "
+        "half a CPU busy, measures how much CPU they took *during* the run (machine busy time "
+        "minus the worker's own), and repeats a run of under a minute that they disturbed "
+        "(keeping the least disturbed attempt). That CPU share is in the last column.",
         "* Versions: " + ", ".join(f"{k} {v}" for k, v in record["versions"].items()) + ".",
         f"* Data: `recoverylab synth forks --tasks {sizes['tasks']:,} --seed 0` -- "
         f"{rows_in:,} rows in {record['data']['forks']['files']} parquet files "
         f"({record['data']['forks']['bytes'] / 1e6:.0f} MB): {sizes['tasks']:,} tasks × 4 "
         "conditions × (1 shared `none` row + 4 delays × 3 methods), minus the recovery rows "
         "after the end of a run (carried forward).",
-        f"* Each workload runs in a fresh process, the engines alternating within each of "
-        f"{sizes['rounds']} rounds (the context rows (a'), (d'), (e') in the first round only); "
-        "times exclude interpreter start-up and imports; peak RSS is the process's own maximum "
-        "resident set. Busy CPUs: CPUs kept busy by other processes just before the "
-        "measurement; load: the 1-minute load average then.",
+        f"* Each workload runs in a fresh process, the engines alternating round by round "
+        f"({sizes['rounds']} rounds; pandas (e) in the first 3, the context rows (a'), (d'), "
+        "(e') in the first only). Times exclude interpreter start-up and imports; CPU is user + "
+        "system time of all the worker's threads; peak RSS is the worker's own maximum "
+        "resident set.",
         "",
-        f"## Paired counts on {rows_in:,} rows (median of {sizes['rounds']} rounds)",
+        f"## Paired counts on {rows_in:,} rows",
         "",
-        "| | workload | median (s) | min–max (s) | peak RSS (GB) | rows out | busy CPUs / load |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| | workload | median (s) | min–max (s) | CPU (s) | peak RSS (GB) | rows out | "
+        "others' CPUs during each run |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
     ]
     for name, (tag, label) in LABELS.items():
         if name not in rounds:
             continue
         runs = rounds[name]
         seconds = [r["seconds"] for r in runs]
+        cpu = statistics.median(r.get("cpu_seconds", float("nan")) for r in runs)
         rss = max(r["peak_rss_bytes"] for r in runs)
         out = runs[0].get("rows_out", "")
-        busy = "/".join(f"{r['busy_cpus']:.1f}" for r in runs)
-        load = "/".join(f"{r['load1']:.1f}" for r in runs)
+        others = " ".join(f"{r.get('others_during', 0):.2f}" for r in runs)
         lines.append(
             f"| {tag} | {label} | {statistics.median(seconds):.2f} | "
-            f"{min(seconds):.2f}–{max(seconds):.2f} | {_gb(rss)} | "
-            f"{out if out == '' else f'{out:,}'} | {busy} / {load} |"
+            f"{min(seconds):.2f}–{max(seconds):.2f} | {cpu:.1f} | {_gb(rss)} | "
+            f"{out if out == '' else f'{out:,}'} | {others} |"
         )
     lines += [
         "",
@@ -312,19 +315,28 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
             f"{d:.1f} s for the DuckDB query (d): b/d = {bd:.2f}, target ≤ 1.0 "
             + ("met." if bd_ok else f"not met ({bd - 1:.0%} slower).")
             + " recoverylab does more in that time: it checks the forks contract (nulls, rules "
-            "and duplicate keys, which the SQL does not) and compares prefix hashes per episode. "
+            "and duplicate keys, which the SQL does not) and compares every recovery branch's "
+            "prefix hash with its no-recovery branch's. "
             "It pairs without a join: one group-by per task sums a bit per (condition, method, "
             "delay) point of the rows present, of the successful rows and of the points after "
             "the end of the run, and every outcome is a bit operation on those words."
+        )
+        cpu_b = statistics.median(r.get("cpu_seconds", float("nan")) for r in rounds["recoverylab"])
+        cpu_d = statistics.median(r.get("cpu_seconds", float("nan")) for r in rounds["duckdb"])
+        text[-1] += (
+            f" In CPU time (both engines use both cores) (b) took {cpu_b:.1f} s and (d) "
+            f"{cpu_d:.1f} s."
         )
         text.append(
             f"* **The bare-scan floor.** Reading the 8 needed columns takes {a:.1f} s (a), so "
             f"(b) costs {ba:.1f}× the floor: target ≤ 2 "
             + ("met." if ba_ok else "not met.")
-            + " The partials read the files three times: a survey (the design grid and the "
-            "null/rule checks, which the bit layout needs first) together with the per-episode "
-            "prefix comparison, then the per-task bit sets; the floor reads them once and "
-            "aggregates nothing per task."
+            + " The floor decodes the columns and adds them up; (b) reads them in one pass too "
+            "(the survey of the points and the per-task words share it), but then hashes the "
+            "point keys, the task ids and the prefixes of 50M rows and aggregates them into a "
+            "million task groups: that hash aggregation is the cost above the floor, and the "
+            "DuckDB query pays it too (its join builds a hash table over 4M episodes and probes "
+            "it with 46M rows)."
         )
     if {"pandas", "recoverylab"} <= set(rounds):
         eb, _, eb_ok = verdicts["e/b"]
@@ -341,8 +353,10 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
             f"* **Uncertainty is nearly free.** Exact sign-flip p-values and 10,000-resample "
             f"cluster bootstrap CIs for every cell cost c/b = {cb:.2f} (target ≤ 1.25 "
             + ("met" if cb_ok else "not met")
-            + "): with one pair per task per cell the cell counts are the per-task type "
-            "histogram, so each cell resamples 3 types instead of a million tasks."
+            + f"; the medians differ by {med('recoverylab_stats') - med('recoverylab'):.2f} s): "
+            "with one pair per task per cell the cell counts are the per-task type histogram, "
+            "so each cell resamples 3 types instead of a million tasks and its exact p-value "
+            "is a binomial tail."
         )
     if "rss" in verdicts:
         rss, _, ok = verdicts["rss"]

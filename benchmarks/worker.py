@@ -35,6 +35,17 @@ sys.path.insert(0, str(HERE.parent))
 N_RESAMPLES = 10_000
 
 
+def _clock() -> tuple[float, float]:
+    """Wall and CPU (user + system, all threads) seconds of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter(), usage.ru_utime + usage.ru_stime
+
+
+def _since(start: tuple[float, float]) -> dict:
+    wall, cpu = _clock()
+    return {"seconds": wall - start[0], "cpu_seconds": cpu - start[1]}
+
+
 def _files(data: Path, first: int = 0) -> list[Path]:
     """The parquet parts of ``data``; only the first ``first`` of them when it is set."""
     files = sorted(data.glob("*.parquet"))
@@ -66,17 +77,17 @@ def floor(files: list[Path]) -> dict:
             return pl.col(name).str.len_bytes().sum()
         return pl.col(name).cast(pl.Int64).sum()
 
-    start = time.perf_counter()
+    start = _clock()
     out = lazy.select(pl.len(), *(touch(c).alias(c) for c in NEEDED)).collect(engine="streaming")
-    return {"seconds": time.perf_counter() - start, "rows_in": int(out["len"].item())}
+    return {**_since(start), "rows_in": int(out["len"].item())}
 
 
 def floor_duckdb(files: list[Path]) -> dict:
     from baselines import duckdb_scan
 
-    start = time.perf_counter()
+    start = _clock()
     out = duckdb_scan(files)
-    return {"seconds": time.perf_counter() - start, "rows_in": int(out.item(0, 0))}
+    return {**_since(start), "rows_in": int(out.item(0, 0))}
 
 
 def recoverylab_partials(files: list[Path], out: Path) -> dict:
@@ -84,12 +95,12 @@ def recoverylab_partials(files: list[Path], out: Path) -> dict:
 
     from recoverylab.paired import _summary
 
-    start = time.perf_counter()
+    start = _clock()
     part = _summary.partials(pl.scan_parquet(files)).collect(engine="streaming")
-    seconds = time.perf_counter() - start
+    timing = _since(start)
     counts, types = _counts_from_partials(part)
     _write(counts, types, out)
-    return {"seconds": seconds, "rows_out": part.height, "cells": counts.height}
+    return {**timing, "rows_out": part.height, "cells": counts.height}
 
 
 def recoverylab_stats(files: list[Path], out: Path) -> dict:
@@ -99,9 +110,9 @@ def recoverylab_stats(files: list[Path], out: Path) -> dict:
 
     from recoverylab import paired
 
-    start = time.perf_counter()
+    start = _clock()
     summary = paired.summarize(pl.scan_parquet(files), n_resamples=N_RESAMPLES)
-    seconds = time.perf_counter() - start
+    timing = _since(start)
     counts = summary.select(
         "condition",
         "delay",
@@ -118,7 +129,7 @@ def recoverylab_stats(files: list[Path], out: Path) -> dict:
     )
     _write(counts, None, out)
     return {
-        "seconds": seconds,
+        **timing,
         "rows_out": summary.height,
         "cells": summary.height,
         "ci_width_max": float((summary["ci_high"] - summary["ci_low"]).max()),
@@ -128,21 +139,21 @@ def recoverylab_stats(files: list[Path], out: Path) -> dict:
 def duckdb_counts(files: list[Path], out: Path, per_task: bool = False) -> dict:
     from baselines import duckdb_query
 
-    start = time.perf_counter()
+    start = _clock()
     result = duckdb_query(files, per_task=per_task)
-    seconds = time.perf_counter() - start
+    timing = _since(start)
     _write(None if per_task else result, result if per_task else None, out)
-    return {"seconds": seconds, "rows_out": result.height}
+    return {**timing, "rows_out": result.height}
 
 
 def pandas_counts(files: list[Path], out: Path, per_task: bool = False) -> dict:
     from baselines import pandas_counts as run
 
-    start = time.perf_counter()
+    start = _clock()
     result = run(files, per_task=per_task)
-    seconds = time.perf_counter() - start
+    timing = _since(start)
     _write(None if per_task else result, result if per_task else None, out)
-    return {"seconds": seconds, "rows_out": result.height}
+    return {**timing, "rows_out": result.height}
 
 
 def _write(counts: object, types: object, out: Path) -> None:

@@ -34,6 +34,8 @@ def test_quick_benchmark_runs_and_engines_agree(tmp_path: Path) -> None:
             str(out),
             "--max-wait",
             "0",
+            "--retries",
+            "0",
         ],
         capture_output=True,
         text=True,
