@@ -1,10 +1,12 @@
 """The Spark engine gives exactly the polars results (recoverylab.distributed, issue 9).
 
-One local[2] SparkSession serves the whole module. Every input is written as several parquet
-files with its rows shuffled, so each cluster's rows are spread over the files and Spark must
-bring them together; the polars path reads the same files. Results are compared exactly
-(same seed: same intervals and p-values). Spark has no categorical type, so a categorical
-extra column comes back as text: the polars result's categoricals are cast before comparing.
+One local[2] SparkSession (a session-scoped fixture) serves every test. Every input is
+written as several parquet files with its rows shuffled, so each cluster's rows are spread over
+the files and Spark must bring them together; the polars path reads the same files. Results
+are compared exactly (same seed: same intervals and p-values). Spark has no categorical type,
+so a categorical extra column comes back as text: the polars result's categoricals are cast
+before comparing. The last tests need no Spark: partial queries of shards of whole clusters
+add up to the one-machine result.
 """
 
 from __future__ import annotations
@@ -43,9 +45,9 @@ pytestmark = pytest.mark.filterwarnings(_PANDAS_WARNING)
 GOAL_TABLES = ("cases", "resources", "episodes", "steps", "citations")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def spark() -> Iterator[object]:
-    """One local[2] SparkSession for the module (starting one takes 10-40 s here)."""
+    """One local[2] SparkSession for the test session (starting one takes 10-40 s here)."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip(
             "no Java runtime: Spark needs Java 17+ (Debian: apt-get install default-jre-headless)"
@@ -377,6 +379,15 @@ def test_paired_summary_equals_polars(
     assert expected["unpaired"].sum() > 0
     assert expected["prefix_mismatch"].sum() > 0
     got = paired.summarize(forks_dir, n_resamples=300, seed=2, engine=spark, **settings)
+    same(expected, got)
+
+
+def test_many_small_partitions_give_the_same_cells(spark: object, forks_dir: str) -> None:
+    # a few tasks per partition: some partitions lack recovery points their tasks reach
+    expected = paired.summarize(forks_dir, by="model", n_resamples=200, seed=6)
+    got = distributed.paired_summarize(
+        spark, forks_dir, by="model", n_resamples=200, seed=6, partitions=40
+    )
     same(expected, got)
 
 
