@@ -308,3 +308,36 @@ def test_a_layout_guessed_from_too_few_rows_is_redone(monkeypatch: pytest.Monkey
     assert uses_bits(frame)
     assert calls
     assert_frame_equal(bit_partials(frame), join_partials(frame))
+
+
+def test_a_shard_without_rows_at_a_design_point_still_carries_there(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    frame = pl.DataFrame(
+        {
+            "task_id": ["t1", "t1", "t1", "t2", "t2", "t2", "t2"],
+            "condition": ["c"] * 7,
+            "method": ["none", "refresh", "refresh", "none", "refresh", "refresh", "refresh"],
+            "delay": [None, 0, 1, None, 0, 1, 2],
+            "success": [False, True, False, True, True, True, False],
+            "perturb_action": [1, None, None, 1, None, None, None],
+            "end_action": [3, None, None, 9, None, None, None],  # t1 ends before delay 2
+        }
+    )
+    design = _pairs.design_grid(_pairs.prepare(frame)[0])
+    passes: list[int] = []
+    original = _bits.task_words
+
+    def counted(*args: object, **kwargs: object) -> pl.LazyFrame:
+        passes.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_bits, "task_words", counted)
+    shards = [
+        _summary.partials(frame.filter(pl.col("task_id") == t), design=design).collect()
+        for t in ("t1", "t2")
+    ]
+    assert shards[0].filter(pl.col("delay") == 2)["carried_forward"].sum() == 1
+    assert len(passes) == 2  # one pass per shard: the guessed layout had the design's points
+    finished = _summary.finish(pl.concat(shards), n_resamples=100)
+    assert_frame_equal(finished, paired.summarize(frame, n_resamples=100))

@@ -643,7 +643,8 @@ def bit_counts(
     checks = data_checks(_FORKS, forks.lf.collect_schema())
     point_keys = set(_point_keys(forks))
     pending = [e for e in checks.values() if not set(e.meta.root_names()) <= point_keys]
-    guess = layout(sample_counts(forks))
+    # the design's points too: a shard given the whole table's design needs bits for them
+    guess = layout(_with_design(sample_counts(forks), design))
     words = None
     if guess is None:
         found = survey(forks, full_key)
