@@ -275,7 +275,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
         return None
     recovery = points.filter(~pl.col("none"))
     # a run gap beyond the latest delay ends after every point: clip it there
-    gaps = int(recovery["delay"].max() or 0) + 2
+    gaps = max((int(d) for d in recovery["delay"]), default=0) + 2
     if size * gaps > _MAX_TABLE:
         return None
     present = [[0] * size for _ in range(words)]
