@@ -363,3 +363,16 @@ def test_a_repeated_hash_without_a_repeated_key_is_not_a_duplicate() -> None:
     doubled = pl.concat([df, df.head(1)]).lazy()
     with pytest.raises(SchemaError, match="1 key appears more than once"):
         _check_duplicates(doubled, spec("forks"), key, collided)
+
+
+def test_shard_scope_allows_an_empty_shard_only_inside_it() -> None:
+    from recoverylab.schema import shard_scope
+
+    empty = frame("forks").clear()
+    with shard_scope():
+        assert validate(empty, "forks").collect().height == 0
+        with pytest.raises(SchemaError, match="column `success` has 1 null"):
+            validate(frame("forks", success=[None, True]), "forks")  # other checks unchanged
+    with pytest.raises(SchemaError, match="the table is empty"):
+        validate(empty, "forks")
+    assert not spec("forks").allow_empty  # the shared contract object is never modified

@@ -21,7 +21,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -297,26 +297,14 @@ def column(frame: SparkFrame, name: str) -> Column:
 # --------------------------------------------------------------------------------------------
 
 
-@contextmanager
-def shard_contracts() -> Iterator[None]:
+def shard_contracts() -> AbstractContextManager[None]:
     """Let a table be empty *within a partition* while the partial query runs.
 
-    A partition holds only some clusters, so one of its tables may have no rows (a case with
-    no episodes yet); the "table is empty" contract is a property of the whole table and is
-    checked on the driver from the row counts instead. The contracts are shared objects that
-    protocol modules may hold on to, so the flag is switched on the objects themselves and
-    switched back when the query returns (Spark runs one task at a time in a Python worker;
-    on the driver this runs only on empty tables, to learn the partials' schema).
+    A partition holds only some clusters, so one of its tables may have no rows; the "table is
+    empty" contract is a property of the whole table and is checked on the driver from the row
+    counts instead (see :func:`recoverylab.schema.shard_scope`).
     """
-    specs = list(schema.SPECS.values())
-    saved = [spec.allow_empty for spec in specs]
-    try:
-        for spec in specs:
-            object.__setattr__(spec, "allow_empty", True)  # frozen dataclass, restored below
-        yield
-    finally:
-        for spec, allow in zip(specs, saved, strict=True):
-            object.__setattr__(spec, "allow_empty", allow)
+    return schema.shard_scope()
 
 
 # --------------------------------------------------------------------------------------------
