@@ -268,7 +268,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--retries", type=int, default=2, help="repeats of a short run other processes disturbed"
     )
+    parser.add_argument(
+        "--render-only",
+        action="store_true",
+        help="rewrite --out from the results.json next to it, without measuring",
+    )
     args = parser.parse_args(argv)
+    if args.render_only:
+        record = json.loads(args.out.with_name("results.json").read_text())
+        args.out.write_text(report.render(record))
+        return 0
     sizes = dict(QUICK if args.quick else FULL)
     if args.tasks:
         sizes["tasks"] = args.tasks
