@@ -341,3 +341,17 @@ def test_a_shard_without_rows_at_a_design_point_still_carries_there(
     assert len(passes) == 2  # one pass per shard: the guessed layout had the design's points
     finished = _summary.finish(pl.concat(shards), n_resamples=100)
     assert_frame_equal(finished, paired.summarize(frame, n_resamples=100))
+
+
+def test_null_and_categorical_keys() -> None:
+    frame = random_forks(np.random.default_rng(10), tasks=15, models=("m1", "m2"))
+    frame = frame.with_columns(
+        pl.when(pl.col("model") == "m2").then(None).otherwise(pl.col("model")).alias("model"),
+        pl.when(pl.col("task_id") < "t005").then(None).otherwise(pl.lit("x")).alias("family"),
+    )
+    kwargs = {"pair_by": "model", "by": ["model", "family"]}
+    expected = join_partials(frame, **kwargs)
+    assert uses_bits(frame, **kwargs)
+    assert_frame_equal(bit_partials(frame, **kwargs), expected)
+    categorical = frame.with_columns(pl.col("task_id", "model", "family").cast(pl.Categorical))
+    assert_frame_equal(bit_partials(categorical, **kwargs), expected)
