@@ -97,12 +97,13 @@ def scan(source: Source, *, format: str | None = None, hive: bool | None = None)
             f"cannot read a table from a {type(source).__name__}; give a path, a glob, a list of "
             "paths, or a polars, pyarrow or pandas table."
         )
-    frames = []
-    for entry in sources:
-        if Path(entry).is_dir():
-            frames.append(_scan_directory(Path(entry), format, hive))
-        else:
-            frames.extend(_scan_files(expand_paths([entry]), format))
+    directories = [Path(s) for s in sources if Path(s).is_dir()]
+    files = expand_paths([s for s in sources if not Path(s).is_dir()])
+    # Files of one format and schema become one scan: polars then reads them in parallel with
+    # one streaming pipeline (one scan per file, concatenated, costs several times the memory).
+    frames = [_scan_directory(d, format, hive) for d in directories]
+    if files:
+        frames.extend(_scan_files(files, format))
     return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
 
 
