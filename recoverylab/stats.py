@@ -43,6 +43,7 @@ __all__ = [
     "cell_rng",
     "cluster_bootstrap",
     "mcnemar_exact",
+    "paired_effect_cells",
     "ratio",
     "ratio_difference",
     "sign_flip_cells",
@@ -836,6 +837,67 @@ def sign_flip_cells(
             pl.Series("p_method", [r.method for r in results], dtype=pl.String),
         ]
     )
+
+
+def paired_effect_cells(
+    types: pl.DataFrame | pl.LazyFrame,
+    *,
+    cells: Sequence[str],
+    difference: str = "d",
+    n: str = "n",
+    count: str | None = "count",
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    method: str = "percentile",
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Interval and p-value of a paired effect Σd / Σn per cell, from per-cluster types.
+
+    The shared last step of every paired comparison (rescue minus harm per pair, a policy's gain
+    over never recovering, one policy's margin over another): a cluster is a task with ``d`` =
+    its summed outcome differences over ``n`` pairs. The interval is :func:`cluster_bootstrap`
+    of the ratio; the p-value is :func:`sign_flip_cells` of the per-cluster ``d`` (exact for
+    integer differences). Both draw per cell from :func:`cell_rng`, so a cell's result does not
+    depend on the other cells.
+
+    Parameters
+    ----------
+    types
+        One row per cluster, or per distinct (cells, d, n) type with multiplicity ``count``.
+    cells, difference, n, count
+        Column names: cell keys, per-cluster summed difference, per-cluster pairs, multiplicity
+        (``None`` when every row is one cluster).
+    n_resamples, confidence, method, seed
+        As :func:`cluster_bootstrap`.
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per cell: cell columns, ``ci_low``, ``ci_high``, ``n_clusters``, ``p_value``.
+
+    Examples
+    --------
+    >>> types = pl.DataFrame({"cell": ["x", "x"], "d": [1, 0], "n": [1, 1], "count": [6, 4]})
+    >>> paired_effect_cells(types, cells=["cell"], n_resamples=200)["p_value"].item()
+    0.03125
+    """
+    cells_l = _column_names("cells", cells)
+    boot = cluster_bootstrap(
+        types,
+        cells=cells_l,
+        values=[difference, n],
+        count=count,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        method=method,
+        seed=seed,
+    ).select(*cells_l, "ci_low", "ci_high", "n_clusters")
+    flip = sign_flip_cells(
+        types, cells=cells_l, difference=difference, count=count, seed=seed
+    ).select(*cells_l, "p_value")
+    if not cells_l:
+        return boot.hstack(flip)
+    return boot.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
 
 
 def _column_names(name: str, names: object, *, nonempty: bool = False) -> list[str]:

@@ -1034,3 +1034,24 @@ def test_results_render_as_html_tables_in_jupyter():
     assert "<th style='text-align:left'>p_value</th>" in st.sign_flip_test([1, -2, 3])._repr_html_()
     assert "McNemar" not in st.mcnemar_exact(3, 1)._repr_html_()
     assert "<caption>Interval</caption>" in st.wilson_interval(3, 10)._repr_html_()
+
+
+def test_paired_effect_cells_equals_its_two_parts():
+    rng = np.random.default_rng(3)
+    types = pl.DataFrame(
+        {
+            "cell": rng.choice(["a", "b", None], 60).tolist(),
+            "d": rng.integers(-2, 3, 60),
+            "n": rng.integers(1, 4, 60),
+        }
+    )
+    combined = stats.paired_effect_cells(types, cells=["cell"], count=None, n_resamples=300, seed=4)
+    boot = stats.cluster_bootstrap(
+        types, cells=["cell"], values=["d", "n"], n_resamples=300, seed=4
+    )
+    flip = stats.sign_flip_cells(types, cells=["cell"], difference="d", seed=4)
+    assert combined["ci_low"].to_list() == boot["ci_low"].to_list()
+    assert combined["ci_high"].to_list() == boot["ci_high"].to_list()
+    assert combined["n_clusters"].to_list() == boot["n_clusters"].to_list()
+    assert combined["p_value"].to_list() == flip["p_value"].to_list()
+    assert combined["cell"].to_list() == boot["cell"].to_list()

@@ -397,24 +397,18 @@ def policy_finish(
     types = types.group_by([*per_condition, "d", "n"]).agg(pl.col("count").sum())
     if progress is not None:
         progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
-    boot = stats.cluster_bootstrap(
+    tests = stats.paired_effect_cells(
         types,
         cells=per_condition,
-        values=["d", "n"],
-        count="count",
         n_resamples=n_resamples,
         confidence=confidence,
         method=ci_method,
         seed=seed,
-    ).select(*per_condition, "ci_low", "ci_high")
-    flip = stats.sign_flip_cells(
-        types, cells=per_condition, difference="d", count="count", seed=seed
-    ).select(*per_condition, "p_value")
+    ).drop("n_clusters")
     n = pl.col("n")
     clean_touch = pl.when(pl.col("__clean") > 0).then(pl.col("__clean_touched") / pl.col("__clean"))
     return (
-        cell_counts.join(boot, on=per_condition, how="left", nulls_equal=True)
-        .join(flip, on=per_condition, how="left", nulls_equal=True)
+        cell_counts.join(tests, on=per_condition, how="left", nulls_equal=True)
         .select(
             *per_condition,
             "n",

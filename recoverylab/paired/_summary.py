@@ -412,22 +412,15 @@ def _with_statistics(
     ci_method: str,
 ) -> pl.DataFrame:
     """Join the per-cell bootstrap interval and sign-flip p-value onto the counts."""
-    boot = stats.cluster_bootstrap(
+    tests = stats.paired_effect_cells(
         types,
         cells=cells,
-        values=["d", "n"],
-        count="count",
         n_resamples=n_resamples,
         confidence=confidence,
         method=ci_method,
         seed=seed,
-    ).select(*cells, "ci_low", "ci_high", pl.col("n_clusters").alias("n_tasks"))
-    flip = stats.sign_flip_cells(
-        types, cells=cells, difference="d", count="count", seed=seed
-    ).select(*cells, "p_value")
-    return counts.join(boot, on=cells, how="left", nulls_equal=True).join(
-        flip, on=cells, how="left", nulls_equal=True
-    )
+    ).rename({"n_clusters": "n_tasks"})
+    return counts.join(tests, on=cells, how="left", nulls_equal=True)
 
 
 def _rate(numerator: pl.Expr, name: str) -> pl.Expr:

@@ -235,18 +235,9 @@ def _margins(
     )
     task_types = tasks.group_by([*cells, "d", "m"]).agg(pl.len().cast(pl.Int64).alias("count"))
     counted, types = pl.collect_all([cell_counts, task_types], engine="streaming")
-    boot = stats.cluster_bootstrap(
-        types,
-        cells=cells,
-        values=["d", "m"],
-        count="count",
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
-    ).select(*cells, "ci_low", "ci_high")
-    flip = stats.sign_flip_cells(
-        types, cells=cells, difference="d", count="count", seed=seed
-    ).select(*cells, "p_value")
+    tests = stats.paired_effect_cells(
+        types, cells=cells, n="m", n_resamples=n_resamples, confidence=confidence, seed=seed
+    ).drop("n_clusters")
     n = pl.col("n")
     order = pl.DataFrame(
         {
@@ -258,8 +249,7 @@ def _margins(
     return (
         counted.join(order, on=["policy", "reference"], how="left")
         .sort("__order", pl.col("condition").is_null(), "condition")
-        .join(boot, on=cells, how="left", nulls_equal=True, maintain_order="left")
-        .join(flip, on=cells, how="left", nulls_equal=True, maintain_order="left")
+        .join(tests, on=cells, how="left", nulls_equal=True, maintain_order="left")
         .select(
             *cells,
             "n",
