@@ -215,3 +215,22 @@ def test_demo_settings_are_the_protocol_defaults() -> None:
             if name in ("seed", "n_resamples", "confidence")
         }
         assert defaults == _report.DEMO_SETTINGS["paired"] == _report.DEMO_SETTINGS["router"]
+
+
+def test_demo_without_scikit_learn_skips_the_router_and_runs_the_rest(tmp_path: Path) -> None:
+    result = run_python(
+        "import sys\n"
+        "sys.modules['sklearn'] = None  # as if the router extra were not installed\n"
+        "from recoverylab.cli import main\n"
+        f"sys.exit(main(['--quiet', 'demo', '--out', {str(tmp_path)!r}]))\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        "recoverylab demo: router skipped: fitting a router needs scikit-learn, which is not "
+        "installed; install it with `pip install 'recoverylab[router]'`."
+    ]
+    assert not list(tmp_path.glob("router_*"))
+    report = (tmp_path / "report.html").read_text()
+    for group in ("Paired recovery (CIR)", "Goal preservation", "Takeover from replayed"):
+        assert f">{group}" in report
+    assert ">Recovery router (CIR)<" not in report

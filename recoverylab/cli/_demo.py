@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
+from recoverylab._errors import MissingDependencyError
 from recoverylab.cli._common import Progress
 from recoverylab.cli._report import demo_report
 
@@ -24,7 +26,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Call ``demo(out_dir, progress)`` of every subcommand module, then write report.html."""
+    """Call ``demo(out_dir, progress)`` of every subcommand module, then write report.html.
+
+    A part whose optional extra is missing (the router needs scikit-learn, the report altair)
+    is skipped with one line on stderr naming the extra; the other parts still run.
+    """
     from recoverylab.cli import command_modules
 
     progress = Progress("demo", quiet=args.quiet)
@@ -32,8 +38,13 @@ def run(args: argparse.Namespace) -> None:
     written: list[Path] = []
     for module in command_modules():
         demo = getattr(module, "demo", None)
-        if demo is not None:
+        if demo is None:
+            continue
+        try:
             written.extend(demo(args.out, progress))
+        except MissingDependencyError as exc:
+            name = module.__name__.rsplit("._", 1)[-1]
+            print(f"recoverylab demo: {name} skipped: {exc}", file=sys.stderr)
     report = demo_report(args.out, progress)  # None when the report extra is not installed
     if report is not None:
         written.append(report)
