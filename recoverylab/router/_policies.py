@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from html import escape
@@ -299,7 +300,7 @@ def _auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
-class _RulePolicy(_Estimator):
+class _RulePolicy(_Estimator, ABC):
     """Shared machinery of the policies that decide with logistic models and thresholds."""
 
     _MODELS: ClassVar[tuple[str, ...]] = ()
@@ -503,10 +504,11 @@ class _RulePolicy(_Estimator):
             **extra,
         )
 
+    @abstractmethod
     def _choose(
         self, arrays: _search.EpisodeArrays
     ) -> tuple[Thresholds, tuple[int, ...], dict[str, Any]]:
-        raise NotImplementedError
+        """Search the thresholds on the OOF episode arrays: (thresholds, grid shape, extra)."""
 
     # -- scoring and deciding -------------------------------------------------------------------
 
