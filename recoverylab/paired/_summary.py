@@ -544,34 +544,6 @@ def summarize(
     )
 
 
-def summary_finish(
-    collected: pl.DataFrame,
-    fast: bool,
-    by_keys: Sequence[str],
-    *,
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-    progress: Progress = None,
-) -> pl.DataFrame:
-    """Turn the collected output of :func:`summary_query` into the cell summary.
-
-    ``collected`` may hold the outputs of several shards, each a set of whole tasks (as on a
-    distributed engine): they are turned into :func:`partials` rows and given to
-    :func:`finish`, which adds them up.
-    """
-    cells = ["condition", "delay", "method", *by_keys]
-    return finish(
-        _as_partials(collected.lazy(), fast, cells),
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
-        progress=progress,
-    )
-
-
 def contrast(
     forks: object,
     a: str,
