@@ -36,18 +36,6 @@ def split_list(text: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
-def add_output(parser: argparse.ArgumentParser, *, directory: bool = False) -> None:
-    """Add ``--out`` (a parquet file, or a directory of them)."""
-    if directory:
-        parser.add_argument(
-            "--out-dir", type=Path, help="write one parquet file per result table here"
-        )
-    else:
-        parser.add_argument(
-            "--out", type=Path, help="write the result to this parquet file (default: print it)"
-        )
-
-
 def add_statistics(parser: argparse.ArgumentParser, *, resamples: int = 10_000) -> None:
     """Add ``--seed``, ``--resamples`` and ``--confidence``."""
     parser.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")

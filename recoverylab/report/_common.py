@@ -120,13 +120,6 @@ def tip_p(field: str = "p_value", title: str = "p (sign-flip)") -> Any:
     return altair().Tooltip(f"{field}:Q", title=title, format=".3g")
 
 
-def zero_rule(*, vertical: bool = False) -> Any:
-    """Return a thin grey rule at zero (no data of its own: one mark per panel)."""
-    alt = altair()
-    encoding = {"x": alt.datum(0)} if vertical else {"y": alt.datum(0)}
-    return alt.Chart().mark_rule(color=GREY, strokeDash=[3, 3]).encode(**encoding)
-
-
 def ordered(values: Sequence[str], known: Sequence[str]) -> list[str]:
     """Return ``values`` with the ``known`` order first (e.g. regimes), then the others."""
     present = list(dict.fromkeys(values))
