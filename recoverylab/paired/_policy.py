@@ -27,7 +27,7 @@ from recoverylab.paired._pairs import (
 from recoverylab.paired._summary import _check_statistics
 from recoverylab.schema import Column, Rule, TableSpec, validate
 
-__all__ = ["DECISIONS", "evaluate_policy"]
+__all__ = ["DECISIONS", "RESULT_COLUMNS", "evaluate_policy"]
 
 #: Contract of a decision table: one row per episode, the chosen delay or null (no recovery).
 DECISIONS = TableSpec(
@@ -49,7 +49,8 @@ DECISIONS = TableSpec(
     ),
 )
 
-_RESULT = (
+#: Columns of :func:`evaluate_policy` after ``condition`` and the ``by`` keys, in order.
+RESULT_COLUMNS = (
     "n",
     "base_rate",
     "policy_rate",

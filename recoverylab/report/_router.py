@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from recoverylab._errors import ParameterError
+from recoverylab.paired._policy import RESULT_COLUMNS
 from recoverylab.report._common import (
     ALL,
     GREY,
@@ -39,21 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = ["policy_gain", "policy_rates", "policy_success"]
 
-_COLUMNS = (
-    "condition",
-    "n",
-    "base_rate",
-    "policy_rate",
-    "gain",
-    "rescue",
-    "harm",
-    "interventions",
-    "intervention_rate",
-    "clean_touch_rate",
-    "ci_low",
-    "ci_high",
-    "p_value",
-)
+_COLUMNS = ("condition", *RESULT_COLUMNS)
 _SOURCE = "recoverylab.paired.evaluate_policy or recoverylab.router.compare"
 _NEVER = "never"
 

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 
 from recoverylab._errors import ParameterError, format_keys
+from recoverylab.paired._policy import RESULT_COLUMNS
 from recoverylab.router import _data
 
 __all__ = ["COLUMNS", "RecoveryLabWarning", "compare"]
@@ -24,18 +25,7 @@ COLUMNS = (
     "policy",
     "reference",
     "condition",
-    "n",
-    "base_rate",
-    "policy_rate",
-    "gain",
-    "rescue",
-    "harm",
-    "interventions",
-    "intervention_rate",
-    "clean_touch_rate",
-    "ci_low",
-    "ci_high",
-    "p_value",
+    *RESULT_COLUMNS,
 )
 
 
