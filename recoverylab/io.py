@@ -15,15 +15,16 @@ from __future__ import annotations
 import glob as _glob
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
 
 from recoverylab._errors import ParameterError, SourceError
 
-__all__ = ["FORMATS", "Source", "expand_paths", "scan", "write_parquet"]
+__all__ = ["FORMATS", "Source", "atomic_file", "expand_paths", "scan", "write_parquet"]
 
 #: File suffix -> format name.
 FORMATS = {
@@ -275,20 +276,36 @@ def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[st
     >>> write_parquet(pl.DataFrame({"a": [1]}), target).name
     'out.parquet'
     """
+    with atomic_file(path) as out:
+        if isinstance(frame, pl.LazyFrame):
+            frame.sink_parquet(out)
+        else:
+            frame.write_parquet(out)
+    return Path(path)
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Yield a binary handle whose content replaces ``path`` only if the block succeeds.
+
+    The handle writes a temporary file in the target directory (created if needed); on success it
+    gets the usual permissions (``0o666`` less the umask) and is renamed onto ``path``; on any
+    failure it is removed, and a file already at ``path`` is untouched. Writers get the open handle,
+    never the temporary path: polars' streaming sink may still open its output path after a failed
+    query has raised, which would recreate a file that was already cleaned up.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
     )
-    os.close(handle)
-    temp = Path(temp_name)
     try:
-        if isinstance(frame, pl.LazyFrame):
-            frame.sink_parquet(temp)
-        else:
-            frame.write_parquet(temp)
-        os.replace(temp, target)
+        with os.fdopen(handle, "wb") as out:
+            yield out
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temp_name, 0o666 & ~umask)  # mkstemp makes the file private; results are not
+        os.replace(temp_name, target)
     except BaseException:
-        temp.unlink(missing_ok=True)
+        Path(temp_name).unlink(missing_ok=True)
         raise
-    return target

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import os
+import stat
+import time
 
 import hypothesis.strategies as st
 import numpy as np
@@ -195,6 +198,26 @@ def test_failed_write_leaves_nothing_and_keeps_existing_file(tmp_path) -> None:
         write_parquet(failing, target)
     assert target.read_bytes() == before
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_failed_streaming_writes_never_leave_a_temporary_file_behind(tmp_path) -> None:
+    # polars' streaming sink used to open its output path after the failed query had raised, so
+    # the cleaned-up temporary file reappeared in about a third of these runs.
+    failing = pl.LazyFrame({"a": ["x"]}).select(pl.col("a").cast(pl.Int64))
+    for attempt in range(60):
+        with pytest.raises(pl.exceptions.PolarsError):
+            write_parquet(failing, tmp_path / f"out{attempt}.parquet")
+    time.sleep(0.2)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_written_file_has_the_usual_permissions_not_the_private_temporary_ones(tmp_path) -> None:
+    umask = os.umask(0o022)
+    try:
+        written = write_parquet(DF, tmp_path / "out.parquet")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(written.stat().st_mode) == 0o644
 
 
 @settings(

@@ -11,13 +11,13 @@ import html
 import json
 import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from recoverylab._errors import ParameterError
+from recoverylab.io import atomic_file
 from recoverylab.report import _deps
 
 __all__ = ["Input", "Provenance", "Section", "render_html", "write_report"]
@@ -267,22 +267,9 @@ def write_report(
         As :func:`render_html`; nothing is written then.
     """
     page = render_html(sections, title=title)
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(page)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp_name, 0o666 & ~umask)  # mkstemp makes the file private; a report is not
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
-    return target
+    with atomic_file(path) as out:
+        out.write(page.encode("utf-8"))
+    return Path(path)
 
 
 #: Styles of the page around the sections (never injected into a notebook).

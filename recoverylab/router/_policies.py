@@ -37,6 +37,7 @@ from recoverylab._errors import (
     SchemaError,
     SourceError,
 )
+from recoverylab.io import atomic_file
 from recoverylab.router import _data, _models, _search
 from recoverylab.router._rule import FORMAT, FORMAT_VERSION
 
@@ -649,17 +650,10 @@ class _RulePolicy(_Estimator, ABC):
         Path
             The written path.
         """
-        rule = self.to_rule(include_tasks=include_tasks)
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(f".{target.name}.tmp")
-        try:
-            temp.write_text(json.dumps(rule, indent=1, allow_nan=False) + "\n")
-            os.replace(temp, target)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        return target
+        text = json.dumps(self.to_rule(include_tasks=include_tasks), indent=1, allow_nan=False)
+        with atomic_file(path) as out:
+            out.write((text + "\n").encode("utf-8"))
+        return Path(path)
 
     @classmethod
     def from_rule(cls, rule: Mapping[str, Any]) -> _RulePolicy:
