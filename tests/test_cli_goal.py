@@ -193,6 +193,25 @@ def test_bad_grouping_exits_2(cli) -> None:
     )
 
 
+def test_bad_grouping_leaves_no_scored_episodes_behind(cli, tmp_path) -> None:
+    # the episodes are scored before the summary finds the unknown column: they are not kept
+    episodes_out = tmp_path / "sub" / "episodes.parquet"
+    result = cli(
+        "goal",
+        *table_args(DIAGNOSTIC),
+        "--by",
+        "split",
+        "--episodes-out",
+        episodes_out,
+        "--out",
+        tmp_path / "summary.parquet",
+        "--quiet",
+    )
+    assert result.code == 2
+    assert len(result.err.strip().splitlines()) == 1
+    assert [p.name for p in tmp_path.rglob("*")] == ["sub"]
+
+
 def test_help_lists_the_options(cli) -> None:
     result = cli("goal", "--help")
     assert result.code == 0

@@ -247,6 +247,34 @@ def test_errors_are_one_line_with_exit_2(cli: Callable, tmp_path: Path) -> None:
     assert not list(tmp_path.glob("out*.parquet"))
 
 
+def test_a_bad_late_option_leaves_no_output_behind(cli: Callable, tmp_path: Path) -> None:
+    # the unknown overlap method is found after the summary is computed: nothing is written
+    outputs = {name: tmp_path / f"{name}.parquet" for name in ("s", "o", "pairs", "excluded")}
+    result = cli(
+        "paired",
+        MAIN,
+        "--overlap",
+        "refresh,bogus",
+        "--out",
+        outputs["s"],
+        "--overlap-out",
+        outputs["o"],
+        "--pairs-out",
+        outputs["pairs"],
+        "--exclusions-out",
+        outputs["excluded"],
+        "--resamples",
+        100,
+        "--quiet",
+    )
+    assert result.code == 2
+    assert result.err.strip().splitlines() == [
+        "recoverylab paired: error: parameter `method_b` is 'bogus'; forks has no rows with that "
+        "method (methods: refresh)."
+    ]
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_demo_writes_every_result(tmp_path: Path) -> None:
     messages: list[str] = []
     written = _paired.demo(tmp_path, messages.append)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -94,19 +95,26 @@ def run(args: argparse.Namespace) -> None:
 def _score_and_summarise(
     args: argparse.Namespace, by: tuple[str, ...], progress: Progress
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """Score with polars (streamed to a parquet file), then summarise from that file."""
+    """Score with polars (streamed to a parquet file), then summarise from that file.
+
+    The scored episodes go to a scratch file next to ``--episodes-out`` (or in the temporary
+    directory without it) and are moved into place only once the summaries are computed, so a
+    bad option such as an unknown ``--by`` column leaves no output behind.
+    """
     progress("checking the tables")
     lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
-    with tempfile.TemporaryDirectory(prefix="recoverylab-goal-") as scratch:
-        # Stream the scored episodes to disk once (the requested file, or a scratch file), then
-        # summarise from it: the score query runs once and nothing row-level is held in memory.
-        target = args.episodes_out or Path(scratch) / "episodes.parquet"
-        progress(f"scoring episodes into {target}")
-        write_parquet(lazy.sort("episode_id"), target)
-        scored = scan(target)
-        if args.episodes_out is not None:
-            rows = scored.select(pl.len()).collect().item()
-            print(f"wrote {args.episodes_out} ({rows} rows)", file=sys.stderr)
+    keep = args.episodes_out
+    if keep is not None:
+        keep.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(
+        prefix=".recoverylab-goal-", dir=keep.parent if keep is not None else None
+    ) as scratch:
+        # Stream the scored episodes to disk once, then summarise from that file: the score
+        # query runs once and nothing row-level is held in memory.
+        scratch_file = Path(scratch) / "episodes.parquet"
+        progress("scoring episodes")
+        write_parquet(lazy.sort("episode_id"), scratch_file)
+        scored = scan(scratch_file)
         progress(f"summarising with {args.resamples} bootstrap resamples")
         statistics = {
             "n_resamples": args.resamples,
@@ -118,6 +126,10 @@ def _score_and_summarise(
         if args.drop_out is not None:
             progress("pairing barrier-free and barrier cases by goal")
             drop = goal.barrier_drop(scored, **statistics)
+        if keep is not None:
+            rows = scored.select(pl.len()).collect().item()
+            os.replace(scratch_file, keep)
+            print(f"wrote {keep} ({rows} rows)", file=sys.stderr)
     return summary, drop
 
 

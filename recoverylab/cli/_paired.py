@@ -143,19 +143,24 @@ def run_paired(args: argparse.Namespace) -> None:
     forks = read(args.forks) if engine == "polars" else args.forks
     keys: dict[str, Any] = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
     summary = paired.summarize(forks, **keys, **_statistics(args), progress=progress, engine=engine)
+    # every result is computed before the first is written: a bad option (say an unknown
+    # overlap method) must leave no output behind
+    excluded = overlap = None
+    if args.exclusions_out is not None:
+        excluded = paired.exclusions(forks, **keys, keys=True).collect(engine="streaming")
+    if args.overlap:
+        progress(f"rescue overlap of {args.overlap[0]} and {args.overlap[1]}")
+        overlap = paired.rescue_overlap(forks, *args.overlap, **keys)
     if args.pairs_out is not None:
         progress(f"writing pairs to {args.pairs_out}")
         pairs = paired.pairs(forks, pair_by=args.pair_by, cohort=args.cohort)
         write_parquet(pairs, args.pairs_out)
         print(f"wrote {args.pairs_out}", file=sys.stderr)
-    if args.exclusions_out is not None:
-        excluded = paired.exclusions(forks, **keys, keys=True).collect(engine="streaming")
+    if excluded is not None:
         emit(excluded, args.exclusions_out, args)
     cohort = "" if args.cohort == "full" else f" ({args.cohort} cohort)"
     emit(summary, args.out, args, title=f"rescue and harm by condition, delay, method{cohort}")
-    if args.overlap:
-        progress(f"rescue overlap of {args.overlap[0]} and {args.overlap[1]}")
-        overlap = paired.rescue_overlap(forks, *args.overlap, **keys)
+    if overlap is not None:
         if args.out is None and args.overlap_out is None:
             print()
         emit(overlap, args.overlap_out, args, title="rescue overlap")
