@@ -107,6 +107,7 @@ def recoverylab_stats(files: list[Path], out: Path) -> dict:
     import polars as pl
     import scipy.signal
     import scipy.stats  # noqa: F401  (recoverylab imports them on first use: not timed)
+    from baselines import CELLS, COUNT_COLUMNS
 
     from recoverylab import paired
 
@@ -114,18 +115,9 @@ def recoverylab_stats(files: list[Path], out: Path) -> dict:
     summary = paired.summarize(pl.scan_parquet(files), n_resamples=N_RESAMPLES)
     timing = _since(start)
     counts = summary.select(
-        "condition",
-        "delay",
-        "method",
-        "n",
-        "rescue",
-        "harm",
-        "kept",
-        "unchanged",
-        "carried_forward",
-        "unpaired",
-        "prefix_mismatch",
-        pl.lit(0, dtype=pl.Int64).alias("after_end"),
+        *CELLS,
+        *(c for c in COUNT_COLUMNS if c != "after_end"),
+        pl.lit(0, dtype=pl.Int64).alias("after_end"),  # summarize refuses such rows
     )
     _write(counts, None, out)
     return {

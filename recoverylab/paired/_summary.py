@@ -103,8 +103,8 @@ def _counts() -> list[pl.Expr]:
     ]
 
 
-_COUNT_NAMES = (
-    "n",
+#: Additive count columns of the partials (besides the type columns ``d``, ``n``, ``count``).
+PARTIAL_COUNTS = (
     "rescue",
     "harm",
     "kept",
@@ -112,8 +112,9 @@ _COUNT_NAMES = (
     "carried_forward",
     "unpaired",
     "prefix_mismatch",
-    "__after_end",
+    "after_end",
 )
+_TYPE_COLUMNS = ("d", "n", "count")
 
 
 def summary_query(
@@ -139,23 +140,10 @@ def summary_query(
     )
     types = per_task.group_by([*cells, "d", "n"]).agg(
         pl.len().cast(pl.Int64).alias("count"),
-        *(pl.col(c).sum().alias(c) for c in _COUNT_NAMES if c != "n"),
+        *(pl.col(c).sum() for c in PARTIAL_COUNTS if c != "after_end"),
+        pl.col("__after_end").sum(),
     )
     return types, False, rows
-
-
-#: Additive count columns of the partials (besides the type columns ``d``, ``n``, ``count``).
-PARTIAL_COUNTS = (
-    "rescue",
-    "harm",
-    "kept",
-    "unchanged",
-    "carried_forward",
-    "unpaired",
-    "prefix_mismatch",
-    "after_end",
-)
-_TYPE_COLUMNS = ("d", "n", "count")
 
 
 def _partials_from_counts(counts: pl.LazyFrame, cells: Sequence[str]) -> pl.LazyFrame:
