@@ -133,7 +133,7 @@ def test_evaluate_one_and_two_rules(cli, tmp_path, rule_path):
 def test_evaluate_prints_rates_in_percentage_points(cli, rule_path):
     result = cli("router", "evaluate", "--rule", rule_path, *held_out_args(), "--resamples", "200")
     assert result.code == 0, result.err
-    assert "gain_pp" in result.out
+    assert "gain pp [CI]" in result.out
 
 
 def test_evaluate_warns_on_training_tasks(cli, rule_path):

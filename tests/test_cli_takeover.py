@@ -121,8 +121,8 @@ def test_prints_tables_without_out_dir(cli: Callable) -> None:
     assert result.code == 0, result.err
     for name in ("eligibility", "summary", "funnel", "awareness", "latency"):
         assert f"== {name}" in result.out
-    assert result.out.startswith("(showing the main columns; --out-dir writes every column)")
-    assert "pass_at_k_pp" in result.out  # rates shown in percentage points
+    assert result.out.startswith("(main columns shown; --wide prints and --out-dir writes every")
+    assert "pass at k pp [CI]" in result.out  # rates shown in percentage points
     assert result.err == ""
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from recoverylab import paired
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -50,6 +51,7 @@ def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None
     parser.add_argument(
         "--out", type=Path, help="write the result to this parquet file (default: print it)"
     )
+    _table.add_printing(parser)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -205,7 +207,12 @@ def run_policy(args: argparse.Namespace) -> None:
         progress=progress,
         engine=engine,
     )
-    emit(result, args.out, args, title="policy against never recovering (condition null: all)")
+    emit(
+        result,
+        args.out,
+        args,
+        title="policy against never recovering (per condition, and all conditions)",
+    )
 
 
 def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import polars as pl
 
+from recoverylab._display import is_rate
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_statistics,
@@ -115,6 +117,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--out", type=Path, help="parquet file to write (default: print)")
     add_statistics(evaluate)
     evaluate.set_defaults(func=run_evaluate)
+    for action in (fit, decide, evaluate):
+        _table.add_printing(action)
     for action in (fit, decide, evaluate):  # the global flags work after the action too
         action.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
         action.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
@@ -143,16 +147,24 @@ def _fit_policy(
 
 
 def _report_frame(policy: object) -> pl.DataFrame:
+    """Return the fit report as (field, value) rows; rates in pp (``(pp)`` after the name)."""
     report = policy.fit_report_.to_dict()  # type: ignore[attr-defined]
     return pl.DataFrame(
-        {"field": list(report), "value": [_show(v) for v in report.values()]},
+        {
+            "field": [f"{name} (pp)" if _pp(name, v) else name for name, v in report.items()],
+            "value": [_show(v, pp=_pp(name, v)) for name, v in report.items()],
+        },
         schema={"field": pl.String, "value": pl.String},
     )
 
 
-def _show(value: object) -> str:
+def _pp(name: str, value: object) -> bool:
+    return isinstance(value, float) and (is_rate(name) or "_rate_" in name or "_gain_" in name)
+
+
+def _show(value: object, *, pp: bool = False) -> str:
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{value * 100:.1f}" if pp else f"{value:.4g}"
     if isinstance(value, list):
         return "x".join(map(str, value))
     return "—" if value is None else str(value)
@@ -183,7 +195,15 @@ def run_fit(args: argparse.Namespace) -> None:
     )
     policy.to_json(args.out)
     print(f"wrote {args.out}", file=sys.stderr)
-    print(_report_frame(policy))
+    fmt, wide = _table.printing(args)
+    if fmt in ("csv", "json"):  # machine-readable: the report's own fields and values
+        report = policy.fit_report_.to_dict()
+        frame = pl.DataFrame({"field": list(report), "value": [str(v) for v in report.values()]})
+        print(_table.render(frame, fmt))
+        return
+    if _table.headline(fmt):
+        print("fit report (out-of-fold)")
+    print(_table.render(_report_frame(policy), fmt, wide=wide))
 
 
 def run_decide(args: argparse.Namespace) -> None:

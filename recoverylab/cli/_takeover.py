@@ -11,6 +11,7 @@ import polars as pl
 
 from recoverylab import takeover
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -98,6 +99,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_statistics(parser)
     spark_cli.add_engine(parser)
     parser.add_argument("--out-dir", type=Path, help="write one parquet file per result table here")
+    _table.add_printing(parser)
     parser.set_defaults(func=run)
 
 
@@ -132,9 +134,9 @@ def run(args: argparse.Namespace) -> None:
         engine=spark_cli.engine_from(args),
         sources=(args.states, args.attempts),
     )
-    if args.out_dir is None:
+    if args.out_dir is None and not args.wide and args.format == "text":
         frames = views(frames)
-        print("(showing the main columns; --out-dir writes every column)")
+        print("(main columns shown; --wide prints and --out-dir writes every column)")
     emit_many(frames, args.out_dir, args)
 
 

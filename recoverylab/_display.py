@@ -1,0 +1,124 @@
+"""One number format and one set of labels for every place a result is read.
+
+The command line (:mod:`recoverylab.cli._table`), the notebook HTML repr and the HTML report
+(:mod:`recoverylab.report`) all show results through these expressions, so a number reads the
+same everywhere: rates in percentage points to one decimal, p-values to two significant digits
+(``< 0.001`` below), other decimals to one decimal, an overall row's null key as ``all``.
+Each helper returns a polars expression of strings (no loop over rows).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+__all__ = [
+    "ALL",
+    "GROUP_KEYS",
+    "MISSING",
+    "P_FLOOR",
+    "RATE_PREFIXES",
+    "RATE_SUFFIXES",
+    "decimal_text",
+    "is_rate",
+    "label",
+    "p_text",
+    "pp_text",
+]
+
+#: Label of an overall row (a null grouping key, e.g. the policy's all-conditions row).
+ALL = "all"
+#: Shown for a missing value.
+MISSING = "—"
+#: Smallest p-value written as a number; smaller ones read ``< 0.001``.
+P_FLOOR = 0.001
+#: Grouping columns whose null marks an overall row (shown as :data:`ALL`).
+GROUP_KEYS = ("condition", "regime", "model", "agent", "depth", "category", "family", "split")
+#: Result columns that hold fractions shown in percentage points.
+RATE_SUFFIXES = ("rate", "effect", "ci_low", "ci_high", "difference", "gain", "ts", "ear", "drop")
+RATE_PREFIXES = ("pass_at", "effect_", "margin", "ts_")
+
+
+def is_rate(name: str) -> bool:
+    """Whether a result column holds a fraction to be shown in percentage points.
+
+    Examples
+    --------
+    >>> is_rate("recovery_rate"), is_rate("pass_at_k_ci_low"), is_rate("n"), is_rate("attempts")
+    (True, True, False, False)
+    """
+    # whole words only: `attempts` ends in "ts" but is a count
+    words = tuple(f"_{suffix}" for suffix in RATE_SUFFIXES)
+    return name in RATE_SUFFIXES or name.endswith(words) or name.startswith(RATE_PREFIXES)
+
+
+def _positive_zero(expr: pl.Expr) -> pl.Expr:
+    # -0.0 rounds and prints as "-0.0"; a reader sees a sign that is not there
+    return pl.when(expr == 0).then(pl.lit(0.0)).otherwise(expr)
+
+
+def decimal_text(
+    column: str | pl.Expr, digits: int = 1, *, scale: float = 1.0, signed: bool = False
+) -> pl.Expr:
+    """Show a number rounded to ``digits`` decimals as text (``+`` on positives when ``signed``).
+
+    The result keeps the column's name; a null stays null.
+    """
+    expr = pl.col(column) if isinstance(column, str) else column
+    name = column if isinstance(column, str) else None
+    value = _positive_zero((expr.cast(pl.Float64) * scale).round(digits))
+    if digits == 0:
+        shown = value.cast(pl.Int64).cast(pl.String)
+    else:
+        # fixed decimals: 15.0 stays "15.0", never "15"; the format is the same in every cell
+        whole = value.abs().floor()
+        frac = ((value.abs() - whole) * 10**digits).round(0).cast(pl.Int64)
+        sign = pl.when(value < 0).then(pl.lit("-")).otherwise(pl.lit(""))
+        shown = pl.concat_str(
+            sign,
+            whole.cast(pl.Int64).cast(pl.String),
+            pl.lit("."),
+            frac.cast(pl.String).str.pad_start(digits, "0"),
+        )
+    if signed:
+        shown = pl.when(value > 0).then(pl.concat_str(pl.lit("+"), shown)).otherwise(shown)
+    return shown if name is None else shown.alias(name)
+
+
+def pp_text(column: str | pl.Expr, *, signed: bool = False) -> pl.Expr:
+    """Show a fraction in percentage points, one decimal (``0.1534`` -> ``15.3``)."""
+    return decimal_text(column, 1, scale=100.0, signed=signed)
+
+
+def p_text(column: str | pl.Expr) -> pl.Expr:
+    """Show a p-value to two significant digits; below 0.001 ``< 0.001``.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({"p": [0.2891, 0.125, 0.049, 1.0, 0.0004, None]})
+    >>> frame.select(p_text("p"))["p"].to_list()
+    ['0.29', '0.13', '0.049', '1.0', '< 0.001', None]
+    """
+    expr = pl.col(column) if isinstance(column, str) else column
+    value = expr.cast(pl.Float64)
+    # two significant digits, rounding half up (0.125 -> 0.13), as readers round
+    exponent = value.log10().floor()
+    scale = pl.lit(10.0).pow(pl.lit(1.0) - exponent)
+    rounded = (value * scale + 0.5).floor() / scale
+    shown = rounded.round(6).cast(pl.String)
+    text = pl.when(value < P_FLOOR).then(pl.lit(f"< {P_FLOOR:g}")).otherwise(shown)
+    return text.alias(column) if isinstance(column, str) else text
+
+
+def label(name: str) -> str:
+    """Return the header of a result column: words, not identifiers, with ``pp`` on rates.
+
+    Examples
+    --------
+    >>> label("recovery_rate"), label("p_value"), label("n")
+    ('recovery rate pp', 'p', 'n')
+    """
+    if name == "p_value":
+        return "p"
+    words = name.replace("_", " ")
+    return f"{words} pp" if is_rate(name) else words

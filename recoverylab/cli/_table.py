@@ -1,0 +1,345 @@
+"""Result tables on stdout: a narrow view that fits the terminal, or csv / json / markdown.
+
+The default ``text`` view shows what a reader looks at first: the row keys, the denominators,
+the rates in percentage points with their intervals (``15.3 [12.0, 18.4]``) and the p-value
+(two significant digits, ``< 0.001``). ``--wide`` shows every column. Columns are never cut:
+headers wrap at word boundaries, and when the columns do not fit the width (``$COLUMNS``, else the
+terminal, else 80) they continue in further blocks that repeat the row keys. The text is plain
+(no colour, no box drawing) so it reads the same in a terminal, a pipe or a log.
+
+``csv`` and ``json`` write the result frame unchanged (rates as fractions, every column), for
+other programs; ``markdown`` writes every column as the text view shows it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import polars as pl
+
+from recoverylab._display import (
+    ALL,
+    GROUP_KEYS,
+    MISSING,
+    decimal_text,
+    is_rate,
+    label,
+    p_text,
+    pp_text,
+)
+
+__all__ = ["FORMATS", "add_printing", "render", "render_many", "terminal_width"]
+
+#: Values of ``--format``.
+FORMATS = ("text", "csv", "json", "markdown")
+#: Integer columns that are row keys, not counts.
+KEY_INTEGERS = ("delay", "depth", "k", "repeat", "seed")
+#: Rows the text view prints before it says how many more there are.
+MAX_ROWS = 100
+#: Spaces between columns.
+GAP = 2
+
+
+def add_printing(parser: argparse.ArgumentParser) -> None:
+    """Add ``--wide`` and ``--format`` (how a result is printed when it is not written)."""
+    parser.add_argument(
+        "--wide", action="store_true", help="print every column (default: the main columns)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help="printed form: text (default, fits the terminal), csv, json or markdown",
+    )
+
+
+def terminal_width() -> int:
+    """Columns available: ``$COLUMNS``, else the terminal's width, else 80."""
+    return shutil.get_terminal_size(fallback=(80, 24)).columns
+
+
+@dataclass(frozen=True)
+class _Column:
+    """One shown column: its header and its cells as text."""
+
+    header: str
+    cells: pl.Expr
+    key: bool = False
+
+
+def _is_key(name: str, dtype: pl.DataType) -> bool:
+    if dtype.is_integer():
+        return name in KEY_INTEGERS
+    return not dtype.is_numeric()
+
+
+def _key_text(name: str, dtype: pl.DataType) -> pl.Expr:
+    column = pl.col(name)
+    if isinstance(dtype, pl.List):
+        text = column.cast(pl.List(pl.String)).list.join(", ")
+    else:
+        text = column.cast(pl.String)
+    missing = ALL if name in GROUP_KEYS else MISSING
+    return text.fill_null(missing)
+
+
+def _interval(frame: pl.DataFrame, name: str) -> tuple[str, str] | None:
+    """Return the ``(low, high)`` columns of ``name``'s interval, if the frame has them."""
+    for low, high in ((f"{name}_ci_low", f"{name}_ci_high"), ("ci_low", "ci_high")):
+        if low in frame.columns and high in frame.columns:
+            if low == "ci_low" and not _owns_shared_interval(frame, name):
+                continue
+            return low, high
+    return None
+
+
+#: Columns that own the frame's unnamed ``ci_low`` / ``ci_high`` (in order of preference).
+_SHARED_INTERVAL_OWNERS = ("effect", "difference", "gain", "ts", "drop")
+
+
+def _owns_shared_interval(frame: pl.DataFrame, name: str) -> bool:
+    owners = [c for c in _SHARED_INTERVAL_OWNERS if c in frame.columns]
+    return bool(owners) and owners[0] == name
+
+
+def _signed(name: str) -> bool:
+    return name in ("effect", "difference", "gain", "drop") or name.startswith("effect_")
+
+
+def _rate_column(frame: pl.DataFrame, name: str) -> tuple[_Column, tuple[str, ...]]:
+    """Show a rate in pp with its interval; return the column and the names it used."""
+    signed = _signed(name)
+    text = pp_text(name, signed=signed)
+    interval = _interval(frame, name)
+    if interval is None:
+        return _Column(label(name), text.fill_null(MISSING)), (name,)
+    low, high = (pp_text(c) for c in interval)
+    bracket = pl.concat_str(pl.lit(" ["), low, pl.lit(", "), high, pl.lit("]")).fill_null("")
+    cells = pl.concat_str(text.fill_null(MISSING), bracket)
+    return _Column(f"{label(name)} [CI]", cells), (name, *interval)
+
+
+def _value_column(name: str, dtype: pl.DataType) -> _Column:
+    if name == "p_value":
+        return _Column(label(name), p_text(name).fill_null(MISSING))
+    if dtype.is_float():
+        return _Column(label(name), decimal_text(name, 1).fill_null(MISSING))
+    if dtype == pl.Boolean:
+        return _Column(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
+    return _Column(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
+
+
+def _is_denominator(name: str) -> bool:
+    return (
+        name in ("n", "attempts", "eligible_states", "annotated", "surfaced", "goals", "executed")
+        or name.startswith("n_")
+        or name.endswith("_attempts")
+        or name == "common_states"
+    )
+
+
+def columns(frame: pl.DataFrame, *, wide: bool) -> list[_Column]:
+    """Return the shown columns of ``frame``: every column with ``wide``, else the main ones.
+
+    The main columns are the row keys, the denominators, the rates (in pp, with their
+    intervals) and the p-value. A table with no rate (counts only) shows every column.
+    """
+    schema = frame.schema
+    has_rates = any(dtype.is_float() and is_rate(name) for name, dtype in schema.items())
+    narrow = has_rates and not wide
+    shown: list[_Column] = []
+    used: set[str] = set()
+    for name, dtype in schema.items():
+        if name in used:
+            continue
+        if _is_key(name, dtype):
+            shown.append(_Column(label(name), _key_text(name, dtype), key=True))
+        elif dtype.is_float() and is_rate(name):
+            if narrow and "_ci_" not in name and name.endswith(("_low", "_high")):
+                continue  # an interval bound shown inside its rate's cell
+            column, names = _rate_column(frame, name)
+            shown.append(column)
+            used.update(names)
+        elif not narrow or name == "p_value" or _is_denominator(name):
+            shown.append(_value_column(name, dtype))
+        used.add(name)
+    return shown
+
+
+def _wrap(header: str, width: int) -> list[str]:
+    """Greedy word wrap of a header into lines of at most ``width`` (a word is never split)."""
+    lines: list[str] = []
+    for word in header.split(" "):
+        if lines and len(lines[-1]) + 1 + len(word) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    return lines
+
+
+def _blocks(widths: list[int], keys: list[int], limit: int) -> list[list[int]]:
+    """Split column indices into blocks that fit ``limit``, each starting with the keys."""
+    key_width = sum(widths[i] + GAP for i in keys)
+    blocks: list[list[int]] = []
+    current: list[int] = []
+    used = key_width
+    for i, width in enumerate(widths):
+        if i in keys:
+            continue
+        if current and used + width > limit:
+            blocks.append(current)
+            current, used = [], key_width
+        current.append(i)
+        used += width + GAP
+    if current or not blocks:
+        blocks.append(current)
+    return [keys + block for block in blocks]
+
+
+def _text_block(
+    cells: pl.DataFrame, shown: list[_Column], widths: list[int], index: list[int]
+) -> str:
+    heads = [_wrap(shown[i].header, widths[i]) for i in index]
+    depth = max(len(h) for h in heads)
+    lines = []
+    for row in range(depth):
+        parts = []
+        for i, head in zip(index, heads, strict=True):
+            text = head[row - (depth - len(head))] if row >= depth - len(head) else ""
+            parts.append(text.ljust(widths[i]) if shown[i].key else text.rjust(widths[i]))
+        lines.append((" " * GAP).join(parts).rstrip())
+    lines.append((" " * GAP).join("-" * widths[i] for i in index))
+    padded = [
+        pl.col(str(i)).str.pad_end(widths[i])
+        if shown[i].key
+        else pl.col(str(i)).str.pad_start(widths[i])
+        for i in index
+    ]
+    body = cells.select(pl.concat_str(padded, separator=" " * GAP).str.strip_chars_end())
+    lines.extend(body.to_series().to_list())
+    return "\n".join(lines)
+
+
+def _text(frame: pl.DataFrame, *, wide: bool, width: int) -> str:
+    shown = columns(frame, wide=wide)
+    if not shown:
+        return "(no columns)"
+    if frame.height == 0:
+        return "(no rows)"
+    head = frame.head(MAX_ROWS)
+    cells = head.select(c.cells.alias(str(i)) for i, c in enumerate(shown))
+    longest = cells.select(pl.all().str.len_chars().max()).row(0)
+    # a header wraps to the column's width, never narrower than its longest word; the wide
+    # view (no width limit) keeps every header on one line
+    widths = [
+        max(int(longest[i] or 0), *(len(w) for w in ([c.header] if wide else c.header.split())))
+        for i, c in enumerate(shown)
+    ]
+    limit = 10**9 if wide else width
+    keys = [i for i, c in enumerate(shown) if c.key]
+    blocks = _blocks(widths, keys, limit)
+    text = "\n\n".join(_text_block(cells, shown, widths, block) for block in blocks)
+    notes = []
+    if frame.height > MAX_ROWS:
+        notes.append(f"{frame.height - MAX_ROWS:,} more rows (--format csv prints every row)")
+    if not wide and len(shown) < len(columns(frame, wide=True)):
+        notes.append("main columns shown; --wide shows every column")
+    rows = "1 row" if frame.height == 1 else f"{frame.height:,} rows"
+    return text + "\n" + "; ".join([rows, *notes])
+
+
+def _markdown(frame: pl.DataFrame) -> str:
+    shown = columns(frame, wide=True)
+    cells = frame.select(
+        c.cells.str.replace_all("|", r"\|", literal=True).alias(str(i)) for i, c in enumerate(shown)
+    )
+    head = "| " + " | ".join(c.header for c in shown) + " |"
+    rule = "|" + "|".join("---" if c.key else "---:" for c in shown) + "|"
+    body = cells.select(
+        pl.concat_str([pl.lit("| "), pl.concat_str(pl.all(), separator=" | "), pl.lit(" |")])
+    )
+    return "\n".join([head, rule, *body.to_series().to_list()])
+
+
+def _plain(frame: pl.DataFrame) -> pl.DataFrame:
+    """Columns csv cannot hold (lists, structs) as text; everything else unchanged."""
+    nested = [n for n, d in frame.schema.items() if isinstance(d, pl.List | pl.Struct | pl.Array)]
+    return frame.with_columns(_key_text(n, frame.schema[n]).alias(n) for n in nested)
+
+
+def render(
+    frame: pl.DataFrame, fmt: str = "text", *, wide: bool = False, width: int | None = None
+) -> str:
+    """Render one result frame for stdout.
+
+    Parameters
+    ----------
+    frame
+        A result frame (rates as fractions, as the protocol functions return them).
+    fmt
+        ``"text"`` (fits ``width``), ``"csv"``, ``"json"`` (the frame unchanged: every column,
+        fractions) or ``"markdown"`` (every column, as the text view shows it).
+    wide
+        Text view: every column instead of the main ones, one line per row.
+    width
+        Text view: the line length to fit (default :func:`terminal_width`).
+
+    Returns
+    -------
+    str
+        The table, without a trailing newline.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> frame = pl.DataFrame({"condition": [None], "n": [20], "gain": [0.15]})
+    >>> print(render(frame, width=40))
+    condition   n  gain pp
+    ---------  --  -------
+    all        20    +15.0
+    1 row
+    """
+    if fmt == "csv":
+        return _plain(frame).write_csv().rstrip("\n")
+    if fmt == "json":
+        return json.dumps(frame.to_dicts(), default=str)
+    if fmt == "markdown":
+        return _markdown(frame)
+    return _text(frame, wide=wide, width=width or terminal_width())
+
+
+def render_many(
+    frames: Mapping[str, pl.DataFrame],
+    fmt: str = "text",
+    *,
+    wide: bool = False,
+    width: int | None = None,
+) -> str:
+    """Render several named result tables: one JSON object, or titled sections."""
+    if fmt == "json":
+        return json.dumps({name: frame.to_dicts() for name, frame in frames.items()}, default=str)
+    out = io.StringIO()
+    for i, (name, frame) in enumerate(frames.items()):
+        if i:
+            out.write("\n\n")
+        title = (
+            f"# {name}" if fmt == "csv" else (f"## {name}\n" if fmt == "markdown" else f"== {name}")
+        )
+        out.write(title + "\n")
+        out.write(render(frame, fmt, wide=wide, width=width))
+    return out.getvalue()
+
+
+def printing(args: argparse.Namespace) -> tuple[str, bool]:
+    """``(format, wide)`` of a parsed command (text and narrow when the command has no flags)."""
+    return getattr(args, "format", "text"), bool(getattr(args, "wide", False))
+
+
+def headline(fmt: str) -> bool:
+    """Whether titles and notes go to stdout (text and markdown) or nowhere (csv, json)."""
+    return fmt in ("text", "markdown")
