@@ -103,7 +103,7 @@ def emit(
         return
     fmt, wide = _table.printing(args)
     if title and _table.headline(fmt):
-        print(title)
+        print(title + ("\n" if fmt == "markdown" else ""))  # markdown: a paragraph
     print(_table.render(frame, fmt, wide=wide))
 
 
