@@ -9,6 +9,8 @@ Each helper returns a polars expression of strings (no loop over rows).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import polars as pl
 
 __all__ = [
@@ -18,11 +20,14 @@ __all__ = [
     "P_FLOOR",
     "RATE_PREFIXES",
     "RATE_SUFFIXES",
+    "Shown",
     "decimal_text",
     "is_rate",
+    "key_text",
     "label",
     "p_text",
     "pp_text",
+    "shown_columns",
 ]
 
 #: Label of an overall row (a null grouping key, e.g. the policy's all-conditions row).
@@ -33,6 +38,8 @@ MISSING = "—"
 P_FLOOR = 0.001
 #: Grouping columns whose null marks an overall row (shown as :data:`ALL`).
 GROUP_KEYS = ("condition", "regime", "model", "agent", "depth", "category", "family", "split")
+#: Integer columns that are row keys, not counts.
+KEY_INTEGERS = ("delay", "depth", "k", "repeat", "seed")
 #: Result columns that hold fractions shown in percentage points.
 RATE_SUFFIXES = ("rate", "effect", "ci_low", "ci_high", "difference", "gain", "ts", "ear", "drop")
 RATE_PREFIXES = ("pass_at", "effect_", "margin", "ts_")
@@ -122,3 +129,112 @@ def label(name: str) -> str:
         return "p"
     words = name.replace("_", " ")
     return f"{words} pp" if is_rate(name) else words
+
+
+@dataclass(frozen=True)
+class Shown:
+    """One shown column: its header, its cells as a text expression, whether it is a row key."""
+
+    header: str
+    cells: pl.Expr
+    key: bool = False
+
+
+def _is_key(name: str, dtype: pl.DataType) -> bool:
+    if dtype.is_integer():
+        return name in KEY_INTEGERS
+    return not dtype.is_numeric()
+
+
+def key_text(name: str, dtype: pl.DataType) -> pl.Expr:
+    """Show a key (or any non-number) as text: lists joined, a null group key as ``all``."""
+    column = pl.col(name)
+    if isinstance(dtype, pl.List):
+        text = column.cast(pl.List(pl.String)).list.join(", ")
+    else:
+        text = column.cast(pl.String)
+    missing = ALL if name in GROUP_KEYS else MISSING
+    return text.fill_null(missing)
+
+
+def _interval(frame: pl.DataFrame, name: str) -> tuple[str, str] | None:
+    """Return the ``(low, high)`` columns of ``name``'s interval, if the frame has them."""
+    for low, high in ((f"{name}_ci_low", f"{name}_ci_high"), ("ci_low", "ci_high")):
+        if low in frame.columns and high in frame.columns:
+            if low == "ci_low" and not _owns_shared_interval(frame, name):
+                continue
+            return low, high
+    return None
+
+
+#: Columns that own the frame's unnamed ``ci_low`` / ``ci_high`` (in order of preference).
+_SHARED_INTERVAL_OWNERS = ("effect", "difference", "gain", "ts", "drop")
+
+
+def _owns_shared_interval(frame: pl.DataFrame, name: str) -> bool:
+    owners = [c for c in _SHARED_INTERVAL_OWNERS if c in frame.columns]
+    return bool(owners) and owners[0] == name
+
+
+def _signed(name: str) -> bool:
+    return name in ("effect", "difference", "gain", "drop") or name.startswith("effect_")
+
+
+def _rate_column(frame: pl.DataFrame, name: str) -> tuple[Shown, tuple[str, ...]]:
+    """Show a rate in pp with its interval; return the column and the names it used."""
+    signed = _signed(name)
+    text = pp_text(name, signed=signed)
+    interval = _interval(frame, name)
+    if interval is None:
+        return Shown(label(name), text.fill_null(MISSING)), (name,)
+    low, high = (pp_text(c) for c in interval)
+    bracket = pl.concat_str(pl.lit(" ["), low, pl.lit(", "), high, pl.lit("]")).fill_null("")
+    cells = pl.concat_str(text.fill_null(MISSING), bracket)
+    return Shown(f"{label(name)} [CI]", cells), (name, *interval)
+
+
+def _value_column(name: str, dtype: pl.DataType) -> Shown:
+    if name == "p_value":
+        return Shown(label(name), p_text(name).fill_null(MISSING))
+    if dtype.is_float():
+        return Shown(label(name), decimal_text(name, 1).fill_null(MISSING))
+    if dtype == pl.Boolean:
+        return Shown(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
+    return Shown(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
+
+
+def _is_denominator(name: str) -> bool:
+    return (
+        name in ("n", "attempts", "eligible_states", "annotated", "surfaced", "goals", "executed")
+        or name.startswith("n_")
+        or name.endswith("_attempts")
+        or name == "common_states"
+    )
+
+
+def shown_columns(frame: pl.DataFrame, *, wide: bool) -> list[Shown]:
+    """Return the shown columns of ``frame``: every column with ``wide``, else the main ones.
+
+    The main columns are the row keys, the denominators, the rates (in pp, with their
+    intervals) and the p-value. A table with no rate (counts only) shows every column.
+    """
+    schema = frame.schema
+    has_rates = any(dtype.is_float() and is_rate(name) for name, dtype in schema.items())
+    narrow = has_rates and not wide
+    shown: list[Shown] = []
+    used: set[str] = set()
+    for name, dtype in schema.items():
+        if name in used:
+            continue
+        if _is_key(name, dtype):
+            shown.append(Shown(label(name), key_text(name, dtype), key=True))
+        elif dtype.is_float() and is_rate(name):
+            if narrow and "_ci_" not in name and name.endswith(("_low", "_high")):
+                continue  # an interval bound shown inside its rate's cell
+            column, names = _rate_column(frame, name)
+            shown.append(column)
+            used.update(names)
+        elif not narrow or name == "p_value" or _is_denominator(name):
+            shown.append(_value_column(name, dtype))
+        used.add(name)
+    return shown

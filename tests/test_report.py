@@ -647,3 +647,52 @@ def test_lazy_import_and_the_missing_extra() -> None:
         "the optional package `altair` is needed for charts but is not installed. "
         "Hint: pip install 'recoverylab[report]'"
     )
+
+
+def test_charts_switch_altair_to_the_offline_svg_renderer() -> None:
+    code = (
+        "import altair as alt\n"
+        "from recoverylab import paired, report\n"
+        "print(alt.renderers.active)\n"
+        "policy = paired.evaluate_policy('FOLDER/policy_decisions.parquet',\n"
+        "                                'FOLDER/policy_forks.parquet', n_resamples=100)\n"
+        "chart = report.policy_success(policy)\n"
+        "bundle = chart._repr_mimebundle_()\n"
+        "print(alt.renderers.active, sorted(bundle[0] if isinstance(bundle, tuple) else bundle))\n"
+        "report.chart_renderer('default')\n"
+        "report.policy_success(policy)\n"
+        "print(alt.renderers.active)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code.replace("FOLDER", str(PAIRED))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["default", "svg ['image/svg+xml']", "default"]
+
+
+def test_show_renders_result_frames_in_percentage_points() -> None:
+    frame = pl.DataFrame(
+        {
+            "condition": ["clean", None],
+            "n": [75, 300],
+            "base_rate": [0.8133, 0.7033],
+            "gain": [0.0, 0.03],
+            "ci_low": [0.0, 0.0067],
+            "ci_high": [0.0, 0.0533],
+            "p_value": [1.0, 0.0329],
+            "rescue": [0, 12],
+        }
+    )
+    table = report.show(frame)
+    html = table.to_html()
+    assert table.frame is frame
+    assert '<td class="key">all</td>' in html
+    assert "+3.0 [0.7, 5.3]" in html
+    assert ">81.3<" in html
+    assert ">0.033<" in html
+    assert "rescue" not in html  # main columns only
+    assert "rescue" in report.show(frame, wide=True).to_html()
+    assert '<th class="value">gain pp [CI]</th>' in html

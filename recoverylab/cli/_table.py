@@ -18,27 +18,15 @@ import io
 import json
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 import polars as pl
 
-from recoverylab._display import (
-    ALL,
-    GROUP_KEYS,
-    MISSING,
-    decimal_text,
-    is_rate,
-    label,
-    p_text,
-    pp_text,
-)
+from recoverylab._display import Shown, key_text, shown_columns
 
 __all__ = ["FORMATS", "add_printing", "render", "render_many", "terminal_width"]
 
 #: Values of ``--format``.
 FORMATS = ("text", "csv", "json", "markdown")
-#: Integer columns that are row keys, not counts.
-KEY_INTEGERS = ("delay", "depth", "k", "repeat", "seed")
 #: Rows the text view prints before it says how many more there are.
 MAX_ROWS = 100
 #: Spaces between columns.
@@ -61,114 +49,6 @@ def add_printing(parser: argparse.ArgumentParser) -> None:
 def terminal_width() -> int:
     """Columns available: ``$COLUMNS``, else the terminal's width, else 80."""
     return shutil.get_terminal_size(fallback=(80, 24)).columns
-
-
-@dataclass(frozen=True)
-class _Column:
-    """One shown column: its header and its cells as text."""
-
-    header: str
-    cells: pl.Expr
-    key: bool = False
-
-
-def _is_key(name: str, dtype: pl.DataType) -> bool:
-    if dtype.is_integer():
-        return name in KEY_INTEGERS
-    return not dtype.is_numeric()
-
-
-def _key_text(name: str, dtype: pl.DataType) -> pl.Expr:
-    column = pl.col(name)
-    if isinstance(dtype, pl.List):
-        text = column.cast(pl.List(pl.String)).list.join(", ")
-    else:
-        text = column.cast(pl.String)
-    missing = ALL if name in GROUP_KEYS else MISSING
-    return text.fill_null(missing)
-
-
-def _interval(frame: pl.DataFrame, name: str) -> tuple[str, str] | None:
-    """Return the ``(low, high)`` columns of ``name``'s interval, if the frame has them."""
-    for low, high in ((f"{name}_ci_low", f"{name}_ci_high"), ("ci_low", "ci_high")):
-        if low in frame.columns and high in frame.columns:
-            if low == "ci_low" and not _owns_shared_interval(frame, name):
-                continue
-            return low, high
-    return None
-
-
-#: Columns that own the frame's unnamed ``ci_low`` / ``ci_high`` (in order of preference).
-_SHARED_INTERVAL_OWNERS = ("effect", "difference", "gain", "ts", "drop")
-
-
-def _owns_shared_interval(frame: pl.DataFrame, name: str) -> bool:
-    owners = [c for c in _SHARED_INTERVAL_OWNERS if c in frame.columns]
-    return bool(owners) and owners[0] == name
-
-
-def _signed(name: str) -> bool:
-    return name in ("effect", "difference", "gain", "drop") or name.startswith("effect_")
-
-
-def _rate_column(frame: pl.DataFrame, name: str) -> tuple[_Column, tuple[str, ...]]:
-    """Show a rate in pp with its interval; return the column and the names it used."""
-    signed = _signed(name)
-    text = pp_text(name, signed=signed)
-    interval = _interval(frame, name)
-    if interval is None:
-        return _Column(label(name), text.fill_null(MISSING)), (name,)
-    low, high = (pp_text(c) for c in interval)
-    bracket = pl.concat_str(pl.lit(" ["), low, pl.lit(", "), high, pl.lit("]")).fill_null("")
-    cells = pl.concat_str(text.fill_null(MISSING), bracket)
-    return _Column(f"{label(name)} [CI]", cells), (name, *interval)
-
-
-def _value_column(name: str, dtype: pl.DataType) -> _Column:
-    if name == "p_value":
-        return _Column(label(name), p_text(name).fill_null(MISSING))
-    if dtype.is_float():
-        return _Column(label(name), decimal_text(name, 1).fill_null(MISSING))
-    if dtype == pl.Boolean:
-        return _Column(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
-    return _Column(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
-
-
-def _is_denominator(name: str) -> bool:
-    return (
-        name in ("n", "attempts", "eligible_states", "annotated", "surfaced", "goals", "executed")
-        or name.startswith("n_")
-        or name.endswith("_attempts")
-        or name == "common_states"
-    )
-
-
-def columns(frame: pl.DataFrame, *, wide: bool) -> list[_Column]:
-    """Return the shown columns of ``frame``: every column with ``wide``, else the main ones.
-
-    The main columns are the row keys, the denominators, the rates (in pp, with their
-    intervals) and the p-value. A table with no rate (counts only) shows every column.
-    """
-    schema = frame.schema
-    has_rates = any(dtype.is_float() and is_rate(name) for name, dtype in schema.items())
-    narrow = has_rates and not wide
-    shown: list[_Column] = []
-    used: set[str] = set()
-    for name, dtype in schema.items():
-        if name in used:
-            continue
-        if _is_key(name, dtype):
-            shown.append(_Column(label(name), _key_text(name, dtype), key=True))
-        elif dtype.is_float() and is_rate(name):
-            if narrow and "_ci_" not in name and name.endswith(("_low", "_high")):
-                continue  # an interval bound shown inside its rate's cell
-            column, names = _rate_column(frame, name)
-            shown.append(column)
-            used.update(names)
-        elif not narrow or name == "p_value" or _is_denominator(name):
-            shown.append(_value_column(name, dtype))
-        used.add(name)
-    return shown
 
 
 def _wrap(header: str, width: int) -> list[str]:
@@ -202,7 +82,7 @@ def _blocks(widths: list[int], keys: list[int], limit: int) -> list[list[int]]:
 
 
 def _text_block(
-    cells: pl.DataFrame, shown: list[_Column], widths: list[int], index: list[int]
+    cells: pl.DataFrame, shown: list[Shown], widths: list[int], index: list[int]
 ) -> str:
     heads = [_wrap(shown[i].header, widths[i]) for i in index]
     depth = max(len(h) for h in heads)
@@ -226,7 +106,7 @@ def _text_block(
 
 
 def _text(frame: pl.DataFrame, *, wide: bool, width: int) -> str:
-    shown = columns(frame, wide=wide)
+    shown = shown_columns(frame, wide=wide)
     if not shown:
         return "(no columns)"
     if frame.height == 0:
@@ -247,14 +127,14 @@ def _text(frame: pl.DataFrame, *, wide: bool, width: int) -> str:
     notes = []
     if frame.height > MAX_ROWS:
         notes.append(f"{frame.height - MAX_ROWS:,} more rows (--format csv prints every row)")
-    if not wide and len(shown) < len(columns(frame, wide=True)):
+    if not wide and len(shown) < len(shown_columns(frame, wide=True)):
         notes.append("main columns shown; --wide shows every column")
     rows = "1 row" if frame.height == 1 else f"{frame.height:,} rows"
     return text + "\n" + "; ".join([rows, *notes])
 
 
 def _markdown(frame: pl.DataFrame) -> str:
-    shown = columns(frame, wide=True)
+    shown = shown_columns(frame, wide=True)
     cells = frame.select(
         c.cells.str.replace_all("|", r"\|", literal=True).alias(str(i)) for i, c in enumerate(shown)
     )
@@ -269,7 +149,7 @@ def _markdown(frame: pl.DataFrame) -> str:
 def _plain(frame: pl.DataFrame) -> pl.DataFrame:
     """Columns csv cannot hold (lists, structs) as text; everything else unchanged."""
     nested = [n for n, d in frame.schema.items() if isinstance(d, pl.List | pl.Struct | pl.Array)]
-    return frame.with_columns(_key_text(n, frame.schema[n]).alias(n) for n in nested)
+    return frame.with_columns(key_text(n, frame.schema[n]).alias(n) for n in nested)
 
 
 def render(

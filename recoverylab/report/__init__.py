@@ -6,8 +6,13 @@ module is cheap and never imports altair; a chart function used without the extr
 
 Every chart takes a frame returned by a protocol function, unchanged, and returns an Altair chart
 that renders in Jupyter and exports to PNG/SVG without a browser (``chart.save("x.svg")`` through
-vl-convert). Rates are drawn in percentage points and every mark that shows a rate carries its
-denominator ``n`` in its tooltip.
+vl-convert). In notebooks charts display offline by default: the first chart switches altair to
+its ``svg`` renderer (drawn in the kernel by vl-convert; no CDN), unless you chose a renderer
+already. :func:`chart_renderer` picks another (``chart_renderer("default")`` for altair's
+interactive charts, which load Vega from the web). :func:`show` displays a result frame with
+rates in percentage points and ``n``, the same columns and labels as the command line. Rates
+are drawn in percentage points and every mark that shows a rate carries its denominator ``n`` in
+its tooltip.
 
 Charts
 ------
@@ -35,11 +40,11 @@ Examples
 >>> chart.save("ts.svg")  # doctest: +SKIP
 """
 
-from recoverylab.report._deps import EXTRA
+from recoverylab.report._deps import EXTRA, chart_renderer
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
-from recoverylab.report._repr import result_html
+from recoverylab.report._repr import ResultTable, result_html, show
 from recoverylab.report._router import policy_gain, policy_rates, policy_success
 from recoverylab.report._sections import (
     contrast_section,
@@ -81,8 +86,10 @@ __all__ = [
     "PValue",
     "Provenance",
     "Rate",
+    "ResultTable",
     "Section",
     "barrier_drop",
+    "chart_renderer",
     "contrast",
     "contrast_section",
     "depth_rates",
@@ -104,6 +111,7 @@ __all__ = [
     "rescue_harm_section",
     "rescue_overlap",
     "result_html",
+    "show",
     "table_html",
     "ts_by_regime",
     "ts_section",
