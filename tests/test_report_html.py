@@ -52,8 +52,8 @@ def test_table_rates_in_pp_with_n_beside_by_hand() -> None:
     headers = re.findall(r"<th\b[^>]*>(.*?)</th>", html)
     assert headers == ["regime", "TS, pp [95% CI]", "n (episodes)", "mean steps", "p"]
     assert cells(html) == [
-        ["barrier_free", '+83.5 <span class="ci">[78.0, 88.5]</span>', "200", "3.46", "0.2891"],
-        ["all", "—", "0", "1.0", "&lt;0.0001"],
+        ["barrier_free", '+83.5 <span class="ci">[78.0, 88.5]</span>', "200", "3.46", "0.29"],
+        ["all", "—", "0", "1.00", "&lt; 0.001"],
         ["&lt;b&gt;&amp;", '0.0 <span class="ci">[-1.0, 2.0]</span>', "7", "—", "—"],
     ]
 

@@ -137,6 +137,16 @@ def zero_axis(title: str | None = None) -> Any:
     return alt.Axis(**options)
 
 
+def facet_header(*, row: bool = False) -> Any:
+    """Return a facet header with legible, horizontal labels (row labels left of their row)."""
+    alt = altair()
+    options: dict[str, Any] = {"labelFontSize": 13, "titleFontSize": 13, "labelLimit": 240}
+    if row:
+        options.update(labelAngle=0, labelAlign="left", labelOrient="left", titleOrient="top")
+        options.update(titleAngle=0, titleAlign="left")
+    return alt.Header(**options)
+
+
 def x_band(field: str, title: str, *, sort: Sequence[str] | None = None) -> Any:
     """Return an ordinal x encoding on a band scale, so ``xOffset`` can set series side by side."""
     alt = altair()

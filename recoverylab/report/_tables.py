@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from recoverylab._display import decimal_text, p_text
 from recoverylab._errors import SchemaError
-from recoverylab.report._common import ALL, positive_zero
+from recoverylab.report._common import ALL
 
 __all__ = ["Count", "Key", "PValue", "Rate", "table_html"]
 
@@ -33,6 +34,7 @@ class Count:
     column: str
     title: str | None = None
     digits: int = 0
+    """Decimals shown (0 for counts; 1 for other decimals, e.g. mean steps)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class Rate:
 
 @dataclass(frozen=True)
 class PValue:
-    """A p-value: four decimals, ``<0.0001`` below."""
+    """A p-value: two significant digits, ``< 0.001`` below (as everywhere in recoverylab)."""
 
     column: str = "p_value"
     title: str = "p"
@@ -81,11 +83,8 @@ def _escape(expr: pl.Expr) -> pl.Expr:
 
 
 def _number(column: str, digits: int, *, scale: float = 1.0, signed: bool = False) -> pl.Expr:
-    value = positive_zero((pl.col(column).cast(pl.Float64) * scale).round(digits))
-    shown = value.cast(pl.Int64).cast(pl.String) if digits == 0 else value.cast(pl.String)
-    if signed:
-        shown = pl.when(value > 0).then(pl.concat_str(pl.lit("+"), shown)).otherwise(shown)
-    return shown
+    # the one number format of recoverylab._display: fixed decimals, never "-0.0"
+    return decimal_text(column, digits, scale=scale, signed=signed)
 
 
 def _cell(content: pl.Expr, css: str) -> pl.Expr:
@@ -98,9 +97,7 @@ def _cells(column: Column) -> list[pl.Expr]:
     if isinstance(column, Count):
         return [_cell(_number(column.column, column.digits), "count")]
     if isinstance(column, PValue):
-        small = pl.col(column.column) < 0.0001
-        shown = pl.when(small).then(pl.lit("&lt;0.0001")).otherwise(_number(column.column, 4))
-        return [_cell(shown, "count")]
+        return [_cell(_escape(p_text(column.column)), "count")]
     rate = _number(column.column, 1, scale=100, signed=column.signed)
     if column.ci is not None:
         low, high = (_number(c, 1, scale=100) for c in column.ci)
