@@ -290,8 +290,12 @@ def test_rescue_harm_extra_by_keys_become_rows(mechanism_summary: pl.DataFrame) 
     by_cohort = paired.summarize(
         PAIRED / "main_forks.parquet", by="factual_success", n_resamples=50
     )
-    panels = dataset(report.rescue_harm(by_cohort))["panel"].unique().sort().to_list()
-    assert panels == ["refresh · factual_success=false", "refresh · factual_success=true"]
+    chart = report.rescue_harm(by_cohort)
+    panels = dataset(chart)["panel"].unique().sort().to_list()
+    # the labels read as values, the key names are the facet's title (as in every legend)
+    assert panels == ["refresh · false", "refresh · true"]
+    assert spec_of(chart)["facet"]["row"]["title"] == "method · factual_success"
+    assert spec_of(chart)["facet"]["row"]["header"]["labelAngle"] == 0
 
 
 def test_effect(mechanism_summary: pl.DataFrame) -> None:
@@ -367,8 +371,9 @@ def test_policy_charts_of_a_router_comparison(comparison: pl.DataFrame) -> None:
     rows = own.height
     assert marks(report.policy_success(comparison)) == {"rect": rows * 2}
     assert marks(report.policy_gain(comparison)) == {"rule": rows, "symbol": rows}
-    # One intervention bar per policy, one clean-touch bar per policy with clean episodes.
-    assert marks(report.policy_rates(comparison)) == {"rect": policies * 2}
+    # One intervention bar per policy, one clean-touch bar per policy with clean episodes,
+    # each with its value written on it (a zero rate has no visible bar).
+    assert marks(report.policy_rates(comparison)) == {"rect": policies * 2, "text": policies * 2}
     margins = comparison.filter(pl.col("reference") == "late")
     assert margins.height == 5
     chart = report.policy_gain(comparison, reference="late")
@@ -510,17 +515,32 @@ def test_repair_funnel(pooled: pl.DataFrame) -> None:
         encoded(chart)
     )
     agents = pooled.height
-    assert marks(chart) == {"rect": 2 * 4 * agents, "rule": 2 * 4 * agents}
-    conditional = datasets(chart)[1]
+    # both panels: a bar per (layer, agent); CI rules on the conditional panel only
+    assert marks(chart) == {"rect": 2 * 4 * agents, "rule": 4 * agents}
+    nested, conditional = datasets(chart)
     row = pooled.filter(pl.col("agent") == "agent_a").row(0, named=True)
     fixed = conditional.filter(
-        (pl.col("series") == "agent_a") & (pl.col("stage") == "fixed | aware")
+        (pl.col("series") == "agent_a") & (pl.col("stage") == "root cause fixed, of aware")
     )
     assert fixed.select("rate_pp", "count", "n").row(0) == (
         pytest.approx(row["fixed_given_aware_rate"] * 100),
         row["aware_fixed"],
         row["n_aware"],
     )
+    # the nested layers: attempts that reached this layer and every one above, of all attempts
+    layers = nested.filter(pl.col("series") == "agent_a")
+    assert layers["stage"].to_list() == [
+        "aware",
+        "+ root cause fixed",
+        "+ derived fixed",
+        "+ passed",
+    ]
+    counts = [row[c] for c in ("n_aware", "aware_fixed", "aware_fixed_derived")]
+    counts.append(row["aware_fixed_derived_passed"])
+    assert layers["count"].to_list() == counts
+    assert layers["rate_pp"].to_list() == pytest.approx([100 * c / row["attempts"] for c in counts])
+    for _, shares in nested.group_by("series", maintain_order=True):
+        assert shares["rate_pp"].to_list() == sorted(shares["rate_pp"], reverse=True)
     assert_rates_have_n(chart)
 
 

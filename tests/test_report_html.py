@@ -213,8 +213,11 @@ def test_section_displays_in_jupyter_with_a_static_svg(mechanism: pl.DataFrame) 
     html = report.effect_section(mechanism, PROVENANCE)._repr_html_()
     assert html.startswith("<style>")
     # Its styles are scoped: showing a section never restyles the notebook around it.
-    style = html.split("</style>")[0]
-    assert all(rule.strip().startswith(".recoverylab") for rule in re.findall(r"}([^{}]+){", style))
+    style = html.split("</style>")[0].removeprefix("<style>")
+    style = re.sub(r"@media[^{]*{", "}", style)  # rules inside media queries are checked too
+    selectors = re.findall(r"(?:^|})([^{}]+){", style)
+    assert selectors
+    assert all(rule.strip().startswith(".recoverylab") for rule in selectors), selectors
     assert '</style><div class="recoverylab">' in html
     assert "<svg" in html
     assert '<table class="result">' in html

@@ -292,6 +292,13 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     base = alt.Chart(data).encode(
         x=x_band("policy", "policy", sort=_policy_order(rows)),
         xOffset=alt.XOffset("measure:N", sort=measures),
+        tooltip=[
+            tip_key("policy"),
+            tip_key("measure"),
+            tip_pp("rate_pp", "rate"),
+            tip_n("interventions", "interventions"),
+            tip_n("n", "n (episodes)"),
+        ],
     )
     # every bar carries its value, so a rate of zero (no bar to see) still reads "0.0"
     values = base.mark_text(baseline="bottom", dy=-2, fontSize=10).encode(

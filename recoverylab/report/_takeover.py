@@ -306,6 +306,8 @@ def _funnel_panel(
 ) -> alt.LayerChart:
     """One funnel panel: per (layer, series) a bar, and its CI rule where it has one."""
     alt = altair()
+    has_ci = bool(long["low_pp"].is_not_null().any())
+    ci_tips = [tip_pp("low_pp", "CI low"), tip_pp("high_pp", "CI high")] if has_ci else []
     base = alt.Chart(long).encode(
         x=alt.X(
             "stage:N",
@@ -320,8 +322,7 @@ def _funnel_panel(
             tip_key("series", series_title),
             tip_key("stage", "layer"),
             tip_pp("rate_pp", "rate"),
-            tip_pp("low_pp", "CI low"),
-            tip_pp("high_pp", "CI high"),
+            *ci_tips,
             tip_n("count", "attempts in this layer"),
             tip_n("n", "n (denominator)"),
             tip_key("n_of", "denominator"),
@@ -331,6 +332,6 @@ def _funnel_panel(
         y=alt.Y("rate_pp:Q", title=y_title, scale=alt.Scale(domain=[0, 100]))
     )
     layers = [bars]
-    if long["low_pp"].is_not_null().any():
+    if has_ci:
         layers.append(base.mark_rule(color="black").encode(y="low_pp:Q", y2="high_pp:Q"))
     return alt.layer(*layers).properties(width=340, height=220, title=title)
