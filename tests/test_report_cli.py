@@ -231,6 +231,10 @@ def test_demo_without_scikit_learn_skips_the_router_and_runs_the_rest(tmp_path: 
     ]
     assert not list(tmp_path.glob("router_*"))
     report = (tmp_path / "report.html").read_text()
-    for group in ("Paired recovery (CIR)", "Goal preservation", "Takeover from replayed"):
+    for group in (
+        "Paired recovery (CIR paired forks)",
+        "Goal preservation",
+        "Takeover from replayed",
+    ):
         assert f">{group}" in report
-    assert ">Recovery router (CIR)<" not in report
+    assert ">Recovery router (CIR router)<" not in report

@@ -151,7 +151,10 @@ def by_depth() -> pl.DataFrame:
 
 def test_paired_sections_count_exclusions_by_reason(mechanism: pl.DataFrame) -> None:
     section = report.rescue_harm_section(mechanism, PROVENANCE)
-    assert (section.key, section.group) == ("paired-rescue-harm", "Paired recovery (CIR)")
+    assert (section.key, section.group) == (
+        "paired-rescue-harm",
+        "Paired recovery (CIR paired forks)",
+    )
     # 6 cells, each with 7 recovery rows whose prefix hash disagrees with the none row.
     assert section.provenance.exclusions == (("unpaired", 0), ("prefix_mismatch", 42))
     assert section.provenance.inputs == PROVENANCE.inputs

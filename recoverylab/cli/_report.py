@@ -47,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "exclusions by reason, seed, resamples, version). Needs the report extra: "
         "pip install 'recoverylab[report]'.",
     )
-    paired = parser.add_argument_group("paired forks (CIR)")
+    paired = parser.add_argument_group("CIR paired forks")
     paired.add_argument("--forks", nargs="+", help="forks table (paths or globs)")
     paired.add_argument(
         "--contrast",
@@ -72,7 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     paired.add_argument(
         "--policy-forks", nargs="+", help="forks of the decisions (default --forks)"
     )
-    router = parser.add_argument_group("recovery router (CIR)")
+    router = parser.add_argument_group("CIR router")
     router.add_argument(
         "--rule", type=Path, action="append", help="rule JSON from `router fit` (repeatable)"
     )
@@ -305,7 +305,7 @@ def _router_section(evaluation: pl.DataFrame, provenance: Provenance) -> Section
         provenance,
         key="router-policies",
         title="The router and its baselines on held-out tasks",
-        group="Recovery router (CIR)",
+        group="Recovery router (CIR router)",
     )
 
 

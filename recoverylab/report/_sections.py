@@ -31,8 +31,8 @@ __all__ = [
     "ts_section",
 ]
 
-PAIRED = "Paired recovery (CIR)"
-ROUTER = "Recovery router (CIR)"
+PAIRED = "Paired recovery (CIR paired forks)"
+ROUTER = "Recovery router (CIR router)"
 GOAL = "Goal preservation (AgentHeal)"
 TAKEOVER = "Takeover from replayed error states (CUA-Recovery)"
 
