@@ -9,6 +9,7 @@ Each helper returns a polars expression of strings (no loop over rows).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import polars as pl
@@ -25,6 +26,7 @@ __all__ = [
     "is_rate",
     "key_text",
     "label",
+    "p_str",
     "p_text",
     "pp_text",
     "shown_columns",
@@ -115,6 +117,22 @@ def p_text(column: str | pl.Expr) -> pl.Expr:
     shown = rounded.round(6).cast(pl.String)
     text = pl.when(value < P_FLOOR).then(pl.lit(f"< {P_FLOOR:g}")).otherwise(shown)
     return text.alias(column) if isinstance(column, str) else text
+
+
+def p_str(value: float) -> str:
+    """Show one p-value as :func:`p_text` shows a column of them (``0.125`` -> ``"0.13"``).
+
+    Examples
+    --------
+    >>> p_str(0.1875000000000001), p_str(0.049), p_str(0.0002), p_str(1.0)
+    ('0.19', '0.049', '< 0.001', '1.0')
+    """
+    if math.isnan(value):
+        return "nan"
+    if value < P_FLOOR:
+        return f"< {P_FLOOR:g}"
+    scale = 10.0 ** (1 - math.floor(math.log10(value)))
+    return str(round(math.floor(value * scale + 0.5) / scale, 6))
 
 
 def label(name: str) -> str:

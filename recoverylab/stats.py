@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 from scipy import special
 
+from recoverylab._display import p_str
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
 
 __all__ = [
@@ -85,32 +86,50 @@ _BAD = "__recoverylab_bad"
 
 
 class ResultHtml:
-    """Mixin: show a result dataclass as a small table in Jupyter (arrays and frames summarised).
+    """Mixin: show a result dataclass readably (arrays and frames summarised, p rounded).
 
-    Protocol modules use it for their own non-frame results, so every result displays well.
+    Protocol modules use it for their own non-frame results, so every result displays well:
+    as a small table in Jupyter, and as a one-line repr in which a p-value reads as it does in
+    every table (two significant digits, ``< 0.001``). Result classes set ``repr=False`` on
+    their ``@dataclass`` so this repr is used.
     """
 
-    def _repr_html_(self) -> str:
-        rows = []
+    def _shown(self, *, every: bool = True) -> list[tuple[str, str]]:
+        shown = []
         for item in fields(self):  # type: ignore[arg-type]
+            if not (every or item.repr):  # the repr leaves out e.g. the distribution
+                continue
             value = getattr(self, item.name)
             if isinstance(value, np.ndarray):
-                shown = f"array of {value.size:,} values"
+                text = f"array of {value.size:,} values"
             elif isinstance(value, (pl.DataFrame, pl.LazyFrame)):
                 columns = ", ".join(value.collect_schema().names())
-                shown = f"{type(value).__name__} with columns {columns}"
+                text = f"{type(value).__name__} with columns {columns}"
+            elif isinstance(value, float) and item.name == "p_value":
+                text = p_str(value)
             elif isinstance(value, float):
-                shown = f"{value:.6g}"
+                text = f"{value:.6g}"
+            elif not every:  # the repr: strings quoted, None as None
+                text = repr(value)
             else:
-                shown = "—" if value is None else str(value)
-            rows.append(
-                f"<tr><th style='text-align:left'>{escape(item.name)}</th>"
-                f"<td style='text-align:left'>{escape(shown)}</td></tr>"
-            )
+                text = "—" if value is None else str(value)
+            shown.append((item.name, text))
+        return shown
+
+    def _repr_html_(self) -> str:
+        rows = [
+            f"<tr><th style='text-align:left'>{escape(name)}</th>"
+            f"<td style='text-align:left'>{escape(text)}</td></tr>"
+            for name, text in self._shown()
+        ]
         return f"<table><caption>{type(self).__name__}</caption>{''.join(rows)}</table>"
 
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{name}={text}" for name, text in self._shown(every=False))
+        return f"{type(self).__name__}({parts})"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class BootstrapResult(ResultHtml):
     """A cluster-bootstrap estimate with its confidence interval and resampling distribution.
 
@@ -143,7 +162,7 @@ class BootstrapResult(ResultHtml):
     distribution: np.ndarray = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SignFlipResult(ResultHtml):
     """The result of a two-sided paired sign-flip (permutation) test.
 
@@ -168,7 +187,7 @@ class SignFlipResult(ResultHtml):
     n_resamples: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TestResult(ResultHtml):
     """The result of a classical test.
 
@@ -189,7 +208,7 @@ class TestResult(ResultHtml):
     method: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Interval(ResultHtml):
     """Lower and upper bounds of an interval (arrays when computed for arrays of inputs)."""
 

@@ -255,3 +255,19 @@ def test_pp_text_is_one_decimal_of_percentage_points(x: float) -> None:
     assert re.fullmatch(r"[+-]?\d+\.\d", shown)
     assert abs(float(shown) - x * 100) <= 0.05 + 1e-9
     assert not shown.startswith("-") or float(shown) < 0  # never "-0.0"
+
+
+def test_result_objects_show_p_as_every_table_does() -> None:
+    from recoverylab.report import result_html
+    from recoverylab.stats import SignFlipResult
+
+    result = SignFlipResult(
+        statistic=3.0, p_value=0.1875000000000001, method="exact-convolution", n_clusters=6,
+        n_resamples=None,
+    )  # fmt: skip
+    assert repr(result) == (
+        "SignFlipResult(statistic=3, p_value=0.19, method='exact-convolution', n_clusters=6, "
+        "n_resamples=None)"
+    )
+    assert "<td style='text-align:left'>0.19</td>" in result._repr_html_()
+    assert "<td style='text-align:left'>0.19</td>" in result_html(result)

@@ -275,7 +275,9 @@ def test_page_is_self_contained_and_script_safe(mechanism: pl.DataFrame) -> None
     assert page.count('<div class="chart" id="chart-') == 2
     assert 'href="#paired-rescue-harm"' in page
     assert 'href="#second"' in page
-    assert page.count('<h2 id="group-paired-rescue-harm">Paired recovery (CIR paired forks)</h2>') == 1
+    assert (
+        page.count('<h2 id="group-paired-rescue-harm">Paired recovery (CIR paired forks)</h2>') == 1
+    )
 
 
 def test_write_report_is_atomic(mechanism: pl.DataFrame, tmp_path: Path) -> None:

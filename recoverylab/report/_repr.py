@@ -8,7 +8,7 @@ import html
 import numpy as np
 import polars as pl
 
-from recoverylab._display import shown_columns
+from recoverylab._display import p_str, shown_columns
 
 __all__ = ["ResultTable", "result_html", "show"]
 
@@ -29,6 +29,12 @@ def _value(value: object) -> str:
     if isinstance(value, pl.LazyFrame):
         return f"LazyFrame: {len(value.collect_schema())} columns (not collected)"
     return str(value)
+
+
+def _field(name: str, value: object) -> str:
+    if name == "p_value" and isinstance(value, float | np.floating):
+        return p_str(float(value))  # as in every table: two significant digits, < 0.001
+    return _value(value)
 
 
 def result_html(result: object, *, title: str | None = None) -> str:
@@ -67,7 +73,8 @@ def result_html(result: object, *, title: str | None = None) -> str:
         raise TypeError(f"result_html expects a dataclass instance, got {type(result).__name__}.")
     rows = "".join(
         f"<tr><th style='text-align:left'>{html.escape(f.name)}</th>"
-        f"<td style='text-align:left'>{html.escape(_value(getattr(result, f.name)))}</td></tr>"
+        f"<td style='text-align:left'>{html.escape(_field(f.name, getattr(result, f.name)))}"
+        "</td></tr>"
         for f in dataclasses.fields(result)
     )
     caption = html.escape(title or type(result).__name__)
