@@ -137,6 +137,13 @@ def zero_axis(title: str | None = None) -> Any:
     return alt.Axis(**options)
 
 
+def series_color(data: pl.DataFrame, title: str, field: str = "series") -> Any:
+    """Return the colour of a series; a single series gets no legend (it would have one entry)."""
+    alt = altair()
+    legend = {} if data[field].n_unique() > 1 else {"legend": None}
+    return alt.Color(f"{field}:N", title=title, **legend)
+
+
 def facet_header(*, row: bool = False) -> Any:
     """Return a facet header with legible, horizontal labels (row labels left of their row)."""
     alt = altair()

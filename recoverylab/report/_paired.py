@@ -25,6 +25,7 @@ from recoverylab.report._common import (
     pp,
     prepare,
     require_rows,
+    series_color,
     slim,
     tip_key,
     tip_n,
@@ -235,7 +236,7 @@ def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     base = alt.Chart().encode(
         x=x_band("delay", "delay (actions)"),
         xOffset=alt.XOffset("series:N"),
-        color=alt.Color("series:N", title=SEP.join(["method", *extra])),
+        color=series_color(data, SEP.join(["method", *extra])),
         tooltip=_cell_tooltip(),
     )
     rules = base.mark_rule(strokeWidth=2).encode(
@@ -315,7 +316,7 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     base = alt.Chart(data).encode(
         x=x_band("delay", "delay (actions)"),
         xOffset=alt.XOffset("series:N"),
-        color=alt.Color("series:N", title="method"),
+        color=series_color(data, SEP.join(["method", *extra])),
         tooltip=[
             tip_key("contrast"),
             tip_key("delay"),
