@@ -124,6 +124,10 @@ class TableSpec:
         return name in self._by_name
 
 
+#: Largest integer a contract column may hold (2^53 - 1, exact in float64).
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
 def _non_negative(column: str) -> Rule:
     return Rule(
         f"{column}_non_negative",
@@ -156,6 +160,8 @@ _FORKS = TableSpec(
             "only `none` rows may leave it null",
         ),
         _non_negative("delay"),
+        _non_negative("perturb_action"),
+        _non_negative("end_action"),
     ),
 )
 
@@ -513,6 +519,14 @@ def _problem_exprs(contract: TableSpec, schema: pl.Schema) -> dict[str, tuple[pl
                 col.is_null(),
                 f"column `{column.name}` has {{n}} null{{s}}",
                 requirement,
+            )
+        if column.kind == "int":
+            # Beyond ±(2^53 - 1) an integer cannot round-trip through float64 (pandas, JSON),
+            # and sums such as `perturb_action + delay` could overflow Int64 into a wrong cell.
+            problems[f"range:{column.name}"] = (
+                (col > MAX_SAFE_INTEGER) | (col < -MAX_SAFE_INTEGER),
+                f"column `{column.name}` has {{n}} value{{s}} beyond ±(2^53 - 1)",
+                "integers must lie within ±9007199254740991",
             )
         if column.labels is not None:
             problems[f"label:{column.name}"] = (
