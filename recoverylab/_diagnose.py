@@ -11,12 +11,15 @@ for binary formats); they run at scan time for text files and after a failure fo
 from __future__ import annotations
 
 import csv
+import functools
+import glob
 import json
 import os
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import polars as pl
 
@@ -27,10 +30,13 @@ __all__ = [
     "diagnose",
     "engine_errors",
     "files_of",
+    "reads_inputs",
     "record_files",
     "translate_read_errors",
     "verify_file",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: id(LazyFrame) -> the files it scans (kept while the frame lives).
 _PROVENANCE: dict[int, tuple[tuple[Path, str], ...]] = {}
@@ -64,6 +70,24 @@ def check_text_file(path: Path, fmt: str, separator: str = ",") -> None:
         _check_csv(path, separator)
     elif fmt == "ndjson":
         _check_ndjson(path)
+    _check_final_line_break(path)
+
+
+def _check_final_line_break(path: Path) -> None:
+    """Refuse a text table without a final line break: its last row may have been cut off."""
+    with path.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        handle.seek(size - 1)
+        if handle.read(1) in (b"\n", b"\r"):
+            return
+    with path.open("rb") as handle:
+        lines = sum(1 for _ in handle)
+    raise SourceError(
+        f"`{path}` line {lines}: the file ends inside a row (no final line break), so the row "
+        "may have been cut off. Hint: if the file is complete, end it with a newline."
+    )
 
 
 def _check_csv(path: Path, separator: str) -> None:
@@ -161,19 +185,41 @@ def engine_errors() -> tuple[type[BaseException], ...]:
 
 
 def sources_files(sources: Iterable[object]) -> list[tuple[Path, str]]:
-    """Return the known files behind a mix of LazyFrames (from ``scan``) and paths."""
-    from recoverylab.io import format_of_path
+    """Return the known files behind LazyFrames (from ``scan``), paths, globs and directories."""
+    from recoverylab.io import FORMATS, format_of_path
 
     found: list[tuple[Path, str]] = []
     for source in sources:
         if isinstance(source, pl.LazyFrame):
             found.extend(files_of(source))
-        elif isinstance(source, (str, os.PathLike)) and Path(source).is_file():
-            try:
-                found.append((Path(source), format_of_path(Path(source))))
-            except SourceError:
-                continue
+        elif isinstance(source, (list, tuple)):
+            found.extend(sources_files(source))
+        elif isinstance(source, (str, os.PathLike)):
+            text = os.fspath(source)
+            paths = [Path(p) for p in glob.glob(text)] if glob.has_magic(text) else [Path(text)]
+            for path in paths:
+                files = sorted(path.rglob("*")) if path.is_dir() else [path]
+                found.extend(
+                    (file, format_of_path(file))
+                    for file in files
+                    if file.is_file() and file.suffix.lower() in FORMATS
+                )
     return found
+
+
+def reads_inputs(function: F) -> F:
+    """Decorate a public verb: an engine error on its inputs becomes our error naming the file.
+
+    The inputs are the verb's arguments that are paths, globs, directories or LazyFrames made
+    by ``scan`` (which remembers its files).
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        with translate_read_errors([*args, *kwargs.values()]):
+            return function(*args, **kwargs)
+
+    return cast(F, wrapper)
 
 
 #: What decoding a damaged file may raise.
