@@ -403,12 +403,16 @@ WRITE_FORMATS = {
 def output_format(path: str | os.PathLike[str]) -> str:
     """Return the format an output path's suffix names (parquet, ipc, csv, ndjson, json).
 
+    A path without a suffix is written as parquet.
+
     Raises
     ------
     ParameterError
         A suffix recoverylab does not write, so a ``.txt`` never silently holds parquet bytes.
     """
     suffix = Path(path).suffix.lower()
+    if not suffix:
+        return "parquet"  # the default format (ARCHITECTURE §5)
     try:
         return WRITE_FORMATS[suffix]
     except KeyError:

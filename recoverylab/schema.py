@@ -21,6 +21,7 @@ from typing import Literal
 import polars as pl
 from polars._typing import PolarsDataType
 
+from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import RecoveryLabError, SchemaError, format_keys
 from recoverylab.io import scan
 
@@ -408,6 +409,7 @@ def canonical_dtype(found: PolarsDataType, column: Column) -> pl.DataType | None
     return target if widened else None
 
 
+@reads_inputs
 def validate(
     frame: pl.LazyFrame | pl.DataFrame | object,
     table: str | TableSpec,

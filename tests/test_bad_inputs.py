@@ -515,3 +515,47 @@ def test_flipped_bits_are_found_with_page_checksums(tmp_path) -> None:
             outcomes.append("same" if got.equals(frame) else "different")
     assert set(outcomes) <= {"error naming the file", "same"}, outcomes
     assert "error naming the file" in outcomes
+
+
+def _broken_forks(kind: str, root: Path) -> Path:
+    forks = _forks()["forks"]
+    if kind == "damaged_page":
+        path = root / "forks.parquet"
+        forks.write_parquet(path)
+        data = bytearray(path.read_bytes())
+        for offset in (40, 41, 45, 60, 61):
+            data[offset] ^= 0xFF
+        path.write_bytes(bytes(data))
+        return path
+    if kind == "schema_mismatch":
+        root.joinpath("runs").mkdir()
+        forks.head(50).write_parquet(root / "runs" / "a.parquet")
+        forks.slice(50).drop("method").write_parquet(root / "runs" / "b.parquet")
+        return root / "runs"
+    path = root / ("forks.ndjson" if kind == "bad_json" else "forks.csv")
+    (forks.write_ndjson if kind == "bad_json" else forks.write_csv)(path)
+    lines = path.read_text().split("\n")
+    lines[3] = {"ragged": lines[3] + ",x", "quote": '"' + lines[3], "bad_json": lines[3][:9]}[kind]
+    path.write_text("\n".join(lines))
+    return path
+
+
+@pytest.mark.parametrize("kind", ["damaged_page", "schema_mismatch", "ragged", "quote", "bad_json"])
+@pytest.mark.parametrize(
+    "verb",
+    [
+        lambda f: rl.validate(f, "forks"),
+        lambda f: rl.paired.summarize(f, n_resamples=20),
+        lambda f: rl.paired.contrast(f, "stale2", "clean", n_resamples=20),
+        lambda f: rl.paired.rescue_overlap(f, "refresh", "content_ablated"),
+        lambda f: rl.paired.exclusions(f).collect(),
+    ],
+    ids=["validate", "summarize", "contrast", "rescue_overlap", "exclusions"],
+)
+def test_the_python_api_raises_our_error_naming_the_file(tmp_path, kind, verb) -> None:
+    path = _broken_forks(kind, tmp_path)
+    for source in (path, str(path)):
+        with pytest.raises(rl.RecoveryLabError) as info:
+            verb(source)
+        assert isinstance(info.value, rl.SourceError)
+        assert path.name in str(info.value) or "b.parquet" in str(info.value)
