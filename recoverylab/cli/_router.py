@@ -20,6 +20,7 @@ from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_statistics,
+    announce_written,
     emit,
     guard_output,
     read,
@@ -194,7 +195,7 @@ def run_fit(args: argparse.Namespace) -> None:
         progress,
     )
     policy.to_json(args.out)
-    print(f"wrote {args.out}", file=sys.stderr)
+    announce_written(f"wrote {args.out}")
     fmt, wide = _table.printing(args)
     if fmt in ("csv", "json"):  # machine-readable: the report's own fields and values
         report = policy.fit_report_.to_dict()

@@ -14,9 +14,17 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.
 """
 
-from recoverylab.paired._pairs import Cohort, exclusions, pairs
-from recoverylab.paired._policy import evaluate_policy
-from recoverylab.paired._summary import contrast, rescue_overlap, summarize
+from recoverylab._diagnose import reads_inputs
+from recoverylab.paired import _pairs, _policy, _summary
+from recoverylab.paired._pairs import Cohort
+
+# Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
+exclusions = reads_inputs(_pairs.exclusions)
+pairs = reads_inputs(_pairs.pairs)
+evaluate_policy = reads_inputs(_policy.evaluate_policy)
+contrast = reads_inputs(_summary.contrast)
+rescue_overlap = reads_inputs(_summary.rescue_overlap)
+summarize = reads_inputs(_summary.summarize)
 
 __all__ = [
     "Cohort",

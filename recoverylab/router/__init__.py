@@ -19,7 +19,9 @@ clean-harm rate.
 scikit-learn is needed to fit (``pip install 'recoverylab[router]'``), not to decide.
 """
 
-from recoverylab.router._compare import RecoveryLabWarning, compare
+from recoverylab._diagnose import reads_inputs
+from recoverylab.router import _compare
+from recoverylab.router._compare import RecoveryLabWarning
 from recoverylab.router._models import LinearModel, Scaling
 from recoverylab.router._policies import (
     NEVER,
@@ -32,6 +34,8 @@ from recoverylab.router._policies import (
     load_rule,
 )
 from recoverylab.router._rule import apply_rule
+
+compare = reads_inputs(_compare.compare)
 
 __all__ = [
     "NEVER",
