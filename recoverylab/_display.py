@@ -22,6 +22,7 @@ __all__ = [
     "RATE_PREFIXES",
     "RATE_SUFFIXES",
     "Shown",
+    "count_text",
     "decimal_text",
     "is_rate",
     "key_text",
@@ -117,6 +118,11 @@ def p_text(column: str | pl.Expr) -> pl.Expr:
     shown = rounded.round(6).cast(pl.String)
     text = pl.when(value < P_FLOOR).then(pl.lit(f"< {P_FLOOR:g}")).otherwise(shown)
     return text.alias(column) if isinstance(column, str) else text
+
+
+def count_text(n: int, noun: str = "row") -> str:
+    """Show a count with its noun, singular or plural: ``1 row``, ``1,054 rows``."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
 def p_str(value: float) -> str:

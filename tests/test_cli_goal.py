@@ -28,7 +28,7 @@ def test_diagnostic_sample_gives_the_seed_numbers(cli, tmp_path) -> None:
     assert result.code == 0, result.err
     row = pl.read_parquet(out).row(0, named=True)
     assert (row["n"], row["ts"], row["violation_rate"], row["mean_steps"]) == (4, 0.5, 0.25, 1.75)
-    assert f"wrote {out} (1 rows)" in result.err
+    assert f"wrote {out} (1 row)" in result.err
 
 
 def test_printed_summary_shows_percentage_points(cli) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import polars as pl
 
+from recoverylab._display import count_text
 from recoverylab._errors import ParameterError
 from recoverylab.cli import _table
 from recoverylab.io import OutputSet, atomic_file, output_format, scan, write_to
@@ -261,7 +262,7 @@ def write_output(
         write_to(frame, handle, fmt, target=out)
     if rows is None and isinstance(frame, pl.DataFrame):
         rows = frame.height
-    announce_written(f"wrote {out}" + (f" ({rows} rows)" if rows is not None else ""))
+    announce_written(f"wrote {out}" + (f" ({count_text(rows)})" if rows is not None else ""))
 
 
 def emit(

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 
 import polars as pl
 
-from recoverylab._display import Shown, key_text, shown_columns
+from recoverylab._display import Shown, count_text, key_text, shown_columns
 
 __all__ = ["FORMATS", "add_printing", "render", "render_many", "terminal_width"]
 
@@ -129,7 +129,7 @@ def _text(frame: pl.DataFrame, *, wide: bool, width: int) -> str:
         notes.append(f"{frame.height - MAX_ROWS:,} more rows (--format csv prints every row)")
     if not wide and len(shown) < len(shown_columns(frame, wide=True)):
         notes.append("main columns shown; --wide shows every column")
-    rows = "1 row" if frame.height == 1 else f"{frame.height:,} rows"
+    rows = count_text(frame.height)
     return text + "\n" + "; ".join([rows, *notes])
 
 
