@@ -117,7 +117,7 @@ def tip_pp(field: str, title: str) -> Any:
 
 def tip_p(field: str = "p_value", title: str = "p (sign-flip)") -> Any:
     """Return a tooltip entry for a p-value."""
-    return altair().Tooltip(f"{field}:Q", title=title, format=".3g")
+    return altair().Tooltip(f"{field}:Q", title=title, format=".2g")  # as in the tables
 
 
 def ordered(values: Sequence[str], known: Sequence[str]) -> list[str]:
