@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "_goal",
     "_router",
     "_paired",
+    "_plan",
     "_takeover",
     "_report",
     "_demo",
