@@ -16,7 +16,9 @@ from recoverylab.io import expand_paths, scan, write_parquet
 
 #: Result columns shown in percentage points when a table is printed.
 RATE_SUFFIXES = ("rate", "effect", "ci_low", "ci_high", "difference", "gain", "ts", "ear")
-RATE_PREFIXES = ("pass_at", "effect_", "margin")
+RATE_PREFIXES = ("pass_at", "pass_hat", "effect_", "margin")
+#: Result columns that are not fractions although their names end like one (ICCs, factors).
+NOT_RATE_PREFIXES = ("icc", "repeat_icc", "design_effect")
 
 
 def samples_dir() -> Path:
@@ -125,6 +127,8 @@ def emit_many(
 
 def is_rate(name: str) -> bool:
     """Whether a result column holds a fraction to be shown in percentage points."""
+    if name.startswith(NOT_RATE_PREFIXES):
+        return False
     return name.endswith(RATE_SUFFIXES) or name.startswith(RATE_PREFIXES)
 
 

@@ -14,6 +14,8 @@ Main entry points:
   ``common_sample`` and ``common_states`` restrict to comparable samples.
 * :func:`compare_agents` — paired pass@k difference of two agents on common states, with a
   cluster-bootstrap interval and a sign-flip p-value.
+* :func:`reliability` — pass^k (all k repeats pass), the flip rate and the ICC of repeats, with
+  workflow-clustered intervals (also ``summarize(..., reliability=True)``).
 * :func:`awareness_split` — pass rates of aware vs unaware attempts (an association).
 * :func:`latency`, :func:`leakage`, :func:`verifier_gate` — checks on how the benchmark was
   built.
@@ -30,6 +32,7 @@ True
 
 from recoverylab.takeover._annotations import latency, leakage, verifier_gate
 from recoverylab.takeover._inputs import FLAGS, eligibility, pass_at_k_expr, score
+from recoverylab.takeover._reliability import RELIABILITY_COLUMNS, pass_hat_k_expr, reliability
 from recoverylab.takeover._summary import (
     INTERPRETATION,
     RATES,
@@ -42,12 +45,15 @@ __all__ = [
     "FLAGS",
     "INTERPRETATION",
     "RATES",
+    "RELIABILITY_COLUMNS",
     "awareness_split",
     "compare_agents",
     "eligibility",
     "latency",
     "leakage",
     "pass_at_k_expr",
+    "pass_hat_k_expr",
+    "reliability",
     "score",
     "summarize",
     "verifier_gate",
