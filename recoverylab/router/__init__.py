@@ -13,6 +13,8 @@ clean-harm rate.
   interface.
 * :func:`compare` -- policies scored on held-out forks (through
   :func:`recoverylab.paired.evaluate_policy`) and paired margins between policies.
+* :func:`uplift` -- policies as uplift rankers on held-out forks: TOC and Qini curves, RATE
+  (AUTOC, QINI), uplift@k, task-clustered intervals and paired RATE differences.
 * :func:`apply_rule` -- the exported JSON rule applied in plain Python (copyable into a harness).
 * :func:`load_rule` -- any exported policy back from JSON.
 
@@ -32,6 +34,7 @@ from recoverylab.router._policies import (
     load_rule,
 )
 from recoverylab.router._rule import apply_rule
+from recoverylab.router._uplift import Uplift, rate_statistics, uplift
 
 __all__ = [
     "NEVER",
@@ -44,7 +47,10 @@ __all__ = [
     "Router",
     "Scaling",
     "Thresholds",
+    "Uplift",
     "apply_rule",
     "compare",
     "load_rule",
+    "rate_statistics",
+    "uplift",
 ]
