@@ -16,7 +16,16 @@ from recoverylab.io import expand_paths, scan, write_parquet
 
 #: Result columns shown in percentage points when a table is printed.
 RATE_SUFFIXES = ("rate", "effect", "ci_low", "ci_high", "difference", "gain", "ts", "ear")
-RATE_PREFIXES = ("pass_at", "pass_hat", "effect_", "margin")
+RATE_PREFIXES = (
+    "pass_at",
+    "pass_hat",
+    "effect_",
+    "margin",
+    "break_even",
+    "p_fail",
+    "rescue_given",
+    "harm_given",
+)
 #: Result columns that are not fractions although their names end like one (ICCs, factors).
 NOT_RATE_PREFIXES = ("icc", "repeat_icc", "design_effect")
 

@@ -12,11 +12,14 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`contrast` -- effect of one condition minus another, tasks resampled jointly.
 * :func:`rescue_overlap` -- which tasks two methods rescue, and how many both do.
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.
+* :func:`break_even` -- the break-even failure probability p* = d / (r + d) per cell (also
+  ``summarize(..., break_even=True)``).
 * :func:`plan_study`, :func:`power`, :func:`mde`, :func:`tasks_needed` -- plan a paired study
   (Connor 1987 with the design effect of several pairs per task); :func:`pilot_rates` estimates
   the inputs from a pilot, :func:`simulate_power` checks a plan against the exact test.
 """
 
+from recoverylab.paired._breakeven import BREAK_EVEN_COLUMNS, break_even
 from recoverylab.paired._pairs import Cohort, exclusions, pairs
 from recoverylab.paired._planning import (
     SimulatedPower,
@@ -31,8 +34,10 @@ from recoverylab.paired._policy import evaluate_policy
 from recoverylab.paired._summary import contrast, rescue_overlap, summarize
 
 __all__ = [
+    "BREAK_EVEN_COLUMNS",
     "Cohort",
     "SimulatedPower",
+    "break_even",
     "contrast",
     "evaluate_policy",
     "exclusions",

@@ -335,6 +335,11 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
+    if engine != "polars" and reliability:
+        raise ParameterError(
+            "parameter `reliability` works on the polars engine only; call "
+            "`takeover.reliability` on the same tables instead."
+        )
     if engine != "polars":
         from recoverylab import distributed
 
