@@ -194,3 +194,32 @@ def test_uplift_parameter_errors(kwargs, match):
     scores = options.pop("scores")
     with pytest.raises(ParameterError, match=match):
         router.uplift(scores, points, forks, **options)
+
+
+def test_break_even_baseline_learns_p_star_and_decides_above_it():
+    pytest.importorskip("sklearn")
+    from recoverylab import paired, synth
+
+    tables = synth.generate("decision_points", 300, seed=1)
+    points, forks = tables["decision_points"], tables["forks"]
+    fitted = router.Router(folds=3).fit(points, forks, features=["repetition", "noops", "progress"])
+    baseline = router.BreakEven(fitted).fit(forks)
+    counts = (
+        paired.summarize(forks, n_resamples=10)
+        .filter(method="refresh")
+        .group_by("delay")
+        .agg(pl.col("rescue", "unchanged", "harm", "kept").sum())
+    )
+    for delay, rescue, unchanged, harm, kept in counts.iter_rows():
+        if delay not in baseline.p_star_:
+            continue
+        r, d = rescue / (rescue + unchanged), harm / (harm + kept)
+        assert baseline.p_star_[delay] == pytest.approx(d / (r + d))
+    decided = baseline.decide(points).collect()
+    scored = baseline.score(points).collect()
+    chosen = decided.drop_nulls("delay").join(scored, on=["task_id", "condition", "delay"])
+    stars = chosen["delay"].replace_strict(baseline.p_star_, return_dtype=pl.Float64)
+    assert (chosen["p_fail"] >= stars).all()
+    assert decided.height == points.select("task_id", "condition").unique().height
+    with pytest.raises(ParameterError, match="fitted Router"):
+        router.BreakEven(Never()).fit(forks)

@@ -298,6 +298,7 @@ def demo(out_dir: Path, progress: Progress) -> list[Path]:
     from recoverylab.io import write_parquet
     from recoverylab.router import (
         AnomalyRouter,
+        BreakEven,
         Never,
         RateMatchedAnomaly,
         Router,
@@ -323,7 +324,12 @@ def demo(out_dir: Path, progress: Progress) -> list[Path]:
     evaluation = write_parquet(table, out_dir / "router_evaluation.parquet")
     progress("router: uplift (TOC, RATE) of the router and the anomaly baselines")
     lift = uplift(
-        {"router": router, "anomaly": anomaly, "rate_matched": matched},
+        {
+            "router": router,
+            "anomaly": anomaly,
+            "rate_matched": matched,
+            "break_even": BreakEven(router).fit(train_forks),
+        },
         test_points,
         test_forks,
         n_resamples=UPLIFT_DEMO_RESAMPLES,

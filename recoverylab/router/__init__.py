@@ -13,6 +13,8 @@ clean-harm rate.
   interface.
 * :func:`compare` -- policies scored on held-out forks (through
   :func:`recoverylab.paired.evaluate_policy`) and paired margins between policies.
+* :class:`BreakEven` -- baseline: refresh when the router's failure probability 1 − p0 reaches
+  the break-even p* learned from the training forks.
 * :func:`uplift` -- policies as uplift rankers on held-out forks: TOC and Qini curves, RATE
   (AUTOC, QINI), uplift@k, task-clustered intervals and paired RATE differences.
 * :func:`apply_rule` -- the exported JSON rule applied in plain Python (copyable into a harness).
@@ -21,6 +23,7 @@ clean-harm rate.
 scikit-learn is needed to fit (``pip install 'recoverylab[router]'``), not to decide.
 """
 
+from recoverylab.router._breakeven import BreakEven
 from recoverylab.router._compare import RecoveryLabWarning, compare
 from recoverylab.router._models import LinearModel, Scaling
 from recoverylab.router._policies import (
@@ -39,6 +42,7 @@ from recoverylab.router._uplift import Uplift, rate_statistics, uplift
 __all__ = [
     "NEVER",
     "AnomalyRouter",
+    "BreakEven",
     "FitReport",
     "LinearModel",
     "Never",

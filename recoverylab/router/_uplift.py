@@ -204,7 +204,12 @@ def rate_statistics(
 # --------------------------------------------------------------------------------------------
 
 #: The score column a fitted policy ranks by (its priority for a refresh).
-_POLICY_SCORE = {"router": "utility", "anomaly": "p_err", "rate_matched": "p_err"}
+_POLICY_SCORE = {
+    "router": "utility",
+    "anomaly": "p_err",
+    "rate_matched": "p_err",
+    "break_even": "p_fail",
+}
 
 
 def _score_expr(name: str, scorer: object, points: pl.LazyFrame, at: list[str]) -> pl.LazyFrame:
@@ -347,7 +352,8 @@ def uplift(
     scores
         ``{name: scorer}``; the first is the one compared with the others. A scorer is a fitted
         :class:`Router` (ranks by ``utility``), :class:`AnomalyRouter` or
-        :class:`RateMatchedAnomaly` (by ``p_err``), :class:`Never` (a constant: TOC ≡ 0), or
+        :class:`RateMatchedAnomaly` (by ``p_err``), :class:`BreakEven` (by the failure
+        probability 1 − p0), :class:`Never` (a constant: TOC ≡ 0), or
         the name of a numeric column of ``decision_points`` (e.g. a feature).
     decision_points, forks
         Held-out decision points and their forks.
