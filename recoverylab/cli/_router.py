@@ -11,6 +11,7 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -248,7 +249,14 @@ def run_evaluate(args: argparse.Namespace) -> None:
         if target is not None:
             guard_output(target, args)
     progress("uplift: TOC, RATE (AUTOC, QINI) and uplift@k by task-clustered bootstrap")
-    result = evaluate_uplift(named, read(args.decision_points), read(args.forks), args)
+    result = evaluate_uplift(
+        named,
+        read(args.decision_points),
+        read(args.forks),
+        confidence=args.confidence,
+        n_resamples=args.resamples,
+        seed=args.seed,
+    )
     emit(table, args.out, args)
     curves = result.curves.filter(((pl.col("q") * 100).round(0) % 10) == 0)
     emit(
@@ -267,7 +275,9 @@ def run_evaluate(args: argparse.Namespace) -> None:
     )
 
 
-def evaluate_uplift(named: dict, points: object, forks: object, args: argparse.Namespace):
+def evaluate_uplift(
+    named: dict, points: object, forks: object, *, confidence: float, n_resamples: int, seed: int
+) -> Any:
     """Run :func:`recoverylab.router.uplift` with the labelling settings of the first rule."""
     from recoverylab.router import uplift
 
@@ -280,9 +290,9 @@ def evaluate_uplift(named: dict, points: object, forks: object, args: argparse.N
         method=getattr(first, "method", "refresh"),
         clean_label=getattr(first, "clean_label", "clean"),
         pair_by=getattr(first, "pair_by", ()),
-        confidence=args.confidence,
-        n_resamples=args.resamples,
-        seed=args.seed,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
     )
 
 
