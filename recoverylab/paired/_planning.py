@@ -27,12 +27,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Literal
 
 import numpy as np
 import polars as pl
-from scipy import optimize
-from scipy import stats as sps
 
 from recoverylab import stats
 from recoverylab._errors import ParameterError, require_one_of
@@ -182,8 +181,15 @@ def _signed_effect(p10: float, p01: float, alternative: str) -> float:
 # --------------------------------------------------------------------------------------------
 
 
+def _sps() -> ModuleType:
+    """Return ``scipy.stats``, imported on first use (importing recoverylab stays light)."""
+    from scipy import stats as scipy_stats
+
+    return scipy_stats
+
+
 def _z(alpha: float, alternative: str) -> float:
-    return float(sps.norm.isf(alpha / 2 if alternative == "two-sided" else alpha))
+    return float(_sps().norm.isf(alpha / 2 if alternative == "two-sided" else alpha))
 
 
 def _moments(psi: float, delta: float, m: float, icc: float) -> tuple[float, float]:
@@ -201,7 +207,7 @@ def _normal_power(
         return 1.0 if effect > 0 else 0.0
     root = math.sqrt(n)
     return float(
-        sps.norm.cdf((n * m * effect - _CONTINUITY - _z(alpha, alt) * e * root) / (s * root))
+        _sps().norm.cdf((n * m * effect - _CONTINUITY - _z(alpha, alt) * e * root) / (s * root))
     )
 
 
@@ -220,15 +226,15 @@ def _exact_power(n: int, p10: float, p01: float, alpha: float, alt: str) -> floa
     low = max(1, int(centre - _TAIL_SD * sd) - 1)
     high = min(n, int(centre + _TAIL_SD * sd) + 2)
     nd = np.arange(low, high + 1)
-    weight = sps.binom.pmf(nd, n, psi)
+    weight = _sps().binom.pmf(nd, n, psi)
     level = alpha / 2 if alt == "two-sided" else alpha
-    critical = sps.binom.ppf(1 - level, nd, 0.5) + 1
+    critical = _sps().binom.ppf(1 - level, nd, 0.5) + 1
     # ppf works in floating point: step down where the tail at c - 1 already is <= level.
-    critical = np.where(sps.binom.sf(critical - 2, nd, 0.5) <= level, critical - 1, critical)
+    critical = np.where(_sps().binom.sf(critical - 2, nd, 0.5) <= level, critical - 1, critical)
     share = p10 / psi
-    reject = sps.binom.sf(critical - 1, nd, share)
+    reject = _sps().binom.sf(critical - 1, nd, share)
     if alt == "two-sided":
-        reject = reject + sps.binom.cdf(nd - critical, nd, share)
+        reject = reject + _sps().binom.cdf(nd - critical, nd, share)
     return float(np.clip(weight @ reject, 0.0, 1.0))
 
 
@@ -286,7 +292,7 @@ def _normal_tasks(
 ) -> float:
     effect = _signed_effect(p10, p01, alt)
     s, e = _moments(p10 + p01, p10 - p01, m, icc)
-    return ((_z(alpha, alt) * e + float(sps.norm.isf(1 - target)) * s) / (m * effect)) ** 2
+    return ((_z(alpha, alt) * e + float(_sps().norm.isf(1 - target)) * s) / (m * effect)) ** 2
 
 
 def tasks_needed(
@@ -407,6 +413,8 @@ def mde(
             f"parameter `n_tasks` is {n}: with discordance {psi!r} not even an effect of {psi!r} "
             f"(every discordant pair a rescue) reaches power {target!r}. Hint: plan more tasks."
         )
+    from scipy import optimize
+
     return float(optimize.brentq(gap, 1e-9, psi, xtol=1e-7))
 
 
