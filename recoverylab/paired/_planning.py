@@ -711,8 +711,9 @@ def plan_study(
         One row per pilot cell (or one row), with the ``by`` keys and :data:`PLAN_COLUMNS`:
         ``tasks_needed`` to detect the (assumed or pilot) effect ``effect`` = p10 − p01,
         ``tasks_needed_icc_high`` the same at the upper bound of the pilot's ICC interval,
-        ``planned_power`` the power at ``tasks_needed``, ``mde`` at ``n_tasks``. A cell whose
-        effect is zero or of the wrong sign has null ``tasks_needed``.
+        ``planned_power`` the power at ``tasks_needed``, ``mde`` at ``n_tasks`` (null when not
+        even δ = ψ is detectable with that many tasks). A cell whose effect is zero or of the
+        wrong sign has null ``tasks_needed``.
 
     Raises
     ------
@@ -743,7 +744,8 @@ def plan_study(
                 "p01": [b],
                 "pairs_per_task": [m],
                 "icc": [rho if icc is not None else None],
-            }
+            },
+            schema=dict.fromkeys(("p10", "p01", "pairs_per_task", "icc"), pl.Float64),
         ).with_columns(
             pl.lit(None, pl.Float64).alias("icc_ci_low"),
             pl.lit(None, pl.Float64).alias("icc_ci_high"),
