@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from recoverylab import stats, synth, takeover
-from recoverylab._errors import ParameterError
+from recoverylab._errors import InputError, ParameterError, SchemaError
 
 
 def all_subsets(outcomes: list[bool], k: int, rule) -> float:
@@ -101,3 +101,44 @@ def test_reliability_eager_and_lazy_agree_and_summary_gains_columns():
     assert (summary["pass_at_1"] <= summary["pass_at_k"] + 1e-12).all()
     plain = takeover.summarize(s, a, n_resamples=300)
     assert summary.select(plain.columns).equals(plain)
+
+
+def test_any_repeated_trials_table_gives_the_same_numbers():
+    from tests.conftest import SAMPLES
+
+    states = pl.read_parquet(SAMPLES / "takeover" / "states.parquet")
+    attempts = pl.read_parquet(SAMPLES / "takeover" / "attempts.parquet")
+    expected = takeover.reliability(states, attempts, n_resamples=200)
+    scored = states.filter("replay_ok", "expected_ok").select("state_id", "workflow_id", "depth")
+    trials = attempts.join(scored, on="state_id").select(
+        "state_id", "agent", "depth", "workflow_id", "passed"
+    )
+    got = takeover.repeats_reliability(
+        trials.lazy(),
+        unit=["state_id", "agent"],
+        cluster="workflow_id",
+        by=["agent", "depth"],
+        n_resamples=200,
+    )
+    assert_frame_equal(
+        got.rename({"units": "attempted_states"}), expected, check_exact=False, rel_tol=1e-12
+    )
+
+
+@pytest.mark.parametrize(
+    ("trials", "options", "error", "match"),
+    [
+        (pl.DataFrame({"t": ["a", "a"], "passed": [True, False]}), {"k": 3}, ParameterError,
+         "fewer than k = 3 trials"),
+        (pl.DataFrame({"t": ["a", "a"], "passed": [1, 0]}), {"k": 2}, SchemaError, "boolean"),
+        (pl.DataFrame({"t": ["a", "a"], "passed": [True, None]}), {"k": 2}, SchemaError, "nulls"),
+        (pl.DataFrame({"t": ["a", "a"], "c": ["x", "y"], "passed": [True, True]}),
+         {"k": 2, "cluster": "c"}, InputError, "more than one cluster"),
+        (pl.DataFrame({"t": ["a"], "passed": [True]}), {"k": 1, "cluster": "zz"},
+         ParameterError, "`zz`"),
+    ],
+)  # fmt: skip
+def test_repeats_reliability_errors(trials, options, error, match):
+    options = {"unit": ["t"], "cluster": "t", **options}
+    with pytest.raises(error, match=match):
+        takeover.repeats_reliability(trials, **options)

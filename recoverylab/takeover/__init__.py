@@ -15,7 +15,8 @@ Main entry points:
 * :func:`compare_agents` — paired pass@k difference of two agents on common states, with a
   cluster-bootstrap interval and a sign-flip p-value.
 * :func:`reliability` — pass^k (all k repeats pass), the flip rate and the ICC of repeats, with
-  workflow-clustered intervals (also ``summarize(..., reliability=True)``).
+  workflow-clustered intervals (also ``summarize(..., reliability=True)``);
+  :func:`repeats_reliability` does the same for any repeated-trials table.
 * :func:`awareness_split` — pass rates of aware vs unaware attempts (an association).
 * :func:`latency`, :func:`leakage`, :func:`verifier_gate` — checks on how the benchmark was
   built.
@@ -32,7 +33,12 @@ True
 
 from recoverylab.takeover._annotations import latency, leakage, verifier_gate
 from recoverylab.takeover._inputs import FLAGS, eligibility, pass_at_k_expr, score
-from recoverylab.takeover._reliability import RELIABILITY_COLUMNS, pass_hat_k_expr, reliability
+from recoverylab.takeover._reliability import (
+    RELIABILITY_COLUMNS,
+    pass_hat_k_expr,
+    reliability,
+    repeats_reliability,
+)
 from recoverylab.takeover._summary import (
     INTERPRETATION,
     RATES,
@@ -54,6 +60,7 @@ __all__ = [
     "pass_at_k_expr",
     "pass_hat_k_expr",
     "reliability",
+    "repeats_reliability",
     "score",
     "summarize",
     "verifier_gate",

@@ -20,6 +20,14 @@ from collections.abc import Sequence
 import polars as pl
 
 from recoverylab import stats
+from recoverylab._errors import (
+    InputError,
+    ParameterError,
+    RecoveryLabError,
+    SchemaError,
+    format_keys,
+)
+from recoverylab.io import scan
 from recoverylab.takeover._inputs import (
     check_consistency,
     check_k,
@@ -28,7 +36,13 @@ from recoverylab.takeover._inputs import (
     sort_keys,
 )
 
-__all__ = ["RELIABILITY_COLUMNS", "join_reliability", "pass_hat_k_expr", "reliability"]
+__all__ = [
+    "RELIABILITY_COLUMNS",
+    "join_reliability",
+    "pass_hat_k_expr",
+    "reliability",
+    "repeats_reliability",
+]
 
 #: Columns :func:`reliability` adds after the ``by`` keys.
 RELIABILITY_COLUMNS = (
@@ -79,8 +93,10 @@ def pass_hat_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
     return pl.when(n_expr >= k).then(hit)
 
 
-def _partials(frame: pl.LazyFrame, by: Sequence[str], k: int) -> pl.LazyFrame:
-    """Per (workflow, cell) partials over scored units: pass^k sum, flips, ICC sums."""
+def _partials(
+    frame: pl.LazyFrame, by: Sequence[str], k: int, cluster: str = "workflow_id"
+) -> pl.LazyFrame:
+    """Per (cluster, cell) partials over scored units: pass^k sum, flips, ICC sums."""
     scored = frame.filter(pl.col("excluded").is_null())
     n = pl.col("repeats").cast(pl.Float64)
     c = pl.col("n_passed").cast(pl.Float64)
@@ -96,7 +112,7 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str], k: int) -> pl.LazyFrame:
         (n * n).alias("__m2"),
         pl.lit(1.0).alias("__one"),
     )
-    keys = ["workflow_id", *(b for b in by if b != "workflow_id")]
+    keys = [cluster, *(b for b in by if b != cluster)]
     # Summed in sorted order as one list (polars drops a sort before a plain sum): float sums
     # then do not depend on row order, so cluster types and bootstrap draws never do either.
     return per_unit.group_by(keys).agg(
@@ -176,26 +192,142 @@ def reliability(
     frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
     by_l = list(inputs.by)
     partials = _partials(frame, by_l, k).collect(engine="streaming")
+    settings = {"n_resamples": n_resamples, "confidence": confidence, "method": ci_method}
+    return _finish(partials, by_l, k, "attempted_states", {**settings, "seed": seed})
+
+
+def _finish(
+    partials: pl.DataFrame, by: list[str], k: int, count: str, settings: dict[str, object]
+) -> pl.DataFrame:
+    """Cells with their unit count and the three statistics with bootstrap intervals."""
     partials = partials.with_columns(pl.col("__one").alias("__units"))
-    settings: dict[str, object] = {
-        "n_resamples": n_resamples,
-        "confidence": confidence,
-        "method": ci_method,
-        "seed": seed,
-    }
-    cells = partials.group_by(by_l).agg(pl.col("__units").sum().cast(pl.Int64).alias("n"))
-    cells = cells.select(
-        *by_l, pl.lit(k, pl.Int64).alias("k"), pl.col("n").alias("attempted_states")
-    )
+    cells = partials.group_by(by).agg(pl.col("__units").sum().cast(pl.Int64).alias(count))
+    cells = cells.select(*by, pl.lit(k, pl.Int64).alias("k"), count)
     parts = [
-        _interval(partials, by_l, ["__hat", "__units"], stats.ratio, "pass_hat_k", settings),
-        _interval(partials, by_l, ["__flip", "__units"], stats.ratio, "flip_rate", settings),
-        _interval(partials, by_l, list(_ICC_VALUES), stats.icc_oneway, "repeat_icc", settings),
+        _interval(partials, by, ["__hat", "__units"], stats.ratio, "pass_hat_k", settings),
+        _interval(partials, by, ["__flip", "__units"], stats.ratio, "flip_rate", settings),
+        _interval(partials, by, list(_ICC_VALUES), stats.icc_oneway, "repeat_icc", settings),
     ]
     for part in parts:
-        cells = cells.join(part, on=by_l, how="left", nulls_equal=True)
-    ordered = cells.select(*by_l, "k", "attempted_states", *RELIABILITY_COLUMNS)
-    return ordered.sort(sort_keys(ordered.schema, by_l), nulls_last=False)
+        cells = cells.join(part, on=by, how="left", nulls_equal=True)
+    ordered = cells.select(*by, "k", count, *RELIABILITY_COLUMNS)
+    return ordered.sort(sort_keys(ordered.schema, by), nulls_last=False)
+
+
+def repeats_reliability(
+    trials: object,
+    *,
+    unit: Sequence[str],
+    cluster: str,
+    outcome: str = "passed",
+    by: Sequence[str] = (),
+    k: int = 3,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> pl.DataFrame:
+    """pass^k, flip rate and ICC of repeats for any repeated-trials table (one row per trial).
+
+    Parameters
+    ----------
+    trials
+        Any table :func:`recoverylab.io.scan` reads, one row per trial.
+    unit
+        Columns naming what is repeated (e.g. task_id, model): a unit's rows are its repeats.
+    cluster
+        The cluster the bootstrap resamples (e.g. task_id or a task family); each unit must
+        lie in one cluster.
+    outcome
+        Boolean column: the trial passed.
+    by
+        Cell keys (columns constant within a unit).
+    k, confidence, n_resamples, ci_method, seed
+        As in :func:`reliability`.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per cell: ``by``, ``k``, ``units``, then :data:`RELIABILITY_COLUMNS`.
+
+    Raises
+    ------
+    ParameterError
+        For a missing column, or units with fewer than ``k`` trials (named).
+    SchemaError
+        For an outcome column that is not boolean or has nulls.
+    InputError
+        For a unit spread over several clusters.
+
+    Examples
+    --------
+    >>> trials = pl.DataFrame({"task": ["a"] * 3 + ["b"] * 3,
+    ...                        "passed": [True, True, True, True, False, False]})
+    >>> out = repeats_reliability(trials, unit=["task"], cluster="task", k=2, n_resamples=50)
+    >>> out.select("units", "pass_hat_k", "flip_rate").row(0)
+    (2, 0.5, 0.5)
+    """
+    k = check_k(k)
+    units = _repeat_units(trials, list(unit), cluster, outcome, list(by), k)
+    # One cell for the whole table when there are no keys (joins need a key).
+    cells = list(by) or ["__cell"]
+    units = units.with_columns(pl.lit("all").alias("__cell")) if not by else units
+    partials = _partials(units, cells, k, cluster=cluster).collect(engine="streaming")
+    settings = {"n_resamples": n_resamples, "confidence": confidence, "method": ci_method}
+    out = _finish(partials, cells, k, "units", {**settings, "seed": seed})
+    return out if by else out.drop("__cell")
+
+
+def _repeat_units(
+    trials: object, unit: list[str], cluster: str, outcome: str, by: list[str], k: int
+) -> pl.LazyFrame:
+    """Per unit: repeats and passes, after checking columns, the outcome and k."""
+    lazy = scan(trials)
+    names = lazy.collect_schema()
+    missing = [c for c in (*unit, cluster, outcome, *by) if c not in names]
+    if missing or not unit:
+        raise ParameterError(
+            f"trials: column `{(missing or ['unit'])[0]}` is not in the table (columns: "
+            f"{', '.join(names.names())}); `unit`, `cluster`, `outcome` and `by` must name "
+            "columns, and `unit` at least one."
+        )
+    if names[outcome] != pl.Boolean:
+        raise SchemaError(f"trials: column `{outcome}` is {names[outcome]}; it must be boolean.")
+    keys = list(dict.fromkeys([*unit, *by]))
+    per_unit = (
+        lazy.group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("repeats"),
+            pl.col(outcome).sum().cast(pl.Int64).alias("n_passed"),
+            pl.col(outcome).null_count().alias("__nulls"),
+            pl.col(cluster).n_unique().alias("__clusters"),
+            *([] if cluster in keys else [pl.col(cluster).first()]),
+        )
+        .collect(engine="streaming")
+    )
+    _check_units(per_unit, keys, outcome, k)
+    return per_unit.lazy().with_columns(pl.lit(None, pl.String).alias("excluded"))
+
+
+def _check_units(per_unit: pl.DataFrame, keys: list[str], outcome: str, k: int) -> None:
+    checks: tuple[tuple[pl.Expr, str, type[RecoveryLabError]], ...] = (
+        (
+            pl.col("__nulls") > 0,
+            f"have nulls in `{outcome}`; every trial must pass or fail",
+            SchemaError,
+        ),
+        (pl.col("__clusters") > 1, "lie in more than one cluster", InputError),
+        (
+            pl.col("repeats") < k,
+            f"have fewer than k = {k} trials (pass^k needs k)",
+            ParameterError,
+        ),
+    )
+    for mask, message, error in checks:
+        bad = per_unit.filter(mask)
+        if bad.height:
+            shown = format_keys(bad.select(keys).rows(), bad.height)
+            raise error(f"trials: {bad.height} unit(s) {message} ({shown}).")
 
 
 def join_reliability(
