@@ -608,20 +608,18 @@ def pilot_rates(
         *by,
         *(pl.col(c).fill_nan(None).alias(f"icc{s}") for c, s in _ICC_NAMES),
     )
+    # With no cell keys there is one cell, and one row on each side.
     out = cells.join(icc, on=by, how="left", nulls_equal=True) if by else cells.hstack(icc)
-    return (
-        out.with_columns(
-            (pl.col("pairs") / pl.col("tasks")).alias("pairs_per_task"),
-            (pl.col("rescue") / pl.col("pairs")).alias("p10"),
-            (pl.col("harm") / pl.col("pairs")).alias("p01"),
-        ).sort(by, nulls_last=False)
-        if by
-        else out.with_columns(
-            (pl.col("pairs") / pl.col("tasks")).alias("pairs_per_task"),
-            (pl.col("rescue") / pl.col("pairs")).alias("p10"),
-            (pl.col("harm") / pl.col("pairs")).alias("p01"),
-        )
+    out = out.with_columns(
+        (pl.col("pairs") / pl.col("tasks")).alias("pairs_per_task"),
+        (pl.col("rescue") / pl.col("pairs")).alias("p10"),
+        (pl.col("harm") / pl.col("pairs")).alias("p01"),
     )
+    out = out.select(
+        *by, "tasks", "pairs", "pairs_per_task", "rescue", "harm", "p10", "p01",
+        "icc", "icc_ci_low", "icc_ci_high",
+    )  # fmt: skip
+    return out.sort(by, nulls_last=False) if by else out
 
 
 _ICC_NAMES = (("estimate", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high"))
