@@ -223,3 +223,25 @@ def test_break_even_baseline_learns_p_star_and_decides_above_it():
     assert decided.height == points.select("task_id", "condition").unique().height
     with pytest.raises(ParameterError, match="fitted Router"):
         router.BreakEven(Never()).fit(forks)
+
+
+def test_cli_router_evaluate_writes_uplift_and_toc(cli, tmp_path):
+    pytest.importorskip("sklearn")
+    from tests.conftest import SAMPLES
+
+    data = SAMPLES / "router"
+    rule = tmp_path / "rule.json"
+    features = "repetition,noops,obs_novelty,consistency,progress,context_used"
+    fitted = cli("router", "fit", "--decision-points", data / "train" / "decision_points.parquet",
+                 "--forks", data / "train" / "forks.parquet", "--features", features,
+                 "--out", rule, "--quiet")  # fmt: skip
+    assert fitted.code == 0, fitted.err
+    metrics, curves = tmp_path / "uplift.parquet", tmp_path / "toc.parquet"
+    result = cli("router", "evaluate", "--rule", rule,
+                 "--decision-points", data / "test" / "decision_points.parquet",
+                 "--forks", data / "test" / "forks.parquet", "--resamples", "200",
+                 "--uplift-out", metrics, "--toc-out", curves, "--quiet")  # fmt: skip
+    assert result.code == 0, result.err
+    assert "gain" in result.out
+    assert set(pl.read_parquet(metrics)["metric"]) == {"autoc", "qini", "uplift_at_k", "ate"}
+    assert pl.read_parquet(curves).columns == list(router.CURVE_COLUMNS)

@@ -37,9 +37,17 @@ from recoverylab.router._policies import (
     load_rule,
 )
 from recoverylab.router._rule import apply_rule
-from recoverylab.router._uplift import Uplift, rate_statistics, uplift
+from recoverylab.router._uplift import (
+    CURVE_COLUMNS,
+    METRIC_COLUMNS,
+    Uplift,
+    rate_statistics,
+    uplift,
+)
 
 __all__ = [
+    "CURVE_COLUMNS",
+    "METRIC_COLUMNS",
     "NEVER",
     "AnomalyRouter",
     "BreakEven",
