@@ -8,6 +8,7 @@ Usage::
 
     python benchmarks/plan_power.py                # the full grid, 4,000 studies per design
     python benchmarks/plan_power.py --sims 1000    # a quick look
+    python benchmarks/plan_power.py --refine 2000  # sizes from simulation (m > 1), slower
 
 The full grid (48 designs × 4,000 studies) takes about 1-2 minutes on one core.
 """
@@ -28,12 +29,19 @@ ALTERNATIVES = ["two-sided", "greater"]
 TOLERANCE = 0.03
 
 
-def run(n_sims: int, seed: int, target: float) -> pl.DataFrame:
+def run(n_sims: int, seed: int, target: float, refine: int | None = None) -> pl.DataFrame:
     """Simulate every design of the grid; one row per design."""
     rows = []
     for (p10, p01), (m, icc), alternative in itertools.product(RATES, DESIGNS, ALTERNATIVES):
         n = paired.tasks_needed(
-            p10, p01, power=target, pairs_per_task=m, icc=icc, alternative=alternative
+            p10,
+            p01,
+            power=target,
+            pairs_per_task=m,
+            icc=icc,
+            alternative=alternative,
+            n_sims=refine,
+            seed=seed + 1,
         )
         sim = paired.simulate_power(
             n,
@@ -72,9 +80,12 @@ def main() -> None:
     parser.add_argument("--sims", type=int, default=4000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--power", type=float, default=0.8)
+    parser.add_argument(
+        "--refine", type=int, default=None, help="size m > 1 designs by N simulated studies"
+    )
     args = parser.parse_args()
     start = time.perf_counter()
-    table = run(args.sims, args.seed, args.power)
+    table = run(args.sims, args.seed, args.power, args.refine)
     pl.Config.set_tbl_rows(100)
     print(table)
     worst = table["gap"].abs().max()

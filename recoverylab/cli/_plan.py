@@ -39,6 +39,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=("condition", "delay", "method"),
         help="pilot cells, comma separated (default condition,delay,method)",
     )
+    parser.add_argument(
+        "--simulate",
+        type=int,
+        metavar="N",
+        help="with several pairs per task, size the study by simulating the exact test N times",
+    )
     add_statistics(parser, resamples=2000)
     parser.add_argument("--out", type=Path, help="write the plan to this parquet file")
     parser.set_defaults(func=run_plan)
@@ -50,6 +56,8 @@ def run_plan(args: argparse.Namespace) -> None:
     pilot = read(args.pilot) if args.pilot else None
     if pilot is not None:
         progress("estimating p10, p01 and the ICC from the pilot")
+    if args.simulate:
+        progress(f"sizing by {args.simulate} simulated studies per step (exact sign-flip test)")
     plan = paired.plan_study(
         pilot,
         p10=args.p10,
@@ -64,5 +72,6 @@ def run_plan(args: argparse.Namespace) -> None:
         confidence=args.confidence,
         n_resamples=args.resamples,
         seed=args.seed,
+        n_sims=args.simulate,
     )
     emit(plan, args.out, args, title="paired study plan (rates as fractions)", percent=False)

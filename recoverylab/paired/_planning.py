@@ -28,7 +28,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import polars as pl
@@ -306,12 +306,16 @@ def tasks_needed(
     alternative: Alternative = "two-sided",
     pairs_per_task: float = 1,
     icc: float = 0.0,
+    n_sims: int | None = None,
+    seed: int = 0,
 ) -> int:
     """Return the number of tasks a paired study needs to detect δ = p10 − p01.
 
     With one pair per task: the smallest n whose exact power reaches ``power`` (searched up from
     Connor's approximation). With several: the generalised Connor size with the design effect
-    1 + (m − 1)ρ, rounded up.
+    1 + (m − 1)ρ, rounded up; or, with ``n_sims``, the smallest n whose power *simulated* with
+    the exact sign-flip test reaches the target (common random numbers: the studies of size n
+    are the first n tasks of the same simulated studies, so the search is monotone up to noise).
 
     Parameters
     ----------
@@ -319,6 +323,10 @@ def tasks_needed(
         As in :func:`power`.
     power
         Target power in (0, 1).
+    n_sims
+        With several (integer) pairs per task: refine the size by simulating this many studies.
+    seed
+        Seed of the simulation.
 
     Returns
     -------
@@ -344,6 +352,12 @@ def tasks_needed(
             f"{alt!r} test cannot detect. Hint: alternative='less' looks for harm > rescue."
         )
     guess = _normal_tasks(a, b, alpha, target, alt, m, rho)
+    if n_sims is not None and m > 1:
+        _check_simulation(m, n_sims)
+        design = (a, b, alpha, target, alt, int(m), rho)
+        simulated = _simulated_tasks(design, guess, n_sims, seed)
+        if simulated is not None:
+            return simulated
     exact = m == 1 and guess <= _MAX_EXACT_TASKS
     n = max(1, math.floor(0.8 * guess))
     while (
@@ -442,6 +456,55 @@ def _simulate_sums(
     return np.where(keep, shared, own).sum(axis=2)
 
 
+def _check_simulation(m: float, n_sims: object) -> None:
+    if m != int(m) or isinstance(n_sims, bool) or not isinstance(n_sims, int) or n_sims < 1:
+        raise ParameterError(
+            f"parameters `pairs_per_task` = {m!r} and `n_sims` = {n_sims!r} must be integers "
+            ">= 1 to simulate."
+        )
+
+
+def _detections(sums: np.ndarray, alpha: float, alt: str, cache: dict[bytes, float]) -> int:
+    """Count the simulated studies (rows of per-task sums) the exact sign-flip test detects."""
+    hits = 0
+    for row in sums:
+        key = np.sort(row).tobytes()
+        if key not in cache:
+            cache[key] = stats.sign_flip_test(row, method="exact").p_value
+        p_two = cache[key]
+        if alt == "two-sided":
+            hits += p_two <= alpha
+        else:
+            total = int(row.sum())
+            wanted = total > 0 if alt == "greater" else total < 0
+            hits += wanted and p_two / 2 <= alpha
+    return int(hits)
+
+
+def _simulated_tasks(
+    design: tuple[float, float, float, float, str, int, float],
+    guess: float,
+    n_sims: int,
+    seed: int,
+) -> int | None:
+    """Smallest n whose simulated power reaches the target (bisection on nested studies)."""
+    p10, p01, alpha, target, alt, m, icc = design
+    high = max(2, math.ceil(1.6 * guess) + 5)
+    sums = _simulate_sums(np.random.default_rng(seed), n_sims, high, m, p10, p01, icc)
+    cache: dict[bytes, float] = {}
+
+    def reaches(n: int) -> bool:
+        return _detections(sums[:, :n], alpha, alt, cache) >= target * n_sims
+
+    if not reaches(high):
+        return None  # far beyond the approximation: keep the approximate size
+    low = 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high
+
+
 def simulate_power(
     n_tasks: int,
     p10: float,
@@ -486,25 +549,9 @@ def simulate_power(
     a, b = _check_rates(p10, p01)
     alpha, _, alt = _check_test(alpha, 0.5, alternative)
     m, rho = _check_design(pairs_per_task, icc)
-    if m != int(m) or isinstance(n_sims, bool) or not isinstance(n_sims, int) or n_sims < 1:
-        raise ParameterError(
-            f"parameters `pairs_per_task` = {pairs_per_task!r} and `n_sims` = {n_sims!r} must be "
-            "integers >= 1."
-        )
+    _check_simulation(m, n_sims)
     sums = _simulate_sums(np.random.default_rng(seed), n_sims, n, int(m), a, b, rho)
-    cache: dict[bytes, float] = {}
-    hits = 0
-    for row in sums:
-        total = int(row.sum())
-        key = np.sort(row).tobytes()
-        if key not in cache:
-            cache[key] = stats.sign_flip_test(row, method="exact").p_value
-        p_two = cache[key]
-        if alt == "two-sided":
-            hits += p_two <= alpha
-        else:
-            wanted = total > 0 if alt == "greater" else total < 0
-            hits += wanted and p_two / 2 <= alpha
+    hits = _detections(sums, alpha, alt, {})
     share = hits / n_sims
     return SimulatedPower(
         power=share,
@@ -631,39 +678,48 @@ _ICC_NAMES = (("estimate", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high"))
 
 
 def _plan_row(
-    p10: float,
-    p01: float,
-    m: float,
-    icc: float | None,
-    icc_high: float | None,
+    rates: tuple[float, float, float],
+    icc: tuple[float | None, float | None],
     n_tasks: int | None,
-    alpha: float,
-    target: float,
-    alt: str,
+    test: tuple[float, float, str],
+    simulation: tuple[int, int] | None,
 ) -> dict[str, object]:
-    """One plan: tasks needed (at ρ and at its upper bound), MDE at ``n_tasks``."""
-    rho = 0.0 if icc is None or m == 1 else min(max(icc, 0.0), 1.0)
-    rho_high = None if icc_high is None or m == 1 else min(max(icc_high, 0.0), 1.0)
+    """One plan: tasks needed (at ρ and at its upper bound), planned power, MDE at n_tasks."""
+    p10, p01, m = rates
+    alpha, target, alt = test
+    rho = 0.0 if icc[0] is None or m == 1 else min(max(icc[0], 0.0), 1.0)
+    rho_high = None if icc[1] is None or m == 1 else min(max(icc[1], 0.0), 1.0)
+    simulate = simulation is not None and m > 1 and m == int(m)
+    sim: dict[str, Any] = {}
+    if simulate and simulation is not None:
+        sim = {"n_sims": simulation[0], "seed": simulation[1]}
     row: dict[str, object] = {"design_effect": 1 + (m - 1) * rho}
-    detectable = p10 + p01 > 0 and _signed_effect(p10, p01, alt) > 0
-    common = {"alpha": alpha, "alternative": alt, "pairs_per_task": m}
-    if detectable:
-        row["tasks_needed"] = tasks_needed(p10, p01, power=target, icc=rho, **common)  # type: ignore[arg-type]
-        row["planned_power"] = power(row["tasks_needed"], p10, p01, icc=rho, **common)  # type: ignore[arg-type]
+    common: dict[str, Any] = {"alpha": alpha, "alternative": alt, "pairs_per_task": m}
+    if p10 + p01 > 0 and _signed_effect(p10, p01, alt) > 0:
+        needed = tasks_needed(p10, p01, power=target, icc=rho, **common, **sim)
+        row["tasks_needed"] = needed
+        if simulate:
+            options = {**common, "pairs_per_task": int(m), **sim}
+            row["planned_power"] = simulate_power(needed, p10, p01, icc=rho, **options).power
+        else:
+            row["planned_power"] = power(needed, p10, p01, icc=rho, **common)
         if rho_high is not None:
             row["tasks_needed_icc_high"] = tasks_needed(
                 p10,
                 p01,
                 power=target,
                 icc=rho_high,
-                **common,  # type: ignore[arg-type]
+                **common,
+                **sim,
             )
-    if n_tasks is not None and 0 < p10 + p01 <= 1:
+    if n_tasks is not None:
         try:
-            row["mde"] = mde(n_tasks, p10 + p01, power=target, icc=rho, **common)  # type: ignore[arg-type]
+            row["mde"] = mde(n_tasks, p10 + p01, power=target, icc=rho, **common)
         except ParameterError:
             row["mde"] = None  # not detectable at this size: no number is invented
-    row["power_method"] = "exact" if m == 1 else "normal-approximation"
+    row["power_method"] = (
+        "exact" if m == 1 else ("simulation" if simulate else "normal-approximation")
+    )
     return row
 
 
@@ -683,6 +739,7 @@ def plan_study(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
+    n_sims: int | None = None,
 ) -> pl.DataFrame:
     """Plan a paired recovery study from assumed rates or from a pilot ``forks`` table.
 
@@ -703,7 +760,11 @@ def plan_study(
     alpha, power, alternative
         The test: level, target power, sidedness.
     by, pair_by, confidence, n_resamples, seed
-        Passed to :func:`pilot_rates`.
+        Passed to :func:`pilot_rates` (``seed`` also seeds the simulation).
+    n_sims
+        With several (integer) pairs per task, size the study by simulating the exact test
+        with this many studies (see :func:`tasks_needed`); ``power_method`` says
+        ``simulation``. The MDE stays the normal approximation.
 
     Returns
     -------
@@ -762,19 +823,11 @@ def plan_study(
         if icc is not None:
             base = base.with_columns(pl.lit(float(icc)).alias("icc"))
         keys = list(by)
+    simulation = None if n_sims is None else (n_sims, seed)
+    columns = ("p10", "p01", "pairs_per_task", "icc", "icc_ci_high")
     rows = [
-        _plan_row(
-            r["p10"],
-            r["p01"],
-            r["pairs_per_task"],
-            r["icc"],
-            r["icc_ci_high"],
-            n_tasks,
-            alpha_,
-            target,
-            alt,
-        )
-        for r in base.select("p10", "p01", "pairs_per_task", "icc", "icc_ci_high").to_dicts()
+        _plan_row((a, b, m), (rho, rho_high), n_tasks, (alpha_, target, alt), simulation)
+        for a, b, m, rho, rho_high in base.select(columns).iter_rows()
     ]
     plans = pl.DataFrame(
         rows,
