@@ -199,10 +199,10 @@ def test_simulated_sizing_fixes_the_conservative_corner():
     # The normal approximation over-plans here (simulated power ≈ 0.85 at its size).
     design = {"pairs_per_task": 4, "icc": 0.5}
     normal = paired.tasks_needed(0.1, 0.02, **design)
-    simulated = paired.tasks_needed(0.1, 0.02, **design, n_sims=1500, seed=2)
+    simulated = paired.tasks_needed(0.1, 0.02, **design, n_sims=1000, seed=2)
     assert simulated < normal
-    check = paired.simulate_power(simulated, 0.1, 0.02, **design, n_sims=3000, seed=11)
+    check = paired.simulate_power(simulated, 0.1, 0.02, **design, n_sims=2500, seed=11)
     assert abs(check.power - 0.8) <= 0.03, check
-    plan = paired.plan_study(p10=0.1, p01=0.02, **design, n_sims=500, seed=2)
+    plan = paired.plan_study(p10=0.1, p01=0.02, **design, n_sims=200, seed=2)
     assert plan["power_method"].item() == "simulation"
-    assert plan["planned_power"].item() == pytest.approx(0.8, abs=0.05)
+    assert plan["planned_power"].item() == pytest.approx(0.8, abs=0.08)

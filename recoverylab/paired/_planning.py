@@ -468,7 +468,8 @@ def _detections(sums: np.ndarray, alpha: float, alt: str, cache: dict[bytes, flo
     """Count the simulated studies (rows of per-task sums) the exact sign-flip test detects."""
     hits = 0
     for row in sums:
-        key = np.sort(row).tobytes()
+        # The sign-flip null depends only on the multiset of |d|, the p-value also on Σd.
+        key = np.r_[np.bincount(np.abs(row)), row.sum()].tobytes()
         if key not in cache:
             cache[key] = stats.sign_flip_test(row, method="exact").p_value
         p_two = cache[key]
