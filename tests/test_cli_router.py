@@ -65,7 +65,7 @@ def test_fit_parameters_reach_the_router(cli, tmp_path):
         "--folds", "3", "--seed", "4", "--quiet",
     )  # fmt: skip
     assert result.code == 0, result.err
-    assert result.err == f"wrote {out}\n"  # no progress lines
+    assert result.err == ""  # --quiet: no progress lines and no "wrote" line
     params = json.loads(out.read_text())["params"]
     assert params["C"] == 1.0
     assert params["lam"] == 1.0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from recoverylab.cli._common import (
     read,
     samples_dir,
     split_list,
+    write_output,
 )
 from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
@@ -166,8 +166,7 @@ def run_paired(args: argparse.Namespace) -> None:
     if args.pairs_out is not None:
         progress(f"writing pairs to {args.pairs_out}")
         pairs = paired.pairs(forks, pair_by=args.pair_by, cohort=args.cohort)
-        write_parquet(pairs, args.pairs_out)
-        print(f"wrote {args.pairs_out}", file=sys.stderr)
+        write_output(pairs, args.pairs_out, args)
     if excluded is not None:
         emit(excluded, args.exclusions_out, args)
     cohort = "" if args.cohort == "full" else f" ({args.cohort} cohort)"

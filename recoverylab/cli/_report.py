@@ -23,6 +23,7 @@ from recoverylab._errors import ParameterError
 from recoverylab.cli._common import (
     Progress,
     add_statistics,
+    announce_written,
     guard_output,
     read,
     samples_dir,
@@ -180,7 +181,7 @@ def run(args: argparse.Namespace) -> None:
         )
     progress(f"writing {len(sections)} sections to {args.out}")
     report.write_report(args.out, sections, title=args.title)
-    print(f"wrote {args.out} ({len(sections)} sections)", file=sys.stderr)
+    announce_written(f"wrote {args.out} ({len(sections)} sections)")
 
 
 def _check_extra() -> None:

@@ -19,6 +19,7 @@ from recoverylab._errors import ParameterError
 from recoverylab.cli._common import (
     Progress,
     add_statistics,
+    announce_written,
     emit,
     guard_output,
     read,
@@ -194,7 +195,7 @@ def run_fit(args: argparse.Namespace) -> None:
         progress,
     )
     policy.to_json(args.out)
-    print(f"wrote {args.out}", file=sys.stderr)
+    announce_written(f"wrote {args.out}")
     print(_report_frame(policy))
 
 

@@ -162,6 +162,9 @@ _FUNNEL_VIEW = (
     "fixed_given_aware_rate",
     "derived_given_fixed_rate",
     "pass_given_derived_rate",
+    "off_funnel_fixed",
+    "off_funnel_derived",
+    "off_funnel_passed",
 )
 
 

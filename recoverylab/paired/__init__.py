@@ -19,19 +19,28 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
   the inputs from a pilot, :func:`simulate_power` checks a plan against the exact test.
 """
 
-from recoverylab.paired._breakeven import BREAK_EVEN_COLUMNS, break_even
-from recoverylab.paired._pairs import Cohort, exclusions, pairs
+from recoverylab._diagnose import reads_inputs
+from recoverylab.paired import _breakeven, _pairs, _planning, _policy, _summary
+from recoverylab.paired._breakeven import BREAK_EVEN_COLUMNS
+from recoverylab.paired._pairs import Cohort
 from recoverylab.paired._planning import (
     SimulatedPower,
     mde,
-    pilot_rates,
-    plan_study,
     power,
     simulate_power,
     tasks_needed,
 )
-from recoverylab.paired._policy import evaluate_policy
-from recoverylab.paired._summary import contrast, rescue_overlap, summarize
+
+# Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
+exclusions = reads_inputs(_pairs.exclusions)
+pairs = reads_inputs(_pairs.pairs)
+evaluate_policy = reads_inputs(_policy.evaluate_policy)
+contrast = reads_inputs(_summary.contrast)
+rescue_overlap = reads_inputs(_summary.rescue_overlap)
+summarize = reads_inputs(_summary.summarize)
+break_even = reads_inputs(_breakeven.break_even)
+pilot_rates = reads_inputs(_planning.pilot_rates)
+plan_study = reads_inputs(_planning.plan_study)
 
 __all__ = [
     "BREAK_EVEN_COLUMNS",

@@ -23,8 +23,10 @@ clean-harm rate.
 scikit-learn is needed to fit (``pip install 'recoverylab[router]'``), not to decide.
 """
 
+from recoverylab._diagnose import reads_inputs
+from recoverylab.router import _compare, _uplift
 from recoverylab.router._breakeven import BreakEven
-from recoverylab.router._compare import RecoveryLabWarning, compare
+from recoverylab.router._compare import RecoveryLabWarning
 from recoverylab.router._models import LinearModel, Scaling
 from recoverylab.router._policies import (
     NEVER,
@@ -37,13 +39,10 @@ from recoverylab.router._policies import (
     load_rule,
 )
 from recoverylab.router._rule import apply_rule
-from recoverylab.router._uplift import (
-    CURVE_COLUMNS,
-    METRIC_COLUMNS,
-    Uplift,
-    rate_statistics,
-    uplift,
-)
+from recoverylab.router._uplift import CURVE_COLUMNS, METRIC_COLUMNS, Uplift, rate_statistics
+
+compare = reads_inputs(_compare.compare)
+uplift = reads_inputs(_uplift.uplift)
 
 __all__ = [
     "CURVE_COLUMNS",

@@ -31,21 +31,23 @@ Examples
 True
 """
 
-from recoverylab.takeover._annotations import latency, leakage, verifier_gate
-from recoverylab.takeover._inputs import FLAGS, eligibility, pass_at_k_expr, score
-from recoverylab.takeover._reliability import (
-    RELIABILITY_COLUMNS,
-    pass_hat_k_expr,
-    reliability,
-    repeats_reliability,
-)
-from recoverylab.takeover._summary import (
-    INTERPRETATION,
-    RATES,
-    awareness_split,
-    compare_agents,
-    summarize,
-)
+from recoverylab._diagnose import reads_inputs
+from recoverylab.takeover import _annotations, _inputs, _reliability, _summary
+from recoverylab.takeover._inputs import FLAGS, pass_at_k_expr
+from recoverylab.takeover._reliability import RELIABILITY_COLUMNS, pass_hat_k_expr
+from recoverylab.takeover._summary import INTERPRETATION, RATES
+
+# Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
+latency = reads_inputs(_annotations.latency)
+leakage = reads_inputs(_annotations.leakage)
+verifier_gate = reads_inputs(_annotations.verifier_gate)
+eligibility = reads_inputs(_inputs.eligibility)
+score = reads_inputs(_inputs.score)
+awareness_split = reads_inputs(_summary.awareness_split)
+compare_agents = reads_inputs(_summary.compare_agents)
+summarize = reads_inputs(_summary.summarize)
+reliability = reads_inputs(_reliability.reliability)
+repeats_reliability = reads_inputs(_reliability.repeats_reliability)
 
 __all__ = [
     "FLAGS",

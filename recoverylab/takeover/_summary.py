@@ -64,6 +64,9 @@ _COUNTS = (
     "aware_fixed",
     "aware_fixed_derived",
     "aware_fixed_derived_passed",
+    "off_funnel_fixed",
+    "off_funnel_derived",
+    "off_funnel_passed",
 )
 _SUMS = ("pass_at_1_sum", "pass_at_k_sum")
 _STATE_COUNTS = (
@@ -153,6 +156,9 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
                 "aware_fixed",
                 "aware_fixed_derived",
                 "aware_fixed_derived_passed",
+                "off_funnel_fixed",
+                "off_funnel_derived",
+                "off_funnel_passed",
             )
         ),
         _stable_sum(pl.col("pass_at_1").filter(scored)).alias("pass_at_1_sum"),
@@ -267,6 +273,12 @@ def summarize(
       #(aware ∧ fixed ∧ derived). Their denominators are the columns ``n_aware``,
       ``aware_fixed`` and ``aware_fixed_derived``. Seed: awareness, root-cause repair, derived
       state repair and the final verifier are scored separately.
+    * Attempts annotated as reaching a layer while an earlier layer fails (root cause fixed
+      without awareness, derived state fixed without the root cause, passed without the derived
+      state) are outside the funnel. They are not dropped: ``off_funnel_fixed``,
+      ``off_funnel_derived`` and ``off_funnel_passed`` count them, so that ``n_fixed =
+      aware_fixed + off_funnel_fixed``, ``n_derived = aware_fixed_derived +
+      off_funnel_derived`` and ``n_passed = aware_fixed_derived_passed + off_funnel_passed``.
 
     Parameters
     ----------
@@ -314,9 +326,10 @@ def summarize(
         ``excluded_not_common_state``, ``excluded_not_common_sample``; ``ear``, ``pass_at_1``,
         ``pass_at_k``; the counts ``n_aware``, ``n_fixed``, ``n_derived``, ``n_passed``;
         ``aware_rate``, ``fixed_rate``, ``derived_rate``, ``pass_rate``; the funnel counts
-        ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed`` and the
-        conditional rates. Every rate is followed by ``<rate>_ci_low`` and ``<rate>_ci_high``.
-        Rates with a zero denominator are null.
+        ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed``, the
+        off-funnel counts ``off_funnel_fixed``, ``off_funnel_derived``, ``off_funnel_passed``
+        and the conditional rates. Every rate is followed by ``<rate>_ci_low`` and
+        ``<rate>_ci_high``. Rates with a zero denominator are null.
 
     Raises
     ------
@@ -502,6 +515,9 @@ def _summary_columns(by: Sequence[str]) -> list[str]:
         "aware_fixed",
         "aware_fixed_derived",
         "aware_fixed_derived_passed",
+        "off_funnel_fixed",
+        "off_funnel_derived",
+        "off_funnel_passed",
         *rate("fixed_given_aware_rate"),
         *rate("derived_given_fixed_rate"),
         *rate("pass_given_derived_rate"),
