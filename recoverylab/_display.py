@@ -18,6 +18,7 @@ __all__ = [
     "ALL",
     "GROUP_KEYS",
     "MISSING",
+    "NOT_RATE_PREFIXES",
     "P_FLOOR",
     "RATE_PREFIXES",
     "RATE_SUFFIXES",
@@ -45,7 +46,19 @@ GROUP_KEYS = ("condition", "regime", "model", "agent", "depth", "category", "fam
 KEY_INTEGERS = ("delay", "depth", "k", "repeat", "seed")
 #: Result columns that hold fractions shown in percentage points.
 RATE_SUFFIXES = ("rate", "effect", "ci_low", "ci_high", "difference", "gain", "ts", "ear", "drop")
-RATE_PREFIXES = ("pass_at", "effect_", "margin", "ts_")
+RATE_PREFIXES = (
+    "pass_at",
+    "pass_hat",
+    "effect_",
+    "margin",
+    "ts_",
+    "break_even",
+    "p_fail",
+    "rescue_given",
+    "harm_given",
+)
+#: Result columns that are not fractions although their names end like one (ICCs, factors).
+NOT_RATE_PREFIXES = ("icc", "repeat_icc", "design_effect")
 
 
 def is_rate(name: str) -> bool:
@@ -56,6 +69,8 @@ def is_rate(name: str) -> bool:
     >>> is_rate("recovery_rate"), is_rate("pass_at_k_ci_low"), is_rate("n"), is_rate("attempts")
     (True, True, False, False)
     """
+    if name.startswith(NOT_RATE_PREFIXES):
+        return False
     # whole words only: `attempts` ends in "ts" but is a count
     words = tuple(f"_{suffix}" for suffix in RATE_SUFFIXES)
     return name in RATE_SUFFIXES or name.endswith(words) or name.startswith(RATE_PREFIXES)

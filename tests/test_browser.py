@@ -46,11 +46,13 @@ SECTIONS = [
     "paired-overlap",
     "paired-policy",
     "router-policies",
+    "router-uplift",
     "goal-ts",
     "goal-reasons",
     "goal-drop",
     "takeover-depth",
     "takeover-funnel",
+    "takeover-pass-hat-k",
 ]
 
 

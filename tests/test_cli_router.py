@@ -218,8 +218,13 @@ def test_router_demo(tmp_path, capsys):
         "router_rule.json",
         "router_decisions.parquet",
         "router_evaluation.parquet",
+        "router_uplift.parquet",
+        "router_toc.parquet",
     ]
     assert all(p.is_file() for p in paths)
+    lift = pl.read_parquet(paths[3])
+    better = lift.filter(policy="router", reference="anomaly", metric="autoc")
+    assert better["ci_low"].item() > 0
     table = pl.read_parquet(paths[2])
     assert set(table["policy"]) == {"router", "anomaly", "rate_matched", "never"}
     overall = table.filter(pl.col("condition").is_null(), reference="never")

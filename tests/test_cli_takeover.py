@@ -87,6 +87,7 @@ def test_options_reach_the_summary(cli: Callable, tmp_path: Path) -> None:
         "awareness.parquet",
         "eligibility.parquet",
         "leakage.parquet",
+        "reliability.parquet",
         "summary.parquet",
     ]
     summary = pl.read_parquet(tmp_path / "summary.parquet")

@@ -215,6 +215,26 @@ def by_depth() -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
+def reliability() -> pl.DataFrame:
+    return takeover.reliability(
+        TAKEOVER / "states.parquet", TAKEOVER / "attempts.parquet", n_resamples=RESAMPLES
+    )
+
+
+@pytest.fixture(scope="module")
+def toc() -> pl.DataFrame:
+    from recoverylab import router
+
+    test = SAMPLES / "router" / "test"
+    return router.uplift(
+        {"novelty": "obs_novelty", "progress": "progress"},
+        test / "decision_points.parquet",
+        test / "forks.parquet",
+        n_resamples=RESAMPLES,
+    ).curves
+
+
+@pytest.fixture(scope="module")
 def pooled() -> pl.DataFrame:
     return takeover.summarize(
         TAKEOVER / "states.parquet",
@@ -561,6 +581,8 @@ CHART_INPUTS = {
     "barrier_drop": "drop",
     "depth_rates": "by_depth",
     "repair_funnel": "pooled",
+    "toc_curves": "toc",
+    "pass_hat_k_by_depth": "reliability",
 }
 
 

@@ -38,6 +38,7 @@ COMMAND_MODULES = (
     "_goal",
     "_router",
     "_paired",
+    "_plan",
     "_takeover",
     "_report",
     "_demo",

@@ -74,6 +74,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--overlap-out", type=Path, help="write the overlap to this parquet file")
     parser.add_argument(
+        "--break-even",
+        action="store_true",
+        help="add the break-even failure probability p* = d / (r + d) per cell, with its CI",
+    )
+    parser.add_argument(
         "--pairs-out", type=Path, help="also write every pair (one row per branch) to this file"
     )
     parser.add_argument(
@@ -144,7 +149,14 @@ def run_paired(args: argparse.Namespace) -> None:
         spark_cli.refuse(args, ("overlap", "pairs_out", "exclusions_out"))
     forks = read(args.forks) if engine == "polars" else args.forks
     keys: dict[str, Any] = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
-    summary = paired.summarize(forks, **keys, **_statistics(args), progress=progress, engine=engine)
+    summary = paired.summarize(
+        forks,
+        **keys,
+        **_statistics(args),
+        progress=progress,
+        engine=engine,
+        break_even=args.break_even,
+    )
     # every result is computed before the first is written: a bad option (say an unknown
     # overlap method) must leave no output behind
     excluded = overlap = None

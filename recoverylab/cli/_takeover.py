@@ -29,6 +29,7 @@ from recoverylab.io import write_parquet
 TABLES = (
     "eligibility",
     "summary",
+    "reliability",
     "awareness",
     "comparison",
     "latency",
@@ -233,6 +234,19 @@ def tables(
         ci_method=ci_method,
         seed=seed,
         engine=engine,
+    )
+    progress("pass^k, flip rate and ICC of repeats")
+    frames["reliability"] = takeover.reliability(
+        states,
+        attempts,
+        by=by,
+        k=k,
+        common_sample=common_sample,
+        common_states=common_states,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method=ci_method,
+        seed=seed,
     )
     progress("aware vs unaware pass rates (association)")
     frames["awareness"] = _eager(

@@ -22,7 +22,9 @@ Charts
   :func:`policy_success`, :func:`policy_gain`, :func:`policy_rates`;
 * goal (:mod:`recoverylab.goal`): :func:`ts_by_regime`, :func:`failure_reasons`,
   :func:`barrier_drop`;
-* takeover (:mod:`recoverylab.takeover`): :func:`depth_rates`, :func:`repair_funnel`.
+* takeover (:mod:`recoverylab.takeover`): :func:`depth_rates`, :func:`repair_funnel`,
+  :func:`pass_hat_k_by_depth` (of :func:`recoverylab.takeover.reliability`).
+* router uplift (:func:`recoverylab.router.uplift`): :func:`toc_curves`.
 
 Report
 ------
@@ -43,6 +45,12 @@ Examples
 from recoverylab.report._deps import EXTRA, chart_renderer
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
+from recoverylab.report._issue17 import (
+    pass_hat_k_by_depth,
+    reliability_section,
+    toc_curves,
+    toc_section,
+)
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
 from recoverylab.report._repr import ResultTable, result_html, show
 from recoverylab.report._router import policy_gain, policy_rates, policy_success
@@ -75,6 +83,8 @@ CHARTS = (
     "barrier_drop",
     "depth_rates",
     "repair_funnel",
+    "toc_curves",
+    "pass_hat_k_by_depth",
 )
 
 __all__ = [
@@ -100,11 +110,13 @@ __all__ = [
     "failure_reasons",
     "funnel_section",
     "overlap_section",
+    "pass_hat_k_by_depth",
     "policy_gain",
     "policy_rates",
     "policy_section",
     "policy_success",
     "reasons_section",
+    "reliability_section",
     "render_html",
     "repair_funnel",
     "rescue_harm",
@@ -113,6 +125,8 @@ __all__ = [
     "result_html",
     "show",
     "table_html",
+    "toc_curves",
+    "toc_section",
     "ts_by_regime",
     "ts_section",
     "write_report",

@@ -13,6 +13,7 @@ import polars as pl
 
 from recoverylab import stats
 from recoverylab._errors import ParameterError, format_keys, require_one_of
+from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
     NOT_COMMON,
     REJECTED,
@@ -247,6 +248,7 @@ def summarize(
     ci_method: str = "percentile",
     seed: int = 0,
     engine: object = "polars",
+    reliability: bool = False,
 ) -> pl.DataFrame:
     """Summarise takeover attempts per (agent, depth, *by): EAR, pass@1, pass@k and the funnel.
 
@@ -303,6 +305,10 @@ def summarize(
         trials and so ignore the clustering of repeats and depths within a workflow.
     confidence, n_resamples, ci_method, seed
         Interval settings; the bootstrap is deterministic for a given seed.
+    reliability
+        Also add pass^k (all k repeats pass, C(c, k)/C(n, k)), the flip rate and the ICC of
+        repeats with workflow-clustered intervals (:func:`recoverylab.takeover.reliability`),
+        as the last columns. Polars engine only.
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
         tables are co-partitioned by workflow and the per-workflow partials computed on Spark
@@ -342,6 +348,11 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
+    if engine != "polars" and reliability:
+        raise ParameterError(
+            "parameter `reliability` works on the polars engine only; call "
+            "`takeover.reliability` on the same tables instead."
+        )
     if engine != "polars":
         from recoverylab import distributed
 
@@ -364,11 +375,26 @@ def summarize(
     inputs = load(states, attempts, by)
     check_consistency(inputs, k)
     frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
-    return _summarize_units(
+    result = _summarize_units(
         inputs,
         frame,
         k,
         interval=interval,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method=ci_method,
+        seed=seed,
+    )
+    if not reliability:
+        return result
+    return _reliability.join_reliability(
+        result,
+        states,
+        attempts,
+        by=by,
+        k=k,
+        common_sample=common_sample,
+        common_states=common_states,
         confidence=confidence,
         n_resamples=n_resamples,
         ci_method=ci_method,
