@@ -180,9 +180,9 @@ def test_bad_parameters_raise_our_errors(call, match):
 
 
 def test_cli_plan_prints_and_writes(cli, tmp_path):
-    shown = cli("plan", "--p10", "0.15", "--p01", "0.05", "--tasks", "168")
+    shown = cli("plan", "--p10", "0.15", "--p01", "0.05", "--tasks", "168", "--wide")
     assert shown.code == 0, shown.err
-    assert "tasks_need" in shown.out
+    assert "needed" in shown.out
     assert "168" in shown.out
     out = tmp_path / "plan.parquet"
     forks = SAMPLES / "paired" / "main_forks.parquet"

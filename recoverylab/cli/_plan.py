@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from recoverylab import paired
+from recoverylab.cli import _table
 from recoverylab.cli._common import Progress, add_statistics, emit, read, split_list
 
 
@@ -47,6 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_statistics(parser, resamples=2000)
     parser.add_argument("--out", type=Path, help="write the plan to this parquet file")
+    _table.add_printing(parser)
     parser.set_defaults(func=run_plan)
 
 
@@ -74,4 +76,4 @@ def run_plan(args: argparse.Namespace) -> None:
         seed=args.seed,
         n_sims=args.simulate,
     )
-    emit(plan, args.out, args, title="paired study plan (rates as fractions)", percent=False)
+    emit(plan, args.out, args, title="paired study plan")

@@ -23,10 +23,12 @@ from recoverylab.cli._common import (
     add_statistics,
     announce_written,
     emit,
+    emit_many,
     guard_output,
     read,
     samples_dir,
     split_list,
+    write_output,
 )
 
 #: Features of the shipped router sample (see data_samples/router/README.md).
@@ -278,22 +280,18 @@ def run_evaluate(args: argparse.Namespace) -> None:
         n_resamples=args.resamples,
         seed=args.seed,
     )
-    emit(table, args.out, args)
     curves = result.curves.filter(((pl.col("q") * 100).round(0) % 10) == 0)
-    emit(
-        result.metrics,
-        args.uplift_out,
-        args,
-        title="\nuplift (effects as fractions): RATE, uplift@10% and paired RATE differences",
-        percent=False,
+    results = (
+        ("evaluation", table, args.out),
+        ("uplift", result.metrics, args.uplift_out),  # RATE, uplift@10%, paired differences
+        ("toc", result.curves if args.toc_out else curves, args.toc_out),  # every 10% printed
     )
-    emit(
-        result.curves if args.toc_out else curves,
-        args.toc_out,
-        args,
-        title="\nTOC and Qini curves (every 10% of points; effects as fractions)",
-        percent=False,
-    )
+    printed = {name: frame for name, frame, out in results if out is None}
+    for _, frame, out in results:
+        if out is not None:
+            write_output(frame, out, args)
+    if printed:
+        emit_many(printed, None, args)
 
 
 def evaluate_uplift(

@@ -208,7 +208,9 @@ def render_many(
         if i:
             out.write("\n\n")
         title = (
-            f"# {name}" if fmt == "csv" else (f"## {name}\n" if fmt == "markdown" else f"== {name}")
+            f"# {name}"
+            if fmt == "csv"
+            else (f"## {name}\n" if fmt == "markdown" else f"== {name}\n")
         )
         out.write(title + "\n")
         out.write(render(frame, fmt, wide=wide, width=width))

@@ -45,12 +45,6 @@ Examples
 from recoverylab.report._deps import EXTRA, chart_renderer
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
-from recoverylab.report._issue17 import (
-    pass_hat_k_by_depth,
-    reliability_section,
-    toc_curves,
-    toc_section,
-)
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
 from recoverylab.report._repr import ResultTable, result_html, show
 from recoverylab.report._router import policy_gain, policy_rates, policy_success
@@ -68,6 +62,12 @@ from recoverylab.report._sections import (
 )
 from recoverylab.report._tables import Count, Key, PValue, Rate, table_html
 from recoverylab.report._takeover import depth_rates, repair_funnel
+from recoverylab.report._uplift_reliability import (
+    pass_hat_k_by_depth,
+    reliability_section,
+    toc_curves,
+    toc_section,
+)
 
 #: Every chart function, by name (each takes one result frame).
 CHARTS = (
