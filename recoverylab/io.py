@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 import polars as pl
 
 from recoverylab._errors import ParameterError, SourceError
+from recoverylab.adapters._detect import inspect_log_hint, looks_like_inspect_log
 
 __all__ = ["FORMATS", "Source", "atomic_file", "expand_paths", "scan", "write_parquet"]
 
@@ -153,6 +154,8 @@ def _format_of(path: Path, format: str | None) -> str:
             allowed = ", ".join(sorted(set(FORMATS.values())))
             raise ParameterError(f"parameter `format` is {format!r}; it must be one of {allowed}.")
         return format
+    if looks_like_inspect_log(path):  # an evaluation log is not a table (issue 15)
+        raise SourceError(inspect_log_hint(path))
     suffix = path.suffix.lower()
     if suffix == ".gz" and len(path.suffixes) > 1:
         suffix = path.suffixes[-2].lower()
