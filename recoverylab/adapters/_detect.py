@@ -44,7 +44,7 @@ def looks_like_inspect_log(path: str | os.PathLike[str]) -> bool:
 
 
 def inspect_log_hint(path: str | os.PathLike[str]) -> str:
-    """The one-line message for a table reader given an inspect log."""
+    """Return the one-line message for a table reader given an inspect log."""
     return (
         f"`{path}` is an inspect_ai evaluation log, not a table. Hint: convert it first with "
         "`recoverylab import inspect LOGS... --to forks --condition ... --method ... --delay ... "

@@ -107,7 +107,7 @@ def _locations(items: Sequence[object]) -> list[str]:
 
 
 def _local(location: str) -> str:
-    """A local path for inspect's ``file://`` listing entries (other schemes kept)."""
+    """Return a local path for inspect's ``file://`` listing entries (others kept)."""
     return location.removeprefix("file://")
 
 
@@ -119,10 +119,9 @@ def _read_file(location: str, marker: Callable[[Any], Any] | None, full: bool) -
         summaries = read_eval_log_sample_summaries(location)
         markers = _markers(location, marker, full, summaries)
     except (OSError, ValueError, KeyError, RuntimeError, zipfile.BadZipFile) as exc:
-        text = str(exc).strip().splitlines()
-        raise SourceError(
-            f"`{location}` is not a readable inspect log ({text[0] if text else type(exc).__name__})."
-        ) from exc
+        lines = str(exc).strip().splitlines()
+        first = lines[0] if lines else type(exc).__name__
+        raise SourceError(f"`{location}` is not a readable inspect log ({first}).") from exc
     return _log(location, header, summaries, markers)
 
 

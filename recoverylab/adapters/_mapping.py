@@ -47,17 +47,19 @@ class Source:
         """Whether the value can differ between the samples of one log."""
         return self.kind in ("sample_metadata", "callable")
 
-    def of_log(self, location: str, task: str, args: dict[str, Any], model: str,
-               metadata: dict[str, Any]) -> Any:
-        """The value for a whole log (eval-level kinds); raises on a name the log lacks."""
+    def of_log(
+        self, location: str, task: str, args: dict[str, Any], model: str, metadata: dict[str, Any]
+    ) -> Any:
+        """Return the value for a whole log (eval-level kinds); raise on a name it lacks."""
         if self.kind == "model":
             return model
         if self.kind == "task":
             return task
         if self.kind == "literal":
             return self.name
-        table, what = (args, "task argument") if self.kind == "task_arg" else (
-            metadata, "eval metadata key")
+        table, what = (
+            (args, "task argument") if self.kind == "task_arg" else (metadata, "eval metadata key")
+        )
         if self.name not in table:
             have = ", ".join(sorted(map(str, table))) or "none"
             raise ParameterError(
@@ -67,7 +69,7 @@ class Source:
         return table[self.name]
 
     def of_sample(self, view: Mapping[str, Any]) -> Any:
-        """The value for one sample (``view`` as the module docstring describes)."""
+        """Return the value for one sample (``view`` as the module docstring describes)."""
         if self.kind == "sample_metadata":
             return view["sample_metadata"].get(self.name, MISSING)
         assert self.func is not None
@@ -93,7 +95,10 @@ def parse_source(param: str, spec: object) -> Source:
 
 
 def score_kind(value: Any) -> tuple[str, str | None, float | None]:
-    """Classify one score value: (kind, letter, number) with kind letter/bool/number/missing/other."""
+    """Classify one score value as (kind, letter, number).
+
+    The kind is ``letter``, ``bool``, ``number``, ``missing`` or ``other``.
+    """
     if value is None:
         return "missing", None, None
     if isinstance(value, bool):

@@ -289,8 +289,9 @@ def _latest(read: list[Log]) -> tuple[list[Log], pl.DataFrame]:
     for group in groups.values():
         ranked = sorted(group, key=lambda g: (g.status == "success", g.created, g.location))
         used.append(ranked[-1])
-        dropped += [(g.location, f"{g.status} log superseded by {ranked[-1].location}")
-                    for g in ranked[:-1]]
+        dropped += [
+            (g.location, f"{g.status} log superseded by {ranked[-1].location}") for g in ranked[:-1]
+        ]
     excluded = pl.DataFrame(
         {
             "log": [d[0] for d in dropped],
@@ -321,7 +322,9 @@ def _scorer_name(used: list[Log], scorer: str | None) -> str:
     )
 
 
-def _score_fields(used: list[Log], scores: Mapping[str, str] | None) -> dict[str, tuple[str, str | None]]:
+def _score_fields(
+    used: list[Log], scores: Mapping[str, str] | None
+) -> dict[str, tuple[str, str | None]]:
     """Field -> (scorer, dict key or None) for the takeover outcome fields."""
     names = sorted({n for log in used for s in log.samples for n in (s.scores or {})})
     if scores is not None:
@@ -331,6 +334,8 @@ def _score_fields(used: list[Log], scores: Mapping[str, str] | None) -> dict[str
                 f"parameter `scores` names {', '.join(unknown)}; the fields are "
                 f"{', '.join(_SCORE_FIELDS)}."
             )
+    found: dict[str, tuple[str, str | None]]
+    if scores is not None:
         found = {f: (scores[f], None) for f in scores}
     else:
         found = {f: (f, None) for f in _SCORE_FIELDS if f in names}
@@ -340,7 +345,8 @@ def _score_fields(used: list[Log], scores: Mapping[str, str] | None) -> dict[str
         missing = []
     if missing:
         raise ParameterError(
-            f"inspect logs: no score for {', '.join(missing)} (scorers: {', '.join(names) or 'none'}"
+            f"inspect logs: no score for {', '.join(missing)} "
+            f"(scorers: {', '.join(names) or 'none'}"
             "). Hint: pass scores={'aware': SCORER, ...} or one dict-valued score with these keys."
         )
     return found
@@ -355,29 +361,54 @@ def _rows(
     score_fields: dict[str, tuple[str, str | None]] | None = None,
 ) -> pl.DataFrame:
     """One row per sample-epoch with every mapped value and the raw score (Python objects in)."""
-    name = _scorer_name(used, scorer) if score_fields is None else None
-    wanted = score_fields or {"score": (name, None)}
-    columns: dict[str, list[Any]] = {c: [] for c in (
-        "log", "task_id", "epoch", "model", "error", "limit", "turns", "marker", "unmapped",
-        *sources, *(f"{f}__{p}" for f in wanted for p in ("kind", "letter", "num", "raw")))}
+    wanted = score_fields or {"score": (_scorer_name(used, scorer), None)}
+    columns: dict[str, list[Any]] = {
+        c: []
+        for c in (
+            "log",
+            "task_id",
+            "epoch",
+            "model",
+            "error",
+            "limit",
+            "turns",
+            "marker",
+            "unmapped",
+            *sources,
+            *(f"{f}__{p}" for f in wanted for p in ("kind", "letter", "num", "raw")),
+        )
+    }
     for log in used:
         per_log = {
             k: s.of_log(log.location, log.task, log.task_args, log.model, log.metadata)
-            for k, s in sources.items() if not s.per_sample
+            for k, s in sources.items()
+            if not s.per_sample
         }
         for s in log.samples:
-            view = {"task": log.task, "task_args": log.task_args, "model": log.model,
-                    "eval_metadata": log.metadata, "sample_metadata": s.metadata or {},
-                    "id": s.id, "epoch": s.epoch}
-            values = {k: per_log[k] if k in per_log else src.of_sample(view)
-                      for k, src in sources.items()}
+            view = {
+                "task": log.task,
+                "task_args": log.task_args,
+                "model": log.model,
+                "eval_metadata": log.metadata,
+                "sample_metadata": s.metadata or {},
+                "id": s.id,
+                "epoch": s.epoch,
+            }
+            values = {
+                k: per_log[k] if k in per_log else src.of_sample(view) for k, src in sources.items()
+            }
             gaps = [k for k, v in values.items() if v is MISSING]
-            for col, value in (("log", log.location), ("task_id", str(s.id)),
-                               ("epoch", s.epoch), ("model", log.model), ("error", s.error),
-                               ("limit", s.limit), ("turns", s.turn_count),
-                               ("marker", log.markers.get((str(s.id), s.epoch)) if with_marker
-                                else None),
-                               ("unmapped", ", ".join(gaps) or None)):
+            for col, value in (
+                ("log", log.location),
+                ("task_id", str(s.id)),
+                ("epoch", s.epoch),
+                ("model", log.model),
+                ("error", s.error),
+                ("limit", s.limit),
+                ("turns", s.turn_count),
+                ("marker", log.markers.get((str(s.id), s.epoch)) if with_marker else None),
+                ("unmapped", ", ".join(gaps) or None),
+            ):
                 columns[col].append(value)
             for k, v in values.items():
                 columns[k].append(None if v is MISSING else v)
@@ -403,12 +434,20 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
     """Build the row frame, typing each mapped column (labels as strings, delay as an integer)."""
     raw = {c: v for c, v in columns.items() if c.endswith("__raw")}
     typed = {c: v for c, v in columns.items() if c not in raw and c not in sources}
-    frame = pl.DataFrame(typed, schema_overrides={
-        "epoch": pl.Int64, "turns": pl.Int64, "marker": pl.Boolean, "error": pl.String,
-        "limit": pl.String, "unmapped": pl.String,
-        **{c: pl.Float64 for c in typed if c.endswith("__num")},
-        **{c: pl.String for c in typed if c.endswith(("__letter", "__kind"))},
-    }, strict=False)
+    frame = pl.DataFrame(
+        typed,
+        schema_overrides={
+            "epoch": pl.Int64,
+            "turns": pl.Int64,
+            "marker": pl.Boolean,
+            "error": pl.String,
+            "limit": pl.String,
+            "unmapped": pl.String,
+            **{c: pl.Float64 for c in typed if c.endswith("__num")},
+            **{c: pl.String for c in typed if c.endswith(("__letter", "__kind"))},
+        },
+        strict=False,
+    )
     for name, values in columns.items():
         if name in sources:
             integer = name in ("delay", "depth", "perturb_action")
@@ -447,35 +486,51 @@ def _with_success(rows: pl.DataFrame, success: Success, *, scorer_name: str) -> 
     return _convert(rows, "score", "success", success, scorer_name)
 
 
-def _convert(rows: pl.DataFrame, field: str, out: str, success: Success, label: str) -> pl.DataFrame:
+def _convert(
+    rows: pl.DataFrame, field: str, out: str, success: Success, label: str
+) -> pl.DataFrame:
     kind, letter, num = (pl.col(f"{field}__{p}") for p in ("kind", "letter", "num"))
     if callable(success):
         values = [_call(success, v) for v in rows[f"{field}__raw"].to_list()]
         value = pl.Series(out, values, dtype=pl.Boolean)
-        problem = (pl.when(kind == "missing").then(pl.lit("missing_score"))
-                   .when(pl.col(out).is_null()).then(pl.lit("invalid_score")))
+        problem = (
+            pl.when(kind == "missing")
+            .then(pl.lit("missing_score"))
+            .when(pl.col(out).is_null())
+            .then(pl.lit("invalid_score"))
+        )
         return rows.with_columns(value).with_columns(problem.alias(f"{out}__problem"))
     kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
     found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
-    if found.height > 1:
+    if found.height > 1 and success is None:
         shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
         raise ParameterError(
             f"inspect logs: score `{label}` has mixed value types ({shown}). Hint: pass "
-            "`success` as a callable (or a threshold) that reads every type."
+            "`success` as a threshold or a callable that reads every type."
         )
+    ok: pl.Expr
     if success is None:
-        ok = (pl.when(kind == "letter").then(pl.when(letter == "P").then(None).otherwise(num > 0))
-              .when(kind == "bool").then(num > 0)
-              .when((kind == "number") & num.is_in([0.0, 1.0])).then(num > 0))
+        ok = (
+            pl.when(kind == "letter")
+            .then(pl.when(letter == "P").then(None).otherwise(num > 0))
+            .when(kind == "bool")
+            .then(num > 0)
+            .when((kind == "number") & num.is_in([0.0, 1.0]))
+            .then(num > 0)
+            .otherwise(None)
+        )
     else:
         if isinstance(success, bool) or not isinstance(success, (int, float)):
             raise ParameterError(
-                f"parameter `success` is {success!r}; give a threshold number, a callable or "
-                "None."
+                f"parameter `success` is {success!r}; give a threshold number, a callable or None."
             )
-        ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success)
-    problem = (pl.when(kind == "missing").then(pl.lit("missing_score"))
-               .when(ok.is_null()).then(pl.lit("invalid_score")))
+        ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
+    problem = (
+        pl.when(kind == "missing")
+        .then(pl.lit("missing_score"))
+        .when(ok.is_null())
+        .then(pl.lit("invalid_score"))
+    )
     return rows.with_columns(ok.alias(out), problem.alias(f"{out}__problem"))
 
 
@@ -488,34 +543,47 @@ def _call(func: Callable[[Any], bool], value: Any) -> bool | None:
 
 def _reason(problems: list[str]) -> pl.Expr:
     """First exclusion reason of a row (sample error, limit, unmapped, then score problems)."""
-    expr = (pl.when(pl.col("error").is_not_null()).then(pl.lit("error"))
-            .when(pl.col("limit").is_not_null()).then(pl.lit("limit"))
-            .when(pl.col("unmapped").is_not_null()).then(pl.lit("unmapped")))
+    expr = (
+        pl.when(pl.col("error").is_not_null())
+        .then(pl.lit("error"))
+        .when(pl.col("limit").is_not_null())
+        .then(pl.lit("limit"))
+        .when(pl.col("unmapped").is_not_null())
+        .then(pl.lit("unmapped"))
+    )
     for column in problems:
         expr = expr.when(pl.col(column).is_not_null()).then(pl.col(column))
     return expr.otherwise(pl.lit(None, dtype=pl.String))
 
 
 def _detail() -> pl.Expr:
-    return (pl.when(pl.col("reason") == "error").then(pl.col("error"))
-            .when(pl.col("reason") == "limit").then(pl.col("limit"))
-            .when(pl.col("reason") == "unmapped")
-            .then(pl.lit("no value for ") + pl.col("unmapped"))
-            .when(pl.col("reason") == "recovery_not_applied")
-            .then(pl.lit("the run ended before recovery; the none row carries it forward")))
+    return (
+        pl.when(pl.col("reason") == "error")
+        .then(pl.col("error"))
+        .when(pl.col("reason") == "limit")
+        .then(pl.col("limit"))
+        .when(pl.col("reason") == "unmapped")
+        .then(pl.lit("no value for ") + pl.col("unmapped"))
+        .when(pl.col("reason") == "recovery_not_applied")
+        .then(pl.lit("the run ended before recovery; the none row carries it forward"))
+    )
 
 
 def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
-    return rows.filter(pl.col("reason").is_not_null()).select(
-        "log", "task_id", "epoch", "reason", _detail().cast(pl.String).alias("detail")
-    ).cast(EXCLUDED_SCHEMA)  # type: ignore[arg-type]
+    return (
+        rows.filter(pl.col("reason").is_not_null())
+        .select("log", "task_id", "epoch", "reason", _detail().cast(pl.String).alias("detail"))
+        .cast(dict(EXCLUDED_SCHEMA))  # type: ignore[arg-type]
+    )
 
 
 def _forks_table(
     rows: pl.DataFrame, none_label: str, with_marker: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     rows = rows.with_columns(
-        pl.when(pl.col("method") == none_label).then(pl.lit("none")).otherwise(pl.col("method"))
+        pl.when(pl.col("method") == none_label)
+        .then(pl.lit("none"))
+        .otherwise(pl.col("method"))
         .alias("method"),
         _reason(["success__problem"]).alias("reason"),
     )
@@ -523,17 +591,26 @@ def _forks_table(
         skipped = (pl.col("method") != "none") & (pl.col("marker") == False)  # noqa: E712
         rows = rows.with_columns(
             pl.when(pl.col("reason").is_null() & skipped)
-            .then(pl.lit("recovery_not_applied")).otherwise(pl.col("reason")).alias("reason")
+            .then(pl.lit("recovery_not_applied"))
+            .otherwise(pl.col("reason"))
+            .alias("reason")
         )
     keys = ["task_id", "condition", "method", "delay"]
     extra = [c for c in ("model", "epoch") if rows[c].n_unique() > 1]
     table = rows.filter(pl.col("reason").is_null()).select(
-        *keys, "success", *extra,
-        *([
-            pl.when(pl.col("method") == "none").then(pl.col("perturb_action")).alias(
-                "perturb_action"),
-            pl.when(pl.col("method") == "none").then(pl.col("turns")).alias("end_action"),
-        ] if with_marker else []),
+        *keys,
+        "success",
+        *extra,
+        *(
+            [
+                pl.when(pl.col("method") == "none")
+                .then(pl.col("perturb_action"))
+                .alias("perturb_action"),
+                pl.when(pl.col("method") == "none").then(pl.col("turns")).alias("end_action"),
+            ]
+            if with_marker
+            else []
+        ),
     )
     _check_unique(table, [*keys, *extra])
     excluded = _excluded(rows)
@@ -554,10 +631,9 @@ def _check_unique(table: pl.DataFrame, keys: list[str]) -> None:
 
 
 def _check_carried(rows: pl.DataFrame, table: pl.DataFrame, episode: list[str]) -> None:
-    """A recovery that never fired must be carried forward by its ``none`` row (§3.1)."""
+    """Check that every recovery that never fired is carried forward by its ``none`` row."""
     skipped = rows.filter(pl.col("reason") == "recovery_not_applied").select(*episode, "delay")
-    none = table.filter(pl.col("method") == "none").select(*episode, "perturb_action",
-                                                           "end_action")
+    none = table.filter(pl.col("method") == "none").select(*episode, "perturb_action", "end_action")
     joined = skipped.join(none, on=episode, how="left", nulls_equal=True)
     lost = joined.filter(
         ~(pl.col("perturb_action") + pl.col("delay") >= pl.col("end_action")).fill_null(False)
@@ -581,15 +657,26 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
         state = pl.concat_str(["task_id", pl.col("state")], separator="/")
     meta_ok = [pl.lit(True).alias("replay_ok"), pl.lit(True).alias("expected_ok")]
     good = rows.filter(pl.col("reason").is_null()).with_columns(state.alias("state_id"), *meta_ok)
-    states = good.group_by("state_id").agg(
-        pl.col("workflow").first().alias("workflow_id") if "workflow" in rows.columns
-        else pl.col("state_id").first().alias("workflow_id"),
-        pl.col("root_cause").first().alias("root_cause_id") if "root_cause" in rows.columns
-        else pl.col("state_id").first().alias("root_cause_id"),
-        pl.col("depth").first(), pl.col("replay_ok").all(), pl.col("expected_ok").all(),
-    ).sort("state_id")
+    states = (
+        good.group_by("state_id")
+        .agg(
+            pl.col("workflow").first().alias("workflow_id")
+            if "workflow" in rows.columns
+            else pl.col("state_id").first().alias("workflow_id"),
+            pl.col("root_cause").first().alias("root_cause_id")
+            if "root_cause" in rows.columns
+            else pl.col("state_id").first().alias("root_cause_id"),
+            pl.col("depth").first(),
+            pl.col("replay_ok").all(),
+            pl.col("expected_ok").all(),
+        )
+        .sort("state_id")
+    )
     attempts = good.select(
-        "state_id", "agent", pl.col("epoch").alias("repeat"), *_SCORE_FIELDS,
+        "state_id",
+        "agent",
+        pl.col("epoch").alias("repeat"),
+        *_SCORE_FIELDS,
         pl.col("turns").alias("steps"),
     ).sort("state_id", "agent", "repeat")
     return states, attempts, _excluded(rows)

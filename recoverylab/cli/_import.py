@@ -66,20 +66,33 @@ def run(args: argparse.Namespace) -> None:
             if missing:
                 raise ParameterError(f"import inspect --to forks needs {', '.join(missing)}.")
             result = adapter.forks(
-                args.logs, condition=args.condition, method=args.method, delay=args.delay,
-                none_label=args.none_label, scorer=args.scorer, success=args.success,
-                recovery_marker=args.recovery_marker, perturb_action=args.perturb_action,
+                args.logs,
+                condition=args.condition,
+                method=args.method,
+                delay=args.delay,
+                none_label=args.none_label,
+                scorer=args.scorer,
+                success=args.success,
+                recovery_marker=args.recovery_marker,
+                perturb_action=args.perturb_action,
                 epochs=args.epochs,
             )
             tables = {"forks": result.forks, "excluded": result.excluded}
             hint = f" (pair by {', '.join(result.pair_by)})" if result.pair_by else ""
         else:
             taken = adapter.takeover(
-                args.logs, state=args.state, agent=args.agent, workflow=args.workflow,
-                root_cause=args.root_cause, depth=args.depth,
+                args.logs,
+                state=args.state,
+                agent=args.agent,
+                workflow=args.workflow,
+                root_cause=args.root_cause,
+                depth=args.depth,
             )
-            tables = {"states": taken.states, "attempts": taken.attempts,
-                      "excluded": taken.excluded}
+            tables = {
+                "states": taken.states,
+                "attempts": taken.attempts,
+                "excluded": taken.excluded,
+            }
             hint = ""
     for warning in caught:
         if not args.quiet:
@@ -99,7 +112,7 @@ def _summary(tables: dict[str, pl.DataFrame]) -> str:
 
 
 def _guard_out(out: Path, logs: list[str]) -> None:
-    """The output directory may not be, or lie inside, an input directory."""
+    """Refuse an output directory that is, or lies inside, an input directory."""
     target = out.resolve()
     for entry in logs:
         source = Path(entry)
