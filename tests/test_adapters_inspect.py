@@ -342,3 +342,83 @@ def test_takeover_from_dict_scores(eval_logs: Path) -> None:
     assert result.attempts["aware"].all()
     assert rl.schema.validate(result.states, "states").collect().height == result.states.height
     assert rl.schema.validate(result.attempts, "attempts").collect().height > 0
+
+
+# --- command line: recoverylab import inspect, then recoverylab paired -------------------------
+
+CLI_MAPPING = (
+    "--condition",
+    "task_arg:condition",
+    "--method",
+    "task_arg:method",
+    "--delay",
+    "task_arg:delay",
+    "--epochs",
+    "forks",
+)
+
+
+@pytest.mark.parametrize("which", ["eval", "json"])
+def test_cli_import_then_paired_gives_inspects_accuracy_difference(
+    which: str, request: pytest.FixtureRequest, cli: Callable, tmp_path: Path
+) -> None:
+    """Acceptance: per condition x delay, effect = accuracy difference; n = samples x epochs."""
+    logs = request.getfixturevalue(f"{which}_logs")
+    out = tmp_path / "tables"
+    done = cli("import", "inspect", logs, *CLI_MAPPING, *MARKER_CLI, "--out", out)
+    assert done.code == 0, done.err
+    assert "excluded: 18 (error 6, recovery_not_applied 12) (pair by epoch)" in done.err
+    assert pl.read_parquet(out / "excluded.parquet").filter(pl.col("reason") == "error").height == 6
+    cells_path = tmp_path / "cells.parquet"
+    done = cli(
+        "paired", out / "forks.parquet", "--pair-by", "epoch", "--resamples", 200,
+        "--out", cells_path,
+    )  # fmt: skip
+    assert done.code == 0, done.err
+    cells = pl.read_parquet(cells_path)
+    acc = inspect_accuracy(logs)
+    none = acc.filter(pl.col("method") == "none").select("condition", base="accuracy")
+    joined = (
+        acc.filter(pl.col("method") != "none")
+        .join(none, on="condition")
+        .join(cells, on=["condition", "method", "delay"])
+    )
+    assert joined.height == 4
+    assert (joined["effect"] - (joined["accuracy"] - joined["base"])).abs().max() < 1e-12
+    tasks = {"clean": SAMPLES, "stale": SAMPLES - 1}
+    assert [tasks[c] * EPOCHS for c in joined["condition"]] == joined["n"].to_list()
+    assert [tasks[c] for c in joined["condition"]] == joined["n_tasks"].to_list()
+
+
+MARKER_CLI = (
+    "--recovery-marker",
+    "store:recovery_applied",
+    "--perturb-action",
+    "sample_metadata:perturb_action",
+)
+
+
+def test_cli_protocol_command_on_inspect_logs_says_to_import(
+    eval_logs: Path, json_logs: Path, cli: Callable
+) -> None:
+    for logs in (eval_logs, next(json_logs.glob("*.json"))):
+        done = cli("paired", logs)
+        assert done.code == 2
+        assert "is an inspect_ai evaluation log, not a table" in done.err
+        assert "recoverylab import inspect" in done.err
+        assert len(done.err.strip().splitlines()) == 1
+
+
+def test_cli_import_errors_are_one_line(eval_logs: Path, cli: Callable, tmp_path: Path) -> None:
+    done = cli("import", "inspect", eval_logs, "--condition", "task_arg:cond", "--method",
+               "task_arg:method", "--delay", "task_arg:delay", "--out", tmp_path / "t")  # fmt: skip
+    assert done.code == 2
+    assert "has no task argument `cond`" in done.err
+    assert len(done.err.strip().splitlines()) == 1
+    assert not (tmp_path / "t").exists()
+    done = cli("import", "inspect", eval_logs, "--out", tmp_path / "t")
+    assert done.code == 2
+    assert "needs --condition, --method, --delay" in done.err
+    done = cli("import", "inspect", eval_logs, *CLI_MAPPING, "--out", eval_logs / "inside")
+    assert done.code == 2
+    assert "inside the input directory" in done.err
