@@ -114,16 +114,21 @@ def main() -> None:
     made = _make_logs(logs, args.samples, args.epochs, args.scale)
     runs: dict[str, list[dict[str, float]]] = {"adapter": [], "samples_df": []}
     for _ in range(args.rounds):
-        for which in runs:
-            runs[which].append(_run(which, logs))
+        for which, record in runs.items():
+            record.append(_run(which, logs))
     median = {k: statistics.median(r["seconds"] for r in v) for k, v in runs.items()}
     peak = {k: max(r["peak_gb"] for r in v) for k, v in runs.items()}
     sample_runs = 6 * args.samples * args.scale * args.epochs
     print(f"logs: {logs} (6 evals, {sample_runs:,} sample runs; generated in {made:.0f}s)")
     for which in runs:
         rows = int(runs[which][0]["rows"])
-        print(f"{which:>10}: median {median[which]:.2f}s, peak RSS {peak[which]:.2f} GB, {rows} rows")
-    print(f"ratio adapter / samples_df: {median['adapter'] / median['samples_df']:.2f} (target <= 0.5)")
+        print(
+            f"{which:>10}: median {median[which]:.2f}s, peak RSS {peak[which]:.2f} GB, {rows} rows"
+        )
+    print(
+        f"ratio adapter / samples_df: {median['adapter'] / median['samples_df']:.2f}",
+        "(target <= 0.5)",
+    )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 pytest.importorskip("inspect_ai")
 
@@ -333,6 +335,7 @@ def test_takeover_from_dict_scores(eval_logs: Path) -> None:
             value={"aware": True, "root_cause_fixed": ok, "derived_fixed": ok, "passed": ok}
         )
         sample.metadata["depth"] = sample.id % 3  # type: ignore[attr-defined]
+        sample.metadata["replay_ok"] = sample.id != 5  # type: ignore[attr-defined]
 
     logs = _edited(eval_logs, edit)
     arm = lambda v: "/".join(str(v["task_args"][k]) for k in ("condition", "method", "delay"))  # noqa: E731
@@ -340,6 +343,9 @@ def test_takeover_from_dict_scores(eval_logs: Path) -> None:
     assert result.states.height == SAMPLES * 6 - 3  # (sample, arm); sample 2 errors in 3 arms
     assert result.attempts.height == result.states.height * EPOCHS  # one model
     assert result.attempts["aware"].all()
+    replay = dict(zip(result.states["state_id"], result.states["replay_ok"], strict=True))
+    assert all(ok == (not key.startswith("5/")) for key, ok in replay.items())
+    assert result.states["expected_ok"].all()
     assert rl.schema.validate(result.states, "states").collect().height == result.states.height
     assert rl.schema.validate(result.attempts, "attempts").collect().height > 0
 
@@ -422,3 +428,44 @@ def test_cli_import_errors_are_one_line(eval_logs: Path, cli: Callable, tmp_path
     done = cli("import", "inspect", eval_logs, *CLI_MAPPING, "--out", eval_logs / "inside")
     assert done.code == 2
     assert "inside the input directory" in done.err
+
+
+def test_string_ids_and_several_models(eval_logs: Path) -> None:
+    """Ids of any type become strings; a second model adds a `model` column and pair key."""
+    from inspect_ai.log import read_eval_log
+
+    paths = sorted(eval_logs.glob("*.eval"))
+    logs = [read_eval_log(str(p)) for p in paths]
+    other = [read_eval_log(str(p)) for p in paths]
+    for log in other:
+        log.eval.model = "mockllm/other"
+        for sample in log.samples or []:
+            sample.id = f"t{sample.id}"
+    result = ri.forks([*logs, *other], **MAPPING)
+    assert result.pair_by == ("model", "epoch")
+    by_model = result.forks.group_by("model").agg(pl.col("task_id").sort().unique().alias("ids"))
+    ids = dict(zip(by_model["model"], by_model["ids"].to_list(), strict=True))
+    assert ids["mockllm/model"] == [str(i) for i in range(1, SAMPLES + 1)]
+    assert ids["mockllm/other"] == [f"t{i}" for i in range(1, SAMPLES + 1)]
+
+
+@given(st.lists(st.sampled_from(["C", "I", "N", 0, 1, True, False, 0.0, 1.0]), min_size=1))
+def test_default_success_agrees_with_inspects_value_to_float(values: list[object]) -> None:
+    """Letters, booleans and 0/1 read as inspect scores them (C=1; I=N=0) -- one type at a time."""
+    from inspect_ai.scorer import value_to_float
+
+    from recoverylab.adapters._mapping import score_kind
+
+    kinds = {score_kind(v)[0] for v in values}
+    assume(len(kinds) == 1)
+    rows = pl.DataFrame(
+        {
+            "score__kind": [score_kind(v)[0] for v in values],
+            "score__letter": [score_kind(v)[1] for v in values],
+            "score__num": [score_kind(v)[2] for v in values],
+        },
+        schema_overrides={"score__letter": pl.String},
+    )
+    converted = ri._convert(rows, "score", "success", None, "s")
+    expected = [value_to_float()(v) == 1.0 for v in values]
+    assert converted["success"].to_list() == expected

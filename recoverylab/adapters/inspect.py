@@ -62,6 +62,8 @@ EXCLUDED_SCHEMA = {
 Success = float | Callable[[Any], bool] | None
 Epochs = Literal["forks", "independent"] | None
 _SCORE_FIELDS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
+#: Takeover eligibility flags, read from sample metadata when present (true otherwise).
+_FLAGS = ("replay_ok", "expected_ok")
 
 
 class EpochWarning(UserWarning):
@@ -237,6 +239,8 @@ def takeover(
         steps) and ``excluded``.
     """
     sources = {"agent": parse_source("agent", agent), "depth": parse_source("depth", depth)}
+    for flag in _FLAGS:
+        sources[flag] = parse_source(flag, _metadata_flag(flag))
     for name, spec in (("state", state), ("workflow", workflow), ("root_cause", root_cause)):
         if spec is not None:
             sources[name] = parse_source(name, spec)
@@ -245,6 +249,11 @@ def takeover(
     rows = _rows(used, sources, None, False, score_fields=_score_fields(used, scores))
     states, attempts, excluded = _takeover_tables(rows)
     return InspectTakeover(states, attempts, pl.concat([superseded, excluded], how="vertical"))
+
+
+def _metadata_flag(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    """Read a boolean sample metadata key, true when absent."""
+    return lambda view: view["sample_metadata"].get(key, True)
 
 
 def _check_epochs(epochs: object) -> None:
@@ -458,6 +467,14 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
 
 
 def _typed(name: str, values: list[Any], integer: bool) -> pl.Series:
+    if name in _FLAGS:
+        bad = [v for v in values if not isinstance(v, bool)]
+        if bad:
+            raise ParameterError(
+                f"inspect logs: `{name}` must be true or false, but its source gives "
+                f"{format_keys(dict.fromkeys(map(repr, bad)))}."
+            )
+        return pl.Series(name, values, dtype=pl.Boolean)
     if not integer:
         return pl.Series(name, [None if v is None else str(v) for v in values], dtype=pl.String)
     bad = [v for v in values if v is not None and not _is_int(v)]
@@ -655,8 +672,7 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
     state = pl.col("task_id")
     if "state" in rows.columns:
         state = pl.concat_str(["task_id", pl.col("state")], separator="/")
-    meta_ok = [pl.lit(True).alias("replay_ok"), pl.lit(True).alias("expected_ok")]
-    good = rows.filter(pl.col("reason").is_null()).with_columns(state.alias("state_id"), *meta_ok)
+    good = rows.filter(pl.col("reason").is_null()).with_columns(state.alias("state_id"))
     states = (
         good.group_by("state_id")
         .agg(
