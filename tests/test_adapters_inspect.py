@@ -201,6 +201,13 @@ def test_recovery_that_never_fired_is_carried_forward(eval_logs: Path) -> None:
     assert recovery["end_action"].null_count() == recovery.height
 
 
+def test_an_info_event_marks_the_recovery_too(eval_logs: Path) -> None:
+    by_store = ri.forks(eval_logs, **MAPPING, **MARKER)
+    by_event = ri.forks(eval_logs, **{**MAPPING, **MARKER, "recovery_marker": "event:recovery"})
+    assert by_event.forks.equals(by_store.forks)
+    assert by_event.excluded.equals(by_store.excluded)
+
+
 def test_retried_log_is_superseded(eval_logs: Path, tmp_path: Path) -> None:
     first = sorted(eval_logs.glob("*.eval"))[0]
     shutil.copytree(eval_logs, tmp_path / "logs")

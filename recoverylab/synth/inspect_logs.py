@@ -9,7 +9,8 @@ sample is a task instance with a stable ``id``; epochs are repeated runs.
 The outcome of a sample is a deterministic function of (sample, condition, arm, epoch), so the
 logs have a known ground truth; recovery fires only while the run is still going
 (``perturb_action + delay < turns``), and a recovery arm whose recovery never fired ends exactly
-like the no-recovery run (the store key ``recovery_applied`` records which). Samples listed in
+like the no-recovery run (the store key ``recovery_applied`` records which, and a fired recovery
+also leaves an info event with source ``recovery``). Samples listed in
 ``errors`` raise in every arm of their condition, so inspect records them as errored.
 
 Nothing here reaches the network: every scripted output carries a ``usage`` (otherwise inspect
@@ -151,6 +152,7 @@ def _inspect() -> dict[str, Any]:
     try:
         from inspect_ai import Task, eval, task
         from inspect_ai.dataset import Sample
+        from inspect_ai.log import transcript
         from inspect_ai.model import ModelOutput, ModelUsage, get_model
         from inspect_ai.scorer import Score, Target, accuracy, scorer
         from inspect_ai.solver import Generate, TaskState, solver
@@ -175,6 +177,8 @@ def _inspect() -> dict[str, Any]:
                 state = await generate(state)
             if method != "none" and delay is not None:
                 store().set("recovery_applied", fires(sample, delay))
+                if fires(sample, delay):
+                    transcript().info({"delay": delay}, source="recovery")
             return state
 
         return solve
