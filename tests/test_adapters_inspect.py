@@ -13,7 +13,9 @@ import os
 import shutil
 import socket
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -49,18 +51,28 @@ MARKER = {
 }
 
 
-@pytest.fixture(scope="session")
-def offline() -> Iterator[None]:
-    """No network while inspect runs or reads: outbound connections raise; logs go to tmp."""
-    saved = {k: os.environ.get(k) for k in ("INSPECT_TELEMETRY", "INSPECT_API_KEY_OVERRIDE")}
-    for key in saved:
+_INSPECT_ENV = ("INSPECT_TELEMETRY", "INSPECT_API_KEY_OVERRIDE", "INSPECT_LOG_DIR")
+
+
+@contextmanager
+def no_network(log_dir: Path | None = None) -> Iterator[None]:
+    """Refuse every connection off this machine; no inspect telemetry hook; logs under tmp.
+
+    Loopback stays open (a Spark gateway or a notebook kernel in the same session uses it); the
+    patch lasts only as long as the block, so it never leaks into other test modules.
+    """
+    saved = {k: os.environ.get(k) for k in _INSPECT_ENV}
+    for key in _INSPECT_ENV:
         os.environ.pop(key, None)
+    if log_dir is not None:
+        os.environ["INSPECT_LOG_DIR"] = str(log_dir)
     real_connect = socket.socket.connect
 
-    def refuse(self: socket.socket, address: object) -> None:
-        if self.family in (socket.AF_INET, socket.AF_INET6):
+    def refuse(self: socket.socket, address: Any) -> None:
+        host = address[0] if isinstance(address, tuple) else address
+        if self.family in (socket.AF_INET, socket.AF_INET6) and host not in _LOOPBACK:
             raise OSError(f"network access during tests: {address}")
-        real_connect(self, address)  # type: ignore[arg-type]
+        real_connect(self, address)
 
     socket.socket.connect = refuse  # type: ignore[method-assign]
     try:
@@ -68,27 +80,43 @@ def offline() -> Iterator[None]:
     finally:
         socket.socket.connect = real_connect  # type: ignore[method-assign]
         for key, value in saved.items():
+            os.environ.pop(key, None)
             if value is not None:
                 os.environ[key] = value
 
 
+_LOOPBACK = {"127.0.0.1", "::1", "localhost"}
+
+
+@pytest.fixture(autouse=True)
+def offline() -> Iterator[None]:
+    """Every test of this module reads logs with the network cut."""
+    with no_network():
+        yield
+
+
 def _write(root: Path, log_format: str) -> Path:
-    os.environ["INSPECT_LOG_DIR"] = str(root / "default-logs")
     out = root / log_format
-    inspect_logs.write_inspect_logs(
-        out, samples=SAMPLES, epochs=EPOCHS, delays=DELAYS, errors=ERRORS, log_format=log_format
-    )
-    gc.collect()
+    with no_network(root / "default-logs"):
+        inspect_logs.write_inspect_logs(
+            out,
+            samples=SAMPLES,
+            epochs=EPOCHS,
+            delays=DELAYS,
+            errors=ERRORS,
+            log_format=log_format,
+        )
+        gc.collect()
     return out
 
 
 @pytest.fixture(scope="session")
-def eval_logs(offline: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def eval_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _write(tmp_path_factory.mktemp("inspect"), "eval")
 
 
 @pytest.fixture(scope="session")
-def json_logs(offline: None, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def json_logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _write(tmp_path_factory.mktemp("inspect"), "json")
 
 
@@ -476,3 +504,8 @@ def test_default_success_agrees_with_inspects_value_to_float(values: list[object
     converted = ri._convert(rows, "score", "success", None, "s")
     expected = [value_to_float()(v) == 1.0 for v in values]
     assert converted["success"].to_list() == expected
+
+
+def test_the_network_is_cut_while_these_tests_run() -> None:
+    with pytest.raises(OSError, match="network access during tests"):
+        socket.create_connection(("192.0.2.1", 80), timeout=1)
