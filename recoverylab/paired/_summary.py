@@ -22,7 +22,7 @@ import polars as pl
 
 from recoverylab import stats
 from recoverylab._errors import InputError, ParameterError, require_one_of
-from recoverylab.paired import _bits
+from recoverylab.paired import _bits, _breakeven
 from recoverylab.paired._pairs import (
     AFTER_END,
     Cohort,
@@ -428,6 +428,7 @@ def summarize(
     ci_method: str = "percentile",
     progress: Progress = None,
     engine: object = "polars",
+    break_even: bool = False,
 ) -> pl.DataFrame:
     """Count rescues and harms per (condition, delay, method, *by*), with honest uncertainty.
 
@@ -469,6 +470,10 @@ def summarize(
         (a Spark DataFrame, parquet paths or any table) are repartitioned by task and the same
         partial query runs on each partition (see :mod:`recoverylab.distributed`). The result
         is the same.
+    break_even
+        Also append the break-even columns of :func:`recoverylab.paired.break_even` (p_fail,
+        rescue_given_fail, harm_given_success, net_effect, break_even with its task-level
+        interval) as the last columns.
 
     Returns
     -------
@@ -499,6 +504,11 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
+    if engine != "polars" and break_even:
+        raise ParameterError(
+            "parameter `break_even` works on the polars engine only; call "
+            "`paired.break_even` on the same tables instead."
+        )
     if engine != "polars":
         from recoverylab import distributed
 
@@ -522,13 +532,26 @@ def summarize(
     if int(collected["after_end"].sum()):
         rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
         raise_after_end(rows, table)
-    return finish(
+    result = finish(
         collected,
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
         ci_method=ci_method,
         progress=progress,
+    )
+    if not break_even:
+        return result
+    return _breakeven.join_break_even(
+        result,
+        forks,
+        by=by_keys,
+        pair_by=pair_by,
+        cohort=cohort,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
     )
 
 
