@@ -192,7 +192,8 @@ def forks(
         warnings.warn(
             "inspect logs: several epochs, paired per epoch; nothing says whether the epochs are "
             "seeded forks (rescue and harm identified) or independent runs (only the effect "
-            "identified). Hint: pass epochs='forks' or epochs='independent'.",
+            "identified). Hint: pass epochs='forks' or 'independent' (on the command line: "
+            "--epochs).",
             EpochWarning,
             stacklevel=2,
         )
