@@ -509,3 +509,15 @@ def test_default_success_agrees_with_inspects_value_to_float(values: list[object
 def test_the_network_is_cut_while_these_tests_run() -> None:
     with pytest.raises(OSError, match="network access during tests"):
         socket.create_connection(("192.0.2.1", 80), timeout=1)
+
+
+def test_cli_import_takeover_without_outcome_scores_is_one_line(
+    eval_logs: Path, cli: Callable, tmp_path: Path
+) -> None:
+    done = cli("import", "inspect", eval_logs, "--to", "takeover", "--out", tmp_path / "t")
+    assert done.code == 2
+    assert "no score for aware, root_cause_fixed, derived_fixed, passed (scorers: recovered)" in (
+        done.err
+    )
+    assert len(done.err.strip().splitlines()) == 1
+    assert not (tmp_path / "t").exists()

@@ -350,7 +350,7 @@ def _score_fields(
     else:
         found = {f: (f, None) for f in _SCORE_FIELDS if f in names}
     missing = [f for f in _SCORE_FIELDS if f not in found]
-    if missing and len(names) == 1:
+    if missing and len(names) == 1 and _dict_valued(used, names[0]):
         found.update({f: (names[0], f) for f in missing})  # keys of a dict-valued score
         missing = []
     if missing:
@@ -360,6 +360,16 @@ def _score_fields(
             "). Hint: pass scores={'aware': SCORER, ...} or one dict-valued score with these keys."
         )
     return found
+
+
+def _dict_valued(used: list[Log], name: str) -> bool:
+    """Whether the score ``name`` holds dicts (its keys can then be the outcome fields)."""
+    return any(
+        isinstance(s.scores[name].value, dict)
+        for log in used
+        for s in log.samples
+        if s.scores and name in s.scores
+    )
 
 
 def _rows(
