@@ -25,17 +25,29 @@ __version__ = "0.1.0"
 
 #: Protocol and engine modules, imported on first attribute access so `import recoverylab` stays
 #: fast: ``recoverylab.paired.summarize(...)`` works without importing ``recoverylab.paired``.
-_SUBMODULES = ("goal", "paired", "report", "router", "stats", "synth", "takeover")
+_SUBMODULES = (
+    "engines",
+    "goal",
+    "paired",
+    "plan",
+    "report",
+    "router",
+    "stats",
+    "synth",
+    "takeover",
+)
+#: Earlier names of a module, still reachable: ``recoverylab.distributed`` is the engines.
+_ALIASES = {"distributed": "engines"}
 
 
 def __getattr__(name: str) -> ModuleType:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"recoverylab.{name}")
+    if name in _SUBMODULES or name in _ALIASES:
+        return importlib.import_module(f"recoverylab.{_ALIASES.get(name, name)}")
     raise AttributeError(f"module 'recoverylab' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_SUBMODULES})
+    return sorted({*globals(), *_SUBMODULES, *_ALIASES})
 
 
 __all__ = [
@@ -48,8 +60,10 @@ __all__ = [
     "SchemaError",
     "SourceError",
     "__version__",
+    "engines",
     "goal",
     "paired",
+    "plan",
     "report",
     "router",
     "scan",

@@ -50,13 +50,14 @@ through and summarised over the judged episodes only; when absent they are absen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._errors import (
     InputError,
     ParameterError,
@@ -357,7 +358,7 @@ def score(
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
         tables (Spark DataFrames, parquet paths or in-memory tables) are co-partitioned by
         case and scored on Spark, and the result is a lazy Spark DataFrame with the same
-        columns (see :mod:`recoverylab.distributed`).
+        columns (see :mod:`recoverylab.engines`).
 
     Returns
     -------
@@ -416,32 +417,72 @@ def score(
             "give both `steps` and `citations`, or neither (episodes in the nested form with "
             "list columns `visited` and `citations`)."
         )
-    if engine != "polars":
-        from recoverylab import distributed
+    sources = {
+        name: table
+        for name, table in zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True)
+        if table is not None
+    }
+    stages = (
+        plan.Stage("checking the goal tables", functools.partial(_check_partial, checks=checks)),
+        plan.Stage("scoring episodes", _score_partial),
+    )
+    return plan.rows(
+        engine,
+        plan.Plan(
+            inputs=tuple(_score_input(name, table) for name, table in sources.items()),
+            stages=stages[1:] if checks == "schema" else stages,
+            finish=_identity,
+        ),
+    )
 
-        return distributed.goal_score(
-            distributed.resolve_engine(engine),
-            cases,
-            resources,
-            episodes,
-            steps,
-            citations,
-            checks=checks,
-        )
+
+_TABLES = ("cases", "resources", "episodes", "steps", "citations")
+
+
+def _identity(state: object) -> object:
+    return state
+
+
+def _score_input(name: str, source: object) -> plan.Input:
+    """Cases and resources are clustered by case; episodes, steps, citations by their episode's.
+
+    An episode's key is the smallest case among the rows of its ``episode_id``, so a
+    duplicated episode lands in one shard, whose contract check then reports it.
+    """
+    if name in ("cases", "resources"):
+        return plan.Input(name, source, key="case_id", contract=name)
+    return plan.Input(name, source, key="case_id", contract=name, via=("episodes", "episode_id"))
+
+
+def _score_frames(frames: Mapping[str, pl.LazyFrame], checks: str) -> pl.LazyFrame:
+    episodes, steps, citations = frames["episodes"], frames.get("steps"), frames.get("citations")
     if steps is None or citations is None:
-        nested = from_nested(episodes, checks=checks)
+        nested = from_nested(episodes, checks=checks)  # type: ignore[arg-type]
         episodes, steps, citations = nested.episodes, nested.steps, nested.citations
     tables = {
-        "cases": validate(cases, "cases", checks=checks),
-        "resources": validate(resources, "resources", checks=checks),
-        "episodes": validate(episodes, "episodes", checks=checks),
-        "steps": validate(steps, "steps", checks=checks),
-        "citations": validate(citations, "citations", checks=checks),
+        "cases": validate(frames["cases"], "cases", checks=checks),  # type: ignore[arg-type]
+        "resources": validate(frames["resources"], "resources", checks=checks),  # type: ignore[arg-type]
+        "episodes": validate(episodes, "episodes", checks=checks),  # type: ignore[arg-type]
+        "steps": validate(steps, "steps", checks=checks),  # type: ignore[arg-type]
+        "citations": validate(citations, "citations", checks=checks),  # type: ignore[arg-type]
     }
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
     if checks == "full":
         _check_consistency(tables)
     return _score_query(tables, case_columns, episode_columns)
+
+
+def _check_partial(
+    frames: Mapping[str, pl.LazyFrame], state: object, *, checks: str
+) -> dict[str, pl.DataFrame]:
+    """Run every contract and consistency check of :func:`score` (on a shard of cases)."""
+    _score_frames(frames, checks)
+    return {}
+
+
+def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
+    """Score the episodes (the checks ran in the stage before)."""
+    return {"scored": _score_frames(frames, "schema")}
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
@@ -789,7 +830,7 @@ def summarize(
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one) to compute
         the per-cluster partials on Spark (``scored`` may then be a Spark DataFrame or parquet
-        paths); see :mod:`recoverylab.distributed`. The result is the same.
+        paths); see :mod:`recoverylab.engines`. The result is the same.
 
     Returns
     -------
@@ -825,32 +866,54 @@ def summarize(
     >>> summarize(scored, n_resamples=200).select("n", "ts", "mean_steps").row(0)
     (2, 0.5, 2.0)
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.goal_summarize(
-            distributed.resolve_engine(engine),
-            scored,
-            by=by,
-            cluster=cluster,
-            n_resamples=n_resamples,
-            confidence=confidence,
-            method=method,
-            seed=seed,
-        )
-    lazy = scored.lazy() if isinstance(scored, pl.DataFrame) else scored
-    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, method)
-    partials = _summary_partials(lazy, by, cluster, judged).collect(engine="streaming")
-    return _summary_finish(
-        partials,
-        by,
-        cluster,
-        judged,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        method=method,
-        seed=seed,
+    require_one_of("method", method, _CI_METHODS)
+    statistics = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "method": method,
+        "seed": seed,
+    }
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(plan.Input("scored", scored, key=cluster or _default_cluster),),
+            stages=(
+                plan.Stage(
+                    "goal summary partials",
+                    functools.partial(_summary_partial, by=by, cluster=cluster, method=method),
+                ),
+            ),
+            finish=functools.partial(_summary_done, by=by, cluster=cluster, **statistics),
+        ),
     )
+
+
+def _default_cluster(schema: pl.Schema) -> str:
+    """Pick the resampling cluster when none is given: ``goal_id`` when present, else ``case_id``."""
+    return "goal_id" if "goal_id" in schema else "case_id"
+
+
+def _summary_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: object,
+    *,
+    by: Sequence[str],
+    cluster: str | None,
+    method: str,
+) -> dict[str, pl.LazyFrame]:
+    lazy = frames["scored"]
+    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, method)
+    return {"partials": _summary_partials(lazy, by, cluster, judged)}
+
+
+def _summary_done(
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **options: Any
+) -> pl.DataFrame:
+    partials = parts["partials"]
+    by = [by] if isinstance(by, str) else list(by)
+    cluster = cluster or _default_cluster(partials.schema)
+    judged = [name for name in JUDGED if f"__{name}" in partials.columns]
+    return _summary_finish(partials, by, cluster, judged, **options)
 
 
 def _summary_plan(
@@ -1014,31 +1077,48 @@ def barrier_drop(
     >>> barrier_drop(scored, n_resamples=200)["drop"].to_list()
     [0.5]
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.goal_barrier_drop(
-            distributed.resolve_engine(engine),
-            scored,
-            by=by,
-            cluster=cluster,
-            n_resamples=n_resamples,
-            confidence=confidence,
-            method=method,
-            seed=seed,
-        )
-    lazy = scored.lazy() if isinstance(scored, pl.DataFrame) else scored
-    by = _drop_plan(lazy.collect_schema(), by, cluster, method)
-    per_goal = _drop_partials(lazy, by, cluster).collect(engine="streaming")
-    return _drop_finish(
-        per_goal,
-        by,
-        cluster,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        method=method,
-        seed=seed,
+    require_one_of("method", method, _CI_METHODS)
+    statistics = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "method": method,
+        "seed": seed,
+    }
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(plan.Input("scored", scored, key=cluster),),
+            stages=(
+                plan.Stage(
+                    "barrier drop partials",
+                    functools.partial(_drop_partial, by=by, cluster=cluster, method=method),
+                ),
+            ),
+            finish=functools.partial(_drop_done, cluster=cluster, **statistics),
+        ),
     )
+
+
+def _drop_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: object,
+    *,
+    by: Sequence[str] | None,
+    cluster: str,
+    method: str,
+) -> dict[str, pl.LazyFrame]:
+    lazy = frames["scored"]
+    keys = _drop_plan(lazy.collect_schema(), by, cluster, method)
+    return {"per_goal": _drop_partials(lazy, keys, cluster)}
+
+
+_DROP_VALUES = ("s_without", "n_without", "s_with", "n_with")
+
+
+def _drop_done(parts: dict[str, pl.DataFrame], *, cluster: str, **options: Any) -> pl.DataFrame:
+    per_goal = parts["per_goal"]
+    by = [c for c in per_goal.columns if c not in (cluster, "_all", *_DROP_VALUES)]
+    return _drop_finish(per_goal, by, cluster, **options)
 
 
 def _drop_plan(schema: pl.Schema, by: Sequence[str] | None, cluster: str, method: str) -> list[str]:

@@ -13,6 +13,7 @@ import polars as pl
 
 from recoverylab import goal
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -22,7 +23,6 @@ from recoverylab.cli._common import (
     read,
     samples_dir,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import scan, write_parquet
 
 TABLES = ("cases", "resources", "episodes", "steps", "citations")

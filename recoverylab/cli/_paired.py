@@ -10,6 +10,7 @@ from typing import Any
 
 from recoverylab import paired
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -20,7 +21,6 @@ from recoverylab.cli._common import (
     samples_dir,
     split_list,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
 
 

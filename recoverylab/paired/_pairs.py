@@ -163,8 +163,17 @@ def design_grid(forks: Forks) -> Design:
     Only these few key columns are read; the result is small. The same pass tells whether any
     `none` row is delay-specific (when none is, the pairing needs one join instead of two).
     """
-    keys = ["condition", *forks.pair_by, "method", "delay"]
-    found = forks.lf.select(keys).unique().collect(engine="streaming")
+    return design_of(design_points(forks).collect(engine="streaming"))
+
+
+def design_points(forks: Forks) -> pl.LazyFrame:
+    """Return the distinct (condition, *pair_by*, method, delay) of a table (or of a shard)."""
+    return forks.lf.select("condition", *forks.pair_by, "method", "delay").unique()
+
+
+def design_of(found: pl.DataFrame) -> Design:
+    """Turn the distinct design keys (of one table, or of its shards concatenated) into a Design."""
+    found = found.unique()
     is_none = pl.col("method") == "none"
     return Design(
         points=found.filter(~is_none),

@@ -16,11 +16,13 @@ Two phases (ARCHITECTURE §1.3):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._errors import InputError, ParameterError, require_one_of
 from recoverylab.paired import _bits
 from recoverylab.paired._pairs import (
@@ -32,12 +34,23 @@ from recoverylab.paired._pairs import (
     apply_cohort,
     branch_rows,
     design_grid,
+    design_of,
+    design_points,
+    key_names,
     prepare,
     raise_after_end,
 )
 from recoverylab.schema import SPECS, check_unique_keys
 
-__all__ = ["contrast", "finish", "partials", "rescue_overlap", "summarize"]
+__all__ = [
+    "contrast",
+    "contrast_plan",
+    "finish",
+    "partials",
+    "rescue_overlap",
+    "summarize",
+    "summary_plan",
+]
 
 _CI_METHODS = ("percentile", "bca")
 
@@ -467,7 +480,7 @@ def summarize(
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the forks
         (a Spark DataFrame, parquet paths or any table) are repartitioned by task and the same
-        partial query runs on each partition (see :mod:`recoverylab.distributed`). The result
+        partial query runs on each partition (see :mod:`recoverylab.engines`). The result
         is the same.
 
     Returns
@@ -499,11 +512,9 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.paired_summarize(
-            distributed.resolve_engine(engine),
+    return plan.run(
+        engine,
+        summary_plan(
             forks,
             by=by,
             pair_by=pair_by,
@@ -513,21 +524,91 @@ def summarize(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
-        )
-    _check_statistics(confidence, n_resamples, seed, ci_method)
+        ),
+    )
+
+
+def forks_input(forks: object) -> plan.Input:
+    """Return the forks as a plan input, clustered by task (every pairing join is within a task)."""
+    return plan.Input("forks", forks, key="task_id", contract="forks")
+
+
+def _design_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: Any,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+) -> dict[str, pl.LazyFrame]:
+    table, by_keys = prepare(
+        frames["forks"], pair_by=pair_by, by=by, cohort=cohort, checks="schema"
+    )
+    _check_by(by_keys)
+    return {"points": design_points(table)}
+
+
+def _design_combine(parts: dict[str, pl.DataFrame], state: Any) -> Design:
+    return design_of(parts["points"])
+
+
+def design_stage(
+    *, pair_by: str | Sequence[str] | None, by: str | Sequence[str] | None, cohort: str
+) -> plan.Stage:
+    """Return the stage that reads the design grid of the whole table (no shuffle needed).
+
+    A shard needs the whole table's candidate points for its carried-forward pairs.
+    """
+    partial = functools.partial(_design_partial, pair_by=pair_by, by=by, cohort=cohort)
+    return plan.Stage("reading the design grid", partial, _design_combine, clustered=False)
+
+
+def _summary_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    by: str | Sequence[str] | None,
+    pair_by: str | Sequence[str] | None,
+    cohort: str,
+) -> dict[str, pl.DataFrame]:
     lazy, table, design, by_keys = _partials(
-        forks, by=by, pair_by=pair_by, cohort=cohort, design=None, progress=progress
+        frames["forks"], by=by, pair_by=pair_by, cohort=cohort, design=design, progress=None
     )
     collected = lazy.collect(engine="streaming")
     if int(collected["after_end"].sum()):
         rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
         raise_after_end(rows, table)
-    return finish(
-        collected,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
+    return {"partials": collected}
+
+
+def summary_plan(
+    forks: object,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> plan.Plan:
+    """Return the plan of :func:`summarize` (ARCHITECTURE §7): design grid, then partials."""
+    keys = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    statistics = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "ci_method": ci_method,
+    }
+    return plan.Plan(
+        inputs=(forks_input(forks),),
+        check=functools.partial(_check_statistics, **statistics),  # type: ignore[arg-type]
+        stages=(
+            design_stage(**keys),  # type: ignore[arg-type]
+            plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
+        ),
+        finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),  # type: ignore[arg-type]
         progress=progress,
     )
 
@@ -594,11 +675,9 @@ def contrast(
     >>> contrast(forks, "stale2", "clean")["difference"].item()
     2.0
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.paired_contrast(
-            distributed.resolve_engine(engine),
+    return plan.run(
+        engine,
+        contrast_plan(
             forks,
             a,
             b,
@@ -610,28 +689,92 @@ def contrast(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
-        )
-    _check_statistics(confidence, n_resamples, seed, ci_method)
+        ),
+    )
+
+
+def _contrast_check(a: object, b: object, **statistics: Any) -> None:
+    _check_statistics(**statistics)
     check_contrast(a, b)
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
-    _check_by(by_keys)
-    design = design_grid(table)
+
+
+def _contrast_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
+    design = design_of(parts["points"])
     check_conditions(design, a, b)
+    return design
+
+
+def _contrast_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+    a: str,
+    b: str,
+) -> dict[str, pl.DataFrame]:
+    table, by_keys = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
     query, rows = contrast_query(table, design, by_keys, cohort, a, b)
-    if progress is not None:
-        progress(f"pairing {a} and {b} and counting per task")
     types = query.collect(engine="streaming")
     if int(types["__after_end"].sum()):
         raise_after_end(rows, table)
-    return contrast_finish(
-        types,
-        by_keys,
-        a,
-        b,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
+    return {"types": types}
+
+
+def _contrast_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    by: str | Sequence[str] | None,
+    a: str,
+    b: str,
+    **options: Any,
+) -> pl.DataFrame:
+    by_keys = list(key_names("by", by))
+    return contrast_finish(parts["types"], by_keys, a, b, **options)
+
+
+def contrast_plan(
+    forks: object,
+    a: str,
+    b: str,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> plan.Plan:
+    """Return the plan of :func:`contrast`: design grid, then per-task joint types."""
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "ci_method": ci_method,
+    }
+    design = design_stage(**keys)
+    return plan.Plan(
+        inputs=(forks_input(forks),),
+        check=functools.partial(_contrast_check, a, b, **statistics),
+        stages=(
+            plan.Stage(
+                design.label,
+                design.partial,
+                functools.partial(_contrast_design, a=a, b=b),
+                clustered=False,
+            ),
+            plan.Stage(
+                f"pairing {a} and {b} and counting per task",
+                functools.partial(_contrast_partial, a=a, b=b, **keys),
+            ),
+        ),
+        finish=functools.partial(
+            _contrast_finish, by=by, a=a, b=b, progress=progress, **statistics
+        ),
         progress=progress,
     )
 

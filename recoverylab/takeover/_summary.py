@@ -7,11 +7,13 @@ lazy query; only those partials are collected, then summed into cells and handed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._errors import ParameterError, format_keys, require_one_of
 from recoverylab.takeover._inputs import (
     NOT_COMMON,
@@ -20,10 +22,12 @@ from recoverylab.takeover._inputs import (
     as_columns,
     check_consistency,
     check_k,
+    check_roots,
     eligibility_counts,
     is_eager,
     load,
     restrict,
+    restriction_partials,
     scored_units,
     sort_keys,
     units,
@@ -294,7 +298,7 @@ def summarize(
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
         tables are co-partitioned by workflow and the per-workflow partials computed on Spark
-        (see :mod:`recoverylab.distributed`). The result is the same.
+        (see :mod:`recoverylab.engines`). The result is the same.
 
     Returns
     -------
@@ -329,11 +333,9 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.takeover_summarize(
-            distributed.resolve_engine(engine),
+    return plan.run(
+        engine,
+        summary_plan(
             states,
             attempts,
             by=by,
@@ -345,53 +347,188 @@ def summarize(
             n_resamples=n_resamples,
             ci_method=ci_method,
             seed=seed,
-        )
-    k = check_k(k)
-    _check_statistics(interval, confidence, n_resamples, seed)
-    inputs = load(states, attempts, by)
-    check_consistency(inputs, k)
-    frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
-    return _summarize_units(
-        inputs,
-        frame,
-        k,
-        interval=interval,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        ci_method=ci_method,
-        seed=seed,
+        ),
     )
 
 
-def _summarize_units(
-    inputs: Inputs,
-    frame: pl.LazyFrame,
-    k: int,
+def _group(by: Sequence[str]) -> list[str]:
+    return [c for c in by if c != "depth"]
+
+
+def _first_partial(
+    frames: Mapping[str, pl.LazyFrame], state: Any, *, by: Sequence[str]
+) -> dict[str, pl.LazyFrame]:
+    """Check a shard's contracts; return its root-cause pairs and first repeat."""
+    inputs = load(frames["states"], frames["attempts"], by)
+    return {
+        "roots": inputs.states.select("root_cause_id", "workflow_id").unique(),
+        "first": inputs.attempts.select(pl.col("repeat").min()),
+    }
+
+
+def _first_combine(parts: dict[str, pl.DataFrame], state: Any) -> dict[str, Any]:
+    """Raise for a root cause under two workflows; keep the first repeat of the whole table."""
+    check_roots(parts["roots"].lazy())
+    return {"base": parts["first"].get_column("repeat").min(), "agents": None, "depths": None}
+
+
+def _units(
+    frames: Mapping[str, pl.LazyFrame], by: Sequence[str], k: int, base: int
+) -> tuple[Inputs, pl.LazyFrame]:
+    inputs = load(frames["states"], frames["attempts"], by)
+    check_consistency(inputs, k, base=base, roots=False)
+    return inputs, units(inputs, k)
+
+
+def _agents_partial(
+    frames: Mapping[str, pl.LazyFrame], state: dict[str, Any], *, by: Sequence[str], k: int
+) -> dict[str, pl.LazyFrame]:
+    _, found = _units(frames, by, k, state["base"])
+    return {"agents": restriction_partials(found, _group(by))["agents"]}
+
+
+def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
+    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
+
+
+def _depths_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
     *,
-    interval: str,
-    confidence: float,
-    n_resamples: int,
-    ci_method: str,
-    seed: int,
-) -> pl.DataFrame:
-    by = list(inputs.by)
-    # Only the per-(workflow × cell) partials and the per-slice counts are collected; the
-    # streaming engine keeps inputs larger than memory workable.
-    partials, slices = pl.collect_all(
-        [_partials(frame, by), eligibility_counts(inputs.states, inputs.state_keys)],
-        engine="streaming",
+    by: Sequence[str],
+    k: int,
+    common_states: bool,
+) -> dict[str, pl.LazyFrame]:
+    inputs, found = _units(frames, by, k, state["base"])
+    found = restrict(
+        found,
+        group=_group(by),
+        pair=["state_id", *inputs.unit_keys[1:]],
+        common_states=common_states,
+        common_sample=False,
+        agents=state["agents"],
     )
-    return _finish_units(
-        partials,
-        slices,
-        by,
-        inputs.state_keys,
+    return {"depths": restriction_partials(found, _group(by))["depths"]}
+
+
+def _depths_combine(
+    parts: dict[str, pl.DataFrame], state: dict[str, Any], *, by: Sequence[str]
+) -> dict[str, Any]:
+    group, distinct = _group(by), parts["depths"].unique()
+    depths = (
+        distinct.group_by(group).agg(pl.len().alias("__depths"))
+        if group
+        else distinct.select(pl.len().alias("__depths"))
+    )
+    return {**state, "depths": depths}
+
+
+def _summary_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    k: int,
+    common_states: bool,
+    common_sample: bool,
+) -> dict[str, pl.LazyFrame]:
+    inputs = load(frames["states"], frames["attempts"], by)
+    check_consistency(inputs, k, base=state["base"], roots=False)
+    frame = scored_units(
+        inputs,
         k,
-        interval=interval,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        ci_method=ci_method,
-        seed=seed,
+        common_sample=common_sample,
+        common_states=common_states,
+        agents=state["agents"],
+        depths=state["depths"],
+    )
+    return {
+        "partials": _partials(frame, list(inputs.by)),
+        "slices": eligibility_counts(inputs.states, inputs.state_keys),
+    }
+
+
+def _summary_done(
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], k: int, **options: Any
+) -> pl.DataFrame:
+    slices = parts["slices"]
+    state_keys = [c for c in by if c in slices.columns]
+    return _finish_units(parts["partials"], slices, list(by), state_keys, k, **options)
+
+
+def _plan_check(k: object, interval: str, confidence: float, n_resamples: int, seed: int) -> None:
+    check_k(k)
+    _check_statistics(interval, confidence, n_resamples, seed)
+
+
+def summary_plan(
+    states: object,
+    attempts: object,
+    *,
+    by: Sequence[str] = ("agent", "depth"),
+    k: int = 3,
+    common_sample: bool = False,
+    common_states: bool = False,
+    interval: str = "bootstrap",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> plan.Plan:
+    """Return the plan of :func:`summarize` (ARCHITECTURE §7).
+
+    The workflow is the resampling cluster: `states` are keyed by workflow (a state by the
+    smallest workflow among the rows of its ``state_id``, so a duplicated state lands in one
+    shard) and `attempts` by their state's. What no shard can know is decided over all shards
+    first: the root causes and the first repeat (no shuffle needed); for ``common_states`` the
+    agents with a scored unit; for ``common_sample`` the depths with a scored unit per group.
+    """
+    columns = as_columns("by", by)
+    stages = [
+        plan.Stage(
+            "takeover checks",
+            functools.partial(_first_partial, by=columns),
+            _first_combine,
+            clustered=False,
+        )
+    ]
+    if common_states:
+        stages.append(
+            plan.Stage(
+                "agents with scored units",
+                functools.partial(_agents_partial, by=columns, k=k),
+                _agents_combine,
+            )
+        )
+    if common_sample:
+        stages.append(
+            plan.Stage(
+                "depths with scored units",
+                functools.partial(_depths_partial, by=columns, k=k, common_states=common_states),
+                functools.partial(_depths_combine, by=columns),
+            )
+        )
+    flags = {"common_states": common_states, "common_sample": common_sample}
+    stages.append(
+        plan.Stage(
+            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
+        )
+    )
+    options = {
+        "interval": interval,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
+    return plan.Plan(
+        inputs=(
+            plan.Input("states", states, "workflow_id", "states", via=("states", "state_id")),
+            plan.Input("attempts", attempts, "workflow_id", "attempts", via=("states", "state_id")),
+        ),
+        stages=tuple(stages),
+        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed),
+        finish=functools.partial(_summary_done, by=columns, k=k, **options),
     )
 
 
