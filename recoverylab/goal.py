@@ -867,7 +867,7 @@ def summarize(
     (2, 0.5, 2.0)
     """
     require_one_of("method", method, _CI_METHODS)
-    statistics = {
+    statistics: dict[str, Any] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
         "method": method,
@@ -889,7 +889,7 @@ def summarize(
 
 
 def _default_cluster(schema: pl.Schema) -> str:
-    """Pick the resampling cluster when none is given: ``goal_id`` when present, else ``case_id``."""
+    """Pick the resampling cluster: ``goal_id`` when present, else ``case_id``."""
     return "goal_id" if "goal_id" in schema else "case_id"
 
 
@@ -1078,7 +1078,7 @@ def barrier_drop(
     [0.5]
     """
     require_one_of("method", method, _CI_METHODS)
-    statistics = {
+    statistics: dict[str, Any] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
         "method": method,

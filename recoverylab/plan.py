@@ -93,12 +93,20 @@ class Stage:
     clustered
         ``False`` when the partial needs no cluster to be whole (distinct design points,
         per-row checks): an engine may then skip the shuffle.
+    reads
+        The inputs the partial reads (default: all). An engine ships only these, and checks
+        the "table is empty" rule of these only, before the errors the partials raised.
     """
 
     label: str
     partial: Partial
     combine: Combine = _keep
     clustered: bool = True
+    reads: tuple[str, ...] | None = None
+
+    def read(self, inputs: tuple[Input, ...]) -> tuple[Input, ...]:
+        """Return the inputs this stage reads."""
+        return tuple(i for i in inputs if self.reads is None or i.name in self.reads)
 
 
 @dataclass(frozen=True)
@@ -152,7 +160,7 @@ def collect_parts(outputs: Mapping[str, pl.LazyFrame | pl.DataFrame]) -> dict[st
     collected = dict(
         zip(lazy, pl.collect_all(list(lazy.values()), engine="streaming"), strict=True)
     )
-    return {n: collected.get(n, f) for n, f in outputs.items()}  # type: ignore[misc]
+    return {n: f if isinstance(f, pl.DataFrame) else collected[n] for n, f in outputs.items()}
 
 
 def run(engine: object, plan: Plan) -> Any:

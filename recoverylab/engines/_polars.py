@@ -28,7 +28,7 @@ _SHARD = "__shard"
 
 
 def _scan_inputs(plan: Plan) -> dict[str, pl.LazyFrame]:
-    return {i.name: scan(i.source) for i in plan.inputs}  # type: ignore[arg-type]
+    return {i.name: scan(i.source) for i in plan.inputs}
 
 
 @dataclass(frozen=True)
@@ -136,11 +136,12 @@ class ShardedEngine:
         frames = _scan_inputs(plan)
         if stage.clustered:
             keyed = shard_keys(plan.inputs, frames)
+            keyed = {i.name: keyed[i.name] for i in stage.read(plan.inputs)}
             shard = pl.col(_KEY).hash(self.seed) % self.k
         else:
             keyed = {
-                n: f.with_columns(pl.lit(None, dtype=pl.String).alias(_KEY))
-                for n, f in frames.items()
+                i.name: frames[i.name].with_columns(pl.lit(None, dtype=pl.String).alias(_KEY))
+                for i in stage.read(plan.inputs)
             }
             shard = pl.int_range(pl.len(), dtype=pl.UInt64) % self.k
         tagged = {n: f.with_columns(shard.alias(_SHARD)).collect() for n, f in keyed.items()}
@@ -154,7 +155,7 @@ class ShardedEngine:
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             shards = self._shards(plan, stage)
-            _raise_empty(plan, shards[0], sum_rows(shards))
+            _raise_empty(stage.read(plan.inputs), shards[0], sum_rows(shards))
             busy = [s for s in shards if any(f.height for f in s.values())] or shards[:1]
             outputs = []
             with schema.shard_scope():
@@ -187,8 +188,10 @@ def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:
     return {n: sum(s[n].height for s in shards) for n in shards[0]}
 
 
-def _raise_empty(plan: Plan, empty: Mapping[str, pl.DataFrame], rows: Mapping[str, int]) -> None:
-    for table in plan.inputs:
+def _raise_empty(
+    inputs: tuple[Input, ...], empty: Mapping[str, pl.DataFrame], rows: Mapping[str, int]
+) -> None:
+    for table in inputs:
         if table.contract is not None and rows[table.name] == 0:
             # The contract's own check gives its own message ("the table is empty").
             schema.validate(empty[table.name].head(0), table.contract, checks="full")

@@ -711,14 +711,15 @@ class SparkEngine:
 
     def run(self, plan: Plan) -> Any:
         """Run ``plan``; return its finish's result."""
-        cache: dict[str, list[Table]] = {}
+        cache: dict[str, Any] = {}
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             if "tables" not in cache:
                 cache["tables"] = _tables(self.spark, plan, self._frames(plan))
             partial = functools.partial(_call, partial=stage.partial, state=state)
+            names = {i.name for i in stage.read(plan.inputs)}
             result = run(
-                cache["tables"],
+                [t for t in cache["tables"] if t.name in names],
                 partial,
                 partitions=self.partitions,
                 shuffle=stage.clustered,
@@ -743,4 +744,6 @@ class SparkEngine:
         if not first and plan.check is not None:
             plan.check()
         partial = functools.partial(_call, partial=last.partial, state=state)
-        return mapped(tables, partial, partitions=self.partitions, shuffle=last.clustered)
+        names = {i.name for i in last.read(plan.inputs)}
+        shipped = [t for t in tables if t.name in names]
+        return mapped(shipped, partial, partitions=self.partitions, shuffle=last.clustered)

@@ -304,6 +304,7 @@ def policy_plan(
                 design.partial,
                 functools.partial(_policy_design, method=method),
                 clustered=False,
+                reads=("forks",),
             ),
             plan.Stage(
                 "scoring decisions per task",

@@ -594,8 +594,8 @@ def summary_plan(
     progress: Progress = None,
 ) -> plan.Plan:
     """Return the plan of :func:`summarize` (ARCHITECTURE §7): design grid, then partials."""
-    keys = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    statistics = {
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    statistics: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
         "seed": seed,
@@ -603,12 +603,12 @@ def summary_plan(
     }
     return plan.Plan(
         inputs=(forks_input(forks),),
-        check=functools.partial(_check_statistics, **statistics),  # type: ignore[arg-type]
+        check=functools.partial(_check_statistics, **statistics),
         stages=(
-            design_stage(**keys),  # type: ignore[arg-type]
+            design_stage(**keys),
             plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
         ),
-        finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),  # type: ignore[arg-type]
+        finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),
         progress=progress,
     )
 

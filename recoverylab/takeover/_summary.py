@@ -508,13 +508,13 @@ def summary_plan(
                 functools.partial(_depths_combine, by=columns),
             )
         )
-    flags = {"common_states": common_states, "common_sample": common_sample}
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
     stages.append(
         plan.Stage(
             "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
         )
     )
-    options = {
+    options: dict[str, Any] = {
         "interval": interval,
         "confidence": confidence,
         "n_resamples": n_resamples,
