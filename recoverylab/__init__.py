@@ -15,6 +15,7 @@ from recoverylab._errors import (
     NotFittedError,
     ParameterError,
     RecoveryLabError,
+    RecoveryLabWarning,
     SchemaError,
     SourceError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "NotFittedError",
     "ParameterError",
     "RecoveryLabError",
+    "RecoveryLabWarning",
     "SchemaError",
     "SourceError",
     "__version__",

@@ -41,6 +41,10 @@ class MissingDependencyError(RecoveryLabError, ImportError):
     """An optional feature was used without its extra installed."""
 
 
+class RecoveryLabWarning(UserWarning):
+    """A result was computed, but on input that probably does not mean what was intended."""
+
+
 def format_keys(keys: Iterable[object], total: int | None = None) -> str:
     """Render up to five offending keys for an error message, e.g. ``t001, t017 and 3 more``.
 

@@ -66,7 +66,7 @@ from recoverylab._errors import (
     require_one_of,
 )
 from recoverylab.io import scan
-from recoverylab.schema import Column, canonical_dtype, validate
+from recoverylab.schema import REGIMES, Column, canonical_dtype, validate
 
 __all__ = [
     "BARRIER_REGIMES",
@@ -82,8 +82,6 @@ __all__ = [
     "summarize",
 ]
 
-#: Barrier regimes of a goal (the seed instantiates every goal in all three).
-REGIMES = ("barrier_free", "recoverable", "unrecoverable")
 #: Regimes that carry a barrier (the "with barriers" side of :func:`barrier_drop`).
 BARRIER_REGIMES = ("recoverable", "unrecoverable")
 #: Branches of seed Eq. 1, decided by the reachable resources of the case.

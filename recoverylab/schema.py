@@ -171,6 +171,7 @@ _DECISION_POINTS = TableSpec(
     rules=(_non_negative("delay"),),
 )
 
+#: Barrier regimes of a goal (AgentHeal; the seed instantiates every goal in all three).
 REGIMES = ("barrier_free", "recoverable", "unrecoverable")
 RELATIONS = ("copy", "other_version", "decoy")
 VERSION_CLAIMS = ("same", "other")
@@ -322,11 +323,31 @@ _MUTATIONS = TableSpec(
     key=("workflow_id", "mutation_id"),
 )
 
+_DECISIONS = TableSpec(
+    name="decisions",
+    description="A recovery policy's choices: at most one recovery point per episode.",
+    columns=(
+        Column("task_id", "str", identifier=True),
+        Column("condition", "str"),
+        Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
+    ),
+    key=("task_id", "condition"),
+    rules=(
+        Rule(
+            "delay_non_negative",
+            pl.col("delay") < 0,
+            "column `delay` is negative on {n} row{s}",
+            "it must be >= 0",
+        ),
+    ),
+)
+
 #: Every table contract, by name.
 SPECS: Mapping[str, TableSpec] = {
     s.name: s
     for s in (
         _FORKS,
+        _DECISIONS,
         _DECISION_POINTS,
         _CASES,
         _RESOURCES,

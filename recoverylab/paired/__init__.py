@@ -15,10 +15,12 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 """
 
 from recoverylab.paired._pairs import Cohort, exclusions, pairs
+from recoverylab.paired._policy import RESULT_COLUMNS as POLICY_COLUMNS
 from recoverylab.paired._policy import evaluate_policy
 from recoverylab.paired._summary import contrast, rescue_overlap, summarize
 
 __all__ = [
+    "POLICY_COLUMNS",
     "Cohort",
     "contrast",
     "evaluate_policy",

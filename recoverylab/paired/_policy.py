@@ -27,29 +27,12 @@ from recoverylab.paired._pairs import (
     raise_after_end,
 )
 from recoverylab.paired._summary import _check_statistics, design_stage, forks_input
-from recoverylab.schema import Column, Rule, TableSpec, validate
+from recoverylab.schema import SPECS, TableSpec, validate
 
 __all__ = ["DECISIONS", "RESULT_COLUMNS", "evaluate_policy"]
 
-#: Contract of a decision table: one row per episode, the chosen delay or null (no recovery).
-DECISIONS = TableSpec(
-    name="decisions",
-    description="A recovery policy's choices: at most one recovery point per episode.",
-    columns=(
-        Column("task_id", "str", identifier=True),
-        Column("condition", "str"),
-        Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
-    ),
-    key=("task_id", "condition"),
-    rules=(
-        Rule(
-            "delay_non_negative",
-            pl.col("delay") < 0,
-            "column `delay` is negative on {n} row{s}",
-            "it must be >= 0",
-        ),
-    ),
-)
+#: Contract of a decision table (one row per episode; see :data:`recoverylab.schema.SPECS`).
+DECISIONS = SPECS["decisions"]
 
 #: Columns of :func:`evaluate_policy` after ``condition`` and the ``by`` keys, in order.
 RESULT_COLUMNS = (

@@ -19,7 +19,8 @@ clean-harm rate.
 scikit-learn is needed to fit (``pip install 'recoverylab[router]'``), not to decide.
 """
 
-from recoverylab.router._compare import RecoveryLabWarning, compare
+from recoverylab._errors import RecoveryLabWarning
+from recoverylab.router._compare import compare
 from recoverylab.router._models import LinearModel, Scaling
 from recoverylab.router._policies import (
     NEVER,
