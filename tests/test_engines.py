@@ -155,6 +155,9 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
     "paired.evaluate_policy": lambda t, e: paired.evaluate_policy(
         t["decisions"], t["policy_forks"], method="refresh", by="model", engine=e, **STATISTICS
     ),
+    "paired.rescue_overlap": lambda t, e: paired.rescue_overlap(
+        t["forks"], "refresh", "replan_only", by="model", engine=e
+    ),
     "goal.score": _goal_score,
     "goal.summarize": lambda t, e: goal.summarize(
         t["scored"], by=("model",), engine=e, **STATISTICS

@@ -33,7 +33,6 @@ from recoverylab.paired._pairs import (
     Progress,
     apply_cohort,
     branch_rows,
-    design_grid,
     design_of,
     design_points,
     key_names,
@@ -906,6 +905,7 @@ def rescue_overlap(
     by: str | Sequence[str] | None = None,
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Count the episodes two recovery methods rescue, and how many both rescue.
 
@@ -920,7 +920,7 @@ def rescue_overlap(
         The ``forks`` table.
     method_a, method_b
         Two recovery methods present in ``forks``.
-    by, pair_by, cohort
+    by, pair_by, cohort, engine
         As in :func:`summarize`.
 
     Returns
@@ -945,32 +945,75 @@ def rescue_overlap(
     >>> rescue_overlap(forks, "refresh", "replan_only")["rescue_both"].item()
     1
     """
-    for name, value in (("method_a", method_a), ("method_b", method_b)):
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    design = design_stage(**keys)
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(forks_input(forks),),
+            check=functools.partial(_check_methods, method_a, method_b),
+            stages=(
+                plan.Stage(
+                    design.label,
+                    design.partial,
+                    functools.partial(_overlap_design, a=method_a, b=method_b),
+                    clustered=False,
+                ),
+                plan.Stage(
+                    "rescues per episode",
+                    functools.partial(_overlap_partial, a=method_a, b=method_b, **keys),
+                ),
+            ),
+            finish=functools.partial(_overlap_finish, by=by, a=method_a, b=method_b),
+        ),
+    )
+
+
+def _check_methods(a: object, b: object) -> None:
+    for name, value in (("method_a", a), ("method_b", b)):
         if not isinstance(value, str) or value == "none":
             raise ParameterError(
                 f"parameter `{name}` is {value!r}; it must be a recovery method (not 'none')."
             )
-    if method_a == method_b:
+    if a == b:
         raise ParameterError(
-            f"parameters `method_a` and `method_b` are both {method_a!r}; compare two methods."
+            f"parameters `method_a` and `method_b` are both {a!r}; compare two methods."
         )
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort)
-    _check_by(by_keys)
-    design = design_grid(table)
+
+
+def _overlap_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
+    design = design_of(parts["points"])
     known = design.methods
-    for name, value in (("method_a", method_a), ("method_b", method_b)):
+    for name, value in (("method_a", a), ("method_b", b)):
         if value not in known:
             raise ParameterError(
                 f"parameter `{name}` is {value!r}; forks has no rows with that method "
                 f"(methods: {', '.join(known)})."
             )
+    return design
+
+
+_OVERLAP_COUNTS = ("n_a", "n_b", "n_both", "rescue_a", "rescue_b", "rescue_both")
+
+
+def _overlap_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+    a: str,
+    b: str,
+) -> dict[str, pl.DataFrame]:
+    """Per-episode rescues of both methods, counted per (condition, delay, *by*)."""
+    table, by_keys = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
     rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
-        pl.col("method").is_in([method_a, method_b])
+        pl.col("method").is_in([a, b])
     )
     valid = pl.col("reason").is_null()
     rescue = valid & ~pl.col("y0") & pl.col("y1")
-    is_a, is_b = pl.col("method") == method_a, pl.col("method") == method_b
-    cells = ["condition", "delay", *by_keys]
+    is_a, is_b = pl.col("method") == a, pl.col("method") == b
     episode = [*table.episode, *(k for k in by_keys if k not in table.pair_by), "delay"]
     per_episode = rows.group_by(episode).agg(
         (valid & is_a).any().alias("__a"),
@@ -988,22 +1031,20 @@ def rescue_overlap(
         (pl.col("__ra") & pl.col("__rb")).sum().cast(pl.Int64).alias("rescue_both"),
         pl.col("__after_end").sum().alias("__after_end"),
     ]
+    cells = ["condition", "delay", *by_keys]
     counts = per_episode.group_by(cells).agg(total).collect(engine="streaming")
-    after_end = int(counts["__after_end"].sum())
-    if after_end:
+    if int(counts["__after_end"].sum()):
         raise_after_end(rows, table)
+    return {"counts": counts.drop("__after_end")}
+
+
+def _overlap_finish(
+    parts: dict[str, pl.DataFrame], *, by: str | Sequence[str] | None, a: str, b: str
+) -> pl.DataFrame:
+    cells = ["condition", "delay", *key_names("by", by)]
+    counts = parts["counts"].group_by(cells).agg(pl.col(c).sum() for c in _OVERLAP_COUNTS)
     return (
         counts.filter((pl.col("n_a") + pl.col("n_b")) > 0)
-        .select(
-            pl.lit(method_a).alias("method_a"),
-            pl.lit(method_b).alias("method_b"),
-            *cells,
-            "n_a",
-            "n_b",
-            "n_both",
-            "rescue_a",
-            "rescue_b",
-            "rescue_both",
-        )
+        .select(pl.lit(a).alias("method_a"), pl.lit(b).alias("method_b"), *cells, *_OVERLAP_COUNTS)
         .sort(cells, nulls_last=False)
     )
