@@ -175,6 +175,9 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
         engine=e,
         **STATISTICS,
     ),
+    "takeover.awareness_split": lambda t, e: takeover.awareness_split(
+        t["states"], t["attempts"], by=("agent", "depth"), common_sample=True, engine=e
+    ),
 }
 
 

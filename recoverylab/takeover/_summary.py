@@ -24,7 +24,6 @@ from recoverylab.takeover._inputs import (
     check_k,
     check_roots,
     eligibility_counts,
-    is_eager,
     load,
     restrict,
     restriction_partials,
@@ -484,6 +483,42 @@ def summary_plan(
     agents with a scored unit; for ``common_sample`` the depths with a scored unit per group.
     """
     columns = as_columns("by", by)
+    stages = _restriction_stages(
+        columns, k, common_states=common_states, common_sample=common_sample
+    )
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    stages.append(
+        plan.Stage(
+            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
+        )
+    )
+    options: dict[str, Any] = {
+        "interval": interval,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
+    return plan.Plan(
+        inputs=_plan_inputs(states, attempts),
+        stages=tuple(stages),
+        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed),
+        finish=functools.partial(_summary_done, by=columns, k=k, **options),
+    )
+
+
+def _plan_inputs(states: object, attempts: object) -> tuple[plan.Input, ...]:
+    """Return both tables as plan inputs, clustered by workflow (an attempt by its state's)."""
+    return (
+        plan.Input("states", states, "workflow_id", "states", via=("states", "state_id")),
+        plan.Input("attempts", attempts, "workflow_id", "attempts", via=("states", "state_id")),
+    )
+
+
+def _restriction_stages(
+    columns: tuple[str, ...], k: int, *, common_states: bool, common_sample: bool
+) -> list[plan.Stage]:
+    """Return the stages before the scored units: checks, common agents, common depths."""
     stages = [
         plan.Stage(
             "takeover checks",
@@ -508,28 +543,7 @@ def summary_plan(
                 functools.partial(_depths_combine, by=columns),
             )
         )
-    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages.append(
-        plan.Stage(
-            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
-        )
-    )
-    options: dict[str, Any] = {
-        "interval": interval,
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "ci_method": ci_method,
-        "seed": seed,
-    }
-    return plan.Plan(
-        inputs=(
-            plan.Input("states", states, "workflow_id", "states", via=("states", "state_id")),
-            plan.Input("attempts", attempts, "workflow_id", "attempts", via=("states", "state_id")),
-        ),
-        stages=tuple(stages),
-        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed),
-        finish=functools.partial(_summary_done, by=columns, k=k, **options),
-    )
+    return stages
 
 
 def _finish_units(
@@ -842,7 +856,8 @@ def awareness_split(
     common_sample: bool = False,
     common_states: bool = False,
     confidence: float = 0.95,
-) -> pl.LazyFrame | pl.DataFrame:
+    engine: object = "polars",
+) -> pl.DataFrame:
     """Pass rates of aware and of unaware attempts, per agent and macro-averaged over agents.
 
     This is an **association, not an effect** (seed: the authors group runs by whether the agent
@@ -860,11 +875,13 @@ def awareness_split(
         As in :func:`summarize`.
     confidence
         Level of the Wilson intervals of the per-agent rates (attempts as independent trials).
+    engine
+        As in :func:`summarize`.
 
     Returns
     -------
-    polars.LazyFrame or polars.DataFrame
-        Eager if both inputs are DataFrames. Per-agent rows (``scope = "agent"``) and, per
+    polars.DataFrame
+        Per-agent rows (``scope = "agent"``) and, per
         combination of the other ``by`` keys, one macro row (``scope = "macro"``, ``agent``
         null). Columns: ``scope``, the ``by`` keys, ``agents`` (agents averaged: 1 on agent
         rows; on macro rows the agents that have both aware and unaware attempts),
@@ -887,22 +904,73 @@ def awareness_split(
     ['association, not an effect']
     """
     columns = as_columns("by", by)
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    stages = _restriction_stages(columns, 1, **flags)
+    stages.append(
+        plan.Stage(
+            "aware and unaware attempts", functools.partial(_awareness_partial, by=columns, **flags)
+        )
+    )
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=_plan_inputs(states, attempts),
+            stages=tuple(stages),
+            check=functools.partial(_check_confidence, confidence),
+            finish=functools.partial(_awareness_finish, by=columns, confidence=confidence),
+        ),
+    )
+
+
+def _check_confidence(confidence: object) -> None:
     if not isinstance(confidence, float | int) or not 0 < confidence < 1:
         raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
-    inputs = load(states, attempts, columns)
-    check_consistency(inputs, 1)
-    frame = scored_units(inputs, 1, common_sample=common_sample, common_states=common_states)
-    keys = list(inputs.by)
-    rest = [c for c in keys if c != "agent"]
-    per_agent = (
+
+
+_AWARENESS_COUNTS = ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
+
+
+def _awareness_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    common_states: bool,
+    common_sample: bool,
+) -> dict[str, pl.LazyFrame]:
+    """Aware and unaware attempts and passes per ``by`` cell (additive over workflows)."""
+    inputs = load(frames["states"], frames["attempts"], by)
+    check_consistency(inputs, 1, base=state["base"], roots=False)
+    frame = scored_units(
+        inputs,
+        1,
+        common_sample=common_sample,
+        common_states=common_states,
+        agents=state["agents"],
+        depths=state["depths"],
+    )
+    counts = (
         frame.filter(pl.col("excluded").is_null())
-        .group_by(keys)
+        .group_by(list(by))
         .agg(
             pl.col("n_aware").sum().alias("aware_attempts"),
             pl.col("aware_passed").sum().alias("aware_passed"),
             (pl.col("repeats") - pl.col("n_aware")).sum().alias("unaware_attempts"),
             pl.col("unaware_passed").sum().alias("unaware_passed"),
         )
+    )
+    return {"counts": counts}
+
+
+def _awareness_finish(
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], confidence: float
+) -> pl.DataFrame:
+    keys = list(by)
+    rest = [c for c in keys if c != "agent"]
+    per_agent = (
+        parts["counts"]
+        .group_by(keys)
+        .agg(pl.col(c).sum() for c in _AWARENESS_COUNTS)
         .with_columns(
             _rate("aware_passed", "aware_attempts").alias("aware_pass_rate"),
             _rate("unaware_passed", "unaware_attempts").alias("unaware_pass_rate"),
@@ -958,7 +1026,7 @@ def awareness_split(
         "difference",
     ]
     schema = agent_rows.collect_schema()
-    result = (
+    return (
         pl.concat(
             [
                 agent_rows.select(order),
@@ -968,4 +1036,3 @@ def awareness_split(
         .with_columns(pl.lit(INTERPRETATION).alias("interpretation"))
         .sort([*sort_keys(schema, rest), "scope", *sort_keys(schema, ["agent"])], nulls_last=True)
     )
-    return result.collect() if is_eager(states, attempts) else result
