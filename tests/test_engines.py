@@ -175,6 +175,26 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
         engine=e,
         **STATISTICS,
     ),
+    "takeover.compare_agents": lambda t, e: takeover.compare_agents(
+        t["states"],
+        t["attempts"],
+        "agent_a",
+        "agent_b",
+        by=("depth",),
+        k=2,
+        engine=e,
+        **STATISTICS,
+    ),
+    "takeover.compare_agents[common]": lambda t, e: takeover.compare_agents(
+        t["states"],
+        t["attempts"],
+        "agent_a",
+        "agent_b",
+        k=2,
+        common_sample=True,
+        engine=e,
+        **STATISTICS,
+    ),
     "takeover.awareness_split": lambda t, e: takeover.awareness_split(
         t["states"], t["attempts"], by=("agent", "depth"), common_sample=True, engine=e
     ),

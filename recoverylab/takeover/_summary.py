@@ -362,6 +362,7 @@ def _first_partial(
     return {
         "roots": inputs.states.select("root_cause_id", "workflow_id").unique(),
         "first": inputs.attempts.select(pl.col("repeat").min()),
+        "agents": inputs.attempts.select(pl.col("agent").cast(pl.String)).unique(),
     }
 
 
@@ -647,6 +648,7 @@ def compare_agents(
     ci_method: str = "percentile",
     n_permutations: int = 100_000,
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Compare two agents' pass@k on the states both attempted, paired and workflow-clustered.
 
@@ -677,6 +679,8 @@ def compare_agents(
         Monte Carlo sign flips, used only when no exact method applies.
     seed
         Seed of the bootstrap and of any Monte Carlo test.
+    engine
+        As in :func:`summarize`.
 
     Returns
     -------
@@ -709,6 +713,48 @@ def compare_agents(
     k = check_k(k)
     _check_statistics("bootstrap", confidence, n_resamples, seed)
     cells = list(as_columns("by", by))
+    _check_agents(cells, a, b)
+    options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
+    stages = [
+        plan.Stage(
+            "takeover checks",
+            functools.partial(_first_partial, by=("agent", *cells)),
+            functools.partial(_compare_first, a=a, b=b),
+            clustered=False,
+        )
+    ]
+    if common_sample:
+        stages.append(
+            plan.Stage(
+                "depths with paired states",
+                functools.partial(_paired_depths_partial, **options),
+                functools.partial(_depths_combine, by=cells),
+            )
+        )
+    stages.append(
+        plan.Stage(
+            "paired pass@k per workflow",
+            functools.partial(_compare_partial, common_sample=common_sample, **options),
+        )
+    )
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "n_permutations": n_permutations,
+        "seed": seed,
+    }
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=_plan_inputs(states, attempts),
+            stages=tuple(stages),
+            finish=functools.partial(_compare_finish, **options, **statistics),
+        ),
+    )
+
+
+def _check_agents(cells: Sequence[str], a: object, b: object) -> None:
     if "agent" in cells:
         raise ParameterError(
             "parameter `by` contains `agent`; compare_agents compares two agents within each "
@@ -719,20 +765,32 @@ def compare_agents(
             raise ParameterError(f"parameter `{name}` is {value!r}; it must be an agent name.")
     if a == b:
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two agents.")
-    inputs = load(states, attempts, ("agent", *cells))
-    check_consistency(inputs, k)
-    known = (
-        inputs.attempts.select(pl.col("agent").unique().sort())
-        .collect(engine="streaming")
-        .to_series()
-        .to_list()
-    )
+
+
+def _compare_first(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> dict[str, Any]:
+    """As :func:`_first_combine`; then ``a`` and ``b`` must be agents of `attempts`."""
+    found = _first_combine(parts, state)
+    known = parts["agents"].get_column("agent").unique().sort().to_list()
     for name, value in (("a", a), ("b", b)):
         if value not in known:
             raise ParameterError(
                 f"parameter `{name}` is {value!r}, which is not an agent in `attempts` "
                 f"(agents: {format_keys(known, len(known))})."
             )
+    return found
+
+
+def _per_state(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+) -> tuple[pl.LazyFrame, list[str]]:
+    """Each eligible state's pass@k of ``a`` and of ``b``; unpaired states marked excluded."""
+    inputs = load(frames["states"], frames["attempts"], ("agent", *by))
+    check_consistency(inputs, k, base=state["base"], roots=False)
     pair = ["state_id", *inputs.unit_keys[1:]]
     state_cols = ["workflow_id", "root_cause_id", "depth"]
     carried = [c for c in inputs.state_keys if c not in state_cols]
@@ -753,17 +811,46 @@ def compare_agents(
             .alias("excluded")
         )
     )
+    return per_state, pair
+
+
+def _paired_depths_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+) -> dict[str, pl.LazyFrame]:
+    per_state, _ = _per_state(frames, state, by, k, a, b)
+    return {"depths": restriction_partials(per_state, _group(by))["depths"]}
+
+
+def _compare_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+    common_sample: bool,
+) -> dict[str, pl.LazyFrame]:
+    """Per (workflow × cell): paired states, each agent's summed pass@k, exclusions."""
+    per_state, pair = _per_state(frames, state, by, k, a, b)
     per_state = restrict(
         per_state,
-        group=[c for c in cells if c != "depth"],
+        group=_group(by),
         pair=pair,
         common_states=False,
         common_sample=common_sample,
+        depths=state.get("depths"),
     )
     paired = pl.col("excluded").is_null()
     d = pl.col("pass_at_k_a") - pl.col("pass_at_k_b")
     partials = (
-        per_state.group_by(_cluster_keys(cells))
+        per_state.group_by(_cluster_keys(list(by)))
         .agg(
             paired.sum().cast(pl.Int64).alias("common_states"),
             pl.col("root_cause_id").filter(paired).n_unique().cast(pl.Int64).alias("root_causes"),
@@ -779,19 +866,56 @@ def compare_agents(
             (d.filter(paired) < 0).sum().cast(pl.Int64).alias("b_better_states"),
         )
         .with_columns((pl.col("sum_a") - pl.col("sum_b")).alias("diff"))
-        .collect(engine="streaming")
     )
-    counts = (
-        "common_states",
-        "root_causes",
-        "only_a_states",
-        "only_b_states",
-        "excluded_not_common_sample",
-        "a_better_states",
-        "b_better_states",
-    )
+    return {"partials": partials}
+
+
+_COMPARE_COUNTS = (
+    "common_states",
+    "root_causes",
+    "only_a_states",
+    "only_b_states",
+    "excluded_not_common_sample",
+    "a_better_states",
+    "b_better_states",
+)
+_COMPARE_COLUMNS = (
+    "common_states",
+    "root_causes",
+    "workflows",
+    "only_a_states",
+    "only_b_states",
+    "excluded_not_common_sample",
+    "pass_at_k_a",
+    "pass_at_k_b",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "a_better_states",
+    "b_better_states",
+    "p_value",
+    "p_method",
+)
+
+
+def _compare_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+    confidence: float,
+    n_resamples: int,
+    ci_method: str,
+    n_permutations: int,
+    seed: int,
+) -> pl.DataFrame:
+    """Sum the workflow partials into cells; add the joint bootstrap and the sign-flip test."""
+    cells = list(by)
+    partials = parts["partials"]
     aggregates = [
-        *(pl.col(c).sum() for c in counts),
+        *(pl.col(c).sum() for c in _COMPARE_COUNTS),
         *(_stable_sum(pl.col(c)).alias(c) for c in ("sum_a", "sum_b")),
         (pl.col("common_states") > 0).sum().cast(pl.Int64).alias("workflows"),
     ]
@@ -824,28 +948,14 @@ def compare_agents(
         table = _join(_join(table, boot, cells), tests, cells)
     else:
         table = table.hstack(_single(boot)).hstack(_single(tests))
-    columns = [
-        *cells,
+    labels = [
         pl.lit(a).alias("agent_a"),
         pl.lit(b).alias("agent_b"),
         pl.lit(k, dtype=pl.Int64).alias("k"),
-        "common_states",
-        "root_causes",
-        "workflows",
-        "only_a_states",
-        "only_b_states",
-        "excluded_not_common_sample",
-        "pass_at_k_a",
-        "pass_at_k_b",
-        "difference",
-        "ci_low",
-        "ci_high",
-        "a_better_states",
-        "b_better_states",
-        "p_value",
-        "p_method",
     ]
-    return table.select(columns).sort(sort_keys(table.schema, cells), nulls_last=False)
+    return table.select(*cells, *labels, *_COMPARE_COLUMNS).sort(
+        sort_keys(table.schema, cells), nulls_last=False
+    )
 
 
 def awareness_split(
