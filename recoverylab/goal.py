@@ -63,6 +63,7 @@ from recoverylab._errors import (
     ParameterError,
     SchemaError,
     format_keys,
+    renamed,
     require_one_of,
 )
 from recoverylab.io import scan
@@ -806,9 +807,10 @@ def summarize(
     cluster: str | None = None,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: Literal["percentile", "bca"] = "percentile",
+    ci_method: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
     engine: object = "polars",
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """Task success, compliance, step costs and failure counts per group of scored episodes.
 
@@ -822,9 +824,10 @@ def summarize(
         Resampling unit of the interval: ``goal_id`` when the scored frame has it, else
         ``case_id`` (the default ``None`` picks so). Episodes of one cluster are resampled
         together, so repeated runs of a goal do not shrink the interval.
-    n_resamples, confidence, method, seed
+    n_resamples, confidence, ci_method, seed
         Cluster bootstrap settings (see :func:`recoverylab.stats.cluster_bootstrap`); the
-        interval of a group depends only on its own episodes and ``seed``.
+        interval of a group depends only on its own episodes and ``seed``. ``method`` is a
+        deprecated alias of ``ci_method``.
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one) to compute
         the per-cluster partials on Spark (``scored`` may then be a Spark DataFrame or parquet
@@ -864,11 +867,16 @@ def summarize(
     >>> summarize(scored, n_resamples=200).select("n", "ts", "mean_steps").row(0)
     (2, 0.5, 2.0)
     """
-    require_one_of("method", method, _CI_METHODS)
+    ci_method = renamed("summarize", deprecated, {"method": "ci_method"}).get(
+        "ci_method", ci_method
+    )  # type: ignore[assignment]
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
     statistics: dict[str, Any] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
-        "method": method,
+        "ci_method": ci_method,
         "seed": seed,
     }
     return plan.run(
@@ -878,7 +886,9 @@ def summarize(
             stages=(
                 plan.Stage(
                     "goal summary partials",
-                    functools.partial(_summary_partial, by=by, cluster=cluster, method=method),
+                    functools.partial(
+                        _summary_partial, by=by, cluster=cluster, ci_method=ci_method
+                    ),
                 ),
             ),
             finish=functools.partial(_summary_done, by=by, cluster=cluster, **statistics),
@@ -897,10 +907,10 @@ def _summary_partial(
     *,
     by: Sequence[str],
     cluster: str | None,
-    method: str,
+    ci_method: str,
 ) -> dict[str, pl.LazyFrame]:
     lazy = frames["scored"]
-    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, method)
+    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, ci_method)
     return {"partials": _summary_partials(lazy, by, cluster, judged)}
 
 
@@ -915,12 +925,12 @@ def _summary_done(
 
 
 def _summary_plan(
-    schema: pl.Schema, by: Sequence[str], cluster: str | None, method: str
+    schema: pl.Schema, by: Sequence[str], cluster: str | None, ci_method: str
 ) -> tuple[list[str], str, list[str]]:
     """Check the parameters of :func:`summarize`; return by, cluster and the judged columns."""
     by = _check_by(by, schema, "by")
     cluster = _pick_cluster(cluster, schema)
-    require_one_of("method", method, _CI_METHODS)
+    require_one_of("ci_method", ci_method, _CI_METHODS)
     return by, cluster, [name for name in JUDGED if name in schema]
 
 
@@ -963,7 +973,7 @@ def _summary_finish(
     *,
     n_resamples: int,
     confidence: float,
-    method: str,
+    ci_method: str,
     seed: int,
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
@@ -994,7 +1004,7 @@ def _summary_finish(
         values=["successes", "n"],
         n_resamples=n_resamples,
         confidence=confidence,
-        method=method,
+        method=ci_method,
         seed=seed,
     )
     out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
@@ -1027,9 +1037,10 @@ def barrier_drop(
     cluster: str = "goal_id",
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: Literal["percentile", "bca"] = "percentile",
+    ci_method: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
     engine: object = "polars",
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """TS without barriers minus TS with barriers, paired by goal, with a cluster interval.
 
@@ -1048,8 +1059,8 @@ def barrier_drop(
         ``model`` column and no grouping otherwise. ``regime`` cannot be a grouping column.
     cluster
         The pairing and resampling unit (default ``goal_id``).
-    n_resamples, confidence, method, seed
-        Cluster bootstrap settings.
+    n_resamples, confidence, ci_method, seed
+        Cluster bootstrap settings (``method``: deprecated alias of ``ci_method``).
     engine
         ``"polars"`` (default) or a SparkSession, as in :func:`summarize`.
 
@@ -1075,11 +1086,16 @@ def barrier_drop(
     >>> barrier_drop(scored, n_resamples=200)["drop"].to_list()
     [0.5]
     """
-    require_one_of("method", method, _CI_METHODS)
+    ci_method = renamed("barrier_drop", deprecated, {"method": "ci_method"}).get(
+        "ci_method", ci_method
+    )  # type: ignore[assignment]
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
     statistics: dict[str, Any] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
-        "method": method,
+        "ci_method": ci_method,
         "seed": seed,
     }
     return plan.run(
@@ -1089,7 +1105,7 @@ def barrier_drop(
             stages=(
                 plan.Stage(
                     "barrier drop partials",
-                    functools.partial(_drop_partial, by=by, cluster=cluster, method=method),
+                    functools.partial(_drop_partial, by=by, cluster=cluster, ci_method=ci_method),
                 ),
             ),
             finish=functools.partial(_drop_done, cluster=cluster, **statistics),
@@ -1103,10 +1119,10 @@ def _drop_partial(
     *,
     by: Sequence[str] | None,
     cluster: str,
-    method: str,
+    ci_method: str,
 ) -> dict[str, pl.LazyFrame]:
     lazy = frames["scored"]
-    keys = _drop_plan(lazy.collect_schema(), by, cluster, method)
+    keys = _drop_plan(lazy.collect_schema(), by, cluster, ci_method)
     return {"per_goal": _drop_partials(lazy, keys, cluster)}
 
 
@@ -1119,7 +1135,9 @@ def _drop_done(parts: dict[str, pl.DataFrame], *, cluster: str, **options: Any) 
     return _drop_finish(per_goal, by, cluster, **options)
 
 
-def _drop_plan(schema: pl.Schema, by: Sequence[str] | None, cluster: str, method: str) -> list[str]:
+def _drop_plan(
+    schema: pl.Schema, by: Sequence[str] | None, cluster: str, ci_method: str
+) -> list[str]:
     """Check the parameters of :func:`barrier_drop`; return the grouping columns."""
     if by is None:
         by = ("model",) if "model" in schema else ()
@@ -1139,7 +1157,7 @@ def _drop_plan(schema: pl.Schema, by: Sequence[str] | None, cluster: str, method
             f"parameter `cluster` is {cluster!r}, which is not a column of the scored frame; "
             "barrier_drop pairs the regimes of a goal. Hint: give `cases` a `goal_id` column."
         )
-    require_one_of("method", method, _CI_METHODS)
+    require_one_of("ci_method", ci_method, _CI_METHODS)
     return by
 
 
@@ -1165,7 +1183,7 @@ def _drop_finish(
     *,
     n_resamples: int,
     confidence: float,
-    method: str,
+    ci_method: str,
     seed: int,
 ) -> pl.DataFrame:
     """Pair the goals of :func:`_drop_partials` and add the joint cluster interval."""
@@ -1189,7 +1207,7 @@ def _drop_finish(
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
         confidence=confidence,
-        method=method,
+        method=ci_method,
         seed=seed,
     )
     out = (

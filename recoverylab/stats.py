@@ -33,6 +33,7 @@ from scipy import special
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
 
 __all__ = [
+    "CI_METHODS",
     "BootstrapResult",
     "Interval",
     "IntervalExprs",
@@ -41,6 +42,7 @@ __all__ = [
     "TestResult",
     "bootstrap_types",
     "cell_rng",
+    "check_resampling",
     "cluster_bootstrap",
     "mcnemar_exact",
     "paired_effect_cells",
@@ -318,6 +320,34 @@ def _check_confidence(value: object) -> float:
             "e.g. 0.95."
         )
     return float(value)  # type: ignore[arg-type]
+
+
+#: Interval methods of the cluster bootstrap (``ci_method`` of every protocol).
+CI_METHODS = ("percentile", "bca")
+
+
+def check_resampling(
+    *, confidence: object, n_resamples: object, seed: object, ci_method: object = "percentile"
+) -> None:
+    """Check the resampling parameters every protocol shares, before any data is read.
+
+    The one parameter-validation helper of recoverylab (ARCHITECTURE §4): the same names and
+    the same messages in every protocol.
+
+    Raises
+    ------
+    ParameterError
+        For a ``confidence`` outside (0, 1), ``n_resamples`` < 1, a negative or non-integer
+        ``seed``, or a ``ci_method`` that is not ``"percentile"`` or ``"bca"``.
+
+    Examples
+    --------
+    >>> check_resampling(confidence=0.95, n_resamples=1000, seed=0, ci_method="bca")
+    """
+    require_one_of("ci_method", ci_method, CI_METHODS)
+    _check_confidence(confidence)
+    _check_n_resamples(n_resamples)
+    _check_seed("seed", seed)
 
 
 def _check_statistic(statistic: object) -> Statistic:

@@ -316,7 +316,13 @@ def test_goal_score_and_summaries_equal_polars(spark: object, goal_files: dict[s
     assert isinstance(got, pl.DataFrame)
     same(expected.sort("episode_id"), got.sort("episode_id"))
     for by, cluster, method in ((("model", "regime"), None, "percentile"), ((), "case_id", "bca")):
-        settings = {"by": by, "cluster": cluster, "method": method, "n_resamples": 500, "seed": 3}
+        settings = {
+            "by": by,
+            "cluster": cluster,
+            "ci_method": method,
+            "n_resamples": 500,
+            "seed": 3,
+        }
         same(goal.summarize(expected, **settings), goal.summarize(scored, engine=spark, **settings))
     same(
         goal.barrier_drop(expected, n_resamples=500),

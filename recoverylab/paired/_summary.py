@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from recoverylab import plan, stats
-from recoverylab._errors import InputError, ParameterError, require_one_of
+from recoverylab._errors import InputError, ParameterError
 from recoverylab.paired import _bits
 from recoverylab.paired._pairs import (
     AFTER_END,
@@ -78,10 +78,8 @@ def _check_statistics(confidence: float, n_resamples: int, seed: int, ci_method:
 
     The statistics engine owns the rules; a one-type bootstrap applies them at no cost.
     """
-    require_one_of("ci_method", ci_method, _CI_METHODS)
-    stats.cell_rng(seed, ())
-    stats.bootstrap_types(
-        [[0.0, 1.0]], [1], n_resamples=n_resamples, confidence=confidence, method=ci_method
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
     )
 
 

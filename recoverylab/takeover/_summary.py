@@ -76,16 +76,13 @@ _STATE_COUNTS = (
 )
 
 
-def _check_statistics(interval: str, confidence: float, n_resamples: int, seed: int) -> None:
+def _check_statistics(
+    interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str = "percentile"
+) -> None:
     require_one_of("interval", interval, _INTERVALS)
-    if not isinstance(confidence, float | int) or not 0 < confidence < 1:
-        raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ParameterError(
-            f"parameter `n_resamples` is {n_resamples!r}; it must be a positive integer."
-        )
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ParameterError(f"parameter `seed` is {seed!r}; it must be a non-negative integer.")
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
 
 
 def _stable_sum(expr: pl.Expr) -> pl.Expr:
@@ -456,9 +453,11 @@ def _summary_done(
     return _finish_units(parts["partials"], slices, list(by), state_keys, k, **options)
 
 
-def _plan_check(k: object, interval: str, confidence: float, n_resamples: int, seed: int) -> None:
+def _plan_check(
+    k: object, interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str
+) -> None:
     check_k(k)
-    _check_statistics(interval, confidence, n_resamples, seed)
+    _check_statistics(interval, confidence, n_resamples, seed, ci_method)
 
 
 def summary_plan(
@@ -503,7 +502,7 @@ def summary_plan(
     return plan.Plan(
         inputs=_plan_inputs(states, attempts),
         stages=tuple(stages),
-        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed),
+        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed, ci_method),
         finish=functools.partial(_summary_done, by=columns, k=k, **options),
     )
 
@@ -711,7 +710,7 @@ def compare_agents(
     1
     """
     k = check_k(k)
-    _check_statistics("bootstrap", confidence, n_resamples, seed)
+    _check_statistics("bootstrap", confidence, n_resamples, seed, ci_method)
     cells = list(as_columns("by", by))
     _check_agents(cells, a, b)
     options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
@@ -1033,8 +1032,7 @@ def awareness_split(
 
 
 def _check_confidence(confidence: object) -> None:
-    if not isinstance(confidence, float | int) or not 0 < confidence < 1:
-        raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
+    stats.check_resampling(confidence=confidence, n_resamples=1, seed=0)
 
 
 _AWARENESS_COUNTS = ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
