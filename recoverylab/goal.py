@@ -67,7 +67,7 @@ from recoverylab._errors import (
     require_one_of,
 )
 from recoverylab.io import scan
-from recoverylab.schema import REGIMES, Column, canonical_dtype, validate
+from recoverylab.schema import REGIMES, Column, canonical_dtype, column_names, validate
 
 __all__ = [
     "BARRIER_REGIMES",
@@ -918,7 +918,7 @@ def _summary_done(
     parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **options: Any
 ) -> pl.DataFrame:
     partials = parts["partials"]
-    by = [by] if isinstance(by, str) else list(by)
+    by = list(column_names("by", by))
     cluster = cluster or _default_cluster(partials.schema)
     judged = [name for name in JUDGED if f"__{name}" in partials.columns]
     return _summary_finish(partials, by, cluster, judged, **options)
@@ -1235,9 +1235,7 @@ def _drop_finish(
 
 
 def _check_by(by: Sequence[str], schema: pl.Schema, name: str) -> list[str]:
-    if isinstance(by, str):
-        by = (by,)
-    names = list(by)
+    names = list(column_names(name, by))
     missing = [c for c in names if c not in schema]
     if missing:
         shown = ", ".join(f"`{c}`" for c in missing)

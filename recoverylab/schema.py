@@ -21,7 +21,7 @@ from typing import Literal
 import polars as pl
 from polars._typing import PolarsDataType
 
-from recoverylab._errors import RecoveryLabError, SchemaError, format_keys
+from recoverylab._errors import ParameterError, RecoveryLabError, SchemaError, format_keys
 from recoverylab.io import scan
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "SchemaError",
     "TableSpec",
     "canonical_dtype",
+    "column_names",
     "shard_scope",
     "spec",
     "validate",
@@ -389,6 +390,34 @@ def shard_scope() -> Iterator[None]:
         yield
     finally:
         _SHARD.reset(token)
+
+
+def column_names(name: str, value: object) -> tuple[str, ...]:
+    """Normalise a column-list parameter (``by``, ``pair_by``...): the one place that does.
+
+    ``None`` is no column, a string is one column, a sequence of strings is several.
+
+    Raises
+    ------
+    ParameterError
+        For anything else, or a column named twice.
+
+    Examples
+    --------
+    >>> column_names("by", "model"), column_names("by", None), column_names("by", ["a", "b"])
+    (('model',), (), ('a', 'b'))
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise ParameterError(
+            f"parameter `{name}` is {value!r}; it must be a column name or a list of them."
+        )
+    if len(set(value)) != len(value):
+        raise ParameterError(f"parameter `{name}` names a column twice: {list(value)}.")
+    return tuple(value)
 
 
 def spec(table: str | TableSpec) -> TableSpec:

@@ -269,7 +269,7 @@ def test_a_bad_late_option_leaves_no_output_behind(cli: Callable, tmp_path: Path
     )
     assert result.code == 2
     assert result.err.strip().splitlines() == [
-        "recoverylab paired: error: parameter `method_b` is 'bogus'; forks has no rows with that "
+        "recoverylab paired: error: parameter `b` is 'bogus'; forks has no rows with that "
         "method (methods: refresh)."
     ]
     assert list(tmp_path.iterdir()) == []

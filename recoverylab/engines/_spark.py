@@ -50,7 +50,6 @@ __all__ = [
     "is_session",
     "mapped",
     "require_pyspark",
-    "resolve_engine",
     "run",
     "session",
 ]
@@ -107,40 +106,6 @@ def is_session(engine: object) -> bool:
 def _is_spark_frame(source: object) -> bool:
     kind = type(source)
     return kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql")
-
-
-def resolve_engine(engine: object) -> SparkSession | None:
-    """Turn an ``engine=`` argument into a SparkSession, or ``None`` for polars.
-
-    Parameters
-    ----------
-    engine
-        ``"polars"``; ``"spark"`` for the active SparkSession (one is started with
-        :func:`session` when there is none); or a SparkSession.
-
-    Returns
-    -------
-    SparkSession or None
-        ``None`` for ``"polars"``.
-
-    Raises
-    ------
-    ParameterError
-        For any other value.
-    MissingDependencyError
-        For ``"spark"`` when pyspark is not installed.
-    """
-    if isinstance(engine, str) and engine == "polars":
-        return None
-    if isinstance(engine, str) and engine == "spark":
-        sql = require_pyspark()
-        active = sql.SparkSession.getActiveSession()
-        return active if active is not None else session()
-    if is_session(engine):
-        return engine  # type: ignore[return-value]
-    raise ParameterError(
-        f"parameter `engine` is {engine!r}; it must be 'polars', 'spark' or a SparkSession."
-    )
 
 
 def check_session(spark: object) -> SparkSession:

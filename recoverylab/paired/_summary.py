@@ -23,7 +23,7 @@ from typing import Any
 import polars as pl
 
 from recoverylab import plan, stats
-from recoverylab._errors import InputError, ParameterError
+from recoverylab._errors import InputError, ParameterError, renamed
 from recoverylab.paired import _bits
 from recoverylab.paired._pairs import (
     AFTER_END,
@@ -897,13 +897,14 @@ def contrast_finish(
 
 def rescue_overlap(
     forks: object,
-    method_a: str,
-    method_b: str,
+    a: str | None = None,
+    b: str | None = None,
     *,
     by: str | Sequence[str] | None = None,
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     engine: object = "polars",
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """Count the episodes two recovery methods rescue, and how many both rescue.
 
@@ -916,8 +917,9 @@ def rescue_overlap(
     ----------
     forks
         The ``forks`` table.
-    method_a, method_b
-        Two recovery methods present in ``forks``.
+    a, b
+        Two recovery methods present in ``forks`` (``method_a``/``method_b``: deprecated
+        aliases).
     by, pair_by, cohort, engine
         As in :func:`summarize`.
 
@@ -943,6 +945,9 @@ def rescue_overlap(
     >>> rescue_overlap(forks, "refresh", "replan_only")["rescue_both"].item()
     1
     """
+    names = renamed("rescue_overlap", deprecated, {"method_a": "a", "method_b": "b"})
+    method_a: Any = names.get("a", a)
+    method_b: Any = names.get("b", b)
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     design = design_stage(**keys)
     return plan.run(
@@ -968,21 +973,19 @@ def rescue_overlap(
 
 
 def _check_methods(a: object, b: object) -> None:
-    for name, value in (("method_a", a), ("method_b", b)):
+    for name, value in (("a", a), ("b", b)):
         if not isinstance(value, str) or value == "none":
             raise ParameterError(
                 f"parameter `{name}` is {value!r}; it must be a recovery method (not 'none')."
             )
     if a == b:
-        raise ParameterError(
-            f"parameters `method_a` and `method_b` are both {a!r}; compare two methods."
-        )
+        raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two methods.")
 
 
 def _overlap_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
     design = design_of(parts["points"])
     known = design.methods
-    for name, value in (("method_a", a), ("method_b", b)):
+    for name, value in (("a", a), ("b", b)):
         if value not in known:
             raise ParameterError(
                 f"parameter `{name}` is {value!r}; forks has no rows with that method "
