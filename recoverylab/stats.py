@@ -22,7 +22,7 @@ import hashlib
 import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from html import escape
 from typing import Any, ClassVar
 
@@ -48,6 +48,7 @@ __all__ = [
     "paired_effect_cells",
     "ratio",
     "ratio_difference",
+    "result_html",
     "sign_flip_cells",
     "sign_flip_test",
     "wilson_exprs",
@@ -86,30 +87,70 @@ _BAD = "__recoverylab_bad"
 # --------------------------------------------------------------------------------------------
 
 
-class ResultHtml:
-    """Mixin: show a result dataclass as a small table in Jupyter (arrays and frames summarised).
+def _html_value(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, float | np.floating):
+        return f"{float(value):.6g}"
+    if isinstance(value, np.ndarray):
+        if value.size <= 6:
+            return ", ".join(_html_value(v) for v in value.ravel().tolist())
+        return f"array of {value.size:,} values ({value.dtype})"
+    if isinstance(value, pl.DataFrame):
+        return f"DataFrame: {value.height:,} rows × {value.width} columns"
+    if isinstance(value, pl.LazyFrame):
+        names = ", ".join(value.collect_schema().names())
+        return f"LazyFrame with columns {names} (not collected)"
+    return str(value)
 
-    Protocol modules use it for their own non-frame results, so every result displays well.
+
+def result_html(result: object, *, title: str | None = None) -> str:
+    """Render a result dataclass as a small two-column HTML table (field, value).
+
+    The one HTML renderer of recoverylab's non-frame results. Arrays (e.g. a bootstrap
+    distribution) and frames are summarised by their size, never printed in full, so a result
+    displays instantly in Jupyter.
+
+    Parameters
+    ----------
+    result
+        A dataclass instance (e.g. :class:`BootstrapResult`).
+    title
+        Caption; defaults to the class name.
+
+    Returns
+    -------
+    str
+        An HTML ``<table>``.
+
+    Raises
+    ------
+    TypeError
+        When ``result`` is not a dataclass instance.
+
+    Examples
+    --------
+    >>> "<caption>Interval</caption>" in result_html(Interval(0.1, 0.2))
+    True
     """
+    if not is_dataclass(result) or isinstance(result, type):
+        raise TypeError(f"result_html expects a dataclass instance, got {type(result).__name__}.")
+    rows = "".join(
+        f"<tr><th style='text-align:left'>{escape(f.name)}</th>"
+        f"<td style='text-align:left'>{escape(_html_value(getattr(result, f.name)))}</td></tr>"
+        for f in fields(result)
+    )
+    caption = escape(title or type(result).__name__)
+    return f"<table><caption>{caption}</caption>{rows}</table>"
+
+
+class ResultHtml:
+    """Mixin: show a result dataclass as a small table in Jupyter (see :func:`result_html`)."""
 
     def _repr_html_(self) -> str:
-        rows = []
-        for item in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, item.name)
-            if isinstance(value, np.ndarray):
-                shown = f"array of {value.size:,} values"
-            elif isinstance(value, (pl.DataFrame, pl.LazyFrame)):
-                columns = ", ".join(value.collect_schema().names())
-                shown = f"{type(value).__name__} with columns {columns}"
-            elif isinstance(value, float):
-                shown = f"{value:.6g}"
-            else:
-                shown = "—" if value is None else str(value)
-            rows.append(
-                f"<tr><th style='text-align:left'>{escape(item.name)}</th>"
-                f"<td style='text-align:left'>{escape(shown)}</td></tr>"
-            )
-        return f"<table><caption>{type(self).__name__}</caption>{''.join(rows)}</table>"
+        return result_html(self)
 
 
 @dataclass(frozen=True)

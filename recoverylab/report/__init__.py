@@ -39,7 +39,6 @@ from recoverylab.report._deps import EXTRA
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
-from recoverylab.report._repr import result_html
 from recoverylab.report._router import policy_gain, policy_rates, policy_success
 from recoverylab.report._sections import (
     contrast_section,
@@ -55,6 +54,7 @@ from recoverylab.report._sections import (
 )
 from recoverylab.report._tables import Count, Key, PValue, Rate, table_html
 from recoverylab.report._takeover import depth_rates, repair_funnel
+from recoverylab.stats import result_html
 
 #: Every chart function, by name (each takes one result frame).
 CHARTS = (
