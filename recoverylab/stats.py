@@ -22,7 +22,7 @@ import hashlib
 import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from html import escape
 from typing import Any, ClassVar
 
@@ -34,6 +34,7 @@ from recoverylab._display import p_str
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
 
 __all__ = [
+    "CI_METHODS",
     "BootstrapResult",
     "Interval",
     "IntervalExprs",
@@ -42,12 +43,14 @@ __all__ = [
     "TestResult",
     "bootstrap_types",
     "cell_rng",
+    "check_resampling",
     "cluster_bootstrap",
     "icc_oneway",
     "mcnemar_exact",
     "paired_effect_cells",
     "ratio",
     "ratio_difference",
+    "result_html",
     "sign_flip_cells",
     "sign_flip_test",
     "wilson_exprs",
@@ -86,6 +89,72 @@ _BAD = "__recoverylab_bad"
 # --------------------------------------------------------------------------------------------
 
 
+def _html_value(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, float | np.floating):
+        return f"{float(value):.6g}"
+    if isinstance(value, np.ndarray):
+        if value.size <= 6:
+            return ", ".join(_html_value(v) for v in value.ravel().tolist())
+        return f"array of {value.size:,} values ({value.dtype})"
+    if isinstance(value, pl.DataFrame):
+        return f"DataFrame: {value.height:,} rows × {value.width} columns"
+    if isinstance(value, pl.LazyFrame):
+        names = ", ".join(value.collect_schema().names())
+        return f"LazyFrame with columns {names} (not collected)"
+    return str(value)
+
+
+def result_html(result: object, *, title: str | None = None) -> str:
+    """Render a result dataclass as a small two-column HTML table (field, value).
+
+    The one HTML renderer of recoverylab's non-frame results. Arrays (e.g. a bootstrap
+    distribution) and frames are summarised by their size, never printed in full, so a result
+    displays instantly in Jupyter.
+
+    Parameters
+    ----------
+    result
+        A dataclass instance (e.g. :class:`BootstrapResult`).
+    title
+        Caption; defaults to the class name.
+
+    Returns
+    -------
+    str
+        An HTML ``<table>``.
+
+    Raises
+    ------
+    TypeError
+        When ``result`` is not a dataclass instance.
+
+    Examples
+    --------
+    >>> "<caption>Interval</caption>" in result_html(Interval(0.1, 0.2))
+    True
+    """
+    if not is_dataclass(result) or isinstance(result, type):
+        raise TypeError(f"result_html expects a dataclass instance, got {type(result).__name__}.")
+    rows = "".join(
+        f"<tr><th style='text-align:left'>{escape(f.name)}</th>"
+        f"<td style='text-align:left'>{escape(_field_text(f.name, getattr(result, f.name)))}"
+        "</td></tr>"
+        for f in fields(result)
+    )
+    caption = escape(title or type(result).__name__)
+    return f"<table><caption>{caption}</caption>{rows}</table>"
+
+
+def _field_text(name: str, value: object) -> str:
+    if name == "p_value" and isinstance(value, float | np.floating):
+        return p_str(float(value))  # as in every table: two significant digits, < 0.001
+    return _html_value(value)
+
+
 class ResultHtml:
     """Mixin: show a result dataclass readably (arrays and frames summarised, p rounded).
 
@@ -118,12 +187,7 @@ class ResultHtml:
         return shown
 
     def _repr_html_(self) -> str:
-        rows = [
-            f"<tr><th style='text-align:left'>{escape(name)}</th>"
-            f"<td style='text-align:left'>{escape(text)}</td></tr>"
-            for name, text in self._shown()
-        ]
-        return f"<table><caption>{type(self).__name__}</caption>{''.join(rows)}</table>"
+        return result_html(self)
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{name}={text}" for name, text in self._shown(every=False))
@@ -338,6 +402,34 @@ def _check_confidence(value: object) -> float:
             "e.g. 0.95."
         )
     return float(value)  # type: ignore[arg-type]
+
+
+#: Interval methods of the cluster bootstrap (``ci_method`` of every protocol).
+CI_METHODS = ("percentile", "bca")
+
+
+def check_resampling(
+    *, confidence: object, n_resamples: object, seed: object, ci_method: object = "percentile"
+) -> None:
+    """Check the resampling parameters every protocol shares, before any data is read.
+
+    The one parameter-validation helper of recoverylab (ARCHITECTURE §4): the same names and
+    the same messages in every protocol.
+
+    Raises
+    ------
+    ParameterError
+        For a ``confidence`` outside (0, 1), ``n_resamples`` < 1, a negative or non-integer
+        ``seed``, or a ``ci_method`` that is not ``"percentile"`` or ``"bca"``.
+
+    Examples
+    --------
+    >>> check_resampling(confidence=0.95, n_resamples=1000, seed=0, ci_method="bca")
+    """
+    require_one_of("ci_method", ci_method, CI_METHODS)
+    _check_confidence(confidence)
+    _check_n_resamples(n_resamples)
+    _check_seed("seed", seed)
 
 
 def _check_statistic(statistic: object) -> Statistic:

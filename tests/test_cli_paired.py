@@ -269,7 +269,7 @@ def test_a_bad_late_option_leaves_no_output_behind(cli: Callable, tmp_path: Path
     )
     assert result.code == 2
     assert result.err.strip().splitlines() == [
-        "recoverylab paired: error: parameter `method_b` is 'bogus'; forks has no rows with that "
+        "recoverylab paired: error: parameter `b` is 'bogus'; forks has no rows with that "
         "method (methods: refresh)."
     ]
     assert list(tmp_path.iterdir()) == []
@@ -313,3 +313,12 @@ def test_help(cli: Callable, command: str) -> None:
     assert result.code == 0
     assert "--seed" in result.out
     assert "--resamples" in result.out
+
+
+def test_validate_checks_a_decision_table(cli, tmp_path) -> None:
+    assert cli("validate", "decisions", DECISIONS).out == "ok: 300 rows\n"
+    bad = tmp_path / "decisions.parquet"
+    pl.read_parquet(DECISIONS).with_columns(pl.lit(-1).alias("delay")).write_parquet(bad)
+    result = cli("validate", "decisions", bad)
+    assert result.code == 2
+    assert "decisions: column `delay` is negative on 300 rows" in result.err

@@ -11,6 +11,7 @@ import polars as pl
 from recoverylab import goal
 from recoverylab._errors import ParameterError
 from recoverylab._outputs import scratch_dir
+from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
@@ -22,7 +23,6 @@ from recoverylab.cli._common import (
     samples_dir,
     write_output,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import output_format, scan, write_parquet
 
 TABLES = ("cases", "resources", "episodes", "steps", "citations")

@@ -9,6 +9,7 @@ from typing import Any
 
 from recoverylab import paired
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
@@ -21,7 +22,6 @@ from recoverylab.cli._common import (
     split_list,
     write_output,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
 
 

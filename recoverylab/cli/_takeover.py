@@ -11,6 +11,7 @@ import polars as pl
 
 from recoverylab import takeover
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
@@ -22,7 +23,6 @@ from recoverylab.cli._common import (
     samples_dir,
     split_list,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
 
 #: Result tables, in the order they are written (each ``<name>.parquet`` under --out-dir).

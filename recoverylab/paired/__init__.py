@@ -30,6 +30,7 @@ from recoverylab.paired._planning import (
     simulate_power,
     tasks_needed,
 )
+from recoverylab.paired._policy import RESULT_COLUMNS as POLICY_COLUMNS
 
 # Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
 exclusions = reads_inputs(_pairs.exclusions)
@@ -44,6 +45,7 @@ plan_study = reads_inputs(_planning.plan_study)
 
 __all__ = [
     "BREAK_EVEN_COLUMNS",
+    "POLICY_COLUMNS",
     "Cohort",
     "SimulatedPower",
     "break_even",

@@ -46,7 +46,7 @@ from recoverylab.report._deps import EXTRA, chart_renderer
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
-from recoverylab.report._repr import ResultTable, result_html, show
+from recoverylab.report._repr import ResultTable, show
 from recoverylab.report._router import policy_gain, policy_rates, policy_success
 from recoverylab.report._sections import (
     contrast_section,
@@ -68,6 +68,7 @@ from recoverylab.report._uplift_reliability import (
     toc_curves,
     toc_section,
 )
+from recoverylab.stats import result_html
 
 #: Every chart function, by name (each takes one result frame).
 CHARTS = (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from recoverylab._errors import ParameterError
-from recoverylab.paired._policy import RESULT_COLUMNS
+from recoverylab.paired import POLICY_COLUMNS
 from recoverylab.report._common import (
     ALL,
     GREY,
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["policy_gain", "policy_rates", "policy_success"]
 
-_COLUMNS = ("condition", *RESULT_COLUMNS)
+_COLUMNS = ("condition", *POLICY_COLUMNS)
 _SOURCE = "recoverylab.paired.evaluate_policy or recoverylab.router.compare"
 _NEVER = "never"
 

@@ -24,9 +24,9 @@ scikit-learn is needed to fit (``pip install 'recoverylab[router]'``), not to de
 """
 
 from recoverylab._diagnose import reads_inputs
+from recoverylab._errors import RecoveryLabWarning
 from recoverylab.router import _compare, _uplift
 from recoverylab.router._breakeven import BreakEven
-from recoverylab.router._compare import RecoveryLabWarning
 from recoverylab.router._models import LinearModel, Scaling
 from recoverylab.router._policies import (
     NEVER,
