@@ -73,6 +73,7 @@ _MAX_EXACT_INT = 2.0**53
 
 _BOOTSTRAP_METHODS = ("percentile", "bca")
 _SIGN_FLIP_METHODS = ("auto", "exact", "monte-carlo")
+_ALTERNATIVES = ("two-sided", "greater", "less")
 _BOOTSTRAP_COLUMNS = ("estimate", "ci_low", "ci_high", "n_clusters")
 _SIGN_FLIP_COLUMNS = ("statistic", "p_value", "p_method")
 _N = "__recoverylab_n"
@@ -145,20 +146,23 @@ class BootstrapResult(ResultHtml):
 
 @dataclass(frozen=True)
 class SignFlipResult(ResultHtml):
-    """The result of a two-sided paired sign-flip (permutation) test.
+    """The result of a paired sign-flip (permutation) test.
 
     Attributes
     ----------
     statistic
         The observed sum of per-cluster differences, T = Σ dᵢ.
     p_value
-        P(|T*| ≥ |T|) under random independent signs (Monte Carlo: with the +1 correction).
+        Under random independent signs (Monte Carlo: with the +1 correction): P(|T*| ≥ |T|)
+        two-sided, P(T* ≥ T) for ``"greater"``, P(T* ≤ T) for ``"less"``.
     method
         ``"exact-convolution"``, ``"exact-enumeration"`` or ``"monte-carlo"``.
     n_clusters
         Number of clusters, zero differences included.
     n_resamples
         Monte Carlo resamples, or None for the exact methods.
+    alternative
+        ``"two-sided"``, ``"greater"`` or ``"less"``.
     """
 
     statistic: float
@@ -166,6 +170,7 @@ class SignFlipResult(ResultHtml):
     method: str
     n_clusters: int
     n_resamples: int | None
+    alternative: str = "two-sided"
 
 
 @dataclass(frozen=True)
@@ -1049,6 +1054,7 @@ def sign_flip_test(
     method: str = "auto",
     n_resamples: int = 100_000,
     rng: np.random.Generator | int | None = None,
+    alternative: str = "two-sided",
 ) -> SignFlipResult:
     """Test whether paired per-cluster differences are symmetric about zero, by flipping signs.
 
@@ -1091,6 +1097,9 @@ def sign_flip_test(
         Monte Carlo resamples (>= 1); ignored by the exact methods.
     rng
         A numpy Generator, an integer seed, or None for seed 0 (Monte Carlo only).
+    alternative
+        ``"two-sided"`` (P(|T*| ≥ |T|)), ``"greater"`` (P(T* ≥ T): evidence that the
+        differences are positive) or ``"less"`` (P(T* ≤ T)). Every method computes all three.
 
     Returns
     -------
@@ -1112,6 +1121,7 @@ def sign_flip_test(
     (5.0, 0.0625, 'exact-convolution')
     """
     d, c, method, n_resamples, gen = _sign_flip_iv(differences, counts, method, n_resamples, rng)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
     unique, multiplicity = _merge_types(d[:, np.newaxis], c)
     unique = unique[:, 0]
     n_clusters = int(multiplicity.sum())
@@ -1122,17 +1132,22 @@ def sign_flip_test(
 
     def result(p_value: float, how: str, resamples: int | None = None) -> SignFlipResult:
         p_value = min(max(p_value, 0.0), 1.0)
-        return SignFlipResult(observed, p_value, how, n_clusters, resamples)
+        return SignFlipResult(observed, p_value, how, n_clusters, resamples, str(alternative))
 
     if n_nonzero == 0:
         return result(1.0, "exact-enumeration")
+    if alternative != "two-sided" and method != "monte-carlo":
+        exact = _sign_flip_one_sided_exact(v, m, observed, alternative)
+        if exact is not None:
+            return result(*exact)
     if method != "monte-carlo":
         if bool(np.all(v == np.round(v))) and bool(np.all(np.abs(v) < _MAX_EXACT_INT)):
             p_value = _sign_flip_lattice(v.astype(np.int64), m)
             if p_value is not None:
                 return result(p_value, "exact-convolution")
         if n_nonzero <= _MAX_ENUMERATION:
-            return result(_sign_flip_enumerate(np.repeat(v, m)), "exact-enumeration")
+            p_value = _sign_flip_enumerate(np.repeat(v, m), alternative)
+            return result(p_value, "exact-enumeration")
         if method == "exact":
             raise ParameterError(
                 f"parameter `method` is 'exact' but the differences are not integers (or their "
@@ -1142,14 +1157,15 @@ def sign_flip_test(
             )
     elif n_nonzero <= _MAX_ENUMERATION and 2**n_nonzero <= n_resamples:
         # Enumerating every sign vector costs no more than the requested resamples.
-        return result(_sign_flip_enumerate(np.repeat(v, m)), "exact-enumeration")
+        p_value = _sign_flip_enumerate(np.repeat(v, m), alternative)
+        return result(p_value, "exact-enumeration")
 
-    threshold = abs(observed) - _TIE_RTOL * float(m.astype(np.float64) @ np.abs(v))
+    tolerance = _TIE_RTOL * float(m.astype(np.float64) @ np.abs(v))
     if n_nonzero <= _SCIPY_MC_MAX_CLUSTERS:
         null = _sign_flip_null_scipy(np.repeat(v, m), n_resamples, gen)
     else:
         null = _sign_flip_null_types(v, m, n_resamples, gen)
-    hits = int(np.count_nonzero(np.abs(null) >= threshold))
+    hits = _tail_hits(null, observed, tolerance, alternative)
     return result((1 + hits) / (1 + n_resamples), "monte-carlo", n_resamples)
 
 
@@ -1202,8 +1218,22 @@ def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
         flips = int(per_magnitude[0])
         low, high = (flips - t) // 2, (flips + t) // 2
         return float(sps.binom.cdf(low, flips, 0.5) + sps.binom.sf(high - 1, flips, 0.5))
-    steps = (magnitudes // gcd).tolist()
-    sizes = per_magnitude.tolist()
+    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
+    if null is None:
+        return None
+    support, pmf = null
+    return float(pmf[np.abs(support) >= t].sum())
+
+
+def _lattice_pmf(steps_a: np.ndarray, sizes_a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Return the null pmf of T*/g = Σ a'·(2·Binomial(mₐ, ½) − mₐ) on its integer support.
+
+    None when the lattice would exceed ``_MAX_LATTICE`` points. Mass outside the Hoeffding
+    window of :func:`_negligible_window` (below 1e-340) is dropped.
+    """
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
+    steps, sizes = steps_a.tolist(), sizes_a.tolist()
     windows = [_negligible_window(size / 2, size, size) for size in sizes]
     points = sum(step * (hi - lo) + 1 for step, (lo, hi) in zip(steps, windows, strict=True))
     if points > _MAX_LATTICE:
@@ -1216,7 +1246,19 @@ def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
     total = _convolve_all(pieces)
     span = sum(step * size for step, size in zip(steps, sizes, strict=True))
     doubled = 2 * (total.offset + np.arange(total.pmf.size, dtype=np.int64)) - span
-    return float(total.pmf[np.abs(doubled) >= t].sum())
+    return doubled, total.pmf
+
+
+def _sign_flip_null_pmf(v: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Return (support of T*/g, pmf, g) for nonzero integer differences, or None if too big."""
+    magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
+    per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
+    np.add.at(per_magnitude, inverse, m)
+    gcd = int(np.gcd.reduce(magnitudes))
+    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
+    if null is None:
+        return None
+    return null[0], null[1], gcd
 
 
 @dataclass(frozen=True)
@@ -1268,13 +1310,14 @@ def _convolve_all(pieces: list[_LatticePmf]) -> _LatticePmf:
     return heap[0][2]
 
 
-def _sign_flip_enumerate(x: np.ndarray) -> float:
-    """Return P(|T*| ≥ |T|) by enumerating sign vectors of the nonzero differences ``x``.
+def _sign_flip_enumerate(x: np.ndarray, alternative: str = "two-sided") -> float:
+    """Return the sign-flip p-value by enumerating sign vectors of the nonzero differences ``x``.
 
-    |T*| is unchanged when every sign flips, so the first sign is fixed at + and the other
-    2ⁿ⁻¹ sign vectors are enumerated in chunks of bit rows.
+    Flipping every sign maps T* to −T*, so the first sign is fixed at + and the other 2ⁿ⁻¹
+    sign vectors are enumerated in chunks of bit rows; each stands for the pair ±T*.
     """
-    threshold = abs(float(x.sum())) - _TIE_RTOL * float(np.abs(x).sum())
+    observed = float(x.sum())
+    tolerance = _TIE_RTOL * float(np.abs(x).sum())
     rest = x[1:]
     n_vectors = 1 << rest.size
     shifts = np.arange(rest.size, dtype=np.int64)
@@ -1284,8 +1327,41 @@ def _sign_flip_enumerate(x: np.ndarray) -> float:
         index = np.arange(start, min(n_vectors, start + chunk), dtype=np.int64)
         signs = (((index[:, np.newaxis] >> shifts) & 1) * 2 - 1).astype(np.float64)
         flipped = x[0] + signs @ rest
-        hits += int(np.count_nonzero(np.abs(flipped) >= threshold))
-    return hits / n_vectors
+        if alternative == "two-sided":
+            hits += 2 * _tail_hits(flipped, observed, tolerance, alternative)
+        else:
+            pair = np.concatenate([flipped, -flipped])
+            hits += _tail_hits(pair, observed, tolerance, alternative)
+    return hits / (2 * n_vectors)
+
+
+def _tail_hits(null: np.ndarray, observed: float, tolerance: float, alternative: str) -> int:
+    """Count null draws at least as extreme as ``observed`` (ties within ``tolerance`` count)."""
+    if alternative == "greater":
+        return int(np.count_nonzero(null >= observed - tolerance))
+    if alternative == "less":
+        return int(np.count_nonzero(null <= observed + tolerance))
+    return int(np.count_nonzero(np.abs(null) >= abs(observed) - tolerance))
+
+
+def _sign_flip_one_sided_exact(
+    v: np.ndarray, m: np.ndarray, observed: float, alternative: str
+) -> tuple[float, str] | None:
+    """Return the exact one-sided p and its method, or None when only Monte Carlo applies.
+
+    The null of T* is symmetric, so P(T* ≤ T) = P(T* ≥ −T): both sides reduce to an upper
+    tail P(T* ≥ t). For integers it is read off the lattice pmf; otherwise enumerated.
+    """
+    t = observed if alternative == "greater" else -observed
+    if bool(np.all(v == np.round(v))) and bool(np.all(np.abs(v) < _MAX_EXACT_INT)):
+        pmf = _sign_flip_null_pmf(v.astype(np.int64), m)
+        if pmf is not None:
+            support, mass, gcd = pmf
+            return float(mass[support >= round(t) // gcd].sum()), "exact-convolution"
+    if int(m.sum()) <= _MAX_ENUMERATION:
+        x = np.repeat(v, m)
+        return _sign_flip_enumerate(x, alternative), "exact-enumeration"
+    return None
 
 
 def _sum_last_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
