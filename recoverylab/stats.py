@@ -42,11 +42,13 @@ __all__ = [
     "bootstrap_types",
     "cell_rng",
     "cluster_bootstrap",
+    "fay_lumbard_interval",
     "mcnemar_exact",
     "paired_effect_cells",
     "ratio",
     "ratio_difference",
     "sign_flip_cells",
+    "sign_flip_interval",
     "sign_flip_test",
     "wilson_exprs",
     "wilson_interval",
@@ -1410,6 +1412,348 @@ def _sign_flip_null_types(
             part += (2 * heads - m_multi).astype(np.float64) @ v_multi
         null[start : start + size] = part
     return null
+
+
+# --------------------------------------------------------------------------------------------
+# Paired-effect intervals compatible with the sign-flip test (ARCHITECTURE §4)
+# --------------------------------------------------------------------------------------------
+
+#: Quadrature nodes (midpoints on the probability scale) for the melded beta products.
+_MELD_NODES = 1024
+#: Bisection steps for quantiles on [-1, 1]: 2**-35 is below any reported digit.
+_BISECTION_STEPS = 36
+#: Hoeffding half-width, in √m, of the window kept for Binomial(m, ½): outside it < 4e-22.
+_HALF_SAMPLE_WIDTH = 5.0
+#: Mass below which an edge of the joint (D, N) pmf is trimmed (far below any α used).
+_TRIM_MASS = 1e-22
+
+
+def _alpha_per_side(confidence: float, alternative: str) -> float:
+    """The error allowed on each bounded side: (1 − c)/2 two-sided, 1 − c one-sided."""
+    return (1.0 - confidence) / 2.0 if alternative == "two-sided" else 1.0 - confidence
+
+
+def fay_lumbard_interval(
+    rescue: np.ndarray | int,
+    harm: np.ndarray | int,
+    n: np.ndarray | int,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Interval for a difference of matched proportions, compatible with the exact McNemar test.
+
+    For n pairs with ``rescue`` pairs (only the recovery branch succeeds) and ``harm`` pairs
+    (only the no-recovery branch succeeds) the effect is θ = ψ·(2φ − 1), with ψ the chance that
+    a pair is discordant and φ the chance that a discordant pair is a rescue. Following Fay &
+    Lumbard (2021, the ``mcnemarExactDP`` interval of R's exact2x2) the exact one-sample
+    confidence distributions of ψ (Beta(m, n − m + 1) and Beta(m + 1, n − m), m = rescue +
+    harm) and of φ (Beta(x, m − x + 1) and Beta(x + 1, m − x)) are *melded*: the lower bound is
+    the smaller α-quantile of T·(2B − 1) over the two ψ distributions T with the lower φ
+    distribution B, the upper bound the larger (1 − α)-quantile with the upper φ distribution.
+
+    Because T > 0, the lower bound is above zero exactly when P(B < ½) < α, i.e. when the
+    one-sided exact binomial test of rescue vs harm rejects: zero lies outside the interval
+    exactly when the (central) exact McNemar p-value is below 1 − confidence. The quantiles are
+    computed by deterministic quadrature (no Monte Carlo noise).
+
+    Parameters
+    ----------
+    rescue, harm, n
+        Counts (scalars or arrays that broadcast); rescue + harm <= n.
+    confidence
+        Confidence level in (0, 1).
+    alternative
+        ``"two-sided"`` (central interval, α/2 per side), ``"greater"`` (lower bound only, the
+        upper is 1) or ``"less"`` (upper bound only, the lower is −1).
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` (floats for scalar inputs); NaN where n == 0.
+
+    Raises
+    ------
+    ParameterError
+        For negative or non-integer counts, rescue + harm > n, a confidence outside (0, 1) or
+        an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = fay_lumbard_interval(0, 1, 100)
+    >>> round(ci.low, 4), round(ci.high, 4)
+    (-0.0545, 0.0501)
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
+    x, m, total = _matched_counts_iv(rescue, harm, n)
+    alpha = _alpha_per_side(confidence, alternative)
+    low = np.full(x.shape, -1.0)
+    high = np.full(x.shape, 1.0)
+    if alternative != "less":
+        low = np.minimum(
+            _meld_quantile(m, total - m + 1, x, m - x + 1, alpha),
+            _meld_quantile(m + 1, total - m, x, m - x + 1, alpha),
+        )
+    if alternative != "greater":
+        high = np.maximum(
+            _meld_quantile(m, total - m + 1, x + 1, m - x, 1 - alpha),
+            _meld_quantile(m + 1, total - m, x + 1, m - x, 1 - alpha),
+        )
+    empty = total == 0
+    low, high = np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+    if low.ndim == 0:
+        return Interval(low=float(low), high=float(high))
+    return Interval(low=low, high=high)
+
+
+def _matched_counts_iv(
+    rescue: object, harm: object, n: object
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate matched-pair counts and return (rescue, discordant, n) as float arrays."""
+    arrays = []
+    for name, value in (("rescue", rescue), ("harm", harm), ("n", n)):
+        array = _numeric_array(name, value).astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(array) | (array < 0) | (array != np.round(array))
+        if bad.any():
+            raise ParameterError(
+                f"parameter `{name}` holds {int(bad.sum())} values that are not non-negative "
+                "integer counts."
+            )
+        arrays.append(array)
+    try:
+        x, harms, total = np.broadcast_arrays(*arrays)
+    except ValueError as exc:
+        raise ParameterError(
+            "parameters `rescue`, `harm` and `n` have shapes that do not broadcast together."
+        ) from exc
+    m = x + harms
+    if (m > total).any():
+        raise ParameterError(
+            "parameters `rescue` and `harm` add up to more than `n` for "
+            f"{int((m > total).sum())} entries; discordant pairs are a subset of the n pairs."
+        )
+    return x, m, total
+
+
+def _beta_nodes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Quantiles of Beta(a, b) at the quadrature nodes, shape (cells, nodes).
+
+    Beta(0, b) is the point mass at 0 and Beta(a, 0) the point mass at 1 (the limits used by
+    Clopper–Pearson bounds at the edges).
+    """
+    u = (np.arange(_MELD_NODES) + 0.5) / _MELD_NODES
+    a2, b2 = a[..., np.newaxis], b[..., np.newaxis]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nodes = special.betaincinv(np.maximum(a2, 1e-300), np.maximum(b2, 1e-300), u)
+    nodes = np.where(a2 <= 0, 0.0, np.where(b2 <= 0, 1.0, nodes))
+    return np.asarray(nodes, dtype=np.float64)
+
+
+def _beta_cdf(value: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """CDF of Beta(a, b) with the point-mass limits of :func:`_beta_nodes`."""
+    inside = special.betainc(np.maximum(a, 1e-300), np.maximum(b, 1e-300), np.clip(value, 0, 1))
+    cdf = np.where(a <= 0, 1.0, np.where(b <= 0, (value >= 1.0).astype(np.float64), inside))
+    return np.asarray(np.where(value < 0, 0.0, np.where(value >= 1, 1.0, cdf)), dtype=np.float64)
+
+
+def _meld_quantile(
+    t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarray, level: float
+) -> np.ndarray:
+    """The ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
+
+    P(W ≤ w) = E_T[F_B((1 + w/T)/2)], averaged over T's quantile nodes; the quantile is found
+    by bisection on [−1, 1], vectorised over cells. At w = 0 the CDF is F_B(½) exactly, so the
+    sign of the quantile is that of the exact binomial test.
+    """
+    shape = np.broadcast(t_a, t_b, b_a, b_b).shape
+    t = _beta_nodes(np.broadcast_to(t_a, shape), np.broadcast_to(t_b, shape))
+    b_a2 = np.broadcast_to(b_a, shape)[..., np.newaxis]
+    b_b2 = np.broadcast_to(b_b, shape)[..., np.newaxis]
+
+    def cdf(w: np.ndarray) -> np.ndarray:
+        w2 = w[..., np.newaxis]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            arg = np.where(t > 0, (1.0 + w2 / t) / 2.0, np.where(w2 >= 0, 2.0, -1.0))
+        return _beta_cdf(arg, b_a2, b_b2).mean(axis=-1)
+
+    low, high = np.full(shape, -1.0), np.full(shape, 1.0)
+    # The bisection keeps cdf(low) < level <= cdf(high); start by checking the ends.
+    for _ in range(_BISECTION_STEPS):
+        mid = (low + high) / 2.0
+        above = cdf(mid) >= level
+        high, low = np.where(above, mid, high), np.where(above, low, mid)
+    at_zero = cdf(np.zeros(shape)) >= level
+    # Exactly on the test's side of zero: the sign is decided by F_B(½) alone.
+    quantile = np.where(at_zero, np.minimum(high, 0.0), np.maximum(high, np.nextafter(0.0, 1.0)))
+    # B a point mass (no rescue, or no harm): W = ∓T, whose quantile is a beta quantile.
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
+    t_a2, t_b2 = np.broadcast_to(t_a, shape), np.broadcast_to(t_b, shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t_low = sps.beta.ppf(1.0 - level, np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300))
+        t_high = sps.beta.ppf(level, np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300))
+    t_low = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_low))
+    t_high = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_high))
+    b_zero = np.broadcast_to(b_a, shape) <= 0
+    b_one = np.broadcast_to(b_b, shape) <= 0
+    return np.asarray(np.where(b_zero, -t_low, np.where(b_one, t_high, quantile)))
+
+
+def sign_flip_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+    limits: tuple[float, float] = (-1.0, 1.0),
+) -> Interval:
+    """Interval for a clustered paired effect Σd / Σn by inverting the sign-flip test (exact).
+
+    The effect θ = Σdᵢ / Σnᵢ over clusters i with summed difference dᵢ over nᵢ pairs. A value
+    δ is kept when the sign-flip test of the shifted differences eᵢ = dᵢ − δ·nᵢ does not reject
+    at 1 − confidence. Flipping the signs of a random set S of clusters gives T* ≥ T exactly
+    when Σ_{i∈S} eᵢ ≤ 0, so the one-sided p-value is P(Q ≤ δ) with Q = Σ_S d / Σ_S n the effect
+    on a random half of the clusters (each in S with chance ½; S empty counts on both sides).
+    The interval is therefore the pair of α-quantiles of Q, a *half-sampling* interval, and
+    zero lies outside it exactly when the sign-flip test of the dᵢ rejects (its two-sided
+    p-value equals twice the smaller one-sided one, the null being symmetric).
+
+    Q's distribution is exact: (Σ_S d, Σ_S n) is a sum over cluster types of
+    Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer lattice (mass beyond
+    5·√mₜ of mₜ/2, below 4e-22, is dropped). The cost grows with the number of types and with
+    √(clusters), never with rows.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the integer summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence
+        Confidence level in (0, 1).
+    alternative
+        ``"two-sided"``, ``"greater"`` (lower bound only; the upper is ``limits[1]``) or
+        ``"less"`` (upper bound only).
+    limits
+        The range of the effect; a bound the test cannot reach (too few clusters) is the limit.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        For a bad shape, non-integer or negative pairs, non-integer differences, bad counts,
+        a confidence outside (0, 1) or an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = sign_flip_interval([[1, 1], [0, 1], [-1, 1]], [12, 30, 3])
+    >>> round(ci.low, 4), round(ci.high, 4)
+    (0.0435, 0.3636)
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
+    array = _numeric_array("values", values).astype(np.float64)
+    if array.ndim != 2 or array.shape[1] != 2 or array.shape[0] == 0:
+        raise ParameterError(
+            f"parameter `values` has shape {array.shape}; it must be (T, 2): one row per cluster "
+            "type with its summed difference and its number of pairs."
+        )
+    bad = ~np.isfinite(array).all(axis=1) | (array != np.round(array)).any(axis=1)
+    bad |= array[:, 1] < 0
+    if bad.any():
+        raise ParameterError(
+            f"parameter `values` has {int(bad.sum())} rows that are not integer (difference, "
+            "pairs) with pairs >= 0; the exact inversion needs integer partials."
+        )
+    c = (
+        np.ones(array.shape[0], dtype=np.int64)
+        if counts is None
+        else _check_counts(counts, array.shape[0], "rows in `values`")
+    )
+    types, c = _merge_types(array, c)
+    keep = (types != 0).any(axis=1)
+    types, c = types[keep].astype(np.int64), c[keep]
+    if types.size == 0 or int(c @ types[:, 1]) == 0:
+        return Interval(low=math.nan, high=math.nan)
+    ratios, mass, empty = _half_sample_distribution(types, c)
+    alpha = _alpha_per_side(confidence, alternative)
+    low, high = float(limits[0]), float(limits[1])
+    if alternative != "less":
+        low = _half_sample_bound(ratios, mass, alpha - empty, low)
+    if alternative != "greater":
+        high = -_half_sample_bound(-ratios[::-1], mass[::-1], alpha - empty, -high)
+    return Interval(low=low, high=high)
+
+
+def _half_sample_bound(ratios: np.ndarray, mass: np.ndarray, needed: float, limit: float) -> float:
+    """The smallest sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
+    if needed <= 0:
+        return limit
+    cumulated = np.cumsum(mass)
+    index = int(np.searchsorted(cumulated, needed * (1 - 1e-12), side="left"))
+    if index >= ratios.size:
+        return limit
+    return float(max(ratios[index], limit))
+
+
+def _half_sample_distribution(
+    types: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Distribution of Q = Σ Kₜdₜ / Σ Kₜnₜ: sorted ratios, their masses, and P(Σ Kₜnₜ = 0)."""
+    d_gcd = int(np.gcd.reduce(np.abs(types[:, 0]))) or 1
+    n_gcd = int(np.gcd.reduce(types[:, 1])) or 1
+    joint, d_offset = _joint_half_sample_pmf(types[:, 0] // d_gcd, types[:, 1] // n_gcd, counts)
+    d_values = (d_offset + np.arange(joint.shape[0]))[:, np.newaxis]
+    n_values = np.arange(joint.shape[1])[np.newaxis, :]
+    empty = float(joint[:, 0].sum())
+    positive = (joint > 0) & (n_values > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio_grid = (d_values * d_gcd) / (n_values * n_gcd)
+    ratios, mass = ratio_grid[positive], joint[positive]
+    order = np.argsort(ratios, kind="stable")
+    return ratios[order], mass[order], empty
+
+
+def _joint_half_sample_pmf(
+    d: np.ndarray, n: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Joint pmf of (Σ Kₜdₜ, Σ Kₜnₜ) as a 2-D array, rows from ``d_offset``, columns from 0."""
+    from scipy import signal  # a slow import, kept off `import recoverylab`
+    from scipy import stats as sps
+
+    joint, d_offset = np.ones((1, 1)), 0
+    for step_d, step_n, size in zip(d.tolist(), n.tolist(), counts.tolist(), strict=True):
+        half = _HALF_SAMPLE_WIDTH * math.sqrt(size) + 1.0
+        lo, hi = max(0, math.floor(size / 2 - half)), min(size, math.ceil(size / 2 + half))
+        k = np.arange(lo, hi + 1)
+        piece = np.zeros((abs(step_d) * (hi - lo) + 1, step_n * (hi - lo) + 1))
+        rows = (k - lo) * abs(step_d) if step_d >= 0 else (hi - k) * abs(step_d)
+        piece[rows, (k - lo) * step_n] = sps.binom.pmf(k, size, 0.5)
+        piece_offset = step_d * lo if step_d >= 0 else step_d * hi
+        if joint.size * piece.size <= _DIRECT_CONVOLVE_MAX:
+            joint = signal.convolve(joint, piece, method="direct")
+        else:
+            joint = np.clip(signal.fftconvolve(joint, piece), 0.0, None)
+        d_offset += piece_offset
+        # Column j of the joint is Σ Kn = j + (column offset); keep columns absolute from 0.
+        joint = np.pad(joint, ((0, 0), (step_n * lo, 0)))[:, : joint.shape[1] + step_n * lo]
+        joint, trimmed = _trim_rows(joint)
+        d_offset += trimmed
+    return joint, d_offset
+
+
+def _trim_rows(joint: np.ndarray) -> tuple[np.ndarray, int]:
+    """Drop leading/trailing rows and trailing columns whose mass is negligible."""
+    rows = np.flatnonzero(joint.sum(axis=1) > _TRIM_MASS)
+    columns = np.flatnonzero(joint.sum(axis=0) > _TRIM_MASS)
+    if rows.size == 0:
+        return joint, 0
+    return joint[rows[0] : rows[-1] + 1, : columns[-1] + 1], int(rows[0])
 
 
 # --------------------------------------------------------------------------------------------
