@@ -39,6 +39,7 @@ __all__ = [
     "ResultHtml",
     "SignFlipResult",
     "TestResult",
+    "adjust_p_values",
     "bootstrap_types",
     "cell_rng",
     "cluster_bootstrap",
@@ -74,6 +75,11 @@ _TIE_RTOL = 100 * float(np.finfo(np.float64).eps)
 _MAX_EXACT_INT = 2.0**53
 
 _BOOTSTRAP_METHODS = ("percentile", "bca")
+_PAIRED_CI_METHODS = ("auto", "fay-lumbard", "sign-flip", "percentile", "bca")
+_ADJUST_METHODS = (None, "holm", "bh")
+#: A cell is flagged ``sparse`` below these: clusters with a nonzero difference, clusters.
+SPARSE_NONZERO_CLUSTERS = 10
+SPARSE_CLUSTERS = 20
 _SIGN_FLIP_METHODS = ("auto", "exact", "monte-carlo")
 _ALTERNATIVES = ("two-sided", "greater", "less")
 _BOOTSTRAP_COLUMNS = ("estimate", "ci_low", "ci_high", "n_clusters")
@@ -777,6 +783,7 @@ def sign_flip_cells(
     count: str | None = None,
     n_resamples: int = 100_000,
     seed: int = 0,
+    alternative: str = "two-sided",
 ) -> pl.DataFrame:
     """Run the paired sign-flip test of per-cluster differences separately in every cell.
 
@@ -797,6 +804,8 @@ def sign_flip_cells(
     seed
         Non-negative integer; combined with each cell key by :func:`cell_rng`, exactly as in
         :func:`cluster_bootstrap`.
+    alternative
+        ``"two-sided"``, ``"greater"`` or ``"less"`` (see :func:`sign_flip_test`).
 
     Returns
     -------
@@ -826,13 +835,18 @@ def sign_flip_cells(
         )
     n_resamples = _check_n_resamples(n_resamples)
     seed = _check_seed("seed", seed)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
 
     keys, groups = _cell_types(
         partials, cells_l, [difference], count, _SIGN_FLIP_COLUMNS, role="difference"
     )
     results = [
         sign_flip_test(
-            cell_values[:, 0], cell_counts, n_resamples=n_resamples, rng=cell_rng(seed, key)
+            cell_values[:, 0],
+            cell_counts,
+            n_resamples=n_resamples,
+            rng=cell_rng(seed, key),
+            alternative=alternative,
         )
         for key, cell_values, cell_counts in groups
     ]
@@ -855,17 +869,39 @@ def paired_effect_cells(
     count: str | None = "count",
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: str = "percentile",
+    method: str = "auto",
     seed: int = 0,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Interval and p-value of a paired effect Σd / Σn per cell, from per-cluster types.
 
     The shared last step of every paired comparison (rescue minus harm per pair, a policy's gain
     over never recovering, one policy's margin over another): a cluster is a task with ``d`` =
-    its summed outcome differences over ``n`` pairs. The interval is :func:`cluster_bootstrap`
-    of the ratio; the p-value is :func:`sign_flip_cells` of the per-cluster ``d`` (exact for
-    integer differences). Both draw per cell from :func:`cell_rng`, so a cell's result does not
-    depend on the other cells.
+    its summed outcome differences over ``n`` pairs. The p-value is :func:`sign_flip_cells` of
+    the per-cluster ``d`` (exact for integer differences). The default interval never
+    contradicts it (ARCHITECTURE §4): zero lies outside the interval exactly when
+    ``p_value < 1 − confidence``.
+
+    Interval methods (``method``; the ``ci_method`` column names what each cell got):
+
+    * ``"fay-lumbard"``: every cluster is one pair (n = 1, d in {−1, 0, 1}): the melded
+      interval of :func:`fay_lumbard_interval`, exact McNemar-compatible, no Monte Carlo.
+    * ``"sign-flip"``: the exact inversion of the cluster sign-flip test,
+      :func:`sign_flip_interval` (any integer partials, several pairs per cluster).
+    * ``"auto"`` (default): ``fay-lumbard`` where every cluster of the cell is one pair,
+      ``sign-flip`` otherwise. Asking for ``fay-lumbard`` on a clustered cell gives
+      ``sign-flip`` there too.
+    * ``"percentile"`` / ``"bca"``: the cluster bootstrap (:func:`cluster_bootstrap`, random
+      stream per cell); kept for comparison, not guaranteed to agree with the test.
+
+    For the two test-based methods, a bound that lands within rounding of zero on the wrong
+    side of the test's decision is moved to agree with the reported p-value, so agreement holds
+    exactly, not just up to floating point.
+
+    A cell is ``sparse`` when it has fewer than ``SPARSE_NONZERO_CLUSTERS`` (10) clusters with
+    a nonzero difference (few discordant pairs) or fewer than ``SPARSE_CLUSTERS`` (20)
+    clusters: its interval is wide by necessity and a bootstrap there would be overconfident.
 
     Parameters
     ----------
@@ -874,37 +910,267 @@ def paired_effect_cells(
     cells, difference, n, count
         Column names: cell keys, per-cluster summed difference, per-cluster pairs, multiplicity
         (``None`` when every row is one cluster).
-    n_resamples, confidence, method, seed
-        As :func:`cluster_bootstrap`.
+    n_resamples, seed
+        Bootstrap resamples and seed (bootstrap methods; Monte Carlo p-values for non-integer
+        differences).
+    confidence
+        Confidence level in (0, 1) (above 0.5 for one-sided bootstrap intervals).
+    method
+        ``"auto"``, ``"fay-lumbard"``, ``"sign-flip"``, ``"percentile"`` or ``"bca"``.
+    alternative
+        ``"two-sided"``, ``"greater"`` (H1: effect > 0; the interval is ``[ci_low, 1]``) or
+        ``"less"`` (``[-1, ci_high]``); the p-value is one-sided to match.
+    adjust
+        ``None``, ``"holm"`` or ``"bh"`` (Benjamini–Hochberg): adds ``p_adjusted``, adjusted
+        over the family of all cells of this result (see :func:`adjust_p_values`).
 
     Returns
     -------
     pl.DataFrame
-        One row per cell: cell columns, ``ci_low``, ``ci_high``, ``n_clusters``, ``p_value``.
+        One row per cell: cell columns, ``ci_low``, ``ci_high``, ``n_clusters``, ``p_value``,
+        ``ci_method`` (String), ``sparse`` (Boolean), and ``p_adjusted`` when ``adjust`` is set.
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter or column name.
 
     Examples
     --------
     >>> types = pl.DataFrame({"cell": ["x", "x"], "d": [1, 0], "n": [1, 1], "count": [6, 4]})
-    >>> paired_effect_cells(types, cells=["cell"], n_resamples=200)["p_value"].item()
-    0.03125
+    >>> out = paired_effect_cells(types, cells=["cell"])
+    >>> out["p_value"].item(), out["ci_method"].item(), out["ci_low"].item() > 0
+    (0.03125, 'fay-lumbard', True)
     """
     cells_l = _column_names("cells", cells)
+    require_one_of("method", method, _PAIRED_CI_METHODS)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
+    require_one_of("adjust", adjust, _ADJUST_METHODS)
+    confidence = _check_confidence(confidence)
+    flip = sign_flip_cells(
+        types, cells=cells_l, difference=difference, count=count, seed=seed, alternative=alternative
+    ).select(*cells_l, "p_value")
+    if method in _BOOTSTRAP_METHODS:
+        intervals = _bootstrap_effect_cells(
+            types,
+            cells_l,
+            [difference, n],
+            count,
+            n_resamples,
+            confidence,
+            method,
+            seed,
+            alternative,
+        )
+    else:
+        intervals = _test_effect_cells(
+            types, cells_l, [difference, n], count, confidence, method, alternative
+        )
+    if cells_l:
+        out = intervals.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
+    else:
+        out = intervals.hstack(flip)
+    if method not in _BOOTSTRAP_METHODS:
+        out = _agree_with_test(out, confidence, alternative)
+    out = out.select(*cells_l, "ci_low", "ci_high", "n_clusters", "p_value", "ci_method", "sparse")
+    if adjust is not None:
+        adjusted = adjust_p_values(out["p_value"].to_numpy(), adjust)
+        out = out.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64))
+    return out
+
+
+def _bootstrap_effect_cells(
+    types: pl.DataFrame | pl.LazyFrame,
+    cells: list[str],
+    values: list[str],
+    count: str | None,
+    n_resamples: int,
+    confidence: float,
+    method: str,
+    seed: int,
+    alternative: str,
+) -> pl.DataFrame:
+    """Cluster-bootstrap intervals (one-sided: one bound of the 1 − 2α two-sided interval)."""
+    level = confidence
+    if alternative != "two-sided":
+        if confidence <= 0.5:
+            raise ParameterError(
+                f"parameter `confidence` is {confidence!r}; a one-sided bootstrap interval needs "
+                "a confidence above 0.5."
+            )
+        level = 2 * confidence - 1
     boot = cluster_bootstrap(
         types,
-        cells=cells_l,
-        values=[difference, n],
+        cells=cells,
+        values=values,
         count=count,
         n_resamples=n_resamples,
-        confidence=confidence,
+        confidence=level,
         method=method,
         seed=seed,
-    ).select(*cells_l, "ci_low", "ci_high", "n_clusters")
-    flip = sign_flip_cells(
-        types, cells=cells_l, difference=difference, count=count, seed=seed
-    ).select(*cells_l, "p_value")
-    if not cells_l:
-        return boot.hstack(flip)
-    return boot.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
+    )
+    _, groups = _cell_types(types, cells, values, count, ("ci_low", "ci_high", "n_clusters"))
+    sparse = [_is_sparse(v[:, 0], c) for _, v, c in groups]
+    return boot.select(
+        *cells,
+        pl.lit(-1.0).alias("ci_low") if alternative == "less" else "ci_low",
+        pl.lit(1.0).alias("ci_high") if alternative == "greater" else "ci_high",
+        "n_clusters",
+        pl.lit(method).alias("ci_method"),
+        pl.Series("sparse", sparse, dtype=pl.Boolean),
+    )
+
+
+def _is_sparse(d: np.ndarray, counts: np.ndarray) -> bool:
+    """Apply the documented ``sparse`` rule: few clusters with a nonzero difference, or few."""
+    nonzero = int(counts[d != 0].sum())
+    return nonzero < SPARSE_NONZERO_CLUSTERS or int(counts.sum()) < SPARSE_CLUSTERS
+
+
+def _test_effect_cells(
+    types: object,
+    cells: list[str],
+    values: list[str],
+    count: str | None,
+    confidence: float,
+    method: str,
+    alternative: str,
+) -> pl.DataFrame:
+    """Compute test-based intervals: Fay–Lumbard (vectorised) for one-pair cells, else inversion."""
+    keys, groups = _cell_types(types, cells, values, count, ("ci_low", "ci_high", "n_clusters"))
+    size = len(groups)
+    low, high = np.full(size, np.nan), np.full(size, np.nan)
+    n_clusters = np.zeros(size, dtype=np.int64)
+    sparse = np.zeros(size, dtype=bool)
+    chosen = np.full(size, "sign-flip", dtype=object)
+    counts_fl = np.zeros((size, 3))
+    for i, (_, cell_values, cell_counts) in enumerate(groups):
+        d, pairs = cell_values[:, 0], cell_values[:, 1]
+        n_clusters[i] = int(cell_counts.sum())
+        sparse[i] = _is_sparse(d, cell_counts)
+        if method != "sign-flip" and bool(np.all(pairs == 1)) and bool(np.all(np.abs(d) <= 1)):
+            chosen[i] = "fay-lumbard"
+            counts_fl[i] = [cell_counts[d == 1].sum(), cell_counts[d == -1].sum(), n_clusters[i]]
+        else:
+            ci = sign_flip_interval(
+                cell_values, cell_counts, confidence=confidence, alternative=alternative
+            )
+            low[i], high[i] = float(ci.low), float(ci.high)
+    melded = chosen == "fay-lumbard"
+    if melded.any():
+        rescue, harm, pairs = counts_fl[melded].T
+        ci = fay_lumbard_interval(
+            rescue, harm, pairs, confidence=confidence, alternative=alternative
+        )
+        low[melded], high[melded] = ci.low, ci.high
+    return pl.DataFrame(
+        [
+            *keys.get_columns(),
+            pl.Series("ci_low", low, dtype=pl.Float64),
+            pl.Series("ci_high", high, dtype=pl.Float64),
+            pl.Series("n_clusters", n_clusters, dtype=pl.Int64),
+            pl.Series("ci_method", chosen.tolist(), dtype=pl.String),
+            pl.Series("sparse", sparse, dtype=pl.Boolean),
+        ]
+    )
+
+
+def _agree_with_test(frame: pl.DataFrame, confidence: float, alternative: str) -> pl.DataFrame:
+    """Move a bound that sits within rounding on the wrong side of zero to match the p-value.
+
+    The test-based intervals agree with the test mathematically; their floating-point bounds
+    and the separately computed p-value could disagree only when p is within rounding of
+    1 − confidence. Zero is then put on the side the reported p-value says.
+    """
+    tiny = float(np.nextafter(0.0, 1.0))
+    reject = pl.col("p_value") < (1.0 - confidence)
+    low, high = pl.col("ci_low"), pl.col("ci_high")
+    # The side of zero the data lie on: a rejected two-sided test has its bounds on that side.
+    positive = (low + high) > 0
+    if alternative == "greater":
+        new_low = (
+            pl.when(reject)
+            .then(pl.max_horizontal(low, tiny))
+            .otherwise(pl.min_horizontal(low, 0.0))
+        )
+        return frame.with_columns(new_low.alias("ci_low"))
+    if alternative == "less":
+        new_high = (
+            pl.when(reject)
+            .then(pl.min_horizontal(high, -tiny))
+            .otherwise(pl.max_horizontal(high, 0.0))
+        )
+        return frame.with_columns(new_high.alias("ci_high"))
+    new_low = (
+        pl.when(~reject)
+        .then(pl.min_horizontal(low, 0.0))
+        .when(positive)
+        .then(pl.max_horizontal(low, tiny))
+        .otherwise(low)
+    )
+    new_high = (
+        pl.when(~reject)
+        .then(pl.max_horizontal(high, 0.0))
+        .when(~positive)
+        .then(pl.min_horizontal(high, -tiny))
+        .otherwise(high)
+    )
+    return frame.with_columns(new_low.alias("ci_low"), new_high.alias("ci_high"))
+
+
+def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.ndarray:
+    """Adjust a family of p-values for multiplicity: Holm (FWER) or Benjamini–Hochberg (FDR).
+
+    The family is every p-value given (a result's cells); NaN entries are left NaN and are not
+    counted in the family. Matches ``statsmodels.stats.multitest.multipletests`` with
+    ``method="holm"`` and ``"fdr_bh"``.
+
+    Parameters
+    ----------
+    p_values
+        1-D array of p-values in [0, 1] (NaN allowed).
+    method
+        ``"holm"`` or ``"bh"``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Adjusted p-values, same shape, capped at 1.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown method, a non 1-D input or p-values outside [0, 1].
+
+    Examples
+    --------
+    >>> adjust_p_values([0.01, 0.04, 0.03], "holm").round(4).tolist()
+    [0.03, 0.06, 0.06]
+    >>> adjust_p_values([0.01, 0.04, 0.03], "bh").round(4).tolist()
+    [0.03, 0.04, 0.04]
+    """
+    require_one_of("method", method, ("holm", "bh"))
+    p = _numeric_array("p_values", p_values).astype(np.float64)
+    if p.ndim != 1:
+        raise ParameterError(f"parameter `p_values` has shape {p.shape}; it must be 1-D.")
+    known = ~np.isnan(p)
+    if ((p[known] < 0) | (p[known] > 1)).any():
+        raise ParameterError("parameter `p_values` holds values outside [0, 1].")
+    out = np.full(p.shape, np.nan)
+    values = p[known]
+    size = values.size
+    if size == 0:
+        return out
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    if method == "holm":
+        steps = np.maximum.accumulate((size - np.arange(size)) * ranked)
+    else:
+        steps = np.minimum.accumulate((size / np.arange(size, 0, -1)) * ranked[::-1])[::-1]
+    adjusted = np.empty(size)
+    adjusted[order] = np.minimum(steps, 1.0)
+    out[known] = adjusted
+    return out
 
 
 def _column_names(name: str, names: object, *, nonempty: bool = False) -> list[str]:
@@ -1429,7 +1695,7 @@ _TRIM_MASS = 1e-22
 
 
 def _alpha_per_side(confidence: float, alternative: str) -> float:
-    """The error allowed on each bounded side: (1 − c)/2 two-sided, 1 − c one-sided."""
+    """Return the error allowed on each bounded side: (1 − c)/2 two-sided, 1 − c one-sided."""
     return (1.0 - confidence) / 2.0 if alternative == "two-sided" else 1.0 - confidence
 
 
@@ -1481,7 +1747,7 @@ def fay_lumbard_interval(
     --------
     >>> ci = fay_lumbard_interval(0, 1, 100)
     >>> round(ci.low, 4), round(ci.high, 4)
-    (-0.0545, 0.0501)
+    (-0.0545, 0.0295)
     """
     confidence = _check_confidence(confidence)
     require_one_of("alternative", alternative, _ALTERNATIVES)
@@ -1560,7 +1826,7 @@ def _beta_cdf(value: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _meld_quantile(
     t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarray, level: float
 ) -> np.ndarray:
-    """The ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
+    """Return the ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
 
     P(W ≤ w) = E_T[F_B((1 + w/T)/2)], averaged over T's quantile nodes; the quantile is found
     by bisection on [−1, 1], vectorised over cells. At w = 0 the CDF is F_B(½) exactly, so the
@@ -1691,7 +1957,7 @@ def sign_flip_interval(
 
 
 def _half_sample_bound(ratios: np.ndarray, mass: np.ndarray, needed: float, limit: float) -> float:
-    """The smallest sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
+    """Return the smallest sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
     if needed <= 0:
         return limit
     cumulated = np.cumsum(mass)
