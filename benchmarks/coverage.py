@@ -98,14 +98,21 @@ def test_intervals(counts: np.ndarray, pairs: int, method: str) -> np.ndarray:
         )
         bounds[:, 0], bounds[:, 1] = ci.low, ci.high
     else:
+        interval = (
+            stats.sign_flip_interval if method == "sign-flip" else stats.cluster_melded_interval
+        )
         for i, row in enumerate(unique):
             kept = row > 0
-            ci = stats.sign_flip_interval(
-                np.c_[values[kept], np.full(kept.sum(), pairs)],
-                row[kept],
-                confidence=CONFIDENCE,
+            ci = interval(
+                np.c_[values[kept], np.full(kept.sum(), pairs)], row[kept], confidence=CONFIDENCE
             )
             bounds[i] = ci.low, ci.high
+            if method == "auto":
+                p_value = stats.sign_flip_test(values[kept], row[kept]).p_value
+                agreed = stats.agree_with_test(
+                    np.array([ci.low]), np.array([ci.high]), np.array([p_value])
+                )
+                bounds[i] = agreed.low[0], agreed.high[0]
     return bounds[inverse.reshape(-1)]
 
 
@@ -123,9 +130,7 @@ def bootstrap_intervals(
     alpha = (1 - CONFIDENCE) / 2
     percentile = np.quantile(distribution, [alpha, 1 - alpha], axis=0).T
     # BCa: bias from the share below the estimate (ties half), acceleration by the jackknife.
-    below = ((distribution < estimate).sum(0) + (distribution <= estimate).sum(0)) / (
-        2 * resamples
-    )
+    below = ((distribution < estimate).sum(0) + (distribution <= estimate).sum(0)) / (2 * resamples)
     below = np.clip(below, 0.5 / resamples, 1 - 0.5 / resamples)
     z0 = special.ndtri(below)
     leave_out = (estimate[:, np.newaxis] * total_pairs - values) / (total_pairs - pairs)
@@ -156,7 +161,9 @@ def bootstrap_intervals(
 
 def evaluate(setting: Setting, reps: int, resamples: int, seed: int) -> list[dict]:
     """Simulate one setting and score every method: coverage, type-I error, median width."""
-    rng = np.random.default_rng([seed, setting.tasks, setting.pairs, list(RATES).index(setting.label)])
+    rng = np.random.default_rng(
+        [seed, setting.tasks, setting.pairs, list(RATES).index(setting.label)]
+    )
     d = simulate(setting, reps, rng)
     counts = type_counts(d, setting.pairs)
     intervals = {

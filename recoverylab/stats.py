@@ -40,9 +40,11 @@ __all__ = [
     "SignFlipResult",
     "TestResult",
     "adjust_p_values",
+    "agree_with_test",
     "bootstrap_types",
     "cell_rng",
     "cluster_bootstrap",
+    "cluster_melded_interval",
     "fay_lumbard_interval",
     "mcnemar_exact",
     "paired_effect_cells",
@@ -75,7 +77,7 @@ _TIE_RTOL = 100 * float(np.finfo(np.float64).eps)
 _MAX_EXACT_INT = 2.0**53
 
 _BOOTSTRAP_METHODS = ("percentile", "bca")
-_PAIRED_CI_METHODS = ("auto", "fay-lumbard", "sign-flip", "percentile", "bca")
+_PAIRED_CI_METHODS = ("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca")
 _ADJUST_METHODS = (None, "holm", "bh")
 #: A cell is flagged ``sparse`` below these: clusters with a nonzero difference, clusters.
 SPARSE_NONZERO_CLUSTERS = 10
@@ -887,17 +889,18 @@ def paired_effect_cells(
 
     * ``"fay-lumbard"``: every cluster is one pair (n = 1, d in {−1, 0, 1}): the melded
       interval of :func:`fay_lumbard_interval`, exact McNemar-compatible, no Monte Carlo.
-    * ``"sign-flip"``: the exact inversion of the cluster sign-flip test,
-      :func:`sign_flip_interval` (any integer partials, several pairs per cluster).
-    * ``"auto"`` (default): ``fay-lumbard`` where every cluster of the cell is one pair,
-      ``sign-flip`` otherwise. Asking for ``fay-lumbard`` on a clustered cell gives
-      ``sign-flip`` there too.
+    * ``"cluster-melded"``: several pairs per cluster: :func:`cluster_melded_interval`, the
+      hull of the exact sign-flip inversion and a meld on design-effect-adjusted counts.
+    * ``"sign-flip"``: the exact inversion of the cluster sign-flip test alone,
+      :func:`sign_flip_interval` (any integer partials); under-covers in sparse cells.
+    * ``"auto"`` (default; also what ``"fay-lumbard"`` and ``"cluster-melded"`` do):
+      ``fay-lumbard`` where every cluster of the cell is one pair, ``cluster-melded``
+      otherwise.
     * ``"percentile"`` / ``"bca"``: the cluster bootstrap (:func:`cluster_bootstrap`, random
       stream per cell); kept for comparison, not guaranteed to agree with the test.
 
-    For the two test-based methods, a bound that lands within rounding of zero on the wrong
-    side of the test's decision is moved to agree with the reported p-value, so agreement holds
-    exactly, not just up to floating point.
+    For the test-based methods the bounds then go through :func:`agree_with_test` with the
+    reported p-value, so agreement holds exactly, not just up to floating point.
 
     A cell is ``sparse`` when it has fewer than ``SPARSE_NONZERO_CLUSTERS`` (10) clusters with
     a nonzero difference (few discordant pairs) or fewer than ``SPARSE_CLUSTERS`` (20)
@@ -1051,11 +1054,11 @@ def _test_effect_cells(
         if method != "sign-flip" and bool(np.all(pairs == 1)) and bool(np.all(np.abs(d) <= 1)):
             chosen[i] = "fay-lumbard"
             counts_fl[i] = [cell_counts[d == 1].sum(), cell_counts[d == -1].sum(), n_clusters[i]]
-        else:
-            ci = sign_flip_interval(
-                cell_values, cell_counts, confidence=confidence, alternative=alternative
-            )
-            low[i], high[i] = float(ci.low), float(ci.high)
+            continue
+        interval = sign_flip_interval if method == "sign-flip" else cluster_melded_interval
+        chosen[i] = "sign-flip" if method == "sign-flip" else "cluster-melded"
+        ci = interval(cell_values, cell_counts, confidence=confidence, alternative=alternative)
+        low[i], high[i] = float(ci.low), float(ci.high)
     melded = chosen == "fay-lumbard"
     if melded.any():
         rescue, harm, pairs = counts_fl[melded].T
@@ -1076,46 +1079,69 @@ def _test_effect_cells(
 
 
 def _agree_with_test(frame: pl.DataFrame, confidence: float, alternative: str) -> pl.DataFrame:
-    """Move a bound that sits within rounding on the wrong side of zero to match the p-value.
+    """Apply :func:`agree_with_test` to the ``ci_low``, ``ci_high`` and ``p_value`` columns."""
+    ci = agree_with_test(
+        frame["ci_low"].to_numpy(),
+        frame["ci_high"].to_numpy(),
+        frame["p_value"].to_numpy(),
+        confidence=confidence,
+        alternative=alternative,
+    )
+    return frame.with_columns(
+        pl.Series("ci_low", ci.low, dtype=pl.Float64),
+        pl.Series("ci_high", ci.high, dtype=pl.Float64),
+    )
 
-    The test-based intervals agree with the test mathematically; their floating-point bounds
-    and the separately computed p-value could disagree only when p is within rounding of
-    1 − confidence. Zero is then put on the side the reported p-value says.
+
+def agree_with_test(
+    low: np.ndarray,
+    high: np.ndarray,
+    p_value: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Put zero on the side of an interval that the test's p-value decides.
+
+    Zero is kept inside (the interval is extended to it) when ``p_value >= 1 − confidence``,
+    and moved just outside when the test rejects: the bound between zero and the data is set
+    to the smallest float beyond zero. For the exact intervals of this module this changes a
+    bound only when p is within rounding of 1 − confidence; for the hull of
+    :func:`cluster_melded_interval` it is the step that makes the interval agree with the test.
+
+    Parameters
+    ----------
+    low, high, p_value
+        Arrays of bounds and p-values (NaN bounds stay NaN).
+    confidence, alternative
+        The confidence level and the alternative of the test.
+
+    Returns
+    -------
+    Interval
+        The adjusted bounds, as arrays.
+
+    Examples
+    --------
+    >>> ci = agree_with_test(np.array([-0.01]), np.array([0.2]), np.array([0.01]))
+    >>> bool(ci.low[0] > 0), float(ci.high[0])
+    (True, 0.2)
     """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
+    low = np.array(low, dtype=np.float64)
+    high = np.array(high, dtype=np.float64)
+    reject = np.asarray(p_value, dtype=np.float64) < 1.0 - confidence
     tiny = float(np.nextafter(0.0, 1.0))
-    reject = pl.col("p_value") < (1.0 - confidence)
-    low, high = pl.col("ci_low"), pl.col("ci_high")
-    # The side of zero the data lie on: a rejected two-sided test has its bounds on that side.
-    positive = (low + high) > 0
-    if alternative == "greater":
-        new_low = (
-            pl.when(reject)
-            .then(pl.max_horizontal(low, tiny))
-            .otherwise(pl.min_horizontal(low, 0.0))
-        )
-        return frame.with_columns(new_low.alias("ci_low"))
-    if alternative == "less":
-        new_high = (
-            pl.when(reject)
-            .then(pl.min_horizontal(high, -tiny))
-            .otherwise(pl.max_horizontal(high, 0.0))
-        )
-        return frame.with_columns(new_high.alias("ci_high"))
-    new_low = (
-        pl.when(~reject)
-        .then(pl.min_horizontal(low, 0.0))
-        .when(positive)
-        .then(pl.max_horizontal(low, tiny))
-        .otherwise(low)
-    )
-    new_high = (
-        pl.when(~reject)
-        .then(pl.max_horizontal(high, 0.0))
-        .when(~positive)
-        .then(pl.min_horizontal(high, -tiny))
-        .otherwise(high)
-    )
-    return frame.with_columns(new_low.alias("ci_low"), new_high.alias("ci_high"))
+    # The side of zero the data lie on: a rejecting test has its interval on that side.
+    positive = (low + high) > 0 if alternative == "two-sided" else alternative == "greater"
+    if alternative != "less":
+        low = np.where(reject & positive, np.maximum(low, tiny), low)
+        low = np.where(~reject, np.minimum(low, 0.0), low)
+    if alternative != "greater":
+        high = np.where(reject & ~positive, np.minimum(high, -tiny), high)
+        high = np.where(~reject, np.maximum(high, 0.0), high)
+    return Interval(low=low, high=high)
 
 
 def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.ndarray:
@@ -1753,23 +1779,140 @@ def fay_lumbard_interval(
     require_one_of("alternative", alternative, _ALTERNATIVES)
     x, m, total = _matched_counts_iv(rescue, harm, n)
     alpha = _alpha_per_side(confidence, alternative)
+    low, high = _melded_bounds(x, m, m, total, alpha, alternative)
+    if low.ndim == 0:
+        return Interval(low=float(low), high=float(high))
+    return Interval(low=low, high=high)
+
+
+def _melded_bounds(
+    x: np.ndarray,
+    m_phi: np.ndarray,
+    m_psi: np.ndarray,
+    n_psi: np.ndarray,
+    alpha: float,
+    alternative: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Meld the beta confidence distributions of φ (x of m_phi) and ψ (m_psi of n_psi).
+
+    Counts may be effective (non-integer) sizes; see :func:`fay_lumbard_interval`.
+    """
     low = np.full(x.shape, -1.0)
     high = np.full(x.shape, 1.0)
     if alternative != "less":
         low = np.minimum(
-            _meld_quantile(m, total - m + 1, x, m - x + 1, alpha),
-            _meld_quantile(m + 1, total - m, x, m - x + 1, alpha),
+            _meld_quantile(m_psi, n_psi - m_psi + 1, x, m_phi - x + 1, alpha),
+            _meld_quantile(m_psi + 1, n_psi - m_psi, x, m_phi - x + 1, alpha),
         )
     if alternative != "greater":
         high = np.maximum(
-            _meld_quantile(m, total - m + 1, x + 1, m - x, 1 - alpha),
-            _meld_quantile(m + 1, total - m, x + 1, m - x, 1 - alpha),
+            _meld_quantile(m_psi, n_psi - m_psi + 1, x + 1, m_phi - x, 1 - alpha),
+            _meld_quantile(m_psi + 1, n_psi - m_psi, x + 1, m_phi - x, 1 - alpha),
         )
-    empty = total == 0
-    low, high = np.where(empty, np.nan, low), np.where(empty, np.nan, high)
-    if low.ndim == 0:
-        return Interval(low=float(low), high=float(high))
-    return Interval(low=low, high=high)
+    empty = n_psi == 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+def cluster_melded_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Interval for a clustered paired effect: the sign-flip inversion widened by a meld.
+
+    With several pairs per cluster, the exact :func:`sign_flip_interval` alone under-covers
+    when few clusters carry a nonzero difference (it cannot move beyond the signs it saw). This
+    interval is the hull of it and of the Fay–Lumbard meld (:func:`fay_lumbard_interval`)
+    applied to *effective* counts: θ = ψ·(2φ − 1) with ψ = Σ|d| / Σn and φ = Σd⁺ / Σ|d|;
+    each count is divided by its cluster design effect (cluster-robust over binomial variance of
+    the ratio, at least 1, at most the largest per-cluster size; the largest size when it
+    cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn & Graubard
+    1998). The paired-effect step then puts zero on the side the sign-flip test decides, so
+    the result never contradicts the test.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the integer summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence, alternative
+        As :func:`sign_flip_interval`.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`sign_flip_interval`.
+
+    Examples
+    --------
+    >>> ci = cluster_melded_interval([[2, 4], [0, 4], [-1, 4]], [5, 20, 2])
+    >>> bool(ci.low < 0.074 < ci.high)
+    True
+    """
+    exact = sign_flip_interval(values, counts, confidence=confidence, alternative=alternative)
+    if math.isnan(float(exact.low)):
+        return exact
+    array = np.asarray(values, dtype=np.float64)
+    c = np.ones(array.shape[0]) if counts is None else np.asarray(counts, dtype=np.float64)
+    d, pairs = array[:, 0], array[:, 1]
+    effective = _effective_counts(d, pairs, c)
+    alpha = _alpha_per_side(confidence, alternative)
+    low, high = _melded_bounds(*(np.asarray(v) for v in effective), alpha, alternative)
+    return Interval(
+        low=float(min(float(low), float(exact.low))),
+        high=float(max(float(high), float(exact.high))),
+    )
+
+
+def _effective_counts(
+    d: np.ndarray, pairs: np.ndarray, c: np.ndarray
+) -> tuple[float, float, float, float]:
+    """Return effective (rescue units, discordant units for φ, discordant for ψ, pairs)."""
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
+    up, units = np.maximum(d, 0.0), np.abs(d)
+    clusters = float(c.sum())
+    total_up, total_units, total_pairs = float(c @ up), float(c @ units), float(c @ pairs)
+    nonzero = float(c[units > 0].sum())
+
+    def design_effect(w: np.ndarray, num: np.ndarray, den: np.ndarray, cap: float) -> float:
+        n_clusters = float(w.sum())
+        top, bottom = float(w @ num), float(w @ den)
+        share = top / bottom
+        binomial = share * (1 - share) / bottom
+        if n_clusters < 2 or binomial <= 0:
+            return cap
+        robust = n_clusters / (n_clusters - 1) * float(w @ (num - share * den) ** 2) / bottom**2
+        return min(max(robust / binomial, 1.0), cap)
+
+    def few(n_clusters: float) -> float:
+        if n_clusters < 2:
+            return 1.0
+        z = float(special.ndtri(0.975))
+        return (z / float(sps.t.ppf(0.975, n_clusters - 1))) ** 2
+
+    scale_psi = few(clusters) / design_effect(c, units, pairs, float(pairs.max()))
+    if total_units > 0:
+        kept = units > 0
+        cap = float(units[kept].max())
+        deff_phi = design_effect(c[kept], up[kept], units[kept], cap)
+        scale_phi = few(nonzero) / deff_phi
+    else:
+        scale_phi = 1.0
+    return (
+        total_up * scale_phi,
+        total_units * scale_phi,
+        total_units * scale_psi,
+        total_pairs * scale_psi,
+    )
 
 
 def _matched_counts_iv(
