@@ -112,7 +112,7 @@ def test_intervals(counts: np.ndarray, pairs: int, method: str) -> np.ndarray:
                 agreed = stats.agree_with_test(
                     np.array([ci.low]), np.array([ci.high]), np.array([p_value])
                 )
-                bounds[i] = agreed.low[0], agreed.high[0]
+                bounds[i] = np.asarray(agreed.low)[0], np.asarray(agreed.high)[0]
     return bounds[inverse.reshape(-1)]
 
 
@@ -120,7 +120,7 @@ def bootstrap_intervals(
     counts: np.ndarray, pairs: int, resamples: int, rng: np.random.Generator
 ) -> dict[str, np.ndarray]:
     """Percentile and BCa cluster-bootstrap intervals, vectorised over replicates."""
-    reps, n_types = counts.shape
+    reps = counts.shape[0]
     tasks = int(counts[0].sum())
     values = np.arange(-pairs, pairs + 1, dtype=np.float64)
     total_pairs = tasks * pairs

@@ -1088,8 +1088,8 @@ def _agree_with_test(frame: pl.DataFrame, confidence: float, alternative: str) -
         alternative=alternative,
     )
     return frame.with_columns(
-        pl.Series("ci_low", ci.low, dtype=pl.Float64),
-        pl.Series("ci_high", ci.high, dtype=pl.Float64),
+        pl.Series("ci_low", np.asarray(ci.low), dtype=pl.Float64),
+        pl.Series("ci_high", np.asarray(ci.high), dtype=pl.Float64),
     )
 
 
@@ -1865,7 +1865,8 @@ def cluster_melded_interval(
     d, pairs = array[:, 0], array[:, 1]
     effective = _effective_counts(d, pairs, c)
     alpha = _alpha_per_side(confidence, alternative)
-    low, high = _melded_bounds(*(np.asarray(v) for v in effective), alpha, alternative)
+    x, m_phi, m_psi, n_psi = (np.asarray(v, dtype=np.float64) for v in effective)
+    low, high = _melded_bounds(x, m_phi, m_psi, n_psi, alpha, alternative)
     return Interval(
         low=float(min(float(low), float(exact.low))),
         high=float(max(float(high), float(exact.high))),
