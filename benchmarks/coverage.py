@@ -87,33 +87,39 @@ def type_counts(d: np.ndarray, pairs: int) -> np.ndarray:
     return (d[..., np.newaxis] == values).sum(axis=1)
 
 
-def test_intervals(counts: np.ndarray, pairs: int, method: str) -> np.ndarray:
-    """Library intervals per replicate (deduplicated over identical type counts): (reps, 2)."""
+def test_intervals(counts: np.ndarray, pairs: int) -> dict[str, np.ndarray]:
+    """Library intervals per replicate (deduplicated over identical type counts): (reps, 2).
+
+    Returns the ``auto`` and ``sign-flip`` intervals. For clustered cells ``auto`` is
+    :func:`~recoverylab.stats.cluster_melded_interval`, computed here as the hull of its two
+    public halves so that the exact inversion is computed once for both methods, then passed
+    through :func:`~recoverylab.stats.agree_with_test` as ``paired_effect_cells`` does.
+    """
     unique, inverse = np.unique(counts, axis=0, return_inverse=True)
     values = np.arange(-pairs, pairs + 1)
-    bounds = np.empty((unique.shape[0], 2))
-    if method == "auto" and pairs == 1:
+    auto, flip = np.empty((unique.shape[0], 2)), np.empty((unique.shape[0], 2))
+    if pairs == 1:
         ci = stats.fay_lumbard_interval(
             unique[:, 2], unique[:, 0], unique.sum(axis=1), confidence=CONFIDENCE
         )
-        bounds[:, 0], bounds[:, 1] = ci.low, ci.high
-    else:
-        interval = (
-            stats.sign_flip_interval if method == "sign-flip" else stats.cluster_melded_interval
+        auto[:, 0], auto[:, 1] = ci.low, ci.high
+    for i, row in enumerate(unique):
+        kept = row > 0
+        cell = np.c_[values[kept], np.full(kept.sum(), pairs)]
+        exact = stats.sign_flip_interval(cell, row[kept], confidence=CONFIDENCE)
+        flip[i] = exact.low, exact.high
+        if pairs == 1:
+            continue
+        meld = stats.effective_melded_interval(cell, row[kept], confidence=CONFIDENCE)
+        p_value = stats.sign_flip_test(values[kept], row[kept]).p_value
+        agreed = stats.agree_with_test(
+            np.array([min(meld.low, exact.low)]),
+            np.array([max(meld.high, exact.high)]),
+            np.array([p_value]),
         )
-        for i, row in enumerate(unique):
-            kept = row > 0
-            ci = interval(
-                np.c_[values[kept], np.full(kept.sum(), pairs)], row[kept], confidence=CONFIDENCE
-            )
-            bounds[i] = ci.low, ci.high
-            if method == "auto":
-                p_value = stats.sign_flip_test(values[kept], row[kept]).p_value
-                agreed = stats.agree_with_test(
-                    np.array([ci.low]), np.array([ci.high]), np.array([p_value])
-                )
-                bounds[i] = np.asarray(agreed.low)[0], np.asarray(agreed.high)[0]
-    return bounds[inverse.reshape(-1)]
+        auto[i] = np.asarray(agreed.low)[0], np.asarray(agreed.high)[0]
+    index = inverse.reshape(-1)
+    return {"auto": auto[index], "sign-flip": flip[index]}
 
 
 def bootstrap_intervals(
@@ -167,8 +173,7 @@ def evaluate(setting: Setting, reps: int, resamples: int, seed: int) -> list[dic
     d = simulate(setting, reps, rng)
     counts = type_counts(d, setting.pairs)
     intervals = {
-        "auto": test_intervals(counts, setting.pairs, "auto"),
-        "sign-flip": test_intervals(counts, setting.pairs, "sign-flip"),
+        **test_intervals(counts, setting.pairs),
         **bootstrap_intervals(counts, setting.pairs, resamples, rng),
     }
     rows = []

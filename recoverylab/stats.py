@@ -45,6 +45,7 @@ __all__ = [
     "cell_rng",
     "cluster_bootstrap",
     "cluster_melded_interval",
+    "effective_melded_interval",
     "fay_lumbard_interval",
     "mcnemar_exact",
     "paired_effect_cells",
@@ -1714,10 +1715,10 @@ def _sign_flip_null_types(
 _MELD_NODES = 1024
 #: Bisection steps for quantiles on [-1, 1]: 2**-35 is below any reported digit.
 _BISECTION_STEPS = 36
-#: Hoeffding half-width, in √m, of the window kept for Binomial(m, ½): outside it < 4e-22.
-_HALF_SAMPLE_WIDTH = 5.0
+#: Hoeffding half-width, in √m, of the window kept for Binomial(m, ½): outside it < 3e-14.
+_HALF_SAMPLE_WIDTH = 4.0
 #: Mass below which an edge of the joint (D, N) pmf is trimmed (far below any α used).
-_TRIM_MASS = 1e-22
+_TRIM_MASS = 1e-16
 
 
 def _alpha_per_side(confidence: float, alternative: str) -> float:
@@ -1860,17 +1861,61 @@ def cluster_melded_interval(
     exact = sign_flip_interval(values, counts, confidence=confidence, alternative=alternative)
     if math.isnan(float(exact.low)):
         return exact
-    array = np.asarray(values, dtype=np.float64)
+    meld = effective_melded_interval(values, counts, confidence=confidence, alternative=alternative)
+    return Interval(
+        low=float(min(float(meld.low), float(exact.low))),
+        high=float(max(float(meld.high), float(exact.high))),
+    )
+
+
+def effective_melded_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Return the Fay–Lumbard meld on design-effect-adjusted counts.
+
+    One half of :func:`cluster_melded_interval`, which describes the effective counts.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence, alternative
+        As :func:`sign_flip_interval`.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        For a confidence outside (0, 1) or an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = effective_melded_interval([[2, 4], [0, 4], [-1, 4]], [5, 20, 2])
+    >>> bool(ci.low < 0.074 < ci.high)
+    True
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
+    array = _numeric_array("values", values).astype(np.float64)
     c = np.ones(array.shape[0]) if counts is None else np.asarray(counts, dtype=np.float64)
     d, pairs = array[:, 0], array[:, 1]
+    if float(c @ pairs) == 0:
+        return Interval(low=math.nan, high=math.nan)
     effective = _effective_counts(d, pairs, c)
     alpha = _alpha_per_side(confidence, alternative)
     x, m_phi, m_psi, n_psi = (np.asarray(v, dtype=np.float64) for v in effective)
     low, high = _melded_bounds(x, m_phi, m_psi, n_psi, alpha, alternative)
-    return Interval(
-        low=float(min(float(low), float(exact.low))),
-        high=float(max(float(high), float(exact.high))),
-    )
+    return Interval(low=float(low), high=float(high))
 
 
 def _effective_counts(
@@ -2031,7 +2076,7 @@ def sign_flip_interval(
 
     Q's distribution is exact: (Σ_S d, Σ_S n) is a sum over cluster types of
     Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer lattice (mass beyond
-    5·√mₜ of mₜ/2, below 4e-22, is dropped). The cost grows with the number of types and with
+    4·√mₜ of mₜ/2, below 3e-14, is dropped). The cost grows with the number of types and with
     √(clusters), never with rows.
 
     Parameters
