@@ -97,9 +97,11 @@ def paired_summarize(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     partitions: int | None = None,
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Rescue/harm cells on Spark, as :func:`recoverylab.paired.summarize` computes them.
 
@@ -115,7 +117,8 @@ def paired_summarize(
     forks
         The forks table: a Spark DataFrame, parquet/CSV/NDJSON paths or globs (read by Spark),
         or an in-memory table.
-    by, pair_by, cohort, confidence, n_resamples, seed, ci_method
+    by, pair_by, cohort, confidence, n_resamples, seed, ci_method,
+    alternative, adjust
         As in :func:`~recoverylab.paired.summarize`.
     partitions
         Partitions of the shuffle (default ``spark.sql.shuffle.partitions``).
@@ -138,7 +141,7 @@ def paired_summarize(
     >>> paired_summarize(spark, "runs/forks/", by="model")  # doctest: +SKIP
     """
     session = check_session(spark)
-    _summary._check_statistics(confidence, n_resamples, seed, ci_method)
+    _summary._check_statistics(confidence, n_resamples, seed, ci_method, alternative, adjust)
     frame = as_spark(session, forks, "forks")
     empty, by_keys, design = _design(session, frame, pair_by, by, cohort, progress)
     _summary._check_by(by_keys)
@@ -155,6 +158,8 @@ def paired_summarize(
         seed=seed,
         ci_method=ci_method,
         progress=progress,
+        alternative=alternative,
+        adjust=adjust,
     )
 
 
@@ -188,9 +193,11 @@ def paired_contrast(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     partitions: int | None = None,
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Contrast two conditions on Spark, as :func:`recoverylab.paired.contrast` does.
 
@@ -200,7 +207,8 @@ def paired_contrast(
         The SparkSession.
     forks
         The forks table (as in :func:`paired_summarize`).
-    a, b, by, pair_by, cohort, confidence, n_resamples, seed, ci_method
+    a, b, by, pair_by, cohort, confidence, n_resamples, seed, ci_method,
+    alternative, adjust
         As in :func:`~recoverylab.paired.contrast`.
     partitions, progress
         As in :func:`paired_summarize`.
@@ -216,7 +224,7 @@ def paired_contrast(
         As :func:`~recoverylab.paired.contrast`.
     """
     session = check_session(spark)
-    _summary._check_statistics(confidence, n_resamples, seed, ci_method)
+    _summary._check_statistics(confidence, n_resamples, seed, ci_method, alternative, adjust)
     _summary.check_contrast(a, b)
     frame = as_spark(session, forks, "forks")
     empty, by_keys, design = _design(session, frame, pair_by, by, cohort, progress)
@@ -248,6 +256,8 @@ def paired_contrast(
         seed=seed,
         ci_method=ci_method,
         progress=progress,
+        alternative=alternative,
+        adjust=adjust,
     )
 
 
@@ -283,9 +293,11 @@ def evaluate_policy(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     partitions: int | None = None,
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Score a policy's decisions on Spark, as :func:`recoverylab.paired.evaluate_policy` does.
 
@@ -298,7 +310,8 @@ def evaluate_policy(
         The SparkSession.
     decisions, forks
         The two tables (Spark DataFrames, paths or in-memory tables).
-    pair_by, by, method, clean_label, confidence, n_resamples, seed, ci_method
+    pair_by, by, method, clean_label, confidence, n_resamples, seed, ci_method,
+    alternative, adjust
         As in :func:`~recoverylab.paired.evaluate_policy`.
     partitions, progress
         As in :func:`paired_summarize`.
@@ -314,7 +327,7 @@ def evaluate_policy(
         As :func:`~recoverylab.paired.evaluate_policy`.
     """
     session = check_session(spark)
-    _policy.check_policy(confidence, n_resamples, seed, ci_method, clean_label)
+    _policy.check_policy(confidence, n_resamples, seed, ci_method, clean_label, alternative, adjust)
     forks_frame = as_spark(session, forks, "forks")
     decision_frame = as_spark(session, decisions, "decisions")
     with shard_contracts():  # parameter and schema checks of both tables, on the driver
@@ -356,4 +369,6 @@ def evaluate_policy(
         seed=seed,
         ci_method=ci_method,
         progress=progress,
+        alternative=alternative,
+        adjust=adjust,
     )
