@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab._errors import ParameterError, format_keys
+from recoverylab._errors import ParameterError, format_keys, require_one_of
 from recoverylab.paired._policy import RESULT_COLUMNS
 from recoverylab.router import _data
 
@@ -163,6 +163,7 @@ def _margins(
     confidence: float,
     n_resamples: int,
     seed: int,
+    alternative: str = "two-sided",
 ) -> pl.DataFrame | None:
     """Paired margins ``policy - reference`` per condition and overall, clustered by task."""
     if not pairs_of_names:
@@ -226,7 +227,13 @@ def _margins(
     task_types = tasks.group_by([*cells, "d", "m"]).agg(pl.len().cast(pl.Int64).alias("count"))
     counted, types = pl.collect_all([cell_counts, task_types], engine="streaming")
     tests = stats.paired_effect_cells(
-        types, cells=cells, n="m", n_resamples=n_resamples, confidence=confidence, seed=seed
+        types,
+        cells=cells,
+        n="m",
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        alternative=alternative,
     ).drop("n_clusters")
     n = pl.col("n")
     order = pl.DataFrame(
@@ -251,6 +258,8 @@ def _margins(
             "ci_low",
             "ci_high",
             "p_value",
+            "ci_method",
+            "sparse",
         )
     )
 
@@ -264,6 +273,8 @@ def compare(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Score several fitted policies on the same held-out episodes, and their paired margins.
 
@@ -284,7 +295,13 @@ def compare(
         ``"first"`` (default): the first policy against each other one; a list of
         ``(policy, reference)`` name pairs; or ``None`` for no margins.
     confidence, n_resamples, seed
-        Task-level bootstrap of every gain and margin; seeds are fixed by default.
+        Interval settings of every gain and margin (the default interval agrees with the
+        sign-flip p-value; see :func:`recoverylab.stats.paired_effect_cells`).
+    alternative
+        ``"two-sided"`` (default), ``"greater"`` (the policy is better) or ``"less"``: p-values
+        and intervals are one-sided to match.
+    adjust
+        ``None``, ``"holm"`` or ``"bh"``: add ``p_adjusted`` over all rows of the result.
 
     Returns
     -------
@@ -328,6 +345,9 @@ def compare(
     """
     from recoverylab import paired
 
+    require_one_of("alternative", alternative, ("two-sided", "greater", "less"))
+    require_one_of("adjust", adjust, (None, "holm", "bh"))
+
     named = _named(policies)
     pair_by = tuple(_shared_setting(named, "pair_by", ()))
     clean_label = _shared_setting(named, "clean_label", "clean")
@@ -349,6 +369,7 @@ def compare(
             confidence=confidence,
             n_resamples=n_resamples,
             seed=seed,
+            alternative=alternative,
         ).select(pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all())
         for name, decided in decisions.items()
     ]
@@ -361,15 +382,24 @@ def compare(
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
+        alternative=alternative,
     )
     if margin_rows is not None:
         rows.append(margin_rows)
     schema = {
         **dict.fromkeys(("policy", "reference", "condition"), pl.String),
         **dict.fromkeys(("n", "rescue", "harm", "interventions"), pl.Int64),
+        "ci_method": pl.String,
+        "sparse": pl.Boolean,
     }
     result = pl.concat(rows, how="diagonal_relaxed")
-    return result.select(
+    result = result.select(
         *(pl.col(c).cast(schema.get(c, pl.Float64)) for c in COLUMNS),
         *(c for c in result.columns if c not in COLUMNS),
     )
+    if adjust is None:
+        return result
+    from recoverylab import stats
+
+    adjusted = stats.adjust_p_values(result["p_value"].to_numpy(), adjust)
+    return result.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64))
