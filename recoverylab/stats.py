@@ -1048,8 +1048,14 @@ def _test_effect_cells(
     sparse = np.zeros(size, dtype=bool)
     chosen = np.full(size, "sign-flip", dtype=object)
     counts_fl = np.zeros((size, 3))
-    for i, (_, cell_values, cell_counts) in enumerate(groups):
+    for i, (key, cell_values, cell_counts) in enumerate(groups):
         d, pairs = cell_values[:, 0], cell_values[:, 1]
+        if (cell_values != np.round(cell_values)).any() or (pairs < 0).any():
+            raise ParameterError(
+                f"partials: cell {key!r} has non-integer `{values[0]}` or `{values[1]}` values; "
+                f"ci_method {method!r} needs integer per-cluster counts. Hint: use "
+                "ci_method='percentile' for non-integer partials."
+            )
         n_clusters[i] = int(cell_counts.sum())
         sparse[i] = _is_sparse(d, cell_counts)
         if method != "sign-flip" and bool(np.all(pairs == 1)) and bool(np.all(np.abs(d) <= 1)):
@@ -1911,15 +1917,15 @@ def effective_melded_interval(
     d, pairs = array[:, 0], array[:, 1]
     if float(c @ pairs) == 0:
         return Interval(low=math.nan, high=math.nan)
-    effective = _effective_counts(d, pairs, c)
     alpha = _alpha_per_side(confidence, alternative)
+    effective = _effective_counts(d, pairs, c, alpha)
     x, m_phi, m_psi, n_psi = (np.asarray(v, dtype=np.float64) for v in effective)
     low, high = _melded_bounds(x, m_phi, m_psi, n_psi, alpha, alternative)
     return Interval(low=float(low), high=float(high))
 
 
 def _effective_counts(
-    d: np.ndarray, pairs: np.ndarray, c: np.ndarray
+    d: np.ndarray, pairs: np.ndarray, c: np.ndarray, alpha: float
 ) -> tuple[float, float, float, float]:
     """Return effective (rescue units, discordant units for φ, discordant for ψ, pairs)."""
     from scipy import stats as sps  # a slow import, kept off `import recoverylab`
@@ -1942,8 +1948,8 @@ def _effective_counts(
     def few(n_clusters: float) -> float:
         if n_clusters < 2:
             return 1.0
-        z = float(special.ndtri(0.975))
-        return (z / float(sps.t.ppf(0.975, n_clusters - 1))) ** 2
+        z = float(special.ndtri(1 - alpha))
+        return (z / float(sps.t.ppf(1 - alpha, n_clusters - 1))) ** 2
 
     scale_psi = few(clusters) / design_effect(c, units, pairs, float(pairs.max()))
     if total_units > 0:

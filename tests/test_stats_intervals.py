@@ -352,3 +352,13 @@ def test_coverage_benchmark_runs_quick(tmp_path: Path) -> None:
     assert "| tasks | pairs/task |" in text
     assert "| auto |" in text
     assert "| bca |" in text
+
+
+def test_non_integer_partials_need_the_bootstrap():
+    frame = pl.DataFrame({"cell": ["x", "x"], "d": [0.5, 1.0], "n": [1, 1]})
+    with pytest.raises(ParameterError, match=r"cell \('x',\) has non-integer `d` or `n`"):
+        stats.paired_effect_cells(frame, cells=["cell"], count=None)
+    out = stats.paired_effect_cells(
+        frame, cells=["cell"], count=None, method="percentile", n_resamples=200
+    )
+    assert out["ci_method"].item() == "percentile"
