@@ -1864,10 +1864,17 @@ def cluster_melded_interval(
     >>> bool(ci.low < 0.074 < ci.high)
     True
     """
-    exact = sign_flip_interval(values, counts, confidence=confidence, alternative=alternative)
+    meld = effective_melded_interval(values, counts, confidence=confidence, alternative=alternative)
+    try:
+        exact = sign_flip_interval(values, counts, confidence=confidence, alternative=alternative)
+    except ParameterError:
+        if math.isnan(float(meld.low)):
+            raise
+        # Too large a lattice for the exact inversion: at that size the meld alone is wide
+        # enough, and agree_with_test still aligns it with the p-value.
+        return meld
     if math.isnan(float(exact.low)):
         return exact
-    meld = effective_melded_interval(values, counts, confidence=confidence, alternative=alternative)
     return Interval(
         low=float(min(float(meld.low), float(exact.low))),
         high=float(max(float(meld.high), float(exact.high))),
@@ -2141,7 +2148,14 @@ def sign_flip_interval(
     types, c = types[keep].astype(np.int64), c[keep]
     if types.size == 0 or int(c @ types[:, 1]) == 0:
         return Interval(low=math.nan, high=math.nan)
-    ratios, mass, empty = _half_sample_distribution(types, c)
+    try:
+        ratios, mass, empty = _half_sample_distribution(types, c)
+    except _LatticeTooLargeError:
+        raise ParameterError(
+            f"the sign-flip inversion of this cell needs a lattice of more than {_MAX_LATTICE} "
+            "points (many clusters with large, varied per-cluster sizes). Hint: use "
+            "cluster_melded_interval, which falls back to the meld, or the bootstrap."
+        ) from None
     alpha = _alpha_per_side(confidence, alternative)
     low, high = float(limits[0]), float(limits[1])
     if alternative != "less":
@@ -2187,12 +2201,20 @@ def _joint_half_sample_pmf(
     from scipy import signal  # a slow import, kept off `import recoverylab`
     from scipy import stats as sps
 
+    # The untrimmed lattice bounds every intermediate one: refuse before any work.
+    widths = np.minimum(counts, 2 * _HALF_SAMPLE_WIDTH * np.sqrt(counts) + 3)
+    if float(np.abs(d) @ widths + 1) * float(n @ widths + 1) > _MAX_LATTICE:
+        raise _LatticeTooLargeError
     joint, d_offset = np.ones((1, 1)), 0
     for step_d, step_n, size in zip(d.tolist(), n.tolist(), counts.tolist(), strict=True):
         half = _HALF_SAMPLE_WIDTH * math.sqrt(size) + 1.0
         lo, hi = max(0, math.floor(size / 2 - half)), min(size, math.ceil(size / 2 + half))
         k = np.arange(lo, hi + 1)
-        piece = np.zeros((abs(step_d) * (hi - lo) + 1, step_n * (hi - lo) + 1))
+        shape = (abs(step_d) * (hi - lo) + 1, step_n * (hi - lo) + 1)
+        grown = (joint.shape[0] + shape[0] - 1) * (joint.shape[1] + shape[1] + step_n * lo - 1)
+        if shape[0] * shape[1] > _MAX_LATTICE or grown > _MAX_LATTICE:
+            raise _LatticeTooLargeError
+        piece = np.zeros(shape)
         rows = (k - lo) * abs(step_d) if step_d >= 0 else (hi - k) * abs(step_d)
         piece[rows, (k - lo) * step_n] = sps.binom.pmf(k, size, 0.5)
         piece_offset = step_d * lo if step_d >= 0 else step_d * hi
@@ -2206,6 +2228,10 @@ def _joint_half_sample_pmf(
         joint, trimmed = _trim_rows(joint)
         d_offset += trimmed
     return joint, d_offset
+
+
+class _LatticeTooLargeError(Exception):
+    """The joint (Σd, Σn) lattice of a half-sample distribution would exceed _MAX_LATTICE."""
 
 
 def _trim_rows(joint: np.ndarray) -> tuple[np.ndarray, int]:

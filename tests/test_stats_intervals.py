@@ -362,3 +362,13 @@ def test_non_integer_partials_need_the_bootstrap():
         frame, cells=["cell"], count=None, method="percentile", n_resamples=200
     )
     assert out["ci_method"].item() == "percentile"
+
+
+def test_huge_lattice_refused_by_the_inversion_and_melded_falls_back():
+    rng = np.random.default_rng(0)
+    n = rng.integers(1, 51, size=20_000)
+    d = rng.binomial(n, 0.1) - rng.binomial(n, 0.05)
+    with pytest.raises(ParameterError, match="needs a lattice of more than"):
+        stats.sign_flip_interval(np.c_[d, n])
+    ci = stats.cluster_melded_interval(np.c_[d, n])
+    assert ci.low < d.sum() / n.sum() < ci.high
