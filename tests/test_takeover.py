@@ -571,25 +571,6 @@ def test_compare_agents_on_sample_is_paired(sample: dict[str, pl.DataFrame]) -> 
     assert ((out["ci_low"] <= out["difference"]) & (out["difference"] <= out["ci_high"])).all()
 
 
-@pytest.mark.parametrize(
-    ("a", "b", "by", "message"),
-    [
-        ("a", "a", (), "parameters `a` and `b` are both 'a'; compare two agents."),
-        (
-            "a",
-            "z",
-            (),
-            "parameter `b` is 'z', which is not an agent in `attempts` (agents: a, b).",
-        ),
-        (
-            "a",
-            "b",
-            ("agent",),
-            "parameter `by` contains `agent`; compare_agents compares two agents within each "
-            "cell, so `agent` cannot be a cell key.",
-        ),
-    ],
-)
 def test_compare_agents_alternative_and_adjust():
     from recoverylab import stats, synth, takeover
 
@@ -618,6 +599,25 @@ def test_compare_agents_alternative_and_adjust():
         )
 
 
+@pytest.mark.parametrize(
+    ("a", "b", "by", "message"),
+    [
+        ("a", "a", (), "parameters `a` and `b` are both 'a'; compare two agents."),
+        (
+            "a",
+            "z",
+            (),
+            "parameter `b` is 'z', which is not an agent in `attempts` (agents: a, b).",
+        ),
+        (
+            "a",
+            "b",
+            ("agent",),
+            "parameter `by` contains `agent`; compare_agents compares two agents within each "
+            "cell, so `agent` cannot be a cell key.",
+        ),
+    ],
+)
 def test_compare_agents_errors(
     states_df: pl.DataFrame,
     attempts_df: pl.DataFrame,
