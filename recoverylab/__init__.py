@@ -10,9 +10,11 @@ import importlib
 from types import ModuleType
 
 from recoverylab._errors import (
+    EngineError,
     InputError,
     MissingDependencyError,
     NotFittedError,
+    OutputError,
     ParameterError,
     RecoveryLabError,
     SchemaError,
@@ -40,9 +42,11 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "SPECS",
+    "EngineError",
     "InputError",
     "MissingDependencyError",
     "NotFittedError",
+    "OutputError",
     "ParameterError",
     "RecoveryLabError",
     "SchemaError",

@@ -33,6 +33,14 @@ class SourceError(RecoveryLabError, OSError):
     """A file or dataset cannot be read: missing, empty, corrupt or of an unknown format."""
 
 
+class OutputError(RecoveryLabError, OSError):
+    """An output cannot be written: its directory is not writable, a directory is in the way..."""
+
+
+class EngineError(RecoveryLabError, RuntimeError):
+    """The query engine failed on input that no file check explains (the engine's message kept)."""
+
+
 class NotFittedError(RecoveryLabError, RuntimeError):
     """An estimator was used before ``fit``."""
 

@@ -57,6 +57,7 @@ from typing import Literal
 import polars as pl
 
 from recoverylab import stats
+from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import (
     InputError,
     ParameterError,
@@ -162,6 +163,7 @@ class GoalTables(stats.ResultHtml):
 # --------------------------------------------------------------------------------------------
 
 
+@reads_inputs
 def from_nested(episodes: Source, *, checks: Literal["full", "schema"] = "full") -> GoalTables:
     """Normalise episodes with list columns into the canonical episodes, steps and citations.
 
@@ -316,6 +318,7 @@ def _check_prohibited_positions(lazy: pl.LazyFrame, flags: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@reads_inputs
 def score(
     cases: Source,
     resources: Source,
@@ -760,6 +763,7 @@ def _raise_first(problems: Sequence[_Problem]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+@reads_inputs
 def summarize(
     scored: pl.LazyFrame | pl.DataFrame,
     *,
@@ -959,6 +963,7 @@ def _summary_finish(
     return out.select(columns).sort(by, nulls_last=False) if by else out.select(columns)
 
 
+@reads_inputs
 def barrier_drop(
     scored: pl.LazyFrame | pl.DataFrame,
     *,

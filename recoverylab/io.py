@@ -14,17 +14,37 @@ from __future__ import annotations
 
 import glob as _glob
 import os
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import polars as pl
 
+from recoverylab._diagnose import (
+    check_text_file,
+    record_files,
+    translate_read_errors,
+    verify_file,
+)
 from recoverylab._errors import ParameterError, SourceError
+from recoverylab._outputs import OutputSet, atomic_file, remove_stale_temporaries
 
-__all__ = ["FORMATS", "Source", "atomic_file", "expand_paths", "scan", "write_parquet"]
+__all__ = [
+    "FORMATS",
+    "WRITE_FORMATS",
+    "OutputSet",
+    "Source",
+    "atomic_file",
+    "expand_paths",
+    "format_of_path",
+    "output_format",
+    "remove_stale_temporaries",
+    "scan",
+    "translate_read_errors",
+    "write_parquet",
+    "write_table",
+    "write_to",
+]
 
 #: File suffix -> format name.
 FORMATS = {
@@ -46,7 +66,13 @@ _IPC_MAGIC = b"ARROW1"
 Source = Any  # a path, a glob, a list of them, or an in-memory table (see ``scan``)
 
 
-def scan(source: Source, *, format: str | None = None, hive: bool | None = None) -> pl.LazyFrame:
+def scan(
+    source: Source,
+    *,
+    format: str | None = None,
+    hive: bool | None = None,
+    verify: bool = False,
+) -> pl.LazyFrame:
     """Return any table source as a LazyFrame, reading only metadata now.
 
     Parameters
@@ -60,6 +86,10 @@ def scan(source: Source, *, format: str | None = None, hive: bool | None = None)
         (a directory is read as a parquet dataset).
     hive
         Read ``key=value`` directory names as columns; by default on for directories.
+    verify
+        Decode every binary file now, checking parquet page checksums where the writer stored
+        them, so a damaged data page is an error here rather than a wrong value later (costs one
+        full read). Text files (CSV, NDJSON) are always checked row by row.
 
     Returns
     -------
@@ -102,10 +132,16 @@ def scan(source: Source, *, format: str | None = None, hive: bool | None = None)
     files = expand_paths([s for s in sources if not Path(s).is_dir()])
     # Files of one format and schema become one scan: polars then reads them in parallel with
     # one streaming pipeline (one scan per file, concatenated, costs several times the memory).
-    frames = [_scan_directory(d, format, hive) for d in directories]
+    read: list[tuple[Path, str]] = []
+    frames = [_scan_directory(d, format, hive, read) for d in directories]
     if files:
-        frames.extend(_scan_files(files, format))
-    return frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+        frames.extend(_scan_files(files, format, read))
+    frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
+    if verify:
+        for path, fmt in read:
+            if fmt in ("parquet", "ipc"):
+                verify_file(path, fmt)
+    return record_files(frame, read)
 
 
 def expand_paths(sources: Sequence[str | os.PathLike[str]]) -> list[Path]:
@@ -147,7 +183,16 @@ def _scan_in_memory(source: object) -> pl.LazyFrame | None:
     return None
 
 
-def _format_of(path: Path, format: str | None) -> str:
+def format_of_path(path: Path, format: str | None = None) -> str:
+    """Return the format of ``path``: ``format`` if given (checked), else its suffix's.
+
+    Raises
+    ------
+    ParameterError
+        An unknown ``format``.
+    SourceError
+        An unknown suffix (with a hint to name the format).
+    """
     if format is not None:
         if format not in set(FORMATS.values()):
             allowed = ", ".join(sorted(set(FORMATS.values())))
@@ -162,7 +207,8 @@ def _format_of(path: Path, format: str | None) -> str:
         known = ", ".join(sorted(FORMATS))
         raise SourceError(
             f"`{path}` has an unknown suffix {path.suffix!r}; recoverylab reads {known}. "
-            "Hint: pass `format=` to read it anyway."
+            "Hint: name the format to read it anyway (`format=` in Python, `--input-format` on "
+            "the command line)."
         ) from None
 
 
@@ -200,12 +246,15 @@ def _first_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
-def _scan_files(paths: list[Path], format: str | None) -> list[pl.LazyFrame]:
+def _scan_files(
+    paths: list[Path], format: str | None, read: list[tuple[Path, str]]
+) -> list[pl.LazyFrame]:
     by_format: dict[str, list[Path]] = {}
     for path in paths:
-        fmt = _format_of(path, format)
+        fmt = format_of_path(path, format)
         _check_file(path, fmt)
         by_format.setdefault(fmt, []).append(path)
+        read.append((path, fmt))
     frames = []
     for fmt, group in by_format.items():
         if fmt == "parquet" and _same_schema(group):
@@ -220,28 +269,61 @@ def _same_schema(paths: list[Path]) -> bool:
     return all(pl.read_parquet_schema(p) == first for p in paths[1:])
 
 
+def _text_columns() -> dict[str, pl.DataType]:
+    """Contract columns that hold text: read from CSV as strings, so ``007`` stays ``007``."""
+    from recoverylab.schema import SPECS
+
+    return {
+        column.name: pl.String()
+        for contract in SPECS.values()
+        for column in contract.columns
+        if column.kind == "str"
+    }
+
+
 def _scan_one(path: Path, fmt: str) -> pl.LazyFrame:
     if fmt == "parquet":
         return pl.scan_parquet(path)
     if fmt == "ipc":
         return pl.scan_ipc(path)
-    if fmt == "csv":
-        separator = "\t" if path.suffix.lower() == ".tsv" else ","
-        return pl.scan_csv(path, separator=separator, infer_schema_length=10_000)
-    return pl.scan_ndjson(path, infer_schema_length=10_000)
+    separator = "\t" if path.suffix.lower() == ".tsv" else ","
+    check_text_file(path, fmt, separator)
+    # Types are inferred from every row (a value late in the file never fails a later query),
+    # and text columns of the contracts stay text whatever they look like.
+    try:
+        if fmt == "csv":
+            frame = pl.scan_csv(
+                path,
+                separator=separator,
+                infer_schema_length=None,
+                schema_overrides=_text_columns(),
+            )
+        else:
+            frame = pl.scan_ndjson(path, infer_schema_length=None)
+        frame.collect_schema()
+    except pl.exceptions.PolarsError as exc:
+        raise SourceError(f"`{path}` cannot be read as {fmt} ({_first_line(exc)}).") from None
+    return frame
 
 
-def _scan_directory(directory: Path, format: str | None, hive: bool | None) -> pl.LazyFrame:
+def _scan_directory(
+    directory: Path, format: str | None, hive: bool | None, read: list[tuple[Path, str]]
+) -> pl.LazyFrame:
     files = sorted(
-        p for p in directory.rglob("*") if p.is_file() and not p.name.startswith((".", "_"))
+        p
+        for p in directory.rglob("*")
+        if p.is_file()
+        and not any(part.startswith((".", "_")) for part in p.relative_to(directory).parts)
     )
     if not files:
         raise SourceError(f"`{directory}` is a directory with no data files.")
-    fmt = format or _format_of(files[0], None)
+    fmt = format or format_of_path(files[0], None)
     for path in files:
-        _check_file(path, _format_of(path, format))
+        _check_file(path, format_of_path(path, format))
+        read.append((path, format_of_path(path, format)))
     if fmt != "parquet":
         return pl.concat([_scan_one(p, fmt) for p in files], how="diagonal_relaxed")
+    _check_dataset_schema(directory, files)
     hive_partitioning = True if hive is None else hive
     try:
         return pl.scan_parquet(directory, hive_partitioning=hive_partitioning)
@@ -249,6 +331,29 @@ def _scan_directory(directory: Path, format: str | None, hive: bool | None) -> p
         raise SourceError(
             f"`{directory}` is not a readable parquet dataset ({_first_line(exc)})."
         ) from exc
+
+
+def _check_dataset_schema(directory: Path, files: list[Path]) -> None:
+    """Refuse a parquet dataset whose files disagree on their columns or types."""
+    first = pl.read_parquet_schema(files[0])
+    for path in files[1:]:
+        other = pl.read_parquet_schema(path)
+        if other == first:
+            continue
+        missing = [c for c in first if c not in other]
+        extra = [c for c in other if c not in first]
+        retyped = [c for c in first if c in other and first[c] != other[c]]
+        if missing:
+            problem = f"lacks column `{missing[0]}`"
+        elif extra:
+            problem = f"has an extra column `{extra[0]}`"
+        else:
+            name = retyped[0]
+            problem = f"has column `{name}` as {other[name]} where it is {first[name]}"
+        raise SourceError(
+            f"`{path}` {problem} compared with `{files[0]}`; the files of dataset `{directory}` "
+            "must share one schema."
+        )
 
 
 def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[str]) -> Path:
@@ -277,35 +382,89 @@ def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[st
     'out.parquet'
     """
     with atomic_file(path) as out:
-        if isinstance(frame, pl.LazyFrame):
-            frame.sink_parquet(out)
-        else:
-            frame.write_parquet(out)
+        write_to(frame, out, "parquet")
     return Path(path)
 
 
-@contextmanager
-def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Yield a binary handle whose content replaces ``path`` only if the block succeeds.
+#: Output suffix -> format written.
+WRITE_FORMATS = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "ipc",
+    ".ipc": "ipc",
+    ".feather": "ipc",
+    ".csv": "csv",
+    ".ndjson": "ndjson",
+    ".jsonl": "ndjson",
+    ".json": "json",
+}
 
-    The handle writes a temporary file in the target directory (created if needed); on success it
-    gets the usual permissions (``0o666`` less the umask) and is renamed onto ``path``; on any
-    failure it is removed, and a file already at ``path`` is untouched. Writers get the open handle,
-    never the temporary path: polars' streaming sink may still open its output path after a failed
-    query has raised, which would recreate a file that was already cleaned up.
+
+def output_format(path: str | os.PathLike[str]) -> str:
+    """Return the format an output path's suffix names (parquet, ipc, csv, ndjson, json).
+
+    A path without a suffix is written as parquet.
+
+    Raises
+    ------
+    ParameterError
+        A suffix recoverylab does not write, so a ``.txt`` never silently holds parquet bytes.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp_name = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent
-    )
+    suffix = Path(path).suffix.lower()
+    if not suffix:
+        return "parquet"  # the default format (ARCHITECTURE §5)
     try:
-        with os.fdopen(handle, "wb") as out:
-            yield out
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temp_name, 0o666 & ~umask)  # mkstemp makes the file private; results are not
-        os.replace(temp_name, target)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+        return WRITE_FORMATS[suffix]
+    except KeyError:
+        known = ", ".join(sorted(WRITE_FORMATS))
+        raise ParameterError(
+            f"output `{path}` has the suffix {suffix or '(none)'!r}; recoverylab writes {known}."
+        ) from None
+
+
+def write_to(
+    frame: pl.DataFrame | pl.LazyFrame, out: BinaryIO, fmt: str, *, target: object = "output"
+) -> None:
+    """Write ``frame`` to an open binary handle in format ``fmt`` (LazyFrames stream to parquet).
+
+    Raises
+    ------
+    ParameterError
+        CSV asked for a table with nested (list or struct) columns, which CSV cannot hold.
+    """
+    if fmt == "csv":
+        nested = [name for name, dtype in frame.collect_schema().items() if dtype.is_nested()]
+        if nested:
+            raise ParameterError(
+                f"`{target}` is CSV, which cannot hold the nested column `{nested[0]}`; write "
+                ".parquet, .arrow, .ndjson or .json instead."
+            )
+    if isinstance(frame, pl.LazyFrame):
+        if fmt == "parquet":
+            frame.sink_parquet(out)
+            return
+        frame = frame.collect(engine="streaming")
+    if fmt == "parquet":
+        frame.write_parquet(out)
+    elif fmt == "ipc":
+        frame.write_ipc(out)
+    elif fmt == "csv":
+        frame.write_csv(out)
+    elif fmt == "ndjson":
+        frame.write_ndjson(out)
+    else:
+        out.write(frame.write_json().encode())
+
+
+def write_table(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``frame`` atomically in the format ``path``'s suffix names (see :data:`WRITE_FORMATS`).
+
+    Raises
+    ------
+    ParameterError
+        An unknown suffix.
+    """
+    fmt = output_format(path)
+    with atomic_file(path) as out:
+        write_to(frame, out, fmt, target=path)
+    return Path(path)

@@ -21,6 +21,7 @@ from typing import Literal
 import polars as pl
 from polars._typing import PolarsDataType
 
+from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import RecoveryLabError, SchemaError, format_keys
 from recoverylab.io import scan
 
@@ -124,6 +125,10 @@ class TableSpec:
         return name in self._by_name
 
 
+#: Largest integer a contract column may hold (2^53 - 1, exact in float64).
+MAX_SAFE_INTEGER = 2**53 - 1
+
+
 def _non_negative(column: str) -> Rule:
     return Rule(
         f"{column}_non_negative",
@@ -156,6 +161,8 @@ _FORKS = TableSpec(
             "only `none` rows may leave it null",
         ),
         _non_negative("delay"),
+        _non_negative("perturb_action"),
+        _non_negative("end_action"),
     ),
 )
 
@@ -402,6 +409,7 @@ def canonical_dtype(found: PolarsDataType, column: Column) -> pl.DataType | None
     return target if widened else None
 
 
+@reads_inputs
 def validate(
     frame: pl.LazyFrame | pl.DataFrame | object,
     table: str | TableSpec,
@@ -513,6 +521,14 @@ def _problem_exprs(contract: TableSpec, schema: pl.Schema) -> dict[str, tuple[pl
                 col.is_null(),
                 f"column `{column.name}` has {{n}} null{{s}}",
                 requirement,
+            )
+        if column.kind == "int":
+            # Beyond ±(2^53 - 1) an integer cannot round-trip through float64 (pandas, JSON),
+            # and sums such as `perturb_action + delay` could overflow Int64 into a wrong cell.
+            problems[f"range:{column.name}"] = (
+                (col > MAX_SAFE_INTEGER) | (col < -MAX_SAFE_INTEGER),
+                f"column `{column.name}` has {{n}} value{{s}} beyond ±(2^53 - 1)",
+                "integers must lie within ±9007199254740991",
             )
         if column.labels is not None:
             problems[f"label:{column.name}"] = (

@@ -30,6 +30,7 @@ import numpy as np
 import polars as pl
 from scipy import special
 
+from recoverylab._display import p_str
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "cluster_melded_interval",
     "effective_melded_interval",
     "fay_lumbard_interval",
+    "icc_oneway",
     "mcnemar_exact",
     "paired_effect_cells",
     "ratio",
@@ -97,32 +99,50 @@ _BAD = "__recoverylab_bad"
 
 
 class ResultHtml:
-    """Mixin: show a result dataclass as a small table in Jupyter (arrays and frames summarised).
+    """Mixin: show a result dataclass readably (arrays and frames summarised, p rounded).
 
-    Protocol modules use it for their own non-frame results, so every result displays well.
+    Protocol modules use it for their own non-frame results, so every result displays well:
+    as a small table in Jupyter, and as a one-line repr in which a p-value reads as it does in
+    every table (two significant digits, ``< 0.001``). Result classes set ``repr=False`` on
+    their ``@dataclass`` so this repr is used.
     """
 
-    def _repr_html_(self) -> str:
-        rows = []
+    def _shown(self, *, every: bool = True) -> list[tuple[str, str]]:
+        shown = []
         for item in fields(self):  # type: ignore[arg-type]
+            if not (every or item.repr):  # the repr leaves out e.g. the distribution
+                continue
             value = getattr(self, item.name)
             if isinstance(value, np.ndarray):
-                shown = f"array of {value.size:,} values"
+                text = f"array of {value.size:,} values"
             elif isinstance(value, (pl.DataFrame, pl.LazyFrame)):
                 columns = ", ".join(value.collect_schema().names())
-                shown = f"{type(value).__name__} with columns {columns}"
+                text = f"{type(value).__name__} with columns {columns}"
+            elif isinstance(value, float) and item.name == "p_value":
+                text = p_str(value)
             elif isinstance(value, float):
-                shown = f"{value:.6g}"
+                text = f"{value:.6g}"
+            elif not every:  # the repr: strings quoted, None as None
+                text = repr(value)
             else:
-                shown = "—" if value is None else str(value)
-            rows.append(
-                f"<tr><th style='text-align:left'>{escape(item.name)}</th>"
-                f"<td style='text-align:left'>{escape(shown)}</td></tr>"
-            )
+                text = "—" if value is None else str(value)
+            shown.append((item.name, text))
+        return shown
+
+    def _repr_html_(self) -> str:
+        rows = [
+            f"<tr><th style='text-align:left'>{escape(name)}</th>"
+            f"<td style='text-align:left'>{escape(text)}</td></tr>"
+            for name, text in self._shown()
+        ]
         return f"<table><caption>{type(self).__name__}</caption>{''.join(rows)}</table>"
 
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{name}={text}" for name, text in self._shown(every=False))
+        return f"{type(self).__name__}({parts})"
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, repr=False)
 class BootstrapResult(ResultHtml):
     """A cluster-bootstrap estimate with its confidence interval and resampling distribution.
 
@@ -155,7 +175,7 @@ class BootstrapResult(ResultHtml):
     distribution: np.ndarray = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SignFlipResult(ResultHtml):
     """The result of a paired sign-flip (permutation) test.
 
@@ -184,7 +204,7 @@ class SignFlipResult(ResultHtml):
     alternative: str = "two-sided"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TestResult(ResultHtml):
     """The result of a classical test.
 
@@ -205,7 +225,7 @@ class TestResult(ResultHtml):
     method: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Interval(ResultHtml):
     """Lower and upper bounds of an interval (arrays when computed for arrays of inputs)."""
 
@@ -441,6 +461,51 @@ def ratio_difference(sums: np.ndarray) -> np.ndarray:
     return np.asarray(
         _safe_divide(sums[..., 0], sums[..., 1]) - _safe_divide(sums[..., 2], sums[..., 3])
     )
+
+
+ICC_COLUMNS = ("sum_sq_over_m", "sum", "sum_sq", "m", "m_sq", "one")
+"""Per-cluster partials :func:`icc_oneway` expects, in order: S²/m, S, Q, m, m², 1."""
+
+
+def icc_oneway(sums: np.ndarray) -> np.ndarray:
+    """Return the one-way ANOVA intra-class correlation from column sums of cluster partials.
+
+    Each cluster i with mᵢ observations xᵢⱼ contributes Sᵢ²/mᵢ, Sᵢ = Σⱼ xᵢⱼ, Qᵢ = Σⱼ xᵢⱼ²,
+    mᵢ, mᵢ² and 1 (:data:`ICC_COLUMNS`), so the ICC is a statistic of column sums and the
+    cluster bootstrap (:func:`bootstrap_types`) gives its interval at the cost of the cluster
+    types. With N = Σmᵢ and K clusters: MSB = (ΣSᵢ²/mᵢ − (ΣSᵢ)²/N)/(K − 1), MSW = (ΣQᵢ −
+    ΣSᵢ²/mᵢ)/(N − K), m₀ = (N − Σmᵢ²/N)/(K − 1) and ICC = (MSB − MSW)/(MSB + (m₀ − 1)·MSW)
+    (the unbalanced one-way estimator; it may be negative). NaN when undefined: fewer than two
+    clusters, no cluster with two observations, or no variation at all.
+
+    Parameters
+    ----------
+    sums
+        Array of shape ``(..., 6)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Array of shape ``(...)``.
+
+    Examples
+    --------
+    Two clusters, each with two equal values (perfect agreement within clusters):
+
+    >>> rows = np.array([[0.0, 0, 0, 2, 4, 1], [2.0, 2, 2, 2, 4, 1]])
+    >>> float(icc_oneway(rows.sum(axis=0)))
+    1.0
+    """
+    sums = np.asarray(sums, dtype=np.float64)
+    s2m, s, q, n, n2, k = (sums[..., i] for i in range(6))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        msb = (s2m - s * s / n) / (k - 1)
+        msw = (q - s2m) / (n - k)
+        m0 = (n - n2 / n) / (k - 1)
+        denominator = msb + (m0 - 1) * msw
+        out = np.asarray((msb - msw) / denominator, dtype=np.float64)
+    undefined = (k < 2) | (n - k < 1) | ~(np.abs(denominator) > 1e-12 * (1 + np.abs(msb)))
+    return np.where(undefined, np.nan, out)
 
 
 def _safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:

@@ -46,3 +46,18 @@ def frame_kind(request: pytest.FixtureRequest) -> Callable[[pl.DataFrame], objec
     if request.param == "eager":
         return lambda df: df
     return lambda df: df.lazy()
+
+
+def assert_same_as_stored(stored: pl.DataFrame, regenerated: pl.DataFrame, label: object) -> None:
+    """Compare a regenerated table with a stored file: exact for keys, close for floats.
+
+    Float math (``np.exp``, ``log``...) is not bitwise reproducible across CPUs, so a file made on
+    one machine may differ from the same computation on another by a rounding step; anything else
+    (row order, keys, integers, booleans, strings) must match exactly.
+    """
+    from polars.testing import assert_frame_equal
+
+    try:
+        assert_frame_equal(stored, regenerated, check_exact=False, rel_tol=1e-9, abs_tol=1e-12)
+    except AssertionError as exc:
+        raise AssertionError(f"{label}: {exc}") from None

@@ -174,19 +174,18 @@ def test_readable_output_in_percentage_points(cli: Callable) -> None:
     result = cli("paired", MAIN)
     assert result.code == 0
     assert result.out.startswith("rescue and harm by condition, delay, method\n")
-    # new columns (ci_method, sparse) wrap the header of a narrow table (printing: issue 18)
-    assert "effect_p" in result.out
-    assert "-3.77" in result.out
+    assert "effect pp [CI]" in result.out
+    assert "-3.8 [" in result.out
     assert "[paired" in result.err  # progress on stderr
     quiet = cli("--quiet", "contrast", MAIN, "--a", "stale2", "--b", "clean")
     assert quiet.code == 0
     assert quiet.err == ""
     assert "effect of stale2 minus effect of clean" in quiet.out
-    assert "difference_pp" in quiet.out
-    assert "10.38" in quiet.out
+    assert "difference pp" in quiet.out
+    assert "+10.4 [" in quiet.out
     policy = cli("policy", "--decisions", DECISIONS, "--forks", POLICY_FORKS, "--quiet")
-    assert "gain_pp" in policy.out
-    assert "73.33" in policy.out
+    assert "gain pp [CI]" in policy.out
+    assert "73.3" in policy.out
 
 
 def test_pairs_and_exclusions_outputs(cli: Callable, tmp_path: Path) -> None:

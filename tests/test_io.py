@@ -166,7 +166,7 @@ def test_corrupt_ipc(tmp_path) -> None:
 def test_unknown_suffix_and_explicit_format(tmp_path) -> None:
     path = tmp_path / "forks.data"
     DF.write_parquet(path)
-    with pytest.raises(SourceError, match=r"has an unknown suffix '\.data'.*Hint: pass `format=`"):
+    with pytest.raises(SourceError, match=r"unknown suffix '\.data'.*Hint: name the format"):
         scan(path)
     assert same_rows(scan(path, format="parquet"))
     with pytest.raises(ParameterError, match=r"parameter `format` is 'xls'"):

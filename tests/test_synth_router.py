@@ -10,7 +10,7 @@ import pytest
 from recoverylab import paired, synth
 from recoverylab.schema import validate
 from recoverylab.synth import _router as synth_router
-from tests.conftest import SAMPLES
+from tests.conftest import SAMPLES, assert_same_as_stored
 
 KEYS = ["task_id", "condition"]
 
@@ -154,7 +154,7 @@ def test_samples_are_regenerated_by_their_script():
         expected = synth.generate("decision_points", tasks, seed=seed, prefix=prefix)
         for table, frame in expected.items():
             shipped = pl.read_parquet(SAMPLES / "router" / name / f"{table}.parquet")
-            assert shipped.equals(frame), (name, table)
+            assert_same_as_stored(shipped, frame, (name, table))
 
 
 def test_sample_train_and_test_tasks_are_disjoint():

@@ -1027,3 +1027,36 @@ def test_reads_files(tmp_path: object, states_df: pl.DataFrame, attempts_df: pl.
     assert isinstance(
         takeover.score(folder / "states.csv", folder / "attempts.parquet"), pl.LazyFrame
     )
+
+
+def test_off_funnel_attempts_are_counted_not_dropped(states_df, attempts_df) -> None:
+    # agent a, s3 repeat 0 is FTTT: root cause fixed, derived fixed and passed without awareness,
+    # so it is off the funnel at all three layers; agent b's attempts all follow the funnel.
+    summary = takeover.summarize(states_df, attempts_df, by=("agent",), n_resamples=50)
+    a, b = row(summary, agent="a"), row(summary, agent="b")
+    assert (a["off_funnel_fixed"], a["off_funnel_derived"], a["off_funnel_passed"]) == (1, 1, 1)
+    assert (b["off_funnel_fixed"], b["off_funnel_derived"], b["off_funnel_passed"]) == (0, 0, 0)
+    for cell in (a, b):
+        assert cell["n_fixed"] == cell["aware_fixed"] + cell["off_funnel_fixed"]
+        assert cell["n_derived"] == cell["aware_fixed_derived"] + cell["off_funnel_derived"]
+        assert cell["n_passed"] == cell["aware_fixed_derived_passed"] + cell["off_funnel_passed"]
+
+
+def test_off_funnel_identities_hold_on_the_sample() -> None:
+    states = pl.read_parquet(TAKEOVER / "states.parquet")
+    attempts = pl.read_parquet(TAKEOVER / "attempts.parquet").with_columns(
+        # contradicting annotations: fixed without aware, passed without derived
+        pl.when(pl.int_range(pl.len()) % 7 == 0).then(True).otherwise("root_cause_fixed")
+        .alias("root_cause_fixed"),
+        pl.when(pl.int_range(pl.len()) % 5 == 0).then(True).otherwise("passed").alias("passed"),
+    )  # fmt: skip
+    summary = takeover.summarize(states, attempts, n_resamples=20)
+    assert summary["off_funnel_fixed"].sum() > 0
+    assert summary["off_funnel_passed"].sum() > 0
+    assert (summary["n_fixed"] == summary["aware_fixed"] + summary["off_funnel_fixed"]).all()
+    assert (
+        summary["n_derived"] == summary["aware_fixed_derived"] + summary["off_funnel_derived"]
+    ).all()
+    assert (
+        summary["n_passed"] == summary["aware_fixed_derived_passed"] + summary["off_funnel_passed"]
+    ).all()

@@ -15,12 +15,19 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from contextlib import ExitStack
+from pathlib import Path
 from types import ModuleType
 
-import polars as pl
-
+from recoverylab._diagnose import engine_errors
 from recoverylab._errors import RecoveryLabError
-from recoverylab.cli._common import configure_printing
+from recoverylab.cli._common import (
+    Inputs,
+    command_outputs,
+    configure_printing,
+    native_stderr_filtered,
+)
+from recoverylab.io import FORMATS, translate_read_errors
 
 __all__ = ["COMMAND_MODULES", "build_parser", "command_modules", "main"]
 
@@ -31,12 +38,16 @@ COMMAND_MODULES = (
     "_goal",
     "_router",
     "_paired",
+    "_plan",
     "_takeover",
     "_report",
     "_demo",
 )
 
 EXIT_BAD_INPUT = 2
+INPUT_FORMATS = tuple(sorted(set(FORMATS.values())))
+#: Errors that mean "bad input or option": one line on stderr and exit 2, never a traceback.
+_EXPECTED: tuple[type[BaseException], ...] = (*engine_errors(), RecoveryLabError, OSError)
 
 
 def command_modules() -> list[ModuleType]:
@@ -54,7 +65,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"recoverylab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--quiet", action="store_true", help="no progress messages on stderr")
+    parser.add_argument("--quiet", action="store_true", help="print nothing on stderr but errors")
+    parser.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        default=None,
+        help="read every input file as this format (default: from each file's suffix)",
+    )
+    parser.add_argument(
+        "--verify-inputs",
+        action="store_true",
+        help="decode every input file before the work (checks parquet page checksums)",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     for module in command_modules():
@@ -62,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in subparsers.choices.values():  # the flags work after the subcommand too
         sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
         sub.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
+        sub.add_argument("--input-format", choices=INPUT_FORMATS, default=argparse.SUPPRESS)
+        sub.add_argument("--verify-inputs", action="store_true", default=argparse.SUPPRESS)
     return parser
 
 
@@ -71,8 +95,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     configure_printing()
     try:
-        args.func(args)
-    except (RecoveryLabError, pl.exceptions.PolarsError, OSError) as exc:
+        # every output is staged and committed at the end, or none; an engine error is
+        # explained by finding the input file (and line) that caused it
+        with ExitStack() as stack:
+            if not args.debug:
+                stack.enter_context(native_stderr_filtered())
+            stack.enter_context(command_outputs(args))
+            stack.enter_context(translate_read_errors(_input_files(args)))
+            args.func(args)
+    except _EXPECTED as exc:
         if args.debug:
             raise
         print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
@@ -83,7 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _input_files(args: argparse.Namespace) -> list[Path]:
+    """Return the input files of a command, to find the broken one when the engine fails."""
+    inputs = Inputs.of(args)
+    files = set(inputs.files)
+    for directory in inputs.directories:
+        files.update(p for p in directory.rglob("*") if p.is_file())
+    return sorted(p for p in files if p.suffix.lower() in FORMATS)
+
+
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and not isinstance(exc, RecoveryLabError) and exc.filename:
+        return f"cannot use `{exc.filename}`: {exc.strerror or exc} ({type(exc).__name__})"
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     if not lines:
         return type(exc).__name__

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import glob
 import os
 import sys
+import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
+from recoverylab._display import count_text
 from recoverylab._errors import ParameterError
-from recoverylab.io import expand_paths, scan, write_parquet
-
-#: Result columns shown in percentage points when a table is printed.
-RATE_SUFFIXES = ("rate", "effect", "ci_low", "ci_high", "difference", "gain", "ts", "ear")
-RATE_PREFIXES = ("pass_at", "effect_", "margin")
+from recoverylab.cli import _table
+from recoverylab.io import OutputSet, atomic_file, output_format, scan, write_to
 
 
 def samples_dir() -> Path:
@@ -60,35 +64,205 @@ def add_grouping(parser: argparse.ArgumentParser, *, by_help: str = "") -> None:
     )
 
 
+#: ``--input-format`` of the running command (None: from each file's suffix).
+_INPUT_FORMAT: ContextVar[str | None] = ContextVar("recoverylab_input_format", default=None)
+#: ``--verify-inputs`` of the running command.
+_VERIFY: ContextVar[bool] = ContextVar("recoverylab_verify_inputs", default=False)
+#: The output set of the running command.
+_OUTPUTS: ContextVar[OutputSet | None] = ContextVar("recoverylab_command_outputs", default=None)
+#: Messages about written files, printed once the command's outputs are committed.
+_WRITTEN: ContextVar[list[str] | None] = ContextVar("recoverylab_written", default=None)
+
+
 def read(paths: Sequence[str] | str) -> pl.LazyFrame:
-    """Scan one or more paths/globs given on the command line."""
-    return scan(list(paths) if not isinstance(paths, str) else paths)
+    """Scan one or more paths/globs given on the command line (``--input-format`` applies)."""
+    return scan(
+        list(paths) if not isinstance(paths, str) else paths,
+        format=_INPUT_FORMAT.get(),
+        verify=_VERIFY.get(),
+    )
 
 
-def input_paths(args: argparse.Namespace) -> set[Path]:
-    """Every existing input file named in the parsed arguments (to refuse overwriting them).
+def is_output_option(name: str) -> bool:
+    """Whether a parsed option names an output (``out``, ``out_dir``, ``*_out``)."""
+    return name in ("out", "out_dir") or name.endswith("_out")
 
-    Output options (``out``, ``out_dir`` and any ``*_out``) are not inputs: re-running a command
-    with the same ``--out`` replaces its earlier result.
-    """
-    found: set[Path] = set()
-    for name, value in vars(args).items():
-        if name in ("out", "out_dir") or name.endswith("_out"):
-            continue
-        values = value if isinstance(value, list) else [value]
-        for item in values:
-            if isinstance(item, (str, Path)) and item and Path(item).exists():
-                found.update(p.resolve() for p in expand_paths([item]) if p.is_file())
-    return found
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a command's input arguments resolve to: files, directories and glob patterns."""
+
+    files: frozenset[Path]
+    directories: frozenset[Path]
+    patterns: tuple[str, ...]
+
+    @classmethod
+    def of(cls, args: argparse.Namespace) -> Inputs:
+        """Resolve every non-output argument that names an existing path or a glob."""
+        files: set[Path] = set()
+        directories: set[Path] = set()
+        patterns: list[str] = []
+        for name, value in vars(args).items():
+            if is_output_option(name):
+                continue
+            for item in value if isinstance(value, (list, tuple)) else [value]:
+                if not isinstance(item, (str, Path)) or not str(item):
+                    continue
+                text = str(item)
+                if glob.has_magic(text):
+                    patterns.append(os.path.abspath(text))
+                    matches = [Path(m) for m in glob.glob(text, recursive=True)]
+                else:
+                    matches = [Path(text)] if Path(text).exists() else []
+                for match in matches:
+                    (directories if match.is_dir() else files).add(match.resolve())
+        return cls(frozenset(files), frozenset(directories), tuple(patterns))
+
+    def clash(self, target: Path) -> str | None:
+        """Why writing ``target`` would touch an input, or ``None`` when it is safe."""
+        resolved = target.resolve()
+        if resolved in self.files:
+            return "which is also an input"
+        for directory in self.directories:
+            if resolved == directory or directory in resolved.parents:
+                return f"which lies inside the input directory `{directory}`"
+        for pattern in self.patterns:
+            if fnmatch.fnmatch(os.path.abspath(target), pattern) or fnmatch.fnmatch(
+                str(resolved), pattern
+            ):
+                return f"which matches the input pattern `{pattern}`"
+        return None
+
+    def check(self, target: Path) -> None:
+        """Raise :class:`ParameterError` when writing ``target`` would touch an input."""
+        problem = self.clash(target)
+        if problem is not None:
+            raise ParameterError(
+                f"output `{target}`, {problem}; choose another path so no input is overwritten."
+            )
 
 
 def guard_output(target: Path, args: argparse.Namespace) -> None:
-    """Refuse to write a result over one of the command's own input files."""
-    if target.resolve() in input_paths(args):
-        raise ParameterError(
-            f"`--out` is `{target}`, which is also an input; choose another path so the input "
-            "is not overwritten."
-        )
+    """Refuse to write a result over an input, inside an input directory or into an input glob."""
+    Inputs.of(args).check(target)
+
+
+@contextmanager
+def command_outputs(args: argparse.Namespace) -> Iterator[OutputSet]:
+    """Run a command with every output staged and committed together at the end, or none.
+
+    Every atomic write made inside (by the command or the library functions it calls) joins
+    one :class:`~recoverylab.io.OutputSet` whose guard refuses outputs that would touch an input.
+    The "wrote ..." messages are printed after the commit, unless ``--quiet``.
+    """
+    guard = Inputs.of(args).check
+    messages: list[str] = []
+    format_token = _INPUT_FORMAT.set(getattr(args, "input_format", None))
+    verify_token = _VERIFY.set(bool(getattr(args, "verify_inputs", False)))
+    written_token = _WRITTEN.set(messages)
+    try:
+        with OutputSet(guard=guard) as outputs, outputs.activate():
+            outputs_token = _OUTPUTS.set(outputs)
+            try:
+                yield outputs
+            finally:
+                _OUTPUTS.reset(outputs_token)
+    finally:
+        _WRITTEN.reset(written_token)
+        _INPUT_FORMAT.reset(format_token)
+        _VERIFY.reset(verify_token)
+    if not getattr(args, "quiet", False):
+        for message in messages:
+            print(message, file=sys.stderr)
+
+
+@contextmanager
+def native_stderr_filtered() -> Iterator[None]:
+    """Keep native engine panics (a Rust message and backtrace on file descriptor 2) off stderr.
+
+    polars can panic on a damaged input instead of raising; Python then gets an exception that
+    the command turns into one line, but the panic hook has already printed a backtrace. Native
+    output is captured while the command runs and replayed at the end without panic blocks.
+    Python's own stderr (progress, warnings) still goes straight to the terminal.
+    """
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):
+        yield
+        return
+    replaced = None
+    try:
+        if sys.stderr.fileno() == 2:
+            replaced = sys.stderr
+            sys.stderr = open(os.dup(saved), "w", buffering=1)  # noqa: SIM115 - closed below
+    except (OSError, ValueError, AttributeError):
+        replaced = None
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if replaced is not None:
+                sys.stderr.close()
+                sys.stderr = replaced
+            capture.seek(0)
+            kept = _without_panics(capture.read().decode("utf-8", "replace"))
+            if kept:
+                sys.stderr.write(kept)
+                sys.stderr.flush()
+
+
+def _without_panics(text: str) -> str:
+    kept: list[str] = []
+    in_panic = False
+    for line in text.splitlines(keepends=True):
+        if " panicked at " in line:
+            in_panic = True
+        if not in_panic:
+            kept.append(line)
+        elif line.startswith("note:"):
+            in_panic = False
+    return "".join(kept)
+
+
+def current_outputs() -> OutputSet:
+    """Return the output set of the running command (one is active inside ``main``)."""
+    active = _OUTPUTS.get()
+    if active is None:
+        raise RuntimeError("no command is running; use command_outputs(args)")
+    return active
+
+
+def announce_written(message: str) -> None:
+    """Say that an output was written; printed once the command's outputs are committed."""
+    pending = _WRITTEN.get()
+    if pending is None:
+        print(message, file=sys.stderr)
+    else:
+        pending.append(message)
+
+
+def write_output(
+    frame: pl.DataFrame | pl.LazyFrame,
+    out: Path,
+    args: argparse.Namespace,
+    *,
+    rows: int | None = None,
+) -> None:
+    """Stage ``frame`` for ``out`` in the format its suffix names (parquet, csv, ...).
+
+    A LazyFrame streams to disk; its row count is shown only when the caller gives ``rows``.
+    """
+    guard_output(out, args)
+    fmt = output_format(out)
+    with atomic_file(out) as handle:
+        write_to(frame, handle, fmt, target=out)
+    if rows is None and isinstance(frame, pl.DataFrame):
+        rows = frame.height
+    announce_written(f"wrote {out}" + (f" ({count_text(rows)})" if rows is not None else ""))
 
 
 def emit(
@@ -99,58 +273,39 @@ def emit(
     title: str | None = None,
     percent: bool = True,
 ) -> None:
-    """Write ``frame`` atomically to ``out``, or print it readably (rates in percentage points)."""
+    """Stage ``frame`` for ``out`` (committed with the command's other outputs), or print it."""
     if out is not None:
-        guard_output(out, args)
-        write_parquet(frame, out)
-        print(f"wrote {out} ({frame.height} rows)", file=sys.stderr)
+        write_output(frame, out, args)
         return
-    if title:
-        print(title)
-    print(readable(frame) if percent else frame)
+    fmt, wide = _table.printing(args)
+    if title and _table.headline(fmt):
+        print(title + ("\n" if fmt == "markdown" else ""))  # markdown: a paragraph
+    print(_table.render(frame, fmt, wide=wide))
 
 
 def emit_many(
     frames: dict[str, pl.DataFrame], out_dir: Path | None, args: argparse.Namespace
 ) -> None:
-    """Write several named result tables into ``out_dir`` (one parquet each) or print them."""
+    """Stage several named result tables into ``out_dir`` (one parquet each), or print them."""
     if out_dir is None:
-        for name, frame in frames.items():
-            print(f"\n== {name}")
-            print(readable(frame))
+        fmt, wide = _table.printing(args)
+        print(_table.render_many(frames, fmt, wide=wide))
         return
     for name, frame in frames.items():
         emit(frame, out_dir / f"{name}.parquet", args)
 
 
-def is_rate(name: str) -> bool:
-    """Whether a result column holds a fraction to be shown in percentage points."""
-    return name.endswith(RATE_SUFFIXES) or name.startswith(RATE_PREFIXES)
-
-
-def readable(frame: pl.DataFrame) -> pl.DataFrame:
-    """Return a display copy with rate columns in percentage points, rounded to two decimals."""
-    pp = [
-        (pl.col(name) * 100).round(2).alias(f"{name}_pp")
-        for name, dtype in frame.schema.items()
-        if dtype.is_float() and is_rate(name)
-    ]
-    rounded = [
-        pl.col(name).round(4)
-        for name, dtype in frame.schema.items()
-        if dtype.is_float() and not is_rate(name)
-    ]
-    shown = frame.with_columns(*pp, *rounded)
-    order = [f"{c}_pp" if is_rate(c) and frame.schema[c].is_float() else c for c in frame.columns]
-    return shown.select(order)
+def readable(frame: pl.DataFrame, *, wide: bool = True) -> str:
+    """Return ``frame`` as the text table the commands print (rates in percentage points)."""
+    return _table.render(frame, "text", wide=wide)
 
 
 def configure_printing() -> None:
-    """Print whole tables: every row and column, full strings."""
+    """Show frames printed outside the table renderer whole: every row and column, no shape."""
     pl.Config.set_tbl_rows(200)
     pl.Config.set_tbl_cols(-1)
     pl.Config.set_fmt_str_lengths(60)
-    pl.Config.set_tbl_width_chars(int(os.environ.get("COLUMNS", "200")))
+    pl.Config.set_tbl_width_chars(_table.terminal_width())
     pl.Config.set_tbl_hide_dataframe_shape(True)
 
 

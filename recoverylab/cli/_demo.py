@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 from recoverylab._errors import MissingDependencyError
-from recoverylab.cli._common import Progress
+from recoverylab._outputs import OutputSet
+from recoverylab.cli._common import Progress, current_outputs, guard_output
 from recoverylab.cli._report import demo_report
 
 
@@ -34,19 +35,23 @@ def run(args: argparse.Namespace) -> None:
     from recoverylab.cli import command_modules
 
     progress = Progress("demo", quiet=args.quiet)
-    args.out.mkdir(parents=True, exist_ok=True)
+    guard_output(args.out, args)
+    # The parts write into a staging folder and read each other's results there; its entries
+    # replace those of --out together at the end (other files in --out are left alone).
+    staging = current_outputs().stage_tree(args.out)
     written: list[Path] = []
-    for module in command_modules():
-        demo = getattr(module, "demo", None)
-        if demo is None:
-            continue
-        try:
-            written.extend(demo(args.out, progress))
-        except MissingDependencyError as exc:
-            name = module.__name__.rsplit("._", 1)[-1]
-            print(f"recoverylab demo: {name} skipped: {exc}", file=sys.stderr)
-    report = demo_report(args.out, progress)  # None when the report extra is not installed
+    with OutputSet.suspended():
+        for module in command_modules():
+            demo = getattr(module, "demo", None)
+            if demo is None:
+                continue
+            try:
+                written.extend(demo(staging, progress))
+            except MissingDependencyError as exc:
+                name = module.__name__.rsplit("._", 1)[-1]
+                print(f"recoverylab demo: {name} skipped: {exc}", file=sys.stderr)
+        report = demo_report(staging, progress)  # None when the report extra is not installed
     if report is not None:
         written.append(report)
     for path in written:
-        print(path)
+        print(args.out / path.relative_to(staging))

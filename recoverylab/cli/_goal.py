@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +10,8 @@ import polars as pl
 
 from recoverylab import goal
 from recoverylab._errors import ParameterError
+from recoverylab._outputs import scratch_dir
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -21,9 +20,10 @@ from recoverylab.cli._common import (
     guard_output,
     read,
     samples_dir,
+    write_output,
 )
 from recoverylab.distributed import _cli as spark_cli
-from recoverylab.io import scan, write_parquet
+from recoverylab.io import output_format, scan, write_parquet
 
 TABLES = ("cases", "resources", "episodes", "steps", "citations")
 
@@ -33,8 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "goal",
         help="goal-preserving recovery: GP, compliance and TS by regime (AgentHeal)",
-        description="Score every episode for goal preservation and policy compliance (seed "
-        "Eq. 1-3) and summarise TS, compliance, step costs and failure reasons per group. "
+        description="Score every episode for goal preservation (the requested work, or an "
+        "acknowledged other version, or an honest diagnosis of the barrier) and policy "
+        "compliance (no prohibited step), and summarise TS, compliance, step costs and "
+        "failure reasons per group. "
         "Without --steps/--citations the episodes must carry the nested list columns "
         "`visited`, `citations` and optionally `prohibited_steps`.",
     )
@@ -66,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also write the barrier drop (TS without minus with barriers, paired by goal, "
         "grouped by model when present) to this parquet file",
     )
+    _table.add_printing(parser)
     parser.set_defaults(func=run)
 
 
@@ -105,15 +108,14 @@ def _score_and_summarise(
     lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
     keep = args.episodes_out
     if keep is not None:
-        keep.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(
-        prefix=".recoverylab-goal-", dir=keep.parent if keep is not None else None
-    ) as scratch:
+        guard_output(keep, args)
+        output_format(keep)  # an unknown suffix fails before any work
+    with scratch_dir(keep) as scratch:
         # Stream the scored episodes to disk once, then summarise from that file: the score
         # query runs once and nothing row-level is held in memory.
-        scratch_file = Path(scratch) / "episodes.parquet"
+        scratch_file = scratch / "episodes.parquet"
         progress("scoring episodes")
-        write_parquet(lazy.sort("episode_id"), scratch_file)
+        lazy.sort("episode_id").sink_parquet(scratch_file)  # private: no staging needed
         scored = scan(scratch_file)
         progress(f"summarising with {args.resamples} bootstrap resamples")
         statistics = {
@@ -127,9 +129,9 @@ def _score_and_summarise(
             progress("pairing barrier-free and barrier cases by goal")
             drop = goal.barrier_drop(scored, **statistics)
         if keep is not None:
+            # staged with the command's other outputs: all are committed together, or none
             rows = scored.select(pl.len()).collect().item()
-            os.replace(scratch_file, keep)
-            print(f"wrote {keep} ({rows} rows)", file=sys.stderr)
+            write_output(scored, keep, args, rows=rows)
     return summary, drop
 
 

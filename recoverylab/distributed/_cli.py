@@ -9,7 +9,6 @@ used.
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,15 +79,19 @@ def goal(
     (lazy) scoring again.
     """
     from recoverylab import goal as protocol
+    from recoverylab.cli._common import announce_written, current_outputs, guard_output
 
     progress("checking the tables on Spark")
     scored: Any = protocol.score(*(list(s) if s else None for s in sources), engine=spark)
     if args.episodes_out is not None:
         target = Path(args.episodes_out)
+        guard_output(target, args)
+        # Spark writes a staging directory, renamed onto the target with the other outputs
+        staging = current_outputs().stage_dir(target)
         progress(f"scoring episodes into {target}/ (parquet directory written by Spark)")
-        scored.write.mode("overwrite").parquet(str(target))
-        scored = spark.read.parquet(str(target))
-        print(f"wrote {target}/ ({scored.count()} rows)", file=sys.stderr)
+        scored.write.mode("overwrite").parquet(str(staging))
+        scored = spark.read.parquet(str(staging))
+        announce_written(f"wrote {target}/ ({scored.count()} rows)")
     statistics = {"n_resamples": args.resamples, "confidence": args.confidence, "seed": args.seed}
     progress(f"summarising on Spark with {args.resamples} bootstrap resamples")
     summary = protocol.summarize(scored, by=by, cluster=args.cluster, engine=spark, **statistics)

@@ -22,7 +22,7 @@ import polars as pl
 
 from recoverylab import stats
 from recoverylab._errors import InputError, ParameterError, require_one_of
-from recoverylab.paired import _bits
+from recoverylab.paired import _bits, _breakeven
 from recoverylab.paired._pairs import (
     AFTER_END,
     Cohort,
@@ -456,6 +456,7 @@ def summarize(
     engine: object = "polars",
     alternative: str = "two-sided",
     adjust: str | None = None,
+    break_even: bool = False,
 ) -> pl.DataFrame:
     """Count rescues and harms per (condition, delay, method, *by*), with honest uncertainty.
 
@@ -507,6 +508,10 @@ def summarize(
     adjust
         ``None``, ``"holm"`` or ``"bh"``: add ``p_adjusted``, adjusted over all cells of the
         result (the family is the result's rows).
+    break_even
+        Also append the break-even columns of :func:`recoverylab.paired.break_even` (p_fail,
+        rescue_given_fail, harm_given_success, net_effect, break_even with its task-level
+        interval) as the last columns.
 
     Returns
     -------
@@ -539,6 +544,11 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
+    if engine != "polars" and break_even:
+        raise ParameterError(
+            "parameter `break_even` works on the polars engine only; call "
+            "`paired.break_even` on the same tables instead."
+        )
     if engine != "polars":
         from recoverylab import distributed
 
@@ -564,7 +574,7 @@ def summarize(
     if int(collected["after_end"].sum()):
         rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
         raise_after_end(rows, table)
-    return finish(
+    result = finish(
         collected,
         confidence=confidence,
         n_resamples=n_resamples,
@@ -573,6 +583,20 @@ def summarize(
         progress=progress,
         alternative=alternative,
         adjust=adjust,
+    )
+    if not break_even:
+        return result
+    return _breakeven.join_break_even(
+        result,
+        forks,
+        by=by_keys,
+        pair_by=pair_by,
+        cohort=cohort,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        # p* is a ratio of rates: its interval is the bootstrap whatever the effect's method.
+        ci_method=ci_method if ci_method in ("percentile", "bca") else "percentile",
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 import polars as pl
 
+from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import (
     InputError,
     NotFittedError,
@@ -819,6 +820,7 @@ class Router(_RulePolicy):
     def _lam(self) -> float:
         return float(self.lam)
 
+    @reads_inputs
     def fit(self, decision_points: object, forks: object, features: Sequence[str]) -> Router:
         """Learn the three models and the thresholds on the training tasks.
 
@@ -903,6 +905,7 @@ class AnomalyRouter(_RulePolicy):
         self.pair_by = pair_by
         self.n_grid = n_grid
 
+    @reads_inputs
     def fit(self, decision_points: object, forks: object, features: Sequence[str]) -> AnomalyRouter:
         """Learn the error model and alpha (see :meth:`Router.fit`)."""
         self._fit(decision_points, forks, features)
@@ -983,6 +986,7 @@ class RateMatchedAnomaly(AnomalyRouter):
             n_grid=n_grid,
         )
 
+    @reads_inputs
     def fit(
         self, decision_points: object, forks: object, features: Sequence[str]
     ) -> RateMatchedAnomaly:

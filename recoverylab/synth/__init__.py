@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import numpy as np
 import polars as pl
 
 from recoverylab._errors import ParameterError
-from recoverylab.io import write_parquet
+from recoverylab._outputs import atomic_dir
 
 __all__ = ["BLOCK", "GENERATORS", "Generator", "generate", "register", "write"]
 
@@ -135,20 +136,24 @@ def write(
     written: dict[str, list[Path]] = {t: [] for t in gen.tables}
     pending: dict[str, list[pl.DataFrame]] = {t: [] for t in gen.tables}
     n_blocks = -(-units // BLOCK)
+    # Each table's directory is staged whole and renamed into place at the end: a killed run
+    # leaves no incomplete dataset, and parts of an earlier, larger run never mix with these.
+    with ExitStack() as stack:
+        staging = {t: stack.enter_context(atomic_dir(out / t)) for t in gen.tables}
 
-    def flush() -> None:
-        for table, frames in pending.items():
-            if frames:
-                path = out / table / f"part-{len(written[table]):05d}.parquet"
-                write_parquet(pl.concat(frames, how="vertical_relaxed"), path)
-                written[table].append(path)
-                frames.clear()
+        def flush() -> None:
+            for table, frames in pending.items():
+                if frames:
+                    part = f"part-{len(written[table]):05d}.parquet"
+                    pl.concat(frames, how="vertical_relaxed").write_parquet(staging[table] / part)
+                    written[table].append(out / table / part)
+                    frames.clear()
 
-    for index, tables in enumerate(_blocks(units, seed, gen, options), 1):
-        for table, frame in tables.items():
-            pending[table].append(frame)
-        if index % per_file == 0 or index == n_blocks:
-            flush()
-            if progress is not None:
-                progress(f"{name}: {min(index * BLOCK, units)}/{units} units written")
+        for index, tables in enumerate(_blocks(units, seed, gen, options), 1):
+            for table, frame in tables.items():
+                pending[table].append(frame)
+            if index % per_file == 0 or index == n_blocks:
+                flush()
+                if progress is not None:
+                    progress(f"{name}: {min(index * BLOCK, units)}/{units} units written")
     return written

@@ -289,6 +289,11 @@ def unit_aggregates() -> list[pl.Expr]:
         "aware_fixed": (aware & fixed).sum(),
         "aware_fixed_derived": (aware & fixed & derived).sum(),
         "aware_fixed_derived_passed": (aware & fixed & derived & passed).sum(),
+        # Attempts that reach a layer while an earlier one fails (say fixed without aware) are
+        # outside the funnel: counted here so n_fixed = aware_fixed + off_funnel_fixed, etc.
+        "off_funnel_fixed": (fixed & ~aware).sum(),
+        "off_funnel_derived": (derived & ~(aware & fixed)).sum(),
+        "off_funnel_passed": (passed & ~(aware & fixed & derived)).sum(),
         "aware_passed": (aware & passed).sum(),
         "unaware_passed": (~aware & passed).sum(),
     }

@@ -13,6 +13,7 @@ import polars as pl
 
 from recoverylab import stats
 from recoverylab._errors import ParameterError, format_keys, require_one_of
+from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
     NOT_COMMON,
     REJECTED,
@@ -63,6 +64,9 @@ _COUNTS = (
     "aware_fixed",
     "aware_fixed_derived",
     "aware_fixed_derived_passed",
+    "off_funnel_fixed",
+    "off_funnel_derived",
+    "off_funnel_passed",
 )
 _SUMS = ("pass_at_1_sum", "pass_at_k_sum")
 _STATE_COUNTS = (
@@ -152,6 +156,9 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
                 "aware_fixed",
                 "aware_fixed_derived",
                 "aware_fixed_derived_passed",
+                "off_funnel_fixed",
+                "off_funnel_derived",
+                "off_funnel_passed",
             )
         ),
         _stable_sum(pl.col("pass_at_1").filter(scored)).alias("pass_at_1_sum"),
@@ -241,6 +248,7 @@ def summarize(
     ci_method: str = "percentile",
     seed: int = 0,
     engine: object = "polars",
+    reliability: bool = False,
 ) -> pl.DataFrame:
     """Summarise takeover attempts per (agent, depth, *by): EAR, pass@1, pass@k and the funnel.
 
@@ -265,6 +273,12 @@ def summarize(
       #(aware ∧ fixed ∧ derived). Their denominators are the columns ``n_aware``,
       ``aware_fixed`` and ``aware_fixed_derived``. Seed: awareness, root-cause repair, derived
       state repair and the final verifier are scored separately.
+    * Attempts annotated as reaching a layer while an earlier layer fails (root cause fixed
+      without awareness, derived state fixed without the root cause, passed without the derived
+      state) are outside the funnel. They are not dropped: ``off_funnel_fixed``,
+      ``off_funnel_derived`` and ``off_funnel_passed`` count them, so that ``n_fixed =
+      aware_fixed + off_funnel_fixed``, ``n_derived = aware_fixed_derived +
+      off_funnel_derived`` and ``n_passed = aware_fixed_derived_passed + off_funnel_passed``.
 
     Parameters
     ----------
@@ -291,6 +305,10 @@ def summarize(
         trials and so ignore the clustering of repeats and depths within a workflow.
     confidence, n_resamples, ci_method, seed
         Interval settings; the bootstrap is deterministic for a given seed.
+    reliability
+        Also add pass^k (all k repeats pass, C(c, k)/C(n, k)), the flip rate and the ICC of
+        repeats with workflow-clustered intervals (:func:`recoverylab.takeover.reliability`),
+        as the last columns. Polars engine only.
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
         tables are co-partitioned by workflow and the per-workflow partials computed on Spark
@@ -308,9 +326,10 @@ def summarize(
         ``excluded_not_common_state``, ``excluded_not_common_sample``; ``ear``, ``pass_at_1``,
         ``pass_at_k``; the counts ``n_aware``, ``n_fixed``, ``n_derived``, ``n_passed``;
         ``aware_rate``, ``fixed_rate``, ``derived_rate``, ``pass_rate``; the funnel counts
-        ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed`` and the
-        conditional rates. Every rate is followed by ``<rate>_ci_low`` and ``<rate>_ci_high``.
-        Rates with a zero denominator are null.
+        ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed``, the
+        off-funnel counts ``off_funnel_fixed``, ``off_funnel_derived``, ``off_funnel_passed``
+        and the conditional rates. Every rate is followed by ``<rate>_ci_low`` and
+        ``<rate>_ci_high``. Rates with a zero denominator are null.
 
     Raises
     ------
@@ -329,6 +348,11 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
+    if engine != "polars" and reliability:
+        raise ParameterError(
+            "parameter `reliability` works on the polars engine only; call "
+            "`takeover.reliability` on the same tables instead."
+        )
     if engine != "polars":
         from recoverylab import distributed
 
@@ -351,11 +375,26 @@ def summarize(
     inputs = load(states, attempts, by)
     check_consistency(inputs, k)
     frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
-    return _summarize_units(
+    result = _summarize_units(
         inputs,
         frame,
         k,
         interval=interval,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method=ci_method,
+        seed=seed,
+    )
+    if not reliability:
+        return result
+    return _reliability.join_reliability(
+        result,
+        states,
+        attempts,
+        by=by,
+        k=k,
+        common_sample=common_sample,
+        common_states=common_states,
         confidence=confidence,
         n_resamples=n_resamples,
         ci_method=ci_method,
@@ -476,6 +515,9 @@ def _summary_columns(by: Sequence[str]) -> list[str]:
         "aware_fixed",
         "aware_fixed_derived",
         "aware_fixed_derived_passed",
+        "off_funnel_fixed",
+        "off_funnel_derived",
+        "off_funnel_passed",
         *rate("fixed_given_aware_rate"),
         *rate("derived_given_fixed_rate"),
         *rate("pass_given_derived_rate"),

@@ -1,0 +1,238 @@
+"""Find which input file broke a query, and where, so errors name the file (and the line).
+
+polars reports a damaged parquet page as ``Invalid thrift: bad data`` and a bad NDJSON line as
+``Syntax at character 31``, without the file; a CSV row with more fields than the header is
+silently cut when only some columns are read. ARCHITECTURE §1.5 asks for one line naming the
+file and, where the format has lines, the line. The checks here read a file completely with a
+reader that knows where it is (Python's ``csv`` and ``json`` modules for text, a full polars scan
+for binary formats); they run at scan time for text files and after a failure for binary ones.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import glob
+import json
+import os
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar, cast
+
+import polars as pl
+
+from recoverylab._errors import EngineError, RecoveryLabError, SourceError
+
+__all__ = [
+    "check_text_file",
+    "diagnose",
+    "engine_errors",
+    "files_of",
+    "reads_inputs",
+    "record_files",
+    "translate_read_errors",
+    "verify_file",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: id(LazyFrame) -> the files it scans (kept while the frame lives).
+_PROVENANCE: dict[int, tuple[tuple[Path, str], ...]] = {}
+
+
+def record_files(frame: pl.LazyFrame, files: Iterable[tuple[Path, str]]) -> pl.LazyFrame:
+    """Remember which (file, format) pairs ``frame`` reads, for :func:`diagnose` after a failure."""
+    key = id(frame)
+    _PROVENANCE[key] = tuple(files)
+    weakref.finalize(frame, _PROVENANCE.pop, key, None)
+    return frame
+
+
+def files_of(frame: object) -> tuple[tuple[Path, str], ...]:
+    """Return the (file, format) pairs a LazyFrame returned by ``scan`` reads (or none)."""
+    return _PROVENANCE.get(id(frame), ())
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return lines[0] if lines else type(exc).__name__
+
+
+def check_text_file(path: Path, fmt: str, separator: str = ",") -> None:
+    """Raise :class:`SourceError` naming the line of the first structural problem of a text file.
+
+    CSV: every row has as many fields as the header (a ragged row is an error, never cut or padded)
+    and every quote is closed. NDJSON: every non-blank line is one JSON object.
+    """
+    if fmt == "csv":
+        _check_csv(path, separator)
+    elif fmt == "ndjson":
+        _check_ndjson(path)
+    _check_final_line_break(path)
+
+
+def _check_final_line_break(path: Path) -> None:
+    """Refuse a text table without a final line break: its last row may have been cut off."""
+    with path.open("rb") as handle:
+        size = handle.seek(0, os.SEEK_END)
+        if size == 0:
+            return
+        handle.seek(size - 1)
+        if handle.read(1) in (b"\n", b"\r"):
+            return
+    with path.open("rb") as handle:
+        lines = sum(1 for _ in handle)
+    raise SourceError(
+        f"`{path}` line {lines}: the file ends inside a row (no final line break), so the row "
+        "may have been cut off. Hint: if the file is complete, end it with a newline."
+    )
+
+
+def _check_csv(path: Path, separator: str) -> None:
+    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+        reader = csv.reader(handle, delimiter=separator, strict=True)
+        row_start = 1
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            width = len(header)
+            row_start = reader.line_num + 1
+            for row in reader:
+                if row and len(row) != width:
+                    raise SourceError(
+                        f"`{path}` line {row_start}: a row has {len(row)} fields where the header "
+                        f"has {width}; every row must have one value per column."
+                    )
+                row_start = reader.line_num + 1
+        except csv.Error as exc:
+            raise SourceError(
+                f"`{path}` line {row_start}: the row cannot be parsed as CSV ({exc}); check for "
+                "an unclosed quote."
+            ) from None
+
+
+def _check_ndjson(path: Path) -> None:
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SourceError(
+                    f"`{path}` line {number}: not valid JSON ({exc.msg} at column {exc.colno})."
+                ) from None
+            if not isinstance(value, dict):
+                raise SourceError(
+                    f"`{path}` line {number}: a JSON {type(value).__name__} where each line must "
+                    "be one object (a row)."
+                )
+
+
+def verify_file(path: Path, fmt: str) -> None:
+    """Decode every value of a binary file, checking parquet page checksums where written.
+
+    A flipped bit inside a parquet data page that carries no checksum decodes to a different
+    value without any error; files written with page checksums (``write_page_checksum=True``
+    in pyarrow) reveal it here. Raises :class:`SourceError` naming the file.
+    """
+    kind = "parquet" if fmt == "parquet" else "Arrow IPC"
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            with pq.ParquetFile(path, page_checksum_verification=True) as handle:
+                for _ in handle.iter_batches(batch_size=1 << 16):
+                    pass
+        reader = pl.scan_parquet if fmt == "parquet" else pl.scan_ipc
+        reader(path).select(pl.all().null_count()).collect(engine="streaming")
+    except _DECODE_ERRORS as exc:
+        raise SourceError(
+            f"`{path}` is a damaged {kind} file: its data cannot be decoded ({_one_line(exc)})."
+        ) from None
+
+
+def diagnose(files: Iterable[tuple[Path, str]], exc: BaseException) -> RecoveryLabError:
+    """Return the error that explains ``exc``: the first broken file, or an :class:`EngineError`."""
+    for path, fmt in files:
+        if not Path(path).is_file():
+            continue
+        try:
+            if fmt in ("parquet", "ipc"):
+                verify_file(Path(path), fmt)
+            else:
+                check_text_file(Path(path), fmt, "\t" if Path(path).suffix == ".tsv" else ",")
+        except SourceError as found:
+            return found
+    shown = ", ".join(f"`{p}`" for p, _ in list(files)[:3])
+    where = f" while reading {shown}" if shown else ""
+    return EngineError(f"the query failed{where}: {_one_line(exc)} ({type(exc).__name__}).")
+
+
+def engine_errors() -> tuple[type[BaseException], ...]:
+    """Return the exception types the engines raise on bad data (polars panics included)."""
+    errors: list[type[BaseException]] = [pl.exceptions.PolarsError, pl.exceptions.PanicException]
+    try:
+        import pyarrow as pa
+
+        errors.append(pa.ArrowException)
+    except ImportError:  # pragma: no cover - pyarrow is a core dependency
+        pass
+    return tuple(errors)
+
+
+def sources_files(sources: Iterable[object]) -> list[tuple[Path, str]]:
+    """Return the known files behind LazyFrames (from ``scan``), paths, globs and directories."""
+    from recoverylab.io import FORMATS, format_of_path
+
+    found: list[tuple[Path, str]] = []
+    for source in sources:
+        if isinstance(source, pl.LazyFrame):
+            found.extend(files_of(source))
+        elif isinstance(source, (list, tuple)):
+            found.extend(sources_files(source))
+        elif isinstance(source, (str, os.PathLike)):
+            text = os.fspath(source)
+            paths = [Path(p) for p in glob.glob(text)] if glob.has_magic(text) else [Path(text)]
+            for path in paths:
+                files = sorted(path.rglob("*")) if path.is_dir() else [path]
+                found.extend(
+                    (file, format_of_path(file))
+                    for file in files
+                    if file.is_file() and file.suffix.lower() in FORMATS
+                )
+    return found
+
+
+def reads_inputs(function: F) -> F:
+    """Decorate a public verb: an engine error on its inputs becomes our error naming the file.
+
+    The inputs are the verb's arguments that are paths, globs, directories or LazyFrames made
+    by ``scan`` (which remembers its files).
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: object, **kwargs: object) -> object:
+        with translate_read_errors([*args, *kwargs.values()]):
+            return function(*args, **kwargs)
+
+    return cast(F, wrapper)
+
+
+#: What decoding a damaged file may raise.
+_DECODE_ERRORS: tuple[type[BaseException], ...] = (*engine_errors(), OSError)
+
+
+@contextmanager
+def translate_read_errors(sources: Iterable[object]) -> Iterator[None]:
+    """Turn an engine error raised inside the block into our error naming the broken file.
+
+    ``sources`` are the inputs of the work in the block (LazyFrames from ``scan`` or paths).
+    """
+    try:
+        yield
+    except engine_errors() as exc:
+        raise diagnose(sources_files(sources), exc) from exc

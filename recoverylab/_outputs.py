@@ -1,0 +1,389 @@
+"""Staged, all-or-nothing writes: temporary names, stale-temporary cleanup, one commit.
+
+ARCHITECTURE §1.5 and §5: a failed job leaves no partial file, never clobbers an input, and its
+temporary files never outlive the next run. Every output is first written under a temporary name
+in its target directory (``.NAME.<host>-<pid>.<random>.tmp``, invisible to dataset readers, which
+skip dot-files); only when every output of the job exists is each renamed onto its target. A
+directory output (a dataset of part files) is staged as a whole directory and renamed at the end,
+so an incomplete set of parts can never be mistaken for a complete dataset.
+
+A process killed with ``kill -9`` cannot clean up; the next write to the same target removes the
+temporaries whose owning process (same host, recorded in the name) no longer runs. Temporaries of
+a live process are left alone, so two concurrent runs writing the same outputs each finish with a
+complete result (the later rename wins).
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import re
+import shutil
+import socket
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import BinaryIO
+
+from recoverylab._errors import OutputError
+
+__all__ = ["OutputSet", "atomic_dir", "atomic_file", "remove_stale_temporaries", "scratch_dir"]
+
+_DIRECTORY_ATTEMPTS = 20
+_HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
+_TEMP = re.compile(r"^\.(?P<name>.+)\.(?P<host>[0-9a-f]{6})-(?P<pid>\d+)\.[^.]+\.(?:tmp|old)$")
+
+
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}.{_HOST}-{os.getpid()}."
+
+
+def _process_is_gone(pid: int) -> bool:
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, owned by someone else
+        return False
+    return False
+
+
+def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temporaries of ``target`` left by processes of this host that no longer run.
+
+    Returns
+    -------
+    list of Path
+        The removed files and directories.
+    """
+    target = Path(target)
+    removed: list[Path] = []
+    try:
+        entries = list(target.parent.iterdir())
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMP.match(entry.name)
+        if match is None or match["name"] != target.name or match["host"] != _HOST:
+            continue
+        if not _process_is_gone(int(match["pid"])):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def _public_permissions(path: Path) -> None:
+    umask = os.umask(0)
+    os.umask(umask)
+    mode = 0o777 if path.is_dir() else 0o666
+    os.chmod(path, mode & ~umask)  # mkstemp/mkdtemp make entries private; results are not
+
+
+def _prepare_parent(target: Path) -> None:
+    if target.exists() and target.is_dir() and not target.is_symlink():
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(
+            f"cannot create the directory of `{target}` ({exc.strerror or exc})."
+        ) from exc
+
+
+@dataclass
+class _Staged:
+    target: Path
+    temp: Path
+    is_dir: bool
+    merge: bool = False  # a tree: each entry of ``temp`` replaces the same entry of ``target``
+
+
+#: The output set of the running command, which every atomic write joins (see ``activate``).
+_ACTIVE: ContextVar[OutputSet | None] = ContextVar("recoverylab_outputs", default=None)
+
+
+@dataclass
+class OutputSet:
+    """Outputs staged under temporary names and committed together, or none of them.
+
+    Use as a context manager: leaving the block normally commits (renames every staged output onto
+    its target); leaving it with an exception removes every temporary and leaves the targets as
+    they were.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> root = pathlib.Path(tempfile.mkdtemp())
+    >>> with OutputSet() as outputs:
+    ...     _ = outputs.stage_file(root / "a.txt").write_text("a")
+    ...     _ = outputs.stage_file(root / "b.txt").write_text("b")
+    >>> sorted(p.name for p in root.iterdir())
+    ['a.txt', 'b.txt']
+    """
+
+    guard: Callable[[Path], None] | None = None
+    staged: list[_Staged] = field(default_factory=list)
+    committed: list[Path] = field(default_factory=list)
+
+    def __enter__(self) -> OutputSet:
+        return self
+
+    @contextmanager
+    def activate(self) -> Iterator[OutputSet]:
+        """Make every :func:`atomic_file` / :func:`atomic_dir` in the block join this set.
+
+        A command line run activates one set, so the outputs that library functions write (a
+        report, a rule file, synthetic part files) are committed with the command's other
+        outputs, or not at all.
+        """
+        token = _ACTIVE.set(self)
+        try:
+            yield self
+        finally:
+            _ACTIVE.reset(token)
+
+    def discard(self, temp: Path) -> None:
+        """Remove one staged temporary (its writer failed) so it is never committed."""
+        for staged in list(self.staged):
+            if staged.temp == temp:
+                _remove(temp)
+                self.staged.remove(staged)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.abort()
+
+    def _check_new(self, target: Path) -> None:
+        for staged in self.staged:
+            if staged.target.resolve() == target.resolve():
+                raise OutputError(f"`{target}` is named as two outputs of one command.")
+
+    def stage_file(self, target: str | os.PathLike[str]) -> Path:
+        """Return a temporary path (in the target directory) for ``target``'s content."""
+        target = Path(target)
+        self._check_new(target)
+        if self.guard is not None:
+            self.guard(target)
+        if target.is_dir():
+            raise OutputError(f"cannot write `{target}`: it is a directory.")
+        _prepare_parent(target)
+        remove_stale_temporaries(target)
+        try:
+            handle, name = tempfile.mkstemp(
+                prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent
+            )
+        except OSError as exc:
+            raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
+        os.close(handle)
+        self.staged.append(_Staged(target, Path(name), is_dir=False))
+        return Path(name)
+
+    def stage_dir(self, target: str | os.PathLike[str]) -> Path:
+        """Return a temporary directory whose whole content replaces directory ``target``."""
+        target = Path(target)
+        self._check_new(target)
+        if self.guard is not None:
+            self.guard(target)
+        if target.exists() and not target.is_dir():
+            raise OutputError(f"cannot write directory `{target}`: a file is in the way.")
+        _prepare_parent(target)
+        remove_stale_temporaries(target)
+        try:
+            name = tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent)
+        except OSError as exc:
+            raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
+        self.staged.append(_Staged(target, Path(name), is_dir=True))
+        return Path(name)
+
+    def stage_tree(self, target: str | os.PathLike[str]) -> Path:
+        """Return a temporary directory whose entries replace the same entries of ``target``.
+
+        For a command that writes several files and folders into an output directory that may
+        hold other things (``demo --out DIR``): only the written entries are replaced.
+        """
+        staged = self.stage_dir(target)
+        self.staged[-1].merge = True
+        return staged
+
+    @staticmethod
+    @contextmanager
+    def suspended() -> Iterator[None]:
+        """Let atomic writes in the block commit at once (e.g. into a staged tree)."""
+        token = _ACTIVE.set(None)
+        try:
+            yield
+        finally:
+            _ACTIVE.reset(token)
+
+    def abort(self) -> None:
+        """Remove every temporary; no target is touched."""
+        for staged in self.staged:
+            _remove(staged.temp)
+        self.staged.clear()
+
+    def commit(self) -> list[Path]:
+        """Rename every staged output onto its target; return the committed targets.
+
+        On a failure part-way, the outputs already renamed are put back to their previous versions
+        (or removed when they had none) and :class:`OutputError` names the output that failed.
+        """
+        self.staged = [entry for staged in self.staged for entry in _expand_tree(staged)]
+        done: list[tuple[_Staged, Path | None]] = []
+        try:
+            for staged in self.staged:
+                _public_permissions(staged.temp)
+                done.append((staged, _swap_in(staged)))
+        except OSError as exc:
+            failed = self.staged[len(done)].target
+            for staged, backup in reversed(done):
+                if not staged.merge:  # a tree's own directory stays; its entries are restored
+                    _restore(staged.target, backup)
+            self.abort()
+            raise OutputError(f"cannot write `{failed}` ({exc.strerror or exc}).") from exc
+        for _, backup in done:
+            if backup is not None:
+                _remove(backup)
+        self.committed.extend(s.target for s in self.staged)
+        self.staged.clear()
+        return list(self.committed)
+
+
+def _expand_tree(staged: _Staged) -> list[_Staged]:
+    """Split a staged tree into one staged entry per top-level file or folder it holds."""
+    if not staged.merge:
+        return [staged]
+    staged.target.mkdir(parents=True, exist_ok=True)
+    return [
+        _Staged(staged.target / entry.name, entry, is_dir=entry.is_dir())
+        for entry in sorted(staged.temp.iterdir())
+    ] + [_Staged(staged.target, staged.temp, is_dir=True, merge=True)]
+
+
+def _swap_in(staged: _Staged) -> Path | None:
+    """Move ``staged.temp`` onto its target; return where the previous version was kept."""
+    if staged.merge:  # the emptied tree itself
+        _remove(staged.temp)
+        return None
+    return _swap_in_entry(staged)
+
+
+def _swap_in_entry(staged: _Staged) -> Path | None:
+    target = staged.target
+    if not staged.is_dir:
+        backup = None
+        if target.exists() or target.is_symlink():
+            backup = _backup_name(target)
+            os.link(target, backup) if not target.is_symlink() else shutil.copy2(target, backup)
+        os.replace(staged.temp, target)  # atomic: readers see the old file or the new one
+        return backup
+    # A directory cannot be renamed onto a non-empty one: move the current version aside first.
+    # Another run may commit the same target in between; then move its version aside too (the
+    # later rename wins, as for files) and drop it, so one complete dataset remains.
+    backups: list[Path] = []
+    for _ in range(_DIRECTORY_ATTEMPTS):
+        if target.exists() or target.is_symlink():
+            backups.append(_backup_name(target))
+            os.replace(target, backups[-1])
+        try:
+            os.replace(staged.temp, target)
+            break
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+    else:
+        raise OSError(errno.EBUSY, "other runs keep writing it")
+    for extra in backups[1:]:
+        _remove(extra)
+    return backups[0] if backups else None
+
+
+def _backup_name(target: Path) -> Path:
+    return Path(tempfile.mktemp(prefix=_temp_prefix(target), suffix=".old", dir=target.parent))
+
+
+def _restore(target: Path, backup: Path | None) -> None:
+    if backup is None:
+        _remove(target)
+    else:
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target, ignore_errors=True)
+        os.replace(backup, target)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+@contextmanager
+def _joined(stage: Callable[[OutputSet], Path]) -> Iterator[Path]:
+    """Stage one output in the active set (committed with the command), or in a set of its own."""
+    active = _ACTIVE.get()
+    if active is None:
+        with OutputSet() as own:
+            yield stage(own)
+        return
+    temp = stage(active)
+    try:
+        yield temp
+    except BaseException:
+        active.discard(temp)
+        raise
+
+
+@contextmanager
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Yield a binary handle whose content replaces ``path`` only if the block succeeds.
+
+    The handle writes a temporary file in the target directory (created if needed); on success it
+    gets the usual permissions (``0o666`` less the umask) and is renamed onto ``path``; on any
+    failure it is removed, and a file already at ``path`` is untouched. Inside
+    :meth:`OutputSet.activate` the rename waits for the set's commit. Writers get the open handle,
+    never the temporary path: polars' streaming sink may still open its output path after a failed
+    query has raised, which would recreate a file that was already cleaned up.
+    """
+    with _joined(lambda outputs: outputs.stage_file(path)) as temp, temp.open("wb") as out:
+        yield out
+
+
+@contextmanager
+def atomic_dir(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a staging directory whose whole content replaces directory ``path`` on success.
+
+    For datasets of several part files: readers never see an incomplete set of parts, and parts
+    of an earlier, larger run never mix with the new ones.
+    """
+    with _joined(lambda outputs: outputs.stage_dir(path)) as temp:
+        yield temp
+
+
+@contextmanager
+def scratch_dir(near: str | os.PathLike[str] | None = None) -> Iterator[Path]:
+    """Yield a private scratch directory (next to ``near``, else in the system temp directory).
+
+    It is removed when the block ends; one left by a killed process is removed by the next call
+    for the same place.
+    """
+    parent = Path(near).parent if near is not None else Path(tempfile.gettempdir())
+    parent.mkdir(parents=True, exist_ok=True)
+    anchor = parent / "recoverylab-scratch"
+    remove_stale_temporaries(anchor)
+    path = Path(tempfile.mkdtemp(prefix=_temp_prefix(anchor), suffix=".tmp", dir=parent))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
