@@ -34,17 +34,25 @@ from recoverylab._display import p_str
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
 
 __all__ = [
+    "ADJUST_METHODS",
+    "ALTERNATIVES",
     "CI_METHODS",
+    "PAIRED_CI_METHODS",
     "BootstrapResult",
     "Interval",
     "IntervalExprs",
     "ResultHtml",
     "SignFlipResult",
     "TestResult",
+    "adjust_p_values",
+    "agree_with_test",
     "bootstrap_types",
     "cell_rng",
     "check_resampling",
     "cluster_bootstrap",
+    "cluster_melded_interval",
+    "effective_melded_interval",
+    "fay_lumbard_interval",
     "icc_oneway",
     "mcnemar_exact",
     "paired_effect_cells",
@@ -52,6 +60,7 @@ __all__ = [
     "ratio_difference",
     "result_html",
     "sign_flip_cells",
+    "sign_flip_interval",
     "sign_flip_test",
     "wilson_exprs",
     "wilson_interval",
@@ -77,7 +86,16 @@ _TIE_RTOL = 100 * float(np.finfo(np.float64).eps)
 _MAX_EXACT_INT = 2.0**53
 
 _BOOTSTRAP_METHODS = ("percentile", "bca")
+#: Interval methods of a paired effect (``paired_effect_cells``); ``auto`` is the default.
+PAIRED_CI_METHODS = ("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca")
+#: Multiplicity adjustments across the cells of one result (``p_adjusted``).
+ADJUST_METHODS = (None, "holm", "bh")
+#: A cell is flagged ``sparse`` below these: clusters with a nonzero difference, clusters.
+SPARSE_NONZERO_CLUSTERS = 10
+SPARSE_CLUSTERS = 20
 _SIGN_FLIP_METHODS = ("auto", "exact", "monte-carlo")
+#: Alternatives of every test (and the matching one-sided intervals).
+ALTERNATIVES = ("two-sided", "greater", "less")
 _BOOTSTRAP_COLUMNS = ("estimate", "ci_low", "ci_high", "n_clusters")
 _SIGN_FLIP_COLUMNS = ("statistic", "p_value", "p_method")
 _N = "__recoverylab_n"
@@ -229,20 +247,23 @@ class BootstrapResult(ResultHtml):
 
 @dataclass(frozen=True, repr=False)
 class SignFlipResult(ResultHtml):
-    """The result of a two-sided paired sign-flip (permutation) test.
+    """The result of a paired sign-flip (permutation) test.
 
     Attributes
     ----------
     statistic
         The observed sum of per-cluster differences, T = Σ dᵢ.
     p_value
-        P(|T*| ≥ |T|) under random independent signs (Monte Carlo: with the +1 correction).
+        Under random independent signs (Monte Carlo: with the +1 correction): P(|T*| ≥ |T|)
+        two-sided, P(T* ≥ T) for ``"greater"``, P(T* ≤ T) for ``"less"``.
     method
         ``"exact-convolution"``, ``"exact-enumeration"`` or ``"monte-carlo"``.
     n_clusters
         Number of clusters, zero differences included.
     n_resamples
         Monte Carlo resamples, or None for the exact methods.
+    alternative
+        ``"two-sided"``, ``"greater"`` or ``"less"``.
     """
 
     statistic: float
@@ -250,6 +271,7 @@ class SignFlipResult(ResultHtml):
     method: str
     n_clusters: int
     n_resamples: int | None
+    alternative: str = "two-sided"
 
 
 @dataclass(frozen=True, repr=False)
@@ -409,7 +431,14 @@ CI_METHODS = ("percentile", "bca")
 
 
 def check_resampling(
-    *, confidence: object, n_resamples: object, seed: object, ci_method: object = "percentile"
+    *,
+    confidence: object,
+    n_resamples: object,
+    seed: object,
+    ci_method: object = "percentile",
+    ci_methods: Sequence[str] = CI_METHODS,
+    alternative: object = "two-sided",
+    adjust: object = None,
 ) -> None:
     """Check the resampling parameters every protocol shares, before any data is read.
 
@@ -420,13 +449,17 @@ def check_resampling(
     ------
     ParameterError
         For a ``confidence`` outside (0, 1), ``n_resamples`` < 1, a negative or non-integer
-        ``seed``, or a ``ci_method`` that is not ``"percentile"`` or ``"bca"``.
+        ``seed``, a ``ci_method`` not in ``ci_methods`` (the bootstrap's ``"percentile"`` and
+        ``"bca"`` by default; :data:`PAIRED_CI_METHODS` for paired effects), an unknown
+        ``alternative`` or ``adjust``.
 
     Examples
     --------
     >>> check_resampling(confidence=0.95, n_resamples=1000, seed=0, ci_method="bca")
     """
-    require_one_of("ci_method", ci_method, CI_METHODS)
+    require_one_of("ci_method", ci_method, ci_methods)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    require_one_of("adjust", adjust, ADJUST_METHODS)
     _check_confidence(confidence)
     _check_n_resamples(n_resamples)
     _check_seed("seed", seed)
@@ -927,6 +960,7 @@ def sign_flip_cells(
     count: str | None = None,
     n_resamples: int = 100_000,
     seed: int = 0,
+    alternative: str = "two-sided",
 ) -> pl.DataFrame:
     """Run the paired sign-flip test of per-cluster differences separately in every cell.
 
@@ -947,6 +981,8 @@ def sign_flip_cells(
     seed
         Non-negative integer; combined with each cell key by :func:`cell_rng`, exactly as in
         :func:`cluster_bootstrap`.
+    alternative
+        ``"two-sided"``, ``"greater"`` or ``"less"`` (see :func:`sign_flip_test`).
 
     Returns
     -------
@@ -976,13 +1012,18 @@ def sign_flip_cells(
         )
     n_resamples = _check_n_resamples(n_resamples)
     seed = _check_seed("seed", seed)
+    require_one_of("alternative", alternative, ALTERNATIVES)
 
     keys, groups = _cell_types(
         partials, cells_l, [difference], count, _SIGN_FLIP_COLUMNS, role="difference"
     )
     results = [
         sign_flip_test(
-            cell_values[:, 0], cell_counts, n_resamples=n_resamples, rng=cell_rng(seed, key)
+            cell_values[:, 0],
+            cell_counts,
+            n_resamples=n_resamples,
+            rng=cell_rng(seed, key),
+            alternative=alternative,
         )
         for key, cell_values, cell_counts in groups
     ]
@@ -1005,17 +1046,40 @@ def paired_effect_cells(
     count: str | None = "count",
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: str = "percentile",
+    method: str = "auto",
     seed: int = 0,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Interval and p-value of a paired effect Σd / Σn per cell, from per-cluster types.
 
     The shared last step of every paired comparison (rescue minus harm per pair, a policy's gain
     over never recovering, one policy's margin over another): a cluster is a task with ``d`` =
-    its summed outcome differences over ``n`` pairs. The interval is :func:`cluster_bootstrap`
-    of the ratio; the p-value is :func:`sign_flip_cells` of the per-cluster ``d`` (exact for
-    integer differences). Both draw per cell from :func:`cell_rng`, so a cell's result does not
-    depend on the other cells.
+    its summed outcome differences over ``n`` pairs. The p-value is :func:`sign_flip_cells` of
+    the per-cluster ``d`` (exact for integer differences). The default interval never
+    contradicts it (ARCHITECTURE §4): zero lies outside the interval exactly when
+    ``p_value < 1 − confidence``.
+
+    Interval methods (``method``; the ``ci_method`` column names what each cell got):
+
+    * ``"fay-lumbard"``: every cluster is one pair (n = 1, d in {−1, 0, 1}): the melded
+      interval of :func:`fay_lumbard_interval`, exact McNemar-compatible, no Monte Carlo.
+    * ``"cluster-melded"``: several pairs per cluster: :func:`cluster_melded_interval`, the
+      hull of the exact sign-flip inversion and a meld on design-effect-adjusted counts.
+    * ``"sign-flip"``: the exact inversion of the cluster sign-flip test alone,
+      :func:`sign_flip_interval` (any integer partials); under-covers in sparse cells.
+    * ``"auto"`` (default; also what ``"fay-lumbard"`` and ``"cluster-melded"`` do):
+      ``fay-lumbard`` where every cluster of the cell is one pair, ``cluster-melded``
+      otherwise.
+    * ``"percentile"`` / ``"bca"``: the cluster bootstrap (:func:`cluster_bootstrap`, random
+      stream per cell); kept for comparison, not guaranteed to agree with the test.
+
+    For the test-based methods the bounds then go through :func:`agree_with_test` with the
+    reported p-value, so agreement holds exactly, not just up to floating point.
+
+    A cell is ``sparse`` when it has fewer than ``SPARSE_NONZERO_CLUSTERS`` (10) clusters with
+    a nonzero difference (few discordant pairs) or fewer than ``SPARSE_CLUSTERS`` (20)
+    clusters: its interval is wide by necessity and a bootstrap there would be overconfident.
 
     Parameters
     ----------
@@ -1024,37 +1088,296 @@ def paired_effect_cells(
     cells, difference, n, count
         Column names: cell keys, per-cluster summed difference, per-cluster pairs, multiplicity
         (``None`` when every row is one cluster).
-    n_resamples, confidence, method, seed
-        As :func:`cluster_bootstrap`.
+    n_resamples, seed
+        Bootstrap resamples and seed (bootstrap methods; Monte Carlo p-values for non-integer
+        differences).
+    confidence
+        Confidence level in (0, 1) (above 0.5 for one-sided bootstrap intervals).
+    method
+        ``"auto"``, ``"fay-lumbard"``, ``"sign-flip"``, ``"percentile"`` or ``"bca"``.
+    alternative
+        ``"two-sided"``, ``"greater"`` (H1: effect > 0; the interval is ``[ci_low, 1]``) or
+        ``"less"`` (``[-1, ci_high]``); the p-value is one-sided to match.
+    adjust
+        ``None``, ``"holm"`` or ``"bh"`` (Benjamini–Hochberg): adds ``p_adjusted``, adjusted
+        over the family of all cells of this result (see :func:`adjust_p_values`).
 
     Returns
     -------
     pl.DataFrame
-        One row per cell: cell columns, ``ci_low``, ``ci_high``, ``n_clusters``, ``p_value``.
+        One row per cell: cell columns, ``ci_low``, ``ci_high``, ``n_clusters``, ``p_value``,
+        ``ci_method`` (String), ``sparse`` (Boolean), and ``p_adjusted`` when ``adjust`` is set.
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter or column name.
 
     Examples
     --------
     >>> types = pl.DataFrame({"cell": ["x", "x"], "d": [1, 0], "n": [1, 1], "count": [6, 4]})
-    >>> paired_effect_cells(types, cells=["cell"], n_resamples=200)["p_value"].item()
-    0.03125
+    >>> out = paired_effect_cells(types, cells=["cell"])
+    >>> out["p_value"].item(), out["ci_method"].item(), out["ci_low"].item() > 0
+    (0.03125, 'fay-lumbard', True)
     """
     cells_l = _column_names("cells", cells)
+    require_one_of("method", method, PAIRED_CI_METHODS)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    require_one_of("adjust", adjust, ADJUST_METHODS)
+    confidence = _check_confidence(confidence)
+    flip = sign_flip_cells(
+        types, cells=cells_l, difference=difference, count=count, seed=seed, alternative=alternative
+    ).select(*cells_l, "p_value")
+    if method in _BOOTSTRAP_METHODS:
+        intervals = _bootstrap_effect_cells(
+            types,
+            cells_l,
+            [difference, n],
+            count,
+            n_resamples,
+            confidence,
+            method,
+            seed,
+            alternative,
+        )
+    else:
+        intervals = _test_effect_cells(
+            types, cells_l, [difference, n], count, confidence, method, alternative
+        )
+    if cells_l:
+        out = intervals.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
+    else:
+        out = intervals.hstack(flip)
+    if method not in _BOOTSTRAP_METHODS:
+        out = _agree_with_test(out, confidence, alternative)
+    out = out.select(*cells_l, "ci_low", "ci_high", "n_clusters", "p_value", "ci_method", "sparse")
+    if adjust is not None:
+        adjusted = adjust_p_values(out["p_value"].to_numpy(), adjust)
+        out = out.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64))
+    return out
+
+
+def _bootstrap_effect_cells(
+    types: pl.DataFrame | pl.LazyFrame,
+    cells: list[str],
+    values: list[str],
+    count: str | None,
+    n_resamples: int,
+    confidence: float,
+    method: str,
+    seed: int,
+    alternative: str,
+) -> pl.DataFrame:
+    """Cluster-bootstrap intervals (one-sided: one bound of the 1 − 2α two-sided interval)."""
+    level = confidence
+    if alternative != "two-sided":
+        if confidence <= 0.5:
+            raise ParameterError(
+                f"parameter `confidence` is {confidence!r}; a one-sided bootstrap interval needs "
+                "a confidence above 0.5."
+            )
+        level = 2 * confidence - 1
     boot = cluster_bootstrap(
         types,
-        cells=cells_l,
-        values=[difference, n],
+        cells=cells,
+        values=values,
         count=count,
         n_resamples=n_resamples,
-        confidence=confidence,
+        confidence=level,
         method=method,
         seed=seed,
-    ).select(*cells_l, "ci_low", "ci_high", "n_clusters")
-    flip = sign_flip_cells(
-        types, cells=cells_l, difference=difference, count=count, seed=seed
-    ).select(*cells_l, "p_value")
-    if not cells_l:
-        return boot.hstack(flip)
-    return boot.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
+    )
+    _, groups = _cell_types(types, cells, values, count, ("ci_low", "ci_high", "n_clusters"))
+    sparse = [_is_sparse(v[:, 0], c) for _, v, c in groups]
+    return boot.select(
+        *cells,
+        pl.lit(-1.0).alias("ci_low") if alternative == "less" else "ci_low",
+        pl.lit(1.0).alias("ci_high") if alternative == "greater" else "ci_high",
+        "n_clusters",
+        pl.lit(method).alias("ci_method"),
+        pl.Series("sparse", sparse, dtype=pl.Boolean),
+    )
+
+
+def _is_sparse(d: np.ndarray, counts: np.ndarray) -> bool:
+    """Apply the documented ``sparse`` rule: few clusters with a nonzero difference, or few."""
+    nonzero = int(counts[d != 0].sum())
+    return nonzero < SPARSE_NONZERO_CLUSTERS or int(counts.sum()) < SPARSE_CLUSTERS
+
+
+def _test_effect_cells(
+    types: object,
+    cells: list[str],
+    values: list[str],
+    count: str | None,
+    confidence: float,
+    method: str,
+    alternative: str,
+) -> pl.DataFrame:
+    """Compute test-based intervals: Fay–Lumbard (vectorised) for one-pair cells, else inversion."""
+    keys, groups = _cell_types(types, cells, values, count, ("ci_low", "ci_high", "n_clusters"))
+    size = len(groups)
+    low, high = np.full(size, np.nan), np.full(size, np.nan)
+    n_clusters = np.zeros(size, dtype=np.int64)
+    sparse = np.zeros(size, dtype=bool)
+    chosen = np.full(size, "sign-flip", dtype=object)
+    counts_fl = np.zeros((size, 3))
+    for i, (key, cell_values, cell_counts) in enumerate(groups):
+        d, pairs = cell_values[:, 0], cell_values[:, 1]
+        if (cell_values != np.round(cell_values)).any() or (pairs < 0).any():
+            raise ParameterError(
+                f"partials: cell {key!r} has non-integer `{values[0]}` or `{values[1]}` values; "
+                f"ci_method {method!r} needs integer per-cluster counts. Hint: use "
+                "ci_method='percentile' for non-integer partials."
+            )
+        n_clusters[i] = int(cell_counts.sum())
+        sparse[i] = _is_sparse(d, cell_counts)
+        if method != "sign-flip" and bool(np.all(pairs == 1)) and bool(np.all(np.abs(d) <= 1)):
+            chosen[i] = "fay-lumbard"
+            counts_fl[i] = [cell_counts[d == 1].sum(), cell_counts[d == -1].sum(), n_clusters[i]]
+            continue
+        interval = sign_flip_interval if method == "sign-flip" else cluster_melded_interval
+        chosen[i] = "sign-flip" if method == "sign-flip" else "cluster-melded"
+        ci = interval(cell_values, cell_counts, confidence=confidence, alternative=alternative)
+        low[i], high[i] = float(ci.low), float(ci.high)
+    melded = chosen == "fay-lumbard"
+    if melded.any():
+        rescue, harm, pairs = counts_fl[melded].T
+        ci = fay_lumbard_interval(
+            rescue, harm, pairs, confidence=confidence, alternative=alternative
+        )
+        low[melded], high[melded] = ci.low, ci.high
+    return pl.DataFrame(
+        [
+            *keys.get_columns(),
+            pl.Series("ci_low", low, dtype=pl.Float64),
+            pl.Series("ci_high", high, dtype=pl.Float64),
+            pl.Series("n_clusters", n_clusters, dtype=pl.Int64),
+            pl.Series("ci_method", chosen.tolist(), dtype=pl.String),
+            pl.Series("sparse", sparse, dtype=pl.Boolean),
+        ]
+    )
+
+
+def _agree_with_test(frame: pl.DataFrame, confidence: float, alternative: str) -> pl.DataFrame:
+    """Apply :func:`agree_with_test` to the ``ci_low``, ``ci_high`` and ``p_value`` columns."""
+    ci = agree_with_test(
+        frame["ci_low"].to_numpy(),
+        frame["ci_high"].to_numpy(),
+        frame["p_value"].to_numpy(),
+        confidence=confidence,
+        alternative=alternative,
+    )
+    return frame.with_columns(
+        pl.Series("ci_low", np.asarray(ci.low), dtype=pl.Float64),
+        pl.Series("ci_high", np.asarray(ci.high), dtype=pl.Float64),
+    )
+
+
+def agree_with_test(
+    low: np.ndarray,
+    high: np.ndarray,
+    p_value: np.ndarray,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Put zero on the side of an interval that the test's p-value decides.
+
+    Zero is kept inside (the interval is extended to it) when ``p_value >= 1 − confidence``,
+    and moved just outside when the test rejects: the bound between zero and the data is set
+    to the smallest float beyond zero. For the exact intervals of this module this changes a
+    bound only when p is within rounding of 1 − confidence; for the hull of
+    :func:`cluster_melded_interval` it is the step that makes the interval agree with the test.
+
+    Parameters
+    ----------
+    low, high, p_value
+        Arrays of bounds and p-values (NaN bounds stay NaN).
+    confidence, alternative
+        The confidence level and the alternative of the test.
+
+    Returns
+    -------
+    Interval
+        The adjusted bounds, as arrays.
+
+    Examples
+    --------
+    >>> ci = agree_with_test(np.array([-0.01]), np.array([0.2]), np.array([0.01]))
+    >>> bool(ci.low[0] > 0), float(ci.high[0])
+    (True, 0.2)
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    low = np.array(low, dtype=np.float64)
+    high = np.array(high, dtype=np.float64)
+    reject = np.asarray(p_value, dtype=np.float64) < 1.0 - confidence
+    tiny = float(np.nextafter(0.0, 1.0))
+    # The side of zero the data lie on: a rejecting test has its interval on that side.
+    positive = (low + high) > 0 if alternative == "two-sided" else alternative == "greater"
+    if alternative != "less":
+        low = np.where(reject & positive, np.maximum(low, tiny), low)
+        low = np.where(~reject, np.minimum(low, 0.0), low)
+    if alternative != "greater":
+        high = np.where(reject & ~positive, np.minimum(high, -tiny), high)
+        high = np.where(~reject, np.maximum(high, 0.0), high)
+    return Interval(low=low, high=high)
+
+
+def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.ndarray:
+    """Adjust a family of p-values for multiplicity: Holm (FWER) or Benjamini–Hochberg (FDR).
+
+    The family is every p-value given (a result's cells); NaN entries are left NaN and are not
+    counted in the family. Matches ``statsmodels.stats.multitest.multipletests`` with
+    ``method="holm"`` and ``"fdr_bh"``.
+
+    Parameters
+    ----------
+    p_values
+        1-D array of p-values in [0, 1] (NaN allowed).
+    method
+        ``"holm"`` or ``"bh"``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Adjusted p-values, same shape, capped at 1.
+
+    Raises
+    ------
+    ParameterError
+        For an unknown method, a non 1-D input or p-values outside [0, 1].
+
+    Examples
+    --------
+    >>> adjust_p_values([0.01, 0.04, 0.03], "holm").round(4).tolist()
+    [0.03, 0.06, 0.06]
+    >>> adjust_p_values([0.01, 0.04, 0.03], "bh").round(4).tolist()
+    [0.03, 0.04, 0.04]
+    """
+    require_one_of("method", method, ("holm", "bh"))
+    p = _numeric_array("p_values", p_values).astype(np.float64)
+    if p.ndim != 1:
+        raise ParameterError(f"parameter `p_values` has shape {p.shape}; it must be 1-D.")
+    known = ~np.isnan(p)
+    if ((p[known] < 0) | (p[known] > 1)).any():
+        raise ParameterError("parameter `p_values` holds values outside [0, 1].")
+    out = np.full(p.shape, np.nan)
+    values = p[known]
+    size = values.size
+    if size == 0:
+        return out
+    order = np.argsort(values, kind="stable")
+    ranked = values[order]
+    if method == "holm":
+        steps = np.maximum.accumulate((size - np.arange(size)) * ranked)
+    else:
+        steps = np.minimum.accumulate((size / np.arange(size, 0, -1)) * ranked[::-1])[::-1]
+    adjusted = np.empty(size)
+    adjusted[order] = np.minimum(steps, 1.0)
+    out[known] = adjusted
+    return out
 
 
 def _column_names(name: str, names: object, *, nonempty: bool = False) -> list[str]:
@@ -1206,6 +1529,7 @@ def sign_flip_test(
     method: str = "auto",
     n_resamples: int = 100_000,
     rng: np.random.Generator | int | None = None,
+    alternative: str = "two-sided",
 ) -> SignFlipResult:
     """Test whether paired per-cluster differences are symmetric about zero, by flipping signs.
 
@@ -1248,6 +1572,9 @@ def sign_flip_test(
         Monte Carlo resamples (>= 1); ignored by the exact methods.
     rng
         A numpy Generator, an integer seed, or None for seed 0 (Monte Carlo only).
+    alternative
+        ``"two-sided"`` (P(|T*| ≥ |T|)), ``"greater"`` (P(T* ≥ T): evidence that the
+        differences are positive) or ``"less"`` (P(T* ≤ T)). Every method computes all three.
 
     Returns
     -------
@@ -1269,6 +1596,7 @@ def sign_flip_test(
     (5.0, 0.0625, 'exact-convolution')
     """
     d, c, method, n_resamples, gen = _sign_flip_iv(differences, counts, method, n_resamples, rng)
+    require_one_of("alternative", alternative, ALTERNATIVES)
     unique, multiplicity = _merge_types(d[:, np.newaxis], c)
     unique = unique[:, 0]
     n_clusters = int(multiplicity.sum())
@@ -1279,17 +1607,22 @@ def sign_flip_test(
 
     def result(p_value: float, how: str, resamples: int | None = None) -> SignFlipResult:
         p_value = min(max(p_value, 0.0), 1.0)
-        return SignFlipResult(observed, p_value, how, n_clusters, resamples)
+        return SignFlipResult(observed, p_value, how, n_clusters, resamples, str(alternative))
 
     if n_nonzero == 0:
         return result(1.0, "exact-enumeration")
+    if alternative != "two-sided" and method != "monte-carlo":
+        exact = _sign_flip_one_sided_exact(v, m, observed, alternative)
+        if exact is not None:
+            return result(*exact)
     if method != "monte-carlo":
         if bool(np.all(v == np.round(v))) and bool(np.all(np.abs(v) < _MAX_EXACT_INT)):
             p_value = _sign_flip_lattice(v.astype(np.int64), m)
             if p_value is not None:
                 return result(p_value, "exact-convolution")
         if n_nonzero <= _MAX_ENUMERATION:
-            return result(_sign_flip_enumerate(np.repeat(v, m)), "exact-enumeration")
+            p_value = _sign_flip_enumerate(np.repeat(v, m), alternative)
+            return result(p_value, "exact-enumeration")
         if method == "exact":
             raise ParameterError(
                 f"parameter `method` is 'exact' but the differences are not integers (or their "
@@ -1299,14 +1632,15 @@ def sign_flip_test(
             )
     elif n_nonzero <= _MAX_ENUMERATION and 2**n_nonzero <= n_resamples:
         # Enumerating every sign vector costs no more than the requested resamples.
-        return result(_sign_flip_enumerate(np.repeat(v, m)), "exact-enumeration")
+        p_value = _sign_flip_enumerate(np.repeat(v, m), alternative)
+        return result(p_value, "exact-enumeration")
 
-    threshold = abs(observed) - _TIE_RTOL * float(m.astype(np.float64) @ np.abs(v))
+    tolerance = _TIE_RTOL * float(m.astype(np.float64) @ np.abs(v))
     if n_nonzero <= _SCIPY_MC_MAX_CLUSTERS:
         null = _sign_flip_null_scipy(np.repeat(v, m), n_resamples, gen)
     else:
         null = _sign_flip_null_types(v, m, n_resamples, gen)
-    hits = int(np.count_nonzero(np.abs(null) >= threshold))
+    hits = _tail_hits(null, observed, tolerance, alternative)
     return result((1 + hits) / (1 + n_resamples), "monte-carlo", n_resamples)
 
 
@@ -1359,8 +1693,22 @@ def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
         flips = int(per_magnitude[0])
         low, high = (flips - t) // 2, (flips + t) // 2
         return float(sps.binom.cdf(low, flips, 0.5) + sps.binom.sf(high - 1, flips, 0.5))
-    steps = (magnitudes // gcd).tolist()
-    sizes = per_magnitude.tolist()
+    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
+    if null is None:
+        return None
+    support, pmf = null
+    return float(pmf[np.abs(support) >= t].sum())
+
+
+def _lattice_pmf(steps_a: np.ndarray, sizes_a: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Return the null pmf of T*/g = Σ a'·(2·Binomial(mₐ, ½) − mₐ) on its integer support.
+
+    None when the lattice would exceed ``_MAX_LATTICE`` points. Mass outside the Hoeffding
+    window of :func:`_negligible_window` (below 1e-340) is dropped.
+    """
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
+    steps, sizes = steps_a.tolist(), sizes_a.tolist()
     windows = [_negligible_window(size / 2, size, size) for size in sizes]
     points = sum(step * (hi - lo) + 1 for step, (lo, hi) in zip(steps, windows, strict=True))
     if points > _MAX_LATTICE:
@@ -1373,7 +1721,19 @@ def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
     total = _convolve_all(pieces)
     span = sum(step * size for step, size in zip(steps, sizes, strict=True))
     doubled = 2 * (total.offset + np.arange(total.pmf.size, dtype=np.int64)) - span
-    return float(total.pmf[np.abs(doubled) >= t].sum())
+    return doubled, total.pmf
+
+
+def _sign_flip_null_pmf(v: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """Return (support of T*/g, pmf, g) for nonzero integer differences, or None if too big."""
+    magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
+    per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
+    np.add.at(per_magnitude, inverse, m)
+    gcd = int(np.gcd.reduce(magnitudes))
+    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
+    if null is None:
+        return None
+    return null[0], null[1], gcd
 
 
 @dataclass(frozen=True)
@@ -1425,13 +1785,14 @@ def _convolve_all(pieces: list[_LatticePmf]) -> _LatticePmf:
     return heap[0][2]
 
 
-def _sign_flip_enumerate(x: np.ndarray) -> float:
-    """Return P(|T*| ≥ |T|) by enumerating sign vectors of the nonzero differences ``x``.
+def _sign_flip_enumerate(x: np.ndarray, alternative: str = "two-sided") -> float:
+    """Return the sign-flip p-value by enumerating sign vectors of the nonzero differences ``x``.
 
-    |T*| is unchanged when every sign flips, so the first sign is fixed at + and the other
-    2ⁿ⁻¹ sign vectors are enumerated in chunks of bit rows.
+    Flipping every sign maps T* to −T*, so the first sign is fixed at + and the other 2ⁿ⁻¹
+    sign vectors are enumerated in chunks of bit rows; each stands for the pair ±T*.
     """
-    threshold = abs(float(x.sum())) - _TIE_RTOL * float(np.abs(x).sum())
+    observed = float(x.sum())
+    tolerance = _TIE_RTOL * float(np.abs(x).sum())
     rest = x[1:]
     n_vectors = 1 << rest.size
     shifts = np.arange(rest.size, dtype=np.int64)
@@ -1441,8 +1802,41 @@ def _sign_flip_enumerate(x: np.ndarray) -> float:
         index = np.arange(start, min(n_vectors, start + chunk), dtype=np.int64)
         signs = (((index[:, np.newaxis] >> shifts) & 1) * 2 - 1).astype(np.float64)
         flipped = x[0] + signs @ rest
-        hits += int(np.count_nonzero(np.abs(flipped) >= threshold))
-    return hits / n_vectors
+        if alternative == "two-sided":
+            hits += 2 * _tail_hits(flipped, observed, tolerance, alternative)
+        else:
+            pair = np.concatenate([flipped, -flipped])
+            hits += _tail_hits(pair, observed, tolerance, alternative)
+    return hits / (2 * n_vectors)
+
+
+def _tail_hits(null: np.ndarray, observed: float, tolerance: float, alternative: str) -> int:
+    """Count null draws at least as extreme as ``observed`` (ties within ``tolerance`` count)."""
+    if alternative == "greater":
+        return int(np.count_nonzero(null >= observed - tolerance))
+    if alternative == "less":
+        return int(np.count_nonzero(null <= observed + tolerance))
+    return int(np.count_nonzero(np.abs(null) >= abs(observed) - tolerance))
+
+
+def _sign_flip_one_sided_exact(
+    v: np.ndarray, m: np.ndarray, observed: float, alternative: str
+) -> tuple[float, str] | None:
+    """Return the exact one-sided p and its method, or None when only Monte Carlo applies.
+
+    The null of T* is symmetric, so P(T* ≤ T) = P(T* ≥ −T): both sides reduce to an upper
+    tail P(T* ≥ t). For integers it is read off the lattice pmf; otherwise enumerated.
+    """
+    t = observed if alternative == "greater" else -observed
+    if bool(np.all(v == np.round(v))) and bool(np.all(np.abs(v) < _MAX_EXACT_INT)):
+        pmf = _sign_flip_null_pmf(v.astype(np.int64), m)
+        if pmf is not None:
+            support, mass, gcd = pmf
+            return float(mass[support >= round(t) // gcd].sum()), "exact-convolution"
+    if int(m.sum()) <= _MAX_ENUMERATION:
+        x = np.repeat(v, m)
+        return _sign_flip_enumerate(x, alternative), "exact-enumeration"
+    return None
 
 
 def _sum_last_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -1491,6 +1885,536 @@ def _sign_flip_null_types(
             part += (2 * heads - m_multi).astype(np.float64) @ v_multi
         null[start : start + size] = part
     return null
+
+
+# --------------------------------------------------------------------------------------------
+# Paired-effect intervals compatible with the sign-flip test (ARCHITECTURE §4)
+# --------------------------------------------------------------------------------------------
+
+#: Quadrature nodes (midpoints on the probability scale) for the melded beta products.
+_MELD_NODES = 1024
+#: Bisection steps for quantiles on [-1, 1]: 2**-35 is below any reported digit.
+_BISECTION_STEPS = 36
+#: Hoeffding half-width, in √m, of the window kept for Binomial(m, ½): outside it < 3e-14.
+_HALF_SAMPLE_WIDTH = 4.0
+#: Mass below which an edge of the joint (D, N) pmf is trimmed (far below any α used).
+_TRIM_MASS = 1e-16
+
+
+def _alpha_per_side(confidence: float, alternative: str) -> float:
+    """Return the error allowed on each bounded side: (1 − c)/2 two-sided, 1 − c one-sided."""
+    return (1.0 - confidence) / 2.0 if alternative == "two-sided" else 1.0 - confidence
+
+
+def fay_lumbard_interval(
+    rescue: np.ndarray | int,
+    harm: np.ndarray | int,
+    n: np.ndarray | int,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Interval for a difference of matched proportions, compatible with the exact McNemar test.
+
+    For n pairs with ``rescue`` pairs (only the recovery branch succeeds) and ``harm`` pairs
+    (only the no-recovery branch succeeds) the effect is θ = ψ·(2φ − 1), with ψ the chance that
+    a pair is discordant and φ the chance that a discordant pair is a rescue. Following Fay &
+    Lumbard (2021, the ``mcnemarExactDP`` interval of R's exact2x2) the exact one-sample
+    confidence distributions of ψ (Beta(m, n − m + 1) and Beta(m + 1, n − m), m = rescue +
+    harm) and of φ (Beta(x, m − x + 1) and Beta(x + 1, m − x)) are *melded*: the lower bound is
+    the smaller α-quantile of T·(2B − 1) over the two ψ distributions T with the lower φ
+    distribution B, the upper bound the larger (1 − α)-quantile with the upper φ distribution.
+
+    Because T > 0, the lower bound is above zero exactly when P(B < ½) < α, i.e. when the
+    one-sided exact binomial test of rescue vs harm rejects: zero lies outside the interval
+    exactly when the (central) exact McNemar p-value is below 1 − confidence. The quantiles are
+    computed by deterministic quadrature (no Monte Carlo noise).
+
+    Parameters
+    ----------
+    rescue, harm, n
+        Counts (scalars or arrays that broadcast); rescue + harm <= n.
+    confidence
+        Confidence level in (0, 1).
+    alternative
+        ``"two-sided"`` (central interval, α/2 per side), ``"greater"`` (lower bound only, the
+        upper is 1) or ``"less"`` (upper bound only, the lower is −1).
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` (floats for scalar inputs); NaN where n == 0.
+
+    Raises
+    ------
+    ParameterError
+        For negative or non-integer counts, rescue + harm > n, a confidence outside (0, 1) or
+        an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = fay_lumbard_interval(0, 1, 100)
+    >>> round(ci.low, 4), round(ci.high, 4)
+    (-0.0545, 0.0295)
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    x, m, total = _matched_counts_iv(rescue, harm, n)
+    alpha = _alpha_per_side(confidence, alternative)
+    low, high = _melded_bounds(x, m, m, total, alpha, alternative)
+    if low.ndim == 0:
+        return Interval(low=float(low), high=float(high))
+    return Interval(low=low, high=high)
+
+
+def _melded_bounds(
+    x: np.ndarray,
+    m_phi: np.ndarray,
+    m_psi: np.ndarray,
+    n_psi: np.ndarray,
+    alpha: float,
+    alternative: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Meld the beta confidence distributions of φ (x of m_phi) and ψ (m_psi of n_psi).
+
+    Counts may be effective (non-integer) sizes; see :func:`fay_lumbard_interval`.
+    """
+    low = np.full(x.shape, -1.0)
+    high = np.full(x.shape, 1.0)
+    if alternative != "less":
+        low = np.minimum(
+            _meld_quantile(m_psi, n_psi - m_psi + 1, x, m_phi - x + 1, alpha),
+            _meld_quantile(m_psi + 1, n_psi - m_psi, x, m_phi - x + 1, alpha),
+        )
+    if alternative != "greater":
+        high = np.maximum(
+            _meld_quantile(m_psi, n_psi - m_psi + 1, x + 1, m_phi - x, 1 - alpha),
+            _meld_quantile(m_psi + 1, n_psi - m_psi, x + 1, m_phi - x, 1 - alpha),
+        )
+    empty = n_psi == 0
+    return np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+
+
+def cluster_melded_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Interval for a clustered paired effect: the sign-flip inversion widened by a meld.
+
+    With several pairs per cluster, the exact :func:`sign_flip_interval` alone under-covers
+    when few clusters carry a nonzero difference (it cannot move beyond the signs it saw). This
+    interval is the hull of it and of the Fay–Lumbard meld (:func:`fay_lumbard_interval`)
+    applied to *effective* counts: θ = ψ·(2φ − 1) with ψ = Σ|d| / Σn and φ = Σd⁺ / Σ|d|;
+    each count is divided by its cluster design effect (cluster-robust over binomial variance of
+    the ratio, at least 1, at most the largest per-cluster size; the largest size when it
+    cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn & Graubard
+    1998). The paired-effect step then puts zero on the side the sign-flip test decides, so
+    the result never contradicts the test.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the integer summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence, alternative
+        As :func:`sign_flip_interval`.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`sign_flip_interval`.
+
+    Examples
+    --------
+    >>> ci = cluster_melded_interval([[2, 4], [0, 4], [-1, 4]], [5, 20, 2])
+    >>> bool(ci.low < 0.074 < ci.high)
+    True
+    """
+    meld = effective_melded_interval(values, counts, confidence=confidence, alternative=alternative)
+    try:
+        exact = sign_flip_interval(values, counts, confidence=confidence, alternative=alternative)
+    except ParameterError:
+        if math.isnan(float(meld.low)):
+            raise
+        # Too large a lattice for the exact inversion: at that size the meld alone is wide
+        # enough, and agree_with_test still aligns it with the p-value.
+        return meld
+    if math.isnan(float(exact.low)):
+        return exact
+    return Interval(
+        low=float(min(float(meld.low), float(exact.low))),
+        high=float(max(float(meld.high), float(exact.high))),
+    )
+
+
+def effective_melded_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Return the Fay–Lumbard meld on design-effect-adjusted counts.
+
+    One half of :func:`cluster_melded_interval`, which describes the effective counts.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence, alternative
+        As :func:`sign_flip_interval`.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        For a confidence outside (0, 1) or an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = effective_melded_interval([[2, 4], [0, 4], [-1, 4]], [5, 20, 2])
+    >>> bool(ci.low < 0.074 < ci.high)
+    True
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    array = _numeric_array("values", values).astype(np.float64)
+    c = np.ones(array.shape[0]) if counts is None else np.asarray(counts, dtype=np.float64)
+    d, pairs = array[:, 0], array[:, 1]
+    if float(c @ pairs) == 0:
+        return Interval(low=math.nan, high=math.nan)
+    alpha = _alpha_per_side(confidence, alternative)
+    effective = _effective_counts(d, pairs, c, alpha)
+    x, m_phi, m_psi, n_psi = (np.asarray(v, dtype=np.float64) for v in effective)
+    low, high = _melded_bounds(x, m_phi, m_psi, n_psi, alpha, alternative)
+    return Interval(low=float(low), high=float(high))
+
+
+def _effective_counts(
+    d: np.ndarray, pairs: np.ndarray, c: np.ndarray, alpha: float
+) -> tuple[float, float, float, float]:
+    """Return effective (rescue units, discordant units for φ, discordant for ψ, pairs)."""
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
+    up, units = np.maximum(d, 0.0), np.abs(d)
+    clusters = float(c.sum())
+    total_up, total_units, total_pairs = float(c @ up), float(c @ units), float(c @ pairs)
+    nonzero = float(c[units > 0].sum())
+
+    def design_effect(w: np.ndarray, num: np.ndarray, den: np.ndarray, cap: float) -> float:
+        n_clusters = float(w.sum())
+        top, bottom = float(w @ num), float(w @ den)
+        share = top / bottom
+        binomial = share * (1 - share) / bottom
+        if n_clusters < 2 or binomial <= 0:
+            return cap
+        robust = n_clusters / (n_clusters - 1) * float(w @ (num - share * den) ** 2) / bottom**2
+        return min(max(robust / binomial, 1.0), cap)
+
+    def few(n_clusters: float) -> float:
+        if n_clusters < 2:
+            return 1.0
+        z = float(special.ndtri(1 - alpha))
+        return (z / float(sps.t.ppf(1 - alpha, n_clusters - 1))) ** 2
+
+    scale_psi = few(clusters) / design_effect(c, units, pairs, float(pairs.max()))
+    if total_units > 0:
+        kept = units > 0
+        cap = float(units[kept].max())
+        deff_phi = design_effect(c[kept], up[kept], units[kept], cap)
+        scale_phi = few(nonzero) / deff_phi
+    else:
+        scale_phi = 1.0
+    return (
+        total_up * scale_phi,
+        total_units * scale_phi,
+        total_units * scale_psi,
+        total_pairs * scale_psi,
+    )
+
+
+def _matched_counts_iv(
+    rescue: object, harm: object, n: object
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate matched-pair counts and return (rescue, discordant, n) as float arrays."""
+    arrays = []
+    for name, value in (("rescue", rescue), ("harm", harm), ("n", n)):
+        array = _numeric_array(name, value).astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(array) | (array < 0) | (array != np.round(array))
+        if bad.any():
+            raise ParameterError(
+                f"parameter `{name}` holds {int(bad.sum())} values that are not non-negative "
+                "integer counts."
+            )
+        arrays.append(array)
+    try:
+        x, harms, total = np.broadcast_arrays(*arrays)
+    except ValueError as exc:
+        raise ParameterError(
+            "parameters `rescue`, `harm` and `n` have shapes that do not broadcast together."
+        ) from exc
+    m = x + harms
+    if (m > total).any():
+        raise ParameterError(
+            "parameters `rescue` and `harm` add up to more than `n` for "
+            f"{int((m > total).sum())} entries; discordant pairs are a subset of the n pairs."
+        )
+    return x, m, total
+
+
+def _beta_nodes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Quantiles of Beta(a, b) at the quadrature nodes, shape (cells, nodes).
+
+    Beta(0, b) is the point mass at 0 and Beta(a, 0) the point mass at 1 (the limits used by
+    Clopper–Pearson bounds at the edges).
+    """
+    u = (np.arange(_MELD_NODES) + 0.5) / _MELD_NODES
+    a2, b2 = a[..., np.newaxis], b[..., np.newaxis]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        nodes = special.betaincinv(np.maximum(a2, 1e-300), np.maximum(b2, 1e-300), u)
+    nodes = np.where(a2 <= 0, 0.0, np.where(b2 <= 0, 1.0, nodes))
+    return np.asarray(nodes, dtype=np.float64)
+
+
+def _beta_cdf(value: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """CDF of Beta(a, b) with the point-mass limits of :func:`_beta_nodes`."""
+    inside = special.betainc(np.maximum(a, 1e-300), np.maximum(b, 1e-300), np.clip(value, 0, 1))
+    cdf = np.where(a <= 0, 1.0, np.where(b <= 0, (value >= 1.0).astype(np.float64), inside))
+    return np.asarray(np.where(value < 0, 0.0, np.where(value >= 1, 1.0, cdf)), dtype=np.float64)
+
+
+def _meld_quantile(
+    t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarray, level: float
+) -> np.ndarray:
+    """Return the ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
+
+    P(W ≤ w) = E_T[F_B((1 + w/T)/2)], averaged over T's quantile nodes; the quantile is found
+    by bisection on [−1, 1], vectorised over cells. At w = 0 the CDF is F_B(½) exactly, so the
+    sign of the quantile is that of the exact binomial test.
+    """
+    shape = np.broadcast(t_a, t_b, b_a, b_b).shape
+    t = _beta_nodes(np.broadcast_to(t_a, shape), np.broadcast_to(t_b, shape))
+    b_a2 = np.broadcast_to(b_a, shape)[..., np.newaxis]
+    b_b2 = np.broadcast_to(b_b, shape)[..., np.newaxis]
+
+    def cdf(w: np.ndarray) -> np.ndarray:
+        w2 = w[..., np.newaxis]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            arg = np.where(t > 0, (1.0 + w2 / t) / 2.0, np.where(w2 >= 0, 2.0, -1.0))
+        return _beta_cdf(arg, b_a2, b_b2).mean(axis=-1)
+
+    low, high = np.full(shape, -1.0), np.full(shape, 1.0)
+    # The bisection keeps cdf(low) < level <= cdf(high); start by checking the ends.
+    for _ in range(_BISECTION_STEPS):
+        mid = (low + high) / 2.0
+        above = cdf(mid) >= level
+        high, low = np.where(above, mid, high), np.where(above, low, mid)
+    at_zero = cdf(np.zeros(shape)) >= level
+    # Exactly on the test's side of zero: the sign is decided by F_B(½) alone.
+    quantile = np.where(at_zero, np.minimum(high, 0.0), np.maximum(high, np.nextafter(0.0, 1.0)))
+    # B a point mass (no rescue, or no harm): W = ∓T, whose quantile is a beta quantile.
+    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
+
+    t_a2, t_b2 = np.broadcast_to(t_a, shape), np.broadcast_to(t_b, shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t_low = sps.beta.ppf(1.0 - level, np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300))
+        t_high = sps.beta.ppf(level, np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300))
+    t_low = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_low))
+    t_high = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_high))
+    b_zero = np.broadcast_to(b_a, shape) <= 0
+    b_one = np.broadcast_to(b_b, shape) <= 0
+    return np.asarray(np.where(b_zero, -t_low, np.where(b_one, t_high, quantile)))
+
+
+def sign_flip_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+    limits: tuple[float, float] = (-1.0, 1.0),
+) -> Interval:
+    """Interval for a clustered paired effect Σd / Σn by inverting the sign-flip test (exact).
+
+    The effect θ = Σdᵢ / Σnᵢ over clusters i with summed difference dᵢ over nᵢ pairs. A value
+    δ is kept when the sign-flip test of the shifted differences eᵢ = dᵢ − δ·nᵢ does not reject
+    at 1 − confidence. Flipping the signs of a random set S of clusters gives T* ≥ T exactly
+    when Σ_{i∈S} eᵢ ≤ 0, so the one-sided p-value is P(Q ≤ δ) with Q = Σ_S d / Σ_S n the effect
+    on a random half of the clusters (each in S with chance ½; S empty counts on both sides).
+    The interval is therefore the pair of α-quantiles of Q, a *half-sampling* interval, and
+    zero lies outside it exactly when the sign-flip test of the dᵢ rejects (its two-sided
+    p-value equals twice the smaller one-sided one, the null being symmetric).
+
+    Q's distribution is exact: (Σ_S d, Σ_S n) is a sum over cluster types of
+    Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer lattice (mass beyond
+    4·√mₜ of mₜ/2, below 3e-14, is dropped). The cost grows with the number of types and with
+    √(clusters), never with rows.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the integer summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence
+        Confidence level in (0, 1).
+    alternative
+        ``"two-sided"``, ``"greater"`` (lower bound only; the upper is ``limits[1]``) or
+        ``"less"`` (upper bound only).
+    limits
+        The range of the effect; a bound the test cannot reach (too few clusters) is the limit.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        For a bad shape, non-integer or negative pairs, non-integer differences, bad counts,
+        a confidence outside (0, 1) or an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = sign_flip_interval([[1, 1], [0, 1], [-1, 1]], [12, 30, 3])
+    >>> round(ci.low, 4), round(ci.high, 4)
+    (0.0435, 0.3636)
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    array = _numeric_array("values", values).astype(np.float64)
+    if array.ndim != 2 or array.shape[1] != 2 or array.shape[0] == 0:
+        raise ParameterError(
+            f"parameter `values` has shape {array.shape}; it must be (T, 2): one row per cluster "
+            "type with its summed difference and its number of pairs."
+        )
+    bad = ~np.isfinite(array).all(axis=1) | (array != np.round(array)).any(axis=1)
+    bad |= array[:, 1] < 0
+    if bad.any():
+        raise ParameterError(
+            f"parameter `values` has {int(bad.sum())} rows that are not integer (difference, "
+            "pairs) with pairs >= 0; the exact inversion needs integer partials."
+        )
+    c = (
+        np.ones(array.shape[0], dtype=np.int64)
+        if counts is None
+        else _check_counts(counts, array.shape[0], "rows in `values`")
+    )
+    types, c = _merge_types(array, c)
+    keep = (types != 0).any(axis=1)
+    types, c = types[keep].astype(np.int64), c[keep]
+    if types.size == 0 or int(c @ types[:, 1]) == 0:
+        return Interval(low=math.nan, high=math.nan)
+    try:
+        ratios, mass, empty = _half_sample_distribution(types, c)
+    except _LatticeTooLargeError:
+        raise ParameterError(
+            f"the sign-flip inversion of this cell needs a lattice of more than {_MAX_LATTICE} "
+            "points (many clusters with large, varied per-cluster sizes). Hint: use "
+            "cluster_melded_interval, which falls back to the meld, or the bootstrap."
+        ) from None
+    alpha = _alpha_per_side(confidence, alternative)
+    low, high = float(limits[0]), float(limits[1])
+    if alternative != "less":
+        low = _half_sample_bound(ratios, mass, alpha - empty, low)
+    if alternative != "greater":
+        high = -_half_sample_bound(-ratios[::-1], mass[::-1], alpha - empty, -high)
+    return Interval(low=low, high=high)
+
+
+def _half_sample_bound(ratios: np.ndarray, mass: np.ndarray, needed: float, limit: float) -> float:
+    """Return the smallest sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
+    if needed <= 0:
+        return limit
+    cumulated = np.cumsum(mass)
+    index = int(np.searchsorted(cumulated, needed * (1 - 1e-12), side="left"))
+    if index >= ratios.size:
+        return limit
+    return float(max(ratios[index], limit))
+
+
+def _half_sample_distribution(
+    types: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Distribution of Q = Σ Kₜdₜ / Σ Kₜnₜ: sorted ratios, their masses, and P(Σ Kₜnₜ = 0)."""
+    d_gcd = int(np.gcd.reduce(np.abs(types[:, 0]))) or 1
+    n_gcd = int(np.gcd.reduce(types[:, 1])) or 1
+    joint, d_offset = _joint_half_sample_pmf(types[:, 0] // d_gcd, types[:, 1] // n_gcd, counts)
+    d_values = (d_offset + np.arange(joint.shape[0]))[:, np.newaxis]
+    n_values = np.arange(joint.shape[1])[np.newaxis, :]
+    empty = float(joint[:, 0].sum())
+    positive = (joint > 0) & (n_values > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio_grid = (d_values * d_gcd) / (n_values * n_gcd)
+    ratios, mass = ratio_grid[positive], joint[positive]
+    order = np.argsort(ratios, kind="stable")
+    return ratios[order], mass[order], empty
+
+
+def _joint_half_sample_pmf(
+    d: np.ndarray, n: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Joint pmf of (Σ Kₜdₜ, Σ Kₜnₜ) as a 2-D array, rows from ``d_offset``, columns from 0."""
+    from scipy import signal  # a slow import, kept off `import recoverylab`
+    from scipy import stats as sps
+
+    # The untrimmed lattice bounds every intermediate one: refuse before any work.
+    widths = np.minimum(counts, 2 * _HALF_SAMPLE_WIDTH * np.sqrt(counts) + 3)
+    if float(np.abs(d) @ widths + 1) * float(n @ widths + 1) > _MAX_LATTICE:
+        raise _LatticeTooLargeError
+    joint, d_offset = np.ones((1, 1)), 0
+    for step_d, step_n, size in zip(d.tolist(), n.tolist(), counts.tolist(), strict=True):
+        half = _HALF_SAMPLE_WIDTH * math.sqrt(size) + 1.0
+        lo, hi = max(0, math.floor(size / 2 - half)), min(size, math.ceil(size / 2 + half))
+        k = np.arange(lo, hi + 1)
+        shape = (abs(step_d) * (hi - lo) + 1, step_n * (hi - lo) + 1)
+        grown = (joint.shape[0] + shape[0] - 1) * (joint.shape[1] + shape[1] + step_n * lo - 1)
+        if shape[0] * shape[1] > _MAX_LATTICE or grown > _MAX_LATTICE:
+            raise _LatticeTooLargeError
+        piece = np.zeros(shape)
+        rows = (k - lo) * abs(step_d) if step_d >= 0 else (hi - k) * abs(step_d)
+        piece[rows, (k - lo) * step_n] = sps.binom.pmf(k, size, 0.5)
+        piece_offset = step_d * lo if step_d >= 0 else step_d * hi
+        if joint.size * piece.size <= _DIRECT_CONVOLVE_MAX:
+            joint = signal.convolve(joint, piece, method="direct")
+        else:
+            joint = np.clip(signal.fftconvolve(joint, piece), 0.0, None)
+        d_offset += piece_offset
+        # Column j of the joint is Σ Kn = j + (column offset); keep columns absolute from 0.
+        joint = np.pad(joint, ((0, 0), (step_n * lo, 0)))[:, : joint.shape[1] + step_n * lo]
+        joint, trimmed = _trim_rows(joint)
+        d_offset += trimmed
+    return joint, d_offset
+
+
+class _LatticeTooLargeError(Exception):
+    """The joint (Σd, Σn) lattice of a half-sample distribution would exceed _MAX_LATTICE."""
+
+
+def _trim_rows(joint: np.ndarray) -> tuple[np.ndarray, int]:
+    """Drop leading/trailing rows and trailing columns whose mass is negligible."""
+    rows = np.flatnonzero(joint.sum(axis=1) > _TRIM_MASS)
+    columns = np.flatnonzero(joint.sum(axis=0) > _TRIM_MASS)
+    if rows.size == 0:
+        return joint, 0
+    return joint[rows[0] : rows[-1] + 1, : columns[-1] + 1], int(rows[0])
 
 
 # --------------------------------------------------------------------------------------------

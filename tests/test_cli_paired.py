@@ -39,7 +39,7 @@ def run_to_parquet(cli: Callable, tmp_path: Path, *args: object) -> pl.DataFrame
 
 
 def test_main_cohort_full(cli: Callable, tmp_path: Path) -> None:
-    got = run_to_parquet(cli, tmp_path, "paired", MAIN)
+    got = run_to_parquet(cli, tmp_path, "paired", MAIN, "--ci-method", "percentile")
     assert got.height == 8
     assert (got["n"] == 106).all()
     clean = cell(got, condition="clean", delay=0)
@@ -55,10 +55,17 @@ def test_main_cohort_full(cli: Callable, tmp_path: Path) -> None:
     assert cell(got, condition="stale2", delay=4)["carried_forward"] == 3
     assert (got["unpaired"] == 0).all()
     assert (got["prefix_mismatch"] == 0).all()
+    # The default interval (issue 16) never contradicts the sign-flip p-value.
+    auto = run_to_parquet(cli, tmp_path, "paired", MAIN, "--alternative", "greater")
+    assert set(auto["ci_method"]) == {"fay-lumbard"}
+    assert ((auto["ci_low"] > 0) == (auto["p_value"] < 0.05)).all()
+    assert (auto["ci_high"] == 1.0).all()
 
 
 def test_main_cohort_factual_success(cli: Callable, tmp_path: Path) -> None:
-    got = run_to_parquet(cli, tmp_path, "paired", MAIN, "--cohort", "factual_success")
+    got = run_to_parquet(
+        cli, tmp_path, "paired", MAIN, "--cohort", "factual_success", "--ci-method", "percentile"
+    )
     assert (got["n"] == 93).all()
     clean0 = cell(got, condition="clean", delay=0)
     stale0 = cell(got, condition="stale2", delay=0)
@@ -108,6 +115,8 @@ def test_mechanism_cohort(cli: Callable, tmp_path: Path) -> None:
         "refresh,content_ablated",
         "--overlap-out",
         overlap_out,
+        "--ci-method",
+        "percentile",
     )
     assert (got["n"] == 67).all()
     assert (got["prefix_mismatch"] == 7).all()
@@ -139,7 +148,8 @@ def test_policy_test_table(cli: Callable, tmp_path: Path) -> None:
     assert (overall["rescue"], overall["harm"], overall["interventions"]) == (11, 2, 49)
     assert round(overall["intervention_rate"] * 100, 1) == 16.3
     assert overall["clean_touch_rate"] == 0.0
-    assert (pp(overall["ci_low"]), pp(overall["ci_high"])) == (0.67, 5.67)
+    assert overall["ci_method"] == "cluster-melded"  # several episodes per task overall
+    assert overall["ci_low"] > 0  # p = 0.0332 < 0.05: the interval agrees
     assert round(overall["p_value"], 4) == 0.0332
     expected = {
         "clean": (81.33, 81.33, 0, 0, 0),

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from recoverylab import paired, synth
+from recoverylab import paired, stats, synth
 from recoverylab._errors import InputError, ParameterError, SchemaError
 from recoverylab.paired import _pairs, _summary
 
@@ -418,6 +418,8 @@ def test_summarize_hand_table(frame_kind: Callable) -> None:
         "ci_low",
         "ci_high",
         "p_value",
+        "ci_method",
+        "sparse",
         "unpaired",
         "prefix_mismatch",
     ]
@@ -443,8 +445,13 @@ def test_summarize_hand_table(frame_kind: Callable) -> None:
     assert row["effect"] == 0.5
     assert row["n_tasks"] == 2
     assert row["p_value"] == 1.0  # one nonzero task: both signs equally extreme
-    assert row["ci_low"] == 0.0
-    assert row["ci_high"] == 1.0
+    # The default interval agrees with p = 1: it contains zero (the percentile bootstrap
+    # gave [0, 1] here, ruling out harm while the test found nothing; issue 16).
+    assert row["ci_low"] < 0.0 < row["ci_high"]
+    assert row["ci_method"] == "fay-lumbard"
+    assert row["sparse"] is True
+    boot = by_key(paired.summarize(frame_kind(HAND), **FAST, ci_method="percentile"), delay=4)
+    assert (boot["ci_low"], boot["ci_high"], boot["ci_method"]) == (0.0, 1.0, "percentile")
 
 
 def test_cell_with_only_excluded_rows_has_n_zero_and_null_rates() -> None:
@@ -811,6 +818,8 @@ def test_contrast_hand_table(frame_kind: Callable) -> None:
         "ci_low",
         "ci_high",
         "p_value",
+        "ci_method",
+        "sparse",
     ]
     row = got.row(0, named=True)
     assert (row["a"], row["b"], row["n_tasks"], row["n_a"], row["n_b"]) == (
@@ -978,6 +987,8 @@ def test_evaluate_policy_hand_table(frame_kind: Callable) -> None:
         "ci_low",
         "ci_high",
         "p_value",
+        "ci_method",
+        "sparse",
     ]
     rows = got.select(
         "condition",
@@ -1104,3 +1115,39 @@ def test_sample_files_exist() -> None:
     samples = Path(__file__).resolve().parents[1] / "data_samples" / "paired"
     for name in ("main_forks", "mechanism_forks", "policy_forks", "policy_decisions"):
         assert (samples / f"{name}.parquet").is_file()
+
+
+# ------------------------------------------------------------------------------------------
+# issue 16: intervals that agree with the test, one-sided tests, adjusted p-values
+# ------------------------------------------------------------------------------------------
+
+
+def test_default_interval_same_with_extra_one_valued_by_column() -> None:
+    forks = synth.generate("forks", 200, seed=3)["forks"]
+    plain = paired.summarize(forks, **FAST)
+    extra = paired.summarize(forks.with_columns(pl.lit("m1").alias("model")), by="model", **FAST)
+    assert plain["ci_low"].to_list() == extra["ci_low"].to_list()
+    assert plain["ci_high"].to_list() == extra["ci_high"].to_list()
+    assert set(plain["ci_method"]) <= {"fay-lumbard", "cluster-melded"}
+    excluded = (plain["ci_low"] > 0) | (plain["ci_high"] < 0)
+    assert excluded.to_list() == (plain["p_value"] < 0.05).to_list()
+
+
+def test_alternative_and_adjust_pass_through() -> None:
+    forks = synth.generate("forks", 120, seed=4)["forks"]
+    two = paired.summarize(forks, **FAST)
+    greater = paired.summarize(forks, **FAST, alternative="greater", adjust="holm")
+    # One-sided p: half the two-sided one on the side of the data (symmetric null).
+    for p2, p1, effect in zip(two["p_value"], greater["p_value"], two["effect"], strict=True):
+        if effect > 0:
+            assert p1 == pytest.approx(p2 / 2, rel=1e-9)
+    assert (greater["ci_high"] == 1.0).all()
+    assert greater["p_adjusted"].to_list() == pytest.approx(
+        stats.adjust_p_values(greater["p_value"].to_numpy(), "holm").tolist()
+    )
+    contrast = paired.contrast(forks, "stale2", "clean", **FAST, adjust="bh")
+    assert {"ci_method", "sparse", "p_adjusted"} <= set(contrast.columns)
+    with pytest.raises(ParameterError, match=r"parameter `alternative` is 'up'"):
+        paired.summarize(forks, alternative="up")
+    with pytest.raises(ParameterError, match=r"parameter `adjust` is 'sidak'"):
+        paired.contrast(forks, "stale2", "clean", adjust="sidak")

@@ -790,6 +790,8 @@ def test_compare_columns_and_rows(router, test_set, frame_kind):
         "ci_low",
         "ci_high",
         "p_value",
+        "ci_method",
+        "sparse",
     )
     assert table["policy"].to_list() == ["cir"] * 5 + ["never"] * 5
     assert table.filter(pl.col("condition").is_null())["n"].to_list() == [1200, 1200]
@@ -917,3 +919,24 @@ def test_decide_does_not_depend_on_row_order_or_file_split(router, tmp_path_fact
     shuffled.tail(shuffled.height - split).write_parquet(folder / "b.parquet")
     from_files = router.decide([folder / "a.parquet", folder / "b.parquet"]).collect()
     assert from_files.equals(expected)
+
+
+def test_compare_alternative_and_adjust(router, test_set):
+    from recoverylab import stats
+
+    table = compare(
+        [router, Never()],
+        test_set["decision_points"],
+        test_set["forks"],
+        n_resamples=200,
+        alternative="greater",
+        adjust="bh",
+    )
+    assert table.schema["ci_method"] == pl.String
+    assert table.schema["sparse"] == pl.Boolean
+    assert table["p_adjusted"].to_list() == pytest.approx(
+        stats.adjust_p_values(table["p_value"].to_numpy(), "bh").tolist(), nan_ok=True
+    )
+    assert (table["ci_high"] == 1.0).all()
+    with pytest.raises(ParameterError, match=r"parameter `adjust` is 'x'"):
+        compare([router, Never()], test_set["decision_points"], test_set["forks"], adjust="x")

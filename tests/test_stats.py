@@ -1045,7 +1045,9 @@ def test_paired_effect_cells_equals_its_two_parts():
             "n": rng.integers(1, 4, 60),
         }
     )
-    combined = stats.paired_effect_cells(types, cells=["cell"], count=None, n_resamples=300, seed=4)
+    combined = stats.paired_effect_cells(
+        types, cells=["cell"], count=None, n_resamples=300, seed=4, method="percentile"
+    )
     boot = stats.cluster_bootstrap(
         types, cells=["cell"], values=["d", "n"], n_resamples=300, seed=4
     )

@@ -571,6 +571,34 @@ def test_compare_agents_on_sample_is_paired(sample: dict[str, pl.DataFrame]) -> 
     assert ((out["ci_low"] <= out["difference"]) & (out["difference"] <= out["ci_high"])).all()
 
 
+def test_compare_agents_alternative_and_adjust():
+    from recoverylab import stats, synth, takeover
+
+    tables = synth.generate("takeover", 40, seed=2)
+    two = takeover.compare_agents(
+        tables["states"], tables["attempts"], "agent_a", "agent_b", n_resamples=300
+    )
+    less = takeover.compare_agents(
+        tables["states"],
+        tables["attempts"],
+        "agent_a",
+        "agent_b",
+        by=("depth",),
+        n_resamples=300,
+        alternative="less",
+        adjust="holm",
+    )
+    assert two["p_value"].item() <= 1.0
+    assert (less["ci_low"] == -1.0).all()
+    assert less["p_adjusted"].to_list() == pytest.approx(
+        stats.adjust_p_values(less["p_value"].to_numpy(), "holm").tolist()
+    )
+    with pytest.raises(ParameterError, match=r"parameter `alternative` is 'both'"):
+        takeover.compare_agents(
+            tables["states"], tables["attempts"], "agent_a", "agent_b", alternative="both"
+        )
+
+
 @pytest.mark.parametrize(
     ("a", "b", "by", "message"),
     [

@@ -43,9 +43,22 @@ def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None
     add_statistics(parser)
     parser.add_argument(
         "--ci-method",
-        choices=("percentile", "bca"),
-        default="percentile",
-        help="bootstrap interval (default percentile)",
+        choices=("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca"),
+        default="auto",
+        help="interval method (default auto: agrees with the sign-flip p-value, exact in "
+        "sparse cells; percentile or bca for the bootstrap)",
+    )
+    parser.add_argument(
+        "--alternative",
+        choices=("two-sided", "greater", "less"),
+        default="two-sided",
+        help="one-sided p-values and intervals: greater = recovery helps (default two-sided)",
+    )
+    parser.add_argument(
+        "--adjust",
+        choices=("holm", "bh"),
+        default=None,
+        help="add p_adjusted over the cells of the result (Holm or Benjamini-Hochberg)",
     )
     spark_cli.add_engine(parser)
     parser.add_argument(
@@ -128,6 +141,8 @@ def _statistics(args: argparse.Namespace) -> dict[str, Any]:
         "n_resamples": args.resamples,
         "seed": args.seed,
         "ci_method": args.ci_method,
+        "alternative": args.alternative,
+        "adjust": args.adjust,
     }
 
 

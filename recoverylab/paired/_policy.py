@@ -48,6 +48,8 @@ RESULT_COLUMNS = (
     "ci_low",
     "ci_high",
     "p_value",
+    "ci_method",
+    "sparse",
 )
 
 
@@ -143,9 +145,11 @@ def evaluate_policy(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     progress: Progress = None,
     engine: object = "polars",
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Score a policy's recovery decisions against never recovering, episode by episode.
 
@@ -171,9 +175,9 @@ def evaluate_policy(
         The recovery method the policy applies; may be omitted when forks has only one.
     clean_label
         The condition whose episodes have a correct observation: touching them can only harm.
-    confidence, n_resamples, seed, ci_method, progress, engine
+    confidence, n_resamples, seed, ci_method, progress, engine, alternative, adjust
         As in :func:`~recoverylab.paired.summarize` (on Spark, decisions and forks are
-        co-partitioned by task).
+        co-partitioned by task); ``p_adjusted`` is adjusted over all rows of the result.
 
     Returns
     -------
@@ -182,7 +186,8 @@ def evaluate_policy(
         *by*, ``n`` (episodes), ``base_rate`` (never), ``policy_rate``, ``gain``, ``rescue``,
         ``harm``, ``interventions``, ``intervention_rate``, ``clean_touch_rate`` (interventions
         on clean episodes / clean episodes: on the clean row and the overall row; null where
-        there are no clean episodes), ``ci_low``, ``ci_high`` (of the gain), ``p_value``.
+        there are no clean episodes), ``ci_low``, ``ci_high`` (of the gain), ``p_value``,
+        ``ci_method``, ``sparse`` and ``p_adjusted`` (with ``adjust``).
 
     Raises
     ------
@@ -218,6 +223,8 @@ def evaluate_policy(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
+            alternative=alternative,
+            adjust=adjust,
         ),
     )
 
@@ -260,8 +267,10 @@ def policy_plan(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> plan.Plan:
     """Return the plan of :func:`evaluate_policy` (ARCHITECTURE §7).
 
@@ -273,6 +282,8 @@ def policy_plan(
         "n_resamples": n_resamples,
         "seed": seed,
         "ci_method": ci_method,
+        "alternative": alternative,
+        "adjust": adjust,
     }
     design = design_stage(pair_by=pair_by, by=by, cohort="full")
     return plan.Plan(
@@ -300,10 +311,16 @@ def policy_plan(
 
 
 def check_policy(
-    confidence: float, n_resamples: int, seed: int, ci_method: str, clean_label: object
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+    clean_label: object,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> None:
     """Check the parameters of :func:`evaluate_policy` (before any data is read)."""
-    _check_statistics(confidence, n_resamples, seed, ci_method)
+    _check_statistics(confidence, n_resamples, seed, ci_method, alternative, adjust)
     if not isinstance(clean_label, str):
         raise ParameterError(
             f"parameter `clean_label` is {clean_label!r}; it must be a condition label."
@@ -429,6 +446,8 @@ def policy_finish(
     seed: int,
     ci_method: str,
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Turn the collected counts and types of :func:`policy_queries` into the summary rows.
 
@@ -446,10 +465,11 @@ def policy_finish(
         confidence=confidence,
         method=ci_method,
         seed=seed,
+        alternative=alternative,
     ).drop("n_clusters")
     n = pl.col("n")
     clean_touch = pl.when(pl.col("__clean") > 0).then(pl.col("__clean_touched") / pl.col("__clean"))
-    return (
+    result = (
         cell_counts.join(tests, on=per_condition, how="left", nulls_equal=True)
         .select(
             *per_condition,
@@ -465,9 +485,15 @@ def policy_finish(
             "ci_low",
             "ci_high",
             "p_value",
+            "ci_method",
+            "sparse",
         )
         .sort(
             [*by_keys, pl.col("condition").is_null(), "condition"],
             nulls_last=True,
         )
     )
+    if adjust is None:
+        return result
+    adjusted = stats.adjust_p_values(result["p_value"].to_numpy(), adjust)
+    return result.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64))

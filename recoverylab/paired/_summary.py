@@ -51,7 +51,11 @@ __all__ = [
     "summary_plan",
 ]
 
-_CI_METHODS = ("percentile", "bca")
+_CI_METHODS = ("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca")
+_ALTERNATIVES = ("two-sided", "greater", "less")
+_ADJUST = (None, "holm", "bh")
+#: Result columns added by the statistics step after ``p_value`` (``p_adjusted`` with adjust=).
+STAT_COLUMNS = ("ci_method", "sparse")
 
 #: Result columns: a ``by`` key with one of these names would be overwritten.
 _RESULT_COLUMNS = (
@@ -68,18 +72,33 @@ _RESULT_COLUMNS = (
     "ci_low",
     "ci_high",
     "p_value",
+    *STAT_COLUMNS,
+    "p_adjusted",
     "unpaired",
     "prefix_mismatch",
 )
 
 
-def _check_statistics(confidence: float, n_resamples: int, seed: int, ci_method: str) -> None:
+def _check_statistics(
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
+) -> None:
     """Validate the resampling parameters before any data is read.
 
     The statistics engine owns the rules; a one-type bootstrap applies them at no cost.
     """
     stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+        ci_methods=stats.PAIRED_CI_METHODS,
+        alternative=alternative,
+        adjust=adjust,
     )
 
 
@@ -313,8 +332,10 @@ def finish(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Turn partials into the cell summary of :func:`summarize` (private, stable).
 
@@ -327,7 +348,7 @@ def finish(
     ----------
     partials
         Rows of :func:`partials`, from one run or concatenated from shards of whole tasks.
-    confidence, n_resamples, seed, ci_method, progress
+    confidence, n_resamples, seed, ci_method, progress, alternative, adjust
         As in :func:`summarize`.
 
     Returns
@@ -343,7 +364,7 @@ def finish(
     ParameterError
         For bad statistics parameters.
     """
-    _check_statistics(confidence, n_resamples, seed, ci_method)
+    _check_statistics(confidence, n_resamples, seed, ci_method, alternative, adjust)
     frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
     names = frame.collect_schema().names()
     by_keys = [c for c in names if c not in (*_TYPE_COLUMNS, *PARTIAL_COUNTS)]
@@ -377,6 +398,8 @@ def finish(
         n_resamples=n_resamples,
         seed=seed,
         ci_method=ci_method,
+        alternative=alternative,
+        adjust=adjust,
     )
     rescue, harm, kept = pl.col("rescue"), pl.col("harm"), pl.col("kept")
     return result.select(
@@ -394,6 +417,8 @@ def finish(
         "ci_low",
         "ci_high",
         "p_value",
+        *STAT_COLUMNS,
+        *(["p_adjusted"] if adjust is not None else []),
         "unpaired",
         "prefix_mismatch",
     ).sort(cells, nulls_last=False)
@@ -408,8 +433,10 @@ def _with_statistics(
     n_resamples: int,
     seed: int,
     ci_method: str,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
-    """Join the per-cell bootstrap interval and sign-flip p-value onto the counts."""
+    """Join the per-cell interval, sign-flip p-value and interval method onto the counts."""
     tests = stats.paired_effect_cells(
         types,
         cells=cells,
@@ -417,6 +444,8 @@ def _with_statistics(
         confidence=confidence,
         method=ci_method,
         seed=seed,
+        alternative=alternative,
+        adjust=adjust,
     ).rename({"n_clusters": "n_tasks"})
     return counts.join(tests, on=cells, how="left", nulls_equal=True)
 
@@ -435,9 +464,11 @@ def summarize(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     progress: Progress = None,
     engine: object = "polars",
+    alternative: str = "two-sided",
+    adjust: str | None = None,
     break_even: bool = False,
 ) -> pl.DataFrame:
     """Count rescues and harms per (condition, delay, method, *by*), with honest uncertainty.
@@ -472,7 +503,11 @@ def summarize(
     seed
         Resampling seed (combined with each cell key).
     ci_method
-        ``"percentile"`` (default) or ``"bca"``.
+        ``"auto"`` (default): an interval that never contradicts the p-value and keeps its
+        coverage in sparse cells -- Fay–Lumbard where each task has one pair in the cell,
+        the cluster meld otherwise (see :func:`recoverylab.stats.paired_effect_cells`);
+        ``"sign-flip"`` (exact test inversion only), or the bootstrap ``"percentile"`` /
+        ``"bca"``. The ``ci_method`` column names what each cell got.
     progress
         Optional callable receiving stage messages.
     engine
@@ -480,6 +515,12 @@ def summarize(
         (a Spark DataFrame, parquet paths or any table) are repartitioned by task and the same
         partial query runs on each partition (see :mod:`recoverylab.engines`). The result
         is the same.
+    alternative
+        ``"two-sided"`` (default), ``"greater"`` (recovery helps) or ``"less"``: the sign-flip
+        p-value and the interval are one-sided to match.
+    adjust
+        ``None``, ``"holm"`` or ``"bh"``: add ``p_adjusted``, adjusted over all cells of the
+        result (the family is the result's rows).
     break_even
         Also append the break-even columns of :func:`recoverylab.paired.break_even` (p_fail,
         rescue_given_fail, harm_given_success, net_effect, break_even with its task-level
@@ -492,9 +533,11 @@ def summarize(
         ``n`` (pairs), ``n_tasks`` (task clusters with a pair), ``rescue``, ``harm``, ``kept``,
         ``unchanged``, ``carried_forward`` (pairs whose task ended before the point),
         ``base_rate`` (no-recovery success), ``recovery_rate``, ``effect``, ``ci_low``,
-        ``ci_high`` (of the effect), ``p_value``, and the excluded recovery rows ``unpaired``
-        and ``prefix_mismatch``. A cell whose rows were all excluded has ``n = 0`` and null
-        rates. Rates are fractions.
+        ``ci_high`` (of the effect), ``p_value``, ``ci_method`` (what produced the interval),
+        ``sparse`` (fewer than 10 tasks with a nonzero difference or fewer than 20 tasks: read
+        the interval with care), ``p_adjusted`` (with ``adjust``), and the excluded recovery
+        rows ``unpaired`` and ``prefix_mismatch``. A cell whose rows were all excluded has
+        ``n = 0`` and null rates. Rates are fractions.
 
     Raises
     ------
@@ -531,6 +574,8 @@ def summarize(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
+            alternative=alternative,
+            adjust=adjust,
         ),
     )
     if not break_even:
@@ -544,7 +589,8 @@ def summarize(
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
-        ci_method=ci_method,
+        # p* is a ratio of rates: its interval is the bootstrap whatever the effect's method.
+        ci_method=ci_method if ci_method in ("percentile", "bca") else "percentile",
     )
 
 
@@ -610,8 +656,10 @@ def summary_plan(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> plan.Plan:
     """Return the plan of :func:`summarize` (ARCHITECTURE §7): design grid, then partials."""
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
@@ -620,6 +668,8 @@ def summary_plan(
         "n_resamples": n_resamples,
         "seed": seed,
         "ci_method": ci_method,
+        "alternative": alternative,
+        "adjust": adjust,
     }
     return plan.Plan(
         inputs=(forks_input(forks),),
@@ -644,9 +694,11 @@ def contrast(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     progress: Progress = None,
     engine: object = "polars",
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Compare the recovery effect of condition ``a`` with that of ``b`` at each point.
 
@@ -669,8 +721,12 @@ def contrast(
         The ``forks`` table.
     a, b
         The two conditions (labels of the ``condition`` column), e.g. ``"stale2"``, ``"clean"``.
-    by, pair_by, cohort, confidence, n_resamples, seed, ci_method, progress, engine
+    by, pair_by, cohort, confidence, n_resamples, seed, progress, engine, alternative, adjust
         As in :func:`summarize`.
+    ci_method
+        The difference of two effects (non-integer per-task differences) has no exact
+        interval here: ``"auto"`` and the test-based names use the joint ``"percentile"``
+        bootstrap; ``"bca"`` is available.
 
     Returns
     -------
@@ -678,7 +734,9 @@ def contrast(
         One row per (delay, method, *by*) where both conditions have pairs: ``a``, ``b`` (the
         labels), delay, method, *by*, ``n_tasks`` (tasks resampled: with a pair in either
         condition), ``n_a``, ``n_b`` (pairs), ``effect_a``, ``effect_b``, ``difference``,
-        ``ci_low``, ``ci_high`` (of the difference), ``p_value``.
+        ``ci_low``, ``ci_high`` (of the difference), ``p_value``, ``ci_method``, ``sparse``
+        (fewer than 10 tasks with a nonzero difference or fewer than 20 tasks) and
+        ``p_adjusted`` (with ``adjust``).
 
     Raises
     ------
@@ -709,6 +767,8 @@ def contrast(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
+            alternative=alternative,
+            adjust=adjust,
         ),
     )
 
@@ -765,8 +825,10 @@ def contrast_plan(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> plan.Plan:
     """Return the plan of :func:`contrast`: design grid, then per-task joint types."""
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
@@ -775,6 +837,8 @@ def contrast_plan(
         "n_resamples": n_resamples,
         "seed": seed,
         "ci_method": ci_method,
+        "alternative": alternative,
+        "adjust": adjust,
     }
     design = design_stage(**keys)
     return plan.Plan(
@@ -857,6 +921,8 @@ def contrast_finish(
     seed: int,
     ci_method: str,
     progress: Progress = None,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Turn the collected types of :func:`contrast_query` into the contrast rows.
 
@@ -878,6 +944,7 @@ def contrast_finish(
     types = types.join(counts.select(cells), on=cells, how="semi", nulls_equal=True)
     if progress is not None:
         progress(f"joint bootstrap over {counts.height} cells")
+    method = ci_method if ci_method in ("percentile", "bca") else "percentile"
     boot = stats.cluster_bootstrap(
         types,
         cells=cells,
@@ -885,21 +952,33 @@ def contrast_finish(
         count="count",
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
-        confidence=confidence,
-        method=ci_method,
+        confidence=confidence if alternative == "two-sided" else 2 * confidence - 1,
+        method=method,
         seed=seed,
-    ).select(*cells, "ci_low", "ci_high")
+    ).select(
+        *cells,
+        pl.lit(-2.0).alias("ci_low") if alternative == "less" else "ci_low",
+        pl.lit(2.0).alias("ci_high") if alternative == "greater" else "ci_high",
+        pl.lit(method).alias("ci_method"),
+    )
     both = types.filter((pl.col("n_a") > 0) & (pl.col("n_b") > 0)).with_columns(
         (pl.col("d_a") / pl.col("n_a") - pl.col("d_b") / pl.col("n_b")).alias("delta")
     )
     flip = stats.sign_flip_cells(
-        both, cells=cells, difference="delta", count="count", seed=seed
+        both, cells=cells, difference="delta", count="count", seed=seed, alternative=alternative
     ).select(*cells, "p_value")
+    sparse = both.group_by(cells).agg(
+        (
+            (pl.col("count").filter(pl.col("delta") != 0).sum() < stats.SPARSE_NONZERO_CLUSTERS)
+            | (pl.col("count").sum() < stats.SPARSE_CLUSTERS)
+        ).alias("sparse")
+    )
     effect_a = pl.col("d_a") / pl.col("n_a")
     effect_b = pl.col("d_b") / pl.col("n_b")
-    return (
+    result = (
         counts.join(boot, on=cells, how="left", nulls_equal=True)
         .join(flip, on=cells, how="left", nulls_equal=True)
+        .join(sparse, on=cells, how="left", nulls_equal=True)
         .select(
             pl.lit(a).alias("a"),
             pl.lit(b).alias("b"),
@@ -913,9 +992,15 @@ def contrast_finish(
             "ci_low",
             "ci_high",
             "p_value",
+            "ci_method",
+            pl.col("sparse").fill_null(True),
         )
         .sort(cells, nulls_last=False)
     )
+    if adjust is not None:
+        adjusted = stats.adjust_p_values(result["p_value"].to_numpy(), adjust)
+        result = result.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64))
+    return result
 
 
 def rescue_overlap(

@@ -14,7 +14,8 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab._errors import ParameterError, RecoveryLabWarning, format_keys
+from recoverylab import stats
+from recoverylab._errors import ParameterError, RecoveryLabWarning, format_keys, require_one_of
 from recoverylab.paired import POLICY_COLUMNS
 from recoverylab.router import _data
 
@@ -159,6 +160,7 @@ def _margins(
     confidence: float,
     n_resamples: int,
     seed: int,
+    alternative: str = "two-sided",
 ) -> pl.DataFrame | None:
     """Paired margins ``policy - reference`` per condition and overall, clustered by task."""
     if not pairs_of_names:
@@ -222,7 +224,13 @@ def _margins(
     task_types = tasks.group_by([*cells, "d", "m"]).agg(pl.len().cast(pl.Int64).alias("count"))
     counted, types = pl.collect_all([cell_counts, task_types], engine="streaming")
     tests = stats.paired_effect_cells(
-        types, cells=cells, n="m", n_resamples=n_resamples, confidence=confidence, seed=seed
+        types,
+        cells=cells,
+        n="m",
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+        alternative=alternative,
     ).drop("n_clusters")
     n = pl.col("n")
     order = pl.DataFrame(
@@ -247,6 +255,8 @@ def _margins(
             "ci_low",
             "ci_high",
             "p_value",
+            "ci_method",
+            "sparse",
         )
     )
 
@@ -261,6 +271,8 @@ def compare(
     n_resamples: int = 10_000,
     seed: int = 0,
     engine: object = "polars",
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Score several fitted policies on the same held-out episodes, and their paired margins.
 
@@ -285,6 +297,12 @@ def compare(
     engine
         Engine of each policy's :func:`recoverylab.paired.evaluate_policy` (``"polars"``, a
         SparkSession or an engine of :mod:`recoverylab.engines`).
+    alternative
+        ``"two-sided"`` (default), ``"greater"`` (the policy is better) or ``"less"``: p-values
+        and intervals are one-sided to match (the default interval agrees with the sign-flip
+        p-value; see :func:`recoverylab.stats.paired_effect_cells`).
+    adjust
+        ``None``, ``"holm"`` or ``"bh"``: add ``p_adjusted`` over all rows of the result.
 
     Returns
     -------
@@ -328,6 +346,9 @@ def compare(
     """
     from recoverylab import paired
 
+    require_one_of("alternative", alternative, stats.ALTERNATIVES)
+    require_one_of("adjust", adjust, stats.ADJUST_METHODS)
+
     named = _named(policies)
     pair_by = tuple(_shared_setting(named, "pair_by", ()))
     clean_label = _shared_setting(named, "clean_label", "clean")
@@ -350,6 +371,7 @@ def compare(
             n_resamples=n_resamples,
             seed=seed,
             engine=engine,
+            alternative=alternative,
         ).select(pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all())
         for name, decided in decisions.items()
     ]
@@ -362,15 +384,22 @@ def compare(
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
+        alternative=alternative,
     )
     if margin_rows is not None:
         rows.append(margin_rows)
     schema = {
         **dict.fromkeys(("policy", "reference", "condition"), pl.String),
         **dict.fromkeys(("n", "rescue", "harm", "interventions"), pl.Int64),
+        "ci_method": pl.String,
+        "sparse": pl.Boolean,
     }
     result = pl.concat(rows, how="diagonal_relaxed")
-    return result.select(
+    result = result.select(
         *(pl.col(c).cast(schema.get(c, pl.Float64)) for c in COLUMNS),
         *(c for c in result.columns if c not in COLUMNS),
     )
+    if adjust is None:
+        return result
+    adjusted = stats.adjust_p_values(result["p_value"].to_numpy(), adjust)
+    return result.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64))

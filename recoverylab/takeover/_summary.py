@@ -690,6 +690,8 @@ def compare_agents(
     n_permutations: int = 100_000,
     seed: int = 0,
     engine: object = "polars",
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Compare two agents' pass@k on the states both attempted, paired and workflow-clustered.
 
@@ -722,6 +724,12 @@ def compare_agents(
         Seed of the bootstrap and of any Monte Carlo test.
     engine
         As in :func:`summarize`.
+    alternative
+        ``"two-sided"`` (default), ``"greater"`` (a is better) or ``"less"``: the sign-flip
+        p-value is one-sided and the interval too (one bound of the 2·confidence − 1
+        bootstrap interval, the other ±1).
+    adjust
+        ``None``, ``"holm"`` or ``"bh"``: add ``p_adjusted`` over the rows of the result.
 
     Returns
     -------
@@ -732,7 +740,8 @@ def compare_agents(
         ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``,
         ``pass_at_k_a``, ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``,
         ``a_better_states``, ``b_better_states`` (states where a's pass@k is higher / lower),
-        ``p_value``, ``p_method``. Statistics are null for a cell without paired states.
+        ``p_value``, ``p_method`` (and ``p_adjusted`` with ``adjust``). Statistics are null
+        for a cell without paired states.
 
     Raises
     ------
@@ -753,6 +762,13 @@ def compare_agents(
     """
     k = check_k(k)
     _check_statistics("bootstrap", confidence, n_resamples, seed, ci_method)
+    require_one_of("alternative", alternative, stats.ALTERNATIVES)
+    require_one_of("adjust", adjust, stats.ADJUST_METHODS)
+    if alternative != "two-sided" and confidence <= 0.5:
+        raise ParameterError(
+            f"parameter `confidence` is {confidence!r}; a one-sided interval needs a confidence "
+            "above 0.5."
+        )
     cells = list(as_columns("by", by))
     _check_agents(cells, a, b)
     options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
@@ -784,6 +800,8 @@ def compare_agents(
         "ci_method": ci_method,
         "n_permutations": n_permutations,
         "seed": seed,
+        "alternative": alternative,
+        "adjust": adjust,
     }
     return plan.run(
         engine,
@@ -951,6 +969,8 @@ def _compare_finish(
     ci_method: str,
     n_permutations: int,
     seed: int,
+    alternative: str = "two-sided",
+    adjust: str | None = None,
 ) -> pl.DataFrame:
     """Sum the workflow partials into cells; add the joint bootstrap and the sign-flip test."""
     cells = list(by)
@@ -978,12 +998,23 @@ def _compare_finish(
         values=["sum_a", "n_a", "sum_b", "n_b"],
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
-        confidence=confidence,
+        confidence=confidence if alternative == "two-sided" else 2 * confidence - 1,
         method=ci_method,
         seed=seed,
-    ).select(*cells, pl.col("ci_low").fill_nan(None), pl.col("ci_high").fill_nan(None))
+    ).select(
+        *cells,
+        pl.lit(-1.0).alias("ci_low") if alternative == "less" else pl.col("ci_low").fill_nan(None),
+        pl.lit(1.0).alias("ci_high")
+        if alternative == "greater"
+        else pl.col("ci_high").fill_nan(None),
+    )
     tests = stats.sign_flip_cells(
-        clusters, cells=stat_cells, difference="diff", n_resamples=n_permutations, seed=seed
+        clusters,
+        cells=stat_cells,
+        difference="diff",
+        n_resamples=n_permutations,
+        seed=seed,
+        alternative=alternative,
     ).select(*cells, "p_value", "p_method")
     if cells:
         table = _join(_join(table, boot, cells), tests, cells)
@@ -994,9 +1025,13 @@ def _compare_finish(
         pl.lit(b).alias("agent_b"),
         pl.lit(k, dtype=pl.Int64).alias("k"),
     ]
-    return table.select(*cells, *labels, *_COMPARE_COLUMNS).sort(
+    result = table.select(*cells, *labels, *_COMPARE_COLUMNS).sort(
         sort_keys(table.schema, cells), nulls_last=False
     )
+    if adjust is None:
+        return result
+    adjusted = stats.adjust_p_values(result["p_value"].fill_null(float("nan")).to_numpy(), adjust)
+    return result.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64).fill_nan(None))
 
 
 def awareness_split(
