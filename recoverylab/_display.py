@@ -179,7 +179,13 @@ class Shown:
     key: bool = False
 
 
+#: Text or flag columns that describe a row's statistics, not which row it is.
+STATISTIC_NOTES = ("ci_method", "p_method", "sparse", "interpretation")
+
+
 def _is_key(name: str, dtype: pl.DataType) -> bool:
+    if name in STATISTIC_NOTES:
+        return False
     if dtype.is_integer():
         return name in KEY_INTEGERS
     return not dtype.is_numeric()
@@ -273,7 +279,7 @@ def shown_columns(frame: pl.DataFrame, *, wide: bool) -> list[Shown]:
             column, names = _rate_column(frame, name)
             shown.append(column)
             used.update(names)
-        elif not narrow or name == "p_value" or _is_denominator(name):
+        elif not narrow or name in ("p_value", "sparse") or _is_denominator(name):
             shown.append(_value_column(name, dtype))
         used.add(name)
     return shown

@@ -267,7 +267,7 @@ def test_result_objects_show_p_as_every_table_does() -> None:
     )  # fmt: skip
     assert repr(result) == (
         "SignFlipResult(statistic=3, p_value=0.19, method='exact-convolution', n_clusters=6, "
-        "n_resamples=None)"
+        "n_resamples=None, alternative='two-sided')"
     )
     assert "<td style='text-align:left'>0.19</td>" in result._repr_html_()
     assert "<td style='text-align:left'>0.19</td>" in result_html(result)
