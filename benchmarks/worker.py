@@ -15,7 +15,8 @@ Workloads on the forks files (``--data`` is the folder of parquet parts):
 * ``pandas`` / ``pandas_per_task`` (e): :mod:`baselines` in pandas.
 
 Other workloads: ``stats_scale`` (bootstrap and exact sign-flip at a million clusters, and the
-scipy references), ``goal``, ``takeover``, ``router`` (``--data`` is their generated folder).
+scipy references), ``goal`` and ``takeover`` with their ``_duckdb``, ``_pandas`` and ``_floor``
+equivalents, ``router`` (``--data`` is their generated folder); see :mod:`extras`.
 """
 
 from __future__ import annotations
@@ -194,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         import extras
 
-        result = extras.run(args.workload, args.data, args.size, args.budget)
+        result = extras.run(args.workload, args.data, args.size, args.budget, args.out)
     # the process's own peak resident set: imports, engine and data included (Linux: KiB)
     result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     print(json.dumps(result))
