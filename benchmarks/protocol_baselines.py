@@ -1,4 +1,4 @@
-"""What an analyst would write without recoverylab for AgentHeal and CUA-Recovery, in DuckDB and pandas.
+"""Goal and takeover without recoverylab: what an analyst would write in DuckDB and pandas.
 
 * ``goal``: ``goal.score`` + ``goal.summarize`` (ARCHITECTURE §3.3) -- the five tables joined,
   the branch of seed Eq. 1 per episode, the first failure reason, then per regime: episodes,

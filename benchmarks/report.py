@@ -259,8 +259,172 @@ def render(record: dict) -> str:
                 f"| {names[key]} | {run['rows_in']:,} | {run['seconds']:.2f} | "
                 f"{_gb(run['peak_rss_bytes'])} |"
             )
+    lines += _shape_lines(record)
+    lines += _protocol_lines(record)
+    lines += _startup_lines(record.get("startup"))
     lines += ["", "## Reading", "", *_reading(record, verdicts)]
     return "\n".join(lines) + "\n"
+
+
+#: Labels of the shape rows (the shapes themselves are described in run.SHAPES).
+SHAPE_LABELS = {
+    "floor": "bare scan floor (polars)",
+    "recoverylab_stats": "recoverylab `paired.summarize` (counts, exact p, 10k-resample CIs)",
+    "duckdb": "DuckDB counts only",
+    "duckdb_per_task": "DuckDB counts + per-task partials",
+}
+
+
+def _cell(runs: list[dict]) -> str:
+    seconds = [r["seconds"] for r in runs]
+    rss = max(r["peak_rss_bytes"] for r in runs)
+    return f"{statistics.median(seconds):.2f} ({min(seconds):.2f}–{max(seconds):.2f}) / {_gb(rss)}"
+
+
+def _shape_lines(record: dict) -> list[str]:
+    """The paired data-shape table: median (range) s / peak RSS GB, and the same-run ratios."""
+    rounds = record["rounds"]
+    shapes = ["grouped", *record.get("shapes", {})]
+    present = [s for s in shapes if any(k.endswith(f"@{s}") for k in rounds) or s == "grouped"]
+    if len(present) < 2:
+        return []
+    descriptions = {
+        "grouped": "rows grouped by task (as generated), string ids, "
+        f"{record['data']['forks']['files']} files",
+        **record.get("shapes", {}),
+    }
+
+    def runs(name: str, shape: str) -> list[dict] | None:
+        return rounds.get(name if shape == "grouped" else f"{name}@{shape}")
+
+    lines = [
+        "",
+        "## Paired on every data shape",
+        "",
+        "The same forks rows written in other shapes; each cell is the median (min–max) seconds "
+        "/ peak RSS (GB), all shapes measured in the same rounds (the engines alternate "
+        "within each round). Ratios are of medians of this run.",
+        "",
+        "| shape | " + " | ".join(SHAPE_LABELS.values()) + " | summary / DuckDB counts | "
+        "summary / floor |",
+        "|---|" + "---:|" * (len(SHAPE_LABELS) + 2),
+    ]
+    for shape in present:
+        cells = []
+        for name in SHAPE_LABELS:
+            found = runs(name, shape)
+            cells.append(_cell(found) if found else "")
+        summary, duck, floor = (runs(n, shape) for n in ("recoverylab_stats", "duckdb", "floor"))
+        ratio_d = f"{_median(summary) / _median(duck):.2f}" if summary and duck else ""
+        ratio_f = f"{_median(summary) / _median(floor):.2f}" if summary and floor else ""
+        lines.append(
+            f"| {descriptions[shape]} | " + " | ".join(cells) + f" | {ratio_d} | {ratio_f} |"
+        )
+    lines += [
+        "",
+        "Targets (issue 19): summary ≤ 1.0× DuckDB counts-only and ≤ 3× the floor on every "
+        "shape, peak RSS ≤ 1.5 GB at 52M rows whatever the row order. Every shape produced the "
+        "same cell counts and per-task types as the grouped forks (checked).",
+    ]
+    return lines
+
+
+PROTOCOL_LABELS = {
+    "goal": "`goal.score` + `goal.summarize` (GP/TS per regime, failure reasons)",
+    "takeover": "`takeover.summarize` (EAR, pass@1, pass@k, funnel per agent × depth)",
+}
+
+
+def _protocol_lines(record: dict) -> list[str]:
+    """Goal and takeover against their DuckDB and pandas equivalents and the scan floor."""
+    protocols = record.get("protocols") or {}
+    if not protocols:
+        return []
+    lines = [
+        "",
+        "## Goal and takeover against DuckDB and pandas",
+        "",
+        "recoverylab: contract and consistency checks, scoring, counts and 10,000-resample "
+        "cluster bootstrap CIs (scipy imported before the clock starts). DuckDB and pandas: "
+        "the same counts, no checks, no intervals (`benchmarks/protocol_baselines.py`). Floor: "
+        "a polars scan of the columns they read. Each cell: median (min–max) s / peak RSS (GB).",
+        "",
+        "| workload | input rows | recoverylab | DuckDB | pandas (round 1) | scan floor | "
+        "recoverylab / DuckDB | recoverylab / floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for protocol, engines in protocols.items():
+        ours, duck, floor = (engines.get(e) for e in ("recoverylab", "duckdb", "floor"))
+        rows = ours[0].get("rows_in", 0) if ours else 0
+        cells = [_cell(engines[e]) if e in engines else "" for e in PROTOCOL_WORKLOADS]
+        rd = f"{_median(ours) / _median(duck):.2f}" if ours and duck else ""
+        rf = f"{_median(ours) / _median(floor):.2f}" if ours and floor else ""
+        lines.append(
+            f"| {PROTOCOL_LABELS[protocol]} | {rows:,} | " + " | ".join(cells) + f" | {rd} | {rf} |"
+        )
+    lines += [
+        "",
+        "Counts checked identical: goal per regime (n, clusters, successes, goal preserved, "
+        "compliant, steps, every failure reason); takeover per agent × depth (state counts of "
+        "the slice, attempted states, root causes, workflows, attempts, excluded attempts, the "
+        "funnel) and pass@1 / pass@k within 1e-9. Targets: ≤ 1.0× DuckDB, peak RSS ≤ 1.5 GB.",
+    ]
+    return lines
+
+
+PROTOCOL_WORKLOADS = ("recoverylab", "duckdb", "pandas", "floor")
+
+
+def _startup_lines(startup: dict | None) -> list[str]:
+    """Whole-process start-up times and the import cost by package (``benchmarks/startup.py``)."""
+    if not startup:
+        return []
+    lines = [
+        "",
+        "## Start-up of the command line (whole processes)",
+        "",
+        "Wall time is what a user waits; CPU time (user + system of the process) is what the "
+        "command costs, and is much less disturbed by other processes on a loaded machine.",
+        "",
+        "| command | tool | runs | median wall (s) | min–max wall (s) | CPU (s) | target |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    targets = {"recoverylab --help": "≤ 0.3 s", "recoverylab paired <sample>": "≤ 1.0 s"}
+    for label, t in startup["timings"].items():
+        lines.append(
+            f"| `{label}` | {t['tool']} | {t['runs']} | {t['median']:.2f} | "
+            f"{t['min']:.2f}–{t['max']:.2f} | {t['cpu']:.2f} | {targets.get(label, '')} |"
+        )
+    lines += [
+        "",
+        "Import time by top-level package (`python -X importtime`, self time summed per package, "
+        "median of 3; the heavy packages each command imports in the last column):",
+        "",
+        "| command | total imports (s) | largest packages (s) | heavy packages imported |",
+        "|---|---:|---|---|",
+    ]
+    for label, profile in startup["imports"].items():
+        top = ", ".join(f"{k} {v:.2f}" for k, v in list(profile["by_package_seconds"].items())[:6])
+        heavy = ", ".join(profile["heavy_imported"])
+        lines.append(f"| `{label}` | {profile['total_seconds']:.2f} | {top} | {heavy} |")
+    return lines
+
+
+def render_with_previous(record: dict, previous: list[dict]) -> str:
+    """The report of ``record``, then each earlier run's report, headings one level down.
+
+    Earlier full-size runs stay in ``RESULTS.md`` (their records are kept as
+    ``results-<date>-full.json``) so that a small run on a loaded machine does not hide them.
+    """
+    parts = [render(record)]
+    for old in previous:
+        text = render(old).replace("\n#", "\n##")
+        body = text.split("\n", 1)[1]  # drop the old title
+        parts.append(
+            f"## Earlier run: {old['date']}, {old['sizes']['tasks']:,} tasks (kept for reference)"
+            f"\n{body}"
+        )
+    return "\n".join(parts)
 
 
 def _stats_lines(scale: dict) -> list[str]:

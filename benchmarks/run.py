@@ -361,11 +361,22 @@ def run_protocols(
     return runs, problems
 
 
+def previous_records() -> list[dict]:
+    """Records of earlier full-size runs (``results-<date>-full.json``), newest first."""
+    files = sorted(HERE.glob("results-*-full.json"), reverse=True)
+    return [json.loads(f.read_text()) for f in files]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; return the exit status (1 when the engines disagree)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, help="forks tasks (default 1,000,000)")
-    parser.add_argument("--rounds", type=int, help="alternating rounds (default 3)")
+    parser.add_argument("--rounds", type=int, help="alternating rounds (default 5)")
+    parser.add_argument("--goal-units", type=int, help="goal instances (default 250,000)")
+    parser.add_argument("--takeover-units", type=int, help="takeover workflows (default 12,500)")
+    parser.add_argument(
+        "--protocol-rounds", type=int, help="alternating rounds of goal and takeover (default 3)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
@@ -394,14 +405,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render_only:
         record = json.loads(args.out.with_name("results.json").read_text())
-        args.out.write_text(report.render(record))
+        args.out.write_text(report.render_with_previous(record, previous_records()))
         return 0
     sizes = dict(QUICK if args.quick else FULL)
     if args.tasks:
         sizes["tasks"] = args.tasks
         sizes["chunk"] = max(1, -(-args.tasks // 10))
-    if args.rounds:
-        sizes["rounds"] = args.rounds
+    for option in ("rounds", "goal_units", "takeover_units", "protocol_rounds"):
+        if getattr(args, option):
+            sizes[option] = getattr(args, option)
     skip = {s for s in args.skip.split(",") if s}
     started = time.perf_counter()
     data_dir: Path = args.data_dir
@@ -489,25 +501,39 @@ def main(argv: list[str] | None = None) -> int:
         )
         say(f"router: {extras['router']['seconds']:.2f} s")
 
+    startup = None
+    if not args.quick and "startup" not in skip:
+        import startup as startup_module
+
+        say("start-up of the command line (whole processes)")
+        startup = startup_module.main(["--runs", "10"])
     record = {
         "command": "python benchmarks/run.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": report.machine(),
         "versions": report.versions(),
-        "sizes": {k: v for k, v in sizes.items() if k != "scaling_files"},
+        "sizes": {
+            k: v
+            for k, v in sizes.items()
+            if k not in ("scaling_files", "shapes", "shape_workloads")
+        },
         "data": gen,
         "rounds": results,
         "scaling": {str(k): v for k, v in scaling.items()},
         "scaling_total_files": total_files,
         "extras": extras,
         "protocols": protocols,
+        "startup": startup,
+        "shapes": {s: SHAPES[s][0] for s in sizes["shapes"] if s not in skip},
         "correct": True,
         "total_seconds": time.perf_counter() - started,
         "waited_seconds": WAIT["spent"],
     }
     text = report.render(record)
-    args.out.write_text(text)
+    args.out.write_text(
+        report.render_with_previous(record, [] if args.quick else previous_records())
+    )
     args.out.with_name("results.json").write_text(json.dumps(record, indent=1, default=str))
     print(text)
     say(f"wrote {args.out}")
