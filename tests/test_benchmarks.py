@@ -107,7 +107,7 @@ def test_protocol_comparison_reports_a_difference() -> None:
     assert baselines.compare_frames(reference, close, ("pass_at_1",)) is None
     far = reference.with_columns(pl.col("pass_at_1") + 1e-6)
     assert baselines.compare_frames(reference, far, ("pass_at_1",)).startswith("pass_at_1 differs")
-    other = reference.with_columns(pl.lit(4).alias("n"))
+    other = reference.with_columns(pl.lit(4, dtype=pl.Int64).alias("n"))
     assert baselines.compare_frames(reference, other, ("pass_at_1",)).startswith("integer counts")
 
 
