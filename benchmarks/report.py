@@ -138,6 +138,7 @@ def render(record: dict) -> str:
         "half a CPU busy, measures how much CPU they took *during* the run (machine busy time "
         "minus the worker's own), and repeats a run of under a minute that they disturbed "
         "(keeping the least disturbed attempt). That CPU share is in the last column.",
+        *_load_lines(record),
         "* Versions: " + ", ".join(f"{k} {v}" for k, v in record["versions"].items()) + ".",
         f"* Data: `recoverylab synth forks --tasks {sizes['tasks']:,} --seed 0` -- "
         f"{rows_in:,} rows in {record['data']['forks']['files']} parquet files "
@@ -262,7 +263,7 @@ def render(record: dict) -> str:
     lines += _shape_lines(record)
     lines += _protocol_lines(record)
     lines += _startup_lines(record.get("startup"))
-    lines += ["", "## Reading", "", *_reading(record, verdicts)]
+    lines += ["", "## Reading", "", *_reading(record, verdicts), *_targets_reading(record)]
     return "\n".join(lines) + "\n"
 
 
@@ -279,6 +280,70 @@ def _cell(runs: list[dict]) -> str:
     seconds = [r["seconds"] for r in runs]
     rss = max(r["peak_rss_bytes"] for r in runs)
     return f"{statistics.median(seconds):.2f} ({min(seconds):.2f}–{max(seconds):.2f}) / {_gb(rss)}"
+
+
+def _targets_reading(record: dict) -> list[str]:
+    """One sentence per issue-19 target measured in this run: value, target, met or by how much."""
+    rounds, text = record["rounds"], []
+
+    def verdict(value: float, target: float) -> str:
+        return "met" if value <= target else f"missed by {value / target - 1:.0%}"
+
+    for shape in ["grouped", *(record.get("shapes") or {})]:
+        name = "" if shape == "grouped" else f"@{shape}"
+        summary, duck, floor = (
+            rounds.get(f"{n}{name}") for n in ("recoverylab_stats", "duckdb", "floor")
+        )
+        if not (summary and duck and floor):
+            continue
+        rd = _median(summary) / _median(duck)
+        rf = _median(summary) / _median(floor)
+        rss = max(r["peak_rss_bytes"] for r in summary) / 1e9
+        text.append(
+            f"* **paired, {shape}:** summary / DuckDB counts = {rd:.2f} "
+            f"(≤ 1.0 {verdict(rd, 1.0)}), summary / floor = {rf:.1f} (≤ 3 {verdict(rf, 3.0)}), "
+            f"peak RSS {rss:.2f} GB on {floor[0].get('rows_in', 0):,} rows (the 1.5 GB target "
+            "is for 52M rows)."
+        )
+    for protocol, engines in (record.get("protocols") or {}).items():
+        ours, duck = engines.get("recoverylab"), engines.get("duckdb")
+        if ours and duck:
+            ratio = _median(ours) / _median(duck)
+            rss = max(r["peak_rss_bytes"] for r in ours) / 1e9
+            text.append(
+                f"* **{protocol}:** recoverylab / DuckDB = {ratio:.2f} (≤ 1.0 "
+                f"{verdict(ratio, 1.0)}); peak RSS {rss:.2f} GB (≤ 1.5 GB {verdict(rss, 1.5)})."
+            )
+    timings = (record.get("startup") or {}).get("timings", {})
+    for label, target in (("recoverylab --help", 0.3), ("recoverylab paired <sample>", 1.0)):
+        if label in timings:
+            t = timings[label]
+            text.append(
+                f"* **`{label}`:** median wall {t['median']:.2f} s, CPU {t['cpu']:.2f} s (≤ "
+                f"{target:g} s: wall {verdict(t['median'], target)}, CPU "
+                f"{verdict(t['cpu'], target)})."
+            )
+    return text
+
+
+def _load_lines(record: dict) -> list[str]:
+    """How loaded the machine was during this run (1-minute load average, others' CPUs)."""
+    runs = [r for rs in record["rounds"].values() for r in rs]
+    runs += [r for p in (record.get("protocols") or {}).values() for rs in p.values() for r in rs]
+    if not runs:
+        return []
+    loads = [r.get("load1", 0.0) for r in runs]
+    others = [r.get("others_during", 0.0) for r in runs]
+    lines = [
+        f"* **Load during this run:** 1-minute load average {min(loads):.1f}–{max(loads):.1f} "
+        f"(median {statistics.median(loads):.1f}) on {record['machine']['cores']} cores; other "
+        f"processes kept a median {statistics.median(others):.2f} CPUs busy during the "
+        "measurements. Absolute times are inflated accordingly; compare engines by the ratios, "
+        "which are of medians measured in the same rounds."
+    ]
+    if record.get("note"):
+        lines.append(f"* **Note:** {record['note']}")
+    return lines
 
 
 def _shape_lines(record: dict) -> list[str]:

@@ -378,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         "--protocol-rounds", type=int, help="alternating rounds of goal and takeover (default 3)"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--note", default="", help="a sentence to print at the top of the report")
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
@@ -527,6 +528,7 @@ def main(argv: list[str] | None = None) -> int:
         "startup": startup,
         "shapes": {s: SHAPES[s][0] for s in sizes["shapes"] if s not in skip},
         "correct": True,
+        "note": args.note,
         "total_seconds": time.perf_counter() - started,
         "waited_seconds": WAIT["spent"],
     }
