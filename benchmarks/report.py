@@ -272,7 +272,7 @@ SHAPE_LABELS = {
     "floor": "bare scan floor (polars)",
     "recoverylab_stats": "recoverylab `paired.summarize` (counts, exact p, 10k-resample CIs)",
     "duckdb": "DuckDB counts only",
-    "duckdb_per_task": "DuckDB counts + per-task partials",
+    "duckdb_per_task": "DuckDB counts + per-task partials (round 1 only)",
 }
 
 
@@ -535,6 +535,8 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
     def med(name: str) -> float:
         return _median(rounds[name])
 
+    rows = rounds["floor"][0].get("rows_in", 0) if "floor" in rounds else 0
+    tasks = record["sizes"]["tasks"]
     if {"recoverylab", "duckdb", "floor"} <= set(rounds):
         b, d, a = med("recoverylab"), med("duckdb"), med("floor")
         bd, _, bd_ok = verdicts["b/d"]
@@ -562,10 +564,10 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
             + ("met." if ba_ok else "not met.")
             + " The floor decodes the columns and adds them up; (b) reads them in one pass too "
             "(the survey of the points and the per-task words share it), but then hashes the "
-            "point keys, the task ids and the prefixes of 50M rows and aggregates them into a "
-            "million task groups: that hash aggregation is the cost above the floor, and the "
-            "DuckDB query pays it too (its join builds a hash table over 4M episodes and probes "
-            "it with 46M rows)."
+            f"point keys, the task ids and the prefixes of {rows / 1e6:.0f}M rows and aggregates "
+            f"them into {tasks:,} task groups: that hash aggregation is the cost above the floor, "
+            f"and the DuckDB query pays it too (its join builds a hash table over {4 * tasks:,} "
+            "episodes and probes it with the recovery rows)."
         )
     if {"pandas", "recoverylab"} <= set(rounds):
         eb, _, eb_ok = verdicts["e/b"]
