@@ -478,8 +478,8 @@ def _startup_lines(startup: dict | None) -> list[str]:
 def render_with_previous(record: dict, previous: list[dict]) -> str:
     """The report of ``record``, then each earlier run's report, headings one level down.
 
-    Earlier full-size runs stay in ``RESULTS.md`` (their records are kept as
-    ``results-<date>-full.json``) so that a small run on a loaded machine does not hide them.
+    Earlier runs stay in ``RESULTS.md`` (their records are kept as ``results-<date>-<label>.json``)
+    so that a small run on a loaded machine does not hide the last full-size one.
     """
     parts = [render(record)]
     for old in previous:
