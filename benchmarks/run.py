@@ -362,7 +362,7 @@ def run_protocols(
 
 
 def previous_records() -> list[dict]:
-    """Records of earlier runs kept for reference (``results-<date>-<label>.json``), newest first."""
+    """Earlier runs kept for reference (``results-<date>-<label>.json``), newest first."""
     files = sorted(HERE.glob("results-20*.json"), reverse=True)
     return [json.loads(f.read_text()) for f in files]
 
