@@ -174,8 +174,13 @@ def render(record: dict) -> str:
     lines += [
         "",
         "All engines produced identical cell counts (n, rescue, harm, kept, unchanged, "
-        "carried_forward, unpaired, prefix_mismatch per condition × delay × method), and (b), "
-        "(d') and (e') identical per-task type histograms; the script exits with an error "
+        "carried_forward, unpaired, prefix_mismatch per condition × delay × method), and "
+        + ", ".join(
+            LABELS[n][0]
+            for n in ("recoverylab", "duckdb_per_task", "pandas_per_task")
+            if n in rounds
+        )
+        + " identical per-task type histograms; the script exits with an error "
         "and a diff otherwise.",
         "",
         "## Ratios and targets",
@@ -587,7 +592,7 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
             + f"; the medians differ by {med('recoverylab_stats') - med('recoverylab'):+.2f} s, "
             "within the run-to-run spread): "
             "with one pair per task per cell the cell counts are the per-task type histogram, "
-            "so each cell resamples 3 types instead of a million tasks and its exact p-value "
+            f"so each cell resamples 3 types instead of {tasks:,} tasks and its exact p-value "
             "is a binomial tail."
         )
     if "rss" in verdicts:
