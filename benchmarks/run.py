@@ -51,11 +51,18 @@ THRICE = ("pandas",)
 SAME_COUNTS = ("recoverylab", "recoverylab_stats", "duckdb", "pandas")
 SAME_TYPES = ("recoverylab", "duckdb_per_task", "pandas_per_task")
 
-#: Other shapes of the same forks (see :func:`reshape`): name -> (order, task id type, files).
+#: Other shapes of the same forks (see :func:`reshape`): name -> (description, task id type,
+#: files: 0 = the same files, order: grouped as generated or shuffled).
 SHAPES = {
-    "shuffled_within": ("rows shuffled within each file", "str", 0),
-    "shuffled_across": ("rows of every task scattered across 4 files", "str", 4),
-    "shuffled_across_int": ("rows scattered across 4 files, integer task ids", "int", 4),
+    "grouped_int": ("rows grouped by task, integer task ids", "int", 0, "grouped"),
+    "shuffled_within": ("rows shuffled within each file", "str", 0, "shuffled"),
+    "shuffled_across": ("rows of every task scattered across 4 files", "str", 4, "shuffled"),
+    "shuffled_across_int": (
+        "rows scattered across 4 files, integer task ids",
+        "int",
+        4,
+        "shuffled",
+    ),
 }
 #: Workloads measured on every other shape (results keyed ``name@shape``).
 SHAPE_WORKLOADS = ("floor", "recoverylab_stats", "duckdb", "duckdb_per_task")
@@ -140,13 +147,14 @@ def reshape(source: Path, shape: str, seed: int) -> dict:
     """Write the forks of ``source`` in another shape, next to it (skipped when present).
 
     The rows are the same; only their order, the number of files and the type of ``task_id``
-    change: ``shuffled_within`` permutes the rows of each file, the ``shuffled_across`` shapes
-    permute all rows and cut them into 4 files (so every task's rows are scattered over all the
-    files, as in logs appended by many workers), ``_int`` makes the task ids integers.
+    change: ``grouped_int`` keeps the files and their order, ``shuffled_within`` permutes the
+    rows of each file, the ``shuffled_across`` shapes permute all rows and cut them into 4 files
+    (so every task's rows are scattered over all the files, as in logs appended by many
+    workers), ``_int`` makes the task ids integers.
     """
     import polars as pl
 
-    _, ids, files = SHAPES[shape]
+    _, ids, files, order = SHAPES[shape]
     out = source.parent / f"{source.parent.name}_{shape}"
     marker = out / "COMPLETE.json"
     if marker.exists():
@@ -160,7 +168,9 @@ def reshape(source: Path, shape: str, seed: int) -> dict:
     groups = [[f] for f in parts] if files == 0 else [parts]
     written = 0
     for i, group in enumerate(groups):
-        frame = pl.read_parquet(group).sample(fraction=1.0, shuffle=True, seed=seed + i)
+        frame = pl.read_parquet(group)
+        if order == "shuffled":
+            frame = frame.sample(fraction=1.0, shuffle=True, seed=seed + i)
         if ids == "int":
             frame = frame.with_columns(pl.col("task_id").str.replace(r"^\D+", "").cast(pl.Int64))
         step = -(-frame.height // max(files, 1))
