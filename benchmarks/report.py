@@ -343,8 +343,13 @@ def _load_lines(record: dict) -> list[str]:
         f"* **Load during this run:** 1-minute load average {min(loads):.1f}–{max(loads):.1f} "
         f"(median {statistics.median(loads):.1f}) on {record['machine']['cores']} cores; other "
         f"processes kept a median {statistics.median(others):.2f} CPUs busy during the "
-        "measurements. Absolute times are inflated accordingly; compare engines by the ratios, "
-        "which are of medians measured in the same rounds."
+        "measurements"
+        + (
+            " (mostly quiet while measuring, but the machine is shared: "
+            if statistics.median(others) < 0.2
+            else " (absolute times are inflated accordingly: "
+        )
+        + "compare engines by the ratios, which are of medians measured in the same rounds)."
     ]
     if record.get("note"):
         lines.append(f"* **Note:** {record['note']}")
