@@ -7,6 +7,7 @@ import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -485,13 +486,23 @@ def _startup_lines(startup: dict | None) -> list[str]:
     return lines
 
 
-def render_with_previous(record: dict, previous: list[dict]) -> str:
-    """The report of ``record``, then each earlier run's report, headings one level down.
+#: A section of RESULTS.md written by hand says this; regenerating the file keeps it.
+KEEP_MARKER = "`benchmarks/run.py` does not produce this section"
+
+
+def kept_sections(text: str) -> list[str]:
+    """The hand-written ``## `` sections of an existing RESULTS.md (see :data:`KEEP_MARKER`)."""
+    sections = ["## " + part for part in text.split("\n## ")[1:]]
+    return [part.rstrip("\n") + "\n" for part in sections if KEEP_MARKER in part]
+
+
+def render_with_previous(record: dict, previous: list[dict], kept: Sequence[str] = ()) -> str:
+    """The report of ``record``, kept hand-written sections, then earlier runs one level down.
 
     Earlier runs stay in ``RESULTS.md`` (their records are kept as ``results-<date>-<label>.json``)
     so that a small run on a loaded machine does not hide the last full-size one.
     """
-    parts = [render(record)]
+    parts = [render(record), *kept]
     for old in previous:
         text = render(old).replace("\n#", "\n##")
         body = text.split("\n", 1)[1]  # drop the old title

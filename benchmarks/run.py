@@ -416,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render_only:
         record = json.loads(args.out.with_name("results.json").read_text())
-        args.out.write_text(report.render_with_previous(record, previous_records()))
+        kept = report.kept_sections(args.out.read_text()) if args.out.exists() else []
+        args.out.write_text(report.render_with_previous(record, previous_records(), kept))
         return 0
     sizes = dict(QUICK if args.quick else FULL)
     if args.tasks:
@@ -543,9 +544,9 @@ def main(argv: list[str] | None = None) -> int:
         "waited_seconds": WAIT["spent"],
     }
     text = report.render(record)
-    args.out.write_text(
-        report.render_with_previous(record, [] if args.quick else previous_records())
-    )
+    kept = report.kept_sections(args.out.read_text()) if args.out.exists() else []
+    previous = [] if args.quick else previous_records()
+    args.out.write_text(report.render_with_previous(record, previous, kept))
     args.out.with_name("results.json").write_text(json.dumps(record, indent=1, default=str))
     print(text)
     say(f"wrote {args.out}")

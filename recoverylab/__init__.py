@@ -17,6 +17,7 @@ from recoverylab._errors import (
     OutputError,
     ParameterError,
     RecoveryLabError,
+    RecoveryLabWarning,
     SchemaError,
     SourceError,
 )
@@ -27,17 +28,29 @@ __version__ = "0.1.0"
 
 #: Protocol and engine modules, imported on first attribute access so `import recoverylab` stays
 #: fast: ``recoverylab.paired.summarize(...)`` works without importing ``recoverylab.paired``.
-_SUBMODULES = ("goal", "paired", "report", "router", "stats", "synth", "takeover")
+_SUBMODULES = (
+    "engines",
+    "goal",
+    "paired",
+    "plan",
+    "report",
+    "router",
+    "stats",
+    "synth",
+    "takeover",
+)
+#: Earlier names of a module, still reachable: ``recoverylab.distributed`` is the engines.
+_ALIASES = {"distributed": "engines"}
 
 
 def __getattr__(name: str) -> ModuleType:
-    if name in _SUBMODULES:
-        return importlib.import_module(f"recoverylab.{name}")
+    if name in _SUBMODULES or name in _ALIASES:
+        return importlib.import_module(f"recoverylab.{_ALIASES.get(name, name)}")
     raise AttributeError(f"module 'recoverylab' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_SUBMODULES})
+    return sorted({*globals(), *_SUBMODULES, *_ALIASES})
 
 
 __all__ = [
@@ -49,11 +62,14 @@ __all__ = [
     "OutputError",
     "ParameterError",
     "RecoveryLabError",
+    "RecoveryLabWarning",
     "SchemaError",
     "SourceError",
     "__version__",
+    "engines",
     "goal",
     "paired",
+    "plan",
     "report",
     "router",
     "scan",

@@ -49,6 +49,10 @@ class MissingDependencyError(RecoveryLabError, ImportError):
     """An optional feature was used without its extra installed."""
 
 
+class RecoveryLabWarning(UserWarning):
+    """A result was computed, but on input that probably does not mean what was intended."""
+
+
 def format_keys(keys: Iterable[object], total: int | None = None) -> str:
     """Render up to five offending keys for an error message, e.g. ``t001, t017 and 3 more``.
 
@@ -89,3 +93,50 @@ def require_one_of(name: str, value: object, allowed: Sequence[object]) -> None:
     if value not in allowed:
         choices = ", ".join(repr(a) for a in allowed)
         raise ParameterError(f"parameter `{name}` is {value!r}; it must be one of {choices}.")
+
+
+def renamed(function: str, given: dict[str, object], names: dict[str, str]) -> dict[str, object]:
+    """Map deprecated keyword names to their new names, with a warning (kept one release).
+
+    Parameters
+    ----------
+    function
+        The function's name, for the messages.
+    given
+        The ``**deprecated`` keywords the function received.
+    names
+        Old name -> new name.
+
+    Returns
+    -------
+    dict
+        The values under their new names.
+
+    Raises
+    ------
+    TypeError
+        For a keyword that is neither a parameter nor a deprecated name (as Python would).
+
+    Warns
+    -----
+    DeprecationWarning
+        For every old name used.
+
+    Examples
+    --------
+    >>> renamed("summarize", {}, {"method": "ci_method"})
+    {}
+    """
+    import warnings
+
+    unknown = [k for k in given if k not in names]
+    if unknown:
+        raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")
+    for old in given:
+        warnings.warn(
+            f"{function}: parameter `{old}` is now `{names[old]}`; the old name will be removed "
+            "in the next release.",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+    return {names[old]: value for old, value in given.items()}

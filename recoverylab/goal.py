@@ -50,23 +50,25 @@ through and summarised over the judged episodes only; when absent they are absen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import (
     InputError,
     ParameterError,
     SchemaError,
     format_keys,
+    renamed,
     require_one_of,
 )
 from recoverylab.io import scan
-from recoverylab.schema import Column, canonical_dtype, validate
+from recoverylab.schema import REGIMES, Column, canonical_dtype, column_names, validate
 
 __all__ = [
     "BARRIER_REGIMES",
@@ -82,8 +84,6 @@ __all__ = [
     "summarize",
 ]
 
-#: Barrier regimes of a goal (the seed instantiates every goal in all three).
-REGIMES = ("barrier_free", "recoverable", "unrecoverable")
 #: Regimes that carry a barrier (the "with barriers" side of :func:`barrier_drop`).
 BARRIER_REGIMES = ("recoverable", "unrecoverable")
 #: Branches of seed Eq. 1, decided by the reachable resources of the case.
@@ -360,7 +360,7 @@ def score(
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
         tables (Spark DataFrames, parquet paths or in-memory tables) are co-partitioned by
         case and scored on Spark, and the result is a lazy Spark DataFrame with the same
-        columns (see :mod:`recoverylab.distributed`).
+        columns (see :mod:`recoverylab.engines`).
 
     Returns
     -------
@@ -419,32 +419,72 @@ def score(
             "give both `steps` and `citations`, or neither (episodes in the nested form with "
             "list columns `visited` and `citations`)."
         )
-    if engine != "polars":
-        from recoverylab import distributed
+    sources = {
+        name: table
+        for name, table in zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True)
+        if table is not None
+    }
+    stages = (
+        plan.Stage("checking the goal tables", functools.partial(_check_partial, checks=checks)),
+        plan.Stage("scoring episodes", _score_partial),
+    )
+    return plan.rows(
+        engine,
+        plan.Plan(
+            inputs=tuple(_score_input(name, table) for name, table in sources.items()),
+            stages=stages[1:] if checks == "schema" else stages,
+            finish=_identity,
+        ),
+    )
 
-        return distributed.goal_score(
-            distributed.resolve_engine(engine),
-            cases,
-            resources,
-            episodes,
-            steps,
-            citations,
-            checks=checks,
-        )
+
+_TABLES = ("cases", "resources", "episodes", "steps", "citations")
+
+
+def _identity(state: object) -> object:
+    return state
+
+
+def _score_input(name: str, source: object) -> plan.Input:
+    """Cases and resources are clustered by case; episodes, steps, citations by their episode's.
+
+    An episode's key is the smallest case among the rows of its ``episode_id``, so a
+    duplicated episode lands in one shard, whose contract check then reports it.
+    """
+    if name in ("cases", "resources"):
+        return plan.Input(name, source, key="case_id", contract=name)
+    return plan.Input(name, source, key="case_id", contract=name, via=("episodes", "episode_id"))
+
+
+def _score_frames(frames: Mapping[str, pl.LazyFrame], checks: str) -> pl.LazyFrame:
+    episodes, steps, citations = frames["episodes"], frames.get("steps"), frames.get("citations")
     if steps is None or citations is None:
-        nested = from_nested(episodes, checks=checks)
+        nested = from_nested(episodes, checks=checks)  # type: ignore[arg-type]
         episodes, steps, citations = nested.episodes, nested.steps, nested.citations
     tables = {
-        "cases": validate(cases, "cases", checks=checks),
-        "resources": validate(resources, "resources", checks=checks),
-        "episodes": validate(episodes, "episodes", checks=checks),
-        "steps": validate(steps, "steps", checks=checks),
-        "citations": validate(citations, "citations", checks=checks),
+        "cases": validate(frames["cases"], "cases", checks=checks),  # type: ignore[arg-type]
+        "resources": validate(frames["resources"], "resources", checks=checks),  # type: ignore[arg-type]
+        "episodes": validate(episodes, "episodes", checks=checks),  # type: ignore[arg-type]
+        "steps": validate(steps, "steps", checks=checks),  # type: ignore[arg-type]
+        "citations": validate(citations, "citations", checks=checks),  # type: ignore[arg-type]
     }
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
     if checks == "full":
         _check_consistency(tables)
     return _score_query(tables, case_columns, episode_columns)
+
+
+def _check_partial(
+    frames: Mapping[str, pl.LazyFrame], state: object, *, checks: str
+) -> dict[str, pl.DataFrame]:
+    """Run every contract and consistency check of :func:`score` (on a shard of cases)."""
+    _score_frames(frames, checks)
+    return {}
+
+
+def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
+    """Score the episodes (the checks ran in the stage before)."""
+    return {"scored": _score_frames(frames, "schema")}
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
@@ -771,9 +811,10 @@ def summarize(
     cluster: str | None = None,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: Literal["percentile", "bca"] = "percentile",
+    ci_method: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
     engine: object = "polars",
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """Task success, compliance, step costs and failure counts per group of scored episodes.
 
@@ -787,13 +828,14 @@ def summarize(
         Resampling unit of the interval: ``goal_id`` when the scored frame has it, else
         ``case_id`` (the default ``None`` picks so). Episodes of one cluster are resampled
         together, so repeated runs of a goal do not shrink the interval.
-    n_resamples, confidence, method, seed
+    n_resamples, confidence, ci_method, seed
         Cluster bootstrap settings (see :func:`recoverylab.stats.cluster_bootstrap`); the
-        interval of a group depends only on its own episodes and ``seed``.
+        interval of a group depends only on its own episodes and ``seed``. ``method`` is a
+        deprecated alias of ``ci_method``.
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one) to compute
         the per-cluster partials on Spark (``scored`` may then be a Spark DataFrame or parquet
-        paths); see :mod:`recoverylab.distributed`. The result is the same.
+        paths); see :mod:`recoverylab.engines`. The result is the same.
 
     Returns
     -------
@@ -829,41 +871,70 @@ def summarize(
     >>> summarize(scored, n_resamples=200).select("n", "ts", "mean_steps").row(0)
     (2, 0.5, 2.0)
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.goal_summarize(
-            distributed.resolve_engine(engine),
-            scored,
-            by=by,
-            cluster=cluster,
-            n_resamples=n_resamples,
-            confidence=confidence,
-            method=method,
-            seed=seed,
-        )
-    lazy = scored.lazy() if isinstance(scored, pl.DataFrame) else scored
-    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, method)
-    partials = _summary_partials(lazy, by, cluster, judged).collect(engine="streaming")
-    return _summary_finish(
-        partials,
-        by,
-        cluster,
-        judged,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        method=method,
-        seed=seed,
+    ci_method = renamed("summarize", deprecated, {"method": "ci_method"}).get(
+        "ci_method", ci_method
+    )  # type: ignore[assignment]
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
+    statistics: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(plan.Input("scored", scored, key=cluster or _default_cluster),),
+            stages=(
+                plan.Stage(
+                    "goal summary partials",
+                    functools.partial(
+                        _summary_partial, by=by, cluster=cluster, ci_method=ci_method
+                    ),
+                ),
+            ),
+            finish=functools.partial(_summary_done, by=by, cluster=cluster, **statistics),
+        ),
     )
 
 
+def _default_cluster(schema: pl.Schema) -> str:
+    """Pick the resampling cluster: ``goal_id`` when present, else ``case_id``."""
+    return "goal_id" if "goal_id" in schema else "case_id"
+
+
+def _summary_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: object,
+    *,
+    by: Sequence[str],
+    cluster: str | None,
+    ci_method: str,
+) -> dict[str, pl.LazyFrame]:
+    lazy = frames["scored"]
+    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, ci_method)
+    return {"partials": _summary_partials(lazy, by, cluster, judged)}
+
+
+def _summary_done(
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **options: Any
+) -> pl.DataFrame:
+    partials = parts["partials"]
+    by = list(column_names("by", by))
+    cluster = cluster or _default_cluster(partials.schema)
+    judged = [name for name in JUDGED if f"__{name}" in partials.columns]
+    return _summary_finish(partials, by, cluster, judged, **options)
+
+
 def _summary_plan(
-    schema: pl.Schema, by: Sequence[str], cluster: str | None, method: str
+    schema: pl.Schema, by: Sequence[str], cluster: str | None, ci_method: str
 ) -> tuple[list[str], str, list[str]]:
     """Check the parameters of :func:`summarize`; return by, cluster and the judged columns."""
     by = _check_by(by, schema, "by")
     cluster = _pick_cluster(cluster, schema)
-    require_one_of("method", method, _CI_METHODS)
+    require_one_of("ci_method", ci_method, _CI_METHODS)
     return by, cluster, [name for name in JUDGED if name in schema]
 
 
@@ -906,7 +977,7 @@ def _summary_finish(
     *,
     n_resamples: int,
     confidence: float,
-    method: str,
+    ci_method: str,
     seed: int,
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
@@ -937,7 +1008,7 @@ def _summary_finish(
         values=["successes", "n"],
         n_resamples=n_resamples,
         confidence=confidence,
-        method=method,
+        method=ci_method,
         seed=seed,
     )
     out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
@@ -971,9 +1042,10 @@ def barrier_drop(
     cluster: str = "goal_id",
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: Literal["percentile", "bca"] = "percentile",
+    ci_method: Literal["percentile", "bca"] = "percentile",
     seed: int = 0,
     engine: object = "polars",
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """TS without barriers minus TS with barriers, paired by goal, with a cluster interval.
 
@@ -992,8 +1064,8 @@ def barrier_drop(
         ``model`` column and no grouping otherwise. ``regime`` cannot be a grouping column.
     cluster
         The pairing and resampling unit (default ``goal_id``).
-    n_resamples, confidence, method, seed
-        Cluster bootstrap settings.
+    n_resamples, confidence, ci_method, seed
+        Cluster bootstrap settings (``method``: deprecated alias of ``ci_method``).
     engine
         ``"polars"`` (default) or a SparkSession, as in :func:`summarize`.
 
@@ -1019,34 +1091,58 @@ def barrier_drop(
     >>> barrier_drop(scored, n_resamples=200)["drop"].to_list()
     [0.5]
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.goal_barrier_drop(
-            distributed.resolve_engine(engine),
-            scored,
-            by=by,
-            cluster=cluster,
-            n_resamples=n_resamples,
-            confidence=confidence,
-            method=method,
-            seed=seed,
-        )
-    lazy = scored.lazy() if isinstance(scored, pl.DataFrame) else scored
-    by = _drop_plan(lazy.collect_schema(), by, cluster, method)
-    per_goal = _drop_partials(lazy, by, cluster).collect(engine="streaming")
-    return _drop_finish(
-        per_goal,
-        by,
-        cluster,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        method=method,
-        seed=seed,
+    ci_method = renamed("barrier_drop", deprecated, {"method": "ci_method"}).get(
+        "ci_method", ci_method
+    )  # type: ignore[assignment]
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
+    statistics: dict[str, Any] = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(plan.Input("scored", scored, key=cluster),),
+            stages=(
+                plan.Stage(
+                    "barrier drop partials",
+                    functools.partial(_drop_partial, by=by, cluster=cluster, ci_method=ci_method),
+                ),
+            ),
+            finish=functools.partial(_drop_done, cluster=cluster, **statistics),
+        ),
     )
 
 
-def _drop_plan(schema: pl.Schema, by: Sequence[str] | None, cluster: str, method: str) -> list[str]:
+def _drop_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: object,
+    *,
+    by: Sequence[str] | None,
+    cluster: str,
+    ci_method: str,
+) -> dict[str, pl.LazyFrame]:
+    lazy = frames["scored"]
+    keys = _drop_plan(lazy.collect_schema(), by, cluster, ci_method)
+    return {"per_goal": _drop_partials(lazy, keys, cluster)}
+
+
+_DROP_VALUES = ("s_without", "n_without", "s_with", "n_with")
+
+
+def _drop_done(parts: dict[str, pl.DataFrame], *, cluster: str, **options: Any) -> pl.DataFrame:
+    per_goal = parts["per_goal"]
+    by = [c for c in per_goal.columns if c not in (cluster, "_all", *_DROP_VALUES)]
+    return _drop_finish(per_goal, by, cluster, **options)
+
+
+def _drop_plan(
+    schema: pl.Schema, by: Sequence[str] | None, cluster: str, ci_method: str
+) -> list[str]:
     """Check the parameters of :func:`barrier_drop`; return the grouping columns."""
     if by is None:
         by = ("model",) if "model" in schema else ()
@@ -1066,7 +1162,7 @@ def _drop_plan(schema: pl.Schema, by: Sequence[str] | None, cluster: str, method
             f"parameter `cluster` is {cluster!r}, which is not a column of the scored frame; "
             "barrier_drop pairs the regimes of a goal. Hint: give `cases` a `goal_id` column."
         )
-    require_one_of("method", method, _CI_METHODS)
+    require_one_of("ci_method", ci_method, _CI_METHODS)
     return by
 
 
@@ -1092,7 +1188,7 @@ def _drop_finish(
     *,
     n_resamples: int,
     confidence: float,
-    method: str,
+    ci_method: str,
     seed: int,
 ) -> pl.DataFrame:
     """Pair the goals of :func:`_drop_partials` and add the joint cluster interval."""
@@ -1116,7 +1212,7 @@ def _drop_finish(
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
         confidence=confidence,
-        method=method,
+        method=ci_method,
         seed=seed,
     )
     out = (
@@ -1144,9 +1240,7 @@ def _drop_finish(
 
 
 def _check_by(by: Sequence[str], schema: pl.Schema, name: str) -> list[str]:
-    if isinstance(by, str):
-        by = (by,)
-    names = list(by)
+    names = list(column_names(name, by))
     missing = [c for c in names if c not in schema]
     if missing:
         shown = ", ".join(f"`{c}`" for c in missing)

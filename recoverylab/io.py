@@ -28,6 +28,7 @@ from recoverylab._diagnose import (
 )
 from recoverylab._errors import ParameterError, SourceError
 from recoverylab._outputs import OutputSet, atomic_file, remove_stale_temporaries
+from recoverylab.adapters._detect import inspect_log_hint, looks_like_inspect_log
 
 __all__ = [
     "FORMATS",
@@ -198,6 +199,8 @@ def format_of_path(path: Path, format: str | None = None) -> str:
             allowed = ", ".join(sorted(set(FORMATS.values())))
             raise ParameterError(f"parameter `format` is {format!r}; it must be one of {allowed}.")
         return format
+    if looks_like_inspect_log(path):  # an evaluation log is not a table (issue 15)
+        raise SourceError(inspect_log_hint(path))
     suffix = path.suffix.lower()
     if suffix == ".gz" and len(path.suffixes) > 1:
         suffix = path.suffixes[-2].lower()

@@ -22,7 +22,7 @@ import polars as pl
 from polars._typing import PolarsDataType
 
 from recoverylab._diagnose import reads_inputs
-from recoverylab._errors import RecoveryLabError, SchemaError, format_keys
+from recoverylab._errors import ParameterError, RecoveryLabError, SchemaError, format_keys
 from recoverylab.io import scan
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "SchemaError",
     "TableSpec",
     "canonical_dtype",
+    "column_names",
     "shard_scope",
     "spec",
     "validate",
@@ -178,6 +179,7 @@ _DECISION_POINTS = TableSpec(
     rules=(_non_negative("delay"),),
 )
 
+#: Barrier regimes of a goal (AgentHeal; the seed instantiates every goal in all three).
 REGIMES = ("barrier_free", "recoverable", "unrecoverable")
 RELATIONS = ("copy", "other_version", "decoy")
 VERSION_CLAIMS = ("same", "other")
@@ -329,11 +331,31 @@ _MUTATIONS = TableSpec(
     key=("workflow_id", "mutation_id"),
 )
 
+_DECISIONS = TableSpec(
+    name="decisions",
+    description="A recovery policy's choices: at most one recovery point per episode.",
+    columns=(
+        Column("task_id", "str", identifier=True),
+        Column("condition", "str"),
+        Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
+    ),
+    key=("task_id", "condition"),
+    rules=(
+        Rule(
+            "delay_non_negative",
+            pl.col("delay") < 0,
+            "column `delay` is negative on {n} row{s}",
+            "it must be >= 0",
+        ),
+    ),
+)
+
 #: Every table contract, by name.
 SPECS: Mapping[str, TableSpec] = {
     s.name: s
     for s in (
         _FORKS,
+        _DECISIONS,
         _DECISION_POINTS,
         _CASES,
         _RESOURCES,
@@ -375,6 +397,34 @@ def shard_scope() -> Iterator[None]:
         yield
     finally:
         _SHARD.reset(token)
+
+
+def column_names(name: str, value: object) -> tuple[str, ...]:
+    """Normalise a column-list parameter (``by``, ``pair_by``...): the one place that does.
+
+    ``None`` is no column, a string is one column, a sequence of strings is several.
+
+    Raises
+    ------
+    ParameterError
+        For anything else, or a column named twice.
+
+    Examples
+    --------
+    >>> column_names("by", "model"), column_names("by", None), column_names("by", ["a", "b"])
+    (('model',), (), ('a', 'b'))
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
+        raise ParameterError(
+            f"parameter `{name}` is {value!r}; it must be a column name or a list of them."
+        )
+    if len(set(value)) != len(value):
+        raise ParameterError(f"parameter `{name}` names a column twice: {list(value)}.")
+    return tuple(value)
 
 
 def spec(table: str | TableSpec) -> TableSpec:

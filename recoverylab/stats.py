@@ -22,7 +22,7 @@ import hashlib
 import heapq
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from html import escape
 from typing import Any, ClassVar
 
@@ -30,9 +30,11 @@ import numpy as np
 import polars as pl
 from scipy import special
 
+from recoverylab._display import p_str
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
 
 __all__ = [
+    "CI_METHODS",
     "BootstrapResult",
     "Interval",
     "IntervalExprs",
@@ -41,11 +43,14 @@ __all__ = [
     "TestResult",
     "bootstrap_types",
     "cell_rng",
+    "check_resampling",
     "cluster_bootstrap",
+    "icc_oneway",
     "mcnemar_exact",
     "paired_effect_cells",
     "ratio",
     "ratio_difference",
+    "result_html",
     "sign_flip_cells",
     "sign_flip_test",
     "wilson_exprs",
@@ -84,33 +89,112 @@ _BAD = "__recoverylab_bad"
 # --------------------------------------------------------------------------------------------
 
 
-class ResultHtml:
-    """Mixin: show a result dataclass as a small table in Jupyter (arrays and frames summarised).
+def _html_value(value: object) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool | np.bool_):
+        return str(bool(value))
+    if isinstance(value, float | np.floating):
+        return f"{float(value):.6g}"
+    if isinstance(value, np.ndarray):
+        if value.size <= 6:
+            return ", ".join(_html_value(v) for v in value.ravel().tolist())
+        return f"array of {value.size:,} values ({value.dtype})"
+    if isinstance(value, pl.DataFrame):
+        return f"DataFrame: {value.height:,} rows × {value.width} columns"
+    if isinstance(value, pl.LazyFrame):
+        names = ", ".join(value.collect_schema().names())
+        return f"LazyFrame with columns {names} (not collected)"
+    return str(value)
 
-    Protocol modules use it for their own non-frame results, so every result displays well.
+
+def result_html(result: object, *, title: str | None = None) -> str:
+    """Render a result dataclass as a small two-column HTML table (field, value).
+
+    The one HTML renderer of recoverylab's non-frame results. Arrays (e.g. a bootstrap
+    distribution) and frames are summarised by their size, never printed in full, so a result
+    displays instantly in Jupyter.
+
+    Parameters
+    ----------
+    result
+        A dataclass instance (e.g. :class:`BootstrapResult`).
+    title
+        Caption; defaults to the class name.
+
+    Returns
+    -------
+    str
+        An HTML ``<table>``.
+
+    Raises
+    ------
+    TypeError
+        When ``result`` is not a dataclass instance.
+
+    Examples
+    --------
+    >>> "<caption>Interval</caption>" in result_html(Interval(0.1, 0.2))
+    True
+    """
+    if not is_dataclass(result) or isinstance(result, type):
+        raise TypeError(f"result_html expects a dataclass instance, got {type(result).__name__}.")
+    rows = "".join(
+        f"<tr><th style='text-align:left'>{escape(f.name)}</th>"
+        f"<td style='text-align:left'>{escape(_field_text(f.name, getattr(result, f.name)))}"
+        "</td></tr>"
+        for f in fields(result)
+    )
+    caption = escape(title or type(result).__name__)
+    return f"<table><caption>{caption}</caption>{rows}</table>"
+
+
+def _field_text(name: str, value: object) -> str:
+    if name == "p_value" and isinstance(value, float | np.floating):
+        return p_str(float(value))  # as in every table: two significant digits, < 0.001
+    return _html_value(value)
+
+
+class ResultHtml:
+    """Mixin: show a result dataclass readably (arrays and frames summarised, p rounded).
+
+    Protocol modules use it for their own non-frame results, so every result displays well:
+    as a small table in Jupyter, and as a one-line repr in which a p-value reads as it does in
+    every table (two significant digits, ``< 0.001``). Result classes set ``repr=False`` on
+    their ``@dataclass`` so this repr is used.
     """
 
-    def _repr_html_(self) -> str:
-        rows = []
+    def _shown(self, *, every: bool = True) -> list[tuple[str, str]]:
+        shown = []
         for item in fields(self):  # type: ignore[arg-type]
+            if not (every or item.repr):  # the repr leaves out e.g. the distribution
+                continue
             value = getattr(self, item.name)
             if isinstance(value, np.ndarray):
-                shown = f"array of {value.size:,} values"
+                text = f"array of {value.size:,} values"
             elif isinstance(value, (pl.DataFrame, pl.LazyFrame)):
                 columns = ", ".join(value.collect_schema().names())
-                shown = f"{type(value).__name__} with columns {columns}"
+                text = f"{type(value).__name__} with columns {columns}"
+            elif isinstance(value, float) and item.name == "p_value":
+                text = p_str(value)
             elif isinstance(value, float):
-                shown = f"{value:.6g}"
+                text = f"{value:.6g}"
+            elif not every:  # the repr: strings quoted, None as None
+                text = repr(value)
             else:
-                shown = "—" if value is None else str(value)
-            rows.append(
-                f"<tr><th style='text-align:left'>{escape(item.name)}</th>"
-                f"<td style='text-align:left'>{escape(shown)}</td></tr>"
-            )
-        return f"<table><caption>{type(self).__name__}</caption>{''.join(rows)}</table>"
+                text = "—" if value is None else str(value)
+            shown.append((item.name, text))
+        return shown
+
+    def _repr_html_(self) -> str:
+        return result_html(self)
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{name}={text}" for name, text in self._shown(every=False))
+        return f"{type(self).__name__}({parts})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class BootstrapResult(ResultHtml):
     """A cluster-bootstrap estimate with its confidence interval and resampling distribution.
 
@@ -143,7 +227,7 @@ class BootstrapResult(ResultHtml):
     distribution: np.ndarray = field(repr=False, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class SignFlipResult(ResultHtml):
     """The result of a two-sided paired sign-flip (permutation) test.
 
@@ -168,7 +252,7 @@ class SignFlipResult(ResultHtml):
     n_resamples: int | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class TestResult(ResultHtml):
     """The result of a classical test.
 
@@ -189,7 +273,7 @@ class TestResult(ResultHtml):
     method: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Interval(ResultHtml):
     """Lower and upper bounds of an interval (arrays when computed for arrays of inputs)."""
 
@@ -320,6 +404,34 @@ def _check_confidence(value: object) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
+#: Interval methods of the cluster bootstrap (``ci_method`` of every protocol).
+CI_METHODS = ("percentile", "bca")
+
+
+def check_resampling(
+    *, confidence: object, n_resamples: object, seed: object, ci_method: object = "percentile"
+) -> None:
+    """Check the resampling parameters every protocol shares, before any data is read.
+
+    The one parameter-validation helper of recoverylab (ARCHITECTURE §4): the same names and
+    the same messages in every protocol.
+
+    Raises
+    ------
+    ParameterError
+        For a ``confidence`` outside (0, 1), ``n_resamples`` < 1, a negative or non-integer
+        ``seed``, or a ``ci_method`` that is not ``"percentile"`` or ``"bca"``.
+
+    Examples
+    --------
+    >>> check_resampling(confidence=0.95, n_resamples=1000, seed=0, ci_method="bca")
+    """
+    require_one_of("ci_method", ci_method, CI_METHODS)
+    _check_confidence(confidence)
+    _check_n_resamples(n_resamples)
+    _check_seed("seed", seed)
+
+
 def _check_statistic(statistic: object) -> Statistic:
     if not callable(statistic):
         raise ParameterError(
@@ -425,6 +537,51 @@ def ratio_difference(sums: np.ndarray) -> np.ndarray:
     return np.asarray(
         _safe_divide(sums[..., 0], sums[..., 1]) - _safe_divide(sums[..., 2], sums[..., 3])
     )
+
+
+ICC_COLUMNS = ("sum_sq_over_m", "sum", "sum_sq", "m", "m_sq", "one")
+"""Per-cluster partials :func:`icc_oneway` expects, in order: S²/m, S, Q, m, m², 1."""
+
+
+def icc_oneway(sums: np.ndarray) -> np.ndarray:
+    """Return the one-way ANOVA intra-class correlation from column sums of cluster partials.
+
+    Each cluster i with mᵢ observations xᵢⱼ contributes Sᵢ²/mᵢ, Sᵢ = Σⱼ xᵢⱼ, Qᵢ = Σⱼ xᵢⱼ²,
+    mᵢ, mᵢ² and 1 (:data:`ICC_COLUMNS`), so the ICC is a statistic of column sums and the
+    cluster bootstrap (:func:`bootstrap_types`) gives its interval at the cost of the cluster
+    types. With N = Σmᵢ and K clusters: MSB = (ΣSᵢ²/mᵢ − (ΣSᵢ)²/N)/(K − 1), MSW = (ΣQᵢ −
+    ΣSᵢ²/mᵢ)/(N − K), m₀ = (N − Σmᵢ²/N)/(K − 1) and ICC = (MSB − MSW)/(MSB + (m₀ − 1)·MSW)
+    (the unbalanced one-way estimator; it may be negative). NaN when undefined: fewer than two
+    clusters, no cluster with two observations, or no variation at all.
+
+    Parameters
+    ----------
+    sums
+        Array of shape ``(..., 6)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Array of shape ``(...)``.
+
+    Examples
+    --------
+    Two clusters, each with two equal values (perfect agreement within clusters):
+
+    >>> rows = np.array([[0.0, 0, 0, 2, 4, 1], [2.0, 2, 2, 2, 4, 1]])
+    >>> float(icc_oneway(rows.sum(axis=0)))
+    1.0
+    """
+    sums = np.asarray(sums, dtype=np.float64)
+    s2m, s, q, n, n2, k = (sums[..., i] for i in range(6))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        msb = (s2m - s * s / n) / (k - 1)
+        msw = (q - s2m) / (n - k)
+        m0 = (n - n2 / n) / (k - 1)
+        denominator = msb + (m0 - 1) * msw
+        out = np.asarray((msb - msw) / denominator, dtype=np.float64)
+    undefined = (k < 2) | (n - k < 1) | ~(np.abs(denominator) > 1e-12 * (1 + np.abs(msb)))
+    return np.where(undefined, np.nan, out)
 
 
 def _safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:

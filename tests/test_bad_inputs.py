@@ -547,10 +547,10 @@ def _broken_forks(kind: str, root: Path) -> Path:
         lambda f: rl.validate(f, "forks"),
         lambda f: rl.paired.summarize(f, n_resamples=20),
         lambda f: rl.paired.contrast(f, "stale2", "clean", n_resamples=20),
-        lambda f: rl.paired.rescue_overlap(f, "refresh", "content_ablated"),
+        lambda f: rl.paired.pairs(f).collect(),
         lambda f: rl.paired.exclusions(f).collect(),
     ],
-    ids=["validate", "summarize", "contrast", "rescue_overlap", "exclusions"],
+    ids=["validate", "summarize", "contrast", "pairs", "exclusions"],
 )
 def test_the_python_api_raises_our_error_naming_the_file(tmp_path, kind, verb) -> None:
     path = _broken_forks(kind, tmp_path)

@@ -5,12 +5,20 @@ headless chromium with networking off, waits for rendering, and checks in the re
 every chart is drawn (an SVG in each chart element, no error text from the chart library), that
 the page logged nothing to the console, and saves a screenshot under ``test-artifacts/``.
 
+The layout is measured at a desktop (1280×800) and a phone (390×844) viewport: the report is
+loaded into an iframe of that size (headless chromium has a minimum window width of 500 px), and
+a probe script appended to a copy of the page reports, once every chart is drawn, the page's
+``scrollWidth`` against ``innerWidth``, the overflow of every table and the drawn charts. The
+repair funnel is read from the drawn bars' accessible labels: its nested layers never widen.
+
 Chromium is Debian's ``chromium`` package (``.ci/run`` installs it). When it is missing the test
 installs it with apt-get; it is skipped only where neither chromium nor apt-get is available.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
@@ -38,11 +46,13 @@ SECTIONS = [
     "paired-overlap",
     "paired-policy",
     "router-policies",
+    "router-uplift",
     "goal-ts",
     "goal-reasons",
     "goal-drop",
     "takeover-depth",
     "takeover-funnel",
+    "takeover-pass-hat-k",
 ]
 
 
@@ -214,3 +224,122 @@ def test_without_chromium_and_apt_the_browser_test_is_skipped(
     monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(pytest.skip.Exception, match="neither chromium nor apt-get is available"):
         find_chromium()
+
+
+# ------------------------------------------------------------------------------------------------
+# Layout at a desktop and a phone viewport
+# ------------------------------------------------------------------------------------------------
+
+#: Appended to a copy of the report: once every chart is drawn (or after 20 s), write the
+#: layout measurements as JSON into the parent (harness) page, which chromium dumps.
+PROBE = """
+(function () {
+  function drawn() {
+    return Array.prototype.every.call(document.querySelectorAll("div.chart"), function (c) {
+      return c.getAttribute("data-rendered");
+    });
+  }
+  function measure() {
+    var out = {
+      innerWidth: window.innerWidth,
+      scrollWidth: document.documentElement.scrollWidth,
+      tables: Array.prototype.map.call(document.querySelectorAll(".table-wrap"), function (w) {
+        return {section: w.closest("section").id, scrollWidth: w.scrollWidth,
+                clientWidth: w.clientWidth};
+      }),
+      charts: Array.prototype.map.call(document.querySelectorAll("div.chart"), function (c) {
+        var svg = c.querySelector("svg.marks");
+        return {id: c.id, rendered: c.getAttribute("data-rendered"), svgs: svg ? 1 : 0,
+                canvases: c.querySelectorAll("canvas").length,
+                width: svg ? svg.getBoundingClientRect().width : 0,
+                text: c.textContent.slice(0, 300)};
+      }),
+      funnel: Array.prototype.map.call(
+        document.querySelectorAll("#chart-takeover-funnel [aria-label^='stage: ']"),
+        function (mark) { return mark.getAttribute("aria-label"); })
+    };
+    var pre = window.parent.document.createElement("pre");
+    pre.id = "layout-probe";
+    pre.textContent = JSON.stringify(out);
+    window.parent.document.body.appendChild(pre);
+  }
+  var tries = 0;
+  (function wait() {
+    if (drawn() || tries++ > 200) { measure(); } else { setTimeout(wait, 100); }
+  })();
+})();
+"""
+
+#: Layers of the nested funnel, top to bottom (recoverylab.report._takeover).
+FUNNEL_LAYERS = ["aware", "+ root cause fixed", "+ derived fixed", "+ passed"]
+
+
+def measure_layout(chromium: str, report: Path, width: int, height: int, work: Path) -> dict:
+    """Load ``report`` in an iframe of ``width`` × ``height``; return the probe's measurements."""
+    page = report.read_text(encoding="utf-8")
+    head, _, tail = page.rpartition("</body>")  # the inlined library mentions </body> too
+    (work / "page.html").write_text(f"{head}<script>{PROBE}</script></body>{tail}", "utf-8")
+    (work / "harness.html").write_text(
+        '<!DOCTYPE html><html><body style="margin:0">'
+        f'<iframe style="border:0" width="{width}" height="{height}" src="page.html"></iframe>'
+        "</body></html>",
+        "utf-8",
+    )
+    with tempfile.TemporaryDirectory(prefix="recoverylab-chromium-") as profile:
+        command = [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--allow-file-access-from-files",  # the probe in the iframe writes to the harness
+            "--host-resolver-rules=MAP * ~NOTFOUND",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=30000",
+            f"--window-size={width + 100},{height + 100}",
+            "--dump-dom",
+            (work / "harness.html").as_uri(),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'<pre id="layout-probe">(.*?)</pre>', done.stdout, re.S)
+    assert found, "the layout probe did not report (charts never finished drawing?)"
+    return json.loads(html.unescape(found.group(1)))
+
+
+def funnel_layers(labels: list[str]) -> dict[str, list[float]]:
+    """Per series, the nested funnel's shares of attempts in layer order (from the bars)."""
+    shares: dict[str, dict[str, float]] = {}
+    for text in labels:
+        fields = dict(part.split(": ", 1) for part in text.split("; ") if ": " in part)
+        if "share of attempts (pp)" in fields:
+            value = float(fields["share of attempts (pp)"])
+            shares.setdefault(fields["series"], {})[fields["stage"]] = value
+    return {series: [by[layer] for layer in FUNNEL_LAYERS] for series, by in shares.items()}
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 800), (390, 844)])
+def test_demo_report_layout_fits_the_viewport(
+    demo_dir: Path, tmp_path: Path, width: int, height: int
+) -> None:
+    chromium = find_chromium()
+    layout = measure_layout(chromium, demo_dir / "report.html", width, height, tmp_path)
+    assert layout["innerWidth"] == width
+    # no sideways scroll of the page
+    assert layout["scrollWidth"] <= layout["innerWidth"], layout["scrollWidth"]
+    # every chart drawn as SVG or canvas, without error text
+    assert [c["id"] for c in layout["charts"]] == [f"chart-{key}" for key in SECTIONS]
+    for chart in layout["charts"]:
+        assert chart["rendered"] == "svg", chart
+        assert chart["svgs"] + chart["canvases"] >= 1, chart
+        assert not re.search(r"\berror\s*:|could not be drawn", chart["text"], re.I), chart
+        assert 0 < chart["width"] <= width
+    if width >= 1280:
+        # on a desktop every table shows every column (no scroll inside the table either)
+        for table in layout["tables"]:
+            assert table["scrollWidth"] <= table["clientWidth"], table
+    # the repair funnel is nested: its layers never widen, for every agent
+    layers = funnel_layers(layout["funnel"])
+    assert sorted(layers) == [f"agent_{c}" for c in "abcdef"]
+    for series, shares in layers.items():
+        assert shares == sorted(shares, reverse=True), (series, shares)
+        assert shares[0] > shares[-1] > 0

@@ -40,7 +40,8 @@ def test_validate_ok(cli, tmp_path, table) -> None:
     frame(table).write_parquet(path)
     result = cli("validate", table, path)
     assert result.code == 0
-    assert result.out == f"ok: {frame(table).height} rows\n"
+    height = frame(table).height
+    assert result.out == f"ok: {height} row{'s' if height != 1 else ''}\n"
 
 
 @pytest.mark.parametrize("table", sorted(SPECS))
@@ -106,7 +107,7 @@ def test_entry_point_runs_as_a_program(tmp_path) -> None:
         text=True,
         check=False,
     )
-    assert (done.returncode, done.stdout) == (0, "ok: 1 rows\n")
+    assert (done.returncode, done.stdout) == (0, "ok: 1 row\n")
     bad = subprocess.run(
         [sys.executable, "-m", "recoverylab", "validate", "mutations", str(tmp_path / "x")],
         capture_output=True,

@@ -28,17 +28,20 @@ def test_diagnostic_sample_gives_the_seed_numbers(cli, tmp_path) -> None:
     assert result.code == 0, result.err
     row = pl.read_parquet(out).row(0, named=True)
     assert (row["n"], row["ts"], row["violation_rate"], row["mean_steps"]) == (4, 0.5, 0.25, 1.75)
-    assert f"wrote {out} (1 rows)" in result.err
+    assert f"wrote {out} (1 row)" in result.err
 
 
 def test_printed_summary_shows_percentage_points(cli) -> None:
     result = cli("goal", *table_args(DIAGNOSTIC), "--by", "", "--resamples", 200, "--quiet")
     assert result.code == 0, result.err
     assert result.out.startswith("goal preservation by all episodes")
-    assert "ts_pp" in result.out  # rates are printed in percentage points
-    assert "50.0" in result.out
-    assert "1.75" in result.out
+    assert "ts pp [CI]" in result.out  # rates are printed in percentage points
+    assert "50.0 [" in result.out
+    assert "mean steps" not in result.out  # the narrow view: keys, n, rates, p
     assert result.err == ""
+    wide = cli("goal", *table_args(DIAGNOSTIC), "--by", "", "--resamples", 200, "--quiet", "--wide")
+    assert "mean steps" in wide.out
+    assert " 1.8 " in wide.out  # 1.75 mean steps, one decimal as every other decimal
 
 
 def test_default_grouping_is_regime(cli, tmp_path) -> None:

@@ -164,18 +164,18 @@ def test_readable_output_in_percentage_points(cli: Callable) -> None:
     result = cli("paired", MAIN)
     assert result.code == 0
     assert result.out.startswith("rescue and harm by condition, delay, method\n")
-    assert "effect_pp" in result.out
-    assert "-3.77" in result.out
+    assert "effect pp [CI]" in result.out
+    assert "-3.8 [" in result.out
     assert "[paired" in result.err  # progress on stderr
     quiet = cli("--quiet", "contrast", MAIN, "--a", "stale2", "--b", "clean")
     assert quiet.code == 0
     assert quiet.err == ""
     assert "effect of stale2 minus effect of clean" in quiet.out
-    assert "difference_pp" in quiet.out
-    assert "10.38" in quiet.out
+    assert "difference pp" in quiet.out
+    assert "+10.4 [" in quiet.out
     policy = cli("policy", "--decisions", DECISIONS, "--forks", POLICY_FORKS, "--quiet")
-    assert "gain_pp" in policy.out
-    assert "73.33" in policy.out
+    assert "gain pp [CI]" in policy.out
+    assert "73.3" in policy.out
 
 
 def test_pairs_and_exclusions_outputs(cli: Callable, tmp_path: Path) -> None:
@@ -269,7 +269,7 @@ def test_a_bad_late_option_leaves_no_output_behind(cli: Callable, tmp_path: Path
     )
     assert result.code == 2
     assert result.err.strip().splitlines() == [
-        "recoverylab paired: error: parameter `method_b` is 'bogus'; forks has no rows with that "
+        "recoverylab paired: error: parameter `b` is 'bogus'; forks has no rows with that "
         "method (methods: refresh)."
     ]
     assert list(tmp_path.iterdir()) == []
@@ -313,3 +313,12 @@ def test_help(cli: Callable, command: str) -> None:
     assert result.code == 0
     assert "--seed" in result.out
     assert "--resamples" in result.out
+
+
+def test_validate_checks_a_decision_table(cli, tmp_path) -> None:
+    assert cli("validate", "decisions", DECISIONS).out == "ok: 300 rows\n"
+    bad = tmp_path / "decisions.parquet"
+    pl.read_parquet(DECISIONS).with_columns(pl.lit(-1).alias("delay")).write_parquet(bad)
+    result = cli("validate", "decisions", bad)
+    assert result.code == 2
+    assert "decisions: column `delay` is negative on 300 rows" in result.err

@@ -133,7 +133,7 @@ def test_evaluate_one_and_two_rules(cli, tmp_path, rule_path):
 def test_evaluate_prints_rates_in_percentage_points(cli, rule_path):
     result = cli("router", "evaluate", "--rule", rule_path, *held_out_args(), "--resamples", "200")
     assert result.code == 0, result.err
-    assert "gain_pp" in result.out
+    assert "gain pp [CI]" in result.out
 
 
 def test_evaluate_warns_on_training_tasks(cli, rule_path):
@@ -218,8 +218,13 @@ def test_router_demo(tmp_path, capsys):
         "router_rule.json",
         "router_decisions.parquet",
         "router_evaluation.parquet",
+        "router_uplift.parquet",
+        "router_toc.parquet",
     ]
     assert all(p.is_file() for p in paths)
+    lift = pl.read_parquet(paths[3])
+    better = lift.filter(policy="router", reference="anomaly", metric="autoc")
+    assert better["ci_low"].item() > 0
     table = pl.read_parquet(paths[2])
     assert set(table["policy"]) == {"router", "anomaly", "rate_matched", "never"}
     overall = table.filter(pl.col("condition").is_null(), reference="never")

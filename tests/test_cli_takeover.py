@@ -87,6 +87,7 @@ def test_options_reach_the_summary(cli: Callable, tmp_path: Path) -> None:
         "awareness.parquet",
         "eligibility.parquet",
         "leakage.parquet",
+        "reliability.parquet",
         "summary.parquet",
     ]
     summary = pl.read_parquet(tmp_path / "summary.parquet")
@@ -121,8 +122,8 @@ def test_prints_tables_without_out_dir(cli: Callable) -> None:
     assert result.code == 0, result.err
     for name in ("eligibility", "summary", "funnel", "awareness", "latency"):
         assert f"== {name}" in result.out
-    assert result.out.startswith("(showing the main columns; --out-dir writes every column)")
-    assert "pass_at_k_pp" in result.out  # rates shown in percentage points
+    assert result.out.startswith("(main columns shown; --wide prints and --out-dir writes every")
+    assert "pass at k pp [CI]" in result.out  # rates shown in percentage points
     assert result.err == ""
 
 

@@ -1026,9 +1026,9 @@ def test_summarize_is_seeded() -> None:
         ),
         ({}, "reason", "scored frame lacks `reason`; pass the output of goal.score."),
         (
-            {"method": "basic"},
+            {"ci_method": "basic"},
             None,
-            "parameter `method` is 'basic'; it must be one of 'percentile', 'bca'.",
+            "parameter `ci_method` is 'basic'; it must be one of 'percentile', 'bca'.",
         ),
     ],
 )
@@ -1295,3 +1295,12 @@ def test_goal_tables_render_as_html_in_jupyter():
     html = tables._repr_html_()
     assert html.startswith("<table><caption>GoalTables</caption>")
     assert "LazyFrame with columns episode_id" in html
+
+
+def test_the_old_name_method_still_works_with_a_warning() -> None:
+    scored = score_log(summary_log())
+    with pytest.warns(DeprecationWarning, match="parameter `method` is now `ci_method`"):
+        old = goal.summarize(scored, method="bca", n_resamples=200)
+    assert old.equals(goal.summarize(scored, ci_method="bca", n_resamples=200))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'methd'"):
+        goal.summarize(scored, methd="bca")

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from recoverylab import paired
+from recoverylab import paired, synth
 from recoverylab._errors import InputError, ParameterError, SchemaError
 from recoverylab.paired import _pairs, _summary
 
@@ -909,19 +909,25 @@ def test_rescue_overlap(frame_kind: Callable) -> None:
     }
 
 
+def test_rescue_overlap_old_keyword_names_warn() -> None:
+    forks = synth.generate("forks", 10, seed=1)["forks"]
+    with pytest.warns(DeprecationWarning, match=r"parameter `method_[ab]` is now `[ab]`"):
+        old = paired.rescue_overlap(forks, method_a="refresh", method_b="replan_only")
+    assert old.equals(paired.rescue_overlap(forks, "refresh", "replan_only"))
+
+
 def test_rescue_overlap_errors() -> None:
     with pytest.raises(ParameterError) as info:
         paired.rescue_overlap(HAND, "refresh", "none")
     assert str(info.value) == (
-        "parameter `method_b` is 'none'; it must be a recovery method (not 'none')."
+        "parameter `b` is 'none'; it must be a recovery method (not 'none')."
     )
     with pytest.raises(ParameterError, match=r"both 'refresh'; compare two methods"):
         paired.rescue_overlap(HAND, "refresh", "refresh")
     with pytest.raises(ParameterError) as info:
         paired.rescue_overlap(HAND, "refresh", "replan_only")
     assert str(info.value) == (
-        "parameter `method_b` is 'replan_only'; forks has no rows with that method "
-        "(methods: refresh)."
+        "parameter `b` is 'replan_only'; forks has no rows with that method (methods: refresh)."
     )
 
 

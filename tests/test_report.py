@@ -215,6 +215,26 @@ def by_depth() -> pl.DataFrame:
 
 
 @pytest.fixture(scope="module")
+def reliability() -> pl.DataFrame:
+    return takeover.reliability(
+        TAKEOVER / "states.parquet", TAKEOVER / "attempts.parquet", n_resamples=RESAMPLES
+    )
+
+
+@pytest.fixture(scope="module")
+def toc() -> pl.DataFrame:
+    from recoverylab import router
+
+    test = SAMPLES / "router" / "test"
+    return router.uplift(
+        {"novelty": "obs_novelty", "progress": "progress"},
+        test / "decision_points.parquet",
+        test / "forks.parquet",
+        n_resamples=RESAMPLES,
+    ).curves
+
+
+@pytest.fixture(scope="module")
 def pooled() -> pl.DataFrame:
     return takeover.summarize(
         TAKEOVER / "states.parquet",
@@ -290,8 +310,12 @@ def test_rescue_harm_extra_by_keys_become_rows(mechanism_summary: pl.DataFrame) 
     by_cohort = paired.summarize(
         PAIRED / "main_forks.parquet", by="factual_success", n_resamples=50
     )
-    panels = dataset(report.rescue_harm(by_cohort))["panel"].unique().sort().to_list()
-    assert panels == ["refresh · factual_success=false", "refresh · factual_success=true"]
+    chart = report.rescue_harm(by_cohort)
+    panels = dataset(chart)["panel"].unique().sort().to_list()
+    # the labels read as values, the key names are the facet's title (as in every legend)
+    assert panels == ["refresh · false", "refresh · true"]
+    assert spec_of(chart)["facet"]["row"]["title"] == "method · factual_success"
+    assert spec_of(chart)["facet"]["row"]["header"]["labelAngle"] == 0
 
 
 def test_effect(mechanism_summary: pl.DataFrame) -> None:
@@ -367,8 +391,9 @@ def test_policy_charts_of_a_router_comparison(comparison: pl.DataFrame) -> None:
     rows = own.height
     assert marks(report.policy_success(comparison)) == {"rect": rows * 2}
     assert marks(report.policy_gain(comparison)) == {"rule": rows, "symbol": rows}
-    # One intervention bar per policy, one clean-touch bar per policy with clean episodes.
-    assert marks(report.policy_rates(comparison)) == {"rect": policies * 2}
+    # One intervention bar per policy, one clean-touch bar per policy with clean episodes,
+    # each with its value written on it (a zero rate has no visible bar).
+    assert marks(report.policy_rates(comparison)) == {"rect": policies * 2, "text": policies * 2}
     margins = comparison.filter(pl.col("reference") == "late")
     assert margins.height == 5
     chart = report.policy_gain(comparison, reference="late")
@@ -510,17 +535,32 @@ def test_repair_funnel(pooled: pl.DataFrame) -> None:
         encoded(chart)
     )
     agents = pooled.height
-    assert marks(chart) == {"rect": 2 * 4 * agents, "rule": 2 * 4 * agents}
-    conditional = datasets(chart)[1]
+    # both panels: a bar per (layer, agent); CI rules on the conditional panel only
+    assert marks(chart) == {"rect": 2 * 4 * agents, "rule": 4 * agents}
+    nested, conditional = datasets(chart)
     row = pooled.filter(pl.col("agent") == "agent_a").row(0, named=True)
     fixed = conditional.filter(
-        (pl.col("series") == "agent_a") & (pl.col("stage") == "fixed | aware")
+        (pl.col("series") == "agent_a") & (pl.col("stage") == "root cause fixed, of aware")
     )
     assert fixed.select("rate_pp", "count", "n").row(0) == (
         pytest.approx(row["fixed_given_aware_rate"] * 100),
         row["aware_fixed"],
         row["n_aware"],
     )
+    # the nested layers: attempts that reached this layer and every one above, of all attempts
+    layers = nested.filter(pl.col("series") == "agent_a")
+    assert layers["stage"].to_list() == [
+        "aware",
+        "+ root cause fixed",
+        "+ derived fixed",
+        "+ passed",
+    ]
+    counts = [row[c] for c in ("n_aware", "aware_fixed", "aware_fixed_derived")]
+    counts.append(row["aware_fixed_derived_passed"])
+    assert layers["count"].to_list() == counts
+    assert layers["rate_pp"].to_list() == pytest.approx([100 * c / row["attempts"] for c in counts])
+    for _, shares in nested.group_by("series", maintain_order=True):
+        assert shares["rate_pp"].to_list() == sorted(shares["rate_pp"], reverse=True)
     assert_rates_have_n(chart)
 
 
@@ -541,6 +581,8 @@ CHART_INPUTS = {
     "barrier_drop": "drop",
     "depth_rates": "by_depth",
     "repair_funnel": "pooled",
+    "toc_curves": "toc",
+    "pass_hat_k_by_depth": "reliability",
 }
 
 
@@ -647,3 +689,52 @@ def test_lazy_import_and_the_missing_extra() -> None:
         "the optional package `altair` is needed for charts but is not installed. "
         "Hint: pip install 'recoverylab[report]'"
     )
+
+
+def test_charts_switch_altair_to_the_offline_svg_renderer() -> None:
+    code = (
+        "import altair as alt\n"
+        "from recoverylab import paired, report\n"
+        "print(alt.renderers.active)\n"
+        "policy = paired.evaluate_policy('FOLDER/policy_decisions.parquet',\n"
+        "                                'FOLDER/policy_forks.parquet', n_resamples=100)\n"
+        "chart = report.policy_success(policy)\n"
+        "bundle = chart._repr_mimebundle_()\n"
+        "print(alt.renderers.active, sorted(bundle[0] if isinstance(bundle, tuple) else bundle))\n"
+        "report.chart_renderer('default')\n"
+        "report.policy_success(policy)\n"
+        "print(alt.renderers.active)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code.replace("FOLDER", str(PAIRED))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["default", "svg ['image/svg+xml']", "default"]
+
+
+def test_show_renders_result_frames_in_percentage_points() -> None:
+    frame = pl.DataFrame(
+        {
+            "condition": ["clean", None],
+            "n": [75, 300],
+            "base_rate": [0.8133, 0.7033],
+            "gain": [0.0, 0.03],
+            "ci_low": [0.0, 0.0067],
+            "ci_high": [0.0, 0.0533],
+            "p_value": [1.0, 0.0329],
+            "rescue": [0, 12],
+        }
+    )
+    table = report.show(frame)
+    html = table.to_html()
+    assert table.frame is frame
+    assert '<td class="key">all</td>' in html
+    assert "+3.0 [0.7, 5.3]" in html
+    assert ">81.3<" in html
+    assert ">0.033<" in html
+    assert "rescue" not in html  # main columns only
+    assert "rescue" in report.show(frame, wide=True).to_html()
+    assert '<th class="value">gain pp [CI]</th>' in html

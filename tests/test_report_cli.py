@@ -31,11 +31,13 @@ EVERY_SECTION = [
     "paired-overlap",
     "paired-policy",
     "router-policies",
+    "router-uplift",
     "goal-ts",
     "goal-reasons",
     "goal-drop",
     "takeover-depth",
     "takeover-funnel",
+    "takeover-pass-hat-k",
 ]
 
 
@@ -90,11 +92,11 @@ def test_report_of_every_protocol(cli: Callable, rule: Path, tmp_path: Path) -> 
         out,
     )
     assert result.code == 0, result.err
-    assert f"wrote {out} (11 sections)" in result.err
+    assert f"wrote {out} ({len(EVERY_SECTION)} sections)" in result.err
     page = out.read_text(encoding="utf-8")
     assert section_ids(page) == EVERY_SECTION
-    assert page.count('<div class="chart" id="chart-') == 11
-    assert page.count('<details class="provenance-block" open>') == 11
+    assert page.count('<div class="chart" id="chart-') == len(EVERY_SECTION)
+    assert page.count('<details class="provenance-block" open>') == len(EVERY_SECTION)
     assert "<title>Runs of week 12</title>" in page
     # Provenance: inputs relative to the checkout with row counts, settings, exclusions.
     assert "<code>forks</code>: data_samples/paired/main_forks.parquet (1,054 rows)" in page
@@ -231,6 +233,10 @@ def test_demo_without_scikit_learn_skips_the_router_and_runs_the_rest(tmp_path: 
     ]
     assert not list(tmp_path.glob("router_*"))
     report = (tmp_path / "report.html").read_text()
-    for group in ("Paired recovery (CIR)", "Goal preservation", "Takeover from replayed"):
+    for group in (
+        "Paired recovery (CIR paired forks)",
+        "Goal preservation",
+        "Takeover from replayed",
+    ):
         assert f">{group}" in report
-    assert ">Recovery router (CIR)<" not in report
+    assert ">Recovery router (CIR router)<" not in report

@@ -21,6 +21,7 @@ VALID: dict[str, dict[str, list[object]]] = {
         "delay": [None, 0],
         "success": [False, True],
     },
+    "decisions": {"task_id": ["t1"], "condition": ["clean"], "delay": [None]},
     "decision_points": {
         "task_id": ["t1"],
         "condition": ["clean"],
@@ -102,6 +103,7 @@ WRONG_TYPE = {
     "attempts": ("passed", ["no"], "column `passed` has type String; it must be Boolean"),
     "failures": ("final_step", ["20"], "column `final_step` has type String; it must be Int64"),
     "mutations": ("caught", [1], "column `caught` has type Int64; it must be Boolean"),
+    "decisions": ("delay", ["1"], "column `delay` has type String; it must be Int64"),
 }
 
 

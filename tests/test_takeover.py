@@ -897,8 +897,12 @@ def test_by_column_in_both_tables(states_df: pl.DataFrame, attempts_df: pl.DataF
     ("options", "message"),
     [
         ({"interval": "normal"}, "parameter `interval` is 'normal'; it must be one of"),
-        ({"confidence": 1.0}, "parameter `confidence` is 1.0; it must be in (0, 1)."),
-        ({"n_resamples": 0}, "parameter `n_resamples` is 0; it must be a positive integer."),
+        (
+            {"confidence": 1.0},
+            "parameter `confidence` is 1.0; it must be a number strictly between 0 and 1, "
+            "e.g. 0.95.",
+        ),
+        ({"n_resamples": 0}, "parameter `n_resamples` is 0; it must be an integer >= 1."),
         ({"seed": -1}, "parameter `seed` is -1; it must be a non-negative integer."),
     ],
 )

@@ -34,10 +34,12 @@ __all__ = ["COMMAND_MODULES", "build_parser", "command_modules", "main"]
 #: Subcommand modules, in the order they appear in ``--help`` and run in ``demo``.
 COMMAND_MODULES = (
     "_validate",
+    "_import",
     "_synth",
     "_goal",
     "_router",
     "_paired",
+    "_plan",
     "_takeover",
     "_report",
     "_demo",

@@ -17,12 +17,10 @@ from pathlib import Path
 
 import polars as pl
 
+from recoverylab._display import count_text
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _table
 from recoverylab.io import OutputSet, atomic_file, output_format, scan, write_to
-
-#: Result columns shown in percentage points when a table is printed.
-RATE_SUFFIXES = ("rate", "effect", "ci_low", "ci_high", "difference", "gain", "ts", "ear")
-RATE_PREFIXES = ("pass_at", "effect_", "margin")
 
 
 def samples_dir() -> Path:
@@ -264,7 +262,7 @@ def write_output(
         write_to(frame, handle, fmt, target=out)
     if rows is None and isinstance(frame, pl.DataFrame):
         rows = frame.height
-    announce_written(f"wrote {out}" + (f" ({rows} rows)" if rows is not None else ""))
+    announce_written(f"wrote {out}" + (f" ({count_text(rows)})" if rows is not None else ""))
 
 
 def emit(
@@ -279,9 +277,10 @@ def emit(
     if out is not None:
         write_output(frame, out, args)
         return
-    if title:
-        print(title)
-    print(readable(frame) if percent else frame)
+    fmt, wide = _table.printing(args)
+    if title and _table.headline(fmt):
+        print(title + ("\n" if fmt == "markdown" else ""))  # markdown: a paragraph
+    print(_table.render(frame, fmt, wide=wide))
 
 
 def emit_many(
@@ -289,42 +288,24 @@ def emit_many(
 ) -> None:
     """Stage several named result tables into ``out_dir`` (one parquet each), or print them."""
     if out_dir is None:
-        for name, frame in frames.items():
-            print(f"\n== {name}")
-            print(readable(frame))
+        fmt, wide = _table.printing(args)
+        print(_table.render_many(frames, fmt, wide=wide))
         return
     for name, frame in frames.items():
         emit(frame, out_dir / f"{name}.parquet", args)
 
 
-def is_rate(name: str) -> bool:
-    """Whether a result column holds a fraction to be shown in percentage points."""
-    return name.endswith(RATE_SUFFIXES) or name.startswith(RATE_PREFIXES)
-
-
-def readable(frame: pl.DataFrame) -> pl.DataFrame:
-    """Return a display copy with rate columns in percentage points, rounded to two decimals."""
-    pp = [
-        (pl.col(name) * 100).round(2).alias(f"{name}_pp")
-        for name, dtype in frame.schema.items()
-        if dtype.is_float() and is_rate(name)
-    ]
-    rounded = [
-        pl.col(name).round(4)
-        for name, dtype in frame.schema.items()
-        if dtype.is_float() and not is_rate(name)
-    ]
-    shown = frame.with_columns(*pp, *rounded)
-    order = [f"{c}_pp" if is_rate(c) and frame.schema[c].is_float() else c for c in frame.columns]
-    return shown.select(order)
+def readable(frame: pl.DataFrame, *, wide: bool = True) -> str:
+    """Return ``frame`` as the text table the commands print (rates in percentage points)."""
+    return _table.render(frame, "text", wide=wide)
 
 
 def configure_printing() -> None:
-    """Print whole tables: every row and column, full strings."""
+    """Show frames printed outside the table renderer whole: every row and column, no shape."""
     pl.Config.set_tbl_rows(200)
     pl.Config.set_tbl_cols(-1)
     pl.Config.set_fmt_str_lengths(60)
-    pl.Config.set_tbl_width_chars(int(os.environ.get("COLUMNS", "200")))
+    pl.Config.set_tbl_width_chars(_table.terminal_width())
     pl.Config.set_tbl_hide_dataframe_shape(True)
 
 

@@ -11,6 +11,8 @@ import polars as pl
 from recoverylab import goal
 from recoverylab._errors import ParameterError
 from recoverylab._outputs import scratch_dir
+from recoverylab.cli import _engine as spark_cli
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -21,7 +23,6 @@ from recoverylab.cli._common import (
     samples_dir,
     write_output,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import output_format, scan, write_parquet
 
 TABLES = ("cases", "resources", "episodes", "steps", "citations")
@@ -32,8 +33,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "goal",
         help="goal-preserving recovery: GP, compliance and TS by regime (AgentHeal)",
-        description="Score every episode for goal preservation and policy compliance (seed "
-        "Eq. 1-3) and summarise TS, compliance, step costs and failure reasons per group. "
+        description="Score every episode for goal preservation (the requested work, or an "
+        "acknowledged other version, or an honest diagnosis of the barrier) and policy "
+        "compliance (no prohibited step), and summarise TS, compliance, step costs and "
+        "failure reasons per group. "
         "Without --steps/--citations the episodes must carry the nested list columns "
         "`visited`, `citations` and optionally `prohibited_steps`.",
     )
@@ -65,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also write the barrier drop (TS without minus with barriers, paired by goal, "
         "grouped by model when present) to this parquet file",
     )
+    _table.add_printing(parser)
     parser.set_defaults(func=run)
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 from recoverylab import paired
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _engine as spark_cli
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -20,7 +22,6 @@ from recoverylab.cli._common import (
     split_list,
     write_output,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
 
 
@@ -50,6 +51,7 @@ def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None
     parser.add_argument(
         "--out", type=Path, help="write the result to this parquet file (default: print it)"
     )
+    _table.add_printing(parser)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -71,6 +73,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="also show which episodes methods A and B rescue, and how many both do",
     )
     parser.add_argument("--overlap-out", type=Path, help="write the overlap to this parquet file")
+    parser.add_argument(
+        "--break-even",
+        action="store_true",
+        help="add the break-even failure probability p* = d / (r + d) per cell, with its CI",
+    )
     parser.add_argument(
         "--pairs-out", type=Path, help="also write every pair (one row per branch) to this file"
     )
@@ -142,7 +149,14 @@ def run_paired(args: argparse.Namespace) -> None:
         spark_cli.refuse(args, ("overlap", "pairs_out", "exclusions_out"))
     forks = read(args.forks) if engine == "polars" else args.forks
     keys: dict[str, Any] = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
-    summary = paired.summarize(forks, **keys, **_statistics(args), progress=progress, engine=engine)
+    summary = paired.summarize(
+        forks,
+        **keys,
+        **_statistics(args),
+        progress=progress,
+        engine=engine,
+        break_even=args.break_even,
+    )
     # every result is computed before the first is written: a bad option (say an unknown
     # overlap method) must leave no output behind
     excluded = overlap = None
@@ -204,7 +218,12 @@ def run_policy(args: argparse.Namespace) -> None:
         progress=progress,
         engine=engine,
     )
-    emit(result, args.out, args, title="policy against never recovering (condition null: all)")
+    emit(
+        result,
+        args.out,
+        args,
+        title="policy against never recovering (per condition, and all conditions)",
+    )
 
 
 def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:

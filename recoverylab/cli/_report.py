@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "exclusions by reason, seed, resamples, version). Needs the report extra: "
         "pip install 'recoverylab[report]'.",
     )
-    paired = parser.add_argument_group("paired forks (CIR)")
+    paired = parser.add_argument_group("CIR paired forks")
     paired.add_argument("--forks", nargs="+", help="forks table (paths or globs)")
     paired.add_argument(
         "--contrast",
@@ -73,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     paired.add_argument(
         "--policy-forks", nargs="+", help="forks of the decisions (default --forks)"
     )
-    router = parser.add_argument_group("recovery router (CIR)")
+    router = parser.add_argument_group("CIR router")
     router.add_argument(
         "--rule", type=Path, action="append", help="rule JSON from `router fit` (repeatable)"
     )
@@ -295,7 +295,17 @@ def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         _provenance([("decision_points", args.decision_points), ("forks", source)], **stats),
         settings=(("rules", _shown(args.rule)),),
     )
-    return [_router_section(evaluation, provenance)]
+    progress("router: uplift (TOC, RATE) on the held-out tasks")
+    from recoverylab import report
+    from recoverylab.cli._router import evaluate_uplift
+
+    scored = {name: policy for name, policy in named.items() if name != "never"}
+    settings = {k: stats[k] for k in ("n_resamples", "confidence", "seed")}
+    lift = evaluate_uplift(scored, read(args.decision_points), read(source), **settings)
+    return [
+        _router_section(evaluation, provenance),
+        report.toc_section(lift.curves, lift.metrics, provenance),
+    ]
 
 
 def _router_section(evaluation: pl.DataFrame, provenance: Provenance) -> Section:
@@ -306,7 +316,7 @@ def _router_section(evaluation: pl.DataFrame, provenance: Provenance) -> Section
         provenance,
         key="router-policies",
         title="The router and its baselines on held-out tasks",
-        group="Recovery router (CIR)",
+        group="Recovery router (CIR router)",
     )
 
 
@@ -354,9 +364,14 @@ def _takeover(args: argparse.Namespace, stats: dict[str, Any], progress: Progres
     by_depth = takeover.summarize(states, attempts, by=("agent", "depth"), k=args.k, **settings)
     progress("takeover: repair funnel by agent")
     pooled = takeover.summarize(states, attempts, by=("agent",), k=args.k, **settings)
+    progress("takeover: pass^k, flip rate and ICC of repeats by agent and depth")
+    reliability = takeover.reliability(
+        states, attempts, by=("agent", "depth"), k=args.k, **settings
+    )
     return [
         report.depth_section(by_depth, provenance),
         report.funnel_section(pooled, provenance),
+        report.reliability_section(reliability, provenance),
     ]
 
 
@@ -459,6 +474,12 @@ def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Sectio
             ],
         )
         sections.append(_router_section(load("router_evaluation.parquet"), provenance))
+        if have("router_toc.parquet", "router_uplift.parquet"):
+            from recoverylab.cli._router import UPLIFT_DEMO_RESAMPLES
+
+            uplift_provenance = replace(provenance, n_resamples=UPLIFT_DEMO_RESAMPLES)
+            curves, metrics = load("router_toc.parquet"), load("router_uplift.parquet")
+            sections.append(report.toc_section(curves, metrics, uplift_provenance))
     goal_dir = samples / "goal" / "synthetic"
     if have("goal/synthetic_by_model.parquet", "goal/synthetic_summary.parquet"):
         progress("report: goal sections")
@@ -483,6 +504,9 @@ def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Sectio
             report.depth_section(load("takeover/summary.parquet"), provenance),
             report.funnel_section(load("takeover/summary_by_agent.parquet"), provenance),
         ]
+        if have("takeover/reliability.parquet"):
+            reliability = load("takeover/reliability.parquet")
+            sections.append(report.reliability_section(reliability, provenance))
     return sections
 
 

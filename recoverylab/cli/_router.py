@@ -11,19 +11,24 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
+from recoverylab._display import is_rate
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_statistics,
     announce_written,
     emit,
+    emit_many,
     guard_output,
     read,
     samples_dir,
     split_list,
+    write_output,
 )
 
 #: Features of the shipped router sample (see data_samples/router/README.md).
@@ -37,6 +42,8 @@ SAMPLE_FEATURES = (
 )
 
 _POLICIES = ("router", "anomaly", "rate_matched")
+#: Task resamples of the demo's uplift evaluation.
+UPLIFT_DEMO_RESAMPLES = 2_000
 
 
 def _delays(text: str) -> tuple[int, ...]:
@@ -114,8 +121,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate.add_argument("--decision-points", nargs="+", required=True)
     evaluate.add_argument("--forks", nargs="+", required=True)
     evaluate.add_argument("--out", type=Path, help="parquet file to write (default: print)")
+    evaluate.add_argument(
+        "--uplift-out", type=Path, help="write the RATE / uplift@k metrics to this parquet file"
+    )
+    evaluate.add_argument(
+        "--toc-out", type=Path, help="write the TOC and Qini curves to this parquet file"
+    )
+    evaluate.add_argument(
+        "--no-uplift", action="store_true", help="skip the uplift evaluation (TOC, RATE)"
+    )
     add_statistics(evaluate)
     evaluate.set_defaults(func=run_evaluate)
+    for action in (fit, decide, evaluate):
+        _table.add_printing(action)
     for action in (fit, decide, evaluate):  # the global flags work after the action too
         action.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
         action.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
@@ -144,16 +162,24 @@ def _fit_policy(
 
 
 def _report_frame(policy: object) -> pl.DataFrame:
+    """Return the fit report as (field, value) rows; rates in pp (``(pp)`` after the name)."""
     report = policy.fit_report_.to_dict()  # type: ignore[attr-defined]
     return pl.DataFrame(
-        {"field": list(report), "value": [_show(v) for v in report.values()]},
+        {
+            "field": [f"{name} (pp)" if _pp(name, v) else name for name, v in report.items()],
+            "value": [_show(v, pp=_pp(name, v)) for name, v in report.items()],
+        },
         schema={"field": pl.String, "value": pl.String},
     )
 
 
-def _show(value: object) -> str:
+def _pp(name: str, value: object) -> bool:
+    return isinstance(value, float) and (is_rate(name) or "_rate_" in name or "_gain_" in name)
+
+
+def _show(value: object, *, pp: bool = False) -> str:
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{value * 100:.1f}" if pp else f"{value:.4g}"
     if isinstance(value, list):
         return "x".join(map(str, value))
     return "—" if value is None else str(value)
@@ -184,7 +210,15 @@ def run_fit(args: argparse.Namespace) -> None:
     )
     policy.to_json(args.out)
     announce_written(f"wrote {args.out}")
-    print(_report_frame(policy))
+    fmt, wide = _table.printing(args)
+    if fmt in ("csv", "json"):  # machine-readable: the report's own fields and values
+        report = policy.fit_report_.to_dict()
+        frame = pl.DataFrame({"field": list(report), "value": [str(v) for v in report.values()]})
+        print(_table.render(frame, fmt))
+        return
+    if _table.headline(fmt):
+        print("fit report (out-of-fold)")
+    print(_table.render(_report_frame(policy), fmt, wide=wide))
 
 
 def run_decide(args: argparse.Namespace) -> None:
@@ -231,18 +265,75 @@ def run_evaluate(args: argparse.Namespace) -> None:
         )
     for warning in caught:
         print(f"recoverylab router: warning: {warning.message}", file=sys.stderr)
-    emit(table, args.out, args)
+    if args.no_uplift:
+        emit(table, args.out, args)
+        return
+    for target in (args.out, args.uplift_out, args.toc_out):
+        if target is not None:
+            guard_output(target, args)
+    progress("uplift: TOC, RATE (AUTOC, QINI) and uplift@k by task-clustered bootstrap")
+    result = evaluate_uplift(
+        named,
+        read(args.decision_points),
+        read(args.forks),
+        confidence=args.confidence,
+        n_resamples=args.resamples,
+        seed=args.seed,
+    )
+    curves = result.curves.filter(((pl.col("q") * 100).round(0) % 10) == 0)
+    results = (
+        ("evaluation", table, args.out),
+        ("uplift", result.metrics, args.uplift_out),  # RATE, uplift@10%, paired differences
+        ("toc", result.curves if args.toc_out else curves, args.toc_out),  # every 10% printed
+    )
+    printed = {name: frame for name, frame, out in results if out is None}
+    for _, frame, out in results:
+        if out is not None:
+            write_output(frame, out, args)
+    if printed:
+        emit_many(printed, None, args)
+
+
+def evaluate_uplift(
+    named: dict, points: object, forks: object, *, confidence: float, n_resamples: int, seed: int
+) -> Any:
+    """Run :func:`recoverylab.router.uplift` with the labelling settings of the first rule."""
+    from recoverylab.router import uplift
+
+    first = next(iter(named.values()))
+    return uplift(
+        named,
+        points,
+        forks,
+        delays=getattr(first, "delays", (1, 2, 4)),
+        method=getattr(first, "method", "refresh"),
+        clean_label=getattr(first, "clean_label", "clean"),
+        pair_by=getattr(first, "pair_by", ()),
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
 
 
 def demo(out_dir: Path, progress: Progress) -> list[Path]:
     """Fit the router and both anomaly baselines on the train sample; evaluate on the test sample.
 
     Writes ``router_rule.json`` (the exported rule), ``router_decisions.parquet`` (the router's
-    test decisions) and ``router_evaluation.parquet`` (:func:`recoverylab.router.compare` of
-    router, anomaly, rate-matched and never on the held-out test tasks).
+    test decisions), ``router_evaluation.parquet`` (:func:`recoverylab.router.compare` of router,
+    anomaly, rate-matched and never on the held-out test tasks), ``router_uplift.parquet`` and
+    ``router_toc.parquet`` (:func:`recoverylab.router.uplift`: RATE metrics and TOC/Qini curves,
+    2,000 task resamples).
     """
     from recoverylab.io import write_parquet
-    from recoverylab.router import AnomalyRouter, Never, RateMatchedAnomaly, Router, compare
+    from recoverylab.router import (
+        AnomalyRouter,
+        BreakEven,
+        Never,
+        RateMatchedAnomaly,
+        Router,
+        compare,
+        uplift,
+    )
 
     sample = samples_dir() / "router"
     train_points = read(str(sample / "train" / "decision_points.parquet"))
@@ -260,4 +351,18 @@ def demo(out_dir: Path, progress: Progress) -> list[Path]:
     decisions = write_parquet(router.decide(test_points), out_dir / "router_decisions.parquet")
     table = compare([router, anomaly, matched, Never()], test_points, test_forks)
     evaluation = write_parquet(table, out_dir / "router_evaluation.parquet")
-    return [rule, decisions, evaluation]
+    progress("router: uplift (TOC, RATE) of the router and the anomaly baselines")
+    lift = uplift(
+        {
+            "router": router,
+            "anomaly": anomaly,
+            "rate_matched": matched,
+            "break_even": BreakEven(router).fit(train_forks),
+        },
+        test_points,
+        test_forks,
+        n_resamples=UPLIFT_DEMO_RESAMPLES,
+    )
+    metrics = write_parquet(lift.metrics, out_dir / "router_uplift.parquet")
+    curves = write_parquet(lift.curves, out_dir / "router_toc.parquet")
+    return [rule, decisions, evaluation, metrics, curves]

@@ -11,6 +11,8 @@ import polars as pl
 
 from recoverylab import takeover
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _engine as spark_cli
+from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
@@ -21,13 +23,13 @@ from recoverylab.cli._common import (
     samples_dir,
     split_list,
 )
-from recoverylab.distributed import _cli as spark_cli
 from recoverylab.io import write_parquet
 
 #: Result tables, in the order they are written (each ``<name>.parquet`` under --out-dir).
 TABLES = (
     "eligibility",
     "summary",
+    "reliability",
     "awareness",
     "comparison",
     "latency",
@@ -98,6 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_statistics(parser)
     spark_cli.add_engine(parser)
     parser.add_argument("--out-dir", type=Path, help="write one parquet file per result table here")
+    _table.add_printing(parser)
     parser.set_defaults(func=run)
 
 
@@ -132,9 +135,9 @@ def run(args: argparse.Namespace) -> None:
         engine=spark_cli.engine_from(args),
         sources=(args.states, args.attempts),
     )
-    if args.out_dir is None:
+    if args.out_dir is None and not args.wide and args.format == "text":
         frames = views(frames)
-        print("(showing the main columns; --out-dir writes every column)")
+        print("(main columns shown; --wide prints and --out-dir writes every column)")
     emit_many(frames, args.out_dir, args)
 
 
@@ -231,6 +234,19 @@ def tables(
         ci_method=ci_method,
         seed=seed,
         engine=engine,
+    )
+    progress("pass^k, flip rate and ICC of repeats")
+    frames["reliability"] = takeover.reliability(
+        states,
+        attempts,
+        by=by,
+        k=k,
+        common_sample=common_sample,
+        common_states=common_states,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method=ci_method,
+        seed=seed,
     )
     progress("aware vs unaware pass rates (association)")
     frames["awareness"] = _eager(

@@ -6,6 +6,7 @@ import argparse
 
 import polars as pl
 
+from recoverylab._display import count_text
 from recoverylab.cli._common import read, split_list
 from recoverylab.schema import SPECS, validate
 
@@ -33,4 +34,4 @@ def run(args: argparse.Namespace) -> None:
     """Validate and print the row count."""
     lazy = validate(read(args.paths), args.table, key=args.key)
     rows = lazy.select(pl.len()).collect().item()
-    print(f"ok: {rows} rows")
+    print(f"ok: {count_text(rows)}")

@@ -12,11 +12,25 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`contrast` -- effect of one condition minus another, tasks resampled jointly.
 * :func:`rescue_overlap` -- which tasks two methods rescue, and how many both do.
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.
+* :func:`break_even` -- the break-even failure probability p* = d / (r + d) per cell (also
+  ``summarize(..., break_even=True)``).
+* :func:`plan_study`, :func:`power`, :func:`mde`, :func:`tasks_needed` -- plan a paired study
+  (Connor 1987 with the design effect of several pairs per task); :func:`pilot_rates` estimates
+  the inputs from a pilot, :func:`simulate_power` checks a plan against the exact test.
 """
 
 from recoverylab._diagnose import reads_inputs
-from recoverylab.paired import _pairs, _policy, _summary
+from recoverylab.paired import _breakeven, _pairs, _planning, _policy, _summary
+from recoverylab.paired._breakeven import BREAK_EVEN_COLUMNS
 from recoverylab.paired._pairs import Cohort
+from recoverylab.paired._planning import (
+    SimulatedPower,
+    mde,
+    power,
+    simulate_power,
+    tasks_needed,
+)
+from recoverylab.paired._policy import RESULT_COLUMNS as POLICY_COLUMNS
 
 # Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
 exclusions = reads_inputs(_pairs.exclusions)
@@ -25,13 +39,26 @@ evaluate_policy = reads_inputs(_policy.evaluate_policy)
 contrast = reads_inputs(_summary.contrast)
 rescue_overlap = reads_inputs(_summary.rescue_overlap)
 summarize = reads_inputs(_summary.summarize)
+break_even = reads_inputs(_breakeven.break_even)
+pilot_rates = reads_inputs(_planning.pilot_rates)
+plan_study = reads_inputs(_planning.plan_study)
 
 __all__ = [
+    "BREAK_EVEN_COLUMNS",
+    "POLICY_COLUMNS",
     "Cohort",
+    "SimulatedPower",
+    "break_even",
     "contrast",
     "evaluate_policy",
     "exclusions",
+    "mde",
     "pairs",
+    "pilot_rates",
+    "plan_study",
+    "power",
     "rescue_overlap",
+    "simulate_power",
     "summarize",
+    "tasks_needed",
 ]

@@ -16,7 +16,7 @@ from typing import Literal
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, format_keys, require_one_of
-from recoverylab.schema import SPECS, validate
+from recoverylab.schema import SPECS, column_names, validate
 
 __all__ = ["Cohort", "exclusions", "pairs"]
 
@@ -59,18 +59,8 @@ class Forks:
 
 
 def key_names(name: str, value: str | Sequence[str] | None) -> tuple[str, ...]:
-    """Normalise a ``by``/``pair_by`` parameter to a tuple of column names."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise ParameterError(
-            f"parameter `{name}` is {value!r}; it must be a column name or a list of them."
-        )
-    if len(set(value)) != len(value):
-        raise ParameterError(f"parameter `{name}` names a column twice: {list(value)}.")
-    return tuple(value)
+    """Normalise a ``by``/``pair_by`` parameter (see :func:`recoverylab.schema.column_names`)."""
+    return column_names(name, value)
 
 
 def prepare(
@@ -163,8 +153,17 @@ def design_grid(forks: Forks) -> Design:
     Only these few key columns are read; the result is small. The same pass tells whether any
     `none` row is delay-specific (when none is, the pairing needs one join instead of two).
     """
-    keys = ["condition", *forks.pair_by, "method", "delay"]
-    found = forks.lf.select(keys).unique().collect(engine="streaming")
+    return design_of(design_points(forks).collect(engine="streaming"))
+
+
+def design_points(forks: Forks) -> pl.LazyFrame:
+    """Return the distinct (condition, *pair_by*, method, delay) of a table (or of a shard)."""
+    return forks.lf.select("condition", *forks.pair_by, "method", "delay").unique()
+
+
+def design_of(found: pl.DataFrame) -> Design:
+    """Turn the distinct design keys (of one table, or of its shards concatenated) into a Design."""
+    found = found.unique()
     is_none = pl.col("method") == "none"
     return Design(
         points=found.filter(~is_none),

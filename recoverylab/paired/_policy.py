@@ -8,46 +8,31 @@ delay, else the no-recovery outcome -- compared with never recovering, episode b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._errors import InputError, ParameterError, format_keys
 from recoverylab.paired._pairs import (
     Design,
     Forks,
     Progress,
     branch_rows,
-    design_grid,
+    design_of,
     key_names,
     prepare,
     raise_after_end,
 )
-from recoverylab.paired._summary import _check_statistics
-from recoverylab.schema import Column, Rule, TableSpec, validate
+from recoverylab.paired._summary import _check_statistics, design_stage, forks_input
+from recoverylab.schema import SPECS, TableSpec, validate
 
 __all__ = ["DECISIONS", "RESULT_COLUMNS", "evaluate_policy"]
 
-#: Contract of a decision table: one row per episode, the chosen delay or null (no recovery).
-DECISIONS = TableSpec(
-    name="decisions",
-    description="A recovery policy's choices: at most one recovery point per episode.",
-    columns=(
-        Column("task_id", "str", identifier=True),
-        Column("condition", "str"),
-        Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
-    ),
-    key=("task_id", "condition"),
-    rules=(
-        Rule(
-            "delay_non_negative",
-            pl.col("delay") < 0,
-            "column `delay` is negative on {n} row{s}",
-            "it must be >= 0",
-        ),
-    ),
-)
+#: Contract of a decision table (one row per episode; see :data:`recoverylab.schema.SPECS`).
+DECISIONS = SPECS["decisions"]
 
 #: Columns of :func:`evaluate_policy` after ``condition`` and the ``by`` keys, in order.
 RESULT_COLUMNS = (
@@ -219,11 +204,9 @@ def evaluate_policy(
     >>> evaluate_policy(decisions, forks)["gain"].to_list()
     [1.0, 1.0]
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.evaluate_policy(
-            distributed.resolve_engine(engine),
+    return plan.run(
+        engine,
+        policy_plan(
             decisions,
             forks,
             pair_by=pair_by,
@@ -235,25 +218,83 @@ def evaluate_policy(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
-        )
-    check_policy(confidence, n_resamples, seed, ci_method, clean_label)
+        ),
+    )
+
+
+def _policy_design(parts: dict[str, pl.DataFrame], state: Any, *, method: str | None) -> Any:
+    design = design_of(parts["points"])
+    return design, _recovery_method(design, method)
+
+
+def _policy_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: tuple[Design, str],
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    clean_label: str,
+) -> dict[str, pl.LazyFrame]:
+    design, method = state
     table, by_keys, chosen = policy_inputs(
-        decisions, forks, pair_by=pair_by, by=by, progress=progress
+        frames["decisions"], frames["forks"], pair_by=pair_by, by=by
     )
-    design = design_grid(table)
-    method = _recovery_method(design, method)
-    counts_query, types_query = policy_queries(
-        chosen, table, design, method, by_keys, clean_label, progress=progress
-    )
-    cell_counts, types = pl.collect_all([counts_query, types_query], engine="streaming")
-    return policy_finish(
-        cell_counts,
-        types,
-        by_keys,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
+    counts, types = policy_queries(chosen, table, design, method, by_keys, clean_label)
+    return {"counts": counts, "types": types}
+
+
+def _policy_finish(
+    parts: dict[str, pl.DataFrame], *, by: str | Sequence[str] | None, **options: Any
+) -> pl.DataFrame:
+    return policy_finish(parts["counts"], parts["types"], list(key_names("by", by)), **options)
+
+
+def policy_plan(
+    decisions: object,
+    forks: object,
+    *,
+    pair_by: str | Sequence[str] | None = (),
+    by: str | Sequence[str] | None = None,
+    method: str | None = None,
+    clean_label: str = "clean",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> plan.Plan:
+    """Return the plan of :func:`evaluate_policy` (ARCHITECTURE §7).
+
+    Decisions and forks are clustered by task, so each decision meets its forks in one shard;
+    the design grid of the whole forks table is read first.
+    """
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "ci_method": ci_method,
+    }
+    design = design_stage(pair_by=pair_by, by=by, cohort="full")
+    return plan.Plan(
+        inputs=(
+            plan.Input("decisions", decisions, key="task_id", contract=DECISIONS),
+            forks_input(forks),
+        ),
+        check=functools.partial(check_policy, clean_label=clean_label, **statistics),
+        stages=(
+            plan.Stage(
+                design.label,
+                design.partial,
+                functools.partial(_policy_design, method=method),
+                clustered=False,
+                reads=("forks",),
+            ),
+            plan.Stage(
+                "scoring decisions per task",
+                functools.partial(_policy_partial, pair_by=pair_by, by=by, clean_label=clean_label),
+            ),
+        ),
+        finish=functools.partial(_policy_finish, by=by, progress=progress, **statistics),
         progress=progress,
     )
 

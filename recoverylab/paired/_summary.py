@@ -16,13 +16,15 @@ Two phases (ARCHITECTURE §1.3):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import stats
-from recoverylab._errors import InputError, ParameterError, require_one_of
-from recoverylab.paired import _bits
+from recoverylab import plan, stats
+from recoverylab._errors import InputError, ParameterError, renamed
+from recoverylab.paired import _bits, _breakeven
 from recoverylab.paired._pairs import (
     AFTER_END,
     Cohort,
@@ -31,13 +33,23 @@ from recoverylab.paired._pairs import (
     Progress,
     apply_cohort,
     branch_rows,
-    design_grid,
+    design_of,
+    design_points,
+    key_names,
     prepare,
     raise_after_end,
 )
 from recoverylab.schema import SPECS, check_unique_keys
 
-__all__ = ["contrast", "finish", "partials", "rescue_overlap", "summarize"]
+__all__ = [
+    "contrast",
+    "contrast_plan",
+    "finish",
+    "partials",
+    "rescue_overlap",
+    "summarize",
+    "summary_plan",
+]
 
 _CI_METHODS = ("percentile", "bca")
 
@@ -66,10 +78,8 @@ def _check_statistics(confidence: float, n_resamples: int, seed: int, ci_method:
 
     The statistics engine owns the rules; a one-type bootstrap applies them at no cost.
     """
-    require_one_of("ci_method", ci_method, _CI_METHODS)
-    stats.cell_rng(seed, ())
-    stats.bootstrap_types(
-        [[0.0, 1.0]], [1], n_resamples=n_resamples, confidence=confidence, method=ci_method
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
     )
 
 
@@ -428,6 +438,7 @@ def summarize(
     ci_method: str = "percentile",
     progress: Progress = None,
     engine: object = "polars",
+    break_even: bool = False,
 ) -> pl.DataFrame:
     """Count rescues and harms per (condition, delay, method, *by*), with honest uncertainty.
 
@@ -467,8 +478,12 @@ def summarize(
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the forks
         (a Spark DataFrame, parquet paths or any table) are repartitioned by task and the same
-        partial query runs on each partition (see :mod:`recoverylab.distributed`). The result
+        partial query runs on each partition (see :mod:`recoverylab.engines`). The result
         is the same.
+    break_even
+        Also append the break-even columns of :func:`recoverylab.paired.break_even` (p_fail,
+        rescue_given_fail, harm_given_success, net_effect, break_even with its task-level
+        interval) as the last columns.
 
     Returns
     -------
@@ -499,11 +514,14 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.paired_summarize(
-            distributed.resolve_engine(engine),
+    if engine != "polars" and break_even:
+        raise ParameterError(
+            "parameter `break_even` works on the polars engine only; call "
+            "`paired.break_even` on the same tables instead."
+        )
+    result = plan.run(
+        engine,
+        summary_plan(
             forks,
             by=by,
             pair_by=pair_by,
@@ -513,21 +531,104 @@ def summarize(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
-        )
-    _check_statistics(confidence, n_resamples, seed, ci_method)
+        ),
+    )
+    if not break_even:
+        return result
+    return _breakeven.join_break_even(
+        result,
+        forks,
+        by=by,
+        pair_by=pair_by,
+        cohort=cohort,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+    )
+
+
+def forks_input(forks: object) -> plan.Input:
+    """Return the forks as a plan input, clustered by task (every pairing join is within a task)."""
+    return plan.Input("forks", forks, key="task_id", contract="forks")
+
+
+def _design_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: Any,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+) -> dict[str, pl.LazyFrame]:
+    table, by_keys = prepare(
+        frames["forks"], pair_by=pair_by, by=by, cohort=cohort, checks="schema"
+    )
+    _check_by(by_keys)
+    return {"points": design_points(table)}
+
+
+def _design_combine(parts: dict[str, pl.DataFrame], state: Any) -> Design:
+    return design_of(parts["points"])
+
+
+def design_stage(
+    *, pair_by: str | Sequence[str] | None, by: str | Sequence[str] | None, cohort: str
+) -> plan.Stage:
+    """Return the stage that reads the design grid of the whole table (no shuffle needed).
+
+    A shard needs the whole table's candidate points for its carried-forward pairs.
+    """
+    partial = functools.partial(_design_partial, pair_by=pair_by, by=by, cohort=cohort)
+    return plan.Stage("reading the design grid", partial, _design_combine, clustered=False)
+
+
+def _summary_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    by: str | Sequence[str] | None,
+    pair_by: str | Sequence[str] | None,
+    cohort: str,
+) -> dict[str, pl.DataFrame]:
     lazy, table, design, by_keys = _partials(
-        forks, by=by, pair_by=pair_by, cohort=cohort, design=None, progress=progress
+        frames["forks"], by=by, pair_by=pair_by, cohort=cohort, design=design, progress=None
     )
     collected = lazy.collect(engine="streaming")
     if int(collected["after_end"].sum()):
         rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
         raise_after_end(rows, table)
-    return finish(
-        collected,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
+    return {"partials": collected}
+
+
+def summary_plan(
+    forks: object,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> plan.Plan:
+    """Return the plan of :func:`summarize` (ARCHITECTURE §7): design grid, then partials."""
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "ci_method": ci_method,
+    }
+    return plan.Plan(
+        inputs=(forks_input(forks),),
+        check=functools.partial(_check_statistics, **statistics),
+        stages=(
+            design_stage(**keys),
+            plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
+        ),
+        finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),
         progress=progress,
     )
 
@@ -594,11 +695,9 @@ def contrast(
     >>> contrast(forks, "stale2", "clean")["difference"].item()
     2.0
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.paired_contrast(
-            distributed.resolve_engine(engine),
+    return plan.run(
+        engine,
+        contrast_plan(
             forks,
             a,
             b,
@@ -610,28 +709,92 @@ def contrast(
             seed=seed,
             ci_method=ci_method,
             progress=progress,
-        )
-    _check_statistics(confidence, n_resamples, seed, ci_method)
+        ),
+    )
+
+
+def _contrast_check(a: object, b: object, **statistics: Any) -> None:
+    _check_statistics(**statistics)
     check_contrast(a, b)
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort, progress=progress)
-    _check_by(by_keys)
-    design = design_grid(table)
+
+
+def _contrast_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
+    design = design_of(parts["points"])
     check_conditions(design, a, b)
+    return design
+
+
+def _contrast_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+    a: str,
+    b: str,
+) -> dict[str, pl.DataFrame]:
+    table, by_keys = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
     query, rows = contrast_query(table, design, by_keys, cohort, a, b)
-    if progress is not None:
-        progress(f"pairing {a} and {b} and counting per task")
     types = query.collect(engine="streaming")
     if int(types["__after_end"].sum()):
         raise_after_end(rows, table)
-    return contrast_finish(
-        types,
-        by_keys,
-        a,
-        b,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
+    return {"types": types}
+
+
+def _contrast_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    by: str | Sequence[str] | None,
+    a: str,
+    b: str,
+    **options: Any,
+) -> pl.DataFrame:
+    by_keys = list(key_names("by", by))
+    return contrast_finish(parts["types"], by_keys, a, b, **options)
+
+
+def contrast_plan(
+    forks: object,
+    a: str,
+    b: str,
+    *,
+    by: str | Sequence[str] | None = None,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+    progress: Progress = None,
+) -> plan.Plan:
+    """Return the plan of :func:`contrast`: design grid, then per-task joint types."""
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "ci_method": ci_method,
+    }
+    design = design_stage(**keys)
+    return plan.Plan(
+        inputs=(forks_input(forks),),
+        check=functools.partial(_contrast_check, a, b, **statistics),
+        stages=(
+            plan.Stage(
+                design.label,
+                design.partial,
+                functools.partial(_contrast_design, a=a, b=b),
+                clustered=False,
+            ),
+            plan.Stage(
+                f"pairing {a} and {b} and counting per task",
+                functools.partial(_contrast_partial, a=a, b=b, **keys),
+            ),
+        ),
+        finish=functools.partial(
+            _contrast_finish, by=by, a=a, b=b, progress=progress, **statistics
+        ),
         progress=progress,
     )
 
@@ -757,12 +920,14 @@ def contrast_finish(
 
 def rescue_overlap(
     forks: object,
-    method_a: str,
-    method_b: str,
+    a: str | None = None,
+    b: str | None = None,
     *,
     by: str | Sequence[str] | None = None,
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
+    engine: object = "polars",
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """Count the episodes two recovery methods rescue, and how many both rescue.
 
@@ -775,9 +940,10 @@ def rescue_overlap(
     ----------
     forks
         The ``forks`` table.
-    method_a, method_b
-        Two recovery methods present in ``forks``.
-    by, pair_by, cohort
+    a, b
+        Two recovery methods present in ``forks`` (``method_a``/``method_b``: deprecated
+        aliases).
+    by, pair_by, cohort, engine
         As in :func:`summarize`.
 
     Returns
@@ -802,32 +968,76 @@ def rescue_overlap(
     >>> rescue_overlap(forks, "refresh", "replan_only")["rescue_both"].item()
     1
     """
-    for name, value in (("method_a", method_a), ("method_b", method_b)):
+    names = renamed("rescue_overlap", deprecated, {"method_a": "a", "method_b": "b"})
+    method_a: Any = names.get("a", a)
+    method_b: Any = names.get("b", b)
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    design = design_stage(**keys)
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(forks_input(forks),),
+            check=functools.partial(_check_methods, method_a, method_b),
+            stages=(
+                plan.Stage(
+                    design.label,
+                    design.partial,
+                    functools.partial(_overlap_design, a=method_a, b=method_b),
+                    clustered=False,
+                ),
+                plan.Stage(
+                    "rescues per episode",
+                    functools.partial(_overlap_partial, a=method_a, b=method_b, **keys),
+                ),
+            ),
+            finish=functools.partial(_overlap_finish, by=by, a=method_a, b=method_b),
+        ),
+    )
+
+
+def _check_methods(a: object, b: object) -> None:
+    for name, value in (("a", a), ("b", b)):
         if not isinstance(value, str) or value == "none":
             raise ParameterError(
                 f"parameter `{name}` is {value!r}; it must be a recovery method (not 'none')."
             )
-    if method_a == method_b:
-        raise ParameterError(
-            f"parameters `method_a` and `method_b` are both {method_a!r}; compare two methods."
-        )
-    table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort)
-    _check_by(by_keys)
-    design = design_grid(table)
+    if a == b:
+        raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two methods.")
+
+
+def _overlap_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
+    design = design_of(parts["points"])
     known = design.methods
-    for name, value in (("method_a", method_a), ("method_b", method_b)):
+    for name, value in (("a", a), ("b", b)):
         if value not in known:
             raise ParameterError(
                 f"parameter `{name}` is {value!r}; forks has no rows with that method "
                 f"(methods: {', '.join(known)})."
             )
+    return design
+
+
+_OVERLAP_COUNTS = ("n_a", "n_b", "n_both", "rescue_a", "rescue_b", "rescue_both")
+
+
+def _overlap_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+    a: str,
+    b: str,
+) -> dict[str, pl.DataFrame]:
+    """Per-episode rescues of both methods, counted per (condition, delay, *by*)."""
+    table, by_keys = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
     rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
-        pl.col("method").is_in([method_a, method_b])
+        pl.col("method").is_in([a, b])
     )
     valid = pl.col("reason").is_null()
     rescue = valid & ~pl.col("y0") & pl.col("y1")
-    is_a, is_b = pl.col("method") == method_a, pl.col("method") == method_b
-    cells = ["condition", "delay", *by_keys]
+    is_a, is_b = pl.col("method") == a, pl.col("method") == b
     episode = [*table.episode, *(k for k in by_keys if k not in table.pair_by), "delay"]
     per_episode = rows.group_by(episode).agg(
         (valid & is_a).any().alias("__a"),
@@ -845,22 +1055,20 @@ def rescue_overlap(
         (pl.col("__ra") & pl.col("__rb")).sum().cast(pl.Int64).alias("rescue_both"),
         pl.col("__after_end").sum().alias("__after_end"),
     ]
+    cells = ["condition", "delay", *by_keys]
     counts = per_episode.group_by(cells).agg(total).collect(engine="streaming")
-    after_end = int(counts["__after_end"].sum())
-    if after_end:
+    if int(counts["__after_end"].sum()):
         raise_after_end(rows, table)
+    return {"counts": counts.drop("__after_end")}
+
+
+def _overlap_finish(
+    parts: dict[str, pl.DataFrame], *, by: str | Sequence[str] | None, a: str, b: str
+) -> pl.DataFrame:
+    cells = ["condition", "delay", *key_names("by", by)]
+    counts = parts["counts"].group_by(cells).agg(pl.col(c).sum() for c in _OVERLAP_COUNTS)
     return (
         counts.filter((pl.col("n_a") + pl.col("n_b")) > 0)
-        .select(
-            pl.lit(method_a).alias("method_a"),
-            pl.lit(method_b).alias("method_b"),
-            *cells,
-            "n_a",
-            "n_b",
-            "n_both",
-            "rescue_a",
-            "rescue_b",
-            "rescue_both",
-        )
+        .select(pl.lit(a).alias("method_a"), pl.lit(b).alias("method_b"), *cells, *_OVERLAP_COUNTS)
         .sort(cells, nulls_last=False)
     )

@@ -6,8 +6,13 @@ module is cheap and never imports altair; a chart function used without the extr
 
 Every chart takes a frame returned by a protocol function, unchanged, and returns an Altair chart
 that renders in Jupyter and exports to PNG/SVG without a browser (``chart.save("x.svg")`` through
-vl-convert). Rates are drawn in percentage points and every mark that shows a rate carries its
-denominator ``n`` in its tooltip.
+vl-convert). In notebooks charts display offline by default: the first chart switches altair to
+its ``svg`` renderer (drawn in the kernel by vl-convert; no CDN), unless you chose a renderer
+already. :func:`chart_renderer` picks another (``chart_renderer("default")`` for altair's
+interactive charts, which load Vega from the web). :func:`show` displays a result frame with
+rates in percentage points and ``n``, the same columns and labels as the command line. Rates
+are drawn in percentage points and every mark that shows a rate carries its denominator ``n`` in
+its tooltip.
 
 Charts
 ------
@@ -17,7 +22,9 @@ Charts
   :func:`policy_success`, :func:`policy_gain`, :func:`policy_rates`;
 * goal (:mod:`recoverylab.goal`): :func:`ts_by_regime`, :func:`failure_reasons`,
   :func:`barrier_drop`;
-* takeover (:mod:`recoverylab.takeover`): :func:`depth_rates`, :func:`repair_funnel`.
+* takeover (:mod:`recoverylab.takeover`): :func:`depth_rates`, :func:`repair_funnel`,
+  :func:`pass_hat_k_by_depth` (of :func:`recoverylab.takeover.reliability`).
+* router uplift (:func:`recoverylab.router.uplift`): :func:`toc_curves`.
 
 Report
 ------
@@ -35,11 +42,11 @@ Examples
 >>> chart.save("ts.svg")  # doctest: +SKIP
 """
 
-from recoverylab.report._deps import EXTRA
+from recoverylab.report._deps import EXTRA, chart_renderer
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
-from recoverylab.report._repr import result_html
+from recoverylab.report._repr import ResultTable, show
 from recoverylab.report._router import policy_gain, policy_rates, policy_success
 from recoverylab.report._sections import (
     contrast_section,
@@ -55,6 +62,13 @@ from recoverylab.report._sections import (
 )
 from recoverylab.report._tables import Count, Key, PValue, Rate, table_html
 from recoverylab.report._takeover import depth_rates, repair_funnel
+from recoverylab.report._uplift_reliability import (
+    pass_hat_k_by_depth,
+    reliability_section,
+    toc_curves,
+    toc_section,
+)
+from recoverylab.stats import result_html
 
 #: Every chart function, by name (each takes one result frame).
 CHARTS = (
@@ -70,6 +84,8 @@ CHARTS = (
     "barrier_drop",
     "depth_rates",
     "repair_funnel",
+    "toc_curves",
+    "pass_hat_k_by_depth",
 )
 
 __all__ = [
@@ -81,8 +97,10 @@ __all__ = [
     "PValue",
     "Provenance",
     "Rate",
+    "ResultTable",
     "Section",
     "barrier_drop",
+    "chart_renderer",
     "contrast",
     "contrast_section",
     "depth_rates",
@@ -93,18 +111,23 @@ __all__ = [
     "failure_reasons",
     "funnel_section",
     "overlap_section",
+    "pass_hat_k_by_depth",
     "policy_gain",
     "policy_rates",
     "policy_section",
     "policy_success",
     "reasons_section",
+    "reliability_section",
     "render_html",
     "repair_funnel",
     "rescue_harm",
     "rescue_harm_section",
     "rescue_overlap",
     "result_html",
+    "show",
     "table_html",
+    "toc_curves",
+    "toc_section",
     "ts_by_regime",
     "ts_section",
     "write_report",

@@ -117,7 +117,7 @@ def tip_pp(field: str, title: str) -> Any:
 
 def tip_p(field: str = "p_value", title: str = "p (sign-flip)") -> Any:
     """Return a tooltip entry for a p-value."""
-    return altair().Tooltip(f"{field}:Q", title=title, format=".3g")
+    return altair().Tooltip(f"{field}:Q", title=title, format=".2g")  # as in the tables
 
 
 def ordered(values: Sequence[str], known: Sequence[str]) -> list[str]:
@@ -135,6 +135,23 @@ def zero_axis(title: str | None = None) -> Any:
     if title is not None:
         options["title"] = title
     return alt.Axis(**options)
+
+
+def series_color(data: pl.DataFrame, title: str, field: str = "series") -> Any:
+    """Return the colour of a series; a single series gets no legend (it would have one entry)."""
+    alt = altair()
+    legend = {} if data[field].n_unique() > 1 else {"legend": None}
+    return alt.Color(f"{field}:N", title=title, **legend)
+
+
+def facet_header(*, row: bool = False) -> Any:
+    """Return a facet header with legible, horizontal labels (row labels left of their row)."""
+    alt = altair()
+    options: dict[str, Any] = {"labelFontSize": 13, "titleFontSize": 13, "labelLimit": 240}
+    if row:
+        options.update(labelAngle=0, labelAlign="left", labelOrient="left", titleOrient="top")
+        options.update(titleAngle=0, titleAlign="left")
+    return alt.Header(**options)
 
 
 def x_band(field: str, title: str, *, sort: Sequence[str] | None = None) -> Any:

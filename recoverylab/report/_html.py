@@ -274,8 +274,10 @@ def write_report(
 
 #: Styles of the page around the sections (never injected into a notebook).
 _PAGE_CSS = """
+*, *::before, *::after { box-sizing: border-box; }
+html { -webkit-text-size-adjust: 100%; }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1f2328;
-  margin: 0 auto; max-width: 1180px; padding: 0 24px 48px; }
+  margin: 0 auto; max-width: 1760px; padding: 0 clamp(10px, 2.5vw, 32px) 48px; }
 header { border-bottom: 1px solid #d1d9e0; margin-bottom: 16px; }
 h1 { margin: 24px 0 4px; font-size: 26px; }
 h2 { margin: 36px 0 8px; padding-top: 8px; border-top: 3px solid #1f2328; font-size: 21px; }
@@ -283,36 +285,57 @@ h2 { margin: 36px 0 8px; padding-top: 8px; border-top: 3px solid #1f2328; font-s
 nav ul { margin: 4px 0; padding-left: 20px; } nav > ul { columns: 2; }
 #report-errors:empty { display: none; }
 .chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b; padding: 8px 12px; }
+@media (max-width: 700px) {
+  body { font-size: 14px; }
+  h1 { font-size: 22px; }
+  nav > ul { columns: 1; }
+}
 """
 
 #: Styles of a section, scoped to ``.recoverylab`` (safe to show inside a notebook).
 _CSS = """
-.recoverylab { --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; }
+.recoverylab { --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; min-width: 0; }
 .recoverylab h3 { margin: 28px 0 4px; font-size: 17px; }
 .recoverylab .reading { color: var(--muted); max-width: 860px; }
-.recoverylab .section { margin-bottom: 28px; }
-.recoverylab .chart { margin: 8px 0 12px; min-height: 40px; overflow-x: auto; }
+.recoverylab .section { margin-bottom: 28px; min-width: 0; }
+.recoverylab .chart { margin: 8px 0 12px; min-height: 40px; max-width: 100%; }
+.recoverylab .chart .vega-embed { max-width: 100%; }
+.recoverylab .chart svg { max-width: 100%; height: auto; }
 .recoverylab .chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b;
   padding: 8px 12px; }
-.recoverylab .table-wrap { overflow-x: auto; }
+.recoverylab .table-wrap { max-width: 100%; overflow-x: auto; }
 .recoverylab table.result { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
 .recoverylab table.result th, .recoverylab table.result td { border-bottom: 1px solid var(--line);
-  padding: 3px 10px; }
-.recoverylab table.result th { background: var(--soft); text-align: left; font-weight: 600; }
+  padding: 3px 6px; }
+.recoverylab table.result th { background: var(--soft); text-align: left; font-weight: 600;
+  vertical-align: bottom; white-space: normal; min-width: 3.5em; max-width: 8em; }
+.recoverylab table.result td.key { white-space: nowrap; }
 .recoverylab table.result td.rate, .recoverylab table.result td.n,
 .recoverylab table.result td.count { text-align: right; font-variant-numeric: tabular-nums;
   white-space: nowrap; }
 .recoverylab table.result td.n, .recoverylab table.result th.n { color: var(--muted);
   border-right: 1px solid var(--line); }
 .recoverylab table.result .ci { color: var(--muted); }
+.recoverylab table.result th.key:first-child, .recoverylab table.result td.key:first-child {
+  position: sticky; left: 0; background: #fff; z-index: 1; }
+.recoverylab table.result th.key:first-child { background: var(--soft); }
 .recoverylab details.provenance-block { font-size: 13px; color: var(--muted);
-  background: var(--soft); border-radius: 6px; padding: 6px 12px; }
+  background: var(--soft); border-radius: 6px; padding: 6px 12px; overflow-wrap: anywhere; }
 .recoverylab details.provenance-block summary { cursor: pointer; font-weight: 600; }
-.recoverylab dl.provenance { display: grid; grid-template-columns: max-content 1fr;
+.recoverylab dl.provenance { display: grid; grid-template-columns: max-content minmax(0, 1fr);
   gap: 2px 14px; margin: 6px 0; }
 .recoverylab dl.provenance dt { font-weight: 600; }
-.recoverylab dl.provenance dd { margin: 0; }
+.recoverylab dl.provenance dd { margin: 0; min-width: 0; }
 .recoverylab dl.provenance ul { margin: 0; padding-left: 18px; }
+@media (max-width: 1500px) {
+  .recoverylab table.result { font-size: 12px; }
+  .recoverylab table.result .ci { display: block; font-size: 11px; }
+}
+@media (max-width: 700px) {
+  .recoverylab table.result { font-size: 12px; }
+  .recoverylab table.result th, .recoverylab table.result td { padding: 2px 5px; }
+  .recoverylab dl.provenance { grid-template-columns: minmax(0, 1fr); }
+}
 """
 
 _SCRIPT = """
@@ -345,8 +368,71 @@ _SCRIPT = """
     renderer: "svg",
     actions: {export: true, source: false, compiled: false, editor: false}
   };
+  // Charts are specified at a natural size; here their panel widths are scaled so that each
+  // chart fills the width of its column (narrower on a phone, wider on a large screen), with
+  // the text at its own size. CSS scales a chart down only if it still overflows.
+  function scaled(node, factor, parentKey) {
+    if (Array.isArray(node)) {
+      return node.map(function (item) { return scaled(item, factor, parentKey); });
+    }
+    if (!node || typeof node !== "object") { return node; }
+    var copy = {};
+    Object.keys(node).forEach(function (key) {
+      var value = node[key];
+      if (key === "datasets" || key === "data" || key === "config" || key === "mark" ||
+          key === "encoding") {
+        copy[key] = value;
+      } else if (key === "width" && typeof value === "number") {
+        copy[key] = Math.max(60, Math.round(value * factor));
+      } else if (key === "width" && value && typeof value.step === "number") {
+        copy[key] = {step: Math.max(6, value.step * factor)};
+      } else {
+        copy[key] = scaled(value, factor, key);
+      }
+    });
+    return copy;
+  }
+  function drawnWidth(element) {
+    // the drawn size, before any CSS scaling (max-width) of the SVG
+    var svg = element.querySelector("svg.marks");
+    return svg ? Number(svg.getAttribute("width")) || svg.getBoundingClientRect().width : 0;
+  }
+  function narrow(spec) {
+    // on a narrow page legends go below the chart, where they take no width from the panels
+    var config = Object.assign({}, spec.config);
+    config.legend = Object.assign({}, config.legend, {orient: "bottom", direction: "vertical"});
+    return stacked(Object.assign({}, spec, {config: config}));
+  }
+  function stacked(spec) {
+    // and charts side by side go one under the other
+    if (Array.isArray(spec.hconcat)) {
+      var copy = Object.assign({}, spec, {vconcat: spec.hconcat.map(stacked)});
+      delete copy.hconcat;
+      return copy;
+    }
+    if (Array.isArray(spec.vconcat)) {
+      return Object.assign({}, spec, {vconcat: spec.vconcat.map(stacked)});
+    }
+    return spec;
+  }
+  function draw(id, spec, factor, round) {
+    var element = document.getElementById(id);
+    var fitted = scaled(element.parentNode.clientWidth < 640 ? narrow(spec) : spec, factor);
+    return vegaEmbed("#" + id, fitted, options).then(function (result) {
+      // the room is the section's width (vega-embed makes the chart element shrink to fit);
+      // the actions menu sits to the right of the chart
+      var room = element.parentNode.clientWidth - 40;
+      var width = drawnWidth(element);
+      if (round < 2 && width > 0 && room > 0 && Math.abs(room / width - 1) > 0.04) {
+        result.finalize();
+        var ratio = Math.min(2.5, Math.max(0.3, room / width));
+        return draw(id, spec, factor * ratio, round + 1);
+      }
+      return result;
+    });
+  }
   ids.forEach(function (id) {
-    vegaEmbed("#" + id, specs[id], options).then(function () {
+    draw(id, specs[id], 1, 0).then(function () {
       document.getElementById(id).setAttribute("data-rendered", "svg");
     }).catch(function (error) { fail(id, String(error && error.message || error)); });
   });

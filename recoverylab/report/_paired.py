@@ -18,12 +18,14 @@ from recoverylab.report._common import (
     RESCUE,
     SEP,
     altair,
+    facet_header,
     keys_before,
     label,
     positive_zero,
     pp,
     prepare,
     require_rows,
+    series_color,
     slim,
     tip_key,
     tip_n,
@@ -51,7 +53,9 @@ def _cells(summary: object, chart: str) -> tuple[pl.DataFrame, list[str]]:
     # (its exclusions are in the table and the provenance block).
     cells = frame.filter(pl.col("n") > 0)
     require_rows(cells, chart)
-    return cells.with_columns(label(extra, "group", named=True)), extra
+    # the group reads as its values ("refresh · full"), as in every other legend; the key
+    # names are in the legend's or the facet's title
+    return cells.with_columns(label(extra, "group")), extra
 
 
 def _cell_tooltip() -> list[alt.Tooltip]:
@@ -168,9 +172,11 @@ def rescue_harm(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         .mark_tick(color="black", thickness=2)
         .encode(x=x, y=alt.Y("effect_pp:Q"), tooltip=_cell_tooltip())
     )
-    facet = {"column": alt.Column("condition:N", title="condition")}
+    facet = {"column": alt.Column("condition:N", title="condition", header=facet_header())}
     if data["panel"].n_unique() > 1:
-        facet["row"] = alt.Row("panel:N", title="method")
+        facet["row"] = alt.Row(
+            "panel:N", title=SEP.join(["method", *extra]), header=facet_header(row=True)
+        )
     return (
         alt.layer(bars, ticks, data=data)
         .properties(width=160, height=180)
@@ -230,7 +236,7 @@ def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     base = alt.Chart().encode(
         x=x_band("delay", "delay (actions)"),
         xOffset=alt.XOffset("series:N"),
-        color=alt.Color("series:N", title="method"),
+        color=series_color(data, SEP.join(["method", *extra])),
         tooltip=_cell_tooltip(),
     )
     rules = base.mark_rule(strokeWidth=2).encode(
@@ -241,7 +247,7 @@ def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     return (
         alt.layer(rules, points, data=data)
         .properties(width=200, height=200)
-        .facet(column=alt.Column("condition:N", title="condition"))
+        .facet(column=alt.Column("condition:N", title="condition", header=facet_header()))
         .resolve_scale(x="independent", xOffset="independent")
         .properties(title="Effect of recovery (recovery − no recovery) with its CI")
     )
@@ -310,7 +316,7 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     base = alt.Chart(data).encode(
         x=x_band("delay", "delay (actions)"),
         xOffset=alt.XOffset("series:N"),
-        color=alt.Color("series:N", title="method"),
+        color=series_color(data, SEP.join(["method", *extra])),
         tooltip=[
             tip_key("contrast"),
             tip_key("delay"),

@@ -7,12 +7,12 @@ columns) unchanged. The overall row (null ``condition``) is labelled ``all``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from recoverylab._errors import ParameterError
-from recoverylab.paired._policy import RESULT_COLUMNS
+from recoverylab.paired import POLICY_COLUMNS
 from recoverylab.report._common import (
     ALL,
     GREY,
@@ -20,6 +20,7 @@ from recoverylab.report._common import (
     RESCUE,
     SEP,
     altair,
+    facet_header,
     keys_before,
     ordered,
     pp,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["policy_gain", "policy_rates", "policy_success"]
 
-_COLUMNS = ("condition", *RESULT_COLUMNS)
+_COLUMNS = ("condition", *POLICY_COLUMNS)
 _SOURCE = "recoverylab.paired.evaluate_policy or recoverylab.router.compare"
 _NEVER = "never"
 
@@ -64,7 +65,7 @@ def _rows(evaluation: object, chart: str, reference: str) -> pl.DataFrame:
         rows = rows.with_columns(
             pl.concat_str(
                 pl.col("policy"),
-                *(pl.concat_str(pl.lit(f"{k}="), text(k)) for k in extra),
+                *(text(k) for k in extra),
                 separator=SEP,
             ).alias("policy")
         )
@@ -140,7 +141,11 @@ def policy_success(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin
             ],
         )
         .properties(width=alt.Step(18), height=200)
-        .facet(column=alt.Column("policy:N", title="policy", sort=_policy_order(rows)))
+        .facet(
+            column=alt.Column(
+                "policy:N", title="policy", sort=_policy_order(rows), header=facet_header()
+            )
+        )
         .properties(title="Success without and with each policy")
     )
 
@@ -196,10 +201,15 @@ def policy_gain(
             "p_value",
         ],
     )
+    several = rows["policy"].n_unique() > 1  # one policy: no legend with a single entry
+    encoding: dict[str, Any] = {"x": x_band("cond", "condition", sort=_condition_order(rows))}
+    if several:
+        encoding["xOffset"] = alt.XOffset("policy:N", sort=_policy_order(rows))
+        encoding["color"] = alt.Color("policy:N", title="policy", sort=_policy_order(rows))
+    else:
+        encoding["color"] = alt.value(NEUTRAL)
     base = alt.Chart(rows).encode(
-        x=x_band("cond", "condition", sort=_condition_order(rows)),
-        xOffset=alt.XOffset("policy:N", sort=_policy_order(rows)),
-        color=alt.Color("policy:N", title="policy", sort=_policy_order(rows)),
+        **encoding,
         tooltip=[
             tip_key("policy"),
             tip_key("reference"),
@@ -279,7 +289,22 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     data = pl.concat([overall, clean])
     require_rows(overall, "policy_rates")
     measures = list(dict.fromkeys(data.sort("order")["measure"].to_list()))
-    return (
+    base = alt.Chart(data).encode(
+        x=x_band("policy", "policy", sort=_policy_order(rows)),
+        xOffset=alt.XOffset("measure:N", sort=measures),
+        tooltip=[
+            tip_key("policy"),
+            tip_key("measure"),
+            tip_pp("rate_pp", "rate"),
+            tip_n("interventions", "interventions"),
+            tip_n("n", "n (episodes)"),
+        ],
+    )
+    # every bar carries its value, so a rate of zero (no bar to see) still reads "0.0"
+    values = base.mark_text(baseline="bottom", dy=-2, fontSize=10).encode(
+        y=alt.Y("rate_pp:Q"), text=alt.Text("rate_pp:Q", format=".1f")
+    )
+    bars = (
         alt.Chart(data)
         .mark_bar()
         .encode(
@@ -288,7 +313,7 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
             y=alt.Y("rate_pp:Q", title="rate (pp)"),
             color=alt.Color(
                 "measure:N",
-                title=None,
+                title="rate",
                 sort=measures,
                 scale=alt.Scale(range=[NEUTRAL, "#e7298a", "#66a61e", "#e6ab02"]),
             ),
@@ -300,5 +325,7 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
                 tip_n("n", "n (episodes)"),
             ],
         )
-        .properties(width=alt.Step(22), height=200, title="How often each policy intervenes")
+    )
+    return alt.layer(bars, values).properties(
+        width=alt.Step(30), height=200, title="How often each policy intervenes"
     )

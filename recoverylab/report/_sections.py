@@ -31,8 +31,8 @@ __all__ = [
     "ts_section",
 ]
 
-PAIRED = "Paired recovery (CIR)"
-ROUTER = "Recovery router (CIR)"
+PAIRED = "Paired recovery (CIR paired forks)"
+ROUTER = "Recovery router (CIR router)"
 GOAL = "Goal preservation (AgentHeal)"
 TAKEOVER = "Takeover from replayed error states (CUA-Recovery)"
 
@@ -238,6 +238,9 @@ def policy_section(
     """
     alt = altair()
     frame = as_frame(evaluation, "policy_success")
+    if "reference" in frame.columns:
+        # a policy against itself (never against never) carries no information: gain 0 [0, 0]
+        frame = frame.filter(pl.col("policy") != pl.col("reference"))
     clean_row = pl.col("condition").is_not_null()
     shown = frame.with_columns(
         pl.when(clean_row).then(pl.col("clean_touch_rate")).alias("clean_touch_rate")
@@ -268,17 +271,29 @@ def policy_section(
         key=key,
         group=group,
         title=title,
-        reading=(
-            "Top, success without (grey) and with each policy (green) per condition; below, "
-            "the paired gain over never recovering with its task-level 95% interval, and how "
-            "often each policy intervenes overall and on clean episodes, where intervening can "
-            "only harm. A useful policy gains where observations are wrong and leaves clean "
-            "episodes alone (a clean-touch rate near zero); rows whose reference is another "
-            "policy in the table are paired margins between policies."
-        ),
+        reading=_policy_reading(frame),
         table=table,
         chart=chart,
         provenance=provenance,
+    )
+
+
+def _policy_reading(frame: pl.DataFrame) -> str:
+    """How to read a policy section: one policy's decisions, or several rules compared."""
+    if "reference" not in frame.columns:
+        return (
+            "Top, success without (grey) and with the policy (green) per condition; below, the "
+            "paired gain over never recovering with its task-level 95% interval, and how often "
+            "the policy intervenes overall and on clean episodes, where intervening can only "
+            "harm. A useful policy gains where observations are wrong and leaves clean episodes "
+            "alone (a clean-touch rate near zero)."
+        )
+    return (
+        "Each rule is fitted on the training tasks and scored here on held-out tasks. Top, "
+        "success without and with each rule per condition; below, each rule's gain over never "
+        "recovering (95% interval) and its intervention and clean-touch rates. Rows whose "
+        "reference is another rule are paired margins: the first rule minus that rule on the "
+        "same episodes, so a margin above zero means the first rule recovers more runs."
     )
 
 
@@ -305,7 +320,7 @@ def ts_section(
             Rate("gp_rate", "n", "goal preserved", "n (episodes)"),
             Rate("compliance_rate", "n", "compliant", "n (episodes)"),
             Rate("violation_rate", "n", "violation", "n (episodes)"),
-            Count("mean_steps", "mean steps", digits=2),
+            Count("mean_steps", "mean steps", digits=1),
         ],
     )
     return Section(
@@ -472,19 +487,24 @@ def funnel_section(
 ) -> Section:
     """Section of :func:`recoverylab.takeover.summarize` (best pooled: ``by=("agent",)``)."""
     frame = as_frame(summary, "repair_funnel")
+    # the nested funnel's last layer as a share of attempts (display arithmetic on counts)
+    shown = frame.with_columns(
+        (pl.col("aware_fixed_derived_passed") / pl.col("attempts")).alias("chain_pass_rate")
+    )
     table = table_html(
-        frame,
+        shown,
         [
             *_keys(frame, "k"),
             Rate("aware_rate", "attempts", "aware", "n (attempts)"),
-            Rate("fixed_rate", "attempts", "root cause fixed", "n (attempts)"),
-            Rate("derived_rate", "attempts", "derived fixed", "n (attempts)"),
-            Rate("pass_rate", "attempts", "passed", "n (attempts)"),
-            Rate("fixed_given_aware_rate", "n_aware", "fixed | aware", "n (aware)"),
-            Rate("derived_given_fixed_rate", "aware_fixed", "derived | fixed", "n (fixed)"),
+            Rate("fixed_given_aware_rate", "n_aware", "root cause fixed, of aware", "n (aware)"),
+            Rate("derived_given_fixed_rate", "aware_fixed", "derived fixed, of fixed", "n (fixed)"),
             Rate(
-                "pass_given_derived_rate", "aware_fixed_derived", "passed | derived", "n (derived)"
+                "pass_given_derived_rate",
+                "aware_fixed_derived",
+                "passed, of derived fixed",
+                "n (derived fixed)",
             ),
+            Rate("chain_pass_rate", "attempts", "all four layers", "n (attempts)"),
         ],
     )
     return Section(
@@ -492,10 +512,12 @@ def funnel_section(
         group=TAKEOVER,
         title=title,
         reading=(
-            "Left, each repair layer as a share of all attempts; right, each layer conditional "
-            "on the previous one, with its own shrinking denominator (hover a bar for it). "
-            "Reading both panels separates agents that rarely notice an inherited error from "
-            "agents that notice it but do not repair the persistent state."
+            "The funnel is nested: each layer counts the attempts that also reached every layer "
+            "above it, so it narrows. Left, each nested layer as a share of all attempts; "
+            "right, each layer given the previous one, whose count is its denominator (n in "
+            "the table and the tooltips). Both panels together separate agents that rarely "
+            "notice an inherited error from agents that notice it but do not repair the "
+            "persistent state."
         ),
         table=table,
         chart=_takeover.repair_funnel(frame),

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from recoverylab._display import decimal_text, p_text
 from recoverylab._errors import SchemaError
-from recoverylab.report._common import ALL, positive_zero
+from recoverylab.report._common import ALL
 
 __all__ = ["Count", "Key", "PValue", "Rate", "table_html"]
 
@@ -33,6 +34,7 @@ class Count:
     column: str
     title: str | None = None
     digits: int = 0
+    """Decimals shown (0 for counts; 1 for other decimals, e.g. mean steps)."""
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class Rate:
 
 @dataclass(frozen=True)
 class PValue:
-    """A p-value: four decimals, ``<0.0001`` below."""
+    """A p-value: two significant digits, ``< 0.001`` below (as everywhere in recoverylab)."""
 
     column: str = "p_value"
     title: str = "p"
@@ -81,26 +83,27 @@ def _escape(expr: pl.Expr) -> pl.Expr:
 
 
 def _number(column: str, digits: int, *, scale: float = 1.0, signed: bool = False) -> pl.Expr:
-    value = positive_zero((pl.col(column).cast(pl.Float64) * scale).round(digits))
-    shown = value.cast(pl.Int64).cast(pl.String) if digits == 0 else value.cast(pl.String)
-    if signed:
-        shown = pl.when(value > 0).then(pl.concat_str(pl.lit("+"), shown)).otherwise(shown)
-    return shown
+    # the one number format of recoverylab._display: fixed decimals, never "-0.0"
+    return decimal_text(column, digits, scale=scale, signed=signed)
 
 
 def _cell(content: pl.Expr, css: str) -> pl.Expr:
     return pl.concat_str(pl.lit(f'<td class="{css}">'), content.fill_null("—"), pl.lit("</td>"))
 
 
-def _cells(column: Column) -> list[pl.Expr]:
+def _cells(column: Column | _RateOnly) -> list[pl.Expr]:
+    if isinstance(column, _RateOnly):
+        return _cells(column.rate)[:1]
+    return _column_cells(column)
+
+
+def _column_cells(column: Column) -> list[pl.Expr]:
     if isinstance(column, Key):
         return [_cell(_escape(pl.col(column.column).cast(pl.String).fill_null(ALL)), "key")]
     if isinstance(column, Count):
         return [_cell(_number(column.column, column.digits), "count")]
     if isinstance(column, PValue):
-        small = pl.col(column.column) < 0.0001
-        shown = pl.when(small).then(pl.lit("&lt;0.0001")).otherwise(_number(column.column, 4))
-        return [_cell(shown, "count")]
+        return [_cell(_escape(p_text(column.column)), "count")]
     rate = _number(column.column, 1, scale=100, signed=column.signed)
     if column.ci is not None:
         low, high = (_number(c, 1, scale=100) for c in column.ci)
@@ -111,7 +114,13 @@ def _cells(column: Column) -> list[pl.Expr]:
     return [_cell(rate, "rate"), _cell(_number(column.n, 0), "n")]
 
 
-def _headers(column: Column) -> str:
+def _headers(column: Column | _RateOnly) -> str:
+    if isinstance(column, _RateOnly):
+        return _column_headers(column.rate).rsplit("<th", 1)[0]
+    return _column_headers(column)
+
+
+def _column_headers(column: Column) -> str:
     def th(text: str, css: str) -> str:
         return f'<th class="{css}" scope="col">{html.escape(text)}</th>'
 
@@ -123,6 +132,33 @@ def _headers(column: Column) -> str:
     if column.ci is not None:
         title += " [95% CI]"
     return th(title, "rate") + th(column.n_title, "n")
+
+
+def _share_denominators(columns: Sequence[Column]) -> list[Column | _RateOnly]:
+    """Adjacent rates over the same ``n``: the ``n`` column once, after the last of them.
+
+    ``base rate | policy rate | gain | n`` reads as three rates of one denominator and keeps
+    a wide table narrow; a rate whose neighbour has another denominator keeps its own ``n``.
+    """
+    shown: list[Column | _RateOnly] = []
+    for i, column in enumerate(columns):
+        following = columns[i + 1] if i + 1 < len(columns) else None
+        if (
+            isinstance(column, Rate)
+            and isinstance(following, Rate)
+            and (following.n, following.n_title) == (column.n, column.n_title)
+        ):
+            shown.append(_RateOnly(column))
+        else:
+            shown.append(column)
+    return shown
+
+
+@dataclass(frozen=True)
+class _RateOnly:
+    """A rate shown without its ``n`` (the next rate, of the same ``n``, shows it)."""
+
+    rate: Rate
 
 
 def _needed(column: Column) -> list[str]:
@@ -174,8 +210,9 @@ def table_html(
             f"report table: the frame has no column {', '.join(f'`{c}`' for c in missing)}; "
             f"its columns are: {', '.join(eager.columns)}."
         )
-    head = "".join(_headers(column) for column in columns)
-    cells = [cell for column in columns for cell in _cells(column)]
+    shown = _share_denominators(columns)
+    head = "".join(_headers(column) for column in shown)
+    cells = [cell for column in shown for cell in _cells(column)]
     if eager.height:
         rows = eager.select(
             pl.concat_str([pl.lit("<tr>"), *cells, pl.lit("</tr>")]).str.join("")

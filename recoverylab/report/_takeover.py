@@ -193,26 +193,29 @@ def _denominators(data: pl.DataFrame, depth_x: object, series_title: str) -> alt
     return alt.layer(bars, labels).properties(width=300, height=60)
 
 
-#: Funnel stages: (stage, rate); numerators and denominators come from ``RATES``.
-_SHARE_STAGES = (
-    ("aware", "aware_rate"),
-    ("root cause fixed", "fixed_rate"),
-    ("derived fixed", "derived_rate"),
-    ("passed", "pass_rate"),
+#: The nested funnel: (layer, count of attempts that reached it); each a share of attempts.
+_NESTED_STAGES = (
+    ("aware", "n_aware"),
+    ("+ root cause fixed", "aware_fixed"),
+    ("+ derived fixed", "aware_fixed_derived"),
+    ("+ passed", "aware_fixed_derived_passed"),
 )
+#: The same layers, each given the previous one: (layer and its denominator, rate).
 _CONDITIONAL_STAGES = (
-    ("aware", "aware_rate"),
-    ("fixed | aware", "fixed_given_aware_rate"),
-    ("derived | fixed", "derived_given_fixed_rate"),
-    ("passed | derived", "pass_given_derived_rate"),
+    ("aware, of attempts", "aware_rate"),
+    ("root cause fixed, of aware", "fixed_given_aware_rate"),
+    ("derived fixed, of fixed", "derived_given_fixed_rate"),
+    ("passed, of derived fixed", "pass_given_derived_rate"),
 )
 
 
 def repair_funnel(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     """Draw the repair funnel aware → root cause fixed → derived state fixed → passed.
 
-    Two readings side by side: each layer as a share of all attempts, and each layer
-    conditional on the previous one (its own, shrinking denominator).
+    The funnel is nested: a layer counts the attempts that also reached every layer above it,
+    so it never widens. Two readings side by side: each nested layer as a share of all
+    attempts, and each layer conditional on the previous one, whose denominator is the
+    previous layer (named under each bar group; the counts are in the tooltips).
 
     Parameters
     ----------
@@ -223,8 +226,9 @@ def repair_funnel(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     Returns
     -------
     altair.HConcatChart
-        Per panel, per (stage, series) a bar and its CI rule in percentage points; tooltips
-        carry the stage's count and its ``n`` (attempts, aware attempts, ...).
+        Left, per (layer, series) a bar: the nested count over ``attempts`` in percentage
+        points; right, per (layer, series) a bar and its CI rule; tooltips carry each layer's
+        count and its ``n``.
 
     Raises
     ------
@@ -232,56 +236,102 @@ def repair_funnel(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         When the frame lacks a funnel column.
     """
     alt = altair()
-    stages = {*_SHARE_STAGES, *_CONDITIONAL_STAGES}
     needed = {
-        c
-        for _, rate in stages
-        for c in (rate, f"{rate}_ci_low", f"{rate}_ci_high", _NUMERATOR[rate], _DENOMINATOR[rate])
+        "attempts",
+        *(count for _, count in _NESTED_STAGES),
+        *(
+            c
+            for _, rate in _CONDITIONAL_STAGES
+            for c in (rate, f"{rate}_ci_low", f"{rate}_ci_high", _NUMERATOR[rate])
+        ),
+        *(_DENOMINATOR[rate] for _, rate in _CONDITIONAL_STAGES),
     }
     frame, keys = _rows(summary, "repair_funnel", sorted(needed))
     series_title = " · ".join(keys)
     data = frame.with_columns(label(keys, "series"))
-    panels = []
-    for title, layers in (
-        ("Each layer as a share of attempts", _SHARE_STAGES),
-        ("Each layer given the previous one", _CONDITIONAL_STAGES),
-    ):
-        long = pl.concat(
-            [
-                data.select(
-                    "series",
-                    pl.lit(stage).alias("stage"),
-                    pp(rate, "rate_pp"),
-                    pp(f"{rate}_ci_low", "low_pp"),
-                    pp(f"{rate}_ci_high", "high_pp"),
-                    pl.col(_NUMERATOR[rate]).alias("count"),
-                    pl.col(_DENOMINATOR[rate]).alias("n"),
-                    pl.lit(_N_TITLE[_DENOMINATOR[rate]]).alias("n_of"),
-                )
-                for stage, rate in layers
-            ]
-        ).sort("series", maintain_order=True)
-        order = [stage for stage, _ in layers]
-        base = alt.Chart(long).encode(
-            x=x_band("stage", "layer", sort=order),
-            xOffset=alt.XOffset("series:N"),
-            color=alt.Color("series:N", title=series_title),
-            tooltip=[
-                tip_key("series", series_title),
-                tip_key("stage", "layer"),
-                tip_pp("rate_pp", "rate"),
-                tip_pp("low_pp", "CI low"),
-                tip_pp("high_pp", "CI high"),
-                tip_n("count", "attempts in this layer"),
-                tip_n("n", "n (denominator)"),
-                tip_key("n_of", "denominator"),
-            ],
-        )
-        bars = base.mark_bar(opacity=0.85).encode(
-            y=alt.Y("rate_pp:Q", title="rate (pp), 95% CI", scale=alt.Scale(domain=[0, 100]))
-        )
-        rules = base.mark_rule(color="black").encode(y="low_pp:Q", y2="high_pp:Q")
-        panels.append(alt.layer(bars, rules).properties(width=340, height=220, title=title))
+    nested = pl.concat(
+        [
+            data.select(
+                "series",
+                pl.lit(stage).alias("stage"),
+                # display arithmetic on the result's own counts: count / attempts, in pp
+                (pl.col(count) / pl.col("attempts") * 100).alias("rate_pp"),
+                pl.lit(None, pl.Float64).alias("low_pp"),
+                pl.lit(None, pl.Float64).alias("high_pp"),
+                pl.col(count).alias("count"),
+                pl.col("attempts").alias("n"),
+                pl.lit(_N_TITLE["attempts"]).alias("n_of"),
+            )
+            for stage, count in _NESTED_STAGES
+        ]
+    )
+    conditional = pl.concat(
+        [
+            data.select(
+                "series",
+                pl.lit(stage).alias("stage"),
+                pp(rate, "rate_pp"),
+                pp(f"{rate}_ci_low", "low_pp"),
+                pp(f"{rate}_ci_high", "high_pp"),
+                pl.col(_NUMERATOR[rate]).alias("count"),
+                pl.col(_DENOMINATOR[rate]).alias("n"),
+                pl.lit(_N_TITLE[_DENOMINATOR[rate]]).alias("n_of"),
+            )
+            for stage, rate in _CONDITIONAL_STAGES
+        ]
+    )
+    panels = [
+        _funnel_panel(
+            nested.sort("series", maintain_order=True),
+            [stage for stage, _ in _NESTED_STAGES],
+            "Nested layers, each a share of all attempts",
+            "share of attempts (pp)",
+            series_title,
+        ),
+        _funnel_panel(
+            conditional.sort("series", maintain_order=True),
+            [stage for stage, _ in _CONDITIONAL_STAGES],
+            "Each layer given the previous one",
+            "rate given the previous layer (pp), 95% CI",
+            series_title,
+        ),
+    ]
     return alt.hconcat(*panels).properties(
         title="Repair funnel: aware → root cause fixed → derived state fixed → passed"
     )
+
+
+def _funnel_panel(
+    long: pl.DataFrame, order: list[str], title: str, y_title: str, series_title: str
+) -> alt.LayerChart:
+    """One funnel panel: per (layer, series) a bar, and its CI rule where it has one."""
+    alt = altair()
+    has_ci = bool(long["low_pp"].is_not_null().any())
+    ci_tips = [tip_pp("low_pp", "CI low"), tip_pp("high_pp", "CI high")] if has_ci else []
+    base = alt.Chart(long).encode(
+        x=alt.X(
+            "stage:N",
+            title=None,
+            sort=order,
+            scale=alt.Scale(type="band", paddingInner=0.25),
+            axis=alt.Axis(labelAngle=0, labelLimit=200, labelExpr="split(datum.label, ', ')"),
+        ),
+        xOffset=alt.XOffset("series:N"),
+        color=alt.Color("series:N", title=series_title),
+        tooltip=[
+            tip_key("series", series_title),
+            tip_key("stage", "layer"),
+            tip_pp("rate_pp", "rate"),
+            *ci_tips,
+            tip_n("count", "attempts in this layer"),
+            tip_n("n", "n (denominator)"),
+            tip_key("n_of", "denominator"),
+        ],
+    )
+    bars = base.mark_bar(opacity=0.85).encode(
+        y=alt.Y("rate_pp:Q", title=y_title, scale=alt.Scale(domain=[0, 100]))
+    )
+    layers = [bars]
+    if has_ci:
+        layers.append(base.mark_rule(color="black").encode(y="low_pp:Q", y2="high_pp:Q"))
+    return alt.layer(*layers).properties(width=340, height=220, title=title)

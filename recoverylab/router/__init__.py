@@ -13,6 +13,10 @@ clean-harm rate.
   interface.
 * :func:`compare` -- policies scored on held-out forks (through
   :func:`recoverylab.paired.evaluate_policy`) and paired margins between policies.
+* :class:`BreakEven` -- baseline: refresh when the router's failure probability 1 − p0 reaches
+  the break-even p* learned from the training forks.
+* :func:`uplift` -- policies as uplift rankers on held-out forks: TOC and Qini curves, RATE
+  (AUTOC, QINI), uplift@k, task-clustered intervals and paired RATE differences.
 * :func:`apply_rule` -- the exported JSON rule applied in plain Python (copyable into a harness).
 * :func:`load_rule` -- any exported policy back from JSON.
 
@@ -20,8 +24,9 @@ scikit-learn is needed to fit (``pip install 'recoverylab[router]'``), not to de
 """
 
 from recoverylab._diagnose import reads_inputs
-from recoverylab.router import _compare
-from recoverylab.router._compare import RecoveryLabWarning
+from recoverylab._errors import RecoveryLabWarning
+from recoverylab.router import _compare, _uplift
+from recoverylab.router._breakeven import BreakEven
 from recoverylab.router._models import LinearModel, Scaling
 from recoverylab.router._policies import (
     NEVER,
@@ -34,12 +39,17 @@ from recoverylab.router._policies import (
     load_rule,
 )
 from recoverylab.router._rule import apply_rule
+from recoverylab.router._uplift import CURVE_COLUMNS, METRIC_COLUMNS, Uplift, rate_statistics
 
 compare = reads_inputs(_compare.compare)
+uplift = reads_inputs(_uplift.uplift)
 
 __all__ = [
+    "CURVE_COLUMNS",
+    "METRIC_COLUMNS",
     "NEVER",
     "AnomalyRouter",
+    "BreakEven",
     "FitReport",
     "LinearModel",
     "Never",
@@ -48,7 +58,10 @@ __all__ = [
     "Router",
     "Scaling",
     "Thresholds",
+    "Uplift",
     "apply_rule",
     "compare",
     "load_rule",
+    "rate_statistics",
+    "uplift",
 ]

@@ -14,23 +14,19 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab._errors import ParameterError, format_keys
-from recoverylab.paired._policy import RESULT_COLUMNS
+from recoverylab._errors import ParameterError, RecoveryLabWarning, format_keys
+from recoverylab.paired import POLICY_COLUMNS
 from recoverylab.router import _data
 
-__all__ = ["COLUMNS", "RecoveryLabWarning", "compare"]
+__all__ = ["COLUMNS", "compare"]
 
 #: Columns of the :func:`compare` result, in order.
 COLUMNS = (
     "policy",
     "reference",
     "condition",
-    *RESULT_COLUMNS,
+    *POLICY_COLUMNS,
 )
-
-
-class RecoveryLabWarning(UserWarning):
-    """A result was computed, but on input that probably does not mean what was intended."""
 
 
 def _named(policies: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
@@ -264,6 +260,7 @@ def compare(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Score several fitted policies on the same held-out episodes, and their paired margins.
 
@@ -285,6 +282,9 @@ def compare(
         ``(policy, reference)`` name pairs; or ``None`` for no margins.
     confidence, n_resamples, seed
         Task-level bootstrap of every gain and margin; seeds are fixed by default.
+    engine
+        Engine of each policy's :func:`recoverylab.paired.evaluate_policy` (``"polars"``, a
+        SparkSession or an engine of :mod:`recoverylab.engines`).
 
     Returns
     -------
@@ -349,6 +349,7 @@ def compare(
             confidence=confidence,
             n_resamples=n_resamples,
             seed=seed,
+            engine=engine,
         ).select(pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all())
         for name, decided in decisions.items()
     ]

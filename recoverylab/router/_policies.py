@@ -22,7 +22,6 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
-from html import escape
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
@@ -41,6 +40,7 @@ from recoverylab._errors import (
 from recoverylab.io import atomic_file
 from recoverylab.router import _data, _models, _search
 from recoverylab.router._rule import FORMAT, FORMAT_VERSION
+from recoverylab.stats import result_html
 
 __all__ = [
     "NEVER",
@@ -116,21 +116,7 @@ class FitReport:
         return cls(**values)
 
     def _repr_html_(self) -> str:
-        rows = []
-        for name, value in self.to_dict().items():
-            if isinstance(value, float):
-                shown = f"{value:.4f}"
-            elif value is None:
-                shown = "—"
-            else:
-                shown = str(value)
-            rows.append(
-                f"<tr><th style='text-align:left'>{escape(name)}</th><td>{escape(shown)}</td></tr>"
-            )
-        return (
-            f"<table><caption>{escape(self.policy)} fit report (out-of-fold)</caption>"
-            f"{''.join(rows)}</table>"
-        )
+        return result_html(self, title=f"{self.policy} fit report (out-of-fold)")
 
 
 # ------------------------------------------------------------------------------------------------

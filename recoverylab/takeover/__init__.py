@@ -14,6 +14,9 @@ Main entry points:
   ``common_sample`` and ``common_states`` restrict to comparable samples.
 * :func:`compare_agents` — paired pass@k difference of two agents on common states, with a
   cluster-bootstrap interval and a sign-flip p-value.
+* :func:`reliability` — pass^k (all k repeats pass), the flip rate and the ICC of repeats, with
+  workflow-clustered intervals (also ``summarize(..., reliability=True)``);
+  :func:`repeats_reliability` does the same for any repeated-trials table.
 * :func:`awareness_split` — pass rates of aware vs unaware attempts (an association).
 * :func:`latency`, :func:`leakage`, :func:`verifier_gate` — checks on how the benchmark was
   built.
@@ -29,8 +32,9 @@ True
 """
 
 from recoverylab._diagnose import reads_inputs
-from recoverylab.takeover import _annotations, _inputs, _summary
+from recoverylab.takeover import _annotations, _inputs, _reliability, _summary
 from recoverylab.takeover._inputs import FLAGS, pass_at_k_expr
+from recoverylab.takeover._reliability import RELIABILITY_COLUMNS, pass_hat_k_expr
 from recoverylab.takeover._summary import INTERPRETATION, RATES
 
 # Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
@@ -42,17 +46,23 @@ score = reads_inputs(_inputs.score)
 awareness_split = reads_inputs(_summary.awareness_split)
 compare_agents = reads_inputs(_summary.compare_agents)
 summarize = reads_inputs(_summary.summarize)
+reliability = reads_inputs(_reliability.reliability)
+repeats_reliability = reads_inputs(_reliability.repeats_reliability)
 
 __all__ = [
     "FLAGS",
     "INTERPRETATION",
     "RATES",
+    "RELIABILITY_COLUMNS",
     "awareness_split",
     "compare_agents",
     "eligibility",
     "latency",
     "leakage",
     "pass_at_k_expr",
+    "pass_hat_k_expr",
+    "reliability",
+    "repeats_reliability",
     "score",
     "summarize",
     "verifier_gate",

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, format_keys
-from recoverylab.schema import validate
+from recoverylab.schema import column_names, validate
 
 #: Outcome columns of `attempts`, in funnel order (seed: 觉察 → 修根因 → 重算派生状态 → 业务终态).
 FLAGS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
@@ -40,15 +40,8 @@ class Inputs:
 
 
 def as_columns(name: str, value: object) -> tuple[str, ...]:
-    """Normalise a column list parameter (a name or a sequence of names) to a tuple."""
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, Sequence) or not all(isinstance(v, str) for v in value):
-        raise ParameterError(f"parameter `{name}` is {value!r}; it must be a list of column names.")
-    columns = tuple(value)
-    if len(set(columns)) != len(columns):
-        raise ParameterError(f"parameter `{name}` names a column twice: {list(columns)}.")
-    return columns
+    """Normalise a column list parameter (see :func:`recoverylab.schema.column_names`)."""
+    return column_names(name, value)
 
 
 def check_k(k: object) -> int:

@@ -7,12 +7,15 @@ lazy query; only those partials are collected, then summed into cells and handed
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._errors import ParameterError, format_keys, require_one_of
+from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
     NOT_COMMON,
     REJECTED,
@@ -20,10 +23,11 @@ from recoverylab.takeover._inputs import (
     as_columns,
     check_consistency,
     check_k,
+    check_roots,
     eligibility_counts,
-    is_eager,
     load,
     restrict,
+    restriction_partials,
     scored_units,
     sort_keys,
     units,
@@ -76,16 +80,13 @@ _STATE_COUNTS = (
 )
 
 
-def _check_statistics(interval: str, confidence: float, n_resamples: int, seed: int) -> None:
+def _check_statistics(
+    interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str = "percentile"
+) -> None:
     require_one_of("interval", interval, _INTERVALS)
-    if not isinstance(confidence, float | int) or not 0 < confidence < 1:
-        raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ParameterError(
-            f"parameter `n_resamples` is {n_resamples!r}; it must be a positive integer."
-        )
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ParameterError(f"parameter `seed` is {seed!r}; it must be a non-negative integer.")
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
 
 
 def _stable_sum(expr: pl.Expr) -> pl.Expr:
@@ -247,6 +248,7 @@ def summarize(
     ci_method: str = "percentile",
     seed: int = 0,
     engine: object = "polars",
+    reliability: bool = False,
 ) -> pl.DataFrame:
     """Summarise takeover attempts per (agent, depth, *by): EAR, pass@1, pass@k and the funnel.
 
@@ -303,10 +305,14 @@ def summarize(
         trials and so ignore the clustering of repeats and depths within a workflow.
     confidence, n_resamples, ci_method, seed
         Interval settings; the bootstrap is deterministic for a given seed.
+    reliability
+        Also add pass^k (all k repeats pass, C(c, k)/C(n, k)), the flip rate and the ICC of
+        repeats with workflow-clustered intervals (:func:`recoverylab.takeover.reliability`),
+        as the last columns. Polars engine only.
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
         tables are co-partitioned by workflow and the per-workflow partials computed on Spark
-        (see :mod:`recoverylab.distributed`). The result is the same.
+        (see :mod:`recoverylab.engines`). The result is the same.
 
     Returns
     -------
@@ -342,11 +348,14 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
-    if engine != "polars":
-        from recoverylab import distributed
-
-        return distributed.takeover_summarize(
-            distributed.resolve_engine(engine),
+    if engine != "polars" and reliability:
+        raise ParameterError(
+            "parameter `reliability` works on the polars engine only; call "
+            "`takeover.reliability` on the same tables instead."
+        )
+    result = plan.run(
+        engine,
+        summary_plan(
             states,
             attempts,
             by=by,
@@ -358,17 +367,18 @@ def summarize(
             n_resamples=n_resamples,
             ci_method=ci_method,
             seed=seed,
-        )
-    k = check_k(k)
-    _check_statistics(interval, confidence, n_resamples, seed)
-    inputs = load(states, attempts, by)
-    check_consistency(inputs, k)
-    frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
-    return _summarize_units(
-        inputs,
-        frame,
-        k,
-        interval=interval,
+        ),
+    )
+    if not reliability:
+        return result
+    return _reliability.join_reliability(
+        result,
+        states,
+        attempts,
+        by=by,
+        k=k,
+        common_sample=common_sample,
+        common_states=common_states,
         confidence=confidence,
         n_resamples=n_resamples,
         ci_method=ci_method,
@@ -376,36 +386,203 @@ def summarize(
     )
 
 
-def _summarize_units(
-    inputs: Inputs,
-    frame: pl.LazyFrame,
-    k: int,
+def _group(by: Sequence[str]) -> list[str]:
+    return [c for c in by if c != "depth"]
+
+
+def _first_partial(
+    frames: Mapping[str, pl.LazyFrame], state: Any, *, by: Sequence[str]
+) -> dict[str, pl.LazyFrame]:
+    """Check a shard's contracts; return its root-cause pairs and first repeat."""
+    inputs = load(frames["states"], frames["attempts"], by)
+    return {
+        "roots": inputs.states.select("root_cause_id", "workflow_id").unique(),
+        "first": inputs.attempts.select(pl.col("repeat").min()),
+        "agents": inputs.attempts.select(pl.col("agent").cast(pl.String)).unique(),
+    }
+
+
+def _first_combine(parts: dict[str, pl.DataFrame], state: Any) -> dict[str, Any]:
+    """Raise for a root cause under two workflows; keep the first repeat of the whole table."""
+    check_roots(parts["roots"].lazy())
+    return {"base": parts["first"].get_column("repeat").min(), "agents": None, "depths": None}
+
+
+def _units(
+    frames: Mapping[str, pl.LazyFrame], by: Sequence[str], k: int, base: int
+) -> tuple[Inputs, pl.LazyFrame]:
+    inputs = load(frames["states"], frames["attempts"], by)
+    check_consistency(inputs, k, base=base, roots=False)
+    return inputs, units(inputs, k)
+
+
+def _agents_partial(
+    frames: Mapping[str, pl.LazyFrame], state: dict[str, Any], *, by: Sequence[str], k: int
+) -> dict[str, pl.LazyFrame]:
+    _, found = _units(frames, by, k, state["base"])
+    return {"agents": restriction_partials(found, _group(by))["agents"]}
+
+
+def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
+    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
+
+
+def _depths_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
     *,
-    interval: str,
-    confidence: float,
-    n_resamples: int,
-    ci_method: str,
-    seed: int,
-) -> pl.DataFrame:
-    by = list(inputs.by)
-    # Only the per-(workflow × cell) partials and the per-slice counts are collected; the
-    # streaming engine keeps inputs larger than memory workable.
-    partials, slices = pl.collect_all(
-        [_partials(frame, by), eligibility_counts(inputs.states, inputs.state_keys)],
-        engine="streaming",
+    by: Sequence[str],
+    k: int,
+    common_states: bool,
+) -> dict[str, pl.LazyFrame]:
+    inputs, found = _units(frames, by, k, state["base"])
+    found = restrict(
+        found,
+        group=_group(by),
+        pair=["state_id", *inputs.unit_keys[1:]],
+        common_states=common_states,
+        common_sample=False,
+        agents=state["agents"],
     )
-    return _finish_units(
-        partials,
-        slices,
-        by,
-        inputs.state_keys,
+    return {"depths": restriction_partials(found, _group(by))["depths"]}
+
+
+def _depths_combine(
+    parts: dict[str, pl.DataFrame], state: dict[str, Any], *, by: Sequence[str]
+) -> dict[str, Any]:
+    group, distinct = _group(by), parts["depths"].unique()
+    depths = (
+        distinct.group_by(group).agg(pl.len().alias("__depths"))
+        if group
+        else distinct.select(pl.len().alias("__depths"))
+    )
+    return {**state, "depths": depths}
+
+
+def _summary_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    k: int,
+    common_states: bool,
+    common_sample: bool,
+) -> dict[str, pl.LazyFrame]:
+    inputs = load(frames["states"], frames["attempts"], by)
+    check_consistency(inputs, k, base=state["base"], roots=False)
+    frame = scored_units(
+        inputs,
         k,
-        interval=interval,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        ci_method=ci_method,
-        seed=seed,
+        common_sample=common_sample,
+        common_states=common_states,
+        agents=state["agents"],
+        depths=state["depths"],
     )
+    return {
+        "partials": _partials(frame, list(inputs.by)),
+        "slices": eligibility_counts(inputs.states, inputs.state_keys),
+    }
+
+
+def _summary_done(
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], k: int, **options: Any
+) -> pl.DataFrame:
+    slices = parts["slices"]
+    state_keys = [c for c in by if c in slices.columns]
+    return _finish_units(parts["partials"], slices, list(by), state_keys, k, **options)
+
+
+def _plan_check(
+    k: object, interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str
+) -> None:
+    check_k(k)
+    _check_statistics(interval, confidence, n_resamples, seed, ci_method)
+
+
+def summary_plan(
+    states: object,
+    attempts: object,
+    *,
+    by: Sequence[str] = ("agent", "depth"),
+    k: int = 3,
+    common_sample: bool = False,
+    common_states: bool = False,
+    interval: str = "bootstrap",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> plan.Plan:
+    """Return the plan of :func:`summarize` (ARCHITECTURE §7).
+
+    The workflow is the resampling cluster: `states` are keyed by workflow (a state by the
+    smallest workflow among the rows of its ``state_id``, so a duplicated state lands in one
+    shard) and `attempts` by their state's. What no shard can know is decided over all shards
+    first: the root causes and the first repeat (no shuffle needed); for ``common_states`` the
+    agents with a scored unit; for ``common_sample`` the depths with a scored unit per group.
+    """
+    columns = as_columns("by", by)
+    stages = _restriction_stages(
+        columns, k, common_states=common_states, common_sample=common_sample
+    )
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    stages.append(
+        plan.Stage(
+            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
+        )
+    )
+    options: dict[str, Any] = {
+        "interval": interval,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
+    return plan.Plan(
+        inputs=_plan_inputs(states, attempts),
+        stages=tuple(stages),
+        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed, ci_method),
+        finish=functools.partial(_summary_done, by=columns, k=k, **options),
+    )
+
+
+def _plan_inputs(states: object, attempts: object) -> tuple[plan.Input, ...]:
+    """Return both tables as plan inputs, clustered by workflow (an attempt by its state's)."""
+    return (
+        plan.Input("states", states, "workflow_id", "states", via=("states", "state_id")),
+        plan.Input("attempts", attempts, "workflow_id", "attempts", via=("states", "state_id")),
+    )
+
+
+def _restriction_stages(
+    columns: tuple[str, ...], k: int, *, common_states: bool, common_sample: bool
+) -> list[plan.Stage]:
+    """Return the stages before the scored units: checks, common agents, common depths."""
+    stages = [
+        plan.Stage(
+            "takeover checks",
+            functools.partial(_first_partial, by=columns),
+            _first_combine,
+            clustered=False,
+        )
+    ]
+    if common_states:
+        stages.append(
+            plan.Stage(
+                "agents with scored units",
+                functools.partial(_agents_partial, by=columns, k=k),
+                _agents_combine,
+            )
+        )
+    if common_sample:
+        stages.append(
+            plan.Stage(
+                "depths with scored units",
+                functools.partial(_depths_partial, by=columns, k=k, common_states=common_states),
+                functools.partial(_depths_combine, by=columns),
+            )
+        )
+    return stages
 
 
 def _finish_units(
@@ -512,6 +689,7 @@ def compare_agents(
     ci_method: str = "percentile",
     n_permutations: int = 100_000,
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Compare two agents' pass@k on the states both attempted, paired and workflow-clustered.
 
@@ -542,6 +720,8 @@ def compare_agents(
         Monte Carlo sign flips, used only when no exact method applies.
     seed
         Seed of the bootstrap and of any Monte Carlo test.
+    engine
+        As in :func:`summarize`.
 
     Returns
     -------
@@ -572,8 +752,50 @@ def compare_agents(
     1
     """
     k = check_k(k)
-    _check_statistics("bootstrap", confidence, n_resamples, seed)
+    _check_statistics("bootstrap", confidence, n_resamples, seed, ci_method)
     cells = list(as_columns("by", by))
+    _check_agents(cells, a, b)
+    options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
+    stages = [
+        plan.Stage(
+            "takeover checks",
+            functools.partial(_first_partial, by=("agent", *cells)),
+            functools.partial(_compare_first, a=a, b=b),
+            clustered=False,
+        )
+    ]
+    if common_sample:
+        stages.append(
+            plan.Stage(
+                "depths with paired states",
+                functools.partial(_paired_depths_partial, **options),
+                functools.partial(_depths_combine, by=cells),
+            )
+        )
+    stages.append(
+        plan.Stage(
+            "paired pass@k per workflow",
+            functools.partial(_compare_partial, common_sample=common_sample, **options),
+        )
+    )
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "n_permutations": n_permutations,
+        "seed": seed,
+    }
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=_plan_inputs(states, attempts),
+            stages=tuple(stages),
+            finish=functools.partial(_compare_finish, **options, **statistics),
+        ),
+    )
+
+
+def _check_agents(cells: Sequence[str], a: object, b: object) -> None:
     if "agent" in cells:
         raise ParameterError(
             "parameter `by` contains `agent`; compare_agents compares two agents within each "
@@ -584,20 +806,32 @@ def compare_agents(
             raise ParameterError(f"parameter `{name}` is {value!r}; it must be an agent name.")
     if a == b:
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two agents.")
-    inputs = load(states, attempts, ("agent", *cells))
-    check_consistency(inputs, k)
-    known = (
-        inputs.attempts.select(pl.col("agent").unique().sort())
-        .collect(engine="streaming")
-        .to_series()
-        .to_list()
-    )
+
+
+def _compare_first(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> dict[str, Any]:
+    """As :func:`_first_combine`; then ``a`` and ``b`` must be agents of `attempts`."""
+    found = _first_combine(parts, state)
+    known = parts["agents"].get_column("agent").unique().sort().to_list()
     for name, value in (("a", a), ("b", b)):
         if value not in known:
             raise ParameterError(
                 f"parameter `{name}` is {value!r}, which is not an agent in `attempts` "
                 f"(agents: {format_keys(known, len(known))})."
             )
+    return found
+
+
+def _per_state(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+) -> tuple[pl.LazyFrame, list[str]]:
+    """Each eligible state's pass@k of ``a`` and of ``b``; unpaired states marked excluded."""
+    inputs = load(frames["states"], frames["attempts"], ("agent", *by))
+    check_consistency(inputs, k, base=state["base"], roots=False)
     pair = ["state_id", *inputs.unit_keys[1:]]
     state_cols = ["workflow_id", "root_cause_id", "depth"]
     carried = [c for c in inputs.state_keys if c not in state_cols]
@@ -618,17 +852,46 @@ def compare_agents(
             .alias("excluded")
         )
     )
+    return per_state, pair
+
+
+def _paired_depths_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+) -> dict[str, pl.LazyFrame]:
+    per_state, _ = _per_state(frames, state, by, k, a, b)
+    return {"depths": restriction_partials(per_state, _group(by))["depths"]}
+
+
+def _compare_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+    common_sample: bool,
+) -> dict[str, pl.LazyFrame]:
+    """Per (workflow × cell): paired states, each agent's summed pass@k, exclusions."""
+    per_state, pair = _per_state(frames, state, by, k, a, b)
     per_state = restrict(
         per_state,
-        group=[c for c in cells if c != "depth"],
+        group=_group(by),
         pair=pair,
         common_states=False,
         common_sample=common_sample,
+        depths=state.get("depths"),
     )
     paired = pl.col("excluded").is_null()
     d = pl.col("pass_at_k_a") - pl.col("pass_at_k_b")
     partials = (
-        per_state.group_by(_cluster_keys(cells))
+        per_state.group_by(_cluster_keys(list(by)))
         .agg(
             paired.sum().cast(pl.Int64).alias("common_states"),
             pl.col("root_cause_id").filter(paired).n_unique().cast(pl.Int64).alias("root_causes"),
@@ -644,19 +907,56 @@ def compare_agents(
             (d.filter(paired) < 0).sum().cast(pl.Int64).alias("b_better_states"),
         )
         .with_columns((pl.col("sum_a") - pl.col("sum_b")).alias("diff"))
-        .collect(engine="streaming")
     )
-    counts = (
-        "common_states",
-        "root_causes",
-        "only_a_states",
-        "only_b_states",
-        "excluded_not_common_sample",
-        "a_better_states",
-        "b_better_states",
-    )
+    return {"partials": partials}
+
+
+_COMPARE_COUNTS = (
+    "common_states",
+    "root_causes",
+    "only_a_states",
+    "only_b_states",
+    "excluded_not_common_sample",
+    "a_better_states",
+    "b_better_states",
+)
+_COMPARE_COLUMNS = (
+    "common_states",
+    "root_causes",
+    "workflows",
+    "only_a_states",
+    "only_b_states",
+    "excluded_not_common_sample",
+    "pass_at_k_a",
+    "pass_at_k_b",
+    "difference",
+    "ci_low",
+    "ci_high",
+    "a_better_states",
+    "b_better_states",
+    "p_value",
+    "p_method",
+)
+
+
+def _compare_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    by: Sequence[str],
+    k: int,
+    a: str,
+    b: str,
+    confidence: float,
+    n_resamples: int,
+    ci_method: str,
+    n_permutations: int,
+    seed: int,
+) -> pl.DataFrame:
+    """Sum the workflow partials into cells; add the joint bootstrap and the sign-flip test."""
+    cells = list(by)
+    partials = parts["partials"]
     aggregates = [
-        *(pl.col(c).sum() for c in counts),
+        *(pl.col(c).sum() for c in _COMPARE_COUNTS),
         *(_stable_sum(pl.col(c)).alias(c) for c in ("sum_a", "sum_b")),
         (pl.col("common_states") > 0).sum().cast(pl.Int64).alias("workflows"),
     ]
@@ -689,28 +989,14 @@ def compare_agents(
         table = _join(_join(table, boot, cells), tests, cells)
     else:
         table = table.hstack(_single(boot)).hstack(_single(tests))
-    columns = [
-        *cells,
+    labels = [
         pl.lit(a).alias("agent_a"),
         pl.lit(b).alias("agent_b"),
         pl.lit(k, dtype=pl.Int64).alias("k"),
-        "common_states",
-        "root_causes",
-        "workflows",
-        "only_a_states",
-        "only_b_states",
-        "excluded_not_common_sample",
-        "pass_at_k_a",
-        "pass_at_k_b",
-        "difference",
-        "ci_low",
-        "ci_high",
-        "a_better_states",
-        "b_better_states",
-        "p_value",
-        "p_method",
     ]
-    return table.select(columns).sort(sort_keys(table.schema, cells), nulls_last=False)
+    return table.select(*cells, *labels, *_COMPARE_COLUMNS).sort(
+        sort_keys(table.schema, cells), nulls_last=False
+    )
 
 
 def awareness_split(
@@ -721,7 +1007,8 @@ def awareness_split(
     common_sample: bool = False,
     common_states: bool = False,
     confidence: float = 0.95,
-) -> pl.LazyFrame | pl.DataFrame:
+    engine: object = "polars",
+) -> pl.DataFrame:
     """Pass rates of aware and of unaware attempts, per agent and macro-averaged over agents.
 
     This is an **association, not an effect** (seed: the authors group runs by whether the agent
@@ -739,11 +1026,13 @@ def awareness_split(
         As in :func:`summarize`.
     confidence
         Level of the Wilson intervals of the per-agent rates (attempts as independent trials).
+    engine
+        As in :func:`summarize`.
 
     Returns
     -------
-    polars.LazyFrame or polars.DataFrame
-        Eager if both inputs are DataFrames. Per-agent rows (``scope = "agent"``) and, per
+    polars.DataFrame
+        Per-agent rows (``scope = "agent"``) and, per
         combination of the other ``by`` keys, one macro row (``scope = "macro"``, ``agent``
         null). Columns: ``scope``, the ``by`` keys, ``agents`` (agents averaged: 1 on agent
         rows; on macro rows the agents that have both aware and unaware attempts),
@@ -766,22 +1055,72 @@ def awareness_split(
     ['association, not an effect']
     """
     columns = as_columns("by", by)
-    if not isinstance(confidence, float | int) or not 0 < confidence < 1:
-        raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
-    inputs = load(states, attempts, columns)
-    check_consistency(inputs, 1)
-    frame = scored_units(inputs, 1, common_sample=common_sample, common_states=common_states)
-    keys = list(inputs.by)
-    rest = [c for c in keys if c != "agent"]
-    per_agent = (
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    stages = _restriction_stages(columns, 1, **flags)
+    stages.append(
+        plan.Stage(
+            "aware and unaware attempts", functools.partial(_awareness_partial, by=columns, **flags)
+        )
+    )
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=_plan_inputs(states, attempts),
+            stages=tuple(stages),
+            check=functools.partial(_check_confidence, confidence),
+            finish=functools.partial(_awareness_finish, by=columns, confidence=confidence),
+        ),
+    )
+
+
+def _check_confidence(confidence: object) -> None:
+    stats.check_resampling(confidence=confidence, n_resamples=1, seed=0)
+
+
+_AWARENESS_COUNTS = ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
+
+
+def _awareness_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    common_states: bool,
+    common_sample: bool,
+) -> dict[str, pl.LazyFrame]:
+    """Aware and unaware attempts and passes per ``by`` cell (additive over workflows)."""
+    inputs = load(frames["states"], frames["attempts"], by)
+    check_consistency(inputs, 1, base=state["base"], roots=False)
+    frame = scored_units(
+        inputs,
+        1,
+        common_sample=common_sample,
+        common_states=common_states,
+        agents=state["agents"],
+        depths=state["depths"],
+    )
+    counts = (
         frame.filter(pl.col("excluded").is_null())
-        .group_by(keys)
+        .group_by(list(by))
         .agg(
             pl.col("n_aware").sum().alias("aware_attempts"),
             pl.col("aware_passed").sum().alias("aware_passed"),
             (pl.col("repeats") - pl.col("n_aware")).sum().alias("unaware_attempts"),
             pl.col("unaware_passed").sum().alias("unaware_passed"),
         )
+    )
+    return {"counts": counts}
+
+
+def _awareness_finish(
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], confidence: float
+) -> pl.DataFrame:
+    keys = list(by)
+    rest = [c for c in keys if c != "agent"]
+    per_agent = (
+        parts["counts"]
+        .group_by(keys)
+        .agg(pl.col(c).sum() for c in _AWARENESS_COUNTS)
         .with_columns(
             _rate("aware_passed", "aware_attempts").alias("aware_pass_rate"),
             _rate("unaware_passed", "unaware_attempts").alias("unaware_pass_rate"),
@@ -837,7 +1176,7 @@ def awareness_split(
         "difference",
     ]
     schema = agent_rows.collect_schema()
-    result = (
+    return (
         pl.concat(
             [
                 agent_rows.select(order),
@@ -847,4 +1186,3 @@ def awareness_split(
         .with_columns(pl.lit(INTERPRETATION).alias("interpretation"))
         .sort([*sort_keys(schema, rest), "scope", *sort_keys(schema, ["agent"])], nulls_last=True)
     )
-    return result.collect() if is_eager(states, attempts) else result

@@ -14,6 +14,7 @@ pyspark is imported only when a function here is called (the ``spark`` extra).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import json
 import os
@@ -32,6 +33,7 @@ import polars as pl
 from recoverylab import _errors, schema
 from recoverylab._errors import MissingDependencyError, ParameterError, RecoveryLabError
 from recoverylab.io import FORMATS, scan
+from recoverylab.plan import Plan, Stage, collect_parts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -41,13 +43,13 @@ if TYPE_CHECKING:
 __all__ = [
     "EXTRA",
     "Partials",
+    "SparkEngine",
     "Table",
     "as_spark",
     "empty_like",
     "is_session",
     "mapped",
     "require_pyspark",
-    "resolve_engine",
     "run",
     "session",
 ]
@@ -104,40 +106,6 @@ def is_session(engine: object) -> bool:
 def _is_spark_frame(source: object) -> bool:
     kind = type(source)
     return kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql")
-
-
-def resolve_engine(engine: object) -> SparkSession | None:
-    """Turn an ``engine=`` argument into a SparkSession, or ``None`` for polars.
-
-    Parameters
-    ----------
-    engine
-        ``"polars"``; ``"spark"`` for the active SparkSession (one is started with
-        :func:`session` when there is none); or a SparkSession.
-
-    Returns
-    -------
-    SparkSession or None
-        ``None`` for ``"polars"``.
-
-    Raises
-    ------
-    ParameterError
-        For any other value.
-    MissingDependencyError
-        For ``"spark"`` when pyspark is not installed.
-    """
-    if isinstance(engine, str) and engine == "polars":
-        return None
-    if isinstance(engine, str) and engine == "spark":
-        sql = require_pyspark()
-        active = sql.SparkSession.getActiveSession()
-        return active if active is not None else session()
-    if is_session(engine):
-        return engine  # type: ignore[return-value]
-    raise ParameterError(
-        f"parameter `engine` is {engine!r}; it must be 'polars', 'spark' or a SparkSession."
-    )
 
 
 def check_session(spark: object) -> SparkSession:
@@ -641,3 +609,106 @@ def _raise_errors(metas: Sequence[Mapping[str, Any]]) -> None:
             f"keys above are partition {partition}'s.]"
         )
     raise error(message)
+
+
+# --------------------------------------------------------------------------------------------
+# The engine: a plan's stages, one mapInArrow job each
+# --------------------------------------------------------------------------------------------
+
+
+def _call(
+    frames: dict[str, pl.DataFrame], *, partial: Callable[..., Any], state: Any
+) -> dict[str, pl.DataFrame]:
+    """Run a plan's partial query on one partition's frames (in a Spark worker)."""
+    return collect_parts(partial({n: f.lazy() for n, f in frames.items()}, state))
+
+
+def _tables(spark: SparkSession, plan: Plan, frames: Mapping[str, SparkFrame]) -> list[Table]:
+    """Key every input by its cluster key (through another input where the plan says so)."""
+    functions = importlib.import_module("pyspark.sql.functions")
+    by_name = {i.name: i for i in plan.inputs}
+    tables = []
+    for table in plan.inputs:
+        frame = frames[table.name]
+        shipped = table.columns if table.columns is not None else tuple(frame.columns)
+        if table.via is not None:
+            other, on = table.via
+            owner = frames[other]
+            owner_key = by_name[other].key_column(empty_like(owner).schema) or on
+            mapping = owner.groupBy(column(owner, on).cast("string").alias("__via")).agg(
+                functions.min(column(owner, owner_key).cast("string")).alias("__key")
+            )
+            frame = frame.join(
+                mapping, column(frame, on).cast("string") == mapping["__via"], "left"
+            )
+            key = functions.col("__key")
+        elif table.key is not None:
+            key = column(frame, table.key_column(empty_like(frame).schema) or "").cast("string")
+        else:
+            key = None
+        tables.append(Table(table.name, frame, key, table.contract, shipped))
+    return tables
+
+
+@dataclass(frozen=True)
+class SparkEngine:
+    """Run a plan on Spark: each stage's partial query once per co-partitioned partition.
+
+    The inputs are read by Spark where they are paths (see :func:`as_spark`), unioned and
+    repartitioned by cluster key, and each partition is handed whole to the stage's polars
+    partial query through ``mapInArrow``; only the partials come back to the driver, where
+    the plan's combine and finish run. Results equal the polars engine's.
+
+    Parameters
+    ----------
+    spark
+        The SparkSession.
+    partitions
+        Partitions of the shuffle (default ``spark.sql.shuffle.partitions``).
+    """
+
+    spark: Any
+    partitions: int | None = None
+
+    def _frames(self, plan: Plan) -> dict[str, SparkFrame]:
+        session = check_session(self.spark)
+        return {i.name: as_spark(session, i.source, i.name) for i in plan.inputs}
+
+    def run(self, plan: Plan) -> Any:
+        """Run ``plan``; return its finish's result."""
+        cache: dict[str, Any] = {}
+
+        def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
+            if "tables" not in cache:
+                cache["tables"] = _tables(self.spark, plan, self._frames(plan))
+            partial = functools.partial(_call, partial=stage.partial, state=state)
+            names = {i.name for i in stage.read(plan.inputs)}
+            result = run(
+                [t for t in cache["tables"] if t.name in names],
+                partial,
+                partitions=self.partitions,
+                shuffle=stage.clustered,
+                progress=plan.progress,
+                label=stage.label,
+            )
+            return result.parts
+
+        return plan.execute(run_stage)
+
+    def rows(self, plan: Plan) -> SparkFrame:
+        """Run every stage but the last; return the last stage's one part as a lazy Spark frame.
+
+        For row-level verbs (scored episodes): nothing of the result is collected. A
+        RecoveryLabError inside the last stage fails the Spark job, so the plan's earlier
+        stages should run the checks.
+        """
+        tables = _tables(self.spark, plan, self._frames(plan))
+        *first, last = plan.stages
+        head = Plan(plan.inputs, tuple(first), lambda state: state, plan.check, plan.state)
+        state = self.run(head) if first else plan.state
+        if not first and plan.check is not None:
+            plan.check()
+        partial = functools.partial(_call, partial=last.partial, state=state)
+        names = {i.name for i in last.read(plan.inputs)}
+        shipped = [t for t in tables if t.name in names]
+        return mapped(shipped, partial, partitions=self.partitions, shuffle=last.clustered)

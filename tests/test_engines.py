@@ -1,17 +1,21 @@
-"""The Spark engine gives exactly the polars results (recoverylab.distributed, issue 9).
+"""Every engine gives exactly the polars results (recoverylab.engines; issues 9 and 14).
+
+The generic test at the top runs every aggregating verb on the polars engine, the sharded
+polars engine (k shards, hypothesis over k and the row order) and Spark.
 
 One local[2] SparkSession (a session-scoped fixture) serves every test. Every input is
 written as several parquet files with its rows shuffled, so each cluster's rows are spread over
 the files and Spark must bring them together; the polars path reads the same files. Results
 are compared exactly (same seed: same intervals and p-values). Spark has no categorical type,
 so a categorical extra column comes back as text: the polars result's categoricals are cast
-before comparing. The last tests need no Spark: partial queries of shards of whole clusters
-add up to the one-machine result.
+before comparing.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -19,7 +23,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -31,13 +34,13 @@ from recoverylab import (
     MissingDependencyError,
     ParameterError,
     SchemaError,
-    distributed,
+    engines,
     goal,
     paired,
     synth,
     takeover,
 )
-from recoverylab.distributed import _spark
+from recoverylab.engines import PolarsEngine, ShardedEngine, SparkEngine, _spark
 
 _PANDAS_WARNING = "ignore:PySpark does not yet fully support pandas:FutureWarning"
 pytestmark = pytest.mark.filterwarnings(_PANDAS_WARNING)
@@ -55,7 +58,7 @@ def spark() -> Iterator[object]:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-        session = distributed.session(
+        session = engines.session(
             "local[2]",
             config={
                 "spark.ui.enabled": "false",
@@ -98,6 +101,138 @@ def same(polars_result: pl.DataFrame, spark_result: pl.DataFrame) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# Every aggregating verb, every engine
+# --------------------------------------------------------------------------------------------
+
+
+@functools.cache
+def _tables() -> dict[str, pl.DataFrame]:
+    """Small synthetic inputs of every protocol (with carry-forward, exclusions, rejections)."""
+    forks = synth.generate(
+        "forks", 40, seed=3, mismatch_rate=0.1, unpaired_rate=0.1, end_hazard=0.2
+    )["forks"]
+    digit = pl.col("task_id").str.slice(-1).cast(pl.Int64)
+    forks = forks.with_columns((digit % 2).cast(pl.String).alias("model"))
+    policy_forks = synth.generate("forks", 40, seed=4)["forks"].with_columns(
+        (digit % 2).cast(pl.String).alias("model")
+    )
+    shared_none = policy_forks.filter((pl.col("method") == "none") & pl.col("delay").is_null())
+    decisions = shared_none.select(
+        "task_id", "condition", pl.when(digit < 5).then(pl.lit(1)).alias("delay")
+    )
+    goal_tables = synth.generate("goal", 10, seed=4, repeats=2)
+    scored = goal.score(*(goal_tables[t] for t in GOAL_TABLES)).collect()
+    takeover_tables = synth.generate("takeover", 10, seed=2, missing_unit_rate=0.2)
+    return {
+        "forks": forks,
+        "decisions": decisions,
+        "policy_forks": policy_forks,
+        **goal_tables,
+        "scored": scored,
+        "states": takeover_tables["states"],
+        "attempts": takeover_tables["attempts"],
+    }
+
+
+def _goal_score(t: dict[str, pl.DataFrame], engine: object) -> object:
+    return goal.score(*(t[name] for name in GOAL_TABLES), engine=engine)
+
+
+STATISTICS: dict[str, Any] = {"n_resamples": 200, "seed": 7}
+
+#: Every aggregating verb (and goal.score, row-level), as (tables, engine) -> result.
+VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
+    "paired.summarize": lambda t, e: paired.summarize(t["forks"], engine=e, **STATISTICS),
+    "paired.summarize[pair_by,by]": lambda t, e: paired.summarize(
+        t["forks"], pair_by="model", by="model", ci_method="bca", engine=e, **STATISTICS
+    ),
+    "paired.summarize[pair_by]": lambda t, e: paired.summarize(
+        t["forks"], pair_by="model", engine=e, **STATISTICS
+    ),
+    "paired.contrast": lambda t, e: paired.contrast(
+        t["forks"], "stale2", "clean", by="model", engine=e, **STATISTICS
+    ),
+    "paired.evaluate_policy": lambda t, e: paired.evaluate_policy(
+        t["decisions"], t["policy_forks"], method="refresh", by="model", engine=e, **STATISTICS
+    ),
+    "paired.rescue_overlap": lambda t, e: paired.rescue_overlap(
+        t["forks"], "refresh", "replan_only", by="model", engine=e
+    ),
+    "goal.score": _goal_score,
+    "goal.summarize": lambda t, e: goal.summarize(
+        t["scored"], by=("model",), engine=e, **STATISTICS
+    ),
+    "goal.barrier_drop": lambda t, e: goal.barrier_drop(t["scored"], engine=e, **STATISTICS),
+    "takeover.summarize": lambda t, e: takeover.summarize(
+        t["states"], t["attempts"], k=2, engine=e, **STATISTICS
+    ),
+    "takeover.summarize[common]": lambda t, e: takeover.summarize(
+        t["states"],
+        t["attempts"],
+        k=2,
+        common_states=True,
+        common_sample=True,
+        engine=e,
+        **STATISTICS,
+    ),
+    "takeover.compare_agents": lambda t, e: takeover.compare_agents(
+        t["states"],
+        t["attempts"],
+        "agent_a",
+        "agent_b",
+        by=("depth",),
+        k=2,
+        engine=e,
+        **STATISTICS,
+    ),
+    "takeover.compare_agents[common]": lambda t, e: takeover.compare_agents(
+        t["states"],
+        t["attempts"],
+        "agent_a",
+        "agent_b",
+        k=2,
+        common_sample=True,
+        engine=e,
+        **STATISTICS,
+    ),
+    "takeover.awareness_split": lambda t, e: takeover.awareness_split(
+        t["states"], t["attempts"], by=("agent", "depth"), common_sample=True, engine=e
+    ),
+}
+
+
+def _result(verb: str, engine: object, order: int | None = None) -> pl.DataFrame:
+    """Run ``verb`` on ``engine`` (inputs' rows shuffled by ``order``); return a sorted frame."""
+    tables = _tables()
+    if order is not None:
+        tables = {n: f.sample(fraction=1.0, shuffle=True, seed=order) for n, f in tables.items()}
+    out = VERBS[verb](tables, engine)
+    if isinstance(out, pl.LazyFrame):
+        out = out.collect()
+    elif not isinstance(out, pl.DataFrame):  # a Spark DataFrame (row-level goal.score)
+        out = pl.from_arrow(out.toArrow())  # type: ignore[attr-defined]
+    assert isinstance(out, pl.DataFrame)
+    return out.sort("episode_id") if verb == "goal.score" else out
+
+
+@pytest.mark.parametrize("verb", VERBS)
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(k=1, order=0)
+@example(k=3, order=1)
+@example(k=7, order=2)
+@given(k=st.integers(1, 9), order=st.integers(0, 2**16))
+def test_every_engine_gives_the_polars_result(verb: str, k: int, order: int) -> None:
+    expected = _result(verb, "polars")
+    assert expected.height > 0
+    same(expected, _result(verb, ShardedEngine(k=k, seed=order), order))
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_spark_gives_the_polars_result(spark: object, verb: str) -> None:
+    same(_result(verb, "polars"), _result(verb, spark, order=5))
+
+
+# --------------------------------------------------------------------------------------------
 # Engine selection and the missing extra (no Java needed)
 # --------------------------------------------------------------------------------------------
 
@@ -119,14 +254,21 @@ def test_without_pyspark_the_engine_names_the_extra(monkeypatch: pytest.MonkeyPa
     with pytest.raises(MissingDependencyError, match=r"pip install 'recoverylab\[spark\]'"):
         goal.summarize(scored, engine="spark")
     with pytest.raises(MissingDependencyError, match="the Spark engine needs `pyspark`"):
-        distributed.session()
+        engines.session()
 
 
 def test_an_unknown_engine_is_a_parameter_error() -> None:
-    message = "parameter `engine` is 'polar'; it must be 'polars', 'spark' or a SparkSession."
-    with pytest.raises(ParameterError, match=message):
+    message = (
+        "parameter `engine` is 'polar'; it must be 'polars', 'spark', a SparkSession or an "
+        "engine (recoverylab.engines)."
+    )
+    with pytest.raises(ParameterError, match=re.escape(message)):
         takeover.summarize(pl.DataFrame(), pl.DataFrame(), engine="polar")
-    assert distributed.resolve_engine("polars") is None
+    assert engines.resolve("polars") == PolarsEngine()
+    engine = ShardedEngine(k=2)
+    assert engines.resolve(engine) is engine
+    with pytest.raises(ParameterError, match=r"parameter `k` is 0; it must be an integer >= 1\."):
+        ShardedEngine(k=0)
 
 
 def test_errors_of_several_partitions_say_whose_counts_they_show() -> None:
@@ -174,7 +316,13 @@ def test_goal_score_and_summaries_equal_polars(spark: object, goal_files: dict[s
     assert isinstance(got, pl.DataFrame)
     same(expected.sort("episode_id"), got.sort("episode_id"))
     for by, cluster, method in ((("model", "regime"), None, "percentile"), ((), "case_id", "bca")):
-        settings = {"by": by, "cluster": cluster, "method": method, "n_resamples": 500, "seed": 3}
+        settings = {
+            "by": by,
+            "cluster": cluster,
+            "ci_method": method,
+            "n_resamples": 500,
+            "seed": 3,
+        }
         same(goal.summarize(expected, **settings), goal.summarize(scored, engine=spark, **settings))
     same(
         goal.barrier_drop(expected, n_resamples=500),
@@ -333,9 +481,9 @@ def test_takeover_errors_equal_polars(spark: object, tmp_path: Path) -> None:
         assert str(got.value) == str(expected.value), label
 
 
-def test_distributed_functions_take_a_session(tmp_path: Path) -> None:
+def test_the_spark_engine_takes_a_session(tmp_path: Path) -> None:
     with pytest.raises(ParameterError, match="parameter `spark` is str; it must be a SparkSession"):
-        distributed.takeover_summarize("local[2]", "states/", "attempts/")
+        takeover.summarize("states/", "attempts/", engine=SparkEngine("local[2]"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -385,9 +533,8 @@ def test_paired_summary_equals_polars(
 def test_many_small_partitions_give_the_same_cells(spark: object, forks_dir: str) -> None:
     # a few tasks per partition: some partitions lack recovery points their tasks reach
     expected = paired.summarize(forks_dir, by="model", n_resamples=200, seed=6)
-    got = distributed.paired_summarize(
-        spark, forks_dir, by="model", n_resamples=200, seed=6, partitions=40
-    )
+    engine = SparkEngine(spark, partitions=40)
+    got = paired.summarize(forks_dir, by="model", n_resamples=200, seed=6, engine=engine)
     same(expected, got)
 
 
@@ -505,178 +652,6 @@ def test_cli_engine_options_are_checked(
         "`--overlap` is not available with `--engine spark`. Hint: run them with --engine polars."
         in result.err
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Shards without Spark: the partial queries of whole clusters add up to the one-machine result
-# --------------------------------------------------------------------------------------------
-
-SHARDS = settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _in_shards(
-    frames: dict[str, pl.DataFrame], key: dict[str, pl.Series], shards: int, seed: int
-) -> list[dict[str, pl.DataFrame]]:
-    """Split tables into shards of whole clusters (``key``: each table's cluster per row)."""
-    distinct = pl.concat(list(key.values())).unique().sort()
-    drawn = np.random.default_rng(seed).integers(0, shards, distinct.len()).tolist()
-    lookup = dict(zip(distinct.to_list(), drawn, strict=True))
-    return [
-        {
-            name: frame.filter(key[name].replace_strict(lookup, return_dtype=pl.Int64) == shard)
-            for name, frame in frames.items()
-        }
-        for shard in range(shards)
-    ]
-
-
-def _combine(results: list[dict[str, pl.DataFrame]]) -> dict[str, pl.DataFrame]:
-    names = results[0].keys()
-    return {name: pl.concat([r[name] for r in results]) for name in names}
-
-
-@SHARDS
-@example(seed=0, shards=12, pair_by=False, by_model=True)
-@given(
-    seed=st.integers(0, 2**16),
-    shards=st.integers(1, 12),
-    pair_by=st.booleans(),
-    by_model=st.booleans(),
-)
-def test_paired_partials_of_task_shards_add_up(
-    seed: int, shards: int, pair_by: bool, by_model: bool
-) -> None:
-    # Up to one task per shard: a shard may lack recovery points that its tasks are carried
-    # forward to (every task of it ended before them).
-    from recoverylab.distributed import _paired
-    from recoverylab.paired import _pairs, _summary
-
-    forks = _forks(12, seed, mismatch_rate=0.1, unpaired_rate=0.1, end_hazard=0.2).drop("note")
-    forks = forks.with_columns(pl.col("model").cast(pl.String))
-    model = ("model",)
-    keys = {"pair_by": model if pair_by else (), "by": model if by_model else (), "cohort": "full"}
-    table, by_keys = _pairs.prepare(forks, **keys)
-    design = _pairs.design_grid(table)
-    parts = [
-        _paired._summary_shard(
-            shard, pair_by=table.pair_by, by=by_keys, cohort="full", design=design
-        )
-        for shard in _in_shards({"forks": forks}, {"forks": forks["task_id"]}, shards, seed)
-        if shard["forks"].height
-    ]
-    got = _summary.finish(_combine(parts)["partials"], confidence=0.9, n_resamples=200, seed=seed)
-    expected = paired.summarize(forks, confidence=0.9, n_resamples=200, seed=seed, **keys)
-    assert_frame_equal(expected, got, check_exact=True)
-
-
-@SHARDS
-@given(seed=st.integers(0, 2**16), shards=st.integers(1, 4))
-def test_goal_partials_of_case_shards_add_up(seed: int, shards: int) -> None:
-    from recoverylab.distributed import _goal
-
-    tables = synth.generate("goal", 8, seed=seed, repeats=2)
-    episodes = tables["episodes"]
-    case_of = dict(zip(episodes["episode_id"], episodes["case_id"], strict=True))
-    key = {
-        name: frame["case_id"]
-        if "case_id" in frame.columns
-        else frame["episode_id"].replace_strict(case_of, return_dtype=pl.String)
-        for name, frame in tables.items()
-    }
-    parts = _in_shards(tables, key, shards, seed)
-    scored = pl.concat([_goal._score_shard(p)["scored"] for p in parts if p["cases"].height])
-    expected = goal.score(*(tables[t] for t in GOAL_TABLES)).collect()
-    assert_frame_equal(expected.sort("episode_id"), scored.sort("episode_id"), check_exact=True)
-    by, cluster, judged = goal._summary_plan(scored.schema, ("model",), None, "percentile")
-    shares = _in_shards({"scored": scored}, {"scored": scored[cluster]}, shards, seed + 1)
-    partials = pl.concat(
-        [goal._summary_partials(s["scored"].lazy(), by, cluster, judged).collect() for s in shares]
-    )
-    got = goal._summary_finish(
-        partials,
-        by,
-        cluster,
-        judged,
-        n_resamples=200,
-        confidence=0.95,
-        method="percentile",
-        seed=seed,
-    )
-    assert_frame_equal(goal.summarize(expected, by=("model",), n_resamples=200, seed=seed), got)
-
-
-@SHARDS
-@given(
-    seed=st.integers(0, 2**16),
-    shards=st.integers(1, 4),
-    common_states=st.booleans(),
-    common_sample=st.booleans(),
-)
-def test_takeover_partials_of_workflow_shards_add_up(
-    seed: int, shards: int, common_states: bool, common_sample: bool
-) -> None:
-    from recoverylab.distributed import _takeover
-    from recoverylab.takeover import _summary
-
-    tables = synth.generate("takeover", 8, seed=seed, missing_unit_rate=0.2)
-    states, attempts = tables["states"], tables["attempts"]
-    workflow_of = dict(zip(states["state_id"], states["workflow_id"], strict=True))
-    key = {
-        "states": states["workflow_id"],
-        "attempts": attempts["state_id"].replace_strict(workflow_of, return_dtype=pl.String),
-    }
-    parts = _in_shards({"states": states, "attempts": attempts}, key, shards, seed)
-    parts = [p for p in parts if p["states"].height]
-    by = ["agent", "depth"]
-    base = int(attempts["repeat"].min())  # type: ignore[arg-type]
-    options = {"by": by, "k": 2, "base": base}
-    agents = None
-    if common_states:
-        found = [_takeover._agents_shard(p, **options)["agents"] for p in parts]
-        agents = pl.concat(found)["agent"].n_unique()
-    depths = None
-    if common_sample:
-        found = [
-            _takeover._depths_shard(p, **options, common_states=common_states, agents=agents)
-            for p in parts
-        ]
-        distinct = pl.concat([f["depths"] for f in found]).unique()
-        depths = distinct.group_by("agent").agg(pl.len().alias("__depths"))
-    results = _combine(
-        [
-            _takeover._summary_shard(
-                p,
-                **options,
-                common_states=common_states,
-                common_sample=common_sample,
-                agents=agents,
-                depths=depths,
-            )
-            for p in parts
-        ]
-    )
-    got = _summary._finish_units(
-        results["partials"],
-        results["slices"],
-        by,
-        ("depth",),
-        2,
-        interval="bootstrap",
-        confidence=0.95,
-        n_resamples=200,
-        ci_method="percentile",
-        seed=seed,
-    )
-    expected = takeover.summarize(
-        states,
-        attempts,
-        k=2,
-        common_states=common_states,
-        common_sample=common_sample,
-        n_resamples=200,
-        seed=seed,
-    )
-    assert_frame_equal(expected, got, check_exact=True)
 
 
 def test_a_worker_without_the_packages_is_told_what_to_install() -> None:

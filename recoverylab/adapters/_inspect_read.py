@@ -1,0 +1,160 @@
+"""Reading inspect_ai logs through ``inspect_ai.log``: headers, sample summaries, markers.
+
+Only what the tables need is read: the log header (task, task arguments, model, metadata, epochs,
+status) and the sample summaries (id, epoch, metadata, scores, error, limit, turns), which inspect
+stores apart from the transcripts. Full samples are streamed only when a recovery marker lives in
+the sample's store or events. Files are read in parallel threads.
+"""
+
+from __future__ import annotations
+
+import glob as _glob
+import json
+import os
+import zipfile
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from recoverylab._errors import MissingDependencyError, SourceError
+
+__all__ = ["Log", "read_logs", "require_inspect"]
+
+#: Fields of a full sample never needed for a marker.
+_HEAVY = {"messages", "attachments", "output"}
+
+
+@dataclass(frozen=True)
+class Log:
+    """One evaluation log: the header fields the adapter uses and its sample summaries."""
+
+    location: str
+    task: str
+    task_args: dict[str, Any]
+    model: str
+    metadata: dict[str, Any]
+    status: str
+    created: str
+    samples: list[Any]
+    markers: dict[tuple[str, int], Any] = field(default_factory=dict)
+
+    @property
+    def identity(self) -> str:
+        """What makes two logs runs of the same eval (a retry, or a duplicate)."""
+        return json.dumps([self.task, self.task_args, self.model], sort_keys=True, default=str)
+
+
+def require_inspect() -> None:
+    """Raise MissingDependencyError naming the extra when inspect_ai is not installed."""
+    try:
+        import inspect_ai.log  # noqa: F401
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "reading inspect logs needs inspect_ai. Hint: pip install 'recoverylab[inspect]'."
+        ) from exc
+
+
+def read_logs(
+    logs: object, marker: Callable[[Any], Any] | None, *, full: bool, workers: int | None = None
+) -> list[Log]:
+    """Read every log given as files, directories, globs or ``EvalLog`` objects.
+
+    ``marker`` reads the recovery marker from a full sample (``full=True``) or a summary.
+    """
+    require_inspect()
+    from inspect_ai.log import EvalLog
+
+    items = list(logs) if isinstance(logs, (list, tuple)) else [logs]
+    in_memory = [_from_object(i, marker) for i in items if isinstance(i, EvalLog)]
+    locations = _locations([i for i in items if not isinstance(i, EvalLog)])
+    if not locations:
+        return in_memory
+    threads = workers or min(8, os.cpu_count() or 1, len(locations))
+    with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
+        read = list(pool.map(lambda loc: _read_file(loc, marker, full), locations))
+    return in_memory + read
+
+
+def _locations(items: Sequence[object]) -> list[str]:
+    """Expand paths, directories (inspect's own listing) and globs into log locations."""
+    from inspect_ai.log import list_eval_logs
+
+    found: list[str] = []
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise SourceError(
+                f"cannot read an inspect log from a {type(item).__name__}; give paths, "
+                "directories, globs or inspect_ai EvalLog objects."
+            )
+        text = os.fspath(item)
+        if Path(text).is_dir():
+            listed = [_local(info.name) for info in list_eval_logs(text, recursive=True)]
+            if not listed:
+                raise SourceError(f"`{text}` is a directory with no inspect logs.")
+            found.extend(sorted(listed))
+        elif _glob.has_magic(text):
+            matches = sorted(m for m in _glob.glob(text, recursive=True) if Path(m).is_file())
+            if not matches:
+                raise SourceError(f"no file matches `{text}`.")
+            found.extend(matches)
+        elif Path(text).is_file():
+            found.append(text)
+        else:
+            raise SourceError(f"`{text}` does not exist.")
+    return list(dict.fromkeys(found))
+
+
+def _local(location: str) -> str:
+    """Return a local path for inspect's ``file://`` listing entries (others kept)."""
+    return location.removeprefix("file://")
+
+
+def _read_file(location: str, marker: Callable[[Any], Any] | None, full: bool) -> Log:
+    from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
+
+    try:
+        header = read_eval_log(location, header_only=True)
+        summaries = read_eval_log_sample_summaries(location)
+        markers = _markers(location, marker, full, summaries)
+    except (OSError, ValueError, KeyError, RuntimeError, zipfile.BadZipFile) as exc:
+        lines = str(exc).strip().splitlines()
+        first = lines[0] if lines else type(exc).__name__
+        raise SourceError(f"`{location}` is not a readable inspect log ({first}).") from exc
+    return _log(location, header, summaries, markers)
+
+
+def _markers(
+    location: str, marker: Callable[[Any], Any] | None, full: bool, summaries: Iterable[Any]
+) -> dict[tuple[str, int], Any]:
+    if marker is None:
+        return {}
+    if not full:
+        return {(str(s.id), s.epoch): marker(s) for s in summaries}
+    from inspect_ai.log import read_eval_log_samples
+
+    samples = read_eval_log_samples(location, all_samples_required=False, exclude_fields=_HEAVY)
+    return {(str(s.id), s.epoch): marker(s) for s in samples}
+
+
+def _from_object(log: Any, marker: Callable[[Any], Any] | None) -> Log:
+    samples = list(log.samples or [])
+    summaries = [s.summary() for s in samples]
+    markers = {(str(s.id), s.epoch): marker(s) for s in samples} if marker else {}
+    return _log(log.location or f"<EvalLog {log.eval.eval_id}>", log, summaries, markers)
+
+
+def _log(location: str, header: Any, summaries: list[Any], markers: dict[Any, Any]) -> Log:
+    spec = header.eval
+    return Log(
+        location=location,
+        task=spec.task,
+        task_args=dict(spec.task_args or {}),
+        model=spec.model,
+        metadata=dict(spec.metadata or {}),
+        status=str(header.status),
+        created=str(spec.created),
+        samples=summaries,
+        markers=markers,
+    )

@@ -1,0 +1,110 @@
+"""Where each of our columns comes from in an inspect log, and how score values become booleans.
+
+A *source* is one of the string forms ``task_arg:NAME``, ``eval_metadata:NAME``,
+``sample_metadata:NAME``, ``model``, ``task``, ``literal:VALUE`` (the same in Python and on the
+command line) or a callable that receives a mapping with the keys ``task``, ``task_args``,
+``model``, ``eval_metadata``, ``sample_metadata``, ``id`` and ``epoch`` of one sample.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from recoverylab._errors import ParameterError
+
+__all__ = ["MISSING", "Source", "SourceSpec", "parse_source", "score_kind"]
+
+#: A source as the public functions accept it.
+SourceSpec = str | Callable[[Mapping[str, Any]], Any]
+SOURCE_KINDS = ("task_arg", "eval_metadata", "sample_metadata", "model", "task", "literal")
+_FORMS = "task_arg:NAME, eval_metadata:NAME, sample_metadata:NAME, model, task, literal:VALUE"
+#: inspect's letter scores (CORRECT, INCORRECT, PARTIAL, NOANSWER) as inspect's value_to_float.
+LETTERS = {"C": 1.0, "I": 0.0, "P": 0.5, "N": 0.0}
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Source:
+    """A parsed source for one column (``param`` names the parameter, for messages)."""
+
+    param: str
+    kind: str
+    name: str | None = None
+    func: Callable[[Mapping[str, Any]], Any] | None = None
+
+    @property
+    def per_sample(self) -> bool:
+        """Whether the value can differ between the samples of one log."""
+        return self.kind in ("sample_metadata", "callable")
+
+    def of_log(
+        self, location: str, task: str, args: dict[str, Any], model: str, metadata: dict[str, Any]
+    ) -> Any:
+        """Return the value for a whole log (eval-level kinds); raise on a name it lacks."""
+        if self.kind == "model":
+            return model
+        if self.kind == "task":
+            return task
+        if self.kind == "literal":
+            return self.name
+        table, what = (
+            (args, "task argument") if self.kind == "task_arg" else (metadata, "eval metadata key")
+        )
+        if self.name not in table:
+            have = ", ".join(sorted(map(str, table))) or "none"
+            raise ParameterError(
+                f"inspect log `{location}`: `{self.param}` comes from {self.kind}:{self.name}, "
+                f"but the log has no {what} `{self.name}` (it has: {have})."
+            )
+        return table[self.name]
+
+    def of_sample(self, view: Mapping[str, Any]) -> Any:
+        """Return the value for one sample (``view`` as the module docstring describes)."""
+        if self.kind == "sample_metadata":
+            return view["sample_metadata"].get(self.name, MISSING)
+        assert self.func is not None
+        return self.func(view)
+
+
+def parse_source(param: str, spec: object) -> Source:
+    """Parse a source given as a string form or a callable; raise ParameterError otherwise."""
+    if callable(spec):
+        return Source(param, "callable", func=spec)
+    if not isinstance(spec, str):
+        raise ParameterError(
+            f"parameter `{param}` is a {type(spec).__name__}; give one of {_FORMS}, or a callable."
+        )
+    kind, _, name = spec.partition(":")
+    if kind in ("model", "task") and not name:
+        return Source(param, kind)
+    if kind in SOURCE_KINDS and kind not in ("model", "task") and name:
+        return Source(param, kind, name=name)
+    raise ParameterError(
+        f"parameter `{param}` is {spec!r}; it must be one of {_FORMS}, or a callable."
+    )
+
+
+def score_kind(value: Any) -> tuple[str, str | None, float | None]:
+    """Classify one score value as (kind, letter, number).
+
+    The kind is ``letter``, ``bool``, ``number``, ``missing`` or ``other``.
+    """
+    if value is None:
+        return "missing", None, None
+    if isinstance(value, bool):
+        return "bool", None, float(value)
+    if isinstance(value, (int, float)):
+        return ("number", None, float(value)) if math.isfinite(value) else ("other", None, None)
+    if isinstance(value, str) and value in LETTERS:
+        return "letter", value, LETTERS[value]
+    return "other", None, None

@@ -1,0 +1,709 @@
+"""inspect_ai evaluation logs -> ``forks`` and takeover tables (ARCHITECTURE §8, §3.1, §3.4).
+
+Logs are read only through ``inspect_ai.log`` (headers and sample summaries; full samples only for
+a marker in the store or events), several files at a time. Each sample-epoch becomes one row;
+what cannot be used goes to ``excluded`` with a reason, never counted as a failure:
+
+========================  ===========================================================
+reason                    meaning
+========================  ===========================================================
+``superseded_log``        a retried or duplicate log of an eval (same task, task
+                          arguments and model); the latest complete one is used
+``error``                 the sample raised an error
+``limit``                 the sample hit a limit (tokens, messages, time...)
+``unmapped``              a column's source has no value for this sample
+``missing_score``         the chosen scorer gave no value
+``invalid_score``         the value cannot be read as success (e.g. ``P`` without a
+                          threshold, a string, NaN)
+``recovery_not_applied``  (forks) the run ended before recovery fired; the ``none``
+                          row carries the task forward (``end_action``)
+========================  ===========================================================
+
+Cluster keys are the samples' stable ``id`` (ints and strings unified as strings), never
+inspect's per-run ids. With several epochs an ``epoch`` column is added (pair by it); with several
+models a ``model`` column.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, NamedTuple
+
+import polars as pl
+
+from recoverylab._errors import InputError, ParameterError, format_keys
+from recoverylab.adapters._inspect_read import Log, read_logs
+from recoverylab.adapters._mapping import (
+    MISSING,
+    Source,
+    SourceSpec,
+    parse_source,
+    score_kind,
+)
+
+__all__ = [
+    "EXCLUDED_SCHEMA",
+    "EpochWarning",
+    "InspectForks",
+    "InspectTakeover",
+    "forks",
+    "takeover",
+]
+
+#: Columns of every ``excluded`` table.
+EXCLUDED_SCHEMA = {
+    "log": pl.String,
+    "task_id": pl.String,
+    "epoch": pl.Int64,
+    "reason": pl.String,
+    "detail": pl.String,
+}
+Success = float | Callable[[Any], bool] | None
+Epochs = Literal["forks", "independent"] | None
+_SCORE_FIELDS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
+#: Takeover eligibility flags, read from sample metadata when present (true otherwise).
+_FLAGS = ("replay_ok", "expected_ok")
+
+
+class EpochWarning(UserWarning):
+    """Several epochs, and nothing says whether they are seeded forks or independent runs."""
+
+
+class InspectForks(NamedTuple):
+    """What :func:`forks` returns: the ``forks`` table and the ``excluded`` samples."""
+
+    forks: pl.DataFrame
+    excluded: pl.DataFrame
+
+    @property
+    def pair_by(self) -> tuple[str, ...]:
+        """The extra pairing keys to pass to the paired protocol (``epoch``, ``model``)."""
+        return tuple(c for c in ("model", "epoch") if c in self.forks.columns)
+
+
+class InspectTakeover(NamedTuple):
+    """What :func:`takeover` returns: ``states``, ``attempts`` and the ``excluded`` samples."""
+
+    states: pl.DataFrame
+    attempts: pl.DataFrame
+    excluded: pl.DataFrame
+
+
+def forks(
+    logs: object,
+    *,
+    condition: SourceSpec,
+    method: SourceSpec,
+    delay: SourceSpec,
+    none_label: str = "none",
+    scorer: str | None = None,
+    success: Success = None,
+    recovery_marker: str | None = None,
+    perturb_action: SourceSpec | None = None,
+    epochs: Epochs = None,
+    workers: int | None = None,
+) -> InspectForks:
+    """Read inspect logs into a ``forks`` table (§3.1) and the samples it could not use.
+
+    Each log is one arm of the experiment: its ``condition``, ``method`` (``none_label`` marks the
+    no-recovery continuation) and ``delay`` (null on ``none`` rows) come from where you say. Each
+    sample-epoch is one branch; ``task_id`` is the sample ``id``.
+
+    Epochs: with more than one, an ``epoch`` column is added and pairs are formed per epoch
+    (``pair_by``). Epochs that are seeded forks (the recovery run of epoch k continues the same
+    state as the no-recovery run of epoch k) identify rescue and harm separately; independent
+    epochs identify only the effect (rescue - harm). Say which with ``epochs``; otherwise an
+    :class:`EpochWarning` says so.
+
+    Parameters
+    ----------
+    logs
+        Log files (``.eval`` or ``.json``), directories, globs, ``EvalLog`` objects, or a list.
+    condition, method, delay
+        Where each value comes from: ``"task_arg:NAME"``, ``"eval_metadata:NAME"``,
+        ``"sample_metadata:NAME"``, ``"model"``, ``"task"``, ``"literal:VALUE"``, or a callable
+        given a mapping with ``task``, ``task_args``, ``model``, ``eval_metadata``,
+        ``sample_metadata``, ``id`` and ``epoch``.
+    none_label
+        The ``method`` value of the no-recovery arm (written as ``none``).
+    scorer
+        The score to read; by default the only one in the logs.
+    success
+        How a score value becomes success: by default inspect's letters (``C`` true, ``I`` and
+        ``N`` false; ``P`` is invalid), booleans, or the numbers 0 and 1; a number is a threshold
+        (value >= threshold, letters as inspect's C=1, P=0.5, I=N=0); a callable maps a value.
+    recovery_marker
+        Where a recovery arm records whether recovery fired: ``"store:KEY"``,
+        ``"sample_metadata:KEY"`` (a boolean) or ``"event:NAME"`` (an info event or span of that
+        name fired). A recovery row whose recovery never fired is left to carry-forward: its
+        ``none`` row gets ``perturb_action`` and ``end_action`` (the run's model turns).
+    perturb_action
+        Source of the action index at which the observation was perturbed (needed with
+        ``recovery_marker``).
+    epochs
+        ``"forks"`` or ``"independent"``: what repeated epochs are (see above).
+    workers
+        Files read in parallel (default: up to 8).
+
+    Returns
+    -------
+    InspectForks
+        ``forks``: task_id, condition, method, delay (Int64), success, then ``epoch`` and
+        ``model`` when there are several, then ``perturb_action`` and ``end_action`` with a
+        marker. ``excluded``: log, task_id, epoch, reason, detail. ``pair_by`` lists the extra
+        pairing keys.
+
+    Raises
+    ------
+    ParameterError
+        A source form that is not allowed, a task argument or eval metadata key a log lacks,
+        several scorers and none chosen, or mixed score types.
+    SourceError
+        A path that does not exist or is not a readable inspect log.
+
+    Examples
+    --------
+    >>> from recoverylab.adapters import inspect as ri  # doctest: +SKIP
+    >>> result = ri.forks("logs/", condition="task_arg:condition", method="task_arg:method",
+    ...                   delay="task_arg:delay", epochs="forks")  # doctest: +SKIP
+    """
+    sources = {
+        "condition": parse_source("condition", condition),
+        "method": parse_source("method", method),
+        "delay": parse_source("delay", delay),
+    }
+    if recovery_marker is not None:
+        if perturb_action is None:
+            raise ParameterError(
+                "parameter `recovery_marker` needs `perturb_action` (where the observation was "
+                "perturbed) to place the recovery point. Hint: perturb_action="
+                "'sample_metadata:perturb_action'."
+            )
+        sources["perturb_action"] = parse_source("perturb_action", perturb_action)
+    _check_epochs(epochs)
+    marker, full = _marker(recovery_marker)
+    read = read_logs(logs, marker, full=full, workers=workers)
+    used, superseded = _latest(read)
+    rows = _rows(used, sources, scorer, marker is not None)
+    rows = _with_success(rows, success, scorer_name=_scorer_name(used, scorer))
+    table, excluded = _forks_table(rows, none_label, marker is not None)
+    if "epoch" in table.columns and epochs is None:
+        warnings.warn(
+            "inspect logs: several epochs, paired per epoch; nothing says whether the epochs are "
+            "seeded forks (rescue and harm identified) or independent runs (only the effect "
+            "identified). Hint: pass epochs='forks' or 'independent' (on the command line: "
+            "--epochs).",
+            EpochWarning,
+            stacklevel=2,
+        )
+    return InspectForks(table, pl.concat([superseded, excluded], how="vertical"))
+
+
+def takeover(
+    logs: object,
+    *,
+    state: SourceSpec | None = None,
+    agent: SourceSpec = "model",
+    workflow: SourceSpec | None = None,
+    root_cause: SourceSpec | None = None,
+    depth: SourceSpec = "sample_metadata:depth",
+    scores: Mapping[str, str] | None = None,
+    workers: int | None = None,
+) -> InspectTakeover:
+    """Read inspect logs into takeover ``states`` and ``attempts`` (§3.4).
+
+    A state is (sample, ``state`` key); the agent is the model (or ``agent``); the repeat is the
+    epoch. ``aware``, ``root_cause_fixed``, ``derived_fixed`` and ``passed`` come from the scores
+    named in ``scores`` (field -> scorer), else from scorers of those names, else from the keys of
+    the only dict-valued score. ``replay_ok`` and ``expected_ok`` come from sample metadata when
+    present (true otherwise); ``workflow_id`` and ``root_cause_id`` default to the state.
+
+    Parameters
+    ----------
+    logs
+        As for :func:`forks`.
+    state
+        Source of the state key (default: the sample id alone).
+    agent, workflow, root_cause, depth
+        Sources (see :func:`forks`); ``workflow`` and ``root_cause`` may be None.
+    scores
+        Field -> scorer name for the four outcome fields.
+    workers
+        Files read in parallel.
+
+    Returns
+    -------
+    InspectTakeover
+        ``states`` (state_id, workflow_id, root_cause_id, depth, replay_ok, expected_ok),
+        ``attempts`` (state_id, agent, repeat, aware, root_cause_fixed, derived_fixed, passed,
+        steps) and ``excluded``.
+    """
+    sources = {"agent": parse_source("agent", agent), "depth": parse_source("depth", depth)}
+    for flag in _FLAGS:
+        sources[flag] = parse_source(flag, _metadata_flag(flag))
+    for name, spec in (("state", state), ("workflow", workflow), ("root_cause", root_cause)):
+        if spec is not None:
+            sources[name] = parse_source(name, spec)
+    read = read_logs(logs, None, full=False, workers=workers)
+    used, superseded = _latest(read)
+    rows = _rows(used, sources, None, False, score_fields=_score_fields(used, scores))
+    states, attempts, excluded = _takeover_tables(rows)
+    return InspectTakeover(states, attempts, pl.concat([superseded, excluded], how="vertical"))
+
+
+def _metadata_flag(key: str) -> Callable[[Mapping[str, Any]], Any]:
+    """Read a boolean sample metadata key, true when absent."""
+    return lambda view: view["sample_metadata"].get(key, True)
+
+
+def _check_epochs(epochs: object) -> None:
+    if epochs not in (None, "forks", "independent"):
+        raise ParameterError(
+            f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
+        )
+
+
+def _marker(spec: str | None) -> tuple[Callable[[Any], Any] | None, bool]:
+    """Parse ``recovery_marker``: a reader of one sample and whether it needs full samples."""
+    if spec is None:
+        return None, False
+    kind, _, name = spec.partition(":") if isinstance(spec, str) else ("", "", "")
+    if kind == "sample_metadata" and name:
+        return (lambda s: (s.metadata or {}).get(name)), False
+    if kind == "store" and name:
+        return (lambda s: (s.store or {}).get(name)), True
+    if kind == "event" and name:
+        return (lambda s: _has_event(s, name)), True
+    raise ParameterError(
+        f"parameter `recovery_marker` is {spec!r}; it must be store:KEY, sample_metadata:KEY "
+        "or event:NAME."
+    )
+
+
+def _has_event(sample: Any, name: str) -> bool:
+    """Whether an info event with source ``name`` or a span named ``name`` was recorded."""
+    return any(
+        (e.event == "info" and e.source == name) or (e.event == "span_begin" and e.name == name)
+        for e in sample.events
+    )
+
+
+def _latest(read: list[Log]) -> tuple[list[Log], pl.DataFrame]:
+    """Keep the latest complete log of each eval; list the others as ``superseded_log``."""
+    groups: dict[str, list[Log]] = {}
+    for log in read:
+        groups.setdefault(log.identity, []).append(log)
+    used: list[Log] = []
+    dropped: list[tuple[str, str]] = []
+    for group in groups.values():
+        ranked = sorted(group, key=lambda g: (g.status == "success", g.created, g.location))
+        used.append(ranked[-1])
+        dropped += [
+            (g.location, f"{g.status} log superseded by {ranked[-1].location}") for g in ranked[:-1]
+        ]
+    excluded = pl.DataFrame(
+        {
+            "log": [d[0] for d in dropped],
+            "task_id": [None] * len(dropped),
+            "epoch": [None] * len(dropped),
+            "reason": ["superseded_log"] * len(dropped),
+            "detail": [d[1] for d in dropped],
+        },
+        schema=EXCLUDED_SCHEMA,
+    )
+    return used, excluded
+
+
+def _scorer_name(used: list[Log], scorer: str | None) -> str:
+    names = sorted({n for log in used for s in log.samples for n in (s.scores or {})})
+    if scorer is not None:
+        if scorer not in names:
+            raise ParameterError(
+                f"parameter `scorer` is {scorer!r}, but the logs have no such score "
+                f"(they have: {', '.join(names) or 'none'})."
+            )
+        return scorer
+    if len(names) == 1:
+        return names[0]
+    raise ParameterError(
+        f"inspect logs have {len(names)} scorers ({', '.join(names) or 'none'}); choose one "
+        "with `scorer` (--scorer)."
+    )
+
+
+def _score_fields(
+    used: list[Log], scores: Mapping[str, str] | None
+) -> dict[str, tuple[str, str | None]]:
+    """Field -> (scorer, dict key or None) for the takeover outcome fields."""
+    names = sorted({n for log in used for s in log.samples for n in (s.scores or {})})
+    if scores is not None:
+        unknown = sorted(set(scores) - set(_SCORE_FIELDS))
+        if unknown:
+            raise ParameterError(
+                f"parameter `scores` names {', '.join(unknown)}; the fields are "
+                f"{', '.join(_SCORE_FIELDS)}."
+            )
+    found: dict[str, tuple[str, str | None]]
+    if scores is not None:
+        found = {f: (scores[f], None) for f in scores}
+    else:
+        found = {f: (f, None) for f in _SCORE_FIELDS if f in names}
+    missing = [f for f in _SCORE_FIELDS if f not in found]
+    if missing and len(names) == 1 and _dict_valued(used, names[0]):
+        found.update({f: (names[0], f) for f in missing})  # keys of a dict-valued score
+        missing = []
+    if missing:
+        raise ParameterError(
+            f"inspect logs: no score for {', '.join(missing)} "
+            f"(scorers: {', '.join(names) or 'none'}"
+            "). Hint: pass scores={'aware': SCORER, ...} or one dict-valued score with these keys."
+        )
+    return found
+
+
+def _dict_valued(used: list[Log], name: str) -> bool:
+    """Whether the score ``name`` holds dicts (its keys can then be the outcome fields)."""
+    return any(
+        isinstance(s.scores[name].value, dict)
+        for log in used
+        for s in log.samples
+        if s.scores and name in s.scores
+    )
+
+
+def _rows(
+    used: list[Log],
+    sources: dict[str, Source],
+    scorer: str | None,
+    with_marker: bool,
+    *,
+    score_fields: dict[str, tuple[str, str | None]] | None = None,
+) -> pl.DataFrame:
+    """One row per sample-epoch with every mapped value and the raw score (Python objects in)."""
+    wanted = score_fields or {"score": (_scorer_name(used, scorer), None)}
+    columns: dict[str, list[Any]] = {
+        c: []
+        for c in (
+            "log",
+            "task_id",
+            "epoch",
+            "model",
+            "error",
+            "limit",
+            "turns",
+            "marker",
+            "unmapped",
+            *sources,
+            *(f"{f}__{p}" for f in wanted for p in ("kind", "letter", "num", "raw")),
+        )
+    }
+    for log in used:
+        per_log = {
+            k: s.of_log(log.location, log.task, log.task_args, log.model, log.metadata)
+            for k, s in sources.items()
+            if not s.per_sample
+        }
+        for s in log.samples:
+            view = {
+                "task": log.task,
+                "task_args": log.task_args,
+                "model": log.model,
+                "eval_metadata": log.metadata,
+                "sample_metadata": s.metadata or {},
+                "id": s.id,
+                "epoch": s.epoch,
+            }
+            values = {
+                k: per_log[k] if k in per_log else src.of_sample(view) for k, src in sources.items()
+            }
+            gaps = [k for k, v in values.items() if v is MISSING]
+            for col, value in (
+                ("log", log.location),
+                ("task_id", str(s.id)),
+                ("epoch", s.epoch),
+                ("model", log.model),
+                ("error", s.error),
+                ("limit", s.limit),
+                ("turns", s.turn_count),
+                ("marker", log.markers.get((str(s.id), s.epoch)) if with_marker else None),
+                ("unmapped", ", ".join(gaps) or None),
+            ):
+                columns[col].append(value)
+            for k, v in values.items():
+                columns[k].append(None if v is MISSING else v)
+            for f, (scorer_name, key) in wanted.items():
+                raw = _score_value(s.scores, scorer_name, key)
+                kind, letter, num = score_kind(raw)
+                for part, value in (("kind", kind), ("letter", letter), ("num", num), ("raw", raw)):
+                    columns[f"{f}__{part}"].append(value)
+    return _frame(columns, sources)
+
+
+def _score_value(scores: Any, name: str | None, key: str | None) -> Any:
+    score = (scores or {}).get(name)
+    if score is None:
+        return None
+    value = score.value
+    if key is None:
+        return value
+    return value.get(key) if isinstance(value, dict) else None
+
+
+def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.DataFrame:
+    """Build the row frame, typing each mapped column (labels as strings, delay as an integer)."""
+    raw = {c: v for c, v in columns.items() if c.endswith("__raw")}
+    typed = {c: v for c, v in columns.items() if c not in raw and c not in sources}
+    frame = pl.DataFrame(
+        typed,
+        schema_overrides={
+            "epoch": pl.Int64,
+            "turns": pl.Int64,
+            "marker": pl.Boolean,
+            "error": pl.String,
+            "limit": pl.String,
+            "unmapped": pl.String,
+            **{c: pl.Float64 for c in typed if c.endswith("__num")},
+            **{c: pl.String for c in typed if c.endswith(("__letter", "__kind"))},
+        },
+        strict=False,
+    )
+    for name, values in columns.items():
+        if name in sources:
+            integer = name in ("delay", "depth", "perturb_action")
+            frame = frame.with_columns(_typed(name, values, integer))
+    for name, values in raw.items():
+        frame = frame.with_columns(pl.Series(name, values, dtype=pl.Object))
+    return frame
+
+
+def _typed(name: str, values: list[Any], integer: bool) -> pl.Series:
+    if name in _FLAGS:
+        bad = [v for v in values if not isinstance(v, bool)]
+        if bad:
+            raise ParameterError(
+                f"inspect logs: `{name}` must be true or false, but its source gives "
+                f"{format_keys(dict.fromkeys(map(repr, bad)))}."
+            )
+        return pl.Series(name, values, dtype=pl.Boolean)
+    if not integer:
+        return pl.Series(name, [None if v is None else str(v) for v in values], dtype=pl.String)
+    bad = [v for v in values if v is not None and not _is_int(v)]
+    if bad:
+        raise ParameterError(
+            f"inspect logs: `{name}` must be a whole number, but its source gives "
+            f"{format_keys(repr(v) for v in dict.fromkeys(map(str, bad)))}."
+        )
+    return pl.Series(name, [None if v is None else int(float(v)) for v in values], dtype=pl.Int64)
+
+
+def _is_int(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return False
+    return number == int(number)
+
+
+def _with_success(rows: pl.DataFrame, success: Success, *, scorer_name: str) -> pl.DataFrame:
+    """Add ``success`` (null where the score is missing or invalid) and ``score_problem``."""
+    return _convert(rows, "score", "success", success, scorer_name)
+
+
+def _convert(
+    rows: pl.DataFrame, field: str, out: str, success: Success, label: str
+) -> pl.DataFrame:
+    kind, letter, num = (pl.col(f"{field}__{p}") for p in ("kind", "letter", "num"))
+    if callable(success):
+        values = [_call(success, v) for v in rows[f"{field}__raw"].to_list()]
+        value = pl.Series(out, values, dtype=pl.Boolean)
+        problem = (
+            pl.when(kind == "missing")
+            .then(pl.lit("missing_score"))
+            .when(pl.col(out).is_null())
+            .then(pl.lit("invalid_score"))
+        )
+        return rows.with_columns(value).with_columns(problem.alias(f"{out}__problem"))
+    kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
+    found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
+    if found.height > 1 and success is None:
+        shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
+        raise ParameterError(
+            f"inspect logs: score `{label}` has mixed value types ({shown}). Hint: pass "
+            "`success` as a threshold or a callable that reads every type."
+        )
+    ok: pl.Expr
+    if success is None:
+        ok = (
+            pl.when(kind == "letter")
+            .then(pl.when(letter == "P").then(None).otherwise(num > 0))
+            .when(kind == "bool")
+            .then(num > 0)
+            .when((kind == "number") & num.is_in([0.0, 1.0]))
+            .then(num > 0)
+            .otherwise(None)
+        )
+    else:
+        if isinstance(success, bool) or not isinstance(success, (int, float)):
+            raise ParameterError(
+                f"parameter `success` is {success!r}; give a threshold number, a callable or None."
+            )
+        ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
+    problem = (
+        pl.when(kind == "missing")
+        .then(pl.lit("missing_score"))
+        .when(ok.is_null())
+        .then(pl.lit("invalid_score"))
+    )
+    return rows.with_columns(ok.alias(out), problem.alias(f"{out}__problem"))
+
+
+def _call(func: Callable[[Any], bool], value: Any) -> bool | None:
+    if value is None:
+        return None
+    result = func(value)
+    return result if isinstance(result, bool) else None
+
+
+def _reason(problems: list[str]) -> pl.Expr:
+    """First exclusion reason of a row (sample error, limit, unmapped, then score problems)."""
+    expr = (
+        pl.when(pl.col("error").is_not_null())
+        .then(pl.lit("error"))
+        .when(pl.col("limit").is_not_null())
+        .then(pl.lit("limit"))
+        .when(pl.col("unmapped").is_not_null())
+        .then(pl.lit("unmapped"))
+    )
+    for column in problems:
+        expr = expr.when(pl.col(column).is_not_null()).then(pl.col(column))
+    return expr.otherwise(pl.lit(None, dtype=pl.String))
+
+
+def _detail() -> pl.Expr:
+    return (
+        pl.when(pl.col("reason") == "error")
+        .then(pl.col("error"))
+        .when(pl.col("reason") == "limit")
+        .then(pl.col("limit"))
+        .when(pl.col("reason") == "unmapped")
+        .then(pl.lit("no value for ") + pl.col("unmapped"))
+        .when(pl.col("reason") == "recovery_not_applied")
+        .then(pl.lit("the run ended before recovery; the none row carries it forward"))
+    )
+
+
+def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
+    return (
+        rows.filter(pl.col("reason").is_not_null())
+        .select("log", "task_id", "epoch", "reason", _detail().cast(pl.String).alias("detail"))
+        .cast(dict(EXCLUDED_SCHEMA))  # type: ignore[arg-type]
+    )
+
+
+def _forks_table(
+    rows: pl.DataFrame, none_label: str, with_marker: bool
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    rows = rows.with_columns(
+        pl.when(pl.col("method") == none_label)
+        .then(pl.lit("none"))
+        .otherwise(pl.col("method"))
+        .alias("method"),
+        _reason(["success__problem"]).alias("reason"),
+    )
+    if with_marker:
+        skipped = (pl.col("method") != "none") & (pl.col("marker") == False)  # noqa: E712
+        rows = rows.with_columns(
+            pl.when(pl.col("reason").is_null() & skipped)
+            .then(pl.lit("recovery_not_applied"))
+            .otherwise(pl.col("reason"))
+            .alias("reason")
+        )
+    keys = ["task_id", "condition", "method", "delay"]
+    extra = [c for c in ("model", "epoch") if rows[c].n_unique() > 1]
+    table = rows.filter(pl.col("reason").is_null()).select(
+        *keys,
+        "success",
+        *extra,
+        *(
+            [
+                pl.when(pl.col("method") == "none")
+                .then(pl.col("perturb_action"))
+                .alias("perturb_action"),
+                pl.when(pl.col("method") == "none").then(pl.col("turns")).alias("end_action"),
+            ]
+            if with_marker
+            else []
+        ),
+    )
+    _check_unique(table, [*keys, *extra])
+    excluded = _excluded(rows)
+    if with_marker:
+        _check_carried(rows, table, [*keys[:2], *extra])
+    return table.sort([*keys, *extra], nulls_last=True), excluded
+
+
+def _check_unique(table: pl.DataFrame, keys: list[str]) -> None:
+    dup = table.filter(pl.struct(keys).is_duplicated()).select(keys).unique()
+    if dup.height:
+        raise InputError(
+            f"inspect logs: {dup.height} branches appear in more than one log "
+            f"({'/'.join(keys)} {format_keys(dup.sort(keys, nulls_last=True).rows())}); two "
+            "evals map to the same condition, method and delay. Hint: check the mapping, or "
+            "remove the duplicate logs."
+        )
+
+
+def _check_carried(rows: pl.DataFrame, table: pl.DataFrame, episode: list[str]) -> None:
+    """Check that every recovery that never fired is carried forward by its ``none`` row."""
+    skipped = rows.filter(pl.col("reason") == "recovery_not_applied").select(*episode, "delay")
+    none = table.filter(pl.col("method") == "none").select(*episode, "perturb_action", "end_action")
+    joined = skipped.join(none, on=episode, how="left", nulls_equal=True)
+    lost = joined.filter(
+        ~(pl.col("perturb_action") + pl.col("delay") >= pl.col("end_action")).fill_null(False)
+    )
+    if lost.height:
+        raise InputError(
+            f"inspect logs: {lost.height} recovery runs never fired, but their no-recovery run "
+            "did not end before the recovery point (perturb_action + delay >= end_action), so "
+            f"they cannot be carried forward ({'/'.join([*episode, 'delay'])} "
+            f"{format_keys(lost.select(*episode, 'delay').rows(), lost.height)}). Hint: check "
+            "`recovery_marker` and `perturb_action`."
+        )
+
+
+def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    for f in _SCORE_FIELDS:
+        rows = _convert(rows, f, f, None, f)
+    rows = rows.with_columns(_reason([f"{f}__problem" for f in _SCORE_FIELDS]).alias("reason"))
+    state = pl.col("task_id")
+    if "state" in rows.columns:
+        state = pl.concat_str(["task_id", pl.col("state")], separator="/")
+    good = rows.filter(pl.col("reason").is_null()).with_columns(state.alias("state_id"))
+    states = (
+        good.group_by("state_id")
+        .agg(
+            pl.col("workflow").first().alias("workflow_id")
+            if "workflow" in rows.columns
+            else pl.col("state_id").first().alias("workflow_id"),
+            pl.col("root_cause").first().alias("root_cause_id")
+            if "root_cause" in rows.columns
+            else pl.col("state_id").first().alias("root_cause_id"),
+            pl.col("depth").first(),
+            pl.col("replay_ok").all(),
+            pl.col("expected_ok").all(),
+        )
+        .sort("state_id")
+    )
+    attempts = good.select(
+        "state_id",
+        "agent",
+        pl.col("epoch").alias("repeat"),
+        *_SCORE_FIELDS,
+        pl.col("turns").alias("steps"),
+    ).sort("state_id", "agent", "repeat")
+    return states, attempts, _excluded(rows)

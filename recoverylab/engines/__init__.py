@@ -1,0 +1,91 @@
+"""Engines run plans: polars (default), sharded polars (tests) and Spark (ARCHITECTURE §7).
+
+Every aggregating verb of recoverylab builds a :class:`recoverylab.plan.Plan` and hands it to
+the engine its ``engine=`` argument names:
+
+* ``"polars"`` (default) -- :class:`PolarsEngine`: each stage once over the whole tables, on
+  polars' streaming engine.
+* :class:`ShardedEngine` ``(k)`` -- splits every input by its cluster key into ``k`` shards
+  and runs the partial queries per shard; the results equal the polars engine's, which tests
+  use to prove that every plan's partials add up, without Java.
+* a SparkSession (or ``"spark"`` for the active one), or :class:`SparkEngine` ``(spark,
+  partitions=...)`` -- the inputs are co-partitioned by cluster key and each stage's partial
+  query runs once per partition through ``mapInArrow``. Paths are read by Spark itself. The
+  workers need recoverylab installed (``pip install 'recoverylab[spark]'``); pyspark is
+  imported only when this engine is used.
+
+:func:`session` starts a SparkSession with settings that suit recoverylab. This package is
+also reachable as ``recoverylab.distributed``.
+
+Examples
+--------
+>>> from recoverylab import engines, paired
+>>> spark = engines.session("local[2]")  # doctest: +SKIP
+>>> paired.summarize("runs/forks/", by="model", engine=spark)  # doctest: +SKIP
+>>> paired.summarize("runs/forks/", engine=engines.ShardedEngine(k=3))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from recoverylab._errors import ParameterError
+from recoverylab.engines._polars import PolarsEngine, ShardedEngine
+from recoverylab.engines._spark import (
+    EXTRA,
+    SparkEngine,
+    is_session,
+    require_pyspark,
+    session,
+)
+
+__all__ = [
+    "EXTRA",
+    "PolarsEngine",
+    "ShardedEngine",
+    "SparkEngine",
+    "is_session",
+    "resolve",
+    "session",
+]
+
+
+def resolve(engine: object) -> Any:
+    """Turn an ``engine=`` argument into an engine object.
+
+    Parameters
+    ----------
+    engine
+        ``"polars"``; ``"spark"`` for the active SparkSession (one is started with
+        :func:`session` when there is none); a SparkSession; or an engine object (anything
+        with a ``run(plan)`` method).
+
+    Returns
+    -------
+    PolarsEngine, ShardedEngine, SparkEngine or the engine given
+
+    Raises
+    ------
+    ParameterError
+        For any other value.
+    MissingDependencyError
+        For ``"spark"`` when pyspark is not installed.
+
+    Examples
+    --------
+    >>> resolve("polars")
+    PolarsEngine()
+    """
+    if isinstance(engine, str) and engine == "polars":
+        return PolarsEngine()
+    if isinstance(engine, str) and engine == "spark":
+        active = require_pyspark().SparkSession.getActiveSession()
+        return SparkEngine(active if active is not None else session())
+    if is_session(engine):
+        return SparkEngine(engine)
+    if not isinstance(engine, str) and callable(getattr(engine, "run", None)):
+        return engine
+    raise ParameterError(
+        f"parameter `engine` is {engine!r}; it must be 'polars', 'spark', a SparkSession or "
+        "an engine (recoverylab.engines)."
+    )

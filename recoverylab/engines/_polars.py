@@ -1,0 +1,197 @@
+"""The polars engines: the whole tables at once (default), or split into k shards (tests).
+
+ARCHITECTURE §7. :class:`PolarsEngine` runs each stage's partial query once over the whole
+tables on polars' streaming engine. :class:`ShardedEngine` splits every input by its cluster
+key into ``k`` shards, runs the partial query per shard and concatenates the partials before
+the combine - what Spark does per partition - so tests prove without Java that every plan's
+partials are additive over clusters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from recoverylab import schema
+from recoverylab._errors import ParameterError
+from recoverylab.io import scan
+from recoverylab.plan import Input, Plan, Stage, collect_parts
+
+__all__ = ["PolarsEngine", "ShardedEngine"]
+
+_KEY = "__shard_key"
+_VIA = "__shard_via"
+_SHARD = "__shard"
+
+
+def _scan_inputs(plan: Plan) -> dict[str, pl.LazyFrame]:
+    return {i.name: scan(i.source) for i in plan.inputs}
+
+
+@dataclass(frozen=True)
+class PolarsEngine:
+    """Run a plan with polars over the whole tables (streaming): the default engine."""
+
+    def run(self, plan: Plan) -> Any:
+        """Run ``plan``; return its finish's result."""
+        frames: dict[str, pl.LazyFrame] = {}
+
+        def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
+            if not frames:
+                frames.update(_scan_inputs(plan))
+            return collect_parts(stage.partial(frames, state))
+
+        return plan.execute(run_stage)
+
+    def rows(self, plan: Plan) -> pl.LazyFrame:
+        """Run every stage but the last; return the last stage's one part, lazily."""
+        state = _head(self, plan)
+        (out,) = plan.stages[-1].partial(_scan_inputs(plan), state).values()
+        return out.lazy()
+
+
+def _head(engine: Any, plan: Plan) -> Any:
+    """Run the check and every stage of ``plan`` but the last; return the state."""
+    first = plan.stages[:-1]
+    if not first:
+        if plan.check is not None:
+            plan.check()
+        return plan.state
+    return engine.run(Plan(plan.inputs, first, _identity, plan.check, plan.state, plan.progress))
+
+
+def _identity(state: Any) -> Any:
+    return state
+
+
+def _owner_key(table: Input, frame: pl.LazyFrame) -> str:
+    key = table.key_column(frame.collect_schema())
+    if key is None:
+        raise ValueError(f"plan input {table.name!r} has no cluster key")  # a bug in a plan
+    return key
+
+
+def shard_keys(
+    inputs: tuple[Input, ...], frames: Mapping[str, pl.LazyFrame]
+) -> dict[str, pl.LazyFrame]:
+    """Attach each row's cluster key (as a string column) to every input.
+
+    A row of an input keyed ``via=(other, column)`` takes the smallest key of ``other``'s rows
+    with the same ``column`` value (null when there is none).
+    """
+    by_name = {i.name: i for i in inputs}
+    keyed = {}
+    for table in inputs:
+        frame = frames[table.name]
+        if table.via is not None:
+            other, on = table.via
+            owner = by_name[other]
+            mapping = (
+                frames[other]
+                .group_by(pl.col(on).cast(pl.String).alias(_VIA))
+                .agg(pl.col(_owner_key(owner, frames[other])).cast(pl.String).min().alias(_KEY))
+            )
+            frame = (
+                frame.with_columns(pl.col(on).cast(pl.String).alias(_VIA))
+                .join(mapping, on=_VIA, how="left")
+                .drop(_VIA)
+            )
+        elif table.key is not None:
+            key = _owner_key(table, frame)
+            frame = frame.with_columns(pl.col(key).cast(pl.String).alias(_KEY))
+        else:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(_KEY))
+        keyed[table.name] = frame
+    return keyed
+
+
+@dataclass(frozen=True)
+class ShardedEngine:
+    """Split every input by cluster key into ``k`` shards; run the partials per shard.
+
+    Within a shard the contracts are checked as for a shard (an empty part is no error); the
+    "table is empty" rule is checked over the whole table. Stages that need no whole cluster
+    (``clustered=False``) get an arbitrary split by row position instead. Shards with no rows
+    are skipped, as Spark skips empty partitions.
+
+    Parameters
+    ----------
+    k
+        Number of shards (at least 1).
+    seed
+        Seed of the hash that assigns keys to shards.
+    """
+
+    k: int = 3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.k, int) or isinstance(self.k, bool) or self.k < 1:
+            raise ParameterError(f"parameter `k` is {self.k!r}; it must be an integer >= 1.")
+
+    def _shards(self, plan: Plan, stage: Stage) -> list[dict[str, pl.DataFrame]]:
+        frames = _scan_inputs(plan)
+        if stage.clustered:
+            keyed = shard_keys(plan.inputs, frames)
+            keyed = {i.name: keyed[i.name] for i in stage.read(plan.inputs)}
+            shard = pl.col(_KEY).hash(self.seed) % self.k
+        else:
+            keyed = {
+                i.name: frames[i.name].with_columns(pl.lit(None, dtype=pl.String).alias(_KEY))
+                for i in stage.read(plan.inputs)
+            }
+            shard = pl.int_range(pl.len(), dtype=pl.UInt64) % self.k
+        tagged = {n: f.with_columns(shard.alias(_SHARD)).collect() for n, f in keyed.items()}
+        return [
+            {n: f.filter(pl.col(_SHARD) == s).drop(_SHARD, _KEY) for n, f in tagged.items()}
+            for s in range(self.k)
+        ]
+
+    def run(self, plan: Plan) -> Any:
+        """Run ``plan``; return its finish's result."""
+
+        def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
+            shards = self._shards(plan, stage)
+            _raise_empty(stage.read(plan.inputs), shards[0], sum_rows(shards))
+            busy = [s for s in shards if any(f.height for f in s.values())] or shards[:1]
+            outputs = []
+            with schema.shard_scope():
+                for frames in busy:
+                    lazy = {n: f.lazy() for n, f in frames.items()}
+                    outputs.append(collect_parts(stage.partial(lazy, state)))
+            names = dict.fromkeys(n for out in outputs for n in out)
+            return {
+                n: pl.concat([o[n] for o in outputs if n in o], how="vertical_relaxed")
+                for n in names
+            }
+
+        return plan.execute(run_stage)
+
+    def rows(self, plan: Plan) -> pl.LazyFrame:
+        """Run every stage but the last; return the last stage's part of every shard, lazily."""
+        state = _head(self, plan)
+        last = plan.stages[-1]
+        parts = []
+        with schema.shard_scope():
+            for frames in self._shards(plan, last):
+                lazy = {n: f.lazy() for n, f in frames.items()}
+                (out,) = collect_parts(last.partial(lazy, state)).values()
+                parts.append(out)
+        return pl.concat(parts, how="vertical_relaxed").lazy()
+
+
+def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:
+    """Rows per input over all shards."""
+    return {n: sum(s[n].height for s in shards) for n in shards[0]}
+
+
+def _raise_empty(
+    inputs: tuple[Input, ...], empty: Mapping[str, pl.DataFrame], rows: Mapping[str, int]
+) -> None:
+    for table in inputs:
+        if table.contract is not None and rows[table.name] == 0:
+            # The contract's own check gives its own message ("the table is empty").
+            schema.validate(empty[table.name].head(0), table.contract, checks="full")

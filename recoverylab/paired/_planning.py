@@ -1,0 +1,852 @@
+"""Planning a paired recovery study: power, minimum detectable effect and tasks needed.
+
+A paired study forks each task once without recovery and once with it, so every pair is
+*concordant* (both succeed or both fail) or *discordant*: a rescue (probability p10) or a harm
+(p01). Only discordant pairs carry information (Connor 1987): with ψ = p10 + p01 and δ = p10 −
+p01, a task with one pair has E[d] = δ and Var(d) = ψ − δ², and the exact sign-flip test of the
+summed differences rejects with a power fixed by (n, ψ, δ).
+
+With m pairs per task (several delays, conditions or seeds forked from the same task) the pairs of
+one task are correlated, with intra-class correlation ρ of the differences d; the variance of a
+task's sum grows by the design effect 1 + (m − 1)ρ. The planner uses the generalised Connor
+approximation for the sign-flip statistic T = Σᵢ Dᵢ (Dᵢ the per-task sums): under the null it is
+compared with √(Σ Dᵢ²), so with s² = m(ψ − δ²)(1 + (m − 1)ρ) and e² = s² + m²δ²,
+
+    power(n) ≈ Φ((n·m·|δ| − c − z·e·√n) / (s·√n)),
+
+which for m = 1 and c = 0 is Connor's formula n = ((z·e + z_β·s) / (m·δ))²; c = 0.25 is a small
+continuity correction for the lattice of T (see ``_CONTINUITY``). For m = 1 the power of the
+exact test is computed exactly (the test is the exact McNemar test conditional on the number of
+discordant pairs), and the tasks needed are the smallest n whose exact power reaches the
+target. :func:`simulate_power` checks a plan by simulating the exact test
+(``benchmarks/plan_power.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Literal
+
+import numpy as np
+import polars as pl
+
+from recoverylab import stats
+from recoverylab._errors import ParameterError, require_one_of
+from recoverylab.paired._pairs import pairs
+
+__all__ = [
+    "PLAN_COLUMNS",
+    "SimulatedPower",
+    "mde",
+    "pilot_rates",
+    "plan_study",
+    "power",
+    "simulate_power",
+    "tasks_needed",
+]
+
+Alternative = Literal["two-sided", "greater", "less"]
+_ALTERNATIVES = ("two-sided", "greater", "less")
+#: Largest planned size for which the m = 1 power is computed exactly (beyond it the normal
+#: approximation is accurate to well under a point).
+_MAX_EXACT_TASKS = 20_000
+#: Continuity correction on T in the normal approximation (m > 1). T moves on a lattice of step
+#: 2 under sign flips; a quarter of the half-step was the value whose planned sizes kept the
+#: simulated power of the exact test within a few points of the target over the benchmark grid
+#: (``benchmarks/plan_power.py``): 0 was anti-conservative for one-sided tests with few tasks,
+#: 0.5 and 1 conservative by up to 5 points. With 0.25, 30 of the 32 designs land within ±3
+#: points; the two outside are conservative (+4, +5) with few, strongly correlated discordant
+#: pairs (p10 = 0.1, p01 = 0.02, m = 4, ρ = 0.5), where the task sums are far from normal.
+_CONTINUITY = 0.25
+#: Standard deviations of the discordant count kept in the exact power sum.
+_TAIL_SD = 9.0
+
+#: Columns of :func:`plan_study`, after any cell keys.
+PLAN_COLUMNS = (
+    "p10",
+    "p01",
+    "discordance",
+    "effect",
+    "pairs_per_task",
+    "icc",
+    "icc_ci_low",
+    "icc_ci_high",
+    "design_effect",
+    "alpha",
+    "power",
+    "alternative",
+    "tasks_needed",
+    "tasks_needed_icc_high",
+    "planned_power",
+    "n_tasks",
+    "mde",
+    "power_method",
+)
+
+
+@dataclass(frozen=True)
+class SimulatedPower(stats.ResultHtml):
+    """Achieved power of the exact sign-flip test, estimated by simulation.
+
+    Attributes
+    ----------
+    power
+        Share of simulated studies whose sign-flip p-value is at most ``alpha`` (and whose
+        effect has the sign ``alternative`` asks for).
+    se
+        Monte Carlo standard error of ``power``.
+    n_sims, n_tasks, pairs_per_task, icc, p10, p01, alpha, alternative
+        The simulated design.
+    """
+
+    power: float
+    se: float
+    n_sims: int
+    n_tasks: int
+    pairs_per_task: int
+    icc: float
+    p10: float
+    p01: float
+    alpha: float
+    alternative: str
+
+
+# --------------------------------------------------------------------------------------------
+# Parameter checks (one helper per concern, before any computation)
+# --------------------------------------------------------------------------------------------
+
+
+def _check_fraction(name: str, value: object, *, open_low: bool = True) -> float:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and (0 < float(value) < 1 if open_low else 0 <= float(value) < 1):  # type: ignore[arg-type]
+        return float(value)  # type: ignore[arg-type]
+    allowed = "in (0, 1)" if open_low else "in [0, 1)"
+    raise ParameterError(f"parameter `{name}` is {value!r}; it must be a number {allowed}.")
+
+
+def _check_rates(p10: object, p01: object) -> tuple[float, float]:
+    a = _check_fraction("p10", p10, open_low=False)
+    b = _check_fraction("p01", p01, open_low=False)
+    if a + b > 1 or a + b == 0:
+        raise ParameterError(
+            f"parameters `p10` = {a!r} and `p01` = {b!r} sum to {a + b!r}; the discordant rate "
+            "p10 + p01 must be in (0, 1]."
+        )
+    return a, b
+
+
+def _check_design(pairs_per_task: object, icc: object) -> tuple[float, float]:
+    if isinstance(pairs_per_task, bool) or not isinstance(pairs_per_task, (int, float)):
+        raise ParameterError(
+            f"parameter `pairs_per_task` is {pairs_per_task!r}; it must be a number >= 1."
+        )
+    if not (math.isfinite(pairs_per_task) and pairs_per_task >= 1):
+        raise ParameterError(
+            f"parameter `pairs_per_task` is {pairs_per_task!r}; it must be a number >= 1."
+        )
+    if isinstance(icc, bool) or not isinstance(icc, (int, float)) or not 0 <= icc <= 1:
+        raise ParameterError(
+            f"parameter `icc` is {icc!r}; it must be a number in [0, 1]. Hint: a negative pilot "
+            "estimate plans as 0."
+        )
+    return float(pairs_per_task), float(icc)
+
+
+def _check_test(alpha: object, power_: object, alternative: object) -> tuple[float, float, str]:
+    a = _check_fraction("alpha", alpha)
+    b = _check_fraction("power", power_)
+    require_one_of("alternative", alternative, _ALTERNATIVES)
+    return a, b, str(alternative)
+
+
+def _check_tasks(n_tasks: object) -> int:
+    if isinstance(n_tasks, bool) or not isinstance(n_tasks, (int, np.integer)) or n_tasks < 1:
+        raise ParameterError(f"parameter `n_tasks` is {n_tasks!r}; it must be an integer >= 1.")
+    return int(n_tasks)
+
+
+def _signed_effect(p10: float, p01: float, alternative: str) -> float:
+    """Return the effect in the direction the test looks for (|δ| when two-sided)."""
+    delta = p10 - p01
+    return (
+        abs(delta)
+        if alternative == "two-sided"
+        else (delta if alternative == "greater" else -delta)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Power
+# --------------------------------------------------------------------------------------------
+
+
+def _sps() -> ModuleType:
+    """Return ``scipy.stats``, imported on first use (importing recoverylab stays light)."""
+    from scipy import stats as scipy_stats
+
+    return scipy_stats
+
+
+def _z(alpha: float, alternative: str) -> float:
+    return float(_sps().norm.isf(alpha / 2 if alternative == "two-sided" else alpha))
+
+
+def _moments(psi: float, delta: float, m: float, icc: float) -> tuple[float, float]:
+    """Return (s, e): the sd of a task's summed difference and the root of its second moment."""
+    s2 = m * max(psi - delta * delta, 0.0) * (1 + (m - 1) * icc)
+    return math.sqrt(s2), math.sqrt(s2 + (m * delta) ** 2)
+
+
+def _normal_power(
+    n: float, p10: float, p01: float, alpha: float, alt: str, m: float, icc: float
+) -> float:
+    effect = _signed_effect(p10, p01, alt)
+    s, e = _moments(p10 + p01, p10 - p01, m, icc)
+    if s == 0:
+        return 1.0 if effect > 0 else 0.0
+    root = math.sqrt(n)
+    return float(
+        _sps().norm.cdf((n * m * effect - _CONTINUITY - _z(alpha, alt) * e * root) / (s * root))
+    )
+
+
+def _exact_power(n: int, p10: float, p01: float, alpha: float, alt: str) -> float:
+    """Exact power of the exact sign-flip (McNemar) test with one pair per task.
+
+    Given n_d discordant pairs the rescues are Binomial(n_d, p10/ψ); the test rejects when the
+    rescues reach the upper critical value c(n_d) = F⁻¹(1 − α′; n_d, ½) + 1 (α′ = α/2 two-sided),
+    or, two-sided, fall to n_d − c(n_d). Summed over n_d ~ Binomial(n, ψ), restricted to the
+    range that carries all but a negligible share of the mass.
+    """
+    psi = p10 + p01
+    if alt == "less":
+        p10, p01 = p01, p10
+    centre, sd = n * psi, math.sqrt(n * psi * (1 - psi))
+    low = max(1, int(centre - _TAIL_SD * sd) - 1)
+    high = min(n, int(centre + _TAIL_SD * sd) + 2)
+    nd = np.arange(low, high + 1)
+    weight = _sps().binom.pmf(nd, n, psi)
+    level = alpha / 2 if alt == "two-sided" else alpha
+    critical = _sps().binom.ppf(1 - level, nd, 0.5) + 1
+    # ppf works in floating point: step down where the tail at c - 1 already is <= level.
+    critical = np.where(_sps().binom.sf(critical - 2, nd, 0.5) <= level, critical - 1, critical)
+    share = p10 / psi
+    reject = _sps().binom.sf(critical - 1, nd, share)
+    if alt == "two-sided":
+        reject = reject + _sps().binom.cdf(nd - critical, nd, share)
+    return float(np.clip(weight @ reject, 0.0, 1.0))
+
+
+def power(
+    n_tasks: int,
+    p10: float,
+    p01: float,
+    *,
+    alpha: float = 0.05,
+    alternative: Alternative = "two-sided",
+    pairs_per_task: float = 1,
+    icc: float = 0.0,
+) -> float:
+    """Return the power of the exact sign-flip test of a paired study with ``n_tasks`` tasks.
+
+    Exact for one pair per task (the exact McNemar test, summed over the number of discordant
+    pairs); the generalised Connor normal approximation with the design effect otherwise.
+
+    Parameters
+    ----------
+    n_tasks
+        Number of tasks (clusters), >= 1.
+    p10, p01
+        Rescue and harm probabilities of one pair (p10 + p01 in (0, 1]).
+    alpha
+        Significance level in (0, 1).
+    alternative
+        ``"two-sided"``, ``"greater"`` (recovery helps: p10 > p01) or ``"less"``.
+    pairs_per_task
+        Pairs per task m (>= 1).
+    icc
+        Intra-class correlation ρ in [0, 1] of the pair differences within a task.
+
+    Returns
+    -------
+    float
+        The probability of rejecting (in the direction ``alternative`` asks for).
+
+    Examples
+    --------
+    >>> round(power(100, 0.15, 0.05), 3)
+    0.544
+    """
+    n = _check_tasks(n_tasks)
+    a, b = _check_rates(p10, p01)
+    alpha, _, alt = _check_test(alpha, 0.5, alternative)
+    m, rho = _check_design(pairs_per_task, icc)
+    if m == 1 and n <= _MAX_EXACT_TASKS:
+        return _exact_power(n, a, b, alpha, alt)
+    return _normal_power(n, a, b, alpha, alt, m, rho)
+
+
+def _normal_tasks(
+    p10: float, p01: float, alpha: float, target: float, alt: str, m: float, icc: float
+) -> float:
+    effect = _signed_effect(p10, p01, alt)
+    s, e = _moments(p10 + p01, p10 - p01, m, icc)
+    return ((_z(alpha, alt) * e + float(_sps().norm.isf(1 - target)) * s) / (m * effect)) ** 2
+
+
+def tasks_needed(
+    p10: float,
+    p01: float,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: Alternative = "two-sided",
+    pairs_per_task: float = 1,
+    icc: float = 0.0,
+    n_sims: int | None = None,
+    seed: int = 0,
+) -> int:
+    """Return the number of tasks a paired study needs to detect δ = p10 − p01.
+
+    With one pair per task: the smallest n whose exact power reaches ``power`` (searched up from
+    Connor's approximation). With several: the generalised Connor size with the design effect
+    1 + (m − 1)ρ, rounded up; or, with ``n_sims``, the smallest n whose power *simulated* with
+    the exact sign-flip test reaches the target (common random numbers: the studies of size n
+    are the first n tasks of the same simulated studies, so the search is monotone up to noise).
+
+    Parameters
+    ----------
+    p10, p01, alpha, alternative, pairs_per_task, icc
+        As in :func:`power`.
+    power
+        Target power in (0, 1).
+    n_sims
+        With several (integer) pairs per task: refine the size by simulating this many studies.
+    seed
+        Seed of the simulation.
+
+    Returns
+    -------
+    int
+        Tasks needed.
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter, or an effect of zero or of the wrong sign for ``alternative``.
+
+    Examples
+    --------
+    >>> tasks_needed(0.15, 0.05)
+    168
+    """
+    a, b = _check_rates(p10, p01)
+    alpha, target, alt = _check_test(alpha, power, alternative)
+    m, rho = _check_design(pairs_per_task, icc)
+    if _signed_effect(a, b, alt) <= 0:
+        raise ParameterError(
+            f"parameters `p10` = {a!r} and `p01` = {b!r} give an effect of {a - b!r}, which a "
+            f"{alt!r} test cannot detect. Hint: alternative='less' looks for harm > rescue."
+        )
+    guess = _normal_tasks(a, b, alpha, target, alt, m, rho)
+    if n_sims is not None and m > 1:
+        _check_simulation(m, n_sims)
+        design = (a, b, alpha, target, alt, int(m), rho)
+        simulated = _simulated_tasks(design, guess, n_sims, seed)
+        if simulated is not None:
+            return simulated
+    exact = m == 1 and guess <= _MAX_EXACT_TASKS
+    n = max(1, math.floor(0.8 * guess))
+    while (
+        _exact_power(n, a, b, alpha, alt) if exact else _normal_power(n, a, b, alpha, alt, m, rho)
+    ) < target:
+        n += 1
+    return n
+
+
+def mde(
+    n_tasks: int,
+    discordance: float,
+    *,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: Alternative = "two-sided",
+    pairs_per_task: float = 1,
+    icc: float = 0.0,
+) -> float:
+    """Return the minimum detectable effect δ = p10 − p01 for ``n_tasks`` tasks.
+
+    The discordant rate ψ = p10 + p01 is held fixed (it is what a pilot or the no-recovery
+    failure rate tells), and δ in (0, ψ] is solved so that :func:`power` equals ``power``.
+
+    Parameters
+    ----------
+    n_tasks
+        Number of tasks.
+    discordance
+        ψ = p10 + p01 in (0, 1].
+    alpha, power, alternative, pairs_per_task, icc
+        As in :func:`tasks_needed`.
+
+    Returns
+    -------
+    float
+        The smallest δ (positive; for ``alternative="less"`` the size of a harmful effect)
+        detected with the target power.
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter, or when even δ = ψ (every discordant pair a rescue) is not
+        detected with the target power.
+
+    Examples
+    --------
+    >>> round(mde(168, 0.2), 3)
+    0.1
+    """
+    n = _check_tasks(n_tasks)
+    psi = _check_fraction("discordance", discordance)
+    alpha, target, alt = _check_test(alpha, power, alternative)
+    m, rho = _check_design(pairs_per_task, icc)
+
+    def gap(delta: float) -> float:
+        p10, p01 = (psi + delta) / 2, (psi - delta) / 2
+        if alt == "less":
+            p10, p01 = p01, p10
+        return power_of(n, p10, p01) - target
+
+    def power_of(n: int, p10: float, p01: float) -> float:
+        if m == 1 and n <= _MAX_EXACT_TASKS:
+            return _exact_power(n, p10, p01, alpha, alt)
+        return _normal_power(n, p10, p01, alpha, alt, m, rho)
+
+    if gap(psi) < 0:
+        raise ParameterError(
+            f"parameter `n_tasks` is {n}: with discordance {psi!r} not even an effect of {psi!r} "
+            f"(every discordant pair a rescue) reaches power {target!r}. Hint: plan more tasks."
+        )
+    from scipy import optimize
+
+    return float(optimize.brentq(gap, 1e-9, psi, xtol=1e-7))
+
+
+# --------------------------------------------------------------------------------------------
+# Simulation of the exact test (the reference the planner is checked against)
+# --------------------------------------------------------------------------------------------
+
+
+def _simulate_sums(
+    gen: np.random.Generator, n_sims: int, n: int, m: int, p10: float, p01: float, icc: float
+) -> np.ndarray:
+    """Per-task summed differences, shape (n_sims, n), from a shared-category model.
+
+    Each task draws a category (rescue +1, harm −1, concordant 0); each of its m pairs keeps that
+    category with probability √ρ and otherwise draws its own, so every pair has the marginal
+    rates (p10, p01) and two pairs of a task have correlation ρ.
+    """
+    probabilities = np.array([p10, p01, 1 - p10 - p01])
+    values = np.array([1, -1, 0])
+    shared = values[gen.choice(3, size=(n_sims, n, 1), p=probabilities)]
+    own = values[gen.choice(3, size=(n_sims, n, m), p=probabilities)]
+    keep = gen.random((n_sims, n, m)) < math.sqrt(icc)
+    return np.where(keep, shared, own).sum(axis=2)
+
+
+def _check_simulation(m: float, n_sims: object) -> None:
+    if m != int(m) or isinstance(n_sims, bool) or not isinstance(n_sims, int) or n_sims < 1:
+        raise ParameterError(
+            f"parameters `pairs_per_task` = {m!r} and `n_sims` = {n_sims!r} must be integers "
+            ">= 1 to simulate."
+        )
+
+
+def _detections(sums: np.ndarray, alpha: float, alt: str, cache: dict[bytes, float]) -> int:
+    """Count the simulated studies (rows of per-task sums) the exact sign-flip test detects."""
+    hits = 0
+    for row in sums:
+        # The sign-flip null depends only on the multiset of |d|, the p-value also on Σd.
+        key = np.r_[np.bincount(np.abs(row)), row.sum()].tobytes()
+        if key not in cache:
+            cache[key] = stats.sign_flip_test(row, method="exact").p_value
+        p_two = cache[key]
+        if alt == "two-sided":
+            hits += p_two <= alpha
+        else:
+            total = int(row.sum())
+            wanted = total > 0 if alt == "greater" else total < 0
+            hits += wanted and p_two / 2 <= alpha
+    return int(hits)
+
+
+def _simulated_tasks(
+    design: tuple[float, float, float, float, str, int, float],
+    guess: float,
+    n_sims: int,
+    seed: int,
+) -> int | None:
+    """Smallest n whose simulated power reaches the target (bisection on nested studies)."""
+    p10, p01, alpha, target, alt, m, icc = design
+    high = max(2, math.ceil(1.6 * guess) + 5)
+    sums = _simulate_sums(np.random.default_rng(seed), n_sims, high, m, p10, p01, icc)
+    cache: dict[bytes, float] = {}
+
+    def reaches(n: int) -> bool:
+        return _detections(sums[:, :n], alpha, alt, cache) >= target * n_sims
+
+    if not reaches(high):
+        return None  # far beyond the approximation: keep the approximate size
+    low = 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high
+
+
+def simulate_power(
+    n_tasks: int,
+    p10: float,
+    p01: float,
+    *,
+    alpha: float = 0.05,
+    alternative: Alternative = "two-sided",
+    pairs_per_task: int = 1,
+    icc: float = 0.0,
+    n_sims: int = 2000,
+    seed: int = 0,
+) -> SimulatedPower:
+    """Estimate the power of the exact sign-flip test by simulating whole studies.
+
+    Each simulated study draws per-task summed differences (see the module notes for the
+    correlated-pairs model) and runs :func:`recoverylab.stats.sign_flip_test` (exact) on them; a
+    study counts as a detection when p <= ``alpha`` and, one-sided, the sum has the right sign
+    (the one-sided exact p is half the two-sided one, the null being symmetric).
+
+    Parameters
+    ----------
+    n_tasks, p10, p01, alpha, alternative, icc
+        As in :func:`power`.
+    pairs_per_task
+        Integer pairs per task.
+    n_sims
+        Simulated studies (>= 1).
+    seed
+        Seed of the simulation.
+
+    Returns
+    -------
+    SimulatedPower
+
+    Examples
+    --------
+    >>> sim = simulate_power(168, 0.15, 0.05, n_sims=400, seed=1)
+    >>> 0.7 < sim.power < 0.9
+    True
+    """
+    n = _check_tasks(n_tasks)
+    a, b = _check_rates(p10, p01)
+    alpha, _, alt = _check_test(alpha, 0.5, alternative)
+    m, rho = _check_design(pairs_per_task, icc)
+    _check_simulation(m, n_sims)
+    sums = _simulate_sums(np.random.default_rng(seed), n_sims, n, int(m), a, b, rho)
+    hits = _detections(sums, alpha, alt, {})
+    share = hits / n_sims
+    return SimulatedPower(
+        power=share,
+        se=math.sqrt(share * (1 - share) / n_sims),
+        n_sims=n_sims,
+        n_tasks=n,
+        pairs_per_task=int(m),
+        icc=rho,
+        p10=a,
+        p01=b,
+        alpha=alpha,
+        alternative=alt,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# From a pilot forks table
+# --------------------------------------------------------------------------------------------
+
+_PILOT_CELLS = ("condition", "delay", "method")
+
+
+def _pilot_partials(forks: object, by: Sequence[str], pair_by: Sequence[str]) -> pl.LazyFrame:
+    """Per (task, cell) partials: pairs, rescues, harms and the ICC sums of d = y1 − y0."""
+    d = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
+    per_task = (
+        pairs(forks, pair_by=pair_by)
+        .with_columns(d.alias("__d"))
+        .group_by("task_id", *by)
+        .agg(
+            pl.len().cast(pl.Int64).alias("m"),
+            (pl.col("__d") == 1).sum().cast(pl.Int64).alias("rescue"),
+            (pl.col("__d") == -1).sum().cast(pl.Int64).alias("harm"),
+            pl.col("__d").sum().cast(pl.Float64).alias("sum"),
+            (pl.col("__d") ** 2).sum().cast(pl.Float64).alias("sum_sq"),
+        )
+    )
+    return per_task.with_columns(
+        (pl.col("sum") ** 2 / pl.col("m")).alias("sum_sq_over_m"),
+        pl.col("m").cast(pl.Float64).alias("m_f"),
+        (pl.col("m") ** 2).cast(pl.Float64).alias("m_sq"),
+        pl.lit(1.0).alias("one"),
+    )
+
+
+def pilot_rates(
+    forks: object,
+    *,
+    by: Sequence[str] = _PILOT_CELLS,
+    pair_by: Sequence[str] = (),
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Estimate the planning inputs p10, p01 and ρ from a pilot ``forks`` table.
+
+    Parameters
+    ----------
+    forks
+        A pilot ``forks`` table (any source :func:`recoverylab.paired.pairs` reads).
+    by
+        Cell keys; default (condition, delay, method). Pairs of one task across the cells
+        *not* in ``by`` count as that task's several pairs (m > 1).
+    pair_by
+        As in :func:`recoverylab.paired.pairs`.
+    confidence, n_resamples, seed
+        Of the task-clustered bootstrap interval of the ICC.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per cell: the ``by`` keys, ``tasks``, ``pairs``, ``pairs_per_task`` (mean),
+        ``rescue``, ``harm``, ``p10``, ``p01`` (shares of pairs), ``icc`` (one-way ANOVA ICC of
+        d = y1 − y0 within tasks; null when no task has two pairs or nothing varies) with
+        ``icc_ci_low`` and ``icc_ci_high``.
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> pilot = pilot_rates(synth.generate("forks", 30, seed=1)["forks"], by=["method"])
+    >>> {"p10", "p01", "icc"} <= set(pilot.columns)
+    True
+    """
+    by = list(by)
+    partials = _pilot_partials(forks, by, pair_by).collect()
+    cells = partials.group_by(by).agg(
+        pl.len().cast(pl.Int64).alias("tasks"),
+        pl.col("m").sum().alias("pairs"),
+        pl.col("rescue").sum(),
+        pl.col("harm").sum(),
+    )
+    icc = stats.cluster_bootstrap(
+        partials.rename({"m_f": "__m"}),
+        cells=by,
+        values=["sum_sq_over_m", "sum", "sum_sq", "__m", "m_sq", "one"],
+        statistic=stats.icc_oneway,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        seed=seed,
+    ).select(
+        *by,
+        *(pl.col(c).fill_nan(None).alias(f"icc{s}") for c, s in _ICC_NAMES),
+    )
+    # With no cell keys there is one cell, and one row on each side.
+    out = cells.join(icc, on=by, how="left", nulls_equal=True) if by else cells.hstack(icc)
+    out = out.with_columns(
+        (pl.col("pairs") / pl.col("tasks")).alias("pairs_per_task"),
+        (pl.col("rescue") / pl.col("pairs")).alias("p10"),
+        (pl.col("harm") / pl.col("pairs")).alias("p01"),
+    )
+    out = out.select(
+        *by, "tasks", "pairs", "pairs_per_task", "rescue", "harm", "p10", "p01",
+        "icc", "icc_ci_low", "icc_ci_high",
+    )  # fmt: skip
+    return out.sort(by, nulls_last=False) if by else out
+
+
+_ICC_NAMES = (("estimate", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high"))
+
+
+# --------------------------------------------------------------------------------------------
+# The plan
+# --------------------------------------------------------------------------------------------
+
+
+def _plan_row(
+    rates: tuple[float, float, float],
+    icc: tuple[float | None, float | None],
+    n_tasks: int | None,
+    test: tuple[float, float, str],
+    simulation: tuple[int, int] | None,
+) -> dict[str, object]:
+    """One plan: tasks needed (at ρ and at its upper bound), planned power, MDE at n_tasks."""
+    p10, p01, m = rates
+    alpha, target, alt = test
+    rho = 0.0 if icc[0] is None or m == 1 else min(max(icc[0], 0.0), 1.0)
+    rho_high = None if icc[1] is None or m == 1 else min(max(icc[1], 0.0), 1.0)
+    simulate = simulation is not None and m > 1 and m == int(m)
+    sim: dict[str, Any] = {}
+    if simulate and simulation is not None:
+        sim = {"n_sims": simulation[0], "seed": simulation[1]}
+    row: dict[str, object] = {"design_effect": 1 + (m - 1) * rho}
+    common: dict[str, Any] = {"alpha": alpha, "alternative": alt, "pairs_per_task": m}
+    if p10 + p01 > 0 and _signed_effect(p10, p01, alt) > 0:
+        needed = tasks_needed(p10, p01, power=target, icc=rho, **common, **sim)
+        row["tasks_needed"] = needed
+        if simulate:
+            options = {**common, "pairs_per_task": int(m), **sim}
+            row["planned_power"] = simulate_power(needed, p10, p01, icc=rho, **options).power
+        else:
+            row["planned_power"] = power(needed, p10, p01, icc=rho, **common)
+        if rho_high is not None:
+            row["tasks_needed_icc_high"] = tasks_needed(
+                p10,
+                p01,
+                power=target,
+                icc=rho_high,
+                **common,
+                **sim,
+            )
+    if n_tasks is not None:
+        try:
+            row["mde"] = mde(n_tasks, p10 + p01, power=target, icc=rho, **common)
+        except ParameterError:
+            row["mde"] = None  # not detectable at this size: no number is invented
+    row["power_method"] = (
+        "exact" if m == 1 else ("simulation" if simulate else "normal-approximation")
+    )
+    return row
+
+
+def plan_study(
+    pilot: object = None,
+    *,
+    p10: float | None = None,
+    p01: float | None = None,
+    n_tasks: int | None = None,
+    pairs_per_task: float | None = None,
+    icc: float | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    alternative: Alternative = "two-sided",
+    by: Sequence[str] = _PILOT_CELLS,
+    pair_by: Sequence[str] = (),
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    n_sims: int | None = None,
+) -> pl.DataFrame:
+    """Plan a paired recovery study from assumed rates or from a pilot ``forks`` table.
+
+    Give either ``p10`` and ``p01`` (with ``pairs_per_task`` and ``icc`` if tasks hold several
+    pairs), or a ``pilot`` forks table, from which :func:`pilot_rates` estimates them per cell.
+    ``pairs_per_task`` and ``icc`` given explicitly override the pilot's.
+
+    Parameters
+    ----------
+    pilot
+        Optional pilot ``forks`` table.
+    p10, p01
+        Assumed rescue and harm rates of a pair (without a pilot).
+    n_tasks
+        Planned number of tasks: the result then holds the minimum detectable effect ``mde``.
+    pairs_per_task, icc
+        The design: pairs per task m and the ICC ρ of the pair differences within a task.
+    alpha, power, alternative
+        The test: level, target power, sidedness.
+    by, pair_by, confidence, n_resamples, seed
+        Passed to :func:`pilot_rates` (``seed`` also seeds the simulation).
+    n_sims
+        With several (integer) pairs per task, size the study by simulating the exact test
+        with this many studies (see :func:`tasks_needed`); ``power_method`` says
+        ``simulation``. The MDE stays the normal approximation.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per pilot cell (or one row), with the ``by`` keys and :data:`PLAN_COLUMNS`:
+        ``tasks_needed`` to detect the (assumed or pilot) effect ``effect`` = p10 − p01,
+        ``tasks_needed_icc_high`` the same at the upper bound of the pilot's ICC interval,
+        ``planned_power`` the power at ``tasks_needed``, ``mde`` at ``n_tasks`` (null when not
+        even δ = ψ is detectable with that many tasks). A cell whose effect is zero or of the
+        wrong sign has null ``tasks_needed``.
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter, or both / neither of ``pilot`` and (``p10``, ``p01``).
+
+    Examples
+    --------
+    >>> plan = plan_study(p10=0.15, p01=0.05, n_tasks=168)
+    >>> plan.select("tasks_needed", pl.col("mde").round(3)).row(0)
+    (168, 0.1)
+    """
+    alpha_, target, alt = _check_test(alpha, power, alternative)
+    if n_tasks is not None:
+        n_tasks = _check_tasks(n_tasks)
+    if (pilot is None) == (p10 is None and p01 is None) or (p10 is None) != (p01 is None):
+        raise ParameterError(
+            "give either `pilot` (a forks table) or both `p10` and `p01`, not both and not "
+            f"neither (found pilot={'a table' if pilot is not None else None}, p10={p10!r}, "
+            f"p01={p01!r})."
+        )
+    if pilot is None:
+        a, b = _check_rates(p10, p01)
+        m, rho = _check_design(1 if pairs_per_task is None else pairs_per_task, icc or 0.0)
+        base = pl.DataFrame(
+            {
+                "p10": [a],
+                "p01": [b],
+                "pairs_per_task": [m],
+                "icc": [rho if icc is not None else None],
+            },
+            schema=dict.fromkeys(("p10", "p01", "pairs_per_task", "icc"), pl.Float64),
+        ).with_columns(
+            pl.lit(None, pl.Float64).alias("icc_ci_low"),
+            pl.lit(None, pl.Float64).alias("icc_ci_high"),
+        )
+        keys: list[str] = []
+    else:
+        if pairs_per_task is not None or icc is not None:
+            _check_design(pairs_per_task or 1, icc or 0.0)
+        base = pilot_rates(
+            pilot, by=by, pair_by=pair_by, confidence=confidence, n_resamples=n_resamples, seed=seed
+        )
+        if pairs_per_task is not None:
+            base = base.with_columns(pl.lit(float(pairs_per_task)).alias("pairs_per_task"))
+        if icc is not None:
+            base = base.with_columns(pl.lit(float(icc)).alias("icc"))
+        keys = list(by)
+    simulation = None if n_sims is None else (n_sims, seed)
+    columns = ("p10", "p01", "pairs_per_task", "icc", "icc_ci_high")
+    rows = [
+        _plan_row((a, b, m), (rho, rho_high), n_tasks, (alpha_, target, alt), simulation)
+        for a, b, m, rho, rho_high in base.select(columns).iter_rows()
+    ]
+    plans = pl.DataFrame(
+        rows,
+        schema={
+            "design_effect": pl.Float64,
+            "tasks_needed": pl.Int64,
+            "planned_power": pl.Float64,
+            "tasks_needed_icc_high": pl.Int64,
+            "mde": pl.Float64,
+            "power_method": pl.String,
+        },
+    )
+    out = base.hstack(plans).with_columns(
+        (pl.col("p10") + pl.col("p01")).alias("discordance"),
+        (pl.col("p10") - pl.col("p01")).alias("effect"),
+        pl.lit(alpha_).alias("alpha"),
+        pl.lit(target).alias("power"),
+        pl.lit(alt).alias("alternative"),
+        pl.lit(n_tasks, pl.Int64).alias("n_tasks"),
+    )
+    return out.select(*keys, *PLAN_COLUMNS)

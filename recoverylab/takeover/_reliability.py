@@ -1,0 +1,339 @@
+"""Run-to-run reliability of repeated attempts: pass^k, the flip rate and the ICC of repeats.
+
+pass@k asks whether an agent *can* recover a state (any of k tries passes); pass^k asks whether it
+does so *reliably* (all k tries pass). Convention (tau-bench's): for a unit (state, agent) with
+n repeats of which c passed, pass^k = C(c, k) / C(n, k), the probability that k repeats drawn
+without replacement from the n all pass; it is the unbiased estimator of p^k when the repeats are
+exchangeable, and with n = k it is "all k passed". Units with n < k are refused, never scored.
+
+Beside it: the *flip rate* (share of units whose repeats disagree, 0 < c < n) and the one-way
+intra-class correlation of the pass outcome across repeats of a unit (1: repeats always agree
+beyond chance; 0: repeats are as varied as different states). Every interval resamples workflows,
+the cluster unit of the takeover protocol (ARCHITECTURE §3.4), so repeats, depths and root causes
+of one workflow move together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from recoverylab import stats
+from recoverylab._errors import (
+    InputError,
+    ParameterError,
+    RecoveryLabError,
+    SchemaError,
+    format_keys,
+)
+from recoverylab.io import scan
+from recoverylab.takeover._inputs import (
+    check_consistency,
+    check_k,
+    load,
+    scored_units,
+    sort_keys,
+)
+
+__all__ = [
+    "RELIABILITY_COLUMNS",
+    "join_reliability",
+    "pass_hat_k_expr",
+    "reliability",
+    "repeats_reliability",
+]
+
+#: Columns :func:`reliability` adds after the ``by`` keys.
+RELIABILITY_COLUMNS = (
+    "pass_hat_k",
+    "pass_hat_k_ci_low",
+    "pass_hat_k_ci_high",
+    "flip_rate",
+    "flip_rate_ci_low",
+    "flip_rate_ci_high",
+    "repeat_icc",
+    "repeat_icc_ci_low",
+    "repeat_icc_ci_high",
+)
+
+_ICC_VALUES = ("__s2m", "__s", "__q", "__m", "__m2", "__one")
+
+
+def pass_hat_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
+    """Return pass^k = C(c, k) / C(n, k) (all of k repeats pass) as a polars expression.
+
+    Evaluated as the product ∏ᵢ₌₀^{k−1} (c − i)/(n − i), clipped at 0 once c < k: no factorials,
+    exact 0 and 1 at the ends.
+
+    Parameters
+    ----------
+    n, c
+        Column names or expressions for repeats and passes (0 <= c <= n).
+    k
+        Positive integer.
+
+    Returns
+    -------
+    polars.Expr
+        Float64; null where n < k (undefined).
+
+    Examples
+    --------
+    >>> frame = pl.DataFrame({"n": [3, 5, 5, 2], "c": [3, 4, 2, 2]})
+    >>> frame.select(pass_hat_k_expr("n", "c", 3).round(4)).to_series().to_list()
+    [1.0, 0.4, 0.0, None]
+    """
+    k = check_k(k)
+    n_expr = (pl.col(n) if isinstance(n, str) else n).cast(pl.Float64)
+    c_expr = (pl.col(c) if isinstance(c, str) else c).cast(pl.Float64)
+    hit = pl.lit(1.0)
+    for i in range(k):
+        hit = hit * ((c_expr - i).clip(lower_bound=0.0) / (n_expr - i))
+    return pl.when(n_expr >= k).then(hit)
+
+
+def _partials(
+    frame: pl.LazyFrame, by: Sequence[str], k: int, cluster: str = "workflow_id"
+) -> pl.LazyFrame:
+    """Per (cluster, cell) partials over scored units: pass^k sum, flips, ICC sums."""
+    scored = frame.filter(pl.col("excluded").is_null())
+    n = pl.col("repeats").cast(pl.Float64)
+    c = pl.col("n_passed").cast(pl.Float64)
+    per_unit = scored.with_columns(
+        pass_hat_k_expr("repeats", "n_passed", k).alias("__hat"),
+        ((pl.col("n_passed") > 0) & (pl.col("n_passed") < pl.col("repeats")))
+        .cast(pl.Float64)
+        .alias("__flip"),
+        (c * c / n).alias("__s2m"),
+        c.alias("__s"),
+        c.alias("__q"),  # passes are 0/1, so the sum of squares is the sum
+        n.alias("__m"),
+        (n * n).alias("__m2"),
+        pl.lit(1.0).alias("__one"),
+    )
+    keys = [cluster, *(b for b in by if b != cluster)]
+    # Summed in sorted order as one list (polars drops a sort before a plain sum): float sums
+    # then do not depend on row order, so cluster types and bootstrap draws never do either.
+    return per_unit.group_by(keys).agg(
+        *(
+            pl.col(v).sort().implode().list.sum().abs().alias(v)
+            for v in ("__hat", "__flip", *_ICC_VALUES)
+        ),
+    )
+
+
+def _interval(
+    partials: pl.DataFrame,
+    by: list[str],
+    values: list[str],
+    statistic: stats.Statistic,
+    name: str,
+    settings: dict[str, object],
+) -> pl.DataFrame:
+    boot = stats.cluster_bootstrap(
+        partials,
+        cells=by,
+        values=values,
+        statistic=statistic,
+        **settings,  # type: ignore[arg-type]
+    )
+    return boot.select(
+        *by,
+        pl.col("estimate").fill_nan(None).alias(name),
+        pl.col("ci_low").fill_nan(None).alias(f"{name}_ci_low"),
+        pl.col("ci_high").fill_nan(None).alias(f"{name}_ci_high"),
+    )
+
+
+def reliability(
+    states: object,
+    attempts: object,
+    *,
+    by: Sequence[str] = ("agent", "depth"),
+    k: int = 3,
+    common_sample: bool = False,
+    common_states: bool = False,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Return pass^k, the flip rate and the ICC of repeats per (agent, depth, *by*).
+
+    Parameters
+    ----------
+    states, attempts, by, k, common_sample, common_states
+        As in :func:`recoverylab.takeover.summarize` (units with fewer than k repeats are
+        refused there and here).
+    confidence, n_resamples, ci_method, seed
+        Workflow-clustered bootstrap settings.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per cell: the ``by`` keys, ``k``, ``attempted_states``, then
+        :data:`RELIABILITY_COLUMNS`: ``pass_hat_k`` (mean over units of C(c, k)/C(n, k)),
+        ``flip_rate`` (share of units with 0 < c < n), ``repeat_icc`` (one-way ANOVA ICC of
+        the pass outcome across repeats of a unit; null when undefined, e.g. every repeat
+        equal), each with a workflow-clustered bootstrap interval.
+
+    Examples
+    --------
+    >>> from recoverylab import synth
+    >>> tables = synth.generate("takeover", 20, seed=3)
+    >>> out = reliability(tables["states"], tables["attempts"], n_resamples=200)
+    >>> bool((out["pass_hat_k"] <= 1).all())
+    True
+    """
+    k = check_k(k)
+    inputs = load(states, attempts, by)
+    check_consistency(inputs, k)
+    frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
+    by_l = list(inputs.by)
+    partials = _partials(frame, by_l, k).collect(engine="streaming")
+    settings = {"n_resamples": n_resamples, "confidence": confidence, "method": ci_method}
+    return _finish(partials, by_l, k, "attempted_states", {**settings, "seed": seed})
+
+
+def _finish(
+    partials: pl.DataFrame, by: list[str], k: int, count: str, settings: dict[str, object]
+) -> pl.DataFrame:
+    """Cells with their unit count and the three statistics with bootstrap intervals."""
+    partials = partials.with_columns(pl.col("__one").alias("__units"))
+    cells = partials.group_by(by).agg(pl.col("__units").sum().cast(pl.Int64).alias(count))
+    cells = cells.select(*by, pl.lit(k, pl.Int64).alias("k"), count)
+    parts = [
+        _interval(partials, by, ["__hat", "__units"], stats.ratio, "pass_hat_k", settings),
+        _interval(partials, by, ["__flip", "__units"], stats.ratio, "flip_rate", settings),
+        _interval(partials, by, list(_ICC_VALUES), stats.icc_oneway, "repeat_icc", settings),
+    ]
+    for part in parts:
+        cells = cells.join(part, on=by, how="left", nulls_equal=True)
+    ordered = cells.select(*by, "k", count, *RELIABILITY_COLUMNS)
+    return ordered.sort(sort_keys(ordered.schema, by), nulls_last=False)
+
+
+def repeats_reliability(
+    trials: object,
+    *,
+    unit: Sequence[str],
+    cluster: str,
+    outcome: str = "passed",
+    by: Sequence[str] = (),
+    k: int = 3,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> pl.DataFrame:
+    """pass^k, flip rate and ICC of repeats for any repeated-trials table (one row per trial).
+
+    Parameters
+    ----------
+    trials
+        Any table :func:`recoverylab.io.scan` reads, one row per trial.
+    unit
+        Columns naming what is repeated (e.g. task_id, model): a unit's rows are its repeats.
+    cluster
+        The cluster the bootstrap resamples (e.g. task_id or a task family); each unit must
+        lie in one cluster.
+    outcome
+        Boolean column: the trial passed.
+    by
+        Cell keys (columns constant within a unit).
+    k, confidence, n_resamples, ci_method, seed
+        As in :func:`reliability`.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per cell: ``by``, ``k``, ``units``, then :data:`RELIABILITY_COLUMNS`.
+
+    Raises
+    ------
+    ParameterError
+        For a missing column, or units with fewer than ``k`` trials (named).
+    SchemaError
+        For an outcome column that is not boolean or has nulls.
+    InputError
+        For a unit spread over several clusters.
+
+    Examples
+    --------
+    >>> trials = pl.DataFrame({"task": ["a"] * 3 + ["b"] * 3,
+    ...                        "passed": [True, True, True, True, False, False]})
+    >>> out = repeats_reliability(trials, unit=["task"], cluster="task", k=2, n_resamples=50)
+    >>> out.select("units", "pass_hat_k", "flip_rate").row(0)
+    (2, 0.5, 0.5)
+    """
+    k = check_k(k)
+    units = _repeat_units(trials, list(unit), cluster, outcome, list(by), k)
+    # One cell for the whole table when there are no keys (joins need a key).
+    cells = list(by) or ["__cell"]
+    units = units.with_columns(pl.lit("all").alias("__cell")) if not by else units
+    partials = _partials(units, cells, k, cluster=cluster).collect(engine="streaming")
+    settings = {"n_resamples": n_resamples, "confidence": confidence, "method": ci_method}
+    out = _finish(partials, cells, k, "units", {**settings, "seed": seed})
+    return out if by else out.drop("__cell")
+
+
+def _repeat_units(
+    trials: object, unit: list[str], cluster: str, outcome: str, by: list[str], k: int
+) -> pl.LazyFrame:
+    """Per unit: repeats and passes, after checking columns, the outcome and k."""
+    lazy = scan(trials)
+    names = lazy.collect_schema()
+    missing = [c for c in (*unit, cluster, outcome, *by) if c not in names]
+    if missing or not unit:
+        raise ParameterError(
+            f"trials: column `{(missing or ['unit'])[0]}` is not in the table (columns: "
+            f"{', '.join(names.names())}); `unit`, `cluster`, `outcome` and `by` must name "
+            "columns, and `unit` at least one."
+        )
+    if names[outcome] != pl.Boolean:
+        raise SchemaError(f"trials: column `{outcome}` is {names[outcome]}; it must be boolean.")
+    keys = list(dict.fromkeys([*unit, *by]))
+    per_unit = (
+        lazy.group_by(keys)
+        .agg(
+            pl.len().cast(pl.Int64).alias("repeats"),
+            pl.col(outcome).sum().cast(pl.Int64).alias("n_passed"),
+            pl.col(outcome).null_count().alias("__nulls"),
+            pl.col(cluster).n_unique().alias("__clusters"),
+            *([] if cluster in keys else [pl.col(cluster).first()]),
+        )
+        .collect(engine="streaming")
+    )
+    _check_units(per_unit, keys, outcome, k)
+    return per_unit.lazy().with_columns(pl.lit(None, pl.String).alias("excluded"))
+
+
+def _check_units(per_unit: pl.DataFrame, keys: list[str], outcome: str, k: int) -> None:
+    checks: tuple[tuple[pl.Expr, str, type[RecoveryLabError]], ...] = (
+        (
+            pl.col("__nulls") > 0,
+            f"have nulls in `{outcome}`; every trial must pass or fail",
+            SchemaError,
+        ),
+        (pl.col("__clusters") > 1, "lie in more than one cluster", InputError),
+        (
+            pl.col("repeats") < k,
+            f"have fewer than k = {k} trials (pass^k needs k)",
+            ParameterError,
+        ),
+    )
+    for mask, message, error in checks:
+        bad = per_unit.filter(mask)
+        if bad.height:
+            shown = format_keys(bad.select(keys).rows(), bad.height)
+            raise error(f"trials: {bad.height} unit(s) {message} ({shown}).")
+
+
+def join_reliability(
+    summary: pl.DataFrame, states: object, attempts: object, **options: object
+) -> pl.DataFrame:
+    """Append :data:`RELIABILITY_COLUMNS` to a :func:`~recoverylab.takeover.summarize` result."""
+    by = list(options["by"])  # type: ignore[call-overload]
+    extra = reliability(states, attempts, **options).select(*by, *RELIABILITY_COLUMNS)  # type: ignore[arg-type]
+    return summary.join(extra, on=by, how="left", nulls_equal=True, maintain_order="left")
