@@ -6,8 +6,14 @@
   ``scipy.stats.bootstrap`` and ``scipy.stats.permutation_test`` (10,000 resamples, Monte Carlo)
   at the largest size each finishes within the time budget, extrapolated linearly to a million
   clusters (their cost is proportional to clusters × resamples).
-* ``goal``: ``goal.score`` + ``goal.summarize`` (10,000 resamples) on the generated tables.
-* ``takeover``: ``takeover.summarize`` (default workflow-clustered bootstrap).
+* ``goal``: ``goal.score`` + ``goal.summarize`` (10,000 resamples) on the generated tables;
+  ``goal_duckdb``, ``goal_pandas``: the same counts in DuckDB and pandas
+  (:mod:`protocol_baselines`); ``goal_floor``: a polars scan of the columns they read.
+* ``takeover``: ``takeover.summarize`` (default workflow-clustered bootstrap); ``takeover_duckdb``,
+  ``takeover_pandas``, ``takeover_floor`` likewise.
+
+The goal and takeover workloads write their counts to ``<out>.counts.parquet`` so that
+:mod:`run` can check that the engines agree.
 * ``router``: ``Router().fit`` (and ``decide``) on generated decision points.
 """
 
@@ -120,31 +126,29 @@ def stats_scale(size: int, budget: float) -> dict:
     return result
 
 
-def goal_workload(data: Path) -> dict:
+def goal_workload(data: Path, out: Path) -> dict:
     import polars as pl
+    import scipy.signal
+    import scipy.stats  # noqa: F401  (imported on first use by recoverylab: not timed)
+    from protocol_baselines import GOAL_TABLES, goal_counts_of_summary
 
     from recoverylab import goal
 
-    tables = {t: pl.scan_parquet(data / t / "*.parquet") for t in goal_tables()}
+    tables = {t: pl.scan_parquet(data / t / "*.parquet") for t in GOAL_TABLES}
     steps = tables["steps"].select(pl.len()).collect().item()
     start = time.perf_counter()
-    scored = goal.score(
-        tables["cases"],
-        tables["resources"],
-        tables["episodes"],
-        tables["steps"],
-        tables["citations"],
-    )
+    scored = goal.score(*(tables[t] for t in GOAL_TABLES))
     summary = goal.summarize(scored, n_resamples=RESAMPLES)
-    return {"seconds": time.perf_counter() - start, "rows_in": steps, "rows_out": summary.height}
+    seconds = time.perf_counter() - start
+    goal_counts_of_summary(summary).write_parquet(out.with_suffix(".counts.parquet"))
+    return {"seconds": seconds, "rows_in": steps, "rows_out": summary.height}
 
 
-def goal_tables() -> tuple[str, ...]:
-    return ("cases", "resources", "episodes", "steps", "citations")
-
-
-def takeover_workload(data: Path) -> dict:
+def takeover_workload(data: Path, out: Path) -> dict:
     import polars as pl
+    import scipy.signal
+    import scipy.stats  # noqa: F401  (imported on first use by recoverylab: not timed)
+    from protocol_baselines import takeover_counts_of_summary
 
     from recoverylab import takeover
 
@@ -153,7 +157,28 @@ def takeover_workload(data: Path) -> dict:
     rows = attempts.select(pl.len()).collect().item()
     start = time.perf_counter()
     summary = takeover.summarize(states, attempts, n_resamples=RESAMPLES)
-    return {"seconds": time.perf_counter() - start, "rows_in": rows, "rows_out": summary.height}
+    seconds = time.perf_counter() - start
+    takeover_counts_of_summary(summary).write_parquet(out.with_suffix(".counts.parquet"))
+    return {"seconds": seconds, "rows_in": rows, "rows_out": summary.height}
+
+
+def baseline_workload(protocol: str, engine: str, data: Path, out: Path) -> dict:
+    """Time a DuckDB or pandas equivalent (or the scan floor) of ``goal`` / ``takeover``."""
+    import protocol_baselines as pb
+
+    needed = pb.GOAL_NEEDED if protocol == "goal" else pb.TAKEOVER_NEEDED
+    if engine == "duckdb":
+        import duckdb  # noqa: F401  (import time is not query time)
+    if engine == "pandas":
+        import pandas  # noqa: F401
+    start = time.perf_counter()
+    if engine == "floor":
+        rows = pb.scan_floor(data, needed)
+        return {"seconds": time.perf_counter() - start, "rows_in": rows}
+    result = getattr(pb, f"{protocol}_{engine}")(data)
+    seconds = time.perf_counter() - start
+    result.write_parquet(out.with_suffix(".counts.parquet"))
+    return {"seconds": seconds, "rows_out": result.height}
 
 
 def router_workload(tasks: int) -> dict:
@@ -179,14 +204,17 @@ def router_workload(tasks: int) -> dict:
     }
 
 
-def run(workload: str, data: Path, size: int, budget: float) -> dict:
+def run(workload: str, data: Path, size: int, budget: float, out: Path) -> dict:
     """Run one extra workload by name."""
     if workload == "stats_scale":
         return stats_scale(size, budget)
     if workload == "goal":
-        return goal_workload(data)
+        return goal_workload(data, out)
     if workload == "takeover":
-        return takeover_workload(data)
+        return takeover_workload(data, out)
     if workload == "router":
         return router_workload(size)
+    protocol, _, engine = workload.partition("_")
+    if protocol in ("goal", "takeover") and engine in ("duckdb", "pandas", "floor"):
+        return baseline_workload(protocol, engine, data, out)
     raise SystemExit(f"unknown workload {workload!r}")

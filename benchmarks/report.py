@@ -7,6 +7,7 @@ import platform
 import statistics
 import subprocess
 import sys
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -138,6 +139,7 @@ def render(record: dict) -> str:
         "half a CPU busy, measures how much CPU they took *during* the run (machine busy time "
         "minus the worker's own), and repeats a run of under a minute that they disturbed "
         "(keeping the least disturbed attempt). That CPU share is in the last column.",
+        *_load_lines(record),
         "* Versions: " + ", ".join(f"{k} {v}" for k, v in record["versions"].items()) + ".",
         f"* Data: `recoverylab synth forks --tasks {sizes['tasks']:,} --seed 0` -- "
         f"{rows_in:,} rows in {record['data']['forks']['files']} parquet files "
@@ -173,8 +175,13 @@ def render(record: dict) -> str:
     lines += [
         "",
         "All engines produced identical cell counts (n, rescue, harm, kept, unchanged, "
-        "carried_forward, unpaired, prefix_mismatch per condition × delay × method), and (b), "
-        "(d') and (e') identical per-task type histograms; the script exits with an error "
+        "carried_forward, unpaired, prefix_mismatch per condition × delay × method), and "
+        + ", ".join(
+            LABELS[n][0]
+            for n in ("recoverylab", "duckdb_per_task", "pandas_per_task")
+            if n in rounds
+        )
+        + " identical per-task type histograms; the script exits with an error "
         "and a diff otherwise.",
         "",
         "## Ratios and targets",
@@ -259,8 +266,251 @@ def render(record: dict) -> str:
                 f"| {names[key]} | {run['rows_in']:,} | {run['seconds']:.2f} | "
                 f"{_gb(run['peak_rss_bytes'])} |"
             )
-    lines += ["", "## Reading", "", *_reading(record, verdicts)]
+    lines += _shape_lines(record)
+    lines += _protocol_lines(record)
+    lines += _startup_lines(record.get("startup"))
+    lines += ["", "## Reading", "", *_reading(record, verdicts), *_targets_reading(record)]
     return "\n".join(lines) + "\n"
+
+
+#: Labels of the shape rows (the shapes themselves are described in run.SHAPES).
+SHAPE_LABELS = {
+    "floor": "bare scan floor (polars)",
+    "recoverylab_stats": "recoverylab `paired.summarize` (counts, exact p, 10k-resample CIs)",
+    "duckdb": "DuckDB counts only",
+    "duckdb_per_task": "DuckDB counts + per-task partials (round 1 only)",
+}
+
+
+def _cell(runs: list[dict]) -> str:
+    seconds = [r["seconds"] for r in runs]
+    rss = max(r["peak_rss_bytes"] for r in runs)
+    return f"{statistics.median(seconds):.2f} ({min(seconds):.2f}–{max(seconds):.2f}) / {_gb(rss)}"
+
+
+def _targets_reading(record: dict) -> list[str]:
+    """One sentence per issue-19 target measured in this run: value, target, met or by how much."""
+    rounds, text = record["rounds"], []
+
+    def verdict(value: float, target: float) -> str:
+        return "met" if value <= target else f"missed by {value / target - 1:.0%}"
+
+    for shape in ["grouped", *(record.get("shapes") or {})]:
+        name = "" if shape == "grouped" else f"@{shape}"
+        summary, duck, floor = (
+            rounds.get(f"{n}{name}") for n in ("recoverylab_stats", "duckdb", "floor")
+        )
+        if not (summary and duck and floor):
+            continue
+        rd = _median(summary) / _median(duck)
+        rf = _median(summary) / _median(floor)
+        rss = max(r["peak_rss_bytes"] for r in summary) / 1e9
+        text.append(
+            f"* **paired, {shape}:** summary / DuckDB counts = {rd:.2f} "
+            f"(≤ 1.0 {verdict(rd, 1.0)}), summary / floor = {rf:.1f} (≤ 3 {verdict(rf, 3.0)}), "
+            f"peak RSS {rss:.2f} GB on {floor[0].get('rows_in', 0):,} rows (the 1.5 GB target "
+            "is for 52M rows)."
+        )
+    for protocol, engines in (record.get("protocols") or {}).items():
+        ours, duck = engines.get("recoverylab"), engines.get("duckdb")
+        if ours and duck:
+            ratio = _median(ours) / _median(duck)
+            rss = max(r["peak_rss_bytes"] for r in ours) / 1e9
+            text.append(
+                f"* **{protocol}:** recoverylab / DuckDB = {ratio:.2f} (≤ 1.0 "
+                f"{verdict(ratio, 1.0)}); peak RSS {rss:.2f} GB (≤ 1.5 GB {verdict(rss, 1.5)})."
+            )
+    timings = (record.get("startup") or {}).get("timings", {})
+    for label, target in (("recoverylab --help", 0.3), ("recoverylab paired <sample>", 1.0)):
+        if label in timings:
+            t = timings[label]
+            text.append(
+                f"* **`{label}`:** median wall {t['median']:.2f} s, CPU {t['cpu']:.2f} s (≤ "
+                f"{target:g} s: wall {verdict(t['median'], target)}, CPU "
+                f"{verdict(t['cpu'], target)})."
+            )
+    return text
+
+
+def _load_lines(record: dict) -> list[str]:
+    """How loaded the machine was during this run (1-minute load average, others' CPUs)."""
+    runs = [r for rs in record["rounds"].values() for r in rs]
+    runs += [r for p in (record.get("protocols") or {}).values() for rs in p.values() for r in rs]
+    if not runs:
+        return []
+    loads = [r.get("load1", 0.0) for r in runs]
+    others = [r.get("others_during", 0.0) for r in runs]
+    lines = [
+        f"* **Load during this run:** 1-minute load average {min(loads):.1f}–{max(loads):.1f} "
+        f"(median {statistics.median(loads):.1f}) on {record['machine']['cores']} cores; other "
+        f"processes kept a median {statistics.median(others):.2f} CPUs busy during the "
+        "measurements"
+        + (
+            " (mostly quiet while measuring, but the machine is shared: "
+            if statistics.median(others) < 0.2
+            else " (absolute times are inflated accordingly: "
+        )
+        + "compare engines by the ratios, which are of medians measured in the same rounds)."
+    ]
+    if record.get("note"):
+        lines.append(f"* **Note:** {record['note']}")
+    return lines
+
+
+def _shape_lines(record: dict) -> list[str]:
+    """The paired data-shape table: median (range) s / peak RSS GB, and the same-run ratios."""
+    rounds = record["rounds"]
+    shapes = ["grouped", *record.get("shapes", {})]
+    present = [s for s in shapes if any(k.endswith(f"@{s}") for k in rounds) or s == "grouped"]
+    if len(present) < 2:
+        return []
+    descriptions = {
+        "grouped": "rows grouped by task (as generated), string ids, "
+        f"{record['data']['forks']['files']} files",
+        **record.get("shapes", {}),
+    }
+
+    def runs(name: str, shape: str) -> list[dict] | None:
+        return rounds.get(name if shape == "grouped" else f"{name}@{shape}")
+
+    lines = [
+        "",
+        "## Paired on every data shape",
+        "",
+        "The same forks rows written in other shapes; each cell is the median (min–max) seconds "
+        "/ peak RSS (GB), all shapes measured in the same rounds (the engines alternate "
+        "within each round). Ratios are of medians of this run.",
+        "",
+        "| shape | " + " | ".join(SHAPE_LABELS.values()) + " | summary / DuckDB counts | "
+        "summary / floor |",
+        "|---|" + "---:|" * (len(SHAPE_LABELS) + 2),
+    ]
+    for shape in present:
+        cells = []
+        for name in SHAPE_LABELS:
+            found = runs(name, shape)
+            cells.append(_cell(found) if found else "")
+        summary, duck, floor = (runs(n, shape) for n in ("recoverylab_stats", "duckdb", "floor"))
+        ratio_d = f"{_median(summary) / _median(duck):.2f}" if summary and duck else ""
+        ratio_f = f"{_median(summary) / _median(floor):.2f}" if summary and floor else ""
+        lines.append(
+            f"| {descriptions[shape]} | " + " | ".join(cells) + f" | {ratio_d} | {ratio_f} |"
+        )
+    lines += [
+        "",
+        "Targets (issue 19): summary ≤ 1.0× DuckDB counts-only and ≤ 3× the floor on every "
+        "shape, peak RSS ≤ 1.5 GB at 52M rows whatever the row order. Every shape produced the "
+        "same cell counts and per-task types as the grouped forks (checked).",
+    ]
+    return lines
+
+
+PROTOCOL_LABELS = {
+    "goal": "`goal.score` + `goal.summarize` (GP/TS per regime, failure reasons)",
+    "takeover": "`takeover.summarize` (EAR, pass@1, pass@k, funnel per agent × depth)",
+}
+
+
+def _protocol_lines(record: dict) -> list[str]:
+    """Goal and takeover against their DuckDB and pandas equivalents and the scan floor."""
+    protocols = record.get("protocols") or {}
+    if not protocols:
+        return []
+    lines = [
+        "",
+        "## Goal and takeover against DuckDB and pandas",
+        "",
+        "recoverylab: contract and consistency checks, scoring, counts and 10,000-resample "
+        "cluster bootstrap CIs (scipy imported before the clock starts). DuckDB and pandas: "
+        "the same counts, no checks, no intervals (`benchmarks/protocol_baselines.py`). Floor: "
+        "a polars scan of the columns they read. Each cell: median (min–max) s / peak RSS (GB).",
+        "",
+        "| workload | input rows | recoverylab | DuckDB | pandas (round 1) | scan floor | "
+        "recoverylab / DuckDB | recoverylab / floor |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for protocol, engines in protocols.items():
+        ours, duck, floor = (engines.get(e) for e in ("recoverylab", "duckdb", "floor"))
+        rows = ours[0].get("rows_in", 0) if ours else 0
+        cells = [_cell(engines[e]) if e in engines else "" for e in PROTOCOL_WORKLOADS]
+        rd = f"{_median(ours) / _median(duck):.2f}" if ours and duck else ""
+        rf = f"{_median(ours) / _median(floor):.2f}" if ours and floor else ""
+        lines.append(
+            f"| {PROTOCOL_LABELS[protocol]} | {rows:,} | " + " | ".join(cells) + f" | {rd} | {rf} |"
+        )
+    lines += [
+        "",
+        "Counts checked identical: goal per regime (n, clusters, successes, goal preserved, "
+        "compliant, steps, every failure reason); takeover per agent × depth (state counts of "
+        "the slice, attempted states, root causes, workflows, attempts, excluded attempts, the "
+        "funnel) and pass@1 / pass@k within 1e-9. Targets: ≤ 1.0× DuckDB, peak RSS ≤ 1.5 GB.",
+    ]
+    return lines
+
+
+PROTOCOL_WORKLOADS = ("recoverylab", "duckdb", "pandas", "floor")
+
+
+def _startup_lines(startup: dict | None) -> list[str]:
+    """Whole-process start-up times and the import cost by package (``benchmarks/startup.py``)."""
+    if not startup:
+        return []
+    lines = [
+        "",
+        "## Start-up of the command line (whole processes)",
+        "",
+        "Wall time is what a user waits; CPU time (user + system of the process) is what the "
+        "command costs, and is much less disturbed by other processes on a loaded machine.",
+        "",
+        "| command | tool | runs | median wall (s) | min–max wall (s) | CPU (s) | target |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    targets = {"recoverylab --help": "≤ 0.3 s", "recoverylab paired <sample>": "≤ 1.0 s"}
+    for label, t in startup["timings"].items():
+        lines.append(
+            f"| `{label}` | {t['tool']} | {t['runs']} | {t['median']:.2f} | "
+            f"{t['min']:.2f}–{t['max']:.2f} | {t['cpu']:.2f} | {targets.get(label, '')} |"
+        )
+    lines += [
+        "",
+        "Import time by top-level package (`python -X importtime`, self time summed per package, "
+        "median of 3; the heavy packages each command imports in the last column):",
+        "",
+        "| command | total imports (s) | largest packages (s) | heavy packages imported |",
+        "|---|---:|---|---|",
+    ]
+    for label, profile in startup["imports"].items():
+        top = ", ".join(f"{k} {v:.2f}" for k, v in list(profile["by_package_seconds"].items())[:6])
+        heavy = ", ".join(profile["heavy_imported"])
+        lines.append(f"| `{label}` | {profile['total_seconds']:.2f} | {top} | {heavy} |")
+    return lines
+
+
+#: A section of RESULTS.md written by hand says this; regenerating the file keeps it.
+KEEP_MARKER = "`benchmarks/run.py` does not produce this section"
+
+
+def kept_sections(text: str) -> list[str]:
+    """The hand-written ``## `` sections of an existing RESULTS.md (see :data:`KEEP_MARKER`)."""
+    sections = ["## " + part for part in text.split("\n## ")[1:]]
+    return [part.rstrip("\n") + "\n" for part in sections if KEEP_MARKER in part]
+
+
+def render_with_previous(record: dict, previous: list[dict], kept: Sequence[str] = ()) -> str:
+    """The report of ``record``, kept hand-written sections, then earlier runs one level down.
+
+    Earlier runs stay in ``RESULTS.md`` (their records are kept as ``results-<date>-<label>.json``)
+    so that a small run on a loaded machine does not hide the last full-size one.
+    """
+    parts = [render(record), *kept]
+    for old in previous:
+        text = render(old).replace("\n#", "\n##")
+        body = text.split("\n", 1)[1]  # drop the old title
+        parts.append(
+            f"## Earlier run: {old['date']}, {old['sizes']['tasks']:,} tasks (kept for reference)"
+            f"\n{body}"
+        )
+    return "\n".join(parts)
 
 
 def _stats_lines(scale: dict) -> list[str]:
@@ -306,6 +556,8 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
     def med(name: str) -> float:
         return _median(rounds[name])
 
+    rows = rounds["floor"][0].get("rows_in", 0) if "floor" in rounds else 0
+    tasks = record["sizes"]["tasks"]
     if {"recoverylab", "duckdb", "floor"} <= set(rounds):
         b, d, a = med("recoverylab"), med("duckdb"), med("floor")
         bd, _, bd_ok = verdicts["b/d"]
@@ -333,10 +585,10 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
             + ("met." if ba_ok else "not met.")
             + " The floor decodes the columns and adds them up; (b) reads them in one pass too "
             "(the survey of the points and the per-task words share it), but then hashes the "
-            "point keys, the task ids and the prefixes of 50M rows and aggregates them into a "
-            "million task groups: that hash aggregation is the cost above the floor, and the "
-            "DuckDB query pays it too (its join builds a hash table over 4M episodes and probes "
-            "it with 46M rows)."
+            f"point keys, the task ids and the prefixes of {rows / 1e6:.0f}M rows and aggregates "
+            f"them into {tasks:,} task groups: that hash aggregation is the cost above the floor, "
+            f"and the DuckDB query pays it too (its join builds a hash table over {4 * tasks:,} "
+            "episodes and probes it with the recovery rows)."
         )
     if {"pandas", "recoverylab"} <= set(rounds):
         eb, _, eb_ok = verdicts["e/b"]
@@ -356,7 +608,7 @@ def _reading(record: dict, verdicts: dict) -> list[str]:
             + f"; the medians differ by {med('recoverylab_stats') - med('recoverylab'):+.2f} s, "
             "within the run-to-run spread): "
             "with one pair per task per cell the cell counts are the per-task type histogram, "
-            "so each cell resamples 3 types instead of a million tasks and its exact p-value "
+            f"so each cell resamples 3 types instead of {tasks:,} tasks and its exact p-value "
             "is a binomial tail."
         )
     if "rss" in verdicts:

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -50,6 +51,24 @@ THRICE = ("pandas",)
 SAME_COUNTS = ("recoverylab", "recoverylab_stats", "duckdb", "pandas")
 SAME_TYPES = ("recoverylab", "duckdb_per_task", "pandas_per_task")
 
+#: Other shapes of the same forks (see :func:`reshape`): name -> (description, task id type,
+#: files: 0 = the same files, order: grouped as generated or shuffled).
+SHAPES = {
+    "grouped_int": ("rows grouped by task, integer task ids", "int", 0, "grouped"),
+    "shuffled_within": ("rows shuffled within each file", "str", 0, "shuffled"),
+    "shuffled_across": ("rows of every task scattered across 4 files", "str", 4, "shuffled"),
+    "shuffled_across_int": (
+        "rows scattered across 4 files, integer task ids",
+        "int",
+        4,
+        "shuffled",
+    ),
+}
+#: Workloads measured on every other shape (results keyed ``name@shape``).
+SHAPE_WORKLOADS = ("floor", "recoverylab_stats", "duckdb", "duckdb_per_task")
+#: Goal and takeover: recoverylab, its DuckDB and pandas equivalents, the scan floor.
+PROTOCOL_WORKLOADS = ("floor", "recoverylab", "duckdb", "pandas")
+
 FULL = {
     "tasks": 1_000_000,
     "chunk": 100_000,
@@ -60,6 +79,9 @@ FULL = {
     "router_tasks": 8_400,  # ~100,000 decision points
     "scaling_files": (2, 5),
     "scipy_budget": 60.0,  # a scipy reference run may take up to a minute
+    "shapes": tuple(SHAPES),
+    "shape_workloads": SHAPE_WORKLOADS,
+    "protocol_rounds": 3,
 }
 QUICK = {
     "tasks": 2_000,
@@ -71,6 +93,9 @@ QUICK = {
     "router_tasks": 300,
     "scaling_files": (),
     "scipy_budget": 0.3,
+    "shapes": ("shuffled_across_int",),
+    "shape_workloads": ("recoverylab_stats", "duckdb", "duckdb_per_task"),
+    "protocol_rounds": 1,
 }
 
 
@@ -113,6 +138,50 @@ def generate(table: str, units: int, seed: int, out: Path, chunk: int) -> dict:
         "seconds": time.perf_counter() - start,
         "files": len(files),
         "bytes": sum(f.stat().st_size for f in files),
+    }
+    marker.write_text(json.dumps(info))
+    return info
+
+
+def reshape(source: Path, shape: str, seed: int) -> dict:
+    """Write the forks of ``source`` in another shape, next to it (skipped when present).
+
+    The rows are the same; only their order, the number of files and the type of ``task_id``
+    change: ``grouped_int`` keeps the files and their order, ``shuffled_within`` permutes the
+    rows of each file, the ``shuffled_across`` shapes permute all rows and cut them into 4 files
+    (so every task's rows are scattered over all the files, as in logs appended by many
+    workers), ``_int`` makes the task ids integers.
+    """
+    import polars as pl
+
+    _, ids, files, order = SHAPES[shape]
+    out = source.parent / f"{source.parent.name}_{shape}"
+    marker = out / "COMPLETE.json"
+    if marker.exists():
+        return json.loads(marker.read_text())
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    start = time.perf_counter()
+    parts = sorted(source.glob("*.parquet"))
+    # one file at a time for a shuffle within files; all rows at once for a shuffle across them
+    groups = [[f] for f in parts] if files == 0 else [parts]
+    written = 0
+    for i, group in enumerate(groups):
+        frame = pl.read_parquet(group)
+        if order == "shuffled":
+            frame = frame.sample(fraction=1.0, shuffle=True, seed=seed + i)
+        if ids == "int":
+            frame = frame.with_columns(pl.col("task_id").str.replace(r"^\D+", "").cast(pl.Int64))
+        step = -(-frame.height // max(files, 1))
+        for j in range(max(files, 1)):
+            frame.slice(j * step, step).write_parquet(out / f"part-{written:05d}.parquet")
+            written += 1
+    info = {
+        "shape": shape,
+        "seconds": time.perf_counter() - start,
+        "files": written,
+        "bytes": sum(f.stat().st_size for f in out.glob("*.parquet")),
     }
     marker.write_text(json.dumps(info))
     return info
@@ -213,12 +282,22 @@ def measure(
     return best
 
 
+def _same(base: tuple[str, ...], outputs: dict[str, Path]) -> list[str]:
+    """The measured workloads among ``base``, on every shape (``name@shape``), in order."""
+    return [n for n in outputs if n.split("@")[0] in base]
+
+
 def compare(outputs: dict[str, Path]) -> list[str]:
-    """Compare the counts and types the engines wrote; return the differences (none = ok)."""
+    """Compare the counts and types the engines wrote; return the differences (none = ok).
+
+    The forks of every shape hold the same rows, so their counts and per-task types must be the
+    same as well.
+    """
     import polars as pl
 
     problems = []
-    for suffix, names in ((".counts.parquet", SAME_COUNTS), (".types.parquet", SAME_TYPES)):
+    for suffix, base in ((".counts.parquet", SAME_COUNTS), (".types.parquet", SAME_TYPES)):
+        names = _same(base, outputs)
         frames = {
             n: pl.read_parquet(outputs[n].with_suffix(suffix))
             for n in names
@@ -243,12 +322,73 @@ def compare(outputs: dict[str, Path]) -> list[str]:
     return problems
 
 
+def run_protocols(
+    args: argparse.Namespace,
+    sizes: dict,
+    data_dir: Path,
+    work: Path,
+    skip: set[str],
+    gen: dict,
+    say: Callable[[str], None],
+) -> tuple[dict[str, dict[str, list[dict]]], list[str]]:
+    """Time goal and takeover against DuckDB, pandas (first round) and the scan floor.
+
+    The engines alternate within each round; returns the runs per protocol and engine, and the
+    differences between the counts they wrote (none = ok).
+    """
+    import polars as pl
+    from protocol_baselines import TAKEOVER_FLOATS, compare_frames
+
+    runs: dict[str, dict[str, list[dict]]] = {}
+    problems: list[str] = []
+    for protocol, units in (("goal", sizes["goal_units"]), ("takeover", sizes["takeover_units"])):
+        if protocol in skip:
+            continue
+        folder = data_dir / f"{protocol}_{units}_seed{args.seed}"
+        gen[protocol] = generate(protocol, units, args.seed, folder, max(1, -(-units // 10)))
+        runs[protocol] = {}
+        for r in range(sizes["protocol_rounds"]):
+            for engine in PROTOCOL_WORKLOADS:
+                if f"{protocol}_{engine}" in skip or (r > 0 and engine == "pandas"):
+                    continue
+                name = protocol if engine == "recoverylab" else f"{protocol}_{engine}"
+                result = measure(args, name, folder, work / f"{name}_r{r}")
+                runs[protocol].setdefault(engine, []).append(result)
+                say(
+                    f"round {r + 1}: {name} {result['seconds']:.2f} s, "
+                    f"{result['peak_rss_bytes'] / 1e9:.2f} GB"
+                )
+        floats = TAKEOVER_FLOATS if protocol == "takeover" else ()
+        if not (work / f"{protocol}_r0.counts.parquet").exists():
+            continue
+        reference = pl.read_parquet(work / f"{protocol}_r0.counts.parquet")
+        for engine in ("duckdb", "pandas"):
+            path = work / f"{protocol}_{engine}_r0.counts.parquet"
+            if engine in runs[protocol] and path.exists():
+                problem = compare_frames(reference, pl.read_parquet(path), floats)
+                if problem:
+                    problems.append(f"{protocol}: {engine} differs from recoverylab: {problem}")
+    return runs, problems
+
+
+def previous_records() -> list[dict]:
+    """Earlier runs kept for reference (``results-<date>-<label>.json``), newest first."""
+    files = sorted(HERE.glob("results-20*.json"), reverse=True)
+    return [json.loads(f.read_text()) for f in files]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; return the exit status (1 when the engines disagree)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, help="forks tasks (default 1,000,000)")
-    parser.add_argument("--rounds", type=int, help="alternating rounds (default 3)")
+    parser.add_argument("--rounds", type=int, help="alternating rounds (default 5)")
+    parser.add_argument("--goal-units", type=int, help="goal instances (default 250,000)")
+    parser.add_argument("--takeover-units", type=int, help="takeover workflows (default 12,500)")
+    parser.add_argument(
+        "--protocol-rounds", type=int, help="alternating rounds of goal and takeover (default 3)"
+    )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--note", default="", help="a sentence to print at the top of the report")
     parser.add_argument("--quick", action="store_true", help="small sizes, one round")
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
     parser.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
@@ -276,14 +416,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.render_only:
         record = json.loads(args.out.with_name("results.json").read_text())
-        args.out.write_text(report.render(record))
+        kept = report.kept_sections(args.out.read_text()) if args.out.exists() else []
+        args.out.write_text(report.render_with_previous(record, previous_records(), kept))
         return 0
     sizes = dict(QUICK if args.quick else FULL)
     if args.tasks:
         sizes["tasks"] = args.tasks
         sizes["chunk"] = max(1, -(-args.tasks // 10))
-    if args.rounds:
-        sizes["rounds"] = args.rounds
+    for option in ("rounds", "goal_units", "takeover_units", "protocol_rounds"):
+        if getattr(args, option):
+            sizes[option] = getattr(args, option)
     skip = {s for s in args.skip.split(",") if s}
     started = time.perf_counter()
     data_dir: Path = args.data_dir
@@ -298,22 +440,34 @@ def main(argv: list[str] | None = None) -> int:
     gen = {"forks": generate("forks", sizes["tasks"], args.seed, forks_dir, sizes["chunk"])}
     forks = forks_dir / "forks"
 
+    shapes = {"grouped": forks}
+    for shape in sizes["shapes"]:
+        if shape not in skip:
+            say(f"writing the forks {SHAPES[shape][0]} (skipped when present)")
+            gen[shape] = reshape(forks, shape, args.seed)
+            shapes[shape] = forks_dir / f"{forks_dir.name}_{shape}"
+
     results: dict[str, list[dict]] = {}
     outputs: dict[str, Path] = {}
     WAIT["budget"] = args.wait_budget
     for r in range(sizes["rounds"]):
-        for name in FORKS_WORKLOADS:
-            if name in skip or (r > 0 and name in ONCE) or (r > 2 and name in THRICE):
-                continue
-            out = work / f"{name}_r{r}"
-            result = measure(args, name, forks, out)
-            results.setdefault(name, []).append(result)
-            outputs[name] = out
-            say(
-                f"round {r + 1}: {name} {result['seconds']:.2f} s, "
-                f"{result['peak_rss_bytes'] / 1e9:.2f} GB"
-            )
+        for shape, folder in shapes.items():
+            names = FORKS_WORKLOADS if shape == "grouped" else sizes["shape_workloads"]
+            for name in names:
+                if name in skip or (r > 0 and name in ONCE) or (r > 2 and name in THRICE):
+                    continue
+                key = name if shape == "grouped" else f"{name}@{shape}"
+                out = work / f"{key.replace('@', '_')}_r{r}"
+                result = measure(args, name, folder, out)
+                results.setdefault(key, []).append(result)
+                outputs[key] = out
+                say(
+                    f"round {r + 1}: {key} {result['seconds']:.2f} s, "
+                    f"{result['peak_rss_bytes'] / 1e9:.2f} GB"
+                )
     problems = compare(outputs)
+    protocols, problems_p = run_protocols(args, sizes, data_dir, work, skip, gen, say)
+    problems += problems_p
     if problems:
         for p in problems:
             print(p, file=sys.stderr)
@@ -324,10 +478,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     say(
         "counts identical across "
-        + ", ".join(n for n in SAME_COUNTS if n in outputs)
+        + ", ".join(_same(SAME_COUNTS, outputs))
         + "; per-task types identical across "
-        + ", ".join(n for n in SAME_TYPES if n in outputs)
+        + ", ".join(_same(SAME_TYPES, outputs))
     )
+    for protocol, engines in protocols.items():
+        checked = [e for e in engines if e != "floor"]
+        say(f"{protocol}: counts identical across " + ", ".join(checked))
 
     scaling = {}
     total_files = len(list(forks.glob("*.parquet")))
@@ -350,40 +507,46 @@ def main(argv: list[str] | None = None) -> int:
             budget=sizes["scipy_budget"],
         )
         say("statistics at scale done")
-    for table, units, key in (
-        ("goal", sizes["goal_units"], "goal"),
-        ("takeover", sizes["takeover_units"], "takeover"),
-    ):
-        if key in skip:
-            continue
-        folder = data_dir / f"{table}_{units}_seed{args.seed}"
-        gen[table] = generate(table, units, args.seed, folder, max(1, -(-units // 10)))
-        extras[key] = measure(args, key, folder, work / key)
-        say(f"{key}: {extras[key]['seconds']:.2f} s")
     if "router" not in skip:
         extras["router"] = measure(
             args, "router", forks, work / "router", size=sizes["router_tasks"]
         )
         say(f"router: {extras['router']['seconds']:.2f} s")
 
+    startup = None
+    if not args.quick and "startup" not in skip:
+        import startup as startup_module
+
+        say("start-up of the command line (whole processes)")
+        startup = startup_module.main(["--runs", "10"])
     record = {
         "command": "python benchmarks/run.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": report.machine(),
         "versions": report.versions(),
-        "sizes": {k: v for k, v in sizes.items() if k != "scaling_files"},
+        "sizes": {
+            k: v
+            for k, v in sizes.items()
+            if k not in ("scaling_files", "shapes", "shape_workloads")
+        },
         "data": gen,
         "rounds": results,
         "scaling": {str(k): v for k, v in scaling.items()},
         "scaling_total_files": total_files,
         "extras": extras,
+        "protocols": protocols,
+        "startup": startup,
+        "shapes": {s: SHAPES[s][0] for s in sizes["shapes"] if s not in skip},
         "correct": True,
+        "note": args.note,
         "total_seconds": time.perf_counter() - started,
         "waited_seconds": WAIT["spent"],
     }
     text = report.render(record)
-    args.out.write_text(text)
+    kept = report.kept_sections(args.out.read_text()) if args.out.exists() else []
+    previous = [] if args.quick else previous_records()
+    args.out.write_text(report.render_with_previous(record, previous, kept))
     args.out.with_name("results.json").write_text(json.dumps(record, indent=1, default=str))
     print(text)
     say(f"wrote {args.out}")

@@ -15,7 +15,8 @@ Workloads on the forks files (``--data`` is the folder of parquet parts):
 * ``pandas`` / ``pandas_per_task`` (e): :mod:`baselines` in pandas.
 
 Other workloads: ``stats_scale`` (bootstrap and exact sign-flip at a million clusters, and the
-scipy references), ``goal``, ``takeover``, ``router`` (``--data`` is their generated folder).
+scipy references), ``goal`` and ``takeover`` with their ``_duckdb``, ``_pandas`` and ``_floor``
+equivalents, ``router`` (``--data`` is their generated folder); see :mod:`extras`.
 """
 
 from __future__ import annotations
@@ -180,6 +181,22 @@ WORKLOADS: dict[str, Callable[[list[Path], Path], dict]] = {
 }
 
 
+def peak_rss() -> int:
+    """The process's own peak resident set (imports, engine and data included), in bytes.
+
+    Linux: ``VmHWM`` of /proc/self/status, which starts afresh with the program.
+    ``ru_maxrss`` does not: it keeps the peak of the parent's memory that the process was
+    forked from, so a large parent (say one that just wrote the data) would inflate it.
+    """
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workload")
@@ -194,9 +211,8 @@ def main(argv: list[str] | None = None) -> None:
     else:
         import extras
 
-        result = extras.run(args.workload, args.data, args.size, args.budget)
-    # the process's own peak resident set: imports, engine and data included (Linux: KiB)
-    result["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        result = extras.run(args.workload, args.data, args.size, args.budget, args.out)
+    result["peak_rss_bytes"] = peak_rss()
     print(json.dumps(result))
 
 

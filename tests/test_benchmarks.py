@@ -47,11 +47,19 @@ def test_quick_benchmark_runs_and_engines_agree(tmp_path: Path) -> None:
     assert "per-task types identical across recoverylab, duckdb_per_task, pandas_per_task" in (
         done.stdout
     )
+    # the other data shape (rows scattered across files, integer task ids) counts the same
+    assert "recoverylab_stats@shuffled_across_int, duckdb@shuffled_across_int;" in done.stdout
+    assert "pandas_per_task, duckdb_per_task@shuffled_across_int" in done.stdout
+    assert "goal: counts identical across recoverylab, duckdb, pandas" in done.stdout
+    assert "takeover: counts identical across recoverylab, duckdb, pandas" in done.stdout
     record = json.loads((tmp_path / "results.json").read_text())
     assert record["correct"] is True
     assert set(record["rounds"]) >= {"floor", "recoverylab", "recoverylab_stats", "duckdb"}
     text = out.read_text()
     assert "## Ratios and targets" in text
+    assert "## Paired on every data shape" in text
+    assert "## Goal and takeover against DuckDB and pandas" in text
+    assert set(record["protocols"]["goal"]) == {"floor", "recoverylab", "duckdb", "pandas"}
     # the counts the engines wrote are the same frames, and not empty
     counts = {
         name: pl.read_parquet(tmp_path / "data" / "out" / f"{name}_r0.counts.parquet")
@@ -81,3 +89,30 @@ def test_comparison_reports_a_difference(tmp_path: Path) -> None:
     problems = run.compare(outputs)
     assert len(problems) == 1
     assert problems[0].startswith("pandas differs from recoverylab (.counts.parquet)")
+
+
+def _bench_module(name: str) -> object:
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_protocol_comparison_reports_a_difference() -> None:
+    baselines = _bench_module("protocol_baselines")
+    reference = pl.DataFrame({"agent": ["a"], "depth": [0], "n": [3], "pass_at_1": [0.5]})
+    assert baselines.compare_frames(reference, reference, ("pass_at_1",)) is None
+    close = reference.with_columns(pl.col("pass_at_1") + 1e-12)
+    assert baselines.compare_frames(reference, close, ("pass_at_1",)) is None
+    far = reference.with_columns(pl.col("pass_at_1") + 1e-6)
+    assert baselines.compare_frames(reference, far, ("pass_at_1",)).startswith("pass_at_1 differs")
+    other = reference.with_columns(pl.lit(4, dtype=pl.Int64).alias("n"))
+    assert baselines.compare_frames(reference, other, ("pass_at_1",)).startswith("integer counts")
+
+
+def test_import_profile_names_the_packages_a_command_imports() -> None:
+    startup = _bench_module("startup")
+    profile = startup.import_profile([sys.executable, "-c", "import json"], repeats=1)
+    assert "json" in profile["by_package_seconds"]
+    assert profile["heavy_imported"] == []
