@@ -1,4 +1,4 @@
-"""Where the time goes: ``python benchmarks/profile.py WORKLOAD DATA [--html OUT]``.
+"""Where the time goes: ``python benchmarks/profile_protocols.py WORKLOAD DATA [--html OUT]``.
 
 Runs one workload under pyinstrument (``pip install -e '.[bench]'``) and prints its call tree;
 ``WORKLOAD`` is ``paired`` (``paired.summarize`` on the parquet files of the folder ``DATA``),
