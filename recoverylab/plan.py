@@ -153,7 +153,6 @@ class Engine(Protocol):
 
     def run(self, plan: Plan) -> Any:
         """Run ``plan`` and return its finish's result."""
-        ...
 
 
 def collect_parts(outputs: Mapping[str, pl.LazyFrame | pl.DataFrame]) -> dict[str, pl.DataFrame]:

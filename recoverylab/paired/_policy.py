@@ -26,7 +26,12 @@ from recoverylab.paired._pairs import (
     prepare,
     raise_after_end,
 )
-from recoverylab.paired._summary import _check_statistics, design_stage, forks_input
+from recoverylab.paired._summary import (
+    _check_statistics,
+    design_stage,
+    forks_input,
+    statistics_options,
+)
 from recoverylab.schema import SPECS, TableSpec, validate
 
 __all__ = ["DECISIONS", "RESULT_COLUMNS", "evaluate_policy"]
@@ -277,14 +282,7 @@ def policy_plan(
     Decisions and forks are clustered by task, so each decision meets its forks in one shard;
     the design grid of the whole forks table is read first.
     """
-    statistics: dict[str, Any] = {
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "seed": seed,
-        "ci_method": ci_method,
-        "alternative": alternative,
-        "adjust": adjust,
-    }
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     design = design_stage(pair_by=pair_by, by=by, cohort="full")
     return plan.Plan(
         inputs=(

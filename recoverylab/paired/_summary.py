@@ -647,6 +647,25 @@ def _summary_partial(
     return {"partials": collected}
 
 
+def statistics_options(
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+    alternative: str,
+    adjust: str | None,
+) -> dict[str, Any]:
+    """Return the statistics keywords a paired plan hands to its check and its finish."""
+    return {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "ci_method": ci_method,
+        "alternative": alternative,
+        "adjust": adjust,
+    }
+
+
 def summary_plan(
     forks: object,
     *,
@@ -663,14 +682,7 @@ def summary_plan(
 ) -> plan.Plan:
     """Return the plan of :func:`summarize` (ARCHITECTURE §7): design grid, then partials."""
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    statistics: dict[str, Any] = {
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "seed": seed,
-        "ci_method": ci_method,
-        "alternative": alternative,
-        "adjust": adjust,
-    }
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     return plan.Plan(
         inputs=(forks_input(forks),),
         check=functools.partial(_check_statistics, **statistics),
@@ -832,14 +844,7 @@ def contrast_plan(
 ) -> plan.Plan:
     """Return the plan of :func:`contrast`: design grid, then per-task joint types."""
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    statistics: dict[str, Any] = {
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "seed": seed,
-        "ci_method": ci_method,
-        "alternative": alternative,
-        "adjust": adjust,
-    }
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     design = design_stage(**keys)
     return plan.Plan(
         inputs=(forks_input(forks),),
