@@ -50,6 +50,7 @@ __all__ = [
     "cell_rng",
     "check_resampling",
     "cluster_bootstrap",
+    "cluster_bootstrap_ratios",
     "cluster_melded_interval",
     "effective_melded_interval",
     "fay_lumbard_interval",
@@ -950,6 +951,161 @@ def cluster_bootstrap(
             pl.Series("n_clusters", [r.n_clusters for r in results], dtype=pl.Int64),
         ]
     )
+
+
+#: Drawing a multinomial over T cluster types costs about this many times more per type than
+#: drawing one uniform cluster index and counting it (numpy's binomial against an integer).
+_TYPE_DRAW_COST = 25
+
+
+def cluster_bootstrap_ratios(
+    partials: pl.DataFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    ratios: Sequence[tuple[str, str, str]],
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Percentile cluster-bootstrap intervals of several ratios in many cells, draws shared.
+
+    The same intervals as :func:`cluster_bootstrap` with :func:`ratio` (percentile method), for
+    every ``(cell, ratio)``: the K clusters of a cell are resampled with replacement and each
+    ratio is Σ numerator / Σ denominator over the resample. What is shared is the draw: all the
+    ratios of a cell, and all cells whose clusters are the same set, use one resample of those
+    clusters (multinomial counts over the clusters, or over their distinct joint rows when that
+    is cheaper), applied to every column with one matrix product. Each ratio's distribution is
+    exactly the one :func:`cluster_bootstrap` draws; only the random stream differs (one per
+    set of clusters, from :func:`cell_rng` with the first cell's key).
+
+    Parameters
+    ----------
+    partials
+        One row per (cluster, cell): the ``cells`` columns, ``cluster`` and the numerator and
+        denominator columns of ``ratios`` (numeric, no nulls).
+    cells
+        Key columns of a cell (may be empty).
+    cluster
+        The cluster key column (unique within a cell).
+    ratios
+        ``(name, numerator, denominator)`` triples.
+    n_resamples, confidence, seed
+        As in :func:`cluster_bootstrap`.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per (cell, ratio) whose denominator sums to more than 0: the cell columns,
+        ``ratio`` (the name), ``estimate``, ``ci_low``, ``ci_high`` (Float64; NaN when every
+        resample is undefined) and ``n_clusters`` (Int64).
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter, a missing column or a cluster listed twice in a cell.
+
+    Examples
+    --------
+    >>> frame = pl.DataFrame({"w": ["a", "b", "c"], "k": [1, 0, 2], "n": [1, 1, 2]})
+    >>> out = cluster_bootstrap_ratios(
+    ...     frame, cells=[], cluster="w", ratios=[("rate", "k", "n")], n_resamples=200
+    ... )
+    >>> out["estimate"].to_list()
+    [0.75]
+    """
+    cells_l = _column_names("cells", cells)
+    n_resamples = _check_n_resamples(n_resamples)
+    confidence = _check_confidence(confidence)
+    seed = _check_seed("seed", seed)
+    columns = list(dict.fromkeys(c for _, num, den in ratios for c in (num, den)))
+    missing = [c for c in [*cells_l, cluster, *columns] if c not in partials.columns]
+    if missing:
+        raise ParameterError(f"columns {missing} are not in `partials` ({partials.columns}).")
+    keys = list(dict.fromkeys([*cells_l, cluster]))  # the cluster may be a cell key itself
+    frame = partials.select(*keys, *(pl.col(c).cast(pl.Float64) for c in columns))
+    frame = frame.sort(keys, nulls_last=False)
+    if frame.select(pl.struct(*keys).is_duplicated().any()).item():
+        raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
+    groups: dict[tuple, list[tuple[tuple, np.ndarray]]] = {}
+    parts: list[tuple[tuple[Any, ...], pl.DataFrame]] = (
+        list(frame.partition_by(cells_l, as_dict=True, maintain_order=True).items())
+        if cells_l
+        else ([((), frame)] if frame.height else [])
+    )
+    for key, part in parts:
+        cluster_set = tuple(part[cluster].to_list())
+        groups.setdefault(cluster_set, []).append((key, part.select(columns).to_numpy()))
+    rows: list[dict[str, Any]] = []
+    for cells_of_set in groups.values():
+        blocks = [values for _, values in cells_of_set]
+        sums = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+        for (key, values), block in zip(cells_of_set, sums, strict=True):
+            totals = values.sum(axis=0)
+            for name, num, den in ratios:
+                a, b = columns.index(num), columns.index(den)
+                if totals[b] <= 0:
+                    continue
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
+                rows.append(
+                    {
+                        **dict(zip(cells_l, key, strict=True)),
+                        "ratio": name,
+                        "estimate": float(totals[a] / totals[b]),
+                        "ci_low": low,
+                        "ci_high": high,
+                        "n_clusters": values.shape[0],
+                    }
+                )
+    schema: dict[str, Any] = {
+        **{c: partials.schema[c] for c in cells_l},
+        "ratio": pl.String,
+        "estimate": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "n_clusters": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _shared_resample_sums(
+    blocks: list[np.ndarray], n_resamples: int, gen: np.random.Generator
+) -> list[np.ndarray]:
+    """Column sums of each block over ``n_resamples`` resamples of the (shared) rows.
+
+    Every block holds one row per cluster, the same clusters in the same order (one cell's
+    columns). Resampling K clusters is drawing Multinomial(K, 1/K) counts over them, and equal
+    rows of a block merge into types (ARCHITECTURE §4): its sums are (counts per type) @ types.
+    A block with few types draws a multinomial over them (numpy draws one binomial per type
+    and resample); the others share one draw of K uniform cluster indices per resample, counted
+    per cluster, and each takes its sums with a matrix product. Both are exact; the products
+    stay small (per block, in small batches), where numpy's BLAS would otherwise start threads
+    that only wait on a busy machine.
+    """
+    n_rows = blocks[0].shape[0]
+    outs = [np.empty((n_resamples, b.shape[1]), dtype=np.float64) for b in blocks]
+    shared = []
+    for block, out in zip(blocks, outs, strict=True):
+        types, counts = np.unique(block, axis=0, return_counts=True)
+        if types.shape[0] * _TYPE_DRAW_COST < n_rows:
+            batch = max(1, _MAX_BATCH_ELEMENTS // types.shape[0])
+            for start in range(0, n_resamples, batch):
+                size = min(batch, n_resamples - start)
+                draws = gen.multinomial(n_rows, counts / n_rows, size=size)
+                out[start : start + size] = draws.astype(np.float64) @ types
+        else:
+            shared.append((block, out))
+    batch = max(1, min(32, _MAX_BATCH_ELEMENTS // n_rows))
+    for start in range(0, n_resamples if shared else 0, batch):
+        size = min(batch, n_resamples - start)
+        offsets = (np.arange(size, dtype=np.int64) * n_rows)[:, np.newaxis]
+        picks = (gen.integers(0, n_rows, size=(size, n_rows)) + offsets).reshape(-1)
+        drawn = np.bincount(picks, minlength=size * n_rows).reshape(size, n_rows)
+        drawn_f = drawn.astype(np.float64)
+        for block, out in shared:
+            out[start : start + size] = drawn_f @ block
+    return outs
 
 
 def sign_flip_cells(
