@@ -9,8 +9,9 @@
 * ``goal``: ``goal.score`` + ``goal.summarize`` (10,000 resamples) on the generated tables;
   ``goal_duckdb``, ``goal_pandas``: the same counts in DuckDB and pandas
   (:mod:`protocol_baselines`); ``goal_floor``: a polars scan of the columns they read.
-* ``takeover``: ``takeover.summarize`` (default workflow-clustered bootstrap); ``takeover_duckdb``,
-  ``takeover_pandas``, ``takeover_floor`` likewise.
+* ``takeover``: ``takeover.summarize`` (default workflow-clustered bootstrap); ``takeover_counts``:
+  the same with ``interval="wilson"`` (the counting part alone: what DuckDB computes);
+  ``takeover_duckdb``, ``takeover_pandas``, ``takeover_floor`` likewise.
 
 The goal and takeover workloads write their counts to ``<out>.counts.parquet`` so that
 :mod:`run` can check that the engines agree.
@@ -144,7 +145,7 @@ def goal_workload(data: Path, out: Path) -> dict:
     return {"seconds": seconds, "rows_in": steps, "rows_out": summary.height}
 
 
-def takeover_workload(data: Path, out: Path) -> dict:
+def takeover_workload(data: Path, out: Path, interval: str = "bootstrap") -> dict:
     import polars as pl
     import scipy.signal
     import scipy.stats  # noqa: F401  (imported on first use by recoverylab: not timed)
@@ -156,7 +157,7 @@ def takeover_workload(data: Path, out: Path) -> dict:
     attempts = pl.scan_parquet(data / "attempts" / "*.parquet")
     rows = attempts.select(pl.len()).collect().item()
     start = time.perf_counter()
-    summary = takeover.summarize(states, attempts, n_resamples=RESAMPLES)
+    summary = takeover.summarize(states, attempts, n_resamples=RESAMPLES, interval=interval)
     seconds = time.perf_counter() - start
     takeover_counts_of_summary(summary).write_parquet(out.with_suffix(".counts.parquet"))
     return {"seconds": seconds, "rows_in": rows, "rows_out": summary.height}
@@ -212,6 +213,8 @@ def run(workload: str, data: Path, size: int, budget: float, out: Path) -> dict:
         return goal_workload(data, out)
     if workload == "takeover":
         return takeover_workload(data, out)
+    if workload == "takeover_counts":
+        return takeover_workload(data, out, interval="wilson")
     if workload == "router":
         return router_workload(size)
     protocol, _, engine = workload.partition("_")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import math
+import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass
 from html import escape
@@ -28,7 +29,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 import polars as pl
-from scipy import special
 
 from recoverylab._display import p_str
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
@@ -50,6 +50,7 @@ __all__ = [
     "cell_rng",
     "check_resampling",
     "cluster_bootstrap",
+    "cluster_bootstrap_ratios",
     "cluster_melded_interval",
     "effective_melded_interval",
     "fay_lumbard_interval",
@@ -820,11 +821,11 @@ def _bca_levels(
     # Fraction of resamples below the estimate, ties counted half (as scipy does).
     ranks = np.count_nonzero(kept < estimate) + np.count_nonzero(kept <= estimate)
     below = min(max(ranks / (2 * size), 0.5 / size), 1 - 0.5 / size)
-    z0 = float(special.ndtri(below))
-    z = special.ndtri(np.array([(1 - confidence) / 2, (1 + confidence) / 2]))
+    z0 = _normal_quantile(below)
+    z = np.array([_normal_quantile((1 - confidence) / 2), _normal_quantile((1 + confidence) / 2)])
     shifted = z0 + z
     with np.errstate(divide="ignore", invalid="ignore"):
-        levels = special.ndtr(z0 + shifted / (1 - acceleration * shifted))
+        levels = _normal_cdf(z0 + shifted / (1 - acceleration * shifted))
     return np.nan_to_num(levels, nan=0.5)
 
 
@@ -950,6 +951,161 @@ def cluster_bootstrap(
             pl.Series("n_clusters", [r.n_clusters for r in results], dtype=pl.Int64),
         ]
     )
+
+
+#: Drawing a multinomial over T cluster types costs about this many times more per type than
+#: drawing one uniform cluster index and counting it (numpy's binomial against an integer).
+_TYPE_DRAW_COST = 25
+
+
+def cluster_bootstrap_ratios(
+    partials: pl.DataFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    ratios: Sequence[tuple[str, str, str]],
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Percentile cluster-bootstrap intervals of several ratios in many cells, draws shared.
+
+    The same intervals as :func:`cluster_bootstrap` with :func:`ratio` (percentile method), for
+    every ``(cell, ratio)``: the K clusters of a cell are resampled with replacement and each
+    ratio is Σ numerator / Σ denominator over the resample. What is shared is the draw: all the
+    ratios of a cell, and all cells whose clusters are the same set, use one resample of those
+    clusters (multinomial counts over the clusters, or over their distinct joint rows when that
+    is cheaper), applied to every column with one matrix product. Each ratio's distribution is
+    exactly the one :func:`cluster_bootstrap` draws; only the random stream differs (one per
+    set of clusters, from :func:`cell_rng` with the first cell's key).
+
+    Parameters
+    ----------
+    partials
+        One row per (cluster, cell): the ``cells`` columns, ``cluster`` and the numerator and
+        denominator columns of ``ratios`` (numeric, no nulls).
+    cells
+        Key columns of a cell (may be empty).
+    cluster
+        The cluster key column (unique within a cell).
+    ratios
+        ``(name, numerator, denominator)`` triples.
+    n_resamples, confidence, seed
+        As in :func:`cluster_bootstrap`.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per (cell, ratio) whose denominator sums to more than 0: the cell columns,
+        ``ratio`` (the name), ``estimate``, ``ci_low``, ``ci_high`` (Float64; NaN when every
+        resample is undefined) and ``n_clusters`` (Int64).
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter, a missing column or a cluster listed twice in a cell.
+
+    Examples
+    --------
+    >>> frame = pl.DataFrame({"w": ["a", "b", "c"], "k": [1, 0, 2], "n": [1, 1, 2]})
+    >>> out = cluster_bootstrap_ratios(
+    ...     frame, cells=[], cluster="w", ratios=[("rate", "k", "n")], n_resamples=200
+    ... )
+    >>> out["estimate"].to_list()
+    [0.75]
+    """
+    cells_l = _column_names("cells", cells)
+    n_resamples = _check_n_resamples(n_resamples)
+    confidence = _check_confidence(confidence)
+    seed = _check_seed("seed", seed)
+    columns = list(dict.fromkeys(c for _, num, den in ratios for c in (num, den)))
+    missing = [c for c in [*cells_l, cluster, *columns] if c not in partials.columns]
+    if missing:
+        raise ParameterError(f"columns {missing} are not in `partials` ({partials.columns}).")
+    keys = list(dict.fromkeys([*cells_l, cluster]))  # the cluster may be a cell key itself
+    frame = partials.select(*keys, *(pl.col(c).cast(pl.Float64) for c in columns))
+    frame = frame.sort(keys, nulls_last=False)
+    if frame.select(pl.struct(*keys).is_duplicated().any()).item():
+        raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
+    groups: dict[tuple, list[tuple[tuple, np.ndarray]]] = {}
+    parts: list[tuple[tuple[Any, ...], pl.DataFrame]] = (
+        list(frame.partition_by(cells_l, as_dict=True, maintain_order=True).items())
+        if cells_l
+        else ([((), frame)] if frame.height else [])
+    )
+    for key, part in parts:
+        cluster_set = tuple(part[cluster].to_list())
+        groups.setdefault(cluster_set, []).append((key, part.select(columns).to_numpy()))
+    rows: list[dict[str, Any]] = []
+    for cells_of_set in groups.values():
+        blocks = [values for _, values in cells_of_set]
+        sums = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+        for (key, values), block in zip(cells_of_set, sums, strict=True):
+            totals = values.sum(axis=0)
+            for name, num, den in ratios:
+                a, b = columns.index(num), columns.index(den)
+                if totals[b] <= 0:
+                    continue
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
+                rows.append(
+                    {
+                        **dict(zip(cells_l, key, strict=True)),
+                        "ratio": name,
+                        "estimate": float(totals[a] / totals[b]),
+                        "ci_low": low,
+                        "ci_high": high,
+                        "n_clusters": values.shape[0],
+                    }
+                )
+    schema: dict[str, Any] = {
+        **{c: partials.schema[c] for c in cells_l},
+        "ratio": pl.String,
+        "estimate": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "n_clusters": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _shared_resample_sums(
+    blocks: list[np.ndarray], n_resamples: int, gen: np.random.Generator
+) -> list[np.ndarray]:
+    """Column sums of each block over ``n_resamples`` resamples of the (shared) rows.
+
+    Every block holds one row per cluster, the same clusters in the same order (one cell's
+    columns). Resampling K clusters is drawing Multinomial(K, 1/K) counts over them, and equal
+    rows of a block merge into types (ARCHITECTURE §4): its sums are (counts per type) @ types.
+    A block with few types draws a multinomial over them (numpy draws one binomial per type
+    and resample); the others share one draw of K uniform cluster indices per resample, counted
+    per cluster, and each takes its sums with a matrix product. Both are exact; the products
+    stay small (per block, in small batches), where numpy's BLAS would otherwise start threads
+    that only wait on a busy machine.
+    """
+    n_rows = blocks[0].shape[0]
+    outs = [np.empty((n_resamples, b.shape[1]), dtype=np.float64) for b in blocks]
+    shared = []
+    for block, out in zip(blocks, outs, strict=True):
+        types, counts = np.unique(block, axis=0, return_counts=True)
+        if types.shape[0] * _TYPE_DRAW_COST < n_rows:
+            batch = max(1, _MAX_BATCH_ELEMENTS // types.shape[0])
+            for start in range(0, n_resamples, batch):
+                size = min(batch, n_resamples - start)
+                draws = gen.multinomial(n_rows, counts / n_rows, size=size)
+                out[start : start + size] = draws.astype(np.float64) @ types
+        else:
+            shared.append((block, out))
+    batch = max(1, min(32, _MAX_BATCH_ELEMENTS // n_rows))
+    for start in range(0, n_resamples if shared else 0, batch):
+        size = min(batch, n_resamples - start)
+        offsets = (np.arange(size, dtype=np.int64) * n_rows)[:, np.newaxis]
+        picks = (gen.integers(0, n_rows, size=(size, n_rows)) + offsets).reshape(-1)
+        drawn = np.bincount(picks, minlength=size * n_rows).reshape(size, n_rows)
+        drawn_f = drawn.astype(np.float64)
+        for block, out in shared:
+            out[start : start + size] = drawn_f @ block
+    return outs
 
 
 def sign_flip_cells(
@@ -1678,8 +1834,6 @@ def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
     number of positive signs, T*/g = 2U − S with U = Σ a'·Bₐ and S = Σ a'·mₐ. The observed T/g
     is an integer t on the same lattice, so the tail {|2U − S| ≥ |t|} is exact: no tolerance.
     """
-    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
-
     magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
     per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
     np.add.at(per_magnitude, inverse, m)
@@ -1688,11 +1842,9 @@ def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
     if t == 0:
         return 1.0
     if magnitudes.size == 1:
-        # One distinct |value|: T*/a = 2B − M, B ~ Binomial(M, ½). Sum the two tails as
-        # scipy.stats.binomtest does, so the p-value equals mcnemar_exact on ±1 data exactly.
-        flips = int(per_magnitude[0])
-        low, high = (flips - t) // 2, (flips + t) // 2
-        return float(sps.binom.cdf(low, flips, 0.5) + sps.binom.sf(high - 1, flips, 0.5))
+        # One distinct |value|: T*/a = 2B − M, B ~ Binomial(M, ½), a two-sided binomial test
+        # (the same function as mcnemar_exact, so the p-values on ±1 data are equal exactly).
+        return _binomial_half_two_sided((int(per_magnitude[0]) - t) // 2, int(per_magnitude[0]))
     null = _lattice_pmf(magnitudes // gcd, per_magnitude)
     if null is None:
         return None
@@ -1706,8 +1858,6 @@ def _lattice_pmf(steps_a: np.ndarray, sizes_a: np.ndarray) -> tuple[np.ndarray, 
     None when the lattice would exceed ``_MAX_LATTICE`` points. Mass outside the Hoeffding
     window of :func:`_negligible_window` (below 1e-340) is dropped.
     """
-    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
-
     steps, sizes = steps_a.tolist(), sizes_a.tolist()
     windows = [_negligible_window(size / 2, size, size) for size in sizes]
     points = sum(step * (hi - lo) + 1 for step, (lo, hi) in zip(steps, windows, strict=True))
@@ -1716,7 +1866,7 @@ def _lattice_pmf(steps_a: np.ndarray, sizes_a: np.ndarray) -> tuple[np.ndarray, 
     pieces = []
     for step, size, (lo, hi) in zip(steps, sizes, windows, strict=True):
         pmf = np.zeros(step * (hi - lo) + 1)
-        pmf[::step] = sps.binom.pmf(np.arange(lo, hi + 1), size, 0.5)
+        pmf[::step] = _binomial_half_pmf(size, lo, hi)
         pieces.append(_LatticePmf(step * lo, step * size / 2, step**2 * size, pmf))
     total = _convolve_all(pieces)
     span = sum(step * size for step, size in zip(steps, sizes, strict=True))
@@ -1763,8 +1913,6 @@ def _negligible_window(mean: float, scale: float, upper: int) -> tuple[int, int]
 
 def _convolve_all(pieces: list[_LatticePmf]) -> _LatticePmf:
     """Convolve pmfs, the two shortest first to keep the work balanced, trimming nil tails."""
-    from scipy import signal  # a slow import (1.5 s), kept off `import recoverylab`
-
     heap = [(piece.pmf.size, i, piece) for i, piece in enumerate(pieces)]
     heapq.heapify(heap)
     order = len(heap)
@@ -1775,7 +1923,7 @@ def _convolve_all(pieces: list[_LatticePmf]) -> _LatticePmf:
             joined = np.convolve(left.pmf, right.pmf)
         else:
             # FFT rounding leaves tiny negative (and positive) noise around zero.
-            joined = np.clip(signal.fftconvolve(left.pmf, right.pmf), 0.0, None)
+            joined = np.clip(_fft_convolve(left.pmf, right.pmf), 0.0, None)
         offset = left.offset + right.offset
         mean, scale = left.mean + right.mean, left.scale + right.scale
         lo, hi = _negligible_window(mean - offset, scale, joined.size - 1)
@@ -2109,8 +2257,6 @@ def _effective_counts(
     d: np.ndarray, pairs: np.ndarray, c: np.ndarray, alpha: float
 ) -> tuple[float, float, float, float]:
     """Return effective (rescue units, discordant units for φ, discordant for ψ, pairs)."""
-    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
-
     up, units = np.maximum(d, 0.0), np.abs(d)
     clusters = float(c.sum())
     total_up, total_units, total_pairs = float(c @ up), float(c @ units), float(c @ pairs)
@@ -2129,8 +2275,8 @@ def _effective_counts(
     def few(n_clusters: float) -> float:
         if n_clusters < 2:
             return 1.0
-        z = float(special.ndtri(1 - alpha))
-        return (z / float(sps.t.ppf(1 - alpha, n_clusters - 1))) ** 2
+        z = _normal_quantile(1 - alpha)
+        return (z / float(_special().stdtrit(n_clusters - 1, 1 - alpha))) ** 2
 
     scale_psi = few(clusters) / design_effect(c, units, pairs, float(pairs.max()))
     if total_units > 0:
@@ -2187,14 +2333,14 @@ def _beta_nodes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     u = (np.arange(_MELD_NODES) + 0.5) / _MELD_NODES
     a2, b2 = a[..., np.newaxis], b[..., np.newaxis]
     with np.errstate(invalid="ignore", divide="ignore"):
-        nodes = special.betaincinv(np.maximum(a2, 1e-300), np.maximum(b2, 1e-300), u)
+        nodes = _special().betaincinv(np.maximum(a2, 1e-300), np.maximum(b2, 1e-300), u)
     nodes = np.where(a2 <= 0, 0.0, np.where(b2 <= 0, 1.0, nodes))
     return np.asarray(nodes, dtype=np.float64)
 
 
 def _beta_cdf(value: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """CDF of Beta(a, b) with the point-mass limits of :func:`_beta_nodes`."""
-    inside = special.betainc(np.maximum(a, 1e-300), np.maximum(b, 1e-300), np.clip(value, 0, 1))
+    inside = _special().betainc(np.maximum(a, 1e-300), np.maximum(b, 1e-300), np.clip(value, 0, 1))
     cdf = np.where(a <= 0, 1.0, np.where(b <= 0, (value >= 1.0).astype(np.float64), inside))
     return np.asarray(np.where(value < 0, 0.0, np.where(value >= 1, 1.0, cdf)), dtype=np.float64)
 
@@ -2229,12 +2375,11 @@ def _meld_quantile(
     # Exactly on the test's side of zero: the sign is decided by F_B(½) alone.
     quantile = np.where(at_zero, np.minimum(high, 0.0), np.maximum(high, np.nextafter(0.0, 1.0)))
     # B a point mass (no rescue, or no harm): W = ∓T, whose quantile is a beta quantile.
-    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
-
+    special = _special()
     t_a2, t_b2 = np.broadcast_to(t_a, shape), np.broadcast_to(t_b, shape)
     with np.errstate(invalid="ignore", divide="ignore"):
-        t_low = sps.beta.ppf(1.0 - level, np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300))
-        t_high = sps.beta.ppf(level, np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300))
+        t_low = special.betaincinv(np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300), 1.0 - level)
+        t_high = special.betaincinv(np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300), level)
     t_low = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_low))
     t_high = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_high))
     b_zero = np.broadcast_to(b_a, shape) <= 0
@@ -2373,7 +2518,6 @@ def _joint_half_sample_pmf(
 ) -> tuple[np.ndarray, int]:
     """Joint pmf of (Σ Kₜdₜ, Σ Kₜnₜ) as a 2-D array, rows from ``d_offset``, columns from 0."""
     from scipy import signal  # a slow import, kept off `import recoverylab`
-    from scipy import stats as sps
 
     # The untrimmed lattice bounds every intermediate one: refuse before any work.
     widths = np.minimum(counts, 2 * _HALF_SAMPLE_WIDTH * np.sqrt(counts) + 3)
@@ -2390,7 +2534,7 @@ def _joint_half_sample_pmf(
             raise _LatticeTooLargeError
         piece = np.zeros(shape)
         rows = (k - lo) * abs(step_d) if step_d >= 0 else (hi - k) * abs(step_d)
-        piece[rows, (k - lo) * step_n] = sps.binom.pmf(k, size, 0.5)
+        piece[rows, (k - lo) * step_n] = _binomial_half_pmf(size, lo, hi)
         piece_offset = step_d * lo if step_d >= 0 else step_d * hi
         if joint.size * piece.size <= _DIRECT_CONVOLVE_MAX:
             joint = signal.convolve(joint, piece, method="direct")
@@ -2418,6 +2562,90 @@ def _trim_rows(joint: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 # --------------------------------------------------------------------------------------------
+# Distribution functions without scipy (importing scipy costs ~0.5 s of a command's start-up)
+# --------------------------------------------------------------------------------------------
+
+#: Binomial(n, ½) tails up to this n are summed in exact integers (one rounding at the end).
+_EXACT_BINOMIAL_MAX = 4096
+
+
+def _special() -> Any:
+    """Return ``scipy.special``, imported on first use (it costs ~0.3 s of start-up)."""
+    from scipy import special
+
+    return special
+
+
+def _normal_quantile(p: float) -> float:
+    """Return the standard normal quantile (``scipy.special.ndtri``): ±inf at 0 and 1."""
+    if not 0.0 < p < 1.0:
+        return -math.inf if p == 0.0 else math.inf if p == 1.0 else math.nan
+    return statistics.NormalDist().inv_cdf(p)
+
+
+def _normal_cdf(x: np.ndarray | float) -> np.ndarray:
+    """Return the standard normal CDF (``scipy.special.ndtr``) elementwise.
+
+    Through ``erfc`` rather than ``NormalDist.cdf`` (erf based), which loses the lower tail.
+    """
+    values = np.asarray(x, dtype=np.float64)
+    flat = [0.5 * math.erfc(-v / math.sqrt(2.0)) for v in values.reshape(-1).tolist()]
+    return np.asarray(flat, dtype=np.float64).reshape(values.shape)
+
+
+def _binomial_half_pmf(n: int, lo: int, hi: int) -> np.ndarray:
+    """Return P(B = k) for k = lo..hi, B ~ Binomial(n, ½) (``scipy.stats.binom.pmf``).
+
+    Exact integers divided by 2ⁿ (correctly rounded) up to ``_EXACT_BINOMIAL_MAX``; above, the
+    log-ratios log(C(n, k+1)/C(n, k)) are summed from the mode over the window where the mass is
+    not nil (:func:`_negligible_window`) and normalised over it, so no lgamma rounding enters.
+    """
+    lo, hi = max(lo, 0), min(hi, n)
+    if hi < lo:
+        return np.zeros(0)
+    if n <= _EXACT_BINOMIAL_MAX:
+        return np.array([math.comb(n, k) / (1 << n) for k in range(lo, hi + 1)])
+    w_lo, w_hi = _negligible_window(n / 2, n, n)
+    mode = n // 2
+    up = np.log1p((n - 2 * np.arange(mode, w_hi) - 1) / np.arange(mode + 1, w_hi + 1))
+    down = np.log1p((2 * np.arange(w_lo + 1, mode + 1) - n - 1) / (n - np.arange(w_lo, mode)))
+    log_w = np.concatenate((np.cumsum(down[::-1])[::-1], [0.0], np.cumsum(up)))
+    weights = np.exp(log_w)
+    weights /= weights.sum()
+    pmf = np.zeros(hi - lo + 1)
+    a, b = max(lo, w_lo), min(hi, w_hi)
+    if a <= b:
+        pmf[a - lo : b - lo + 1] = weights[a - w_lo : b - w_lo + 1]
+    return pmf
+
+
+def _binomial_half_two_sided(low: int, n: int) -> float:
+    """Return P(B ≤ low) + P(B ≥ n − low), B ~ Binomial(n, ½), capped at 1.
+
+    The two-sided exact binomial test of ``low`` successes (or failures) in ``n`` trials at
+    p = ½, as ``scipy.stats.binomtest(low, n, 0.5).pvalue`` (the pmf is symmetric, so the
+    outcomes no more likely than ``low`` are the two tails).
+    """
+    low = min(low, n - low)
+    if 2 * low == n:
+        return 1.0
+    if n <= _EXACT_BINOMIAL_MAX:
+        total, term = 0, 1
+        for k in range(low + 1):
+            total += term
+            term = term * (n - k) // (k + 1)
+        return min(1.0, 2 * total / (1 << n))
+    return min(1.0, 2.0 * float(_binomial_half_pmf(n, 0, low).sum()))
+
+
+def _fft_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Full linear convolution of two 1-D arrays through numpy's real FFT."""
+    size = a.size + b.size - 1
+    length = 1 << (size - 1).bit_length()
+    return np.fft.irfft(np.fft.rfft(a, length) * np.fft.rfft(b, length), length)[:size]
+
+
+# --------------------------------------------------------------------------------------------
 # Classical tests and intervals
 # --------------------------------------------------------------------------------------------
 
@@ -2439,8 +2667,9 @@ def mcnemar_exact(rescue: int, harm: int) -> TestResult:
     Returns
     -------
     TestResult
-        ``statistic`` = rescue − harm, ``p_value`` from ``scipy.stats.binomtest`` (1.0 when there
-        is no discordant pair), ``method`` = ``"exact-binomial"``.
+        ``statistic`` = rescue − harm, ``p_value`` of the two-sided binomial test (as
+        ``scipy.stats.binomtest(rescue, rescue + harm, 0.5)``; 1.0 when there is no discordant
+        pair), ``method`` = ``"exact-binomial"``.
 
     Raises
     ------
@@ -2459,9 +2688,7 @@ def mcnemar_exact(rescue: int, harm: int) -> TestResult:
             )
     rescue, harm = int(rescue), int(harm)
     total = rescue + harm
-    from scipy import stats as sps  # a slow import, kept off `import recoverylab`
-
-    p_value = 1.0 if total == 0 else float(sps.binomtest(rescue, total, 0.5).pvalue)
+    p_value = 1.0 if total == 0 else _binomial_half_two_sided(min(rescue, harm), total)
     return TestResult(statistic=float(rescue - harm), p_value=p_value, method="exact-binomial")
 
 
@@ -2516,7 +2743,7 @@ def wilson_interval(
             f"parameters `successes` and `n` have {where.size} impossible pairs ({shown}); "
             "successes must be finite with 0 <= successes <= n."
         )
-    z = float(special.ndtri((1 + confidence) / 2))
+    z = _normal_quantile((1 + confidence) / 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         low, high = _wilson_bounds(k, trials, z)
     # The bounds are exactly 0 at k = 0 and 1 at k = n; rounding would leave ±1e-17.
@@ -2575,7 +2802,7 @@ def wilson_exprs(
     confidence = _check_confidence(confidence)
     k = _as_expr("successes", successes).cast(pl.Float64)
     trials = _as_expr("n", n).cast(pl.Float64)
-    z = float(special.ndtri((1 + confidence) / 2))
+    z = _normal_quantile((1 + confidence) / 2)
     low, high = _wilson_bounds(k, trials, z)
     empty = trials.is_null() | (trials <= 0)
     return IntervalExprs(

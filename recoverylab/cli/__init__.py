@@ -47,8 +47,14 @@ COMMAND_MODULES = (
 
 EXIT_BAD_INPUT = 2
 INPUT_FORMATS = tuple(sorted(set(FORMATS.values())))
-#: Errors that mean "bad input or option": one line on stderr and exit 2, never a traceback.
-_EXPECTED: tuple[type[BaseException], ...] = (*engine_errors(), RecoveryLabError, OSError)
+
+
+def _expected() -> tuple[type[BaseException], ...]:
+    """Errors that mean "bad input or option": one line on stderr and exit 2, no traceback.
+
+    Resolved when an exception is being handled, so pyarrow is not imported to build it.
+    """
+    return (*engine_errors(), RecoveryLabError, OSError)
 
 
 def command_modules() -> list[ModuleType]:
@@ -104,7 +110,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack.enter_context(command_outputs(args))
             stack.enter_context(translate_read_errors(_input_files(args)))
             args.func(args)
-    except _EXPECTED as exc:
+    except _expected() as exc:
         if args.debug:
             raise
         print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)

@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from recoverylab._errors import ParameterError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 ENGINES = ("polars", "spark")
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import polars as pl
 
-from recoverylab import goal
 from recoverylab._errors import ParameterError
 from recoverylab._outputs import scratch_dir
 from recoverylab.cli import _engine as spark_cli
@@ -104,6 +103,8 @@ def _score_and_summarise(
     directory without it) and are moved into place only once the summaries are computed, so a
     bad option such as an unknown ``--by`` column leaves no output behind.
     """
+    from recoverylab import goal  # imported when the command runs, not at --help
+
     progress("checking the tables")
     lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
     keep = args.episodes_out
@@ -142,6 +143,8 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     violation rate 0.25, 1.75 mean steps), and for the synthetic set the scored episodes, the
     summary by regime, by model and regime, by category and regime, and the barrier drop by model.
     """
+    from recoverylab import goal  # imported when the command runs, not at --help
+
     samples = samples_dir() / "goal"
     out = out_dir / "goal"
     written: list[Path] = []

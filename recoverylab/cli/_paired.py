@@ -7,7 +7,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recoverylab import paired
 from recoverylab._errors import ParameterError
 from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
@@ -148,6 +147,8 @@ def _statistics(args: argparse.Namespace) -> dict[str, Any]:
 
 def run_paired(args: argparse.Namespace) -> None:
     """Summarise the forks (and optionally write pairs, exclusions and the overlap)."""
+    from recoverylab import paired  # imported when the command runs, not at --help
+
     progress = Progress("paired", quiet=args.quiet)
     for target in (args.out, args.overlap_out, args.pairs_out, args.exclusions_out):
         if target is not None:
@@ -196,6 +197,8 @@ def run_paired(args: argparse.Namespace) -> None:
 
 def run_contrast(args: argparse.Namespace) -> None:
     """Contrast two conditions."""
+    from recoverylab import paired  # imported when the command runs, not at --help
+
     progress = Progress("contrast", quiet=args.quiet)
     if args.out is not None:
         guard_output(args.out, args)
@@ -217,6 +220,8 @@ def run_contrast(args: argparse.Namespace) -> None:
 
 def run_policy(args: argparse.Namespace) -> None:
     """Evaluate a policy's decisions."""
+    from recoverylab import paired  # imported when the command runs, not at --help
+
     progress = Progress("policy", quiet=args.quiet)
     if args.out is not None:
         guard_output(args.out, args)
@@ -248,6 +253,8 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     full and the factual-success cohort, the mechanism cohort's cells, exclusions and rescue
     overlap of refresh and content-ablated, and the policy test table's evaluation.
     """
+    from recoverylab import paired  # imported when the command runs, not at --help
+
     samples = samples_dir() / "paired"
     out = out_dir / "paired"
     main = samples / "main_forks.parquet"

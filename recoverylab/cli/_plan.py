@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from recoverylab import paired
 from recoverylab.cli import _table
 from recoverylab.cli._common import Progress, add_statistics, emit, read, split_list
 
@@ -54,6 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_plan(args: argparse.Namespace) -> None:
     """Print (or write) the study plan."""
+    from recoverylab import paired  # imported when the command runs, not at --help
+
     progress = Progress("plan", quiet=args.quiet)
     pilot = read(args.pilot) if args.pilot else None
     if pilot is not None:

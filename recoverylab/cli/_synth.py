@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from recoverylab import synth
 from recoverylab.cli._common import Progress
 
 
@@ -28,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Write the generator's tables."""
+    from recoverylab import synth  # imported when the command runs, not at --help
+
     progress = Progress("synth", quiet=args.quiet)
     written = synth.write(
         args.table,

@@ -9,7 +9,6 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab import takeover
 from recoverylab._errors import ParameterError
 from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
@@ -215,6 +214,8 @@ def tables(
     With a Spark ``engine`` the summary is computed on Spark from ``sources`` (the input
     paths, read by Spark); the other tables are computed with polars on this machine.
     """
+    from recoverylab import takeover  # imported when the command runs, not at --help
+
     frames: dict[str, pl.DataFrame] = {}
     state_by = tuple(c for c in by if c in states.collect_schema())
     progress("counting eligible and rejected states")
@@ -299,6 +300,8 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     depth), plus ``summary_common_sample.parquet`` (root causes scored at every depth) and
     ``summary_by_agent.parquet`` (all depths pooled).
     """
+    from recoverylab import takeover  # imported when the command runs, not at --help
+
     samples = samples_dir() / "takeover"
     out = out_dir / "takeover"
     source = {name: read([str(samples / f"{name}.parquet")]) for name in _INPUTS}

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
-from scipy import special
 
 from recoverylab import stats
 from recoverylab._errors import InputError, ParameterError
@@ -111,6 +110,8 @@ def _curves(
     − w·ATE (H the harmonic numbers) and whose q-weighted sum is (w·S + v·w(w + 1)/2 −
     ATE·(w·C + w(w + 1)/2)) / N.
     """
+    from scipy import special  # a slow import (0.3 s), kept off `import recoverylab.router`
+
     tw = weights * tau
     # grf: tied scores share the average effect of their group.
     group_tw = np.add.reduceat(tw, starts, axis=1)

@@ -179,34 +179,49 @@ def _bootstrap_intervals(
 ) -> pl.DataFrame:
     """Add ``<rate>_ci_low/_ci_high`` from a workflow-clustered bootstrap of every rate.
 
-    All rates go through one :func:`stats.cluster_bootstrap` call as cells (``*by``, rate); each
-    cell draws from its own stream ``cell_rng(seed, key)``, so adding a rate or a cell never moves
-    another cell's interval. A workflow with attempts in a cell is one cluster of that cell for
+    Percentile intervals come from :func:`stats.cluster_bootstrap_ratios`: one resample of a
+    cell's workflows serves all of its rates, and all cells with the same workflows, drawn from
+    the stream ``cell_rng(seed, first cell key)``, so adding a rate never moves an interval.
+    BCa intervals go through :func:`stats.cluster_bootstrap` with cells (``*by``, rate).
+    A workflow with attempts in a cell is one cluster of that cell for
     every rate (a workflow with no aware attempt still counts, with 0/0, for the conditional
     rates: the number of informative workflows is part of the sampling variation).
     """
     metric = "__rate"
     clusters = partials.filter(pl.col("attempted_states") > 0)
-    long = pl.concat(
-        [
-            clusters.select(
-                *by,
-                pl.lit(name).alias(metric),
-                pl.col(num).cast(pl.Float64).alias("__num"),
-                pl.col(den).cast(pl.Float64).alias("__den"),
-            )
-            for name, num, den in rates
-        ]
-    ).filter(pl.col("__den").sum().over([*by, metric]) > 0)
-    boot = stats.cluster_bootstrap(
-        long,
-        cells=[*by, metric],
-        values=["__num", "__den"],
-        n_resamples=n_resamples,
-        confidence=confidence,
-        method=ci_method,
-        seed=seed,
-    )
+    if ci_method == "percentile":
+        # One resample of a cell's workflows serves all its rates, and every cell with the same
+        # workflows (ARCHITECTURE §4): the same intervals for a fraction of the draws.
+        boot = stats.cluster_bootstrap_ratios(
+            clusters,
+            cells=list(by),
+            cluster="workflow_id",
+            ratios=rates,
+            n_resamples=n_resamples,
+            confidence=confidence,
+            seed=seed,
+        ).rename({"ratio": metric})
+    else:
+        long = pl.concat(
+            [
+                clusters.select(
+                    *by,
+                    pl.lit(name).alias(metric),
+                    pl.col(num).cast(pl.Float64).alias("__num"),
+                    pl.col(den).cast(pl.Float64).alias("__den"),
+                )
+                for name, num, den in rates
+            ]
+        ).filter(pl.col("__den").sum().over([*by, metric]) > 0)
+        boot = stats.cluster_bootstrap(
+            long,
+            cells=[*by, metric],
+            values=["__num", "__den"],
+            n_resamples=n_resamples,
+            confidence=confidence,
+            method=ci_method,
+            seed=seed,
+        )
     for name, _, _ in rates:
         part = boot.filter(pl.col(metric) == name).select(
             *by,
