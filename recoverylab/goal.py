@@ -142,6 +142,10 @@ _INTERNAL = (
     "_n_cited_copy",
     "_n_cited_version",
     "_branch_reason",
+    "_answered",
+    "_disclosed",
+    "_diagnosed",
+    "_help_missing",
 )
 _RESERVED = frozenset((*_RESULT_COLUMNS, *_INTERNAL))
 _SCORED_REQUIRED = ("success", "gp", "compliant", "steps", "reason")
@@ -708,6 +712,9 @@ def _episode_counts(
     return (
         tables["episodes"]
         .join(per_case, on="case_id", how="inner")
+        # The report's strings are only compared: carry four flags through the joins instead.
+        .with_columns(*_report_flags())
+        .drop(*_REPORT_COLUMNS, *_CASE_INTERNAL)
         .join(step_counts, on="episode_id", how="left")
         .join(citation_counts, on="episode_id", how="left")
         .with_columns(
@@ -717,6 +724,16 @@ def _episode_counts(
             pl.col("unsupported").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         )
     )
+
+
+def _report_flags() -> list[pl.Expr]:
+    """Return the parts of an episode's report that seed Eq. 1 tests, as Boolean columns."""
+    return [
+        pl.col("answer").is_not_null().alias("_answered"),
+        (pl.col("version_claim").fill_null("") == "other").alias("_disclosed"),
+        (pl.col("diagnosis") == pl.col("barrier")).fill_null(False).alias("_diagnosed"),
+        (pl.col("needs_user_help") & ~pl.col("requested_user")).alias("_help_missing"),
+    ]
 
 
 def _branch() -> pl.Expr:
@@ -763,17 +780,17 @@ def _branch_reason() -> pl.Expr:
         .then(pl.lit("no_version_used"))
         .when(pl.col("_n_cited_version") < n_cited)
         .then(pl.lit("decoy_or_foreign_source"))
-        .when(pl.col("version_claim").fill_null("") != "other")
+        .when(~pl.col("_disclosed"))
         .then(pl.lit("undisclosed_version"))
         .otherwise(none)
     )
     # Dead end: abstain, name the true barrier, ask the user when only the user can unlock.
     dead_end = (
-        pl.when(pl.col("answer").is_not_null())
+        pl.when(pl.col("_answered"))
         .then(pl.lit("answered_dead_end"))
-        .when(~(pl.col("diagnosis") == pl.col("barrier")).fill_null(False))
+        .when(~pl.col("_diagnosed"))
         .then(pl.lit("wrong_diagnosis"))
-        .when(pl.col("needs_user_help") & ~pl.col("requested_user"))
+        .when(pl.col("_help_missing"))
         .then(pl.lit("missing_help_request"))
         .otherwise(none)
     )
@@ -810,23 +827,40 @@ def _check_consistency(tables: Mapping[str, pl.LazyFrame], unknown_steps: int) -
     """Raise on the first inconsistency between the five tables (one batch of counts).
 
     ``unknown_steps`` is the number of episodes of ``steps`` that ``episodes`` lacks, counted
-    in the pass over the steps.
+    in the pass over the steps. The case rules are counted in one query over the cases, the
+    citation rules in one pass over the citations; the tables are read again only to name the
+    offending keys of a broken rule.
     """
     cases, resources = tables["cases"], tables["resources"]
     episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
     case_ids = cases.select("case_id")
     episode_ids = episodes.select("episode_id")
-    counts = cases.select("case_id", "regime", "barrier").join(
+    episode_case = episodes.select("episode_id", "case_id")
+    per_case = cases.select("case_id", "regime", "barrier").join(
         _reachable_counts(resources), on="case_id", how="left"
     )
-    copies = pl.col("_n_copies").fill_null(0)
-    versions = pl.col("_n_versions").fill_null(0)
-    regime = pl.col("regime")
-
-    def cases_where(condition: pl.Expr) -> pl.LazyFrame:
-        return counts.filter(condition).select("case_id")
-
-    episode_case = episodes.select("episode_id", "case_id")
+    rules = _case_rules()
+    listed = resources.select("case_id", "resource_id", pl.lit(True).alias("_listed"))
+    cited = citations.select("episode_id", "resource_id").join(
+        episode_case, on="episode_id", how="left"
+    )
+    known = pl.col("case_id").is_not_null()
+    case_counts, citation_counts, *others = pl.collect_all(
+        [
+            per_case.select(*(rule.sum().alias(str(i)) for i, rule in enumerate(rules))),
+            cited.join(listed, on=["case_id", "resource_id"], how="left").select(
+                pl.col("episode_id").filter(~known).n_unique().alias("unknown"),
+                (known & pl.col("_listed").is_null()).sum().alias("unlisted"),
+            ),
+            resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
+            episode_case.join(case_ids, on="case_id", how="anti").select(pl.len()),
+        ]
+    )
+    unknown_resources, unknown_cases = (int(frame.item()) for frame in others)
+    case_problems = [
+        _Problem(per_case.filter(rule).select("case_id"), ("case_id",), InputError, *text, n)
+        for rule, text, n in zip(rules, _CASE_RULE_TEXT, case_counts.row(0), strict=True)
+    ]
     # Anti-joins come before any de-duplication, so only offending rows (normally none) are
     # de-duplicated rather than every step.
     problems: list[_Problem] = [
@@ -836,44 +870,16 @@ def _check_consistency(tables: Mapping[str, pl.LazyFrame], unknown_steps: int) -
             InputError,
             "resources: {n} row{s} of unknown cases",
             "every resource's `case_id` must be a case in `cases`",
+            unknown_resources,
         ),
-        _Problem(
-            cases_where((regime == "barrier_free") & (copies == 0)),
-            ("case_id",),
-            InputError,
-            "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
-            "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
-            "itself). Hint: check `reachable`, or relabel the regime",
-        ),
-        _Problem(
-            cases_where((regime == "recoverable") & (copies == 0) & (versions == 0)),
-            ("case_id",),
-            InputError,
-            "cases: {n} `recoverable` case{s} with no reachable copy or other version",
-            "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
-            "label it `unrecoverable` if no legitimate route exists",
-        ),
-        _Problem(
-            cases_where((regime == "unrecoverable") & ((copies > 0) | (versions > 0))),
-            ("case_id",),
-            InputError,
-            "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
-            "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
-            "`recoverable`",
-        ),
-        _Problem(
-            cases_where((regime == "unrecoverable") & pl.col("barrier").is_null()),
-            ("case_id",),
-            InputError,
-            "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
-            "a dead end needs its true barrier, which the diagnosis is compared with",
-        ),
+        *case_problems,
         _Problem(
             episode_case.join(case_ids, on="case_id", how="anti"),
             ("episode_id", "case_id"),
             InputError,
             "episodes: {n} episode{s} of unknown cases",
             "every episode's `case_id` must be a case in `cases`",
+            unknown_cases,
         ),
         _Problem(
             steps.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
@@ -881,7 +887,7 @@ def _check_consistency(tables: Mapping[str, pl.LazyFrame], unknown_steps: int) -
             InputError,
             "steps: rows of {n} unknown episode{s}",
             "every step's `episode_id` must be an episode in `episodes`",
-            offenders=unknown_steps,
+            unknown_steps,
         ),
         _Problem(
             citations.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
@@ -889,29 +895,63 @@ def _check_consistency(tables: Mapping[str, pl.LazyFrame], unknown_steps: int) -
             InputError,
             "citations: rows of {n} unknown episode{s}",
             "every citation's `episode_id` must be an episode in `episodes`",
+            int(citation_counts["unknown"].item()),
         ),
         _Problem(
-            citations.select("episode_id", "resource_id")
-            .join(episode_case, on="episode_id", how="inner")
-            .join(
-                resources.select("case_id", "resource_id"),
-                on=["case_id", "resource_id"],
-                how="anti",
-            )
+            cited.filter(known)
+            .join(listed, on=["case_id", "resource_id"], how="anti")
             .select("episode_id", "resource_id"),
             ("episode_id", "resource_id"),
             InputError,
             "citations: {n} citation{s} of resources that the episode's case does not list",
             "every cited source must be a resource of that episode's case in `resources`",
+            int(citation_counts["unlisted"].item()),
         ),
     ]
     _raise_first(problems)
 
 
+def _case_rules() -> list[pl.Expr]:
+    """Return the regime rules of ARCHITECTURE §3.3 as violations (per case, with |C| and |V|)."""
+    copies = pl.col("_n_copies").fill_null(0)
+    versions = pl.col("_n_versions").fill_null(0)
+    regime = pl.col("regime")
+    return [
+        (regime == "barrier_free") & (copies == 0),
+        (regime == "recoverable") & (copies == 0) & (versions == 0),
+        (regime == "unrecoverable") & ((copies > 0) | (versions > 0)),
+        (regime == "unrecoverable") & pl.col("barrier").is_null(),
+    ]
+
+
+#: What each rule of :func:`_case_rules` reports, and what is required.
+_CASE_RULE_TEXT = (
+    (
+        "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
+        "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
+        "itself). Hint: check `reachable`, or relabel the regime",
+    ),
+    (
+        "cases: {n} `recoverable` case{s} with no reachable copy or other version",
+        "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
+        "label it `unrecoverable` if no legitimate route exists",
+    ),
+    (
+        "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
+        "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
+        "`recoverable`",
+    ),
+    (
+        "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
+        "a dead end needs its true barrier, which the diagnosis is compared with",
+    ),
+)
+
+
 def _raise_first(problems: Sequence[_Problem]) -> None:
     """Count every problem in one batch; raise for the first that has offenders."""
     pending = [p.frame.select(pl.len()) for p in problems if p.offenders is None]
-    totals = iter(pl.collect_all(pending))
+    totals = iter(pl.collect_all(pending) if pending else [])
     for frame, key, error, what, requirement, offenders in problems:
         n = int(next(totals).item()) if offenders is None else offenders
         if n:
