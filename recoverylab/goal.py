@@ -661,6 +661,7 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     visited = (
         tables["steps"]
         .select("episode_id", "resource_id")
+        .filter(pl.col("resource_id").is_not_null())  # never cited; cheaper to drop than probe
         .join(citations, on=["episode_id", "resource_id"], how="semi")
         .unique()
         .with_columns(pl.lit(True).alias("_visited"))
@@ -1116,7 +1117,8 @@ def _summary_partials(
     steps = pl.col("steps").cast(pl.Float64)
 
     def total(expr: pl.Expr, name: str) -> list[pl.Expr]:
-        return [expr.sum().alias(f"__{name}"), expr.count().cast(pl.Int64).alias(f"__{name}_n")]
+        count = expr.is_not_null().sum().cast(pl.Int64)
+        return [expr.sum().alias(f"__{name}"), count.alias(f"__{name}_n")]
 
     aggregations = [
         pl.len().cast(pl.Int64).alias("n"),
@@ -1124,8 +1126,10 @@ def _summary_partials(
         *total(pl.col("gp").cast(pl.Int64), "gp"),
         *total(pl.col("compliant").cast(pl.Int64), "compliant"),
         *total(steps, "steps"),
-        *total(steps.filter(success), "steps_success"),
-        *total(steps.filter(~success), "steps_failure"),
+        # when/then (null elsewhere, which sums and counts skip) rather than a filter per group:
+        # same numbers, about a third less work for the group-by.
+        *total(pl.when(success).then(steps), "steps_success"),
+        *total(pl.when(~success).then(steps), "steps_failure"),
         *((pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS),
         *(e for name in judged for e in total(pl.col(name).cast(pl.Int64), name)),
     ]
