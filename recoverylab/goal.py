@@ -53,7 +53,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import polars as pl
 
@@ -62,13 +62,24 @@ from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import (
     InputError,
     ParameterError,
+    RecoveryLabError,
     SchemaError,
     format_keys,
     renamed,
     require_one_of,
 )
 from recoverylab.io import scan
-from recoverylab.schema import REGIMES, Column, canonical_dtype, column_names, validate
+from recoverylab.schema import (
+    REGIMES,
+    Column,
+    canonical_dtype,
+    column_names,
+    data_checks,
+    raise_data_problems,
+    raise_duplicate_keys,
+    spec,
+    validate,
+)
 
 __all__ = [
     "BARRIER_REGIMES",
@@ -131,6 +142,10 @@ _INTERNAL = (
     "_n_cited_copy",
     "_n_cited_version",
     "_branch_reason",
+    "_answered",
+    "_disclosed",
+    "_diagnosed",
+    "_help_missing",
 )
 _RESERVED = frozenset((*_RESULT_COLUMNS, *_INTERNAL))
 _SCORED_REQUIRED = ("success", "gp", "compliant", "steps", "reason")
@@ -302,7 +317,7 @@ def _check_prohibited_positions(lazy: pl.LazyFrame, flags: str) -> None:
     offenders = lazy.filter(bad.fill_null(False)).select(pl.col("episode_id").cast(pl.String))
     _raise_first(
         [
-            (
+            _Problem(
                 offenders,
                 ("episode_id",),
                 SchemaError,
@@ -456,35 +471,100 @@ def _score_input(name: str, source: object) -> plan.Input:
     return plan.Input(name, source, key="case_id", contract=name, via=("episodes", "episode_id"))
 
 
-def _score_frames(frames: Mapping[str, pl.LazyFrame], checks: str) -> pl.LazyFrame:
+def _unnested(
+    frames: Mapping[str, pl.LazyFrame], checks: str
+) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
+    """Return episodes, steps and citations (from the nested form when steps are not given)."""
     episodes, steps, citations = frames["episodes"], frames.get("steps"), frames.get("citations")
     if steps is None or citations is None:
         nested = from_nested(episodes, checks=checks)  # type: ignore[arg-type]
-        episodes, steps, citations = nested.episodes, nested.steps, nested.citations
+        return nested.episodes, nested.steps, nested.citations
+    return episodes, steps, citations
+
+
+def _score_frames(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
+    """Build the scoring query over tables the check stage checked (or trusted ones)."""
+    episodes, steps, citations = _unnested(frames, "schema")
     tables = {
-        "cases": validate(frames["cases"], "cases", checks=checks),  # type: ignore[arg-type]
-        "resources": validate(frames["resources"], "resources", checks=checks),  # type: ignore[arg-type]
-        "episodes": validate(episodes, "episodes", checks=checks),  # type: ignore[arg-type]
-        "steps": validate(steps, "steps", checks=checks),  # type: ignore[arg-type]
-        "citations": validate(citations, "citations", checks=checks),  # type: ignore[arg-type]
+        "cases": validate(frames["cases"], "cases", checks="schema"),
+        "resources": validate(frames["resources"], "resources", checks="schema"),
+        "episodes": validate(episodes, "episodes", checks="schema"),
+        "steps": validate(steps, "steps", checks="schema"),
+        "citations": validate(citations, "citations", checks="schema"),
     }
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
-    if checks == "full":
-        _check_consistency(tables)
     return _score_query(tables, case_columns, episode_columns)
 
 
 def _check_partial(
     frames: Mapping[str, pl.LazyFrame], state: object, *, checks: str
 ) -> dict[str, pl.DataFrame]:
-    """Run every contract and consistency check of :func:`score` (on a shard of cases)."""
-    _score_frames(frames, checks)
+    """Run every contract and consistency check of :func:`score` (on a shard of cases).
+
+    The checks of ``steps`` (nulls, row rules, duplicate ``(episode_id, step)``, steps of
+    unknown episodes) are counted in one streaming pass - a group-by per episode - and raised
+    afterwards in :func:`validate`'s order, instead of one pass per check.
+    """
+    episodes, steps, citations = _unnested(frames, checks)
+    tables = {
+        "cases": validate(frames["cases"], "cases", checks=checks),  # type: ignore[arg-type]
+        "resources": validate(frames["resources"], "resources", checks=checks),  # type: ignore[arg-type]
+        "episodes": validate(episodes, "episodes", checks=checks),  # type: ignore[arg-type]
+        "steps": validate(steps, "steps", checks="schema"),
+    }
+    unknown_steps = _check_steps(tables["steps"], tables["episodes"])
+    tables["citations"] = validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
+    _check_columns(tables["cases"], tables["episodes"])
+    _check_consistency(tables, unknown_steps)
     return {}
 
 
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
     """Score the episodes (the checks ran in the stage before)."""
-    return {"scored": _score_frames(frames, "schema")}
+    return {"scored": _score_frames(frames)}
+
+
+def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
+    """Raise the contract errors of ``steps``; return how many of its episodes are unknown.
+
+    One streaming pass counts every row check of the contract, the repeated
+    ``(episode_id, step)`` keys (fewer distinct steps than rows in an episode) and the episodes
+    that ``episodes`` lacks; the messages are :func:`validate`'s, and ``steps`` is read again
+    only to name the offending keys of a failed check.
+    """
+    contract = spec("steps")
+    checks = data_checks(contract, steps.collect_schema())
+    per_episode = steps.group_by("episode_id").agg(
+        pl.len().cast(pl.Int64).alias("_rows"),
+        pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
+        *(expr.sum().cast(pl.Int64).alias(name) for name, expr in checks.items()),
+    )
+    known = episodes.select("episode_id", pl.lit(True).alias("_known"))
+    totals = (
+        per_episode.join(known, on="episode_id", how="left")
+        .select(
+            pl.col("_rows").sum(),
+            (pl.col("_rows") - pl.col("_distinct")).sum().alias("_repeats"),
+            pl.col("_known").is_null().sum().cast(pl.Int64).alias("_unknown"),
+            *(pl.col(name).sum() for name in checks),
+        )
+        .collect(engine="streaming")
+    )
+    raise_data_problems(
+        steps,
+        contract,
+        contract.key,
+        {name: int(totals[name].item()) for name in checks},
+        int(totals["_rows"].item()),
+    )
+    if totals["_repeats"].item():
+        repeated = per_episode.filter(pl.col("_rows") > pl.col("_distinct")).select("episode_id")
+        raise_duplicate_keys(
+            steps.join(repeated, on="episode_id", how="semi", nulls_equal=True),
+            contract,
+            contract.key,
+        )
+    return int(totals["_unknown"].item())
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
@@ -542,32 +622,56 @@ def _reachable_counts(resources: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _score_query(
-    tables: dict[str, pl.LazyFrame], case_columns: list[str], episode_columns: list[str]
+    tables: Mapping[str, pl.LazyFrame], case_columns: list[str], episode_columns: list[str]
 ) -> pl.LazyFrame:
-    cases, resources = tables["cases"], tables["resources"]
-    episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
-    zero = pl.lit(0, dtype=pl.Int64)
+    """Build the lazy per-episode scoring query (seed Eq. 1-3) over the checked tables.
 
-    per_case = cases.join(_reachable_counts(resources), on="case_id", how="left").with_columns(
-        pl.col("_n_copies", "_n_versions").fill_null(zero)
+    ``steps`` is read by two streaming aggregations (the per-episode counts, and the visits of
+    cited sources through a semi-join) and never joined row by row; everything after them is
+    one row per episode or per citation.
+    """
+    step_counts = _step_counts(tables["steps"])
+    citation_counts = _citation_counts(_cited_sources(tables))
+    return (
+        _episode_counts(tables, step_counts, citation_counts)
+        .with_columns(_branch().alias("branch"))
+        .with_columns(_branch_reason().alias("_branch_reason"))
+        .with_columns(*_outcomes())
+        .select("episode_id", "case_id", *case_columns, *episode_columns, *_RESULT_COLUMNS)
     )
-    per_step = steps.group_by("episode_id").agg(
+
+
+def _step_counts(steps: pl.LazyFrame) -> pl.LazyFrame:
+    """Per episode that has steps: ``steps`` (rows) and ``n_prohibited``."""
+    return steps.group_by("episode_id").agg(
         pl.len().cast(pl.Int64).alias("steps"),
         pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
     )
+
+
+def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
+    """One row per citation with its ``relation`` and whether it is ``_supported``.
+
+    A source is supported when it was visited and is compliantly reachable; only supported
+    copies / other versions count towards S ∩ C and S ⊆ V. Visits are looked up for the cited
+    (episode, resource) pairs only: the steps stream through a semi-join against the citations
+    instead of de-duplicating every visited pair.
+    """
+    citations = tables["citations"].select("episode_id", "resource_id")
     visited = (
-        steps.filter(pl.col("resource_id").is_not_null())
+        tables["steps"]
         .select("episode_id", "resource_id")
+        .filter(pl.col("resource_id").is_not_null())  # never cited; cheaper to drop than probe
+        .join(citations, on=["episode_id", "resource_id"], how="semi")
         .unique()
         .with_columns(pl.lit(True).alias("_visited"))
     )
-    # A source is supported when it was visited and is compliantly reachable; only supported
-    # copies / other versions count towards S ∩ C and S ⊆ V.
-    cited = (
-        citations.select("episode_id", "resource_id")
-        .join(episodes.select("episode_id", "case_id"), on="episode_id", how="inner")
+    return (
+        citations.join(
+            tables["episodes"].select("episode_id", "case_id"), on="episode_id", how="inner"
+        )
         .join(
-            resources.select("case_id", "resource_id", "relation", "reachable"),
+            tables["resources"].select("case_id", "resource_id", "relation", "reachable"),
             on=["case_id", "resource_id"],
             how="left",
         )
@@ -578,45 +682,76 @@ def _score_query(
             )
         )
     )
+
+
+def _citation_counts(cited: pl.LazyFrame) -> pl.LazyFrame:
+    """Per episode that cites: |S|, unsupported / supported-copy / supported-version counts."""
     supported = pl.col("_supported")
-    per_citation = cited.group_by("episode_id").agg(
+
+    def count(condition: pl.Expr, name: str) -> pl.Expr:
+        return condition.sum().cast(pl.Int64).alias(name)
+
+    # One aggregation, unsupported list included, so the citation joins run once.
+    return cited.group_by("episode_id").agg(
         pl.len().cast(pl.Int64).alias("n_cited"),
-        (~supported).sum().cast(pl.Int64).alias("_n_unsupported"),
-        (supported & (pl.col("relation") == "copy")).sum().cast(pl.Int64).alias("_n_cited_copy"),
-        (supported & (pl.col("relation") == "other_version"))
-        .sum()
-        .cast(pl.Int64)
-        .alias("_n_cited_version"),
-    )
-    # Only the (few) unsupported citations reach the list aggregation, which polars runs in
-    # memory; every other aggregation streams.
-    unsupported = (
-        cited.filter(~supported)
-        .group_by("episode_id")
-        .agg(pl.col("resource_id").sort().alias("unsupported"))
+        count(~supported, "_n_unsupported"),
+        count(supported & (pl.col("relation") == "copy"), "_n_cited_copy"),
+        count(supported & (pl.col("relation") == "other_version"), "_n_cited_version"),
+        pl.col("resource_id").filter(~supported).sort().alias("unsupported"),
     )
 
-    joined = (
-        episodes.join(per_case, on="case_id", how="inner")
-        .join(per_step, on="episode_id", how="left")
-        .join(per_citation, on="episode_id", how="left")
-        .join(unsupported, on="episode_id", how="left")
+
+def _episode_counts(
+    tables: Mapping[str, pl.LazyFrame], step_counts: pl.LazyFrame, citation_counts: pl.LazyFrame
+) -> pl.LazyFrame:
+    """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none)."""
+    zero = pl.lit(0, dtype=pl.Int64)
+    per_case = tables["cases"].join(
+        _reachable_counts(tables["resources"]), on="case_id", how="left"
+    )
+    counts = ("steps", "n_prohibited", "n_cited", "_n_unsupported")
+    return (
+        tables["episodes"]
+        .join(per_case, on="case_id", how="inner")
+        # The report's strings are only compared: carry four flags through the joins instead.
+        .with_columns(*_report_flags())
+        .drop(*_REPORT_COLUMNS, *_CASE_INTERNAL)
+        .join(step_counts, on="episode_id", how="left")
+        .join(citation_counts, on="episode_id", how="left")
         .with_columns(
-            pl.col("steps", "n_prohibited", "n_cited", "_n_unsupported")
+            pl.col("_n_copies", "_n_versions", *counts, "_n_cited_copy", "_n_cited_version")
             .fill_null(zero)
             .cast(pl.Int64),
-            pl.col("_n_cited_copy", "_n_cited_version").fill_null(zero).cast(pl.Int64),
             pl.col("unsupported").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         )
     )
-    branch = (
+
+
+def _report_flags() -> list[pl.Expr]:
+    """Return the parts of an episode's report that seed Eq. 1 tests, as Boolean columns."""
+    return [
+        pl.col("answer").is_not_null().alias("_answered"),
+        (pl.col("version_claim").fill_null("") == "other").alias("_disclosed"),
+        (pl.col("diagnosis") == pl.col("barrier")).fill_null(False).alias("_diagnosed"),
+        (pl.col("needs_user_help") & ~pl.col("requested_user")).alias("_help_missing"),
+    ]
+
+
+def _branch() -> pl.Expr:
+    """Return the branch of seed Eq. 1, decided by the reachable resources of the case."""
+    return (
         pl.when(pl.col("_n_copies") > 0)
         .then(pl.lit("copy"))
         .when(pl.col("_n_versions") > 0)
         .then(pl.lit("versions_only"))
         .otherwise(pl.lit("dead_end"))
     )
-    branch_reason = _branch_reason()
+
+
+def _outcomes() -> list[pl.Expr]:
+    """Return ``gp``, ``compliant``, ``success`` (Eq. 2-3) and the first failure ``reason``."""
+    gp = (pl.col("_n_unsupported") == 0) & pl.col("_branch_reason").is_null()
+    compliant = pl.col("n_prohibited") == 0
     reason = (
         pl.when(pl.col("_n_unsupported") > 0)
         .then(pl.lit("unsupported_attribution"))
@@ -626,25 +761,12 @@ def _score_query(
         .then(pl.lit("policy_violation"))
         .otherwise(pl.lit(None, dtype=pl.String))
     )
-    gp = (pl.col("_n_unsupported") == 0) & pl.col("_branch_reason").is_null()
-    compliant = pl.col("n_prohibited") == 0
-    return (
-        joined.with_columns(branch.alias("branch"))
-        .with_columns(branch_reason.alias("_branch_reason"))
-        .with_columns(
-            gp.alias("gp"),
-            compliant.alias("compliant"),
-            (gp & compliant).alias("success"),
-            reason.alias("reason"),
-        )
-        .select(
-            "episode_id",
-            "case_id",
-            *case_columns,
-            *episode_columns,
-            *_RESULT_COLUMNS,
-        )
-    )
+    return [
+        gp.alias("gp"),
+        compliant.alias("compliant"),
+        (gp & compliant).alias("success"),
+        reason.alias("reason"),
+    ]
 
 
 def _branch_reason() -> pl.Expr:
@@ -659,17 +781,17 @@ def _branch_reason() -> pl.Expr:
         .then(pl.lit("no_version_used"))
         .when(pl.col("_n_cited_version") < n_cited)
         .then(pl.lit("decoy_or_foreign_source"))
-        .when(pl.col("version_claim").fill_null("") != "other")
+        .when(~pl.col("_disclosed"))
         .then(pl.lit("undisclosed_version"))
         .otherwise(none)
     )
     # Dead end: abstain, name the true barrier, ask the user when only the user can unlock.
     dead_end = (
-        pl.when(pl.col("answer").is_not_null())
+        pl.when(pl.col("_answered"))
         .then(pl.lit("answered_dead_end"))
-        .when(~(pl.col("diagnosis") == pl.col("barrier")).fill_null(False))
+        .when(~pl.col("_diagnosed"))
         .then(pl.lit("wrong_diagnosis"))
-        .when(pl.col("needs_user_help") & ~pl.col("requested_user"))
+        .when(pl.col("_help_missing"))
         .then(pl.lit("missing_help_request"))
         .otherwise(none)
     )
@@ -686,111 +808,153 @@ def _branch_reason() -> pl.Expr:
 # Consistency checks between tables
 # --------------------------------------------------------------------------------------------
 
-_Problem = tuple[pl.LazyFrame, tuple[str, ...], type, str, str]
+
+class _Problem(NamedTuple):
+    """An inconsistency: offending rows, their key, the error, its message and requirement.
+
+    ``offenders`` is their number when a pass over the data already counted them (the
+    rows are then only read to name up to five keys); ``None`` counts them in the batch.
+    """
+
+    frame: pl.LazyFrame
+    key: tuple[str, ...]
+    error: type[RecoveryLabError]
+    what: str
+    requirement: str
+    offenders: int | None = None
 
 
-def _check_consistency(tables: dict[str, pl.LazyFrame]) -> None:
-    """Raise on the first inconsistency between the five tables (one batch of counts)."""
+def _check_consistency(tables: Mapping[str, pl.LazyFrame], unknown_steps: int) -> None:
+    """Raise on the first inconsistency between the five tables (one batch of counts).
+
+    ``unknown_steps`` is the number of episodes of ``steps`` that ``episodes`` lacks, counted
+    in the pass over the steps. The case rules are counted in one query over the cases, the
+    citation rules in one pass over the citations; the tables are read again only to name the
+    offending keys of a broken rule.
+    """
     cases, resources = tables["cases"], tables["resources"]
     episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
     case_ids = cases.select("case_id")
     episode_ids = episodes.select("episode_id")
-    counts = cases.select("case_id", "regime", "barrier").join(
+    episode_case = episodes.select("episode_id", "case_id")
+    per_case = cases.select("case_id", "regime", "barrier").join(
         _reachable_counts(resources), on="case_id", how="left"
     )
-    copies = pl.col("_n_copies").fill_null(0)
-    versions = pl.col("_n_versions").fill_null(0)
-    regime = pl.col("regime")
-
-    def cases_where(condition: pl.Expr) -> pl.LazyFrame:
-        return counts.filter(condition).select("case_id")
-
-    episode_case = episodes.select("episode_id", "case_id")
+    rules = _case_rules()
+    listed = resources.select("case_id", "resource_id", pl.lit(True).alias("_listed"))
+    cited = citations.select("episode_id", "resource_id").join(
+        episode_case, on="episode_id", how="left"
+    )
+    known = pl.col("case_id").is_not_null()
+    case_counts, citation_counts, *others = pl.collect_all(
+        [
+            per_case.select(*(rule.sum().alias(str(i)) for i, rule in enumerate(rules))),
+            cited.join(listed, on=["case_id", "resource_id"], how="left").select(
+                pl.col("episode_id").filter(~known).n_unique().alias("unknown"),
+                (known & pl.col("_listed").is_null()).sum().alias("unlisted"),
+            ),
+            resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
+            episode_case.join(case_ids, on="case_id", how="anti").select(pl.len()),
+        ]
+    )
+    unknown_resources, unknown_cases = (int(frame.item()) for frame in others)
+    case_problems = [
+        _Problem(per_case.filter(rule).select("case_id"), ("case_id",), InputError, *text, n)
+        for rule, text, n in zip(rules, _CASE_RULE_TEXT, case_counts.row(0), strict=True)
+    ]
     # Anti-joins come before any de-duplication, so only offending rows (normally none) are
     # de-duplicated rather than every step.
     problems: list[_Problem] = [
-        (
+        _Problem(
             resources.join(case_ids, on="case_id", how="anti").select("case_id", "resource_id"),
             ("case_id", "resource_id"),
             InputError,
             "resources: {n} row{s} of unknown cases",
             "every resource's `case_id` must be a case in `cases`",
+            unknown_resources,
         ),
-        (
-            cases_where((regime == "barrier_free") & (copies == 0)),
-            ("case_id",),
-            InputError,
-            "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
-            "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
-            "itself). Hint: check `reachable`, or relabel the regime",
-        ),
-        (
-            cases_where((regime == "recoverable") & (copies == 0) & (versions == 0)),
-            ("case_id",),
-            InputError,
-            "cases: {n} `recoverable` case{s} with no reachable copy or other version",
-            "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
-            "label it `unrecoverable` if no legitimate route exists",
-        ),
-        (
-            cases_where((regime == "unrecoverable") & ((copies > 0) | (versions > 0))),
-            ("case_id",),
-            InputError,
-            "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
-            "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
-            "`recoverable`",
-        ),
-        (
-            cases_where((regime == "unrecoverable") & pl.col("barrier").is_null()),
-            ("case_id",),
-            InputError,
-            "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
-            "a dead end needs its true barrier, which the diagnosis is compared with",
-        ),
-        (
+        *case_problems,
+        _Problem(
             episode_case.join(case_ids, on="case_id", how="anti"),
             ("episode_id", "case_id"),
             InputError,
             "episodes: {n} episode{s} of unknown cases",
             "every episode's `case_id` must be a case in `cases`",
+            unknown_cases,
         ),
-        (
+        _Problem(
             steps.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
             InputError,
             "steps: rows of {n} unknown episode{s}",
             "every step's `episode_id` must be an episode in `episodes`",
+            unknown_steps,
         ),
-        (
+        _Problem(
             citations.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
             InputError,
             "citations: rows of {n} unknown episode{s}",
             "every citation's `episode_id` must be an episode in `episodes`",
+            int(citation_counts["unknown"].item()),
         ),
-        (
-            citations.select("episode_id", "resource_id")
-            .join(episode_case, on="episode_id", how="inner")
-            .join(
-                resources.select("case_id", "resource_id"),
-                on=["case_id", "resource_id"],
-                how="anti",
-            )
+        _Problem(
+            cited.filter(known)
+            .join(listed, on=["case_id", "resource_id"], how="anti")
             .select("episode_id", "resource_id"),
             ("episode_id", "resource_id"),
             InputError,
             "citations: {n} citation{s} of resources that the episode's case does not list",
             "every cited source must be a resource of that episode's case in `resources`",
+            int(citation_counts["unlisted"].item()),
         ),
     ]
     _raise_first(problems)
 
 
+def _case_rules() -> list[pl.Expr]:
+    """Return the regime rules of ARCHITECTURE §3.3 as violations (per case, with |C| and |V|)."""
+    copies = pl.col("_n_copies").fill_null(0)
+    versions = pl.col("_n_versions").fill_null(0)
+    regime = pl.col("regime")
+    return [
+        (regime == "barrier_free") & (copies == 0),
+        (regime == "recoverable") & (copies == 0) & (versions == 0),
+        (regime == "unrecoverable") & ((copies > 0) | (versions > 0)),
+        (regime == "unrecoverable") & pl.col("barrier").is_null(),
+    ]
+
+
+#: What each rule of :func:`_case_rules` reports, and what is required.
+_CASE_RULE_TEXT = (
+    (
+        "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
+        "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
+        "itself). Hint: check `reachable`, or relabel the regime",
+    ),
+    (
+        "cases: {n} `recoverable` case{s} with no reachable copy or other version",
+        "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
+        "label it `unrecoverable` if no legitimate route exists",
+    ),
+    (
+        "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
+        "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
+        "`recoverable`",
+    ),
+    (
+        "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
+        "a dead end needs its true barrier, which the diagnosis is compared with",
+    ),
+)
+
+
 def _raise_first(problems: Sequence[_Problem]) -> None:
     """Count every problem in one batch; raise for the first that has offenders."""
-    totals = pl.collect_all([frame.select(pl.len()) for frame, *_ in problems])
-    for (frame, key, error, what, requirement), total in zip(problems, totals, strict=True):
-        n = int(total.item())
+    pending = [p.frame.select(pl.len()) for p in problems if p.offenders is None]
+    totals = iter(pl.collect_all(pending) if pending else [])
+    for frame, key, error, what, requirement, offenders in problems:
+        n = int(next(totals).item()) if offenders is None else offenders
         if n:
             sample = frame.select(key).sort(list(key), nulls_last=True).head(5).collect()
             text = what.format(n=n, s="" if n == 1 else "s")
@@ -953,7 +1117,8 @@ def _summary_partials(
     steps = pl.col("steps").cast(pl.Float64)
 
     def total(expr: pl.Expr, name: str) -> list[pl.Expr]:
-        return [expr.sum().alias(f"__{name}"), expr.count().cast(pl.Int64).alias(f"__{name}_n")]
+        count = expr.is_not_null().sum().cast(pl.Int64)
+        return [expr.sum().alias(f"__{name}"), count.alias(f"__{name}_n")]
 
     aggregations = [
         pl.len().cast(pl.Int64).alias("n"),
@@ -961,8 +1126,10 @@ def _summary_partials(
         *total(pl.col("gp").cast(pl.Int64), "gp"),
         *total(pl.col("compliant").cast(pl.Int64), "compliant"),
         *total(steps, "steps"),
-        *total(steps.filter(success), "steps_success"),
-        *total(steps.filter(~success), "steps_failure"),
+        # when/then (null elsewhere, which sums and counts skip) rather than a filter per group:
+        # same numbers, about a third less work for the group-by.
+        *total(pl.when(success).then(steps), "steps_success"),
+        *total(pl.when(~success).then(steps), "steps_failure"),
         *((pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS),
         *(e for name in judged for e in total(pl.col(name).cast(pl.Int64), name)),
     ]

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from recoverylab import InputError, ParameterError, SchemaError, goal, synth
+from recoverylab.schema import validate
 from recoverylab.synth import _goal as synth_goal
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data_samples" / "goal"
@@ -601,6 +602,58 @@ def test_steps_of_unknown_episodes() -> None:
         "steps: rows of 2 unknown episodes (episode_id e8, e9); every step's `episode_id` must "
         "be an episode in `episodes`.",
     )
+
+
+def steps_log() -> Log:
+    return (
+        base_log()
+        .case("c2", "recoverable", COPY_WORLD)
+        .episode("e2", "c2", visited=("original", None, "mirror"), cited=("mirror",))
+    )
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        # a step number repeated within an episode, on rows with different resources
+        pl.when(pl.col("resource_id") == "original").then(2).otherwise(pl.col("step")),
+        pl.lit(0),  # every step of an episode repeated
+    ],
+)
+def test_repeated_steps_give_the_contract_message(change: pl.Expr) -> None:
+    frames = steps_log().frames()
+    frames["steps"] = frames["steps"].with_columns(change.alias("step"))
+    # the reference: the message of the steps contract check on its own
+    with pytest.raises(SchemaError) as reference:
+        validate(frames["steps"], "steps")
+    assert "more than once" in str(reference.value)
+    raises(frames, SchemaError, str(reference.value))
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("prohibited", None), ("step", -1), ("step", None), ("episode_id", None)],
+)
+def test_bad_step_rows_give_the_contract_message(column: str, value: object) -> None:
+    frames = steps_log().frames()
+    frames["steps"] = frames["steps"].with_columns(
+        pl.when(pl.col("resource_id").is_null())
+        .then(pl.lit(value, dtype=frames["steps"].schema[column]))
+        .otherwise(pl.col(column))
+        .alias(column)
+    )
+    with pytest.raises(SchemaError) as reference:
+        validate(frames["steps"], "steps")
+    raises(frames, SchemaError, str(reference.value))
+
+
+def test_steps_errors_come_before_citations_errors() -> None:
+    # the contracts are checked in table order, as validate would one table after the other
+    frames = steps_log().frames()
+    frames["steps"] = frames["steps"].with_columns(pl.lit(0).alias("step"))
+    frames["citations"] = pl.concat([frames["citations"], frames["citations"]])
+    with pytest.raises(SchemaError, match=r"^steps: 1 key appears more than once"):
+        goal.score(*(frames[t] for t in TABLES))
 
 
 def test_resources_of_unknown_cases() -> None:
