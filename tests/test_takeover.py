@@ -543,7 +543,7 @@ def test_compare_agents_hand_example(
         rng=stats.cell_rng(3, (0,)),
     )
     assert (got["ci_low"], got["ci_high"]) == (boot.ci_low, boot.ci_high)
-    assert (got["agent_a"], got["agent_b"], got["k"]) == ("a", "b", 3)
+    assert (got["a"], got["b"], got["k"]) == ("a", "b", 3)
 
 
 def test_compare_agents_by_depth(states_df: pl.DataFrame, attempts_df: pl.DataFrame) -> None:

@@ -1039,8 +1039,8 @@ def rescue_overlap(
     Returns
     -------
     pl.DataFrame
-        One row per (condition, delay, *by*) where either method has pairs: ``method_a``,
-        ``method_b`` (labels), condition, delay, *by*, ``n_a``, ``n_b`` (pairs), ``n_both``
+        One row per (condition, delay, *by*) where either method has pairs: ``a``,
+        ``b`` (the two methods), condition, delay, *by*, ``n_a``, ``n_b`` (pairs), ``n_both``
         (episodes paired under both), ``rescue_a``, ``rescue_b``, ``rescue_both``.
 
     Raises
@@ -1159,6 +1159,6 @@ def _overlap_finish(
     counts = parts["counts"].group_by(cells).agg(pl.col(c).sum() for c in _OVERLAP_COUNTS)
     return (
         counts.filter((pl.col("n_a") + pl.col("n_b")) > 0)
-        .select(pl.lit(a).alias("method_a"), pl.lit(b).alias("method_b"), *cells, *_OVERLAP_COUNTS)
+        .select(pl.lit(a).alias("a"), pl.lit(b).alias("b"), *cells, *_OVERLAP_COUNTS)
         .sort(cells, nulls_last=False)
     )

@@ -365,14 +365,14 @@ def rescue_overlap(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         When the frame has no rows.
     """
     alt = altair()
-    columns = ("method_a", "method_b", "condition", "delay", "n_a", "n_b", "n_both")
+    columns = ("a", "b", "condition", "delay", "n_a", "n_b", "n_both")
     data = prepare(
         frame,
         (*columns, "rescue_a", "rescue_b", "rescue_both"),
         "rescue_overlap",
         "recoverylab.paired.rescue_overlap",
     )
-    fixed = ("method_a", "method_b", "condition", "delay")
+    fixed = ("a", "b", "condition", "delay")
     extra = [k for k in keys_before(data, "n_a") if k not in fixed]
     data = data.with_columns(
         pl.concat_str(
@@ -383,9 +383,9 @@ def rescue_overlap(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         ).alias("cell")
     )
     segments = [
-        ("only_a", pl.concat_str(pl.lit("only "), pl.col("method_a")), "rescue_a"),
+        ("only_a", pl.concat_str(pl.lit("only "), pl.col("a")), "rescue_a"),
         ("both", pl.lit("both"), None),
-        ("only_b", pl.concat_str(pl.lit("only "), pl.col("method_b")), "rescue_b"),
+        ("only_b", pl.concat_str(pl.lit("only "), pl.col("b")), "rescue_b"),
     ]
     parts = [
         data.with_columns(
@@ -414,7 +414,7 @@ def rescue_overlap(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         ["cell", "order"],
     )
     require_rows(long, "rescue_overlap")
-    pair = data.select(pl.concat_str("method_a", pl.lit(" and "), "method_b")).to_series()
+    pair = data.select(pl.concat_str("a", pl.lit(" and "), "b")).to_series()
     return (
         alt.Chart(long)
         .mark_bar()

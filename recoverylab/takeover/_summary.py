@@ -735,7 +735,7 @@ def compare_agents(
     -------
     polars.DataFrame
         One row per ``by`` cell where either agent attempted an eligible state, sorted:
-        the ``by`` keys, ``agent_a``, ``agent_b``, ``k``, ``common_states`` (paired states: the
+        the ``by`` keys, ``a``, ``b`` (the two agents), ``k``, ``common_states`` (paired states: the
         denominator), ``root_causes``, ``workflows`` (clusters), ``only_a_states``,
         ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``,
         ``pass_at_k_a``, ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``,
@@ -1021,8 +1021,8 @@ def _compare_finish(
     else:
         table = table.hstack(_single(boot)).hstack(_single(tests))
     labels = [
-        pl.lit(a).alias("agent_a"),
-        pl.lit(b).alias("agent_b"),
+        pl.lit(a).alias("a"),
+        pl.lit(b).alias("b"),
         pl.lit(k, dtype=pl.Int64).alias("k"),
     ]
     result = table.select(*cells, *labels, *_COMPARE_COLUMNS).sort(
