@@ -8,6 +8,7 @@ lazy query; only those partials are collected, then summed into cells and handed
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -687,11 +688,11 @@ def compare_agents(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     ci_method: str = "percentile",
-    n_permutations: int = 100_000,
     seed: int = 0,
     engine: object = "polars",
     alternative: str = "two-sided",
     adjust: str | None = None,
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """Compare two agents' pass@k on the states both attempted, paired and workflow-clustered.
 
@@ -717,9 +718,9 @@ def compare_agents(
         Within each row group (``by`` without depth), keep only root causes with paired states
         at every depth.
     confidence, n_resamples, ci_method
-        Bootstrap settings.
-    n_permutations
-        Monte Carlo sign flips, used only when no exact method applies.
+        Bootstrap settings. The sign-flip test is exact when the differences are integers;
+        otherwise it draws 100,000 Monte Carlo sign flips, as :func:`recoverylab.paired.contrast`
+        does (the deprecated ``n_permutations`` keyword still sets that count for one release).
     seed
         Seed of the bootstrap and of any Monte Carlo test.
     engine
@@ -750,6 +751,11 @@ def compare_agents(
         settings, or units with fewer than k repeats.
     SchemaError, InputError
         As in :func:`summarize`.
+
+    Warns
+    -----
+    DeprecationWarning
+        When ``n_permutations`` is given.
 
     Examples
     --------
@@ -798,7 +804,7 @@ def compare_agents(
         "confidence": confidence,
         "n_resamples": n_resamples,
         "ci_method": ci_method,
-        "n_permutations": n_permutations,
+        "sign_flips": _sign_flips(deprecated),
         "seed": seed,
         "alternative": alternative,
         "adjust": adjust,
@@ -811,6 +817,23 @@ def compare_agents(
             finish=functools.partial(_compare_finish, **options, **statistics),
         ),
     )
+
+
+def _sign_flips(deprecated: dict[str, Any]) -> int:
+    """Monte Carlo sign flips: the deprecated ``n_permutations`` keyword, else the default."""
+    unknown = [k for k in deprecated if k != "n_permutations"]
+    if unknown:
+        raise TypeError(f"compare_agents() got an unexpected keyword argument {unknown[0]!r}")
+    if "n_permutations" not in deprecated:
+        return SIGN_FLIPS
+    warnings.warn(
+        "compare_agents: parameter `n_permutations` is deprecated and will be removed in the "
+        "next release; the Monte Carlo sign-flip test then draws 100,000 flips, as "
+        "paired.contrast does (`n_resamples` sets the bootstrap).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return int(deprecated["n_permutations"])
 
 
 def _check_agents(cells: Sequence[str], a: object, b: object) -> None:
@@ -929,6 +952,9 @@ def _compare_partial(
     return {"partials": partials}
 
 
+#: Monte Carlo draws of the sign-flip test when it is not exact (stats.sign_flip_cells' default).
+SIGN_FLIPS = 100_000
+
 _COMPARE_COUNTS = (
     "common_states",
     "root_causes",
@@ -967,7 +993,7 @@ def _compare_finish(
     confidence: float,
     n_resamples: int,
     ci_method: str,
-    n_permutations: int,
+    sign_flips: int,
     seed: int,
     alternative: str = "two-sided",
     adjust: str | None = None,
@@ -1012,7 +1038,7 @@ def _compare_finish(
         clusters,
         cells=stat_cells,
         difference="diff",
-        n_resamples=n_permutations,
+        n_resamples=sign_flips,
         seed=seed,
         alternative=alternative,
     ).select(*cells, "p_value", "p_method")
