@@ -344,7 +344,8 @@ def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -
     ]
     if "goal_id" in scored.columns:
         progress("goal: barrier drop paired by goal")
-        drop = goal.barrier_drop(scored, **settings)
+        by_model = [c for c in scored.columns if c == "model"]  # per model when there are models
+        drop = goal.barrier_drop(scored, by=by_model, **settings)
         if _has_rows(drop, "the barrier drop (no goal has both sides)", progress):
             sections.append(report.drop_section(drop, provenance))
     return sections
