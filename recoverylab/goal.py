@@ -1140,9 +1140,7 @@ def _drop_done(parts: dict[str, pl.DataFrame], *, cluster: str, **options: Any) 
     return _drop_finish(per_goal, by, cluster, **options)
 
 
-def _drop_plan(
-    schema: pl.Schema, by: Sequence[str], cluster: str, ci_method: str
-) -> list[str]:
+def _drop_plan(schema: pl.Schema, by: Sequence[str], cluster: str, ci_method: str) -> list[str]:
     """Check the parameters of :func:`barrier_drop`; return the grouping columns."""
     by = _check_by(by, schema, "by")
     if "regime" in by:
