@@ -1122,7 +1122,7 @@ def _drop_partial(
     frames: Mapping[str, pl.LazyFrame],
     state: object,
     *,
-    by: Sequence[str] | None,
+    by: Sequence[str],
     cluster: str,
     ci_method: str,
 ) -> dict[str, pl.LazyFrame]:
