@@ -354,37 +354,20 @@ def summarize(
             "parameter `reliability` works on the polars engine only; call "
             "`takeover.reliability` on the same tables instead."
         )
-    result = plan.run(
-        engine,
-        summary_plan(
-            states,
-            attempts,
-            by=by,
-            k=k,
-            common_sample=common_sample,
-            common_states=common_states,
-            interval=interval,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            ci_method=ci_method,
-            seed=seed,
-        ),
-    )
+    options: dict[str, Any] = {
+        "by": by,
+        "k": k,
+        "common_sample": common_sample,
+        "common_states": common_states,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
+    result = plan.run(engine, summary_plan(states, attempts, interval=interval, **options))
     if not reliability:
         return result
-    return _reliability.join_reliability(
-        result,
-        states,
-        attempts,
-        by=by,
-        k=k,
-        common_sample=common_sample,
-        common_states=common_states,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        ci_method=ci_method,
-        seed=seed,
-    )
+    return _reliability.join_reliability(result, states, attempts, **options)
 
 
 def _group(by: Sequence[str]) -> list[str]:
@@ -778,28 +761,6 @@ def compare_agents(
     cells = list(as_columns("by", by))
     _check_agents(cells, a, b)
     options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
-    stages = [
-        plan.Stage(
-            "takeover checks",
-            functools.partial(_first_partial, by=("agent", *cells)),
-            functools.partial(_compare_first, a=a, b=b),
-            clustered=False,
-        )
-    ]
-    if common_sample:
-        stages.append(
-            plan.Stage(
-                "depths with paired states",
-                functools.partial(_paired_depths_partial, **options),
-                functools.partial(_depths_combine, by=cells),
-            )
-        )
-    stages.append(
-        plan.Stage(
-            "paired pass@k per workflow",
-            functools.partial(_compare_partial, common_sample=common_sample, **options),
-        )
-    )
     statistics: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
@@ -813,10 +774,31 @@ def compare_agents(
         engine,
         plan.Plan(
             inputs=_plan_inputs(states, attempts),
-            stages=tuple(stages),
+            stages=_compare_stages(options, common_sample=common_sample),
             finish=functools.partial(_compare_finish, **options, **statistics),
         ),
     )
+
+
+def _compare_stages(options: dict[str, Any], *, common_sample: bool) -> tuple[plan.Stage, ...]:
+    """List the stages: checks (agents named), depths with paired states, workflow partials."""
+    cells, a, b = options["by"], options["a"], options["b"]
+    checks = plan.Stage(
+        "takeover checks",
+        functools.partial(_first_partial, by=("agent", *cells)),
+        functools.partial(_compare_first, a=a, b=b),
+        clustered=False,
+    )
+    depths = plan.Stage(
+        "depths with paired states",
+        functools.partial(_paired_depths_partial, **options),
+        functools.partial(_depths_combine, by=cells),
+    )
+    partials = plan.Stage(
+        "paired pass@k per workflow",
+        functools.partial(_compare_partial, common_sample=common_sample, **options),
+    )
+    return (checks, depths, partials) if common_sample else (checks, partials)
 
 
 def _sign_flips(deprecated: dict[str, Any]) -> int:
