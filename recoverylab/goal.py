@@ -692,20 +692,9 @@ _Problem = tuple[pl.LazyFrame, tuple[str, ...], type, str, str]
 def _check_consistency(tables: dict[str, pl.LazyFrame]) -> None:
     """Raise on the first inconsistency between the five tables (one batch of counts)."""
     cases, resources = tables["cases"], tables["resources"]
-    unknown_cases: _Problem = (
-        resources.join(cases.select("case_id"), on="case_id", how="anti").select(
-            "case_id", "resource_id"
-        ),
-        ("case_id", "resource_id"),
-        InputError,
-        "resources: {n} row{s} of unknown cases",
-        "every resource's `case_id` must be a case in `cases`",
-    )
-    _raise_first([unknown_cases, *_regime_problems(cases, resources), *_unknown_keys(tables)])
-
-
-def _regime_problems(cases: pl.LazyFrame, resources: pl.LazyFrame) -> list[_Problem]:
-    """Cases whose regime annotation contradicts their reachable resources (ARCHITECTURE §3.3)."""
+    episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
+    case_ids = cases.select("case_id")
+    episode_ids = episodes.select("episode_id")
     counts = cases.select("case_id", "regime", "barrier").join(
         _reachable_counts(resources), on="case_id", how="left"
     )
@@ -716,7 +705,17 @@ def _regime_problems(cases: pl.LazyFrame, resources: pl.LazyFrame) -> list[_Prob
     def cases_where(condition: pl.Expr) -> pl.LazyFrame:
         return counts.filter(condition).select("case_id")
 
-    return [
+    episode_case = episodes.select("episode_id", "case_id")
+    # Anti-joins come before any de-duplication, so only offending rows (normally none) are
+    # de-duplicated rather than every step.
+    problems: list[_Problem] = [
+        (
+            resources.join(case_ids, on="case_id", how="anti").select("case_id", "resource_id"),
+            ("case_id", "resource_id"),
+            InputError,
+            "resources: {n} row{s} of unknown cases",
+            "every resource's `case_id` must be a case in `cases`",
+        ),
         (
             cases_where((regime == "barrier_free") & (copies == 0)),
             ("case_id",),
@@ -748,19 +747,6 @@ def _regime_problems(cases: pl.LazyFrame, resources: pl.LazyFrame) -> list[_Prob
             "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
             "a dead end needs its true barrier, which the diagnosis is compared with",
         ),
-    ]
-
-
-def _unknown_keys(tables: dict[str, pl.LazyFrame]) -> list[_Problem]:
-    """Episodes, steps and citations that name a case, episode or resource that is not there."""
-    cases, resources = tables["cases"], tables["resources"]
-    episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
-    case_ids = cases.select("case_id")
-    episode_ids = episodes.select("episode_id")
-    episode_case = episodes.select("episode_id", "case_id")
-    # Anti-joins come before any de-duplication, so only offending rows (normally none) are
-    # de-duplicated rather than every step.
-    return [
         (
             episode_case.join(case_ids, on="case_id", how="anti"),
             ("episode_id", "case_id"),
@@ -797,6 +783,7 @@ def _unknown_keys(tables: dict[str, pl.LazyFrame]) -> list[_Problem]:
             "every cited source must be a resource of that episode's case in `resources`",
         ),
     ]
+    _raise_first(problems)
 
 
 def _raise_first(problems: Sequence[_Problem]) -> None:
