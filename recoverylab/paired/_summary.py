@@ -966,24 +966,13 @@ def contrast_finish(
         pl.lit(2.0).alias("ci_high") if alternative == "greater" else "ci_high",
         pl.lit(method).alias("ci_method"),
     )
-    both = types.filter((pl.col("n_a") > 0) & (pl.col("n_b") > 0)).with_columns(
-        (pl.col("d_a") / pl.col("n_a") - pl.col("d_b") / pl.col("n_b")).alias("delta")
-    )
-    flip = stats.sign_flip_cells(
-        both, cells=cells, difference="delta", count="count", seed=seed, alternative=alternative
-    ).select(*cells, "p_value")
-    sparse = both.group_by(cells).agg(
-        (
-            (pl.col("count").filter(pl.col("delta") != 0).sum() < stats.SPARSE_NONZERO_CLUSTERS)
-            | (pl.col("count").sum() < stats.SPARSE_CLUSTERS)
-        ).alias("sparse")
-    )
     effect_a = pl.col("d_a") / pl.col("n_a")
     effect_b = pl.col("d_b") / pl.col("n_b")
     result = (
         counts.join(boot, on=cells, how="left", nulls_equal=True)
-        .join(flip, on=cells, how="left", nulls_equal=True)
-        .join(sparse, on=cells, how="left", nulls_equal=True)
+        .join(
+            _contrast_test(types, cells, seed, alternative), on=cells, how="left", nulls_equal=True
+        )
         .select(
             pl.lit(a).alias("a"),
             pl.lit(b).alias("b"),
@@ -1006,6 +995,25 @@ def contrast_finish(
         adjusted = stats.adjust_p_values(result["p_value"].to_numpy(), adjust)
         result = result.with_columns(pl.Series("p_adjusted", adjusted, dtype=pl.Float64))
     return result
+
+
+def _contrast_test(
+    types: pl.DataFrame, cells: list[str], seed: int, alternative: str
+) -> pl.DataFrame:
+    """Per cell: the sign-flip p-value over tasks paired in both conditions, and ``sparse``."""
+    both = types.filter((pl.col("n_a") > 0) & (pl.col("n_b") > 0)).with_columns(
+        (pl.col("d_a") / pl.col("n_a") - pl.col("d_b") / pl.col("n_b")).alias("delta")
+    )
+    flip = stats.sign_flip_cells(
+        both, cells=cells, difference="delta", count="count", seed=seed, alternative=alternative
+    ).select(*cells, "p_value")
+    sparse = both.group_by(cells).agg(
+        (
+            (pl.col("count").filter(pl.col("delta") != 0).sum() < stats.SPARSE_NONZERO_CLUSTERS)
+            | (pl.col("count").sum() < stats.SPARSE_CLUSTERS)
+        ).alias("sparse")
+    )
+    return flip.join(sparse, on=cells, how="full", coalesce=True, nulls_equal=True)
 
 
 def rescue_overlap(
