@@ -750,9 +750,14 @@ def compare_agents(
     1
     """
     k = check_k(k)
-    _check_statistics("bootstrap", confidence, n_resamples, seed, ci_method)
-    require_one_of("alternative", alternative, stats.ALTERNATIVES)
-    require_one_of("adjust", adjust, stats.ADJUST_METHODS)
+    stats.check_resampling(
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+        alternative=alternative,
+        adjust=adjust,
+    )
     if alternative != "two-sided" and confidence <= 0.5:
         raise ParameterError(
             f"parameter `confidence` is {confidence!r}; a one-sided interval needs a confidence "
