@@ -1205,7 +1205,7 @@ def _summary_finish(
 def barrier_drop(
     scored: pl.LazyFrame | pl.DataFrame,
     *,
-    by: Sequence[str] | None = None,
+    by: Sequence[str] = (),
     cluster: str = "goal_id",
     n_resamples: int = 10_000,
     confidence: float = 0.95,
@@ -1227,8 +1227,8 @@ def barrier_drop(
     scored
         The output of :func:`score`, with a ``goal_id`` column (from ``cases``).
     by
-        Grouping columns; the default ``None`` means ``("model",)`` when ``scored`` has a
-        ``model`` column and no grouping otherwise. ``regime`` cannot be a grouping column.
+        Grouping columns (default none: one row); e.g. ``("model",)``. ``regime`` cannot be
+        one: the drop compares the regimes.
     cluster
         The pairing and resampling unit (default ``goal_id``).
     n_resamples, confidence, ci_method, seed
@@ -1289,7 +1289,7 @@ def _drop_partial(
     frames: Mapping[str, pl.LazyFrame],
     state: object,
     *,
-    by: Sequence[str] | None,
+    by: Sequence[str],
     cluster: str,
     ci_method: str,
 ) -> dict[str, pl.LazyFrame]:
@@ -1307,12 +1307,8 @@ def _drop_done(parts: dict[str, pl.DataFrame], *, cluster: str, **options: Any) 
     return _drop_finish(per_goal, by, cluster, **options)
 
 
-def _drop_plan(
-    schema: pl.Schema, by: Sequence[str] | None, cluster: str, ci_method: str
-) -> list[str]:
+def _drop_plan(schema: pl.Schema, by: Sequence[str], cluster: str, ci_method: str) -> list[str]:
     """Check the parameters of :func:`barrier_drop`; return the grouping columns."""
-    if by is None:
-        by = ("model",) if "model" in schema else ()
     by = _check_by(by, schema, "by")
     if "regime" in by:
         raise ParameterError(

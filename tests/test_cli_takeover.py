@@ -53,7 +53,7 @@ def test_writes_one_parquet_per_table(cli: Callable, tmp_path: Path) -> None:
     assert latency.select("annotated", "surfaced", "at_final_step").row(0) == (619, 602, 361)
     comparison = pl.read_parquet(tmp_path / "comparison.parquet")
     assert comparison["depth"].to_list() == [0, 5, 10, 15, 20, 25]
-    assert set(comparison["agent_a"]) == {"agent_a"}
+    assert set(comparison["a"]) == {"agent_a"}
     eligibility = pl.read_parquet(tmp_path / "eligibility.parquet")
     assert eligibility.height == 6
     assert pl.read_parquet(tmp_path / "leakage.parquet").height == 0

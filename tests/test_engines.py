@@ -637,7 +637,7 @@ def test_cli_goal_on_spark_writes_scored_episodes_as_a_directory(
     assert pl.read_parquet(episodes / "*.parquet").height == expected.height
     by = ("model", "regime")
     same(goal.summarize(expected, by=by, n_resamples=100), pl.read_parquet(summary))
-    same(goal.barrier_drop(expected, n_resamples=100), pl.read_parquet(drop))
+    same(goal.barrier_drop(expected, by=("model",), n_resamples=100), pl.read_parquet(drop))
 
 
 def test_cli_engine_options_are_checked(

@@ -1104,7 +1104,7 @@ def test_barrier_drop_hand_computed() -> None:
     log.case("g3-rec", "recoverable", COPY_WORLD, goal_id="g3").episode(
         "a5", "g3-rec", model="m1", visited=("mirror",), cited=("mirror",)
     )
-    out = goal.barrier_drop(score_log(log), n_resamples=500)
+    out = goal.barrier_drop(score_log(log), by=("model",), n_resamples=500)
     assert out["model"].to_list() == ["m1", "m2"]
     m1, m2 = out.rows(named=True)
     # m1: free 2/2, with barriers 1/2 (g3 unpaired); m2: free 1/2, with 1/2
@@ -1137,7 +1137,7 @@ def test_barrier_drop_group_without_pairs_has_no_row() -> None:
     scored = score_log(summary_log()).filter(
         (pl.col("model") == "m1") | (pl.col("regime") == "barrier_free")
     )
-    out = goal.barrier_drop(scored, n_resamples=200)
+    out = goal.barrier_drop(scored, by=("model",), n_resamples=200)
     assert out["model"].to_list() == ["m1"]
 
 

@@ -905,8 +905,8 @@ def test_rescue_overlap(frame_kind: Callable) -> None:
     )
     got = paired.rescue_overlap(frame_kind(frame), "refresh", "content_ablated")
     assert got.row(0, named=True) == {
-        "method_a": "refresh",
-        "method_b": "content_ablated",
+        "a": "refresh",
+        "b": "content_ablated",
         "condition": "stale2",
         "delay": 4,
         "n_a": 3,

@@ -204,7 +204,7 @@ def goal_by_model(scored: pl.DataFrame) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def drop(scored: pl.DataFrame) -> pl.DataFrame:
-    return goal.barrier_drop(scored, n_resamples=RESAMPLES)
+    return goal.barrier_drop(scored, by=("model",), n_resamples=RESAMPLES)
 
 
 @pytest.fixture(scope="module")

@@ -543,7 +543,7 @@ def test_compare_agents_hand_example(
         rng=stats.cell_rng(3, (0,)),
     )
     assert (got["ci_low"], got["ci_high"]) == (boot.ci_low, boot.ci_high)
-    assert (got["agent_a"], got["agent_b"], got["k"]) == ("a", "b", 3)
+    assert (got["a"], got["b"], got["k"]) == ("a", "b", 3)
 
 
 def test_compare_agents_by_depth(states_df: pl.DataFrame, attempts_df: pl.DataFrame) -> None:
@@ -1064,3 +1064,13 @@ def test_off_funnel_identities_hold_on_the_sample() -> None:
     assert (
         summary["n_passed"] == summary["aware_fixed_derived_passed"] + summary["off_funnel_passed"]
     ).all()
+
+
+def test_compare_agents_n_permutations_is_a_deprecated_alias() -> None:
+    tables = synth.generate("takeover", 20, seed=1)
+    args = (tables["states"], tables["attempts"], "agent_a", "agent_b")
+    with pytest.warns(DeprecationWarning, match=r"parameter `n_permutations` is deprecated"):
+        old = takeover.compare_agents(*args, n_resamples=200, n_permutations=100_000)
+    assert old.equals(takeover.compare_agents(*args, n_resamples=200))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'n_flips'"):
+        takeover.compare_agents(*args, n_flips=10)

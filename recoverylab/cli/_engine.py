@@ -99,5 +99,7 @@ def goal(
     drop = None
     if args.drop_out is not None:
         progress("pairing barrier-free and barrier cases by goal on Spark")
-        drop = protocol.barrier_drop(scored, engine=spark, **statistics)
+        drop = protocol.barrier_drop(
+            scored, by=[c for c in scored.columns if c == "model"], engine=spark, **statistics
+        )
     return summary, drop

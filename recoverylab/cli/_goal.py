@@ -128,7 +128,9 @@ def _score_and_summarise(
         drop = None
         if args.drop_out is not None:
             progress("pairing barrier-free and barrier cases by goal")
-            drop = goal.barrier_drop(scored, **statistics)
+            # the drop is per model when the episodes name one (as the report shows it)
+            by_model = ("model",) if "model" in scored.collect_schema() else ()
+            drop = goal.barrier_drop(scored, by=by_model, **statistics)
         if keep is not None:
             # staged with the command's other outputs: all are committed together, or none
             rows = scored.select(pl.len()).collect().item()
@@ -181,7 +183,8 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     progress("goal: barrier drop by model")
     written.append(
         write_parquet(
-            goal.barrier_drop(scored_lazy, n_resamples=2_000), out / "synthetic_drop.parquet"
+            goal.barrier_drop(scored_lazy, by=("model",), n_resamples=2_000),
+            out / "synthetic_drop.parquet",
         )
     )
     return written

@@ -344,7 +344,8 @@ def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -
     ]
     if "goal_id" in scored.columns:
         progress("goal: barrier drop paired by goal")
-        drop = goal.barrier_drop(scored, **settings)
+        models = [c for c in scored.columns if c == "model"]  # per model when there are models
+        drop = goal.barrier_drop(scored, by=models, **settings)
         if _has_rows(drop, "the barrier drop (no goal has both sides)", progress):
             sections.append(report.drop_section(drop, provenance))
     return sections
@@ -395,48 +396,72 @@ def _with_cohort(frame: pl.DataFrame, cohort: str, before: str) -> pl.DataFrame:
     return frame.select(*columns[:at], pl.lit(cohort).alias("cohort"), *columns[at:])
 
 
+class _Demo:
+    """The demo outputs under one directory: which exist, and reading them."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.samples = samples_dir()
+
+    def have(self, *names: str) -> bool:
+        return all((self.out_dir / name).is_file() for name in names)
+
+    def load(self, name: str) -> pl.DataFrame:
+        return pl.read_parquet(self.out_dir / name)
+
+
 def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Section]:
     """Report sections of the results the demos wrote into ``out_dir`` (missing ones skipped)."""
+    demo = _Demo(out_dir)
+    return [
+        *_demo_paired(demo, progress),
+        *_demo_overlap_and_policy(demo),
+        *_demo_router(demo, progress),
+        *_demo_goal(demo, progress),
+        *_demo_takeover(demo, progress),
+    ]
+
+
+def _demo_paired(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+    """Rescue/harm, effect and contrast sections of both cohorts of the main forks."""
     from recoverylab import report
 
-    samples = samples_dir()
-    sections: list[Section] = []
+    if not demo.have("paired/main_full_summary.parquet", "paired/main_factual_summary.parquet"):
+        return []
+    progress("report: paired sections")
+    provenance = _provenance(
+        [("forks", [demo.samples / "paired" / "main_forks.parquet"])],
+        **DEMO_SETTINGS["paired"],
+        settings=[("cohort", "full and factual_success (both shown)")],
+    )
 
-    def have(*names: str) -> bool:
-        return all((out_dir / name).is_file() for name in names)
-
-    def load(name: str) -> pl.DataFrame:
-        return pl.read_parquet(out_dir / name)
-
-    paired_dir = samples / "paired"
-    cohorts = [("cohort", "full and factual_success (both shown)")]
-    if have("paired/main_full_summary.parquet", "paired/main_factual_summary.parquet"):
-        progress("report: paired sections")
-        provenance = _provenance(
-            [("forks", [paired_dir / "main_forks.parquet"])],
-            **DEMO_SETTINGS["paired"],
-            settings=cohorts,
-        )
-        summary = pl.concat(
+    def both_cohorts(kind: str, before: str) -> pl.DataFrame:
+        return pl.concat(
             [
-                _with_cohort(load(f"paired/main_{tag}_summary.parquet"), cohort, "n")
+                _with_cohort(demo.load(f"paired/main_{tag}_{kind}.parquet"), cohort, before)
                 for tag, cohort in (("full", "full"), ("factual", "factual_success"))
             ]
         )
-        sections += [
-            report.rescue_harm_section(summary, provenance),
-            report.effect_section(summary, provenance),
-        ]
-        if have("paired/main_full_contrast.parquet", "paired/main_factual_contrast.parquet"):
-            contrasts = pl.concat(
-                [
-                    _with_cohort(load(f"paired/main_{tag}_contrast.parquet"), cohort, "n_tasks")
-                    for tag, cohort in (("full", "full"), ("factual", "factual_success"))
-                ]
-            )
-            sections.append(report.contrast_section(contrasts, provenance))
-    if have("paired/mechanism_overlap.parquet", "paired/mechanism_exclusions.parquet"):
-        excluded = load("paired/mechanism_exclusions.parquet")
+
+    summary = both_cohorts("summary", "n")
+    sections = [
+        report.rescue_harm_section(summary, provenance),
+        report.effect_section(summary, provenance),
+    ]
+    if demo.have("paired/main_full_contrast.parquet", "paired/main_factual_contrast.parquet"):
+        contrasts = both_cohorts("contrast", "n_tasks")
+        sections.append(report.contrast_section(contrasts, provenance))
+    return sections
+
+
+def _demo_overlap_and_policy(demo: _Demo) -> list[Section]:
+    """Build the mechanism overlap (with its exclusions) and the policy sections."""
+    from recoverylab import report
+
+    paired_dir = demo.samples / "paired"
+    sections = []
+    if demo.have("paired/mechanism_overlap.parquet", "paired/mechanism_exclusions.parquet"):
+        excluded = demo.load("paired/mechanism_exclusions.parquet")
         reasons = excluded.group_by("reason").agg(pl.col("rows").sum()).sort("reason")
         provenance = replace(
             _provenance(
@@ -447,10 +472,9 @@ def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Sectio
             ),
             exclusions=tuple(zip(reasons["reason"], reasons["rows"], strict=True)),
         )
-        sections.append(
-            report.overlap_section(load("paired/mechanism_overlap.parquet"), provenance)
-        )
-    if have("paired/policy_summary.parquet"):
+        overlap = demo.load("paired/mechanism_overlap.parquet")
+        sections.append(report.overlap_section(overlap, provenance))
+    if demo.have("paired/policy_summary.parquet"):
         provenance = _provenance(
             [
                 ("decisions", [paired_dir / "policy_decisions.parquet"]),
@@ -458,55 +482,79 @@ def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Sectio
             ],
             **DEMO_SETTINGS["paired"],
         )
-        sections.append(report.policy_section(load("paired/policy_summary.parquet"), provenance))
-    if have("router_evaluation.parquet"):
-        progress("report: router section")
-        router_dir = samples / "router"
-        provenance = _provenance(
-            [
-                ("decision_points", [router_dir / "test" / "decision_points.parquet"]),
-                ("forks", [router_dir / "test" / "forks.parquet"]),
-            ],
-            **DEMO_SETTINGS["router"],
-            settings=[
-                ("fitted on", _shown([router_dir / "train"])),
-                ("rule", "router_rule.json (written by the demo)"),
-            ],
-        )
-        sections.append(_router_section(load("router_evaluation.parquet"), provenance))
-        if have("router_toc.parquet", "router_uplift.parquet"):
-            from recoverylab.cli._router import UPLIFT_DEMO_RESAMPLES
+        policy = demo.load("paired/policy_summary.parquet")
+        sections.append(report.policy_section(policy, provenance))
+    return sections
 
-            uplift_provenance = replace(provenance, n_resamples=UPLIFT_DEMO_RESAMPLES)
-            curves, metrics = load("router_toc.parquet"), load("router_uplift.parquet")
-            sections.append(report.toc_section(curves, metrics, uplift_provenance))
-    goal_dir = samples / "goal" / "synthetic"
-    if have("goal/synthetic_by_model.parquet", "goal/synthetic_summary.parquet"):
-        progress("report: goal sections")
-        provenance = _provenance(
-            [(name, [goal_dir / name]) for name in _GOAL_TABLES], **DEMO_SETTINGS["goal"]
-        )
-        sections += [
-            report.ts_section(load("goal/synthetic_by_model.parquet"), provenance),
-            report.reasons_section(load("goal/synthetic_summary.parquet"), provenance),
-        ]
-        if have("goal/synthetic_drop.parquet"):
-            sections.append(report.drop_section(load("goal/synthetic_drop.parquet"), provenance))
-    if have("takeover/summary.parquet", "takeover/summary_by_agent.parquet"):
-        progress("report: takeover sections")
-        takeover_dir = samples / "takeover"
-        provenance = _provenance(
-            [(name, [takeover_dir / f"{name}.parquet"]) for name in _TAKEOVER_TABLES],
-            **DEMO_SETTINGS["takeover"],
-            settings=[("k", "3"), ("interval", "workflow cluster bootstrap (percentile)")],
-        )
-        sections += [
-            report.depth_section(load("takeover/summary.parquet"), provenance),
-            report.funnel_section(load("takeover/summary_by_agent.parquet"), provenance),
-        ]
-        if have("takeover/reliability.parquet"):
-            reliability = load("takeover/reliability.parquet")
-            sections.append(report.reliability_section(reliability, provenance))
+
+def _demo_router(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+    """Build the router evaluation and, when written, its uplift (TOC) section."""
+    from recoverylab import report
+    from recoverylab.cli._router import DEMO_FILES, UPLIFT_DEMO_RESAMPLES
+
+    if not demo.have(DEMO_FILES["evaluation"]):
+        return []
+    progress("report: router section")
+    router_dir = demo.samples / "router"
+    provenance = _provenance(
+        [
+            ("decision_points", [router_dir / "test" / "decision_points.parquet"]),
+            ("forks", [router_dir / "test" / "forks.parquet"]),
+        ],
+        **DEMO_SETTINGS["router"],
+        settings=[
+            ("fitted on", _shown([router_dir / "train"])),
+            ("rule", f"{DEMO_FILES['rule']} (written by the demo)"),
+        ],
+    )
+    sections = [_router_section(demo.load(DEMO_FILES["evaluation"]), provenance)]
+    if demo.have(DEMO_FILES["toc"], DEMO_FILES["uplift"]):
+        uplift_provenance = replace(provenance, n_resamples=UPLIFT_DEMO_RESAMPLES)
+        curves, metrics = demo.load(DEMO_FILES["toc"]), demo.load(DEMO_FILES["uplift"])
+        sections.append(report.toc_section(curves, metrics, uplift_provenance))
+    return sections
+
+
+def _demo_goal(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+    """Task success by model, failure reasons and the barrier drop of the synthetic set."""
+    from recoverylab import report
+
+    if not demo.have("goal/synthetic_by_model.parquet", "goal/synthetic_summary.parquet"):
+        return []
+    progress("report: goal sections")
+    goal_dir = demo.samples / "goal" / "synthetic"
+    provenance = _provenance(
+        [(name, [goal_dir / name]) for name in _GOAL_TABLES], **DEMO_SETTINGS["goal"]
+    )
+    sections = [
+        report.ts_section(demo.load("goal/synthetic_by_model.parquet"), provenance),
+        report.reasons_section(demo.load("goal/synthetic_summary.parquet"), provenance),
+    ]
+    if demo.have("goal/synthetic_drop.parquet"):
+        sections.append(report.drop_section(demo.load("goal/synthetic_drop.parquet"), provenance))
+    return sections
+
+
+def _demo_takeover(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+    """Depth, funnel and (when written) reliability sections of the takeover sample."""
+    from recoverylab import report
+
+    if not demo.have("takeover/summary.parquet", "takeover/summary_by_agent.parquet"):
+        return []
+    progress("report: takeover sections")
+    takeover_dir = demo.samples / "takeover"
+    provenance = _provenance(
+        [(name, [takeover_dir / f"{name}.parquet"]) for name in _TAKEOVER_TABLES],
+        **DEMO_SETTINGS["takeover"],
+        settings=[("k", "3"), ("interval", "workflow cluster bootstrap (percentile)")],
+    )
+    sections = [
+        report.depth_section(demo.load("takeover/summary.parquet"), provenance),
+        report.funnel_section(demo.load("takeover/summary_by_agent.parquet"), provenance),
+    ]
+    if demo.have("takeover/reliability.parquet"):
+        reliability = demo.load("takeover/reliability.parquet")
+        sections.append(report.reliability_section(reliability, provenance))
     return sections
 
 

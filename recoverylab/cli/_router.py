@@ -45,6 +45,15 @@ _POLICIES = ("router", "anomaly", "rate_matched")
 #: Task resamples of the demo's uplift evaluation.
 UPLIFT_DEMO_RESAMPLES = 2_000
 
+#: The files ``recoverylab demo`` writes for the router (the report's demo sections read them).
+DEMO_FILES = {
+    "rule": "router_rule.json",
+    "decisions": "router_decisions.parquet",
+    "evaluation": "router_evaluation.parquet",
+    "uplift": "router_uplift.parquet",
+    "toc": "router_toc.parquet",
+}
+
 
 def _delays(text: str) -> tuple[int, ...]:
     try:
@@ -346,11 +355,11 @@ def demo(out_dir: Path, progress: Progress) -> list[Path]:
     router = Router().fit(train_points, train_forks, features)
     anomaly = AnomalyRouter().fit(train_points, train_forks, features)
     matched = RateMatchedAnomaly.matching(router).fit(train_points, train_forks, features)
-    rule = router.to_json(out_dir / "router_rule.json")
+    rule = router.to_json(out_dir / DEMO_FILES["rule"])
     progress("router: deciding and evaluating on the held-out test sample")
-    decisions = write_parquet(router.decide(test_points), out_dir / "router_decisions.parquet")
+    decisions = write_parquet(router.decide(test_points), out_dir / DEMO_FILES["decisions"])
     table = compare([router, anomaly, matched, Never()], test_points, test_forks)
-    evaluation = write_parquet(table, out_dir / "router_evaluation.parquet")
+    evaluation = write_parquet(table, out_dir / DEMO_FILES["evaluation"])
     progress("router: uplift (TOC, RATE) of the router and the anomaly baselines")
     lift = uplift(
         {
@@ -363,6 +372,6 @@ def demo(out_dir: Path, progress: Progress) -> list[Path]:
         test_forks,
         n_resamples=UPLIFT_DEMO_RESAMPLES,
     )
-    metrics = write_parquet(lift.metrics, out_dir / "router_uplift.parquet")
-    curves = write_parquet(lift.curves, out_dir / "router_toc.parquet")
+    metrics = write_parquet(lift.metrics, out_dir / DEMO_FILES["uplift"])
+    curves = write_parquet(lift.curves, out_dir / DEMO_FILES["toc"])
     return [rule, decisions, evaluation, metrics, curves]

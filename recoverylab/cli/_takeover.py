@@ -216,39 +216,25 @@ def tables(
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
 
-    frames: dict[str, pl.DataFrame] = {}
+    scope: dict[str, Any] = {"k": k, "common_sample": common_sample}
+    settings: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
     state_by = tuple(c for c in by if c in states.collect_schema())
     progress("counting eligible and rejected states")
-    frames["eligibility"] = _eager(takeover.eligibility(states, by=state_by))
+    frames = {"eligibility": _eager(takeover.eligibility(states, by=state_by))}
     progress(f"summarising by {', '.join(by)} ({interval} intervals)")
     on_spark = engine != "polars" and sources is not None
+    inputs: tuple[object, object] = sources if on_spark and sources else (states, attempts)
+    both = {**scope, "common_states": common_states}
     frames["summary"] = takeover.summarize(
-        sources[0] if on_spark and sources is not None else states,
-        sources[1] if on_spark and sources is not None else attempts,
-        by=by,
-        k=k,
-        common_sample=common_sample,
-        common_states=common_states,
-        interval=interval,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        ci_method=ci_method,
-        seed=seed,
-        engine=engine,
+        inputs[0], inputs[1], by=by, interval=interval, engine=engine, **both, **settings
     )
     progress("pass^k, flip rate and ICC of repeats")
-    frames["reliability"] = takeover.reliability(
-        states,
-        attempts,
-        by=by,
-        k=k,
-        common_sample=common_sample,
-        common_states=common_states,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        ci_method=ci_method,
-        seed=seed,
-    )
+    frames["reliability"] = takeover.reliability(states, attempts, by=by, **both, **settings)
     progress("aware vs unaware pass rates (association)")
     frames["awareness"] = _eager(
         takeover.awareness_split(
@@ -264,18 +250,26 @@ def tables(
         a, b = compare
         progress(f"comparing {a} and {b} on common states")
         frames["comparison"] = takeover.compare_agents(
-            states,
-            attempts,
-            a,
-            b,
-            by=tuple(c for c in by if c != "agent"),
-            k=k,
-            common_sample=common_sample,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            ci_method=ci_method,
-            seed=seed,
+            states, attempts, a, b, by=tuple(c for c in by if c != "agent"), **scope, **settings
         )
+    return {
+        **frames,
+        **_annotation_tables(states, failures, mutations, min_catch, confidence, progress),
+    }
+
+
+def _annotation_tables(
+    states: pl.LazyFrame,
+    failures: pl.LazyFrame | None,
+    mutations: pl.LazyFrame | None,
+    min_catch: float,
+    confidence: float,
+    progress: Callable[[str], None],
+) -> dict[str, pl.DataFrame]:
+    """Failure latency, the verifier mutation gate and split leakage, where the data allows."""
+    from recoverylab import takeover  # imported when the command runs, not at --help
+
+    frames = {}
     if failures is not None:
         progress("failure latency")
         frames["latency"] = _eager(takeover.latency(failures, confidence=confidence))

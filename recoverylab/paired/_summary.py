@@ -263,7 +263,7 @@ def _partials(
 def partials(
     forks: object,
     *,
-    by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = (),
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     design: Design | None = None,
@@ -458,7 +458,7 @@ def _rate(numerator: pl.Expr, name: str) -> pl.Expr:
 def summarize(
     forks: object,
     *,
-    by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = (),
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     confidence: float = 0.95,
@@ -669,7 +669,7 @@ def statistics_options(
 def summary_plan(
     forks: object,
     *,
-    by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = (),
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     confidence: float = 0.95,
@@ -700,7 +700,7 @@ def contrast(
     a: str,
     b: str,
     *,
-    by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = (),
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     confidence: float = 0.95,
@@ -831,7 +831,7 @@ def contrast_plan(
     a: str,
     b: str,
     *,
-    by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = (),
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     confidence: float = 0.95,
@@ -966,24 +966,13 @@ def contrast_finish(
         pl.lit(2.0).alias("ci_high") if alternative == "greater" else "ci_high",
         pl.lit(method).alias("ci_method"),
     )
-    both = types.filter((pl.col("n_a") > 0) & (pl.col("n_b") > 0)).with_columns(
-        (pl.col("d_a") / pl.col("n_a") - pl.col("d_b") / pl.col("n_b")).alias("delta")
-    )
-    flip = stats.sign_flip_cells(
-        both, cells=cells, difference="delta", count="count", seed=seed, alternative=alternative
-    ).select(*cells, "p_value")
-    sparse = both.group_by(cells).agg(
-        (
-            (pl.col("count").filter(pl.col("delta") != 0).sum() < stats.SPARSE_NONZERO_CLUSTERS)
-            | (pl.col("count").sum() < stats.SPARSE_CLUSTERS)
-        ).alias("sparse")
-    )
     effect_a = pl.col("d_a") / pl.col("n_a")
     effect_b = pl.col("d_b") / pl.col("n_b")
     result = (
         counts.join(boot, on=cells, how="left", nulls_equal=True)
-        .join(flip, on=cells, how="left", nulls_equal=True)
-        .join(sparse, on=cells, how="left", nulls_equal=True)
+        .join(
+            _contrast_test(types, cells, seed, alternative), on=cells, how="left", nulls_equal=True
+        )
         .select(
             pl.lit(a).alias("a"),
             pl.lit(b).alias("b"),
@@ -1008,12 +997,31 @@ def contrast_finish(
     return result
 
 
+def _contrast_test(
+    types: pl.DataFrame, cells: list[str], seed: int, alternative: str
+) -> pl.DataFrame:
+    """Per cell: the sign-flip p-value over tasks paired in both conditions, and ``sparse``."""
+    both = types.filter((pl.col("n_a") > 0) & (pl.col("n_b") > 0)).with_columns(
+        (pl.col("d_a") / pl.col("n_a") - pl.col("d_b") / pl.col("n_b")).alias("delta")
+    )
+    flip = stats.sign_flip_cells(
+        both, cells=cells, difference="delta", count="count", seed=seed, alternative=alternative
+    ).select(*cells, "p_value")
+    sparse = both.group_by(cells).agg(
+        (
+            (pl.col("count").filter(pl.col("delta") != 0).sum() < stats.SPARSE_NONZERO_CLUSTERS)
+            | (pl.col("count").sum() < stats.SPARSE_CLUSTERS)
+        ).alias("sparse")
+    )
+    return flip.join(sparse, on=cells, how="full", coalesce=True, nulls_equal=True)
+
+
 def rescue_overlap(
     forks: object,
     a: str | None = None,
     b: str | None = None,
     *,
-    by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = (),
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     engine: object = "polars",
@@ -1039,8 +1047,8 @@ def rescue_overlap(
     Returns
     -------
     pl.DataFrame
-        One row per (condition, delay, *by*) where either method has pairs: ``method_a``,
-        ``method_b`` (labels), condition, delay, *by*, ``n_a``, ``n_b`` (pairs), ``n_both``
+        One row per (condition, delay, *by*) where either method has pairs: ``a``,
+        ``b`` (the two methods), condition, delay, *by*, ``n_a``, ``n_b`` (pairs), ``n_both``
         (episodes paired under both), ``rescue_a``, ``rescue_b``, ``rescue_both``.
 
     Raises
@@ -1159,6 +1167,6 @@ def _overlap_finish(
     counts = parts["counts"].group_by(cells).agg(pl.col(c).sum() for c in _OVERLAP_COUNTS)
     return (
         counts.filter((pl.col("n_a") + pl.col("n_b")) > 0)
-        .select(pl.lit(a).alias("method_a"), pl.lit(b).alias("method_b"), *cells, *_OVERLAP_COUNTS)
+        .select(pl.lit(a).alias("a"), pl.lit(b).alias("b"), *cells, *_OVERLAP_COUNTS)
         .sort(cells, nulls_last=False)
     )

@@ -107,42 +107,7 @@ def rescue_harm(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     >>> chart = report.rescue_harm(summary)  # doctest: +SKIP
     """
     alt = altair()
-    cells, extra = _cells(summary, "rescue_harm")
-    cells = cells.with_columns(
-        pp("effect"),
-        pp("ci_low"),
-        pp("ci_high"),
-        pl.concat_str(pl.col("method"), pl.col("group"), separator=SEP).alias("panel")
-        if extra
-        else pl.col("method").alias("panel"),
-    )
-    shares = [
-        cells.with_columns(
-            pl.lit(outcome).alias("outcome"),
-            pl.col(outcome).alias("count"),
-            positive_zero(sign * pl.col(outcome) / pl.col("n") * 100).alias("share_pp"),
-        )
-        for outcome, sign in (("rescue", 1), ("harm", -1))
-    ]
-    data = slim(
-        pl.concat(shares),
-        [
-            *_CELL,
-            "panel",
-            "outcome",
-            "count",
-            "n",
-            "share_pp",
-            "effect_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "n_tasks",
-            "rescue",
-            "harm",
-            "p_value",
-        ],
-        [*_CELL, "panel", "outcome"],
-    )
+    data, extra = _rescue_harm_data(summary)
     x = x_band("delay", "delay (actions)")
     bars = (
         alt.Chart()
@@ -184,6 +149,47 @@ def rescue_harm(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         .resolve_scale(x="independent", xOffset="independent")
         .properties(title="Rescue (up) and harm (down) per cell; tick = effect")
     )
+
+
+def _rescue_harm_data(summary: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFrame, list[str]]:
+    """Rescue and harm shares of pairs, one row per cell × outcome; and the extra keys."""
+    cells, extra = _cells(summary, "rescue_harm")
+    cells = cells.with_columns(
+        pp("effect"),
+        pp("ci_low"),
+        pp("ci_high"),
+        pl.concat_str(pl.col("method"), pl.col("group"), separator=SEP).alias("panel")
+        if extra
+        else pl.col("method").alias("panel"),
+    )
+    shares = [
+        cells.with_columns(
+            pl.lit(outcome).alias("outcome"),
+            pl.col(outcome).alias("count"),
+            positive_zero(sign * pl.col(outcome) / pl.col("n") * 100).alias("share_pp"),
+        )
+        for outcome, sign in (("rescue", 1), ("harm", -1))
+    ]
+    data = slim(
+        pl.concat(shares),
+        [
+            *_CELL,
+            "panel",
+            "outcome",
+            "count",
+            "n",
+            "share_pp",
+            "effect_pp",
+            "ci_low_pp",
+            "ci_high_pp",
+            "n_tasks",
+            "rescue",
+            "harm",
+            "p_value",
+        ],
+        [*_CELL, "panel", "outcome"],
+    )
+    return data, extra
 
 
 def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
@@ -342,37 +348,16 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     )
 
 
-def rescue_overlap(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
-    """Which episodes two methods rescue: only the first, both, only the second.
-
-    Parameters
-    ----------
-    frame
-        The output of :func:`recoverylab.paired.rescue_overlap`.
-
-    Returns
-    -------
-    altair.Chart
-        One stacked horizontal bar per (condition, delay, *by*) with up to three segments
-        (segments of zero episodes are not drawn); tooltips carry ``n_a``, ``n_b`` and
-        ``n_both`` (episodes paired under each method and under both).
-
-    Raises
-    ------
-    SchemaError
-        When the frame lacks a column of the overlap.
-    InputError
-        When the frame has no rows.
-    """
-    alt = altair()
-    columns = ("method_a", "method_b", "condition", "delay", "n_a", "n_b", "n_both")
+def _overlap_data(frame: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFrame, pl.Series]:
+    """Overlap segments (only a, both, only b) per cell; and the compared pair's label."""
+    columns = ("a", "b", "condition", "delay", "n_a", "n_b", "n_both")
     data = prepare(
         frame,
         (*columns, "rescue_a", "rescue_b", "rescue_both"),
         "rescue_overlap",
         "recoverylab.paired.rescue_overlap",
     )
-    fixed = ("method_a", "method_b", "condition", "delay")
+    fixed = ("a", "b", "condition", "delay")
     extra = [k for k in keys_before(data, "n_a") if k not in fixed]
     data = data.with_columns(
         pl.concat_str(
@@ -383,9 +368,9 @@ def rescue_overlap(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         ).alias("cell")
     )
     segments = [
-        ("only_a", pl.concat_str(pl.lit("only "), pl.col("method_a")), "rescue_a"),
+        ("only_a", pl.concat_str(pl.lit("only "), pl.col("a")), "rescue_a"),
         ("both", pl.lit("both"), None),
-        ("only_b", pl.concat_str(pl.lit("only "), pl.col("method_b")), "rescue_b"),
+        ("only_b", pl.concat_str(pl.lit("only "), pl.col("b")), "rescue_b"),
     ]
     parts = [
         data.with_columns(
@@ -414,7 +399,34 @@ def rescue_overlap(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         ["cell", "order"],
     )
     require_rows(long, "rescue_overlap")
-    pair = data.select(pl.concat_str("method_a", pl.lit(" and "), "method_b")).to_series()
+    pair = data.select(pl.concat_str("a", pl.lit(" and "), "b")).to_series()
+    return long, pair
+
+
+def rescue_overlap(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
+    """Which episodes two methods rescue: only the first, both, only the second.
+
+    Parameters
+    ----------
+    frame
+        The output of :func:`recoverylab.paired.rescue_overlap`.
+
+    Returns
+    -------
+    altair.Chart
+        One stacked horizontal bar per (condition, delay, *by*) with up to three segments
+        (segments of zero episodes are not drawn); tooltips carry ``n_a``, ``n_b`` and
+        ``n_both`` (episodes paired under each method and under both).
+
+    Raises
+    ------
+    SchemaError
+        When the frame lacks a column of the overlap.
+    InputError
+        When the frame has no rows.
+    """
+    alt = altair()
+    long, pair = _overlap_data(frame)
     return (
         alt.Chart(long)
         .mark_bar()

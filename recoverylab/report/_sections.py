@@ -193,7 +193,7 @@ def overlap_section(
 ) -> Section:
     """Section of :func:`recoverylab.paired.rescue_overlap`: which runs two methods rescue."""
     frame = as_frame(overlap, "rescue_overlap")
-    pair = frame.select(pl.concat_str("method_a", pl.lit(" and "), "method_b").first()).item()
+    pair = frame.select(pl.concat_str("a", pl.lit(" and "), "b").first()).item()
     table = table_html(
         frame,
         [

@@ -113,56 +113,60 @@ def depth_rates(
     k_values = data["k"].unique().to_list()
     k = k_values[0] if len(k_values) == 1 else None
     depth_x = x_band("depth", "depth (steps after the root cause)")
-    columns = []
-    for metric in metrics:
-        denominator = _DENOMINATOR[metric]
-        shown = slim(
-            data.with_columns(
-                pp(metric, "rate_pp"),
-                pp(f"{metric}_ci_low", "low_pp"),
-                pp(f"{metric}_ci_high", "high_pp"),
-                pl.col(denominator).alias("denominator"),
-            ),
-            [
-                "series",
-                "depth",
-                "rate_pp",
-                "low_pp",
-                "high_pp",
-                "denominator",
-                "attempted_states",
-                "eligible_states",
-            ],
-            ["series", "depth"],
-        )
-        title = _metric_title(metric, k)
-        base = alt.Chart(shown).encode(
-            x=depth_x,
-            color=alt.Color("series:N", title=series_title),
-            tooltip=[
-                tip_key("series", series_title),
-                tip_key("depth"),
-                tip_pp("rate_pp", title),
-                tip_pp("low_pp", "CI low"),
-                tip_pp("high_pp", "CI high"),
-                tip_n("denominator", _N_TITLE.get(denominator, f"n ({denominator})")),
-                tip_n("attempted_states", "attempted states"),
-                tip_n("eligible_states", "eligible states"),
-            ],
-        )
-        y = alt.Y("low_pp:Q", title="rate (pp), 95% CI")
-        lines = base.mark_line(strokeWidth=1.5, opacity=0.6).encode(
-            xOffset="series:N", y=alt.Y("rate_pp:Q")
-        )
-        rules = base.mark_rule(strokeWidth=2).encode(xOffset="series:N", y=y, y2="high_pp:Q")
-        points = base.mark_point(filled=True, size=55).encode(
-            xOffset="series:N", y=alt.Y("rate_pp:Q")
-        )
-        top = alt.layer(lines, rules, points).properties(width=300, height=200, title=title)
-        columns.append(alt.vconcat(top, _denominators(data, depth_x, series_title)))
+    columns = [_metric_column(data, m, k, depth_x, series_title) for m in metrics]
     return alt.hconcat(*columns).properties(
         title="By depth; the bars below give each depth's own eligible-state denominator"
     )
+
+
+def _metric_column(
+    data: pl.DataFrame, metric: str, k: int | None, depth_x: object, series_title: str
+) -> alt.VConcatChart:
+    """One metric by depth (rates with intervals) above the depth denominators."""
+    alt = altair()
+    denominator = _DENOMINATOR[metric]
+    shown = slim(
+        data.with_columns(
+            pp(metric, "rate_pp"),
+            pp(f"{metric}_ci_low", "low_pp"),
+            pp(f"{metric}_ci_high", "high_pp"),
+            pl.col(denominator).alias("denominator"),
+        ),
+        [
+            "series",
+            "depth",
+            "rate_pp",
+            "low_pp",
+            "high_pp",
+            "denominator",
+            "attempted_states",
+            "eligible_states",
+        ],
+        ["series", "depth"],
+    )
+    title = _metric_title(metric, k)
+    base = alt.Chart(shown).encode(
+        x=depth_x,
+        color=alt.Color("series:N", title=series_title),
+        tooltip=[
+            tip_key("series", series_title),
+            tip_key("depth"),
+            tip_pp("rate_pp", title),
+            tip_pp("low_pp", "CI low"),
+            tip_pp("high_pp", "CI high"),
+            tip_n("denominator", _N_TITLE.get(denominator, f"n ({denominator})")),
+            tip_n("attempted_states", "attempted states"),
+            tip_n("eligible_states", "eligible states"),
+        ],
+    )
+    y = alt.Y("low_pp:Q", title="rate (pp), 95% CI")
+    lines = base.mark_line(strokeWidth=1.5, opacity=0.6).encode(
+        xOffset="series:N", y=alt.Y("rate_pp:Q")
+    )
+    rules = base.mark_rule(strokeWidth=2).encode(xOffset="series:N", y=y, y2="high_pp:Q")
+    points = base.mark_point(filled=True, size=55).encode(xOffset="series:N", y=alt.Y("rate_pp:Q"))
+    top = alt.layer(lines, rules, points).properties(width=300, height=200, title=title)
+    return alt.vconcat(top, _denominators(data, depth_x, series_title))
 
 
 def _denominators(data: pl.DataFrame, depth_x: object, series_title: str) -> alt.LayerChart:

@@ -8,6 +8,7 @@ lazy query; only those partials are collected, then summed into cells and handed
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -368,37 +369,20 @@ def summarize(
             "parameter `reliability` works on the polars engine only; call "
             "`takeover.reliability` on the same tables instead."
         )
-    result = plan.run(
-        engine,
-        summary_plan(
-            states,
-            attempts,
-            by=by,
-            k=k,
-            common_sample=common_sample,
-            common_states=common_states,
-            interval=interval,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            ci_method=ci_method,
-            seed=seed,
-        ),
-    )
+    options: dict[str, Any] = {
+        "by": by,
+        "k": k,
+        "common_sample": common_sample,
+        "common_states": common_states,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "ci_method": ci_method,
+        "seed": seed,
+    }
+    result = plan.run(engine, summary_plan(states, attempts, interval=interval, **options))
     if not reliability:
         return result
-    return _reliability.join_reliability(
-        result,
-        states,
-        attempts,
-        by=by,
-        k=k,
-        common_sample=common_sample,
-        common_states=common_states,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        ci_method=ci_method,
-        seed=seed,
-    )
+    return _reliability.join_reliability(result, states, attempts, **options)
 
 
 def _group(by: Sequence[str]) -> list[str]:
@@ -702,11 +686,11 @@ def compare_agents(
     confidence: float = 0.95,
     n_resamples: int = 10_000,
     ci_method: str = "percentile",
-    n_permutations: int = 100_000,
     seed: int = 0,
     engine: object = "polars",
     alternative: str = "two-sided",
     adjust: str | None = None,
+    **deprecated: Any,
 ) -> pl.DataFrame:
     """Compare two agents' pass@k on the states both attempted, paired and workflow-clustered.
 
@@ -732,9 +716,9 @@ def compare_agents(
         Within each row group (``by`` without depth), keep only root causes with paired states
         at every depth.
     confidence, n_resamples, ci_method
-        Bootstrap settings.
-    n_permutations
-        Monte Carlo sign flips, used only when no exact method applies.
+        Bootstrap settings. The sign-flip test is exact when the differences are integers;
+        otherwise it draws 100,000 Monte Carlo sign flips, as :func:`recoverylab.paired.contrast`
+        does (the deprecated ``n_permutations`` keyword still sets that count for one release).
     seed
         Seed of the bootstrap and of any Monte Carlo test.
     engine
@@ -750,7 +734,7 @@ def compare_agents(
     -------
     polars.DataFrame
         One row per ``by`` cell where either agent attempted an eligible state, sorted:
-        the ``by`` keys, ``agent_a``, ``agent_b``, ``k``, ``common_states`` (paired states: the
+        the ``by`` keys, ``a``, ``b`` (the two agents), ``k``, ``common_states`` (paired states: the
         denominator), ``root_causes``, ``workflows`` (clusters), ``only_a_states``,
         ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``,
         ``pass_at_k_a``, ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``,
@@ -766,6 +750,11 @@ def compare_agents(
     SchemaError, InputError
         As in :func:`summarize`.
 
+    Warns
+    -----
+    DeprecationWarning
+        When ``n_permutations`` is given.
+
     Examples
     --------
     >>> from recoverylab import synth
@@ -776,9 +765,14 @@ def compare_agents(
     1
     """
     k = check_k(k)
-    _check_statistics("bootstrap", confidence, n_resamples, seed, ci_method)
-    require_one_of("alternative", alternative, stats.ALTERNATIVES)
-    require_one_of("adjust", adjust, stats.ADJUST_METHODS)
+    stats.check_resampling(
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+        alternative=alternative,
+        adjust=adjust,
+    )
     if alternative != "two-sided" and confidence <= 0.5:
         raise ParameterError(
             f"parameter `confidence` is {confidence!r}; a one-sided interval needs a confidence "
@@ -787,33 +781,11 @@ def compare_agents(
     cells = list(as_columns("by", by))
     _check_agents(cells, a, b)
     options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
-    stages = [
-        plan.Stage(
-            "takeover checks",
-            functools.partial(_first_partial, by=("agent", *cells)),
-            functools.partial(_compare_first, a=a, b=b),
-            clustered=False,
-        )
-    ]
-    if common_sample:
-        stages.append(
-            plan.Stage(
-                "depths with paired states",
-                functools.partial(_paired_depths_partial, **options),
-                functools.partial(_depths_combine, by=cells),
-            )
-        )
-    stages.append(
-        plan.Stage(
-            "paired pass@k per workflow",
-            functools.partial(_compare_partial, common_sample=common_sample, **options),
-        )
-    )
     statistics: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
         "ci_method": ci_method,
-        "n_permutations": n_permutations,
+        "sign_flips": _sign_flips(deprecated),
         "seed": seed,
         "alternative": alternative,
         "adjust": adjust,
@@ -822,10 +794,48 @@ def compare_agents(
         engine,
         plan.Plan(
             inputs=_plan_inputs(states, attempts),
-            stages=tuple(stages),
+            stages=_compare_stages(options, common_sample=common_sample),
             finish=functools.partial(_compare_finish, **options, **statistics),
         ),
     )
+
+
+def _compare_stages(options: dict[str, Any], *, common_sample: bool) -> tuple[plan.Stage, ...]:
+    """List the stages: checks (agents named), depths with paired states, workflow partials."""
+    cells, a, b = options["by"], options["a"], options["b"]
+    checks = plan.Stage(
+        "takeover checks",
+        functools.partial(_first_partial, by=("agent", *cells)),
+        functools.partial(_compare_first, a=a, b=b),
+        clustered=False,
+    )
+    depths = plan.Stage(
+        "depths with paired states",
+        functools.partial(_paired_depths_partial, **options),
+        functools.partial(_depths_combine, by=cells),
+    )
+    partials = plan.Stage(
+        "paired pass@k per workflow",
+        functools.partial(_compare_partial, common_sample=common_sample, **options),
+    )
+    return (checks, depths, partials) if common_sample else (checks, partials)
+
+
+def _sign_flips(deprecated: dict[str, Any]) -> int:
+    """Monte Carlo sign flips: the deprecated ``n_permutations`` keyword, else the default."""
+    unknown = [k for k in deprecated if k != "n_permutations"]
+    if unknown:
+        raise TypeError(f"compare_agents() got an unexpected keyword argument {unknown[0]!r}")
+    if "n_permutations" not in deprecated:
+        return SIGN_FLIPS
+    warnings.warn(
+        "compare_agents: parameter `n_permutations` is deprecated and will be removed in the "
+        "next release; the Monte Carlo sign-flip test then draws 100,000 flips, as "
+        "paired.contrast does (`n_resamples` sets the bootstrap).",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return int(deprecated["n_permutations"])
 
 
 def _check_agents(cells: Sequence[str], a: object, b: object) -> None:
@@ -944,6 +954,9 @@ def _compare_partial(
     return {"partials": partials}
 
 
+#: Monte Carlo draws of the sign-flip test when it is not exact (stats.sign_flip_cells' default).
+SIGN_FLIPS = 100_000
+
 _COMPARE_COUNTS = (
     "common_states",
     "root_causes",
@@ -982,7 +995,7 @@ def _compare_finish(
     confidence: float,
     n_resamples: int,
     ci_method: str,
-    n_permutations: int,
+    sign_flips: int,
     seed: int,
     alternative: str = "two-sided",
     adjust: str | None = None,
@@ -1027,7 +1040,7 @@ def _compare_finish(
         clusters,
         cells=stat_cells,
         difference="diff",
-        n_resamples=n_permutations,
+        n_resamples=sign_flips,
         seed=seed,
         alternative=alternative,
     ).select(*cells, "p_value", "p_method")
@@ -1036,8 +1049,8 @@ def _compare_finish(
     else:
         table = table.hstack(_single(boot)).hstack(_single(tests))
     labels = [
-        pl.lit(a).alias("agent_a"),
-        pl.lit(b).alias("agent_b"),
+        pl.lit(a).alias("a"),
+        pl.lit(b).alias("b"),
         pl.lit(k, dtype=pl.Int64).alias("k"),
     ]
     result = table.select(*cells, *labels, *_COMPARE_COLUMNS).sort(
