@@ -73,10 +73,6 @@ ROWS: dict[str, Verb] = {
     "takeover.verifier_gate": lambda t: takeover.verifier_gate(t("mutations")),
 }
 
-#: Takeover's query verbs still answer an eager DataFrame with a DataFrame (their tests assert
-#: it); every other source gives a LazyFrame. Making them lazy always is left to the lead.
-MIRRORS_EAGER = {name for name in ROWS if name.startswith("takeover.")}
-
 
 def _source(kind: str, frame: pl.DataFrame, folder: Path) -> object:
     """``frame`` handed over as ``kind``; files are written under ``folder``."""
@@ -126,9 +122,7 @@ def test_row_level_verbs_read_every_source_and_return_a_lazyframe(
     verb: str, kind: str, tmp_path: Path
 ) -> None:
     got = ROWS[verb](_given(kind, tmp_path))
-    eager = kind == "DataFrame" and verb in MIRRORS_EAGER
-    assert isinstance(got, pl.DataFrame if eager else pl.LazyFrame)
+    assert isinstance(got, pl.LazyFrame)
     expected = ROWS[verb](_given("LazyFrame", tmp_path))
     assert isinstance(expected, pl.LazyFrame)
-    got = got if isinstance(got, pl.DataFrame) else got.collect()
-    assert_frame_equal(_sorted(got), _sorted(expected.collect()))
+    assert_frame_equal(_sorted(got.collect()), _sorted(expected.collect()))

@@ -150,7 +150,7 @@ def test_verifier_catch_rates_follow_the_planted_rate(large: dict[str, pl.DataFr
     assert executed["caught"].mean() == pytest.approx(
         executed["planted_catch_rate"].mean(), abs=0.03
     )
-    gate = takeover.verifier_gate(mutations)
+    gate = takeover.verifier_gate(mutations).collect()
     assert 0 < gate.filter(~pl.col("passes_gate")).height < gate.height * 0.2
 
 

@@ -337,7 +337,7 @@ def test_common_sample_keeps_root_causes_scored_at_every_depth(
     ]
     assert row(out, agent="a", depth=0)["excluded_not_common_sample"] == 1  # s3 (r2)
     assert row(out, agent="a", depth=5)["excluded_not_common_sample"] == 1  # s6 (r4)
-    units = takeover.score(states_df, attempts_df, common_sample=True)
+    units = takeover.score(states_df, attempts_df, common_sample=True).collect()
     kept = units.filter(pl.col("excluded").is_null())
     assert sorted(kept["state_id"].unique().to_list()) == ["s1", "s2"]
     assert set(units["excluded"].drop_nulls().to_list()) == {
@@ -346,11 +346,12 @@ def test_common_sample_keeps_root_causes_scored_at_every_depth(
     }
 
 
-def test_score_is_lazy_for_lazy_input(states_df: pl.DataFrame, attempts_df: pl.DataFrame) -> None:
+def test_score_is_lazy_for_every_input(states_df: pl.DataFrame, attempts_df: pl.DataFrame) -> None:
     lazy = takeover.score(states_df.lazy(), attempts_df.lazy())
     assert isinstance(lazy, pl.LazyFrame)
-    eager = takeover.score(states_df, attempts_df)
-    assert isinstance(eager, pl.DataFrame)
+    from_frames = takeover.score(states_df, attempts_df)
+    assert isinstance(from_frames, pl.LazyFrame)
+    eager = from_frames.collect()
     key = ["state_id", "agent"]
     assert lazy.collect().sort(key).equals(eager.sort(key))
     s4 = eager.filter(pl.col("state_id") == "s4")
@@ -420,11 +421,11 @@ def test_grouping_by_the_cluster_itself(states_df: pl.DataFrame, attempts_df: pl
 
 def test_every_depth_row_shows_its_own_denominator(sample: dict[str, pl.DataFrame]) -> None:
     out = takeover.summarize(sample["states"], sample["attempts"], interval="wilson")
-    slices = takeover.eligibility(sample["states"])
+    slices = takeover.eligibility(sample["states"]).collect()
     joined = out.join(slices, on="depth", suffix="_slice")
     assert (joined["eligible_states"] == joined["eligible_states_slice"]).all()
     assert (joined["rejected_states"] == joined["rejected_states_slice"]).all()
-    units = takeover.score(sample["states"], sample["attempts"])
+    units = takeover.score(sample["states"], sample["attempts"]).collect()
     counts = (
         units.filter(pl.col("excluded").is_null())
         .group_by("agent", "depth")
@@ -443,7 +444,7 @@ def test_every_depth_row_shows_its_own_denominator(sample: dict[str, pl.DataFram
 def test_common_sample_yields_the_same_root_causes_at_every_depth(
     sample: dict[str, pl.DataFrame],
 ) -> None:
-    units = takeover.score(sample["states"], sample["attempts"], common_sample=True)
+    units = takeover.score(sample["states"], sample["attempts"], common_sample=True).collect()
     kept = units.filter(pl.col("excluded").is_null())
     per_depth = kept.group_by("agent", "depth").agg(pl.col("root_cause_id").unique().sort())
     for agent, group in per_depth.group_by("agent"):
@@ -475,7 +476,7 @@ def test_common_states_gives_every_agent_the_same_states(
     per_depth = out.group_by("depth").agg(pl.col("attempted_states").n_unique())
     assert (per_depth["attempted_states"] == 1).all()
     assert out["excluded_not_common_state"].sum() > 0
-    units = takeover.score(sample["states"], sample["attempts"], common_states=True)
+    units = takeover.score(sample["states"], sample["attempts"], common_states=True).collect()
     kept = units.filter(pl.col("excluded").is_null())
     assert (kept.group_by("state_id").agg(pl.len())["len"] == 6).all()
 
@@ -483,7 +484,7 @@ def test_common_states_gives_every_agent_the_same_states(
 def test_latency_reports_602_and_619_as_separate_denominators(
     sample: dict[str, pl.DataFrame],
 ) -> None:
-    out = takeover.latency(sample["failures"])
+    out = takeover.latency(sample["failures"]).collect()
     got = out.row(0, named=True)
     assert (got["annotated"], got["surfaced"], got["never_surfaced"]) == (619, 602, 17)
     assert got["at_final_step"] == 361
@@ -700,7 +701,7 @@ FAILURES = {
 
 
 def test_latency_hand_example(frame_kind: Callable) -> None:
-    result = takeover.latency(frame_kind(pl.DataFrame(FAILURES)))
+    result = takeover.latency(frame_kind(pl.DataFrame(FAILURES))).collect()
     out = result.collect() if isinstance(result, pl.LazyFrame) else result
     got = out.row(0, named=True)
     # latencies of the surfaced: 8, 3, 27 -> median 8; at final step: r1 and r4
@@ -710,7 +711,7 @@ def test_latency_hand_example(frame_kind: Callable) -> None:
     assert got["at_final_step"] == 2
     assert got["final_step_rate"] == pytest.approx(2 / 3)
     assert got["final_step_annotated_rate"] == pytest.approx(2 / 4)
-    by = takeover.latency(pl.DataFrame(FAILURES), by=("source_agent",))
+    by = takeover.latency(pl.DataFrame(FAILURES), by=("source_agent",)).collect()
     assert by.select("source_agent", "annotated", "surfaced", "median_latency").rows() == [
         ("a", 2, 1, 8.0),
         ("b", 2, 2, 15.0),
@@ -726,7 +727,7 @@ def test_latency_with_nothing_surfaced_has_null_latency() -> None:
             "final_step": [5],
         }
     )
-    got = takeover.latency(failures).row(0, named=True)
+    got = takeover.latency(failures).collect().row(0, named=True)
     assert (got["surfaced"], got["median_latency"], got["final_step_rate"]) == (0, None, None)
     assert got["final_step_annotated_rate"] == 0.0
 
@@ -744,7 +745,7 @@ def test_leakage_finds_workflows_and_root_causes_in_two_splits(frame_kind: Calla
     states = pl.DataFrame(STATES).with_columns(
         pl.Series("split", ["train", "test", "test", "test", None, "test"])
     )
-    result = takeover.leakage(frame_kind(states))
+    result = takeover.leakage(frame_kind(states)).collect()
     out = result.collect() if isinstance(result, pl.LazyFrame) else result
     assert out.rows() == [
         ("workflow_id", "w1", 2, ["test", "train"], 2),
@@ -754,7 +755,7 @@ def test_leakage_finds_workflows_and_root_causes_in_two_splits(frame_kind: Calla
 
 
 def test_leakage_empty_and_missing_split(states_df: pl.DataFrame) -> None:
-    clean = takeover.leakage(states_df.with_columns(pl.lit("test").alias("split")))
+    clean = takeover.leakage(states_df.with_columns(pl.lit("test").alias("split"))).collect()
     assert clean.height == 0
     assert clean.columns == ["kind", "id", "n_splits", "splits", "states"]
     with pytest.raises(ParameterError) as info:
@@ -766,7 +767,7 @@ def test_leakage_empty_and_missing_split(states_df: pl.DataFrame) -> None:
 
 def test_leakage_planted_in_synthetic_data() -> None:
     tables = synth.generate("takeover", 60, seed=5, splits=("train", "test"), leak_rate=0.2)
-    out = takeover.leakage(tables["states"])
+    out = takeover.leakage(tables["states"]).collect()
     planted = (
         tables["states"].filter(pl.col("planted_leak"))["workflow_id"].unique().sort().to_list()
     )
@@ -783,14 +784,14 @@ MUTATIONS = {
 
 
 def test_verifier_gate(frame_kind: Callable) -> None:
-    result = takeover.verifier_gate(frame_kind(pl.DataFrame(MUTATIONS)))
+    result = takeover.verifier_gate(frame_kind(pl.DataFrame(MUTATIONS))).collect()
     out = result.collect() if isinstance(result, pl.LazyFrame) else result
     assert out.rows() == [
         ("w1", 4, 3, 1, pytest.approx(1 / 3), False, "low_catch_rate"),
         ("w2", 2, 2, 2, 1.0, True, None),
         ("w3", 2, 0, 0, None, False, "no_executed_mutations"),
     ]
-    lenient = takeover.verifier_gate(pl.DataFrame(MUTATIONS), min_catch=1 / 3)
+    lenient = takeover.verifier_gate(pl.DataFrame(MUTATIONS), min_catch=1 / 3).collect()
     assert lenient["passes_gate"].to_list() == [True, True, False]
 
 
@@ -803,7 +804,7 @@ def test_verifier_gate_at_exactly_half() -> None:
             "caught": [True] * 5 + [False] * 5,
         }
     )
-    assert takeover.verifier_gate(mutations)["passes_gate"].to_list() == [True]
+    assert takeover.verifier_gate(mutations).collect()["passes_gate"].to_list() == [True]
 
 
 def test_verifier_gate_errors() -> None:

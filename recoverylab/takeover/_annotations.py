@@ -13,7 +13,7 @@ import polars as pl
 from recoverylab import stats
 from recoverylab._errors import InputError, ParameterError, format_keys
 from recoverylab.schema import validate
-from recoverylab.takeover._inputs import as_columns, is_eager, sort_keys
+from recoverylab.takeover._inputs import as_columns, sort_keys
 
 
 def _check_by(schema: pl.Schema, by: Sequence[str], table: str) -> list[str]:
@@ -27,9 +27,7 @@ def _check_by(schema: pl.Schema, by: Sequence[str], table: str) -> list[str]:
     return columns
 
 
-def latency(
-    failures: object, *, by: Sequence[str] = (), confidence: float = 0.95
-) -> pl.LazyFrame | pl.DataFrame:
+def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.95) -> pl.LazyFrame:
     """How long root causes stay latent: median steps to surfacing, and where they surface.
 
     Seed: the median root cause surfaced 17 steps later and 60.0 % of the surfaced failures
@@ -49,8 +47,8 @@ def latency(
 
     Returns
     -------
-    polars.LazyFrame or polars.DataFrame
-        Eager if ``failures`` is a DataFrame. One row per ``by`` cell, sorted: the ``by`` keys,
+    polars.LazyFrame
+        One row per ``by`` cell, sorted: the ``by`` keys,
         ``annotated`` (all failures), ``surfaced``, ``never_surfaced``, ``surfaced_rate``
         (surfaced / annotated), ``median_latency``, ``mean_latency``, ``latency_q25``,
         ``latency_q75`` (surfaced_step − root_cause_step over surfaced failures; null if none
@@ -70,7 +68,7 @@ def latency(
     >>> failures = pl.DataFrame({"root_cause_id": ["r1", "r2", "r3"],
     ...     "root_cause_step": [2, 5, 1], "surfaced_step": [10, None, 4],
     ...     "final_step": [10, 30, 9]})
-    >>> latency(failures).select("annotated", "surfaced", "median_latency").row(0)
+    >>> latency(failures).select("annotated", "surfaced", "median_latency").collect().row(0)
     (3, 2, 5.5)
     """
     if not isinstance(confidence, float | int) or not 0 < confidence < 1:
@@ -121,10 +119,10 @@ def latency(
     )
     if keys:
         result = result.sort(sort_keys(schema, keys), nulls_last=False)
-    return result.collect() if is_eager(failures) else result
+    return result
 
 
-def leakage(states: object, *, split: str = "split") -> pl.LazyFrame | pl.DataFrame:
+def leakage(states: object, *, split: str = "split") -> pl.LazyFrame:
     """Workflows and root causes that appear in more than one split.
 
     Seed: everything derived from one workflow (rollouts, states, recoveries) belongs to one
@@ -140,8 +138,8 @@ def leakage(states: object, *, split: str = "split") -> pl.LazyFrame | pl.DataFr
 
     Returns
     -------
-    polars.LazyFrame or polars.DataFrame
-        Eager if ``states`` is a DataFrame. One row per leaked entity, sorted by ``kind`` and
+    polars.LazyFrame
+        One row per leaked entity, sorted by ``kind`` and
         ``id``: ``kind`` (``workflow_id`` or ``root_cause_id``), ``id``, ``n_splits``,
         ``splits`` (sorted list, nulls first) and ``states``. Empty (with these columns) when
         nothing leaks.
@@ -158,7 +156,7 @@ def leakage(states: object, *, split: str = "split") -> pl.LazyFrame | pl.DataFr
     >>> states = pl.DataFrame({"state_id": ["s1", "s2"], "workflow_id": ["w1", "w1"],
     ...     "root_cause_id": ["r1", "r2"], "depth": [0, 0], "replay_ok": [True, True],
     ...     "expected_ok": [True, True], "split": ["train", "test"]})
-    >>> leakage(states).select("kind", "id", "n_splits").rows()
+    >>> leakage(states).select("kind", "id", "n_splits").collect().rows()
     [('workflow_id', 'w1', 2)]
     """
     if not isinstance(split, str):
@@ -188,11 +186,10 @@ def leakage(states: object, *, split: str = "split") -> pl.LazyFrame | pl.DataFr
         )
         for kind in ("workflow_id", "root_cause_id")
     ]
-    result = pl.concat(parts).sort("kind", "id", descending=[True, False])
-    return result.collect() if is_eager(states) else result
+    return pl.concat(parts).sort("kind", "id", descending=[True, False])
 
 
-def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame | pl.DataFrame:
+def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame:
     """Which workflows' verifiers catch at least ``min_catch`` of their executed mutations.
 
     Seed: a frozen verifier is mutation-tested and a workflow is kept only if it caught at least
@@ -208,8 +205,8 @@ def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame 
 
     Returns
     -------
-    polars.LazyFrame or polars.DataFrame
-        Eager if ``mutations`` is a DataFrame. One row per workflow, sorted: ``workflow_id``,
+    polars.LazyFrame
+        One row per workflow, sorted: ``workflow_id``,
         ``mutations``, ``executed``, ``caught``, ``catch_rate`` (caught / executed; null when
         nothing was executed), ``passes_gate`` and ``reason`` (null when it passes, else
         ``low_catch_rate`` or ``no_executed_mutations``).
@@ -228,7 +225,7 @@ def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame 
     >>> mutations = pl.DataFrame({"workflow_id": ["w1", "w1", "w2"],
     ...     "mutation_id": ["m1", "m2", "m1"], "executed": [True, True, True],
     ...     "caught": [True, False, False]})
-    >>> verifier_gate(mutations).select("workflow_id", "catch_rate", "passes_gate").rows()
+    >>> verifier_gate(mutations).select("workflow_id", "catch_rate", "passes_gate").collect().rows()
     [('w1', 0.5, True), ('w2', 0.0, False)]
     """
     if (
@@ -254,7 +251,7 @@ def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame 
             f"`executed` is false (workflow_id/mutation_id {format_keys(sample.rows(), n)}); "
             "only an executed mutation can be caught."
         )
-    result = (
+    return (
         lazy.group_by("workflow_id")
         .agg(
             pl.len().cast(pl.Int64).alias("mutations"),
@@ -279,4 +276,3 @@ def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame 
         )
         .sort("workflow_id")
     )
-    return result.collect() if is_eager(mutations) else result

@@ -51,11 +51,6 @@ def check_k(k: object) -> int:
     return k
 
 
-def is_eager(*frames: object) -> bool:
-    """Whether every input is an eager polars DataFrame (then results are eager too)."""
-    return all(isinstance(f, pl.DataFrame) for f in frames)
-
-
 def load(states: object, attempts: object, by: Sequence[str]) -> Inputs:
     """Validate both tables and sort the ``by`` columns into state-level and attempt-level keys.
 
@@ -394,7 +389,7 @@ def score(
     k: int = 3,
     common_sample: bool = False,
     common_states: bool = False,
-) -> pl.LazyFrame | pl.DataFrame:
+) -> pl.LazyFrame:
     """Score every (state, agent) unit: repeats, outcome counts, pass@1, pass@k, exclusion.
 
     This is the per-unit layer under :func:`summarize`; it is exposed so an analyst can join
@@ -415,8 +410,8 @@ def score(
 
     Returns
     -------
-    polars.LazyFrame or polars.DataFrame
-        Eager if both inputs are DataFrames, else lazy. One row per unit with ``state_id``,
+    polars.LazyFrame
+        One row per unit with ``state_id``,
         the unit keys, ``workflow_id``, ``root_cause_id``, ``depth``, the state-level keys,
         ``repeats``, ``n_passed``, ``n_aware``, ``n_fixed``, ``n_derived``, ``aware_fixed``,
         ``aware_fixed_derived``, ``aware_fixed_derived_passed``, ``aware_passed``,
@@ -442,14 +437,13 @@ def score(
     ...     "repeat": [0, 1, 2], "aware": [True, False, False],
     ...     "root_cause_fixed": [True, False, False], "derived_fixed": [True, False, False],
     ...     "passed": [True, False, False]})
-    >>> score(states, attempts)["pass_at_k"].to_list()
+    >>> score(states, attempts).collect()["pass_at_k"].to_list()
     [1.0]
     """
     k = check_k(k)
     inputs = load(states, attempts, by)
     check_consistency(inputs, k)
-    frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
-    return frame.collect() if is_eager(states, attempts) else frame
+    return scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
 
 
 def scored_units(
@@ -477,7 +471,7 @@ def scored_units(
     )
 
 
-def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFrame | pl.DataFrame:
+def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFrame:
     """Count eligible and rejected states per slice, rejections by reason.
 
     A state is eligible when its replay matched the original trajectory (``replay_ok``) and its
@@ -494,8 +488,8 @@ def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFra
 
     Returns
     -------
-    polars.LazyFrame or polars.DataFrame
-        Eager if ``states`` is a DataFrame. One row per slice, sorted: the ``by`` columns,
+    polars.LazyFrame
+        One row per slice, sorted: the ``by`` columns,
         ``states``, ``eligible_states``, ``rejected_states``, ``rejected_replay_mismatch``,
         ``rejected_missing_expected``, ``eligible_root_causes``, ``eligible_workflows``.
 
@@ -512,7 +506,7 @@ def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFra
     >>> states = pl.DataFrame({"state_id": ["s1", "s2"], "workflow_id": ["w1", "w1"],
     ...     "root_cause_id": ["r1", "r1"], "depth": [0, 5], "replay_ok": [True, False],
     ...     "expected_ok": [True, True]})
-    >>> eligibility(states)["eligible_states"].to_list()
+    >>> eligibility(states).collect()["eligible_states"].to_list()
     [1, 0]
     """
     columns = as_columns("by", by)
@@ -524,8 +518,7 @@ def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFra
             f"parameter `by` names `{missing[0]}`, which is not a column of `states` "
             f"(columns: {', '.join(schema.names())})."
         )
-    result = eligibility_counts(lazy, columns)
-    return result.collect() if is_eager(states) else result
+    return eligibility_counts(lazy, columns)
 
 
 def eligibility_counts(states: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
