@@ -1084,6 +1084,48 @@ def test_policy_errors() -> None:
     assert paired.evaluate_policy(POLICY, two, method="refresh", **FAST).height == 3
 
 
+def test_policy_against_a_reference_policy(frame_kind: Callable) -> None:
+    always = POLICY.with_columns(pl.lit(1, dtype=pl.Int64).alias("delay"))
+    got = paired.evaluate_policy(
+        frame_kind(POLICY), frame_kind(POLICY_FORKS), reference=frame_kind(always), **FAST
+    )
+    rows = got.select(
+        "condition", "n", "base_rate", "policy_rate", "gain", "rescue", "harm", "interventions"
+    ).rows()
+    # policy: a/clean never (T), a/stale2 @1 (T), b/clean @1 (F), b/stale2 @2 (T);
+    # reference, always @1: F, T, F, F.
+    assert rows == [
+        ("clean", 2, 0.0, 0.5, 0.5, 1, 0, 1),
+        ("stale2", 2, 0.5, 1.0, 0.5, 1, 0, 2),
+        (None, 4, 0.25, 0.75, 0.5, 2, 0, 3),
+    ]
+    assert got.row(2, named=True)["p_value"] == 0.5  # two tasks, d = +1 each: 2 of 4 flips
+    itself = paired.evaluate_policy(POLICY, POLICY_FORKS, reference=POLICY, **FAST)
+    assert itself["gain"].to_list() == [0.0] * 3
+    assert itself["p_value"].to_list() == [1.0] * 3
+
+
+def test_policy_reference_errors() -> None:
+    with pytest.raises(InputError) as info:
+        paired.evaluate_policy(POLICY, POLICY_FORKS, reference=POLICY.head(3), **FAST)
+    assert str(info.value) == (
+        "reference: 1 decision has no reference decision (task_id/condition b/stale2); the "
+        "reference decisions must list every episode of `decisions`."
+    )
+    bad = POLICY.with_columns(pl.lit(4, dtype=pl.Int64).alias("delay"))
+    with pytest.raises(InputError) as info:
+        paired.evaluate_policy(POLICY, POLICY_FORKS, reference=bad, **FAST)
+    assert str(info.value) == (
+        "reference: 4 decisions choose a recovery point with no usable `refresh` pair in forks "
+        "(task_id/condition/delay a/clean/4, a/stale2/4, b/clean/4, b/stale2/4); a chosen delay "
+        "needs a recovery row paired with a `none` row (or a task that ended before it)."
+    )
+    with pytest.raises(SchemaError, match=r"^decisions: 1 key appears more than once"):
+        paired.evaluate_policy(
+            POLICY, POLICY_FORKS, reference=POLICY.vstack(POLICY.head(1)), **FAST
+        )
+
+
 def test_policy_by_and_pair_by() -> None:
     forks = pl.concat([POLICY_FORKS.with_columns(pl.lit(m).alias("model")) for m in ("m1", "m2")])
     decisions = pl.concat([POLICY.with_columns(pl.lit(m).alias("model")) for m in ("m1", "m2")])
