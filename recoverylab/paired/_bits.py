@@ -1,5 +1,9 @@
 """Pairing through per-task bit sets: the fast path of the cell counts (ARCHITECTURE §1.3, §3.1).
 
+The pairing rules themselves (baseline rows, the end of a run, the classes of a point and its
+outcome) are those of :mod:`._rules`, applied here to 64-bit words per task instead of rows;
+this module only adds the layout that turns rows into words.
+
 Joining every recovery row to its episode's ``none`` row is the expensive part of the pairing
 (46M probe rows at 1M tasks, and polars runs that join on one core). When no ``none`` row is
 delay-specific there is a cheaper exact route through one group-by over the cluster -- the
@@ -49,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from recoverylab.paired import _rules as rules
 from recoverylab.paired._pairs import Design, Forks
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
 
@@ -150,7 +155,7 @@ def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Surve
         pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
         for n, e in on_keys.items()
     )
-    is_none = pl.col("method") == "none"
+    is_none = rules.is_baseline()
     return Survey(
         counts=counts,
         design=Design(
@@ -237,7 +242,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
     with more than ``MAX_WORDS`` × 63 points, nor to points that break the contract (only a
     guess from the first rows can hold them: the survey's checks raise on them).
     """
-    is_none = (pl.col("method") == "none").fill_null(False)
+    is_none = rules.is_baseline().fill_null(False)
     unusable = (
         (is_none & pl.col("delay").is_not_null())
         | (~is_none & pl.col("delay").is_null())
@@ -255,7 +260,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
         .with_columns(
             pl.col("bit").cast(pl.Int64),
             (pl.col("bit") // _WORD_BITS).cast(pl.Int64).alias("word"),
-            (pl.col("method") == "none").alias("none"),
+            rules.is_baseline().alias("none"),
             point_hash().alias("__hash"),
         )
     )
@@ -290,11 +295,11 @@ def layout(counts: pl.DataFrame) -> Layout | None:
             weight[slot * gaps : (slot + 1) * gaps] = [1] * gaps
             continue
         mine = recovery.filter(pl.col("condition") == condition).select("bit", "word", "delay")
-        for b, w, delay in mine.iter_rows():
-            for g in range(min(delay, gaps - 1) + 1):
-                ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
         for g in range(gaps):
-            before_end = sum(1 for d in mine["delay"] if d < g)
+            for b, w, delay in mine.iter_rows():
+                if rules.after_end(delay, g):
+                    ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
+            before_end = sum(1 for d in mine["delay"] if not rules.after_end(d, g))
             weight[slot * gaps + g] = -before_end % 2**64
     return Layout(
         points=points.drop("__hash"),
@@ -321,12 +326,7 @@ def task_words(
     sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
     if {"perturb_action", "end_action"} <= forks.columns:
         # A null perturb or end never ends: it takes the largest gap, after every point.
-        gap = (
-            (pl.col("end_action") - pl.col("perturb_action"))
-            .clip(0, plan.gaps - 1)
-            .fill_null(plan.gaps - 1)
-            .cast(pl.UInt64)
-        )
+        gap = rules.run_gap().clip(0, plan.gaps - 1).fill_null(plan.gaps - 1).cast(pl.UInt64)
     else:
         gap = _u64(plan.gaps - 1)
     prefix = "prefix_hash" in forks.columns
@@ -499,17 +499,15 @@ def cell_counts(
         rec = _u64(plan.mask(w, recovery))
         present, success, ended = pl.col(f"P{w}") & rec, pl.col(f"S{w}") & rec, pl.col(f"E{w}")
         has_none, y0 = _spread(plan, nones, "P", w), _spread(plan, nones, "S", w)
-        pair = present & has_none & ~ended
-        carried = ~present & has_none & ended & pl.col(f"G{w}")
-        exprs += [
-            (pair & ~y0 & success).alias(f"rescue{w}"),
-            (pair & y0 & ~success).alias(f"harm{w}"),
-            ((pair & y0 & success) | (carried & y0)).alias(f"kept{w}"),
-            ((pair & ~y0 & ~success) | (carried & ~y0)).alias(f"unchanged{w}"),
-            carried.alias(f"carried_forward{w}"),
-            (present & ~has_none).alias(f"unpaired{w}"),
-            (present & has_none & ended).alias(f"after_end{w}"),
-        ]
+        state = rules.standing(present, has_none, ended)
+        # carry-forward only reaches the design grid's points (of the cluster's pair_by keys)
+        carried = state["carried"] & pl.col(f"G{w}")
+        masks = {
+            **rules.outcomes(state["pair"], carried, y0, success),
+            "unpaired": state["unpaired"],
+            "after_end": state["after_end"],
+        }
+        exprs += [masks[name].alias(f"{name}{w}") for name in CLASSES]
     classes = frame.select(*by, *exprs).collect()
     groups = classes.select(by).unique(maintain_order=True) if by else pl.DataFrame()
     if by:
