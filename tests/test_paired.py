@@ -749,12 +749,38 @@ def test_results_do_not_depend_on_row_order_split_extras_or_key_types(
             *([pl.col("model").cast(pl.Categorical)] if "model" in base_frame.columns else []),
         )
         assert_frame_equal(paired.summarize(categorical, n_resamples=100, **kwargs), expected)
+        # integer task ids are grouped as integers (Forks.int_ids), with the same result
+        integer = shuffled.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int32))
+        assert_frame_equal(paired.summarize(integer, n_resamples=100, **kwargs), expected)
         cut = data.draw(st.integers(0, base_frame.height), label="cut")
         folder = tmp_path_factory.mktemp("split")
         base_frame.slice(0, cut).write_parquet(folder / "a.parquet")
         base_frame.slice(cut).write_parquet(folder / "b.parquet")
         files = [str(folder / "a.parquet"), str(folder / "b.parquet")]
         assert_frame_equal(paired.summarize(files, n_resamples=100, **kwargs), expected)
+
+
+def test_integer_task_ids_give_the_errors_of_their_strings() -> None:
+    frame = random_forks(np.random.default_rng(5), tasks=12, exclusions=False)
+    integer = frame.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64) * 7)
+    as_text = integer.with_columns(pl.col("task_id").cast(pl.String))
+    duplicated = [integer.vstack(integer.slice(3, 2)), as_text.vstack(as_text.slice(3, 2))]
+    messages = []
+    for table in duplicated:
+        with pytest.raises(SchemaError) as info:
+            paired.summarize(table, n_resamples=50)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert "more than once" in messages[0]
+    null_success = [
+        t.with_columns(pl.lit(None, dtype=pl.Boolean).alias("success")) for t in duplicated
+    ]
+    messages = []
+    for table in null_success:
+        with pytest.raises(SchemaError) as info:
+            paired.summarize(table, n_resamples=50)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
 
 
 @HYPOTHESIS

@@ -641,14 +641,16 @@ def bit_counts(
     checks = data_checks(_FORKS, forks.lf.collect_schema())
     point_keys = set(_point_keys(forks))
     pending = [e for e in checks.values() if not set(e.meta.root_names()) <= point_keys]
+    # the pass over the rows reads integer task ids as they are (see Forks.int_ids)
+    scan = forks if forks.int_ids is None else Forks(forks.int_ids, forks.pair_by, forks.columns)
     # the design's points too: a shard given the whole table's design needs bits for them
-    guess = layout(_with_design(sample_counts(forks), design))
+    guess = layout(_with_design(sample_counts(scan), design))
     words = None
     if guess is None:
         found = survey(forks, full_key)
     else:
         counts, words = pl.collect_all(
-            [survey_query(forks), task_words(forks, guess, keys, pending)], engine="streaming"
+            [survey_query(scan), task_words(scan, guess, keys, pending)], engine="streaming"
         )
         found = read_survey(forks, counts, full_key)
         violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
@@ -659,7 +661,9 @@ def bit_counts(
     point = ["condition", "method", "delay"]
     if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
         # the first rows missed some points: the same layout function, on every point
-        words = task_words(forks, plan, keys, pending).collect(engine="streaming")
+        words = task_words(scan, plan, keys, pending).collect(engine="streaming")
+    # one row per task from here on: task ids as the canonical table has them (strings)
+    words = words.with_columns(pl.col("task_id").cast(pl.String))
     if extra and words.select(clusters).is_duplicated().any():
         return found, None  # a by value varies within a task: the join keeps each row's value
     check_duplicates(forks, words, plan, keys, full_key)

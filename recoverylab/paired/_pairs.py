@@ -42,6 +42,9 @@ class Forks:
     lf: pl.LazyFrame
     pair_by: tuple[str, ...]
     columns: frozenset[str]
+    int_ids: pl.LazyFrame | None = None
+    """The same table with integer task ids left Int64 (``None`` when they are strings): the
+    per-task group-by of :mod:`._bits` groups this one and casts only its per-task result."""
 
     @property
     def episode(self) -> list[str]:
@@ -90,8 +93,11 @@ def prepare(
                 else "a cell key or a branch-level column; by names extra grouping columns"
             )
             raise ParameterError(f"parameter `{name}` names `{clash[0]}`, which is {role}.")
-    lazy = validate(forks, "forks", key=pair_keys, checks="schema")
-    schema = lazy.collect_schema()
+    ints = validate(forks, "forks", key=pair_keys, checks="schema", integer_ids=True)
+    schema = ints.collect_schema()
+    integer = schema["task_id"].is_integer()
+    # the canonical table: task ids as strings (identical to validate's own cast)
+    lazy = ints.with_columns(pl.col("task_id").cast(pl.String)) if integer else ints
     missing = [k for k in by_keys if k not in schema]
     if missing:
         raise ParameterError(
@@ -114,7 +120,9 @@ def prepare(
     ]
     if categorical:
         lazy = lazy.with_columns(categorical)
-    return Forks(lazy, pair_keys, frozenset(schema.names())), by_keys
+        ints = ints.with_columns(categorical)
+    columns = frozenset(schema.names())
+    return Forks(lazy, pair_keys, columns, ints if integer else None), by_keys
 
 
 @dataclass(frozen=True)
