@@ -120,12 +120,16 @@ def _tables() -> dict[str, pl.DataFrame]:
     decisions = shared_none.select(
         "task_id", "condition", pl.when(digit < 5).then(pl.lit(1)).alias("delay")
     )
+    reference = shared_none.select(
+        "task_id", "condition", pl.when(digit % 3 == 0).then(pl.lit(1)).alias("delay")
+    )
     goal_tables = synth.generate("goal", 10, seed=4, repeats=2)
     scored = goal.score(*(goal_tables[t] for t in GOAL_TABLES)).collect()
     takeover_tables = synth.generate("takeover", 10, seed=2, missing_unit_rate=0.2)
     return {
         "forks": forks,
         "decisions": decisions,
+        "reference": reference,
         "policy_forks": policy_forks,
         **goal_tables,
         "scored": scored,
@@ -154,6 +158,14 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
     ),
     "paired.evaluate_policy": lambda t, e: paired.evaluate_policy(
         t["decisions"], t["policy_forks"], method="refresh", by="model", engine=e, **STATISTICS
+    ),
+    "paired.evaluate_policy[reference]": lambda t, e: paired.evaluate_policy(
+        t["decisions"],
+        t["policy_forks"],
+        reference=t["reference"],
+        method="refresh",
+        engine=e,
+        **STATISTICS,
     ),
     "paired.rescue_overlap": lambda t, e: paired.rescue_overlap(
         t["forks"], "refresh", "replan_only", by="model", engine=e

@@ -749,12 +749,38 @@ def test_results_do_not_depend_on_row_order_split_extras_or_key_types(
             *([pl.col("model").cast(pl.Categorical)] if "model" in base_frame.columns else []),
         )
         assert_frame_equal(paired.summarize(categorical, n_resamples=100, **kwargs), expected)
+        # integer task ids are grouped as integers (Forks.int_ids), with the same result
+        integer = shuffled.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int32))
+        assert_frame_equal(paired.summarize(integer, n_resamples=100, **kwargs), expected)
         cut = data.draw(st.integers(0, base_frame.height), label="cut")
         folder = tmp_path_factory.mktemp("split")
         base_frame.slice(0, cut).write_parquet(folder / "a.parquet")
         base_frame.slice(cut).write_parquet(folder / "b.parquet")
         files = [str(folder / "a.parquet"), str(folder / "b.parquet")]
         assert_frame_equal(paired.summarize(files, n_resamples=100, **kwargs), expected)
+
+
+def test_integer_task_ids_give_the_errors_of_their_strings() -> None:
+    frame = random_forks(np.random.default_rng(5), tasks=12, exclusions=False)
+    integer = frame.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64) * 7)
+    as_text = integer.with_columns(pl.col("task_id").cast(pl.String))
+    duplicated = [integer.vstack(integer.slice(3, 2)), as_text.vstack(as_text.slice(3, 2))]
+    messages = []
+    for table in duplicated:
+        with pytest.raises(SchemaError) as info:
+            paired.summarize(table, n_resamples=50)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
+    assert "more than once" in messages[0]
+    null_success = [
+        t.with_columns(pl.lit(None, dtype=pl.Boolean).alias("success")) for t in duplicated
+    ]
+    messages = []
+    for table in null_success:
+        with pytest.raises(SchemaError) as info:
+            paired.summarize(table, n_resamples=50)
+        messages.append(str(info.value))
+    assert messages[0] == messages[1]
 
 
 @HYPOTHESIS
@@ -1082,6 +1108,48 @@ def test_policy_errors() -> None:
         "replan_only); name the one the policy applies."
     )
     assert paired.evaluate_policy(POLICY, two, method="refresh", **FAST).height == 3
+
+
+def test_policy_against_a_reference_policy(frame_kind: Callable) -> None:
+    always = POLICY.with_columns(pl.lit(1, dtype=pl.Int64).alias("delay"))
+    got = paired.evaluate_policy(
+        frame_kind(POLICY), frame_kind(POLICY_FORKS), reference=frame_kind(always), **FAST
+    )
+    rows = got.select(
+        "condition", "n", "base_rate", "policy_rate", "gain", "rescue", "harm", "interventions"
+    ).rows()
+    # policy: a/clean never (T), a/stale2 @1 (T), b/clean @1 (F), b/stale2 @2 (T);
+    # reference, always @1: F, T, F, F.
+    assert rows == [
+        ("clean", 2, 0.0, 0.5, 0.5, 1, 0, 1),
+        ("stale2", 2, 0.5, 1.0, 0.5, 1, 0, 2),
+        (None, 4, 0.25, 0.75, 0.5, 2, 0, 3),
+    ]
+    assert got.row(2, named=True)["p_value"] == 0.5  # two tasks, d = +1 each: 2 of 4 flips
+    itself = paired.evaluate_policy(POLICY, POLICY_FORKS, reference=POLICY, **FAST)
+    assert itself["gain"].to_list() == [0.0] * 3
+    assert itself["p_value"].to_list() == [1.0] * 3
+
+
+def test_policy_reference_errors() -> None:
+    with pytest.raises(InputError) as info:
+        paired.evaluate_policy(POLICY, POLICY_FORKS, reference=POLICY.head(3), **FAST)
+    assert str(info.value) == (
+        "reference: 1 decision has no reference decision (task_id/condition b/stale2); the "
+        "reference decisions must list every episode of `decisions`."
+    )
+    bad = POLICY.with_columns(pl.lit(4, dtype=pl.Int64).alias("delay"))
+    with pytest.raises(InputError) as info:
+        paired.evaluate_policy(POLICY, POLICY_FORKS, reference=bad, **FAST)
+    assert str(info.value) == (
+        "reference: 4 decisions choose a recovery point with no usable `refresh` pair in forks "
+        "(task_id/condition/delay a/clean/4, a/stale2/4, b/clean/4, b/stale2/4); a chosen delay "
+        "needs a recovery row paired with a `none` row (or a task that ended before it)."
+    )
+    with pytest.raises(SchemaError, match=r"^decisions: 1 key appears more than once"):
+        paired.evaluate_policy(
+            POLICY, POLICY_FORKS, reference=POLICY.vstack(POLICY.head(1)), **FAST
+        )
 
 
 def test_policy_by_and_pair_by() -> None:

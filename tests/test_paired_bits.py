@@ -355,3 +355,23 @@ def test_null_and_categorical_keys() -> None:
     assert_frame_equal(bit_partials(frame, **kwargs), expected)
     categorical = frame.with_columns(pl.col("task_id", "model", "family").cast(pl.Categorical))
     assert_frame_equal(bit_partials(categorical, **kwargs), expected)
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), rows_per_pass=st.integers(1, 400))
+def test_task_words_in_hash_partitions_equal_one_pass(seed: int, rows_per_pass: int) -> None:
+    rng = np.random.default_rng(seed)
+    frame = random_forks(rng, tasks=25, models=("m1", "m2"))
+    shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed % 1000)
+    kwargs = {"pair_by": "model", "by": "model"}
+    expected = bit_partials(shuffled, **kwargs)
+    integer = shuffled.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_bits, "ROWS_PER_PASS", rows_per_pass)
+        table, _ = _pairs.prepare(shuffled, pair_by="model")
+        assert _bits.passes(table) == -(-shuffled.height // rows_per_pass)
+        assert_frame_equal(bit_partials(shuffled, **kwargs), expected)
+        assert_frame_equal(bit_partials(integer, **kwargs), expected)
+        duplicated = shuffled.vstack(shuffled.head(1))
+        with pytest.raises(SchemaError, match="more than once"):
+            bit_partials(duplicated, **kwargs)

@@ -1,5 +1,9 @@
 """Pairing through per-task bit sets: the fast path of the cell counts (ARCHITECTURE §1.3, §3.1).
 
+The pairing rules themselves (baseline rows, the end of a run, the classes of a point and its
+outcome) are those of :mod:`._rules`, applied here to 64-bit words per task instead of rows;
+this module only adds the layout that turns rows into words.
+
 Joining every recovery row to its episode's ``none`` row is the expensive part of the pairing
 (46M probe rows at 1M tasks, and polars runs that join on one core). When no ``none`` row is
 delay-specific there is a cheaper exact route through one group-by over the cluster -- the
@@ -49,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from recoverylab.paired import _rules as rules
 from recoverylab.paired._pairs import Design, Forks
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
 
@@ -60,6 +65,12 @@ _WORD_BITS = 63
 MAX_WORDS = 4
 #: Largest lookup table (entries) of the end-of-run bits; beyond it the join path is taken.
 _MAX_TABLE = 1 << 22
+#: Rows per pass of the per-task group-by: a larger table is grouped in hash partitions of
+#: its tasks, one streaming pass each, so that the group-by state stays bounded whatever the
+#: row order (scattered rows keep every task of a pass in the state until the pass ends).
+#: Measured at 10M scattered rows (benchmarks/RESULTS.md): one pass 0.88 GB, two 0.54 GB
+#: (+8 % CPU), three 0.40 GB (+25 % CPU); each extra pass costs about one scan.
+ROWS_PER_PASS = 12_000_000
 #: Odd multipliers that mix the per-column hashes into one point hash (wrapping u64 products).
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
 #: Per-task classes of a recovery point, in the order of the count columns they feed.
@@ -150,7 +161,7 @@ def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Surve
         pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
         for n, e in on_keys.items()
     )
-    is_none = pl.col("method") == "none"
+    is_none = rules.is_baseline()
     return Survey(
         counts=counts,
         design=Design(
@@ -237,7 +248,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
     with more than ``MAX_WORDS`` × 63 points, nor to points that break the contract (only a
     guess from the first rows can hold them: the survey's checks raise on them).
     """
-    is_none = (pl.col("method") == "none").fill_null(False)
+    is_none = rules.is_baseline().fill_null(False)
     unusable = (
         (is_none & pl.col("delay").is_not_null())
         | (~is_none & pl.col("delay").is_null())
@@ -255,7 +266,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
         .with_columns(
             pl.col("bit").cast(pl.Int64),
             (pl.col("bit") // _WORD_BITS).cast(pl.Int64).alias("word"),
-            (pl.col("method") == "none").alias("none"),
+            rules.is_baseline().alias("none"),
             point_hash().alias("__hash"),
         )
     )
@@ -290,11 +301,11 @@ def layout(counts: pl.DataFrame) -> Layout | None:
             weight[slot * gaps : (slot + 1) * gaps] = [1] * gaps
             continue
         mine = recovery.filter(pl.col("condition") == condition).select("bit", "word", "delay")
-        for b, w, delay in mine.iter_rows():
-            for g in range(min(delay, gaps - 1) + 1):
-                ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
         for g in range(gaps):
-            before_end = sum(1 for d in mine["delay"] if d < g)
+            for b, w, delay in mine.iter_rows():
+                if rules.after_end(delay, g):
+                    ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
+            before_end = sum(1 for d in mine["delay"] if not rules.after_end(d, g))
             weight[slot * gaps + g] = -before_end % 2**64
     return Layout(
         points=points.drop("__hash"),
@@ -321,12 +332,7 @@ def task_words(
     sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
     if {"perturb_action", "end_action"} <= forks.columns:
         # A null perturb or end never ends: it takes the largest gap, after every point.
-        gap = (
-            (pl.col("end_action") - pl.col("perturb_action"))
-            .clip(0, plan.gaps - 1)
-            .fill_null(plan.gaps - 1)
-            .cast(pl.UInt64)
-        )
+        gap = rules.run_gap().clip(0, plan.gaps - 1).fill_null(plan.gaps - 1).cast(pl.UInt64)
     else:
         gap = _u64(plan.gaps - 1)
     prefix = "prefix_hash" in forks.columns
@@ -373,6 +379,42 @@ def task_words(
         .group_by(keys)
         .agg(sums)
     )
+
+
+def passes(forks: Forks, rows_per_pass: int | None = None) -> int:
+    """How many hash partitions of the tasks the per-task group-by runs in (1 for most tables).
+
+    Reads the row count only (parquet metadata for files).
+    """
+    rows = int(forks.lf.select(pl.len()).collect().item())
+    return max(1, -(-rows // (rows_per_pass or ROWS_PER_PASS)))
+
+
+def partitioned_words(
+    forks: Forks, plan: Layout, keys: Sequence[str], pending: Sequence[pl.Expr], parts: int
+) -> list[pl.LazyFrame]:
+    """:func:`task_words` over ``parts`` disjoint hash partitions of the tasks (whole clusters)."""
+    if parts == 1:
+        return [task_words(forks, plan, keys, pending)]
+    part = pl.col("task_id").hash() % _u64(parts)
+    return [
+        task_words(
+            Forks(forks.lf.filter(part == i), forks.pair_by, forks.columns), plan, keys, pending
+        )
+        for i in range(parts)
+    ]
+
+
+def collect_words(
+    queries: Sequence[pl.LazyFrame], first: pl.DataFrame | None = None
+) -> pl.DataFrame:
+    """Collect the task words of every partition, one streaming pass each.
+
+    ``first``: the first partition's words when they were already collected (with the survey).
+    """
+    done = [] if first is None else [first]
+    rest = queries[len(done) :]
+    return pl.concat([*done, *(q.collect(engine="streaming") for q in rest)], how="vertical")
 
 
 def undecided(words: pl.DataFrame, plan: Layout) -> pl.Expr:
@@ -499,17 +541,15 @@ def cell_counts(
         rec = _u64(plan.mask(w, recovery))
         present, success, ended = pl.col(f"P{w}") & rec, pl.col(f"S{w}") & rec, pl.col(f"E{w}")
         has_none, y0 = _spread(plan, nones, "P", w), _spread(plan, nones, "S", w)
-        pair = present & has_none & ~ended
-        carried = ~present & has_none & ended & pl.col(f"G{w}")
-        exprs += [
-            (pair & ~y0 & success).alias(f"rescue{w}"),
-            (pair & y0 & ~success).alias(f"harm{w}"),
-            ((pair & y0 & success) | (carried & y0)).alias(f"kept{w}"),
-            ((pair & ~y0 & ~success) | (carried & ~y0)).alias(f"unchanged{w}"),
-            carried.alias(f"carried_forward{w}"),
-            (present & ~has_none).alias(f"unpaired{w}"),
-            (present & has_none & ended).alias(f"after_end{w}"),
-        ]
+        state = rules.standing(present, has_none, ended)
+        # carry-forward only reaches the design grid's points (of the cluster's pair_by keys)
+        carried = state["carried"] & pl.col(f"G{w}")
+        masks = {
+            **rules.outcomes(state["pair"], carried, y0, success),
+            "unpaired": state["unpaired"],
+            "after_end": state["after_end"],
+        }
+        exprs += [masks[name].alias(f"{name}{w}") for name in CLASSES]
     classes = frame.select(*by, *exprs).collect()
     groups = classes.select(by).unique(maintain_order=True) if by else pl.DataFrame()
     if by:
@@ -643,15 +683,18 @@ def bit_counts(
     checks = data_checks(_FORKS, forks.lf.collect_schema())
     point_keys = set(_point_keys(forks))
     pending = [e for e in checks.values() if not set(e.meta.root_names()) <= point_keys]
+    # the pass over the rows reads integer task ids as they are (see Forks.int_ids)
+    scan = forks if forks.int_ids is None else Forks(forks.int_ids, forks.pair_by, forks.columns)
     # the design's points too: a shard given the whole table's design needs bits for them
-    guess = layout(_with_design(sample_counts(forks), design))
+    guess = layout(_with_design(sample_counts(scan), design))
     words = None
     if guess is None:
         found = survey(forks, full_key)
     else:
-        counts, words = pl.collect_all(
-            [survey_query(forks), task_words(forks, guess, keys, pending)], engine="streaming"
-        )
+        queries = partitioned_words(scan, guess, keys, pending, passes(scan))
+        # the survey rides on the first pass
+        counts, first = pl.collect_all([survey_query(scan), queries[0]], engine="streaming")
+        words = collect_words(queries, first)
         found = read_survey(forks, counts, full_key)
         violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
         check(forks, found, violations)
@@ -661,7 +704,9 @@ def bit_counts(
     point = ["condition", "method", "delay"]
     if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
         # the first rows missed some points: the same layout function, on every point
-        words = task_words(forks, plan, keys, pending).collect(engine="streaming")
+        words = collect_words(partitioned_words(scan, plan, keys, pending, passes(scan)))
+    # one row per task from here on: task ids as the canonical table has them (strings)
+    words = words.with_columns(pl.col("task_id").cast(pl.String))
     if extra and words.select(clusters).is_duplicated().any():
         return found, None  # a by value varies within a task: the join keeps each row's value
     check_duplicates(forks, words, plan, keys, full_key)

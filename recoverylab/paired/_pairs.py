@@ -16,18 +16,14 @@ from typing import Literal
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, format_keys, require_one_of
+from recoverylab.paired import _rules as rules
+from recoverylab.paired._rules import AFTER_END, REASONS
 from recoverylab.schema import SPECS, column_names, validate
 
 __all__ = ["Cohort", "exclusions", "pairs"]
 
 Cohort = Literal["full", "factual_success"]
 COHORTS = ("full", "factual_success")
-#: Exclusion reasons, in the order they are checked: a recovery row with no `none` row is
-#: `unpaired`; a pair whose prefix hashes differ is `prefix_mismatch`.
-REASONS = ("unpaired", "prefix_mismatch")
-#: Reason of a recovery row given for a point after its task ended: an input error, not an
-#: exclusion (ARCHITECTURE §3.1).
-AFTER_END = "after_end"
 OUTCOMES = ("rescue", "harm", "kept", "unchanged")
 
 _FORKS = SPECS["forks"]
@@ -46,11 +42,14 @@ class Forks:
     lf: pl.LazyFrame
     pair_by: tuple[str, ...]
     columns: frozenset[str]
+    int_ids: pl.LazyFrame | None = None
+    """The same table with integer task ids left Int64 (``None`` when they are strings): the
+    per-task group-by of :mod:`._bits` groups this one and casts only its per-task result."""
 
     @property
     def episode(self) -> list[str]:
         """Key of an episode: the branches forked from one state share it."""
-        return ["task_id", "condition", *self.pair_by]
+        return rules.episode_key(self.pair_by)
 
     @property
     def has_factual(self) -> bool:
@@ -94,8 +93,11 @@ def prepare(
                 else "a cell key or a branch-level column; by names extra grouping columns"
             )
             raise ParameterError(f"parameter `{name}` names `{clash[0]}`, which is {role}.")
-    lazy = validate(forks, "forks", key=pair_keys, checks="schema")
-    schema = lazy.collect_schema()
+    ints = validate(forks, "forks", key=pair_keys, checks="schema", integer_ids=True)
+    schema = ints.collect_schema()
+    integer = schema["task_id"].is_integer()
+    # the canonical table: task ids as strings (identical to validate's own cast)
+    lazy = ints.with_columns(pl.col("task_id").cast(pl.String)) if integer else ints
     missing = [k for k in by_keys if k not in schema]
     if missing:
         raise ParameterError(
@@ -118,7 +120,9 @@ def prepare(
     ]
     if categorical:
         lazy = lazy.with_columns(categorical)
-    return Forks(lazy, pair_keys, frozenset(schema.names())), by_keys
+        ints = ints.with_columns(categorical)
+    columns = frozenset(schema.names())
+    return Forks(lazy, pair_keys, columns, ints if integer else None), by_keys
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ def design_points(forks: Forks) -> pl.LazyFrame:
 def design_of(found: pl.DataFrame) -> Design:
     """Turn the distinct design keys (of one table, or of its shards concatenated) into a Design."""
     found = found.unique()
-    is_none = pl.col("method") == "none"
+    is_none = rules.is_baseline()
     return Design(
         points=found.filter(~is_none),
         specific_none=found.filter(is_none & pl.col("delay").is_not_null()).height > 0,
@@ -185,8 +189,8 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
     """
     episode = forks.episode
     carry = [c for c in carry if c not in (*episode, "factual_success")]
-    none = forks.lf.filter(pl.col("method") == "none")
-    recovery = forks.lf.filter(pl.col("method") != "none")
+    none = forks.lf.filter(rules.is_baseline())
+    recovery = forks.lf.filter(~rules.is_baseline())
     baseline = [
         pl.col("success").alias("y0"),
         _opt(forks, "prefix_hash", pl.String).alias("__prefix0"),
@@ -225,17 +229,10 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
         joined = joined.rename({f"{n}_s": n for n in names})
         paired = pl.col("__s").fill_null(False)
     # Carry-forward reads perturb_action and end_action from the `none` row (§3.1).
-    after_end = (pl.col("__perturb") + pl.col("delay") >= pl.col("__end")).fill_null(False)
-    mismatch = (pl.col("__prefix1") != pl.col("__prefix0")).fill_null(False)
-    reason = (
-        pl.when(~paired)
-        .then(pl.lit("unpaired"))
-        .when(after_end)
-        .then(pl.lit(AFTER_END))
-        .when(mismatch)
-        .then(pl.lit("prefix_mismatch"))
-        .otherwise(pl.lit(None, dtype=pl.String))
-    )
+    gap = rules.run_gap(pl.col("__perturb"), pl.col("__end"))
+    ended = rules.after_end(pl.col("delay"), gap).fill_null(False)
+    mismatch = rules.prefix_differs(pl.col("__prefix1"), pl.col("__prefix0"))
+    reason = rules.reason(paired, ended, mismatch)
     factual = [pl.coalesce("__factual0", "__factual1").alias("factual_success")]
     if not forks.has_factual:
         factual = []
@@ -275,10 +272,10 @@ def _carried(
     episode = forks.episode
     points = grid.lazy()
     latest = int(grid["delay"].max())  # type: ignore[arg-type]
-    perturb, end = pl.col("__perturb"), pl.col("__end")
+    gap = rules.run_gap(pl.col("__perturb"), pl.col("__end"))
     # Only runs that ended before the latest candidate point can carry anything forward.
     ended = none.select(*episode, "delay", *baseline, *carry).filter(
-        perturb.is_not_null() & end.is_not_null() & (perturb + latest >= end)
+        rules.after_end(pl.lit(latest), gap).fill_null(False)
     )
     from_shared = (
         ended.filter(pl.col("delay").is_null())
@@ -311,7 +308,7 @@ def _carried(
         *factual,
         *carry,
     ]
-    at_end = perturb + pl.col("delay") >= end
+    at_end = rules.after_end(pl.col("delay"), gap)
     return pl.concat([s.filter(at_end).select(columns) for s in sources], how="vertical")
 
 

@@ -75,40 +75,72 @@ def _recovery_method(design: Design, method: str | None) -> str:
     return method
 
 
-def _episodes(
-    decisions: pl.LazyFrame, table: Forks, design: Design, method: str, by_keys: list[str]
+def _choose(
+    joined: pl.LazyFrame, points: pl.LazyFrame, episode: list[str], delay: str, tag: str
 ) -> pl.LazyFrame:
-    """One row per decision with ``never`` (no-recovery outcome), ``policy`` and flags."""
-    episode = table.episode
-    extra = [k for k in by_keys if k not in table.pair_by]
-    rows = branch_rows(table, design.only(method))
-    points = rows.filter(pl.col("method") == method).select(
+    """Join the recovery point each episode's decision chose (column ``delay``).
+
+    Adds the outcome under the decisions (``tag``), whether it intervened and three flags
+    (``<tag>_bad_point``, ``<tag>_no_none``, ``<tag>_after_end``) for unusable decisions.
+    """
+    point = points.select(
         *episode,
-        "delay",
+        pl.col("delay").alias(delay),
         pl.col("y0").alias("__y0_point"),
         pl.col("y1").alias("__y1"),
         pl.col("carried_forward").alias("__carried"),
         pl.col("reason").alias("__reason"),
         pl.lit(True).alias("__point"),
     )
-    none = table.lf.filter((pl.col("method") == "none") & pl.col("delay").is_null()).select(
-        *episode, pl.col("success").alias("__y0_shared"), *extra
-    )
-    joined = decisions.join(none, on=episode, how="left", nulls_equal=True).join(
-        points, on=[*episode, "delay"], how="left", nulls_equal=True
-    )
-    chosen = pl.col("delay").is_not_null()
+    joined = joined.join(point, on=[*episode, delay], how="left", nulls_equal=True)
+    chosen = pl.col(delay).is_not_null()
     usable = pl.col("__point").fill_null(False) & pl.col("__reason").is_null()
     # Never recovering: the shared `none` outcome; without one, the chosen point's baseline.
     never = pl.coalesce("__y0_shared", "__y0_point")
     return joined.with_columns(
-        never.alias("never"),
-        pl.when(chosen).then(pl.col("__y1")).otherwise(never).alias("policy"),
+        never.alias(f"{tag}_never"),
+        pl.when(chosen).then(pl.col("__y1")).otherwise(never).alias(tag),
         # A point after the task ended is carried forward: the recovery never ran.
-        (chosen & ~pl.col("__carried").fill_null(False)).alias("intervened"),
-        (chosen & ~usable).alias("__bad_point"),
-        (~chosen & pl.col("__y0_shared").is_null()).alias("__no_none"),
-        (chosen & (pl.col("__reason") == "after_end").fill_null(False)).alias("__after_end"),
+        (chosen & ~pl.col("__carried").fill_null(False)).alias(f"{tag}_intervened"),
+        (chosen & ~usable).alias(f"{tag}_bad_point"),
+        (~chosen & pl.col("__y0_shared").is_null()).alias(f"{tag}_no_none"),
+        (chosen & (pl.col("__reason") == "after_end").fill_null(False)).alias(f"{tag}_after_end"),
+    ).drop("__y0_point", "__y1", "__carried", "__reason", "__point")
+
+
+def _episodes(
+    decisions: pl.LazyFrame,
+    table: Forks,
+    design: Design,
+    method: str,
+    by_keys: list[str],
+    reference: pl.LazyFrame | None = None,
+) -> pl.LazyFrame:
+    """One row per decision with the ``policy`` and ``reference`` outcomes and the flags.
+
+    The reference is never recovering, or with ``reference`` decisions the outcome under them
+    (``__ref_delay``; ``__ref_missing`` flags an episode they do not list).
+    """
+    episode = list(table.episode)
+    extra = [k for k in by_keys if k not in table.pair_by]
+    points = branch_rows(table, design.only(method)).filter(pl.col("method") == method)
+    none = table.lf.filter((pl.col("method") == "none") & pl.col("delay").is_null()).select(
+        *episode, pl.col("success").alias("__y0_shared"), *extra
+    )
+    joined = decisions.join(none, on=episode, how="left", nulls_equal=True)
+    joined = _choose(joined, points, episode, "delay", "policy")
+    if reference is None:
+        return joined.with_columns(
+            pl.col("policy_never").alias("reference"),
+            pl.col("policy_intervened").alias("intervened"),
+        )
+    listed = reference.select(
+        *episode, pl.col("delay").alias("__ref_delay"), pl.lit(True).alias("__ref_listed")
+    )
+    joined = joined.join(listed, on=episode, how="left", nulls_equal=True)
+    return _choose(joined, points, episode, "__ref_delay", "reference").with_columns(
+        pl.col("policy_intervened").alias("intervened"),
+        pl.col("__ref_listed").is_null().alias("__ref_missing"),
     )
 
 
@@ -134,9 +166,60 @@ def _raise_bad(
             noun=noun,
             verb="chooses" if total == 1 else "choose",
             have="has" if total == 1 else "have",
-            keys=f"{'/'.join(keys)} {format_keys(sample.rows(), total)}",
+            keys=f"{'/'.join(keys).replace('__ref_delay', 'delay')} "
+            f"{format_keys(sample.rows(), total)}",
         )
     )
+
+
+def _check_choices(
+    episodes: pl.LazyFrame,
+    table: Forks,
+    design: Design,
+    method: str,
+    *,
+    with_reference: bool,
+) -> None:
+    """Raise InputError for decisions (or reference decisions) the forks cannot score."""
+    sources = [("policy", "decisions", "delay")]
+    if with_reference:
+        sources.append(("reference", "reference", "__ref_delay"))
+    names = [f"{tag}_{flag}" for tag, _, _ in sources for flag in _FLAGS]
+    flags = episodes.select(
+        *(pl.col(n).sum() for n in names),
+        *([pl.col("__ref_missing").sum()] if with_reference else []),
+    ).collect(engine="streaming")
+    if any(flags[f"{tag}_after_end"].item() for tag, _, _ in sources):
+        raise_after_end(branch_rows(table, design), table)
+    for tag, name, delay in sources:
+        keys = [*table.episode, delay]
+        for flag, text in _FLAGS.items():
+            if flag != "after_end" and flags[f"{tag}_{flag}"].item():
+                total = int(flags[f"{tag}_{flag}"].item())
+                message = text.replace("decisions:", f"{name}:").replace("{method}", method)
+                _raise_bad(episodes, f"{tag}_{flag}", keys, total, message)
+    if with_reference and flags["__ref_missing"].item():
+        total = int(flags["__ref_missing"].item())
+        _raise_bad(
+            episodes,
+            "__ref_missing",
+            list(table.episode),
+            total,
+            "reference: {n} {noun} {have} no reference decision ({keys}); the reference "
+            "decisions must list every episode of `decisions`.",
+        )
+
+
+#: Unusable-decision flags of :func:`_choose` and their messages (``after_end`` raises
+#: through :func:`raise_after_end`).
+_FLAGS = {
+    "after_end": "",
+    "bad_point": "decisions: {n} {noun} {verb} a recovery point with no usable `{method}` pair "
+    "in forks ({keys}); a chosen delay needs a recovery row paired with a `none` row "
+    "(or a task that ended before it).",
+    "no_none": "decisions: {n} {noun} without a recovery point {have} no shared `none` row in "
+    "forks ({keys}); the no-recovery outcome of every episode must be known.",
+}
 
 
 def evaluate_policy(
@@ -155,6 +238,7 @@ def evaluate_policy(
     engine: object = "polars",
     alternative: str = "two-sided",
     adjust: str | None = None,
+    reference: object | None = None,
 ) -> pl.DataFrame:
     """Score a policy's recovery decisions against never recovering, episode by episode.
 
@@ -165,6 +249,9 @@ def evaluate_policy(
     the shared ``none`` row's outcome (the chosen point's ``none`` row when there is no shared
     one). The gain's interval resamples tasks (all episodes of a task together); its p-value is
     the exact sign-flip test of the per-task summed differences (policy - never).
+
+    With ``reference`` decisions, the same comparison is made against the outcome under those
+    decisions instead of never recovering: a paired margin between two policies.
 
     Parameters
     ----------
@@ -183,6 +270,11 @@ def evaluate_policy(
     confidence, n_resamples, seed, ci_method, progress, engine, alternative, adjust
         As in :func:`~recoverylab.paired.summarize` (on Spark, decisions and forks are
         co-partitioned by task); ``p_adjusted`` is adjusted over all rows of the result.
+    reference
+        Optional decisions of a reference policy (same contract, same episodes as
+        ``decisions``): ``base_rate`` is its success rate, ``gain`` the paired margin policy -
+        reference, ``rescue``/``harm`` the episodes only the policy/only the reference wins.
+        Default: never recovering.
 
     Returns
     -------
@@ -230,6 +322,7 @@ def evaluate_policy(
             progress=progress,
             alternative=alternative,
             adjust=adjust,
+            reference=reference,
         ),
     )
 
@@ -251,7 +344,12 @@ def _policy_partial(
     table, by_keys, chosen = policy_inputs(
         frames["decisions"], frames["forks"], pair_by=pair_by, by=by
     )
-    counts, types = policy_queries(chosen, table, design, method, by_keys, clean_label)
+    reference = None
+    if "reference" in frames:
+        reference = choices(frames["reference"], table, key_names("pair_by", pair_by))
+    counts, types = policy_queries(
+        chosen, table, design, method, by_keys, clean_label, reference=reference
+    )
     return {"counts": counts, "types": types}
 
 
@@ -276,18 +374,23 @@ def policy_plan(
     progress: Progress = None,
     alternative: str = "two-sided",
     adjust: str | None = None,
+    reference: object | None = None,
 ) -> plan.Plan:
     """Return the plan of :func:`evaluate_policy` (ARCHITECTURE §7).
 
-    Decisions and forks are clustered by task, so each decision meets its forks in one shard;
-    the design grid of the whole forks table is read first.
+    Decisions (and reference decisions) and forks are clustered by task, so each decision meets
+    its forks in one shard; the design grid of the whole forks table is read first.
     """
+    references: tuple[plan.Input, ...] = ()
+    if reference is not None:
+        references = (plan.Input("reference", reference, key="task_id", contract=DECISIONS),)
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     design = design_stage(pair_by=pair_by, by=by, cohort="full")
     return plan.Plan(
         inputs=(
             plan.Input("decisions", decisions, key="task_id", contract=DECISIONS),
             forks_input(forks),
+            *references,
         ),
         check=functools.partial(check_policy, clean_label=clean_label, **statistics),
         stages=(
@@ -339,15 +442,21 @@ def policy_inputs(
     ``contract`` lets a shard of a distributed run accept a part without decisions.
     """
     table, by_list = prepare(forks, pair_by=pair_by, by=by, progress=progress)
-    pair_keys = key_names("pair_by", pair_by)
+    chosen = choices(decisions, table, key_names("pair_by", pair_by), contract)
+    return table, list(by_list), chosen
+
+
+def choices(
+    decisions: object, table: Forks, pair_keys: Sequence[str], contract: TableSpec = DECISIONS
+) -> pl.LazyFrame:
+    """Validate a decisions table; return its episode keys (categoricals as strings) and delay."""
     chosen = validate(decisions, contract, key=pair_keys).select(*table.episode, pl.col("delay"))
     chosen_schema = chosen.collect_schema()
-    chosen = chosen.with_columns(
+    return chosen.with_columns(
         pl.col(k).cast(pl.String)
         for k in pair_keys
         if isinstance(chosen_schema[k], (pl.Categorical, pl.Enum))
     )
-    return table, list(by_list), chosen
 
 
 def policy_queries(
@@ -359,48 +468,27 @@ def policy_queries(
     clean_label: str,
     *,
     progress: Progress = None,
+    reference: pl.LazyFrame | None = None,
 ) -> tuple[pl.LazyFrame, pl.LazyFrame]:
     """Check the decisions against the forks; build the per-cell counts and per-task types.
 
-    Raises InputError for unusable decisions (this collects three counts). The two queries
-    are additive over shards of whole tasks (see :func:`policy_finish`).
+    Raises InputError for unusable decisions (this collects a few counts). The two queries
+    are additive over shards of whole tasks (see :func:`policy_finish`). With ``reference``
+    decisions (validated like ``chosen``), the baseline is the outcome under them instead of
+    never recovering.
     """
-    episodes = _episodes(chosen, table, design, method, by_keys)
-    keys = [*table.episode, "delay"]
-    flags = episodes.select(
-        pl.col("__after_end").sum(), pl.col("__bad_point").sum(), pl.col("__no_none").sum()
-    ).collect(engine="streaming")
-    if flags["__after_end"].item():
-        raise_after_end(branch_rows(table, design), table)
-    if flags["__bad_point"].item():
-        _raise_bad(
-            episodes,
-            "__bad_point",
-            keys,
-            int(flags["__bad_point"].item()),
-            "decisions: {n} {noun} {verb} a recovery point with no usable `" + method + "` pair "
-            "in forks ({keys}); a chosen delay needs a recovery row paired with a `none` row "
-            "(or a task that ended before it).",
-        )
-    if flags["__no_none"].item():
-        _raise_bad(
-            episodes,
-            "__no_none",
-            keys,
-            int(flags["__no_none"].item()),
-            "decisions: {n} {noun} without a recovery point {have} no shared `none` row in forks "
-            "({keys}); the no-recovery outcome of every episode must be known.",
-        )
+    episodes = _episodes(chosen, table, design, method, by_keys, reference)
+    _check_choices(episodes, table, design, method, with_reference=reference is not None)
     if progress is not None:
         progress("scoring decisions per task")
-    diff = pl.col("policy").cast(pl.Int64) - pl.col("never").cast(pl.Int64)
+    diff = pl.col("policy").cast(pl.Int64) - pl.col("reference").cast(pl.Int64)
     is_clean = pl.col("condition") == clean_label
     counts = [
         pl.len().cast(pl.Int64).alias("n"),
-        pl.col("never").sum().cast(pl.Int64).alias("__never"),
+        pl.col("reference").sum().cast(pl.Int64).alias("__never"),
         pl.col("policy").sum().cast(pl.Int64).alias("__policy"),
-        (~pl.col("never") & pl.col("policy")).sum().cast(pl.Int64).alias("rescue"),
-        (pl.col("never") & ~pl.col("policy")).sum().cast(pl.Int64).alias("harm"),
+        (~pl.col("reference") & pl.col("policy")).sum().cast(pl.Int64).alias("rescue"),
+        (pl.col("reference") & ~pl.col("policy")).sum().cast(pl.Int64).alias("harm"),
         pl.col("intervened").sum().cast(pl.Int64).alias("interventions"),
         is_clean.sum().cast(pl.Int64).alias("__clean"),
         (is_clean & pl.col("intervened")).sum().cast(pl.Int64).alias("__clean_touched"),

@@ -25,8 +25,10 @@ import polars as pl
 from recoverylab import plan, stats
 from recoverylab._errors import InputError, ParameterError, renamed
 from recoverylab.paired import _bits, _breakeven
+from recoverylab.paired import _rules as rules
 from recoverylab.paired._pairs import (
     AFTER_END,
+    OUTCOMES,
     Cohort,
     Design,
     Forks,
@@ -114,18 +116,16 @@ def _check_by(by_keys: Sequence[str]) -> None:
 def _counts() -> list[pl.Expr]:
     """Per-group counts of pairs by outcome, and of the excluded recovery rows by reason."""
     valid = pl.col("reason").is_null()
-    y0, y1 = pl.col("y0"), pl.col("y1")
+    carried = pl.col("carried_forward")
+    classes = rules.outcomes(valid & ~carried, valid & carried, pl.col("y0"), pl.col("y1"))
 
     def count(mask: pl.Expr, name: str) -> pl.Expr:
         return mask.sum().cast(pl.Int64).alias(name)
 
     return [
         count(valid, "n"),
-        count(valid & ~y0 & y1, "rescue"),
-        count(valid & y0 & ~y1, "harm"),
-        count(valid & y0 & y1, "kept"),
-        count(valid & ~y0 & ~y1, "unchanged"),
-        count(valid & pl.col("carried_forward"), "carried_forward"),
+        *(count(classes[name], name) for name in OUTCOMES),
+        count(classes["carried_forward"], "carried_forward"),
         count(pl.col("reason") == "unpaired", "unpaired"),
         count(pl.col("reason") == "prefix_mismatch", "prefix_mismatch"),
         count(pl.col("reason") == AFTER_END, "__after_end"),

@@ -129,136 +129,30 @@ def _all_episodes(
     return episodes.join(decided, on=keys, how="left", nulls_equal=True)
 
 
-def _outcomes(
-    decisions: pl.LazyFrame,
-    points: pl.LazyFrame,
-    never: pl.LazyFrame,
-    keys: list[str],
-) -> pl.LazyFrame:
-    """Per episode: the outcome under the policy (as ``evaluate_policy`` defines it)."""
-    joined = decisions.join(points, on=[*keys, "delay"], how="left", nulls_equal=True).join(
-        never, on=keys, how="left", nulls_equal=True
-    )
-    baseline = pl.coalesce("__never", "__y0")
-    return joined.select(
-        *keys,
-        pl.when(pl.col("delay").is_not_null())
-        .then(pl.col("__y1"))
-        .otherwise(baseline)
-        .cast(pl.Int64)
-        .alias("__outcome"),
-    )
-
-
 def _margins(
     pairs_of_names: list[tuple[str, str]],
     decisions: Mapping[str, pl.LazyFrame],
     forks: object,
-    *,
-    pair_by: tuple[str, ...],
-    method: str,
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    alternative: str = "two-sided",
-) -> pl.DataFrame | None:
-    """Paired margins ``policy - reference`` per condition and overall, clustered by task."""
-    if not pairs_of_names:
-        return None
-    from recoverylab import paired, stats
-    from recoverylab.schema import validate
+    **options: Any,
+) -> list[pl.DataFrame]:
+    """Paired margins ``policy - reference`` per condition and overall, clustered by task.
 
-    keys = _data.episode_keys(pair_by)
-    points = (
-        paired.pairs(forks, pair_by=pair_by)
-        .filter(pl.col("method") == method)
-        .select(*keys, "delay", pl.col("y0").alias("__y0"), pl.col("y1").alias("__y1"))
-    )
-    never = (
-        _data.string_keys(validate(forks, "forks", key=pair_by, checks="schema"), pair_by)
-        .filter((pl.col("method") == "none") & pl.col("delay").is_null())
-        .select(*keys, pl.col("success").alias("__never"))
-    )
-    outcome = {name: _outcomes(d, points, never, keys) for name, d in decisions.items()}
-    episodes = []
-    for policy, reference in pairs_of_names:
-        episodes.append(
-            outcome[policy]
-            .join(outcome[reference], on=keys, how="inner", nulls_equal=True, suffix="_ref")
-            .select(
-                pl.lit(policy).alias("policy"),
-                pl.lit(reference).alias("reference"),
-                *keys,
-                pl.col("__outcome").alias("__a"),
-                pl.col("__outcome_ref").alias("__b"),
-            )
+    Each is :func:`recoverylab.paired.evaluate_policy` with the reference policy's decisions
+    as its baseline; the intervention columns belong to the policies' own rows, not a margin.
+    """
+    from recoverylab import paired
+
+    intervention = ("interventions", "intervention_rate", "clean_touch_rate")
+    return [
+        paired.evaluate_policy(
+            decisions[policy], forks, reference=decisions[reference], **options
+        ).select(
+            pl.lit(policy).alias("policy"),
+            pl.lit(reference).alias("reference"),
+            pl.exclude(intervention),
         )
-    rows = pl.concat(episodes, how="vertical")
-    cells = ["policy", "reference", "condition"]
-    counts = [
-        pl.len().cast(pl.Int64).alias("n"),
-        pl.col("__b").sum().cast(pl.Int64).alias("__ref"),
-        pl.col("__a").sum().cast(pl.Int64).alias("__pol"),
-        ((pl.col("__a") == 1) & (pl.col("__b") == 0)).sum().cast(pl.Int64).alias("rescue"),
-        ((pl.col("__a") == 0) & (pl.col("__b") == 1)).sum().cast(pl.Int64).alias("harm"),
+        for policy, reference in pairs_of_names
     ]
-    partial = [
-        (pl.col("__a") - pl.col("__b")).sum().cast(pl.Int64).alias("d"),
-        pl.len().cast(pl.Int64).alias("m"),
-    ]
-    overall = pl.lit(None, dtype=pl.String).alias("condition")
-    cell_counts = pl.concat(
-        [
-            rows.group_by(cells).agg(counts),
-            rows.group_by("policy", "reference").agg(counts).with_columns(overall),
-        ],
-        how="diagonal",
-    )
-    tasks = pl.concat(
-        [
-            rows.group_by([*cells, "task_id"]).agg(partial),
-            rows.group_by("policy", "reference", "task_id").agg(partial).with_columns(overall),
-        ],
-        how="diagonal",
-    )
-    task_types = tasks.group_by([*cells, "d", "m"]).agg(pl.len().cast(pl.Int64).alias("count"))
-    counted, types = pl.collect_all([cell_counts, task_types], engine="streaming")
-    tests = stats.paired_effect_cells(
-        types,
-        cells=cells,
-        n="m",
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
-        alternative=alternative,
-    ).drop("n_clusters")
-    n = pl.col("n")
-    order = pl.DataFrame(
-        {
-            "policy": [p for p, _ in pairs_of_names],
-            "reference": [r for _, r in pairs_of_names],
-            "__order": list(range(len(pairs_of_names))),
-        }
-    )
-    return (
-        counted.join(order, on=["policy", "reference"], how="left")
-        .sort("__order", pl.col("condition").is_null(), "condition")
-        .join(tests, on=cells, how="left", nulls_equal=True, maintain_order="left")
-        .select(
-            *cells,
-            "n",
-            (pl.col("__ref") / n).alias("base_rate"),
-            (pl.col("__pol") / n).alias("policy_rate"),
-            ((pl.col("__pol") - pl.col("__ref")) / n).alias("gain"),
-            "rescue",
-            "harm",
-            "ci_low",
-            "ci_high",
-            "p_value",
-            "ci_method",
-            "sparse",
-        )
-    )
 
 
 def compare(
@@ -295,8 +189,8 @@ def compare(
     confidence, n_resamples, seed
         Task-level bootstrap of every gain and margin; seeds are fixed by default.
     engine
-        Engine of each policy's :func:`recoverylab.paired.evaluate_policy` (``"polars"``, a
-        SparkSession or an engine of :mod:`recoverylab.engines`).
+        Engine of every :func:`recoverylab.paired.evaluate_policy` run, margins included
+        (``"polars"``, a SparkSession or an engine of :mod:`recoverylab.engines`).
     alternative
         ``"two-sided"`` (default), ``"greater"`` (the policy is better) or ``"less"``: p-values
         and intervals are one-sided to match (the default interval agrees with the sign-flip
@@ -360,34 +254,23 @@ def compare(
         name: _all_episodes(policy.decide(points), points, forks, pair_by)
         for name, policy in named.items()
     }
+    options: dict[str, Any] = {
+        "pair_by": pair_by,
+        "method": method,
+        "clean_label": clean_label,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "engine": engine,
+        "alternative": alternative,
+    }
     rows = [
-        paired.evaluate_policy(
-            decided,
-            forks,
-            pair_by=pair_by,
-            method=method,
-            clean_label=clean_label,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            engine=engine,
-            alternative=alternative,
-        ).select(pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all())
+        paired.evaluate_policy(decided, forks, **options).select(
+            pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all()
+        )
         for name, decided in decisions.items()
     ]
-    margin_rows = _margins(
-        margin_names,
-        decisions,
-        forks,
-        pair_by=pair_by,
-        method=method,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        alternative=alternative,
-    )
-    if margin_rows is not None:
-        rows.append(margin_rows)
+    rows += _margins(margin_names, decisions, forks, **options)
     schema = {
         **dict.fromkeys(("policy", "reference", "condition"), pl.String),
         **dict.fromkeys(("n", "rescue", "harm", "interventions"), pl.Int64),
