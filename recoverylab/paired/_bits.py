@@ -712,20 +712,32 @@ def bit_counts(
     check_duplicates(forks, words, plan, keys, full_key)
     check_layout(words, plan)
     design = found.design if design is None else design
-    slow = None
-    if "F" in words.columns:
-        open_ = undecided(words, plan)
-        conflicted = words.filter(~open_ & (pl.col("F") != 0)).select(clusters)
-        unsure = words.filter(open_).select(clusters)
-        if unsure.height:
-            # settle the undecided tasks episode by episode (only their rows are grouped)
-            rows = forks.lf.join(unsure.lazy(), on=clusters, how="semi", nulls_equal=True)
-            found_conflicts = prefix_conflicts(rows, forks.episode).collect(engine="streaming")
-            if found_conflicts.height:
-                conflicted = pl.concat(
-                    [conflicted, conflicting_clusters(forks, found_conflicts, clusters)]
-                )
-        if conflicted.height:
-            slow = conflicted.unique()
-            words = words.join(slow, on=clusters, how="anti", nulls_equal=True)
+    words, slow = _set_aside_conflicts(forks, words, plan, clusters)
     return found, BitCounts(cell_counts(words, plan, design, forks.pair_by, by), slow)
+
+
+def _set_aside_conflicts(
+    forks: Forks, words: pl.DataFrame, plan: Layout, clusters: list[str]
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """Split off the clusters whose prefix fingerprints conflict (the join path counts them).
+
+    Tasks the fingerprint words cannot decide are settled episode by episode: only their rows
+    are grouped. Returns the words of the other clusters and the keys of the conflicted ones
+    (``None`` when there are none).
+    """
+    if "F" not in words.columns:
+        return words, None
+    open_ = undecided(words, plan)
+    conflicted = words.filter(~open_ & (pl.col("F") != 0)).select(clusters)
+    unsure = words.filter(open_).select(clusters)
+    if unsure.height:
+        rows = forks.lf.join(unsure.lazy(), on=clusters, how="semi", nulls_equal=True)
+        found_conflicts = prefix_conflicts(rows, forks.episode).collect(engine="streaming")
+        if found_conflicts.height:
+            conflicted = pl.concat(
+                [conflicted, conflicting_clusters(forks, found_conflicts, clusters)]
+            )
+    if not conflicted.height:
+        return words, None
+    slow = conflicted.unique()
+    return words.join(slow, on=clusters, how="anti", nulls_equal=True), slow
