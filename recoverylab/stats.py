@@ -2345,33 +2345,84 @@ def _beta_cdf(value: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.asarray(np.where(value < 0, 0.0, np.where(value >= 1, 1.0, cdf)), dtype=np.float64)
 
 
+def _bracketed_root(
+    cdf: Callable[[np.ndarray, np.ndarray], np.ndarray], level: float, skip: np.ndarray
+) -> np.ndarray:
+    """Smallest w in [−1, 1] with cdf(w) >= level, to within 2⁻³⁵, vectorised over cells.
+
+    Chandrupatla's method (1997): inverse quadratic interpolation when the last three points
+    allow it, bisection otherwise, with steps never closer to an end than the tolerance. As
+    sure as bisection, and about 8-12 evaluations of the costly CDF where bisection needs 36.
+    The bracket (a, b) keeps cdf − level >= 0 at exactly one end; that end is returned.
+    ``cdf(w, cells)`` evaluates the cells of the boolean mask ``cells`` at ``w`` (one value per
+    such cell), so converged cells cost nothing. Cells in ``skip`` (answered otherwise by the
+    caller) are not searched.
+    """
+    shape = skip.shape
+    every = np.ones(shape, dtype=bool)
+    tolerance = 2.0**-36
+    b, a = np.full(shape, -1.0), np.full(shape, 1.0)
+    f_b = (cdf(b[every], every) - level).reshape(shape)
+    # the level reached at −1 already: the answer is −1
+    start = f_b >= 0
+    a = np.where(start, b, a)
+    f_a = np.where(start, f_b, (cdf(a[every], every) - level).reshape(shape))
+    done = skip | start
+    c, f_c = a.copy(), f_a.copy()
+    t = np.full(shape, 0.5)
+    for _ in range(2 * _BISECTION_STEPS):
+        if done.all():
+            break
+        live = ~done
+        x = a + t * (b - a)
+        f_x = np.zeros(shape)
+        f_x[live] = cdf(x[live], live) - level
+        same = (f_x >= 0) == (f_a >= 0)
+        c = np.where(live, np.where(same, a, b), c)
+        f_c = np.where(live, np.where(same, f_a, f_b), f_c)
+        b, f_b = np.where(live & ~same, a, b), np.where(live & ~same, f_a, f_b)
+        a, f_a = np.where(live, x, a), np.where(live, f_x, f_a)
+        # converged cells (b = c) divide by zero here; they are done and keep a finite t
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            tlim = tolerance / np.abs(b - c)
+            done |= tlim > 0.5
+            xi = (a - b) / (c - b)
+            phi = (f_a - f_b) / (f_c - f_b)
+            quadratic = f_a / (f_b - f_a) * f_c / (f_b - f_c) + (c - a) / (b - a) * f_a / (
+                f_c - f_a
+            ) * f_b / (f_c - f_b)
+            usable = (phi * phi < xi) & ((1 - phi) ** 2 < 1 - xi) & np.isfinite(quadratic)
+            t = np.clip(np.where(usable, quadratic, 0.5), tlim, 1 - tlim)
+        t = np.where(done, 0.5, t)
+    return np.where(skip, 1.0, np.where(f_a >= 0, a, b))
+
+
 def _meld_quantile(
     t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarray, level: float
 ) -> np.ndarray:
     """Return the ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
 
     P(W ≤ w) = E_T[F_B((1 + w/T)/2)], averaged over T's quantile nodes; the quantile is found
-    by bisection on [−1, 1], vectorised over cells. At w = 0 the CDF is F_B(½) exactly, so the
-    sign of the quantile is that of the exact binomial test.
+    by a bracketed root search on [−1, 1] (:func:`_bracketed_root`), vectorised over
+    cells. At w = 0 the CDF is F_B(½) exactly, so the sign of the quantile is that of the exact
+    binomial test.
     """
     shape = np.broadcast(t_a, t_b, b_a, b_b).shape
     t = _beta_nodes(np.broadcast_to(t_a, shape), np.broadcast_to(t_b, shape))
     b_a2 = np.broadcast_to(b_a, shape)[..., np.newaxis]
     b_b2 = np.broadcast_to(b_b, shape)[..., np.newaxis]
 
-    def cdf(w: np.ndarray) -> np.ndarray:
-        w2 = w[..., np.newaxis]
+    def cdf(w: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        w2, nodes = w[..., np.newaxis], t[cells]
         with np.errstate(divide="ignore", invalid="ignore"):
-            arg = np.where(t > 0, (1.0 + w2 / t) / 2.0, np.where(w2 >= 0, 2.0, -1.0))
-        return _beta_cdf(arg, b_a2, b_b2).mean(axis=-1)
+            arg = np.where(nodes > 0, (1.0 + w2 / nodes) / 2.0, np.where(w2 >= 0, 2.0, -1.0))
+        return _beta_cdf(arg, b_a2[cells], b_b2[cells]).mean(axis=-1)
 
-    low, high = np.full(shape, -1.0), np.full(shape, 1.0)
-    # The bisection keeps cdf(low) < level <= cdf(high); start by checking the ends.
-    for _ in range(_BISECTION_STEPS):
-        mid = (low + high) / 2.0
-        above = cdf(mid) >= level
-        high, low = np.where(above, mid, high), np.where(above, low, mid)
-    at_zero = cdf(np.zeros(shape)) >= level
+    b_zero = np.broadcast_to(b_a, shape) <= 0
+    b_one = np.broadcast_to(b_b, shape) <= 0
+    high = _bracketed_root(cdf, level, b_zero | b_one)
+    every = np.ones(shape, dtype=bool)
+    at_zero = (cdf(np.zeros(shape)[every], every) >= level).reshape(shape)
     # Exactly on the test's side of zero: the sign is decided by F_B(½) alone.
     quantile = np.where(at_zero, np.minimum(high, 0.0), np.maximum(high, np.nextafter(0.0, 1.0)))
     # B a point mass (no rescue, or no harm): W = ∓T, whose quantile is a beta quantile.
@@ -2382,8 +2433,6 @@ def _meld_quantile(
         t_high = special.betaincinv(np.maximum(t_a2, 1e-300), np.maximum(t_b2, 1e-300), level)
     t_low = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_low))
     t_high = np.where(t_a2 <= 0, 0.0, np.where(t_b2 <= 0, 1.0, t_high))
-    b_zero = np.broadcast_to(b_a, shape) <= 0
-    b_one = np.broadcast_to(b_b, shape) <= 0
     return np.asarray(np.where(b_zero, -t_low, np.where(b_one, t_high, quantile)))
 
 

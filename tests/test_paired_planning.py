@@ -235,3 +235,15 @@ def test_sum_moments_equal_enumeration_and_the_design_effect(p10, p01, m, icc):
     psi, delta = p10 + p01, p10 - p01
     variance = m * (psi - delta**2) * (1 + (m - 1) * icc)
     assert moments[1] - moments[0] ** 2 == pytest.approx(variance, rel=1e-12)
+
+
+@pytest.mark.parametrize("m", [1.0, 2.5, 4.0])
+def test_two_sided_power_is_symmetric_in_rescue_and_harm(m):
+    # A two-sided study detects harm > rescue as well as rescue > harm (a pilot may show either).
+    for n in (20, 200, 25_000):
+        helps = paired.power(n, 0.15, 0.05, pairs_per_task=m, icc=0.2)
+        harms = paired.power(n, 0.05, 0.15, pairs_per_task=m, icc=0.2)
+        assert harms == pytest.approx(helps, rel=1e-12)
+    assert paired.tasks_needed(0.05, 0.15, pairs_per_task=m, icc=0.2) == paired.tasks_needed(
+        0.15, 0.05, pairs_per_task=m, icc=0.2
+    )

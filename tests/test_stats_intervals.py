@@ -374,3 +374,32 @@ def test_huge_lattice_refused_by_the_inversion_and_melded_falls_back():
         stats.sign_flip_interval(np.c_[d, n])
     ci = stats.cluster_melded_interval(np.c_[d, n])
     assert ci.low < d.sum() / n.sum() < ci.high
+
+
+def _bisection_quantile(t_a, t_b, b_a, b_b, level):
+    """The melded quantile by plain bisection (36 halvings of [-1, 1]): the reference."""
+    nodes = stats._beta_nodes(t_a, t_b)
+    low, high = np.full(t_a.shape, -1.0), np.full(t_a.shape, 1.0)
+    for _ in range(36):
+        mid = (low + high) / 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            arg = np.where(
+                nodes > 0, (1 + mid[:, None] / nodes) / 2, np.where(mid[:, None] >= 0, 2.0, -1.0)
+            )
+        above = stats._beta_cdf(arg, b_a[:, None], b_b[:, None]).mean(axis=1) >= level
+        low, high = np.where(above, low, mid), np.where(above, mid, high)
+    return high
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), level=st.sampled_from([0.005, 0.025, 0.05, 0.95, 0.975]))
+def test_melded_quantile_root_search_equals_bisection(seed, level):
+    rng = np.random.default_rng(seed)
+    n = rng.integers(1, 5000, size=12).astype(float)
+    m = np.floor(n * rng.random(12))
+    x = np.floor(m * rng.random(12))
+    x[0] = 0.0  # no rescue among the discordant
+    m[1] = x[1] = 0.0  # no discordant pair
+    args = (m + 1, n - m, x + 1, m - x + 1)  # the bounds' shapes (all parameters > 0)
+    got = stats._meld_quantile(*args, level)
+    assert np.abs(got - _bisection_quantile(*args, level)).max() <= 2.0**-34

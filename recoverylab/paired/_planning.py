@@ -31,7 +31,7 @@ target. :func:`simulate_power` checks a plan by simulating the exact test
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
@@ -238,8 +238,8 @@ def _normal_power(
     n: float, p10: float, p01: float, alpha: float, alt: str, m: float, icc: float
 ) -> float:
     """Power of the sign-flip test from the joint normal law of (T, Q) (module docstring)."""
-    if alt == "less":
-        p10, p01 = p01, p10
+    if alt == "less" or (alt == "two-sided" and p10 < p01):
+        p10, p01 = p01, p10  # the direction looked for (two-sided: the larger rate's)
     mu1, mu2, mu3, mu4 = _sum_moments(p10, p01, m, icc)
     z = _z(alpha, alt)
     variance = mu2 - mu1 * mu1
@@ -409,12 +409,25 @@ def tasks_needed(
             return _exact_power(n, a, b, alpha, alt) >= target
         return _normal_power(n, a, b, alpha, alt, m, rho) >= target
 
-    n = max(1, math.floor(0.8 * guess))
-    while n > 1 and reaches(n - 1):
-        n -= 1
-    while not reaches(n):
-        n += 1
-    return n
+    if exact:
+        # the exact power is a sawtooth in n: walk up from below Connor's size
+        n = max(1, math.floor(0.8 * guess))
+        while not reaches(n):
+            n += 1
+        return n
+    return _smallest_reaching(reaches, max(1, math.ceil(guess)))
+
+
+def _smallest_reaching(reaches: Callable[[int], bool], start: int) -> int:
+    """Smallest n >= 1 with ``reaches(n)`` for a monotone ``reaches``: doubling, then bisection."""
+    high = start
+    while not reaches(high):
+        high *= 2
+    low = 0  # reaches(0) is taken as False
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reaches(middle) else (middle, high)
+    return high
 
 
 def mde(
