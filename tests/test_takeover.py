@@ -951,7 +951,7 @@ def test_missing_contract_column(states_df: pl.DataFrame, attempts_df: pl.DataFr
 def test_eligibility_checks_by(states_df: pl.DataFrame) -> None:
     with pytest.raises(ParameterError, match="names `agent`, which is not a column of `states`"):
         takeover.eligibility(states_df, by=("agent",))
-    total = takeover.eligibility(states_df, by=())
+    total = takeover.eligibility(states_df, by=()).collect()
     assert total.select("states", "eligible_states", "rejected_states").row(0) == (6, 4, 2)
     assert isinstance(takeover.eligibility(states_df.lazy()), pl.LazyFrame)
 
