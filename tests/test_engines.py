@@ -158,6 +158,9 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
     "paired.rescue_overlap": lambda t, e: paired.rescue_overlap(
         t["forks"], "refresh", "replan_only", by="model", engine=e
     ),
+    "paired.break_even": lambda t, e: paired.break_even(
+        t["forks"], by=["model"], engine=e, **STATISTICS
+    ),
     "goal.score": _goal_score,
     "goal.summarize": lambda t, e: goal.summarize(
         t["scored"], by=("model",), engine=e, **STATISTICS
