@@ -123,7 +123,11 @@ def _tables() -> dict[str, pl.DataFrame]:
     goal_tables = synth.generate("goal", 10, seed=4, repeats=2)
     scored = goal.score(*(goal_tables[t] for t in GOAL_TABLES)).collect()
     takeover_tables = synth.generate("takeover", 10, seed=2, missing_unit_rate=0.2)
+    trials = takeover_tables["attempts"].join(
+        takeover_tables["states"].select("state_id", "workflow_id", "depth"), on="state_id"
+    )
     return {
+        "trials": trials,
         "forks": forks,
         "decisions": decisions,
         "policy_forks": policy_forks,
@@ -195,6 +199,18 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
         "agent_b",
         k=2,
         common_sample=True,
+        engine=e,
+        **STATISTICS,
+    ),
+    "takeover.reliability": lambda t, e: takeover.reliability(
+        t["states"], t["attempts"], k=2, common_sample=True, engine=e, **STATISTICS
+    ),
+    "takeover.repeats_reliability": lambda t, e: takeover.repeats_reliability(
+        t["trials"],
+        unit=["state_id", "agent"],
+        cluster="workflow_id",
+        by=["agent", "depth"],
+        k=1,
         engine=e,
         **STATISTICS,
     ),
