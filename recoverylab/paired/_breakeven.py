@@ -25,18 +25,8 @@ import polars as pl
 
 from recoverylab import plan, stats
 from recoverylab._errors import require_one_of
-from recoverylab.paired._pairs import (
-    COHORTS,
-    Cohort,
-    Design,
-    apply_cohort,
-    branch_rows,
-    design_of,
-    design_points,
-    outcome_expr,
-    prepare,
-    raise_after_end,
-)
+from recoverylab.paired._pairs import COHORTS, Cohort, Design
+from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
 
 __all__ = [
     "BREAK_EVEN_COLUMNS",
@@ -150,7 +140,7 @@ def break_even_plan(
     shard's carried-forward pairs need every candidate point); the second counts each task's
     pairs per cell by outcome; the finish bootstraps p* over those per-task counts.
     """
-    keys: dict[str, Any] = {"by": tuple(by), "pair_by": tuple(pair_by), "cohort": cohort}
+    keys: dict[str, Any] = {"by": tuple(by), "pair_by": pair_by, "cohort": cohort}
     statistics: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
@@ -158,15 +148,10 @@ def break_even_plan(
         "ci_method": ci_method,
     }
     return plan.Plan(
-        inputs=(plan.Input("forks", forks, key="task_id", contract="forks"),),
+        inputs=(forks_input(forks),),
         check=functools.partial(_check, cohort=cohort, **statistics),
         stages=(
-            plan.Stage(
-                "reading the design grid",
-                functools.partial(_design_partial, **keys),
-                _design_combine,
-                clustered=False,
-            ),
+            design_stage(pair_by=pair_by, cohort=cohort),
             plan.Stage("counting outcomes per task", functools.partial(_task_partial, **keys)),
         ),
         finish=functools.partial(
@@ -185,22 +170,6 @@ def _check(
     )
 
 
-def _design_partial(
-    frames: Mapping[str, pl.LazyFrame],
-    state: Any,
-    *,
-    by: Sequence[str],
-    pair_by: Sequence[str],
-    cohort: str,
-) -> dict[str, pl.LazyFrame]:
-    table, _ = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort, checks="schema")
-    return {"points": design_points(table)}
-
-
-def _design_combine(parts: dict[str, pl.DataFrame], state: Any) -> Design:
-    return design_of(parts["points"])
-
-
 def _task_partial(
     frames: Mapping[str, pl.LazyFrame],
     design: Design,
@@ -210,14 +179,10 @@ def _task_partial(
     cohort: str,
 ) -> dict[str, pl.LazyFrame]:
     """Per (task, cell): the counts of rescue, unchanged, harm and kept pairs (one shard)."""
-    table, by_keys = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
-    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
-    raise_after_end(rows, table)
-    outcome = outcome_expr()
-    per_task = (
-        rows.filter(pl.col("reason").is_null())
-        .group_by("task_id", "condition", "delay", "method", *by_keys)
-        .agg(*((outcome == c).sum().cast(pl.Float64).alias(c) for c in _COUNTS))
+    rows = shard_pairs(frames["forks"], design, pair_by=pair_by, cohort=cohort, carry=by)
+    outcome = pl.col("outcome")
+    per_task = rows.group_by("task_id", "condition", "delay", "method", *by).agg(
+        *((outcome == c).sum().cast(pl.Float64).alias(c) for c in _COUNTS)
     )
     return {"per_task": per_task}
 
