@@ -165,6 +165,9 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
     "paired.break_even": lambda t, e: paired.break_even(
         t["forks"], by=["model"], engine=e, **STATISTICS
     ),
+    "paired.pilot_rates": lambda t, e: paired.pilot_rates(
+        t["forks"], by=["model", "method"], engine=e, **STATISTICS
+    ),
     "goal.score": _goal_score,
     "goal.summarize": lambda t, e: goal.summarize(
         t["scored"], by=("model",), engine=e, **STATISTICS
