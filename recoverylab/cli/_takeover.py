@@ -211,8 +211,9 @@ def tables(
 ) -> dict[str, pl.DataFrame]:
     """Every result table of the takeover protocol, by name (see :data:`TABLES`).
 
-    With a Spark ``engine`` the summary is computed on Spark from ``sources`` (the input
-    paths, read by Spark); the other tables are computed with polars on this machine.
+    With a Spark ``engine`` the summary and the reliability table are computed on Spark from
+    ``sources`` (the input paths, read by Spark); the other tables are computed with polars on
+    this machine.
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
 
@@ -238,8 +239,8 @@ def tables(
     )
     progress("pass^k, flip rate and ICC of repeats")
     frames["reliability"] = takeover.reliability(
-        states,
-        attempts,
+        sources[0] if on_spark and sources is not None else states,
+        sources[1] if on_spark and sources is not None else attempts,
         by=by,
         k=k,
         common_sample=common_sample,
@@ -248,6 +249,7 @@ def tables(
         n_resamples=n_resamples,
         ci_method=ci_method,
         seed=seed,
+        engine=engine,
     )
     progress("aware vs unaware pass rates (association)")
     frames["awareness"] = _eager(
