@@ -126,7 +126,11 @@ def _tables() -> dict[str, pl.DataFrame]:
     goal_tables = synth.generate("goal", 10, seed=4, repeats=2)
     scored = goal.score(*(goal_tables[t] for t in GOAL_TABLES)).collect()
     takeover_tables = synth.generate("takeover", 10, seed=2, missing_unit_rate=0.2)
+    trials = takeover_tables["attempts"].join(
+        takeover_tables["states"].select("state_id", "workflow_id", "depth"), on="state_id"
+    )
     return {
+        "trials": trials,
         "forks": forks,
         "decisions": decisions,
         "reference": reference,
@@ -170,6 +174,12 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
     "paired.rescue_overlap": lambda t, e: paired.rescue_overlap(
         t["forks"], "refresh", "replan_only", by="model", engine=e
     ),
+    "paired.break_even": lambda t, e: paired.break_even(
+        t["forks"], by=["model"], engine=e, **STATISTICS
+    ),
+    "paired.pilot_rates": lambda t, e: paired.pilot_rates(
+        t["forks"], by=["model", "method"], engine=e, **STATISTICS
+    ),
     "goal.score": _goal_score,
     "goal.summarize": lambda t, e: goal.summarize(
         t["scored"], by=("model",), engine=e, **STATISTICS
@@ -204,6 +214,18 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
         "agent_b",
         k=2,
         common_sample=True,
+        engine=e,
+        **STATISTICS,
+    ),
+    "takeover.reliability": lambda t, e: takeover.reliability(
+        t["states"], t["attempts"], k=2, common_sample=True, engine=e, **STATISTICS
+    ),
+    "takeover.repeats_reliability": lambda t, e: takeover.repeats_reliability(
+        t["trials"],
+        unit=["state_id", "agent"],
+        cluster="workflow_id",
+        by=["agent", "depth"],
+        k=1,
         engine=e,
         **STATISTICS,
     ),

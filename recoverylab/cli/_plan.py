@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
 from recoverylab.cli._common import Progress, add_statistics, emit, read, split_list
 
@@ -46,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="with several pairs per task, size the study by simulating the exact test N times",
     )
     add_statistics(parser, resamples=2000)
+    spark_cli.add_engine(parser)
     parser.add_argument("--out", type=Path, help="write the plan to this parquet file")
     _table.add_printing(parser)
     parser.set_defaults(func=run_plan)
@@ -56,7 +58,10 @@ def run_plan(args: argparse.Namespace) -> None:
     from recoverylab import paired  # imported when the command runs, not at --help
 
     progress = Progress("plan", quiet=args.quiet)
-    pilot = read(args.pilot) if args.pilot else None
+    engine = spark_cli.engine_from(args)
+    pilot: object = None
+    if args.pilot:  # Spark reads the paths itself
+        pilot = read(args.pilot) if engine == "polars" else args.pilot
     if pilot is not None:
         progress("estimating p10, p01 and the ICC from the pilot")
     if args.simulate:
@@ -76,5 +81,6 @@ def run_plan(args: argparse.Namespace) -> None:
         n_resamples=args.resamples,
         seed=args.seed,
         n_sims=args.simulate,
+        engine=engine,
     )
     emit(plan, args.out, args, title="paired study plan")

@@ -211,8 +211,9 @@ def tables(
 ) -> dict[str, pl.DataFrame]:
     """Every result table of the takeover protocol, by name (see :data:`TABLES`).
 
-    With a Spark ``engine`` the summary is computed on Spark from ``sources`` (the input
-    paths, read by Spark); the other tables are computed with polars on this machine.
+    With a Spark ``engine`` the summary and the reliability table are computed on Spark from
+    ``sources`` (the input paths, read by Spark); the other tables are computed with polars on
+    this machine.
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
 
@@ -234,7 +235,9 @@ def tables(
         inputs[0], inputs[1], by=by, interval=interval, engine=engine, **both, **settings
     )
     progress("pass^k, flip rate and ICC of repeats")
-    frames["reliability"] = takeover.reliability(states, attempts, by=by, **both, **settings)
+    frames["reliability"] = takeover.reliability(
+        inputs[0], inputs[1], by=by, engine=engine, **both, **settings
+    )
     progress("aware vs unaware pass rates (association)")
     frames["awareness"] = _eager(
         takeover.awareness_split(

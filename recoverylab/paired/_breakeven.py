@@ -16,15 +16,25 @@ counts (rescue, unchanged, harm, kept): one draw of tasks serves r and d togethe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from recoverylab import stats
-from recoverylab.paired._pairs import Cohort, pairs
+from recoverylab import plan, stats
+from recoverylab._errors import require_one_of
+from recoverylab.paired._pairs import COHORTS, Cohort, Design
+from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
 
-__all__ = ["BREAK_EVEN_COLUMNS", "break_even", "break_even_statistic", "join_break_even"]
+__all__ = [
+    "BREAK_EVEN_COLUMNS",
+    "break_even",
+    "break_even_plan",
+    "break_even_statistic",
+    "join_break_even",
+]
 
 #: Columns :func:`break_even` adds after the cell keys (and that ``summarize(break_even=True)``
 #: appends to the summary).
@@ -66,6 +76,7 @@ def break_even(
     n_resamples: int = 10_000,
     seed: int = 0,
     ci_method: str = "percentile",
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Return the break-even failure probability p* per (condition, delay, method, *by*).
 
@@ -75,6 +86,9 @@ def break_even(
         As in :func:`recoverylab.paired.summarize`.
     confidence, n_resamples, seed, ci_method
         Task-level cluster bootstrap of p*.
+    engine
+        ``"polars"`` (default), a SparkSession (or ``"spark"``) or an engine object (see
+        :mod:`recoverylab.engines`); the result is the same.
 
     Returns
     -------
@@ -94,14 +108,96 @@ def break_even(
     >>> break_even(forks, n_resamples=100).select("net_effect", "break_even").row(0)
     (0.0, 0.3333333333333333)
     """
-    cells = ["condition", "delay", "method", *by]
-    outcome = pl.col("outcome")
-    per_task = (
-        pairs(forks, pair_by=pair_by, cohort=cohort)
-        .group_by("task_id", *cells)
-        .agg(*((outcome == c).sum().cast(pl.Float64).alias(c) for c in _COUNTS))
-        .collect(engine="streaming")
+    return plan.run(
+        engine,
+        break_even_plan(
+            forks,
+            by=by,
+            pair_by=pair_by,
+            cohort=cohort,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            ci_method=ci_method,
+        ),
     )
+
+
+def break_even_plan(
+    forks: object,
+    *,
+    by: Sequence[str] = (),
+    pair_by: Sequence[str] = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    ci_method: str = "percentile",
+) -> plan.Plan:
+    """Return the plan of :func:`break_even` (ARCHITECTURE §7).
+
+    Forks are clustered by task. A first stage reads the design grid of the whole table (a
+    shard's carried-forward pairs need every candidate point); the second counts each task's
+    pairs per cell by outcome; the finish bootstraps p* over those per-task counts.
+    """
+    keys: dict[str, Any] = {"by": tuple(by), "pair_by": pair_by, "cohort": cohort}
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "ci_method": ci_method,
+    }
+    return plan.Plan(
+        inputs=(forks_input(forks),),
+        check=functools.partial(_check, cohort=cohort, **statistics),
+        stages=(
+            design_stage(pair_by=pair_by, cohort=cohort),
+            plan.Stage("counting outcomes per task", functools.partial(_task_partial, **keys)),
+        ),
+        finish=functools.partial(
+            _finish, cells=["condition", "delay", "method", *by], **statistics
+        ),
+    )
+
+
+def _check(
+    *, cohort: object, confidence: object, n_resamples: object, seed: object, ci_method: object
+) -> None:
+    """Check the parameters before any data is read."""
+    require_one_of("cohort", cohort, COHORTS)
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
+
+
+def _task_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    by: Sequence[str],
+    pair_by: Sequence[str],
+    cohort: str,
+) -> dict[str, pl.LazyFrame]:
+    """Per (task, cell): the counts of rescue, unchanged, harm and kept pairs (one shard)."""
+    rows = shard_pairs(frames["forks"], design, pair_by=pair_by, cohort=cohort, carry=by)
+    outcome = pl.col("outcome")
+    per_task = rows.group_by("task_id", "condition", "delay", "method", *by).agg(
+        *((outcome == c).sum().cast(pl.Float64).alias(c) for c in _COUNTS)
+    )
+    return {"per_task": per_task}
+
+
+def _finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    cells: list[str],
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    ci_method: str,
+) -> pl.DataFrame:
+    """Bootstrap p* over the per-task counts; add the cell rates."""
+    per_task = parts["per_task"]
     boot = stats.cluster_bootstrap(
         per_task,
         cells=cells,

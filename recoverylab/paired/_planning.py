@@ -30,8 +30,9 @@ target. :func:`simulate_power` checks a plan by simulating the exact test
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
@@ -39,14 +40,16 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._errors import ParameterError, require_one_of
-from recoverylab.paired._pairs import pairs
+from recoverylab.paired._pairs import Design
+from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
 
 __all__ = [
     "PLAN_COLUMNS",
     "SimulatedPower",
     "mde",
+    "pilot_plan",
     "pilot_rates",
     "plan_study",
     "power",
@@ -638,11 +641,18 @@ def simulate_power(
 _PILOT_CELLS = ("condition", "delay", "method")
 
 
-def _pilot_partials(forks: object, by: Sequence[str], pair_by: Sequence[str]) -> pl.LazyFrame:
-    """Per (task, cell) partials: pairs, rescues, harms and the ICC sums of d = y1 − y0."""
+def _pilot_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    by: tuple[str, ...],
+    pair_by: str | Sequence[str],
+) -> dict[str, pl.LazyFrame]:
+    """Per (task, cell) partials of one shard: pairs, rescues, harms, ICC sums of d = y1 − y0."""
+    carry = [c for c in by if c not in _PILOT_CELLS]
     d = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
     per_task = (
-        pairs(forks, pair_by=pair_by)
+        shard_pairs(frames["forks"], design, pair_by=pair_by, carry=carry)
         .with_columns(d.alias("__d"))
         .group_by("task_id", *by)
         .agg(
@@ -653,11 +663,48 @@ def _pilot_partials(forks: object, by: Sequence[str], pair_by: Sequence[str]) ->
             (pl.col("__d") ** 2).sum().cast(pl.Float64).alias("sum_sq"),
         )
     )
-    return per_task.with_columns(
+    partials = per_task.with_columns(
         (pl.col("sum") ** 2 / pl.col("m")).alias("sum_sq_over_m"),
         pl.col("m").cast(pl.Float64).alias("m_f"),
         (pl.col("m") ** 2).cast(pl.Float64).alias("m_sq"),
         pl.lit(1.0).alias("one"),
+    )
+    return {"partials": partials}
+
+
+def _check_pilot(confidence: object, n_resamples: object, seed: object) -> None:
+    """Check the bootstrap parameters before any data is read."""
+    stats.check_resampling(confidence=confidence, n_resamples=n_resamples, seed=seed)
+
+
+def pilot_plan(
+    forks: object,
+    *,
+    by: Sequence[str] = _PILOT_CELLS,
+    pair_by: Sequence[str] = (),
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> plan.Plan:
+    """Return the plan of :func:`pilot_rates` (ARCHITECTURE §7).
+
+    Forks are clustered by task: the design grid of the whole table first, then per (task,
+    cell) partials of the pairs; the finish sums them per cell and bootstraps the ICC.
+    """
+    keys = tuple(by)
+    return plan.Plan(
+        inputs=(forks_input(forks),),
+        check=functools.partial(_check_pilot, confidence, n_resamples, seed),
+        stages=(
+            design_stage(pair_by=pair_by),
+            plan.Stage(
+                "pilot partials per task",
+                functools.partial(_pilot_partial, by=keys, pair_by=pair_by),
+            ),
+        ),
+        finish=functools.partial(
+            _pilot_finish, by=list(keys), confidence=confidence, n_resamples=n_resamples, seed=seed
+        ),
     )
 
 
@@ -669,6 +716,7 @@ def pilot_rates(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Estimate the planning inputs p10, p01 and ρ from a pilot ``forks`` table.
 
@@ -683,6 +731,9 @@ def pilot_rates(
         As in :func:`recoverylab.paired.pairs`.
     confidence, n_resamples, seed
         Of the task-clustered bootstrap interval of the ICC.
+    engine
+        ``"polars"`` (default), a SparkSession (or ``"spark"``) or an engine object (see
+        :mod:`recoverylab.engines`); the result is the same.
 
     Returns
     -------
@@ -699,8 +750,24 @@ def pilot_rates(
     >>> {"p10", "p01", "icc"} <= set(pilot.columns)
     True
     """
-    by = list(by)
-    partials = _pilot_partials(forks, by, pair_by).collect()
+    return plan.run(
+        engine,
+        pilot_plan(
+            forks,
+            by=by,
+            pair_by=pair_by,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+        ),
+    )
+
+
+def _pilot_finish(
+    parts: dict[str, pl.DataFrame], *, by: list[str], confidence: float, n_resamples: int, seed: int
+) -> pl.DataFrame:
+    """Cells with their tasks, pairs, rates and the bootstrapped ICC of d."""
+    partials = parts["partials"]
     cells = partials.group_by(by).agg(
         pl.len().cast(pl.Int64).alias("tasks"),
         pl.col("m").sum().alias("pairs"),
@@ -804,6 +871,7 @@ def plan_study(
     n_resamples: int = 2000,
     seed: int = 0,
     n_sims: int | None = None,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Plan a paired recovery study from assumed rates or from a pilot ``forks`` table.
 
@@ -829,6 +897,8 @@ def plan_study(
         With several (integer) pairs per task, size the study by simulating the exact test
         with this many studies (see :func:`tasks_needed`); ``power_method`` says
         ``simulation``. The MDE stays the normal approximation.
+    engine
+        The engine :func:`pilot_rates` runs on (see :mod:`recoverylab.engines`).
 
     Returns
     -------
@@ -880,7 +950,13 @@ def plan_study(
         if pairs_per_task is not None or icc is not None:
             _check_design(pairs_per_task or 1, icc or 0.0)
         base = pilot_rates(
-            pilot, by=by, pair_by=pair_by, confidence=confidence, n_resamples=n_resamples, seed=seed
+            pilot,
+            by=by,
+            pair_by=pair_by,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+            engine=engine,
         )
         if pairs_per_task is not None:
             base = base.with_columns(pl.lit(float(pairs_per_task)).alias("pairs_per_task"))

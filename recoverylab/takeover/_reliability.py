@@ -15,11 +15,13 @@ of one workflow move together.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import plan, stats
 from recoverylab._errors import (
     InputError,
     ParameterError,
@@ -27,8 +29,12 @@ from recoverylab._errors import (
     SchemaError,
     format_keys,
 )
-from recoverylab.io import scan
+
+# A module import (never a name): `_summary` imports this module too, and its stages that decide
+# over all shards (root causes, first repeat, common agents and depths) are used at call time.
+from recoverylab.takeover import _summary
 from recoverylab.takeover._inputs import (
+    as_columns,
     check_consistency,
     check_k,
     load,
@@ -41,6 +47,8 @@ __all__ = [
     "join_reliability",
     "pass_hat_k_expr",
     "reliability",
+    "reliability_plan",
+    "repeats_plan",
     "repeats_reliability",
 ]
 
@@ -158,6 +166,7 @@ def reliability(
     n_resamples: int = 10_000,
     ci_method: str = "percentile",
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Return pass^k, the flip rate and the ICC of repeats per (agent, depth, *by*).
 
@@ -168,6 +177,9 @@ def reliability(
         refused there and here).
     confidence, n_resamples, ci_method, seed
         Workflow-clustered bootstrap settings.
+    engine
+        ``"polars"`` (default), a SparkSession (or ``"spark"``) or an engine object (see
+        :mod:`recoverylab.engines`); the result is the same.
 
     Returns
     -------
@@ -186,14 +198,108 @@ def reliability(
     >>> bool((out["pass_hat_k"] <= 1).all())
     True
     """
-    k = check_k(k)
-    inputs = load(states, attempts, by)
-    check_consistency(inputs, k)
-    frame = scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
-    by_l = list(inputs.by)
-    partials = _partials(frame, by_l, k).collect(engine="streaming")
-    settings = {"n_resamples": n_resamples, "confidence": confidence, "method": ci_method}
-    return _finish(partials, by_l, k, "attempted_states", {**settings, "seed": seed})
+    return plan.run(
+        engine,
+        reliability_plan(
+            states,
+            attempts,
+            by=by,
+            k=k,
+            common_sample=common_sample,
+            common_states=common_states,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            ci_method=ci_method,
+            seed=seed,
+        ),
+    )
+
+
+def reliability_plan(
+    states: object,
+    attempts: object,
+    *,
+    by: Sequence[str] = ("agent", "depth"),
+    k: int = 3,
+    common_sample: bool = False,
+    common_states: bool = False,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> plan.Plan:
+    """Return the plan of :func:`reliability` (ARCHITECTURE §7).
+
+    The stages of :func:`recoverylab.takeover.summarize` that decide over all shards (root
+    causes, first repeat, common agents and depths) come first; then the per-(workflow, cell)
+    partials of the scored units; the finish bootstraps over workflows.
+    """
+    columns = as_columns("by", by)
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    stages = _summary._restriction_stages(columns, k, **flags)
+    stages.append(
+        plan.Stage(
+            "reliability partials", functools.partial(_plan_partial, by=columns, k=k, **flags)
+        )
+    )
+    settings: dict[str, object] = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "method": ci_method,
+        "seed": seed,
+    }
+    return plan.Plan(
+        inputs=_summary._plan_inputs(states, attempts),
+        stages=tuple(stages),
+        check=functools.partial(_check, k, confidence, n_resamples, seed, ci_method),
+        finish=functools.partial(
+            _plan_finish, by=list(columns), k=k, count="attempted_states", settings=settings
+        ),
+    )
+
+
+def _check(
+    k: object, confidence: object, n_resamples: object, seed: object, ci_method: object
+) -> None:
+    """Check the parameters before any data is read."""
+    check_k(k)
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
+
+
+def _plan_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    *,
+    by: Sequence[str],
+    k: int,
+    common_states: bool,
+    common_sample: bool,
+) -> dict[str, pl.LazyFrame]:
+    """Per (workflow, cell) partials of one shard's scored units."""
+    inputs = load(frames["states"], frames["attempts"], by)
+    check_consistency(inputs, k, base=state["base"], roots=False)
+    frame = scored_units(
+        inputs,
+        k,
+        common_sample=common_sample,
+        common_states=common_states,
+        agents=state["agents"],
+        depths=state["depths"],
+    )
+    return {"partials": _partials(frame, list(inputs.by), k)}
+
+
+def _plan_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    by: list[str],
+    k: int,
+    count: str,
+    settings: dict[str, object],
+) -> pl.DataFrame:
+    return _finish(parts["partials"], by, k, count, settings)
 
 
 def _finish(
@@ -226,6 +332,7 @@ def repeats_reliability(
     n_resamples: int = 10_000,
     ci_method: str = "percentile",
     seed: int = 0,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """pass^k, flip rate and ICC of repeats for any repeated-trials table (one row per trial).
 
@@ -242,7 +349,7 @@ def repeats_reliability(
         Boolean column: the trial passed.
     by
         Cell keys (columns constant within a unit).
-    k, confidence, n_resamples, ci_method, seed
+    k, confidence, n_resamples, ci_method, seed, engine
         As in :func:`reliability`.
 
     Returns
@@ -267,46 +374,150 @@ def repeats_reliability(
     >>> out.select("units", "pass_hat_k", "flip_rate").row(0)
     (2, 0.5, 0.5)
     """
-    k = check_k(k)
-    units = _repeat_units(trials, list(unit), cluster, outcome, list(by), k)
-    # One cell for the whole table when there are no keys (joins need a key).
-    cells = list(by) or ["__cell"]
-    units = units.with_columns(pl.lit("all").alias("__cell")) if not by else units
-    partials = _partials(units, cells, k, cluster=cluster).collect(engine="streaming")
-    settings = {"n_resamples": n_resamples, "confidence": confidence, "method": ci_method}
-    out = _finish(partials, cells, k, "units", {**settings, "seed": seed})
-    return out if by else out.drop("__cell")
+    return plan.run(
+        engine,
+        repeats_plan(
+            trials,
+            unit=unit,
+            cluster=cluster,
+            outcome=outcome,
+            by=by,
+            k=k,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            ci_method=ci_method,
+            seed=seed,
+        ),
+    )
 
 
-def _repeat_units(
-    trials: object, unit: list[str], cluster: str, outcome: str, by: list[str], k: int
-) -> pl.LazyFrame:
-    """Per unit: repeats and passes, after checking columns, the outcome and k."""
-    lazy = scan(trials)
-    names = lazy.collect_schema()
-    missing = [c for c in (*unit, cluster, outcome, *by) if c not in names]
+def repeats_plan(
+    trials: object,
+    *,
+    unit: Sequence[str],
+    cluster: str,
+    outcome: str = "passed",
+    by: Sequence[str] = (),
+    k: int = 3,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    ci_method: str = "percentile",
+    seed: int = 0,
+) -> plan.Plan:
+    """Return the plan of :func:`repeats_reliability` (ARCHITECTURE §7).
+
+    Trials are clustered by ``cluster``. One stage counts trials and passes per (unit,
+    cluster); the combine adds them up per unit (a unit found in two clusters is refused
+    there) and checks every unit; the finish sums the units per (cluster, cell) and
+    bootstraps over clusters.
+    """
+    columns: dict[str, Any] = {
+        "unit": tuple(unit),
+        "cluster": cluster,
+        "outcome": outcome,
+        "by": tuple(by),
+    }
+    settings: dict[str, object] = {
+        "n_resamples": n_resamples,
+        "confidence": confidence,
+        "method": ci_method,
+        "seed": seed,
+    }
+    return plan.Plan(
+        inputs=(plan.Input("trials", trials, key=functools.partial(_trials_key, **columns)),),
+        check=functools.partial(_check, k, confidence, n_resamples, seed, ci_method),
+        stages=(
+            plan.Stage(
+                "counting trials per unit",
+                functools.partial(_trials_partial, **columns),
+                functools.partial(_units_combine, **columns, k=k),
+            ),
+        ),
+        finish=functools.partial(
+            _units_finish, by=list(by), cluster=cluster, k=k, settings=settings
+        ),
+    )
+
+
+def _trials_key(
+    schema: pl.Schema, *, unit: tuple[str, ...], cluster: str, outcome: str, by: tuple[str, ...]
+) -> str:
+    """Check the trial columns against ``schema``; return the cluster column."""
+    missing = [c for c in (*unit, cluster, outcome, *by) if c not in schema]
     if missing or not unit:
         raise ParameterError(
             f"trials: column `{(missing or ['unit'])[0]}` is not in the table (columns: "
-            f"{', '.join(names.names())}); `unit`, `cluster`, `outcome` and `by` must name "
+            f"{', '.join(schema.names())}); `unit`, `cluster`, `outcome` and `by` must name "
             "columns, and `unit` at least one."
         )
-    if names[outcome] != pl.Boolean:
-        raise SchemaError(f"trials: column `{outcome}` is {names[outcome]}; it must be boolean.")
-    keys = list(dict.fromkeys([*unit, *by]))
+    if schema[outcome] != pl.Boolean:
+        raise SchemaError(f"trials: column `{outcome}` is {schema[outcome]}; it must be boolean.")
+    return cluster
+
+
+def _unit_keys(unit: Sequence[str], by: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys([*unit, *by]))
+
+
+def _trials_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: Any,
+    *,
+    unit: tuple[str, ...],
+    cluster: str,
+    outcome: str,
+    by: tuple[str, ...],
+) -> dict[str, pl.LazyFrame]:
+    """Per (unit, cluster) of one shard: trials, passes and null outcomes."""
+    lazy = frames["trials"]
+    _trials_key(lazy.collect_schema(), unit=unit, cluster=cluster, outcome=outcome, by=by)
+    keys = _unit_keys(unit, by)
+    counts = lazy.group_by(list(dict.fromkeys([*keys, cluster]))).agg(
+        pl.len().cast(pl.Int64).alias("repeats"),
+        pl.col(outcome).sum().cast(pl.Int64).alias("n_passed"),
+        pl.col(outcome).null_count().cast(pl.Int64).alias("__nulls"),
+    )
+    return {"units": counts}
+
+
+def _units_combine(
+    parts: dict[str, pl.DataFrame],
+    state: Any,
+    *,
+    unit: tuple[str, ...],
+    cluster: str,
+    outcome: str,
+    by: tuple[str, ...],
+    k: int,
+) -> pl.DataFrame:
+    """Per unit: repeats and passes over every shard, after checking the outcome and k."""
+    keys = _unit_keys(unit, by)
     per_unit = (
-        lazy.group_by(keys)
+        parts["units"]
+        .group_by(keys)
         .agg(
-            pl.len().cast(pl.Int64).alias("repeats"),
-            pl.col(outcome).sum().cast(pl.Int64).alias("n_passed"),
-            pl.col(outcome).null_count().alias("__nulls"),
+            pl.col("repeats").sum(),
+            pl.col("n_passed").sum(),
+            pl.col("__nulls").sum(),
             pl.col(cluster).n_unique().alias("__clusters"),
             *([] if cluster in keys else [pl.col(cluster).first()]),
         )
-        .collect(engine="streaming")
     )
     _check_units(per_unit, keys, outcome, k)
-    return per_unit.lazy().with_columns(pl.lit(None, pl.String).alias("excluded"))
+    return per_unit
+
+
+def _units_finish(
+    per_unit: pl.DataFrame, *, by: list[str], cluster: str, k: int, settings: dict[str, object]
+) -> pl.DataFrame:
+    """Sum the units per (cluster, cell); bootstrap the three statistics over clusters."""
+    units = per_unit.lazy().with_columns(pl.lit(None, pl.String).alias("excluded"))
+    # One cell for the whole table when there are no keys (joins need a key).
+    cells = by or ["__cell"]
+    units = units.with_columns(pl.lit("all").alias("__cell")) if not by else units
+    partials = _partials(units, cells, k, cluster=cluster).collect(engine="streaming")
+    out = _finish(partials, cells, k, "units", settings)
+    return out if by else out.drop("__cell")
 
 
 def _check_units(per_unit: pl.DataFrame, keys: list[str], outcome: str, k: int) -> None:

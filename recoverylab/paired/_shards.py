@@ -1,0 +1,85 @@
+"""Pairs within one shard of a plan: the design grid stage, then the pairing query.
+
+ARCHITECTURE §7. A shard holds whole tasks, but its carried-forward pairs need the candidate
+recovery points of the whole table: :func:`design_stage` reads them over every shard first
+(no shuffle needed), and :func:`shard_pairs` pairs a shard's branches against that grid.
+Used by the plans of :func:`~recoverylab.paired.break_even` and
+:func:`~recoverylab.paired.pilot_rates`; the same rows as :func:`~recoverylab.paired.pairs`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from recoverylab import plan
+from recoverylab._errors import ParameterError
+from recoverylab.paired._pairs import (
+    Design,
+    apply_cohort,
+    branch_rows,
+    design_of,
+    design_points,
+    outcome_expr,
+    prepare,
+    raise_after_end,
+)
+
+__all__ = ["design_stage", "forks_input", "shard_pairs"]
+
+
+def forks_input(forks: object) -> plan.Input:
+    """Return the forks as a plan input, clustered by task (every pairing join is within a task)."""
+    return plan.Input("forks", forks, key="task_id", contract="forks")
+
+
+def _design_partial(
+    frames: Mapping[str, pl.LazyFrame], state: Any, *, pair_by: str | Sequence[str], cohort: str
+) -> dict[str, pl.LazyFrame]:
+    table, _ = prepare(frames["forks"], pair_by=pair_by, cohort=cohort, checks="schema")
+    return {"points": design_points(table)}
+
+
+def _design_combine(parts: dict[str, pl.DataFrame], state: Any) -> Design:
+    return design_of(parts["points"])
+
+
+def design_stage(*, pair_by: str | Sequence[str], cohort: str = "full") -> plan.Stage:
+    """Return the stage that reads the design grid of the whole table (its state: a Design)."""
+    partial = functools.partial(_design_partial, pair_by=pair_by, cohort=cohort)
+    return plan.Stage("reading the design grid", partial, _design_combine, clustered=False)
+
+
+def shard_pairs(
+    forks: pl.LazyFrame,
+    design: Design,
+    *,
+    pair_by: str | Sequence[str],
+    cohort: str = "full",
+    carry: Sequence[str] = (),
+) -> pl.LazyFrame:
+    """Return the pairs of one shard, paired against the whole table's ``design``.
+
+    Columns: task_id, condition, *pair_by*, method, delay, ``y0``, ``y1``, ``outcome``, and
+    the ``carry`` columns. Validates the shard (the contract's per-task rules) first.
+
+    Raises
+    ------
+    ParameterError
+        For a ``carry`` column that is not in the table.
+    SchemaError, InputError
+        As :func:`~recoverylab.paired.pairs`.
+    """
+    table, _ = prepare(forks, pair_by=pair_by, cohort=cohort)
+    missing = [c for c in carry if c not in table.columns]
+    if missing:
+        raise ParameterError(
+            f"forks: parameter `by` names column `{missing[0]}`, which is not in the table "
+            f"(columns: {', '.join(sorted(table.columns))})."
+        )
+    rows = apply_cohort(branch_rows(table, design, carry=carry), table, cohort)
+    raise_after_end(rows, table)
+    return rows.filter(pl.col("reason").is_null()).with_columns(outcome_expr().alias("outcome"))
