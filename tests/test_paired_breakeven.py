@@ -7,9 +7,10 @@ import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from polars.testing import assert_frame_equal
 
 from recoverylab import paired
-from recoverylab._errors import ParameterError
+from recoverylab.engines import ShardedEngine
 from tests.conftest import SAMPLES
 
 OUTCOMES = {"rescue": (False, True), "harm": (True, False), "kept": (True, True)}
@@ -75,9 +76,11 @@ def test_summary_columns_are_additive_and_lazy_input_agrees():
     assert np.allclose(with_be["net_effect"], with_be["effect"])
 
 
-def test_break_even_refuses_other_engines():
-    with pytest.raises(ParameterError, match="polars engine only"):
-        paired.summarize(forks_from(["rescue", "harm"]), engine="spark", break_even=True)
+def test_break_even_columns_on_another_engine_equal_polars():
+    forks = pl.read_parquet(SAMPLES / "paired" / "main_forks.parquet")
+    options = {"break_even": True, "n_resamples": 200}
+    sharded = paired.summarize(forks, engine=ShardedEngine(3), **options)
+    assert_frame_equal(sharded, paired.summarize(forks, **options))
 
 
 def test_cli_paired_break_even(cli, tmp_path):

@@ -13,6 +13,7 @@ from polars.testing import assert_frame_equal
 
 from recoverylab import stats, synth, takeover
 from recoverylab._errors import InputError, ParameterError, SchemaError
+from recoverylab.engines import ShardedEngine
 
 
 def all_subsets(outcomes: list[bool], k: int, rule) -> float:
@@ -101,6 +102,8 @@ def test_reliability_eager_and_lazy_agree_and_summary_gains_columns():
     assert (summary["pass_at_1"] <= summary["pass_at_k"] + 1e-12).all()
     plain = takeover.summarize(s, a, n_resamples=300)
     assert summary.select(plain.columns).equals(plain)
+    sharded = takeover.summarize(s, a, n_resamples=300, reliability=True, engine=ShardedEngine(3))
+    assert_frame_equal(sharded, summary, rel_tol=1e-9)
 
 
 def test_any_repeated_trials_table_gives_the_same_numbers():

@@ -557,11 +557,6 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
-    if engine != "polars" and break_even:
-        raise ParameterError(
-            "parameter `break_even` works on the polars engine only; call "
-            "`paired.break_even` on the same tables instead."
-        )
     result = plan.run(
         engine,
         summary_plan(
@@ -583,6 +578,7 @@ def summarize(
     return _breakeven.join_break_even(
         result,
         forks,
+        engine=engine,
         by=by,
         pair_by=pair_by,
         cohort=cohort,

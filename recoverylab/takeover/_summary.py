@@ -324,7 +324,7 @@ def summarize(
     reliability
         Also add pass^k (all k repeats pass, C(c, k)/C(n, k)), the flip rate and the ICC of
         repeats with workflow-clustered intervals (:func:`recoverylab.takeover.reliability`),
-        as the last columns. Polars engine only.
+        as the last columns, on the same engine.
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one): the
         tables are co-partitioned by workflow and the per-workflow partials computed on Spark
@@ -364,11 +364,6 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
-    if engine != "polars" and reliability:
-        raise ParameterError(
-            "parameter `reliability` works on the polars engine only; call "
-            "`takeover.reliability` on the same tables instead."
-        )
     options: dict[str, Any] = {
         "by": by,
         "k": k,
@@ -382,7 +377,7 @@ def summarize(
     result = plan.run(engine, summary_plan(states, attempts, interval=interval, **options))
     if not reliability:
         return result
-    return _reliability.join_reliability(result, states, attempts, **options)
+    return _reliability.join_reliability(result, states, attempts, engine=engine, **options)
 
 
 def _group(by: Sequence[str]) -> list[str]:
