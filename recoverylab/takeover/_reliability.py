@@ -35,10 +35,7 @@ from recoverylab._errors import (
 from recoverylab.takeover import _summary
 from recoverylab.takeover._inputs import (
     as_columns,
-    check_consistency,
     check_k,
-    load,
-    scored_units,
     sort_keys,
 )
 
@@ -278,15 +275,8 @@ def _plan_partial(
     common_sample: bool,
 ) -> dict[str, pl.LazyFrame]:
     """Per (workflow, cell) partials of one shard's scored units."""
-    inputs = load(frames["states"], frames["attempts"], by)
-    check_consistency(inputs, k, base=state["base"], roots=False)
-    frame = scored_units(
-        inputs,
-        k,
-        common_sample=common_sample,
-        common_states=common_states,
-        agents=state["agents"],
-        depths=state["depths"],
+    frame, inputs = _summary.scored_shard(
+        frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
     )
     return {"partials": _partials(frame, list(inputs.by), k)}
 

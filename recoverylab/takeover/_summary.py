@@ -453,7 +453,7 @@ def _depths_combine(
     return {**state, "depths": depths}
 
 
-def _summary_partial(
+def scored_shard(
     frames: Mapping[str, pl.LazyFrame],
     state: dict[str, Any],
     *,
@@ -461,7 +461,12 @@ def _summary_partial(
     k: int,
     common_states: bool,
     common_sample: bool,
-) -> dict[str, pl.LazyFrame]:
+) -> tuple[pl.LazyFrame, Inputs]:
+    """One shard's scored units under the whole-table restrictions in ``state``.
+
+    Shared by the summary's and the reliability's partial stages: the shard's rows are checked
+    against the whole table's root causes and restricted to its common agents and depths.
+    """
     inputs = load(frames["states"], frames["attempts"], by)
     check_consistency(inputs, k, base=state["base"], roots=False)
     frame = scored_units(
@@ -472,6 +477,15 @@ def _summary_partial(
         agents=state["agents"],
         depths=state["depths"],
     )
+    return frame, inputs
+
+
+def _summary_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: dict[str, Any],
+    **options: Any,
+) -> dict[str, pl.LazyFrame]:
+    frame, inputs = scored_shard(frames, state, **options)
     return {
         "partials": _partials(frame, list(inputs.by)),
         "slices": eligibility_counts(inputs.states, inputs.state_keys),
