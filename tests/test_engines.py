@@ -37,6 +37,7 @@ from recoverylab import (
     engines,
     goal,
     paired,
+    router,
     synth,
     takeover,
 )
@@ -129,8 +130,11 @@ def _tables() -> dict[str, pl.DataFrame]:
     trials = takeover_tables["attempts"].join(
         takeover_tables["states"].select("state_id", "workflow_id", "depth"), on="state_id"
     )
+    held_out = synth.generate("decision_points", 120, seed=2, prefix="b")
     return {
         "trials": trials,
+        "points": held_out["decision_points"],
+        "point_forks": held_out["forks"],
         "forks": forks,
         "decisions": decisions,
         "reference": reference,
@@ -140,6 +144,19 @@ def _tables() -> dict[str, pl.DataFrame]:
         "states": takeover_tables["states"],
         "attempts": takeover_tables["attempts"],
     }
+
+
+@functools.cache
+def _fitted_router() -> router.Router:
+    """A router fitted on tasks other than the held-out ones of :func:`_tables`."""
+    train = synth.generate("decision_points", 200, seed=1, prefix="a")
+    features = ["repetition", "noops", "obs_novelty", "consistency", "progress"]
+    return router.Router().fit(train["decision_points"], train["forks"], features=features)
+
+
+def _router_compare(t: dict[str, pl.DataFrame], engine: object) -> object:
+    policies = {"router": _fitted_router(), "never": router.Never()}
+    return router.compare(policies, t["points"], t["point_forks"], engine=engine, **STATISTICS)
 
 
 def _goal_score(t: dict[str, pl.DataFrame], engine: object) -> object:
@@ -229,6 +246,7 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
         engine=e,
         **STATISTICS,
     ),
+    "router.compare": _router_compare,
     "takeover.awareness_split": lambda t, e: takeover.awareness_split(
         t["states"], t["attempts"], by=("agent", "depth"), common_sample=True, engine=e
     ),
