@@ -1175,7 +1175,7 @@ def _summary_finish(
         values=["successes", "n"],
         n_resamples=n_resamples,
         confidence=confidence,
-        method=ci_method,
+        ci_method=ci_method,
         seed=seed,
     )
     out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
@@ -1375,7 +1375,7 @@ def _drop_finish(
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
         confidence=confidence,
-        method=ci_method,
+        ci_method=ci_method,
         seed=seed,
     )
     out = (

@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 
 from recoverylab._display import p_str
-from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
+from recoverylab._errors import ParameterError, SchemaError, format_keys, renamed, require_one_of
 
 __all__ = [
     "ADJUST_METHODS",
@@ -629,6 +629,10 @@ def _safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------------------------
 
 
+#: The interval keyword's old name (deprecated for one release).
+_OLD_CI_NAME = {"method": "ci_method"}
+
+
 def bootstrap_types(
     values: np.ndarray | Sequence[Sequence[float]],
     counts: np.ndarray | Sequence[int],
@@ -636,8 +640,9 @@ def bootstrap_types(
     *,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: str = "percentile",
+    ci_method: str = "percentile",
     rng: np.random.Generator | int | None = None,
+    **deprecated: object,
 ) -> BootstrapResult:
     """Bootstrap a statistic of column sums by resampling clusters, given as types with counts.
 
@@ -662,7 +667,7 @@ def bootstrap_types(
         Number of bootstrap resamples (>= 1).
     confidence
         Confidence level in (0, 1).
-    method
+    ci_method
         ``"percentile"`` (quantiles (1-c)/2 and (1+c)/2 of the distribution, NaN resamples
         ignored) or ``"bca"`` (bias-corrected and accelerated; the acceleration comes from the
         jackknife over clusters, computed once per type and weighted by counts).
@@ -699,6 +704,7 @@ def bootstrap_types(
     >>> float(res.ci_low), float(res.ci_high)
     (0.0, 1.0)
     """
+    method = str(renamed("bootstrap_types", deprecated, _OLD_CI_NAME).get("ci_method", ci_method))
     values_a, counts_a, statistic, n_resamples, confidence, method, gen = _bootstrap_iv(
         values, counts, statistic, n_resamples, confidence, method, rng
     )
@@ -761,7 +767,7 @@ def _bootstrap_iv(
     statistic = _check_statistic(statistic)
     n_resamples = _check_n_resamples(n_resamples)
     confidence = _check_confidence(confidence)
-    require_one_of("method", method, _BOOTSTRAP_METHODS)
+    require_one_of("ci_method", method, _BOOTSTRAP_METHODS)
     gen = _as_generator(rng)
     values_a, counts_a = _merge_types(values_a, counts_a)
     return values_a, counts_a, statistic, n_resamples, confidence, str(method), gen
@@ -867,8 +873,9 @@ def cluster_bootstrap(
     statistic: Statistic = ratio,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: str = "percentile",
+    ci_method: str = "percentile",
     seed: int = 0,
+    **deprecated: object,
 ) -> pl.DataFrame:
     """Bootstrap a statistic of per-cluster partials separately in every cell of a frame.
 
@@ -890,7 +897,7 @@ def cluster_bootstrap(
         denominator).
     count
         Optional column of positive integer multiplicities (clusters per row).
-    statistic, n_resamples, confidence, method
+    statistic, n_resamples, confidence, ci_method
         As in :func:`bootstrap_types`.
     seed
         Non-negative integer; combined with each cell key by :func:`cell_rng`.
@@ -926,7 +933,8 @@ def cluster_bootstrap(
     statistic = _check_statistic(statistic)
     n_resamples = _check_n_resamples(n_resamples)
     confidence = _check_confidence(confidence)
-    require_one_of("method", method, _BOOTSTRAP_METHODS)
+    method = str(renamed("cluster_bootstrap", deprecated, _OLD_CI_NAME).get("ci_method", ci_method))
+    require_one_of("ci_method", method, _BOOTSTRAP_METHODS)
     seed = _check_seed("seed", seed)
 
     keys, groups = _cell_types(partials, cells_l, values_l, count, _BOOTSTRAP_COLUMNS)
@@ -937,7 +945,7 @@ def cluster_bootstrap(
             statistic,
             n_resamples=n_resamples,
             confidence=confidence,
-            method=method,
+            ci_method=method,
             rng=cell_rng(seed, key),
         )
         for key, cell_values, cell_counts in groups
@@ -1202,10 +1210,11 @@ def paired_effect_cells(
     count: str | None = "count",
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    method: str = "auto",
+    ci_method: str = "auto",
     seed: int = 0,
     alternative: str = "two-sided",
     adjust: str | None = None,
+    **deprecated: object,
 ) -> pl.DataFrame:
     """Interval and p-value of a paired effect Σd / Σn per cell, from per-cluster types.
 
@@ -1216,7 +1225,7 @@ def paired_effect_cells(
     contradicts it (ARCHITECTURE §4): zero lies outside the interval exactly when
     ``p_value < 1 − confidence``.
 
-    Interval methods (``method``; the ``ci_method`` column names what each cell got):
+    Interval methods (``ci_method``; the ``ci_method`` column names what each cell got):
 
     * ``"fay-lumbard"``: every cluster is one pair (n = 1, d in {−1, 0, 1}): the melded
       interval of :func:`fay_lumbard_interval`, exact McNemar-compatible, no Monte Carlo.
@@ -1249,7 +1258,7 @@ def paired_effect_cells(
         differences).
     confidence
         Confidence level in (0, 1) (above 0.5 for one-sided bootstrap intervals).
-    method
+    ci_method
         ``"auto"``, ``"fay-lumbard"``, ``"sign-flip"``, ``"percentile"`` or ``"bca"``.
     alternative
         ``"two-sided"``, ``"greater"`` (H1: effect > 0; the interval is ``[ci_low, 1]``) or
@@ -1277,7 +1286,9 @@ def paired_effect_cells(
     (0.03125, 'fay-lumbard', True)
     """
     cells_l = _column_names("cells", cells)
-    require_one_of("method", method, PAIRED_CI_METHODS)
+    old = renamed("paired_effect_cells", deprecated, _OLD_CI_NAME)
+    method = str(old.get("ci_method", ci_method))
+    require_one_of("ci_method", method, PAIRED_CI_METHODS)
     require_one_of("alternative", alternative, ALTERNATIVES)
     require_one_of("adjust", adjust, ADJUST_METHODS)
     confidence = _check_confidence(confidence)
@@ -1340,7 +1351,7 @@ def _bootstrap_effect_cells(
         count=count,
         n_resamples=n_resamples,
         confidence=level,
-        method=method,
+        ci_method=method,
         seed=seed,
     )
     _, groups = _cell_types(types, cells, values, count, ("ci_low", "ci_high", "n_clusters"))

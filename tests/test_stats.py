@@ -498,17 +498,17 @@ type_rows = st.lists(
 def test_bootstrap_typed_equals_expanded_and_is_order_invariant(rows, method, seed):
     values = np.array([[k, n] for k, n, _ in rows], dtype=float)
     counts = np.array([c for _, _, c in rows])
-    typed = bootstrap_types(values, counts, n_resamples=300, method=method, rng=seed)
+    typed = bootstrap_types(values, counts, n_resamples=300, ci_method=method, rng=seed)
     expanded = bootstrap_types(
         np.repeat(values, counts, axis=0),
         np.ones(counts.sum(), int),
         n_resamples=300,
-        method=method,
+        ci_method=method,
         rng=seed,
     )
     order = np.random.default_rng(seed).permutation(len(rows))
     shuffled = bootstrap_types(
-        values[order], counts[order], n_resamples=300, method=method, rng=seed
+        values[order], counts[order], n_resamples=300, ci_method=method, rng=seed
     )
     for other in (expanded, shuffled):
         assert other == typed
@@ -544,7 +544,7 @@ def test_bootstrap_bca_close_to_scipy_on_skewed_ratio():
     num = rng.lognormal(0.0, 1.2, size=k)
     den = rng.integers(1, 6, size=k).astype(float)
     ours = bootstrap_types(
-        np.column_stack([num, den]), np.ones(k, int), n_resamples=20_000, method="bca", rng=1
+        np.column_stack([num, den]), np.ones(k, int), n_resamples=20_000, ci_method="bca", rng=1
     )
     ref = sps.bootstrap(
         (num, den),
@@ -575,19 +575,21 @@ def test_bca_acceleration_over_types_equals_plain_jackknife():
 
 
 def test_bootstrap_degenerate_cases_give_no_warnings():
-    one_type = bootstrap_types([[1.0, 2.0]], [50], n_resamples=200, method="bca")
+    one_type = bootstrap_types([[1.0, 2.0]], [50], n_resamples=200, ci_method="bca")
     assert (one_type.ci_low, one_type.ci_high) == (0.5, 0.5)
-    one_cluster = bootstrap_types([[1.0, 4.0]], [1], n_resamples=200, method="bca")
+    one_cluster = bootstrap_types([[1.0, 4.0]], [1], n_resamples=200, ci_method="bca")
     assert (one_cluster.estimate, one_cluster.ci_low, one_cluster.ci_high) == (0.25, 0.25, 0.25)
-    same_ratio = bootstrap_types([[1.0, 2.0], [2.0, 4.0]], [3, 4], n_resamples=200, method="bca")
+    same_ratio = bootstrap_types([[1.0, 2.0], [2.0, 4.0]], [3, 4], n_resamples=200, ci_method="bca")
     assert same_ratio.ci_low == same_ratio.ci_high == 0.5
     for method in ("percentile", "bca"):
-        undefined = bootstrap_types([[0.0, 0.0], [0.0, 0.0]], [2, 3], method=method, n_resamples=50)
+        undefined = bootstrap_types(
+            [[0.0, 0.0], [0.0, 0.0]], [2, 3], ci_method=method, n_resamples=50
+        )
         assert math.isnan(undefined.estimate)
         assert math.isnan(undefined.ci_low)
         assert math.isnan(undefined.ci_high)
     # some resamples undefined (all draws hit the zero-denominator type): they are ignored
-    partly = bootstrap_types([[1.0, 1.0], [0.0, 0.0]], [1, 1], n_resamples=2000, method="bca")
+    partly = bootstrap_types([[1.0, 1.0], [0.0, 0.0]], [1, 1], n_resamples=2000, ci_method="bca")
     assert np.isnan(partly.distribution).any()
     assert partly.ci_low == partly.ci_high == 1.0
 
@@ -650,7 +652,10 @@ def test_percentile_interval_coverage_on_clustered_binary_data():
         ({"confidence": True}, r"parameter `confidence` is True; it must be a number strictly"),
         ({"n_resamples": 0}, r"parameter `n_resamples` is 0; it must be an integer >= 1\."),
         ({"n_resamples": 10.0}, r"parameter `n_resamples` is 10\.0; it must be an integer >= 1"),
-        ({"method": "BCa"}, r"parameter `method` is 'BCa'; it must be one of 'percentile', 'bca'"),
+        (
+            {"ci_method": "BCa"},
+            r"parameter `ci_method` is 'BCa'; it must be one of 'percentile', 'bca'",
+        ),
         ({"rng": "x"}, r"parameter `rng` is 'x'; it must be None, a numpy Generator or a non-neg"),
         ({"statistic": 3}, r"parameter `statistic` is 3; it must be a function of column sums"),
         (
@@ -732,10 +737,10 @@ def test_cluster_bootstrap_cell_does_not_depend_on_other_cells_or_order(partials
     shuffled = cluster_bootstrap(partials.sample(fraction=1.0, shuffle=True, seed=4), **kwargs)
     assert_frame_equal(everything.filter(pl.col("condition") == "stale1"), alone)
     assert_frame_equal(everything, shuffled)
-    bca = cluster_bootstrap(partials, **{**kwargs, "method": "bca", "confidence": 0.9})
+    bca = cluster_bootstrap(partials, **{**kwargs, "ci_method": "bca", "confidence": 0.9})
     bca_alone = cluster_bootstrap(
         partials.filter(pl.col("condition") != "clean"),
-        **{**kwargs, "method": "bca", "confidence": 0.9},
+        **{**kwargs, "ci_method": "bca", "confidence": 0.9},
     )
     assert_frame_equal(bca.filter(pl.col("condition") != "clean"), bca_alone)
 
@@ -841,7 +846,11 @@ def test_cluster_bootstrap_contrast_with_joint_types():
         ({"count": 5}, ParameterError, r"parameter `count` is 5; it must be a column name\."),
         ({"seed": -1}, ParameterError, r"parameter `seed` is -1; it must be a non-negative"),
         ({"confidence": 2}, ParameterError, r"parameter `confidence` is 2; it must be a number"),
-        ({"method": "basic"}, ParameterError, r"parameter `method` is 'basic'; it must be one of"),
+        (
+            {"ci_method": "basic"},
+            ParameterError,
+            r"parameter `ci_method` is 'basic'; it must be one",
+        ),
         ({"n_resamples": -5}, ParameterError, r"parameter `n_resamples` is -5; it must be an"),
         ({"statistic": None}, ParameterError, r"parameter `statistic` is None; it must be a"),
     ],
@@ -1046,7 +1055,7 @@ def test_paired_effect_cells_equals_its_two_parts():
         }
     )
     combined = stats.paired_effect_cells(
-        types, cells=["cell"], count=None, n_resamples=300, seed=4, method="percentile"
+        types, cells=["cell"], count=None, n_resamples=300, seed=4, ci_method="percentile"
     )
     boot = stats.cluster_bootstrap(
         types, cells=["cell"], values=["d", "n"], n_resamples=300, seed=4
@@ -1057,3 +1066,15 @@ def test_paired_effect_cells_equals_its_two_parts():
     assert combined["n_clusters"].to_list() == boot["n_clusters"].to_list()
     assert combined["p_value"].to_list() == flip["p_value"].to_list()
     assert combined["cell"].to_list() == boot["cell"].to_list()
+
+
+def test_method_is_a_deprecated_alias_of_ci_method(partials):
+    kwargs = {"cells": ["condition"], "values": ["k", "n"], "n_resamples": 200}
+    with pytest.warns(DeprecationWarning, match="parameter `method` is now `ci_method`"):
+        old = cluster_bootstrap(partials, method="bca", **kwargs)
+    assert_frame_equal(old, cluster_bootstrap(partials, ci_method="bca", **kwargs))
+    with pytest.warns(DeprecationWarning, match="bootstrap_types: parameter `method`"):
+        typed = bootstrap_types([[1, 2], [0, 2]], [3, 4], method="bca", rng=1, n_resamples=200)
+    assert typed.method == "bca"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'methd'"):
+        cluster_bootstrap(partials, methd="bca", **kwargs)

@@ -282,15 +282,15 @@ def test_methods_sparse_flag_and_bootstrap_one_sided():
         "sparse",
     ]
     assert auto["sparse"].item() is False
-    flip = stats.paired_effect_cells(frame, cells=["cell"], method="sign-flip")
+    flip = stats.paired_effect_cells(frame, cells=["cell"], ci_method="sign-flip")
     assert flip["ci_method"].item() == "sign-flip"
     boot = stats.paired_effect_cells(
-        frame, cells=["cell"], method="percentile", alternative="greater", n_resamples=500
+        frame, cells=["cell"], ci_method="percentile", alternative="greater", n_resamples=500
     )
     assert boot["ci_method"].item() == "percentile"
     assert boot["ci_high"].item() == 1.0
-    with pytest.raises(ParameterError, match="parameter `method`"):
-        stats.paired_effect_cells(frame, cells=["cell"], method="wald")
+    with pytest.raises(ParameterError, match="parameter `ci_method`"):
+        stats.paired_effect_cells(frame, cells=["cell"], ci_method="wald")
 
 
 # ------------------------------------------------------------------------------------------
@@ -361,7 +361,7 @@ def test_non_integer_partials_need_the_bootstrap():
     with pytest.raises(ParameterError, match=r"cell \('x',\) has non-integer `d` or `n`"):
         stats.paired_effect_cells(frame, cells=["cell"], count=None)
     out = stats.paired_effect_cells(
-        frame, cells=["cell"], count=None, method="percentile", n_resamples=200
+        frame, cells=["cell"], count=None, ci_method="percentile", n_resamples=200
     )
     assert out["ci_method"].item() == "percentile"
 

@@ -205,7 +205,7 @@ def _finish(
         statistic=break_even_statistic,
         n_resamples=n_resamples,
         confidence=confidence,
-        method=ci_method,
+        ci_method=ci_method,
         seed=seed,
     )
     totals = per_task.group_by(cells).agg(pl.col(c).sum() for c in _COUNTS)

@@ -549,7 +549,7 @@ def policy_finish(
         cells=per_condition,
         n_resamples=n_resamples,
         confidence=confidence,
-        method=ci_method,
+        ci_method=ci_method,
         seed=seed,
         alternative=alternative,
     ).drop("n_clusters")

@@ -442,7 +442,7 @@ def _with_statistics(
         cells=cells,
         n_resamples=n_resamples,
         confidence=confidence,
-        method=ci_method,
+        ci_method=ci_method,
         seed=seed,
         alternative=alternative,
         adjust=adjust,
@@ -954,7 +954,7 @@ def contrast_finish(
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
         confidence=confidence if alternative == "two-sided" else 2 * confidence - 1,
-        method=method,
+        ci_method=method,
         seed=seed,
     ).select(
         *cells,

@@ -220,7 +220,7 @@ def _bootstrap_intervals(
             values=["__num", "__den"],
             n_resamples=n_resamples,
             confidence=confidence,
-            method=ci_method,
+            ci_method=ci_method,
             seed=seed,
         )
     for name, _, _ in rates:
@@ -1036,7 +1036,7 @@ def _compare_finish(
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
         confidence=confidence if alternative == "two-sided" else 2 * confidence - 1,
-        method=ci_method,
+        ci_method=ci_method,
         seed=seed,
     ).select(
         *cells,
