@@ -435,7 +435,7 @@ def exclusions(
     forks: object,
     *,
     pair_by: str | Sequence[str] | None = (),
-    by: str | Sequence[str] | None = None,
+    by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     keys: bool = False,
 ) -> pl.LazyFrame:
