@@ -242,7 +242,7 @@ def reliability_plan(
     settings: dict[str, object] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
-        "method": ci_method,
+        "ci_method": ci_method,
         "seed": seed,
     }
     return plan.Plan(
@@ -410,7 +410,7 @@ def repeats_plan(
     settings: dict[str, object] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
-        "method": ci_method,
+        "ci_method": ci_method,
         "seed": seed,
     }
     return plan.Plan(
