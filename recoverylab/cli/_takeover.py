@@ -226,7 +226,7 @@ def tables(
     }
     state_by = tuple(c for c in by if c in states.collect_schema())
     progress("counting eligible and rejected states")
-    frames = {"eligibility": _eager(takeover.eligibility(states, by=state_by))}
+    frames = {"eligibility": takeover.eligibility(states, by=state_by).collect()}
     progress(f"summarising by {', '.join(by)} ({interval} intervals)")
     on_spark = engine != "polars" and sources is not None
     inputs: tuple[object, object] = sources if on_spark and sources else (states, attempts)
@@ -239,15 +239,13 @@ def tables(
         inputs[0], inputs[1], by=by, engine=engine, **both, **settings
     )
     progress("aware vs unaware pass rates (association)")
-    frames["awareness"] = _eager(
-        takeover.awareness_split(
-            states,
-            attempts,
-            by=by,
-            common_sample=common_sample,
-            common_states=common_states,
-            confidence=confidence,
-        )
+    frames["awareness"] = takeover.awareness_split(
+        states,
+        attempts,
+        by=by,
+        common_sample=common_sample,
+        common_states=common_states,
+        confidence=confidence,
     )
     if compare is not None:
         a, b = compare
@@ -275,18 +273,14 @@ def _annotation_tables(
     frames = {}
     if failures is not None:
         progress("failure latency")
-        frames["latency"] = _eager(takeover.latency(failures, confidence=confidence))
+        frames["latency"] = takeover.latency(failures, confidence=confidence).collect()
     if mutations is not None:
         progress("verifier mutation gate")
-        frames["verifier_gate"] = _eager(takeover.verifier_gate(mutations, min_catch=min_catch))
+        frames["verifier_gate"] = takeover.verifier_gate(mutations, min_catch=min_catch).collect()
     if "split" in states.collect_schema():
         progress("split leakage")
-        frames["leakage"] = _eager(takeover.leakage(states))
+        frames["leakage"] = takeover.leakage(states).collect()
     return frames
-
-
-def _eager(frame: pl.LazyFrame | pl.DataFrame) -> pl.DataFrame:
-    return frame.collect() if isinstance(frame, pl.LazyFrame) else frame
 
 
 def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:

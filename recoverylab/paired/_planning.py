@@ -426,6 +426,11 @@ def _smallest_reaching(reaches: Callable[[int], bool], start: int) -> int:
     high = start
     while not reaches(high):
         high *= 2
+    return _bisect_smallest(reaches, high)
+
+
+def _bisect_smallest(reaches: Callable[[int], bool], high: int) -> int:
+    """Smallest n in [1, high] with ``reaches(n)``, given ``reaches(high)`` (monotone search)."""
     low = 0  # reaches(0) is taken as False
     while high - low > 1:
         middle = (low + high) // 2
@@ -565,11 +570,7 @@ def _simulated_tasks(
 
     if not reaches(high):
         return None  # far beyond the approximation: keep the approximate size
-    low = 0
-    while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (low, middle) if reaches(middle) else (middle, high)
-    return high
+    return _bisect_smallest(reaches, high)
 
 
 def simulate_power(

@@ -26,10 +26,10 @@ from recoverylab.paired._pairs import (
     prepare,
     raise_after_end,
 )
+from recoverylab.paired._shards import forks_input
 from recoverylab.paired._summary import (
     _check_statistics,
     design_stage,
-    forks_input,
     statistics_options,
 )
 from recoverylab.schema import SPECS, TableSpec, validate

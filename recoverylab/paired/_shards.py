@@ -10,7 +10,7 @@ Used by the plans of :func:`~recoverylab.paired.break_even` and
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -37,9 +37,19 @@ def forks_input(forks: object) -> plan.Input:
 
 
 def _design_partial(
-    frames: Mapping[str, pl.LazyFrame], state: Any, *, pair_by: str | Sequence[str], cohort: str
+    frames: Mapping[str, pl.LazyFrame],
+    state: Any,
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+    check_keys: Callable[[tuple[str, ...]], None] | None,
 ) -> dict[str, pl.LazyFrame]:
-    table, _ = prepare(frames["forks"], pair_by=pair_by, cohort=cohort, checks="schema")
+    table, by_keys = prepare(
+        frames["forks"], pair_by=pair_by, by=by, cohort=cohort, checks="schema"
+    )
+    if check_keys is not None:
+        check_keys(by_keys)
     return {"points": design_points(table)}
 
 
@@ -47,9 +57,21 @@ def _design_combine(parts: dict[str, pl.DataFrame], state: Any) -> Design:
     return design_of(parts["points"])
 
 
-def design_stage(*, pair_by: str | Sequence[str], cohort: str = "full") -> plan.Stage:
-    """Return the stage that reads the design grid of the whole table (its state: a Design)."""
-    partial = functools.partial(_design_partial, pair_by=pair_by, cohort=cohort)
+def design_stage(
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None = (),
+    cohort: str = "full",
+    check_keys: Callable[[tuple[str, ...]], None] | None = None,
+) -> plan.Stage:
+    """Return the stage that reads the design grid of the whole table (its state: a Design).
+
+    No shuffle is needed. ``check_keys`` (a module-level function, so that it pickles to
+    Spark) checks the resolved ``by`` keys against the verb's own rules.
+    """
+    partial = functools.partial(
+        _design_partial, pair_by=pair_by, by=by, cohort=cohort, check_keys=check_keys
+    )
     return plan.Stage("reading the design grid", partial, _design_combine, clustered=False)
 
 

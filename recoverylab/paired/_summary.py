@@ -24,7 +24,7 @@ import polars as pl
 
 from recoverylab import plan, stats
 from recoverylab._errors import InputError, ParameterError, renamed
-from recoverylab.paired import _bits, _breakeven
+from recoverylab.paired import _bits, _breakeven, _shards
 from recoverylab.paired import _rules as rules
 from recoverylab.paired._pairs import (
     AFTER_END,
@@ -36,7 +36,6 @@ from recoverylab.paired._pairs import (
     apply_cohort,
     branch_rows,
     design_of,
-    design_points,
     key_names,
     prepare,
     raise_after_end,
@@ -590,39 +589,14 @@ def summarize(
     )
 
 
-def forks_input(forks: object) -> plan.Input:
-    """Return the forks as a plan input, clustered by task (every pairing join is within a task)."""
-    return plan.Input("forks", forks, key="task_id", contract="forks")
-
-
-def _design_partial(
-    frames: Mapping[str, pl.LazyFrame],
-    state: Any,
-    *,
-    pair_by: str | Sequence[str] | None,
-    by: str | Sequence[str] | None,
-    cohort: str,
-) -> dict[str, pl.LazyFrame]:
-    table, by_keys = prepare(
-        frames["forks"], pair_by=pair_by, by=by, cohort=cohort, checks="schema"
-    )
-    _check_by(by_keys)
-    return {"points": design_points(table)}
-
-
-def _design_combine(parts: dict[str, pl.DataFrame], state: Any) -> Design:
-    return design_of(parts["points"])
-
-
 def design_stage(
     *, pair_by: str | Sequence[str] | None, by: str | Sequence[str] | None, cohort: str
 ) -> plan.Stage:
-    """Return the stage that reads the design grid of the whole table (no shuffle needed).
+    """Return the shared design stage, checking that no ``by`` key is also a result column.
 
-    A shard needs the whole table's candidate points for its carried-forward pairs.
+    See :func:`recoverylab.paired._shards.design_stage`.
     """
-    partial = functools.partial(_design_partial, pair_by=pair_by, by=by, cohort=cohort)
-    return plan.Stage("reading the design grid", partial, _design_combine, clustered=False)
+    return _shards.design_stage(pair_by=pair_by, by=by, cohort=cohort, check_keys=_check_by)
 
 
 def _summary_partial(
@@ -680,7 +654,7 @@ def summary_plan(
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     return plan.Plan(
-        inputs=(forks_input(forks),),
+        inputs=(_shards.forks_input(forks),),
         check=functools.partial(_check_statistics, **statistics),
         stages=(
             design_stage(**keys),
@@ -843,7 +817,7 @@ def contrast_plan(
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     design = design_stage(**keys)
     return plan.Plan(
-        inputs=(forks_input(forks),),
+        inputs=(_shards.forks_input(forks),),
         check=functools.partial(_contrast_check, a, b, **statistics),
         stages=(
             plan.Stage(
@@ -1070,7 +1044,7 @@ def rescue_overlap(
     return plan.run(
         engine,
         plan.Plan(
-            inputs=(forks_input(forks),),
+            inputs=(_shards.forks_input(forks),),
             check=functools.partial(_check_methods, method_a, method_b),
             stages=(
                 plan.Stage(

@@ -530,10 +530,8 @@ def summary_plan(
     agents with a scored unit; for ``common_sample`` the depths with a scored unit per group.
     """
     columns = as_columns("by", by)
-    stages = _restriction_stages(
-        columns, k, common_states=common_states, common_sample=common_sample
-    )
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    stages = _restriction_stages(columns, k, **flags)
     stages.append(
         plan.Stage(
             "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
