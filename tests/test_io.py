@@ -244,3 +244,8 @@ def test_file_split_and_row_order_do_not_matter(tmp_path_factory, n, cuts, seed)
         if hi > lo:
             shuffled[lo:hi].write_parquet(folder / f"part-{i}.parquet")
     assert scan(folder).collect().sort("task_id").equals(df.sort("task_id"))
+
+
+def test_empty_list_of_paths_is_named_as_such() -> None:
+    with pytest.raises(SourceError, match=r"empty list of paths"):
+        scan([])
