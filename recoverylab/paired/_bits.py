@@ -12,8 +12,7 @@ task (with its ``pair_by`` keys):
 1. *Survey* (:func:`survey_query`): the rows per distinct (condition, *pair_by*, method,
    delay). This is the design grid, the key-level data checks of
    :func:`recoverylab.schema.validate` (raised with the same messages, in the same order) and
-   the list of *points*; the row-level checks (null task_id or success, action ranges) are
-   counted in the same aggregation, whose state is one row per point.
+   the list of *points*.
 2. *Bit layout* (:func:`layout`): each distinct (condition, method, delay) point gets one bit
    of a 63-bit word (several words when there are more than 63 points). A row finds its bit
    through a lookup table indexed by a hash of its three key values modulo a table size chosen
@@ -21,9 +20,10 @@ task (with its ``pair_by`` keys):
 3. *Task words* (:func:`task_words`, one streaming group-by over the table): per task, the sum
    of the bits of its rows (``P``: which points exist), of its successful rows (``S``), and --
    on ``none`` rows -- the bits of the recovery points at or after the end of the run (``E``:
-   ``perturb_action + delay >= end_action``, §3.1 carry-forward). A task's keys are distinct
-   exactly when its bits are: the popcount of ``P`` equals its row count, so the duplicate-key
-   check of the contract costs nothing more.
+   ``perturb_action + delay >= end_action``, §3.1 carry-forward), with the remaining data
+   checks (null task_id or success) counted alongside. A task's keys are distinct exactly when
+   its bits are: the popcount of ``P`` equals its row count, so the duplicate-key check of the
+   contract costs nothing more.
 4. *Cell counts* (:func:`cell_counts`): every paired outcome of a task is a bit operation on
    its words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
    is the number of tasks with that bit set.
@@ -47,7 +47,7 @@ episode whose prefixes differ by the join of :mod:`._pairs` (which counts the mi
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -112,8 +112,7 @@ class Survey:
     """The candidate recovery points, as :func:`~recoverylab.paired._pairs.design_grid`."""
     pending: dict[str, pl.Expr]
     """Data checks on values other than the point keys (nulls of task_id, success), by name:
-    counted over the rows by the survey itself (:func:`survey_query` with
-    :func:`pending_checks`), or by :func:`check`."""
+    counted by a pass over the rows (:func:`task_words`, or :func:`check` itself)."""
     key: tuple[str, ...]
     """The full key of the table (contract key, then pair_by)."""
     totals: dict[str, int]
@@ -129,45 +128,10 @@ def _point_keys(forks: Forks) -> list[str]:
     return ["condition", *forks.pair_by, "method", "delay"]
 
 
-def pending_checks(forks: Forks) -> dict[str, pl.Expr]:
-    """Return the data checks of the forks contract on values other than the point keys.
-
-    Null task_id or success, ranges of the run actions...: a row-level count each. The checks
-    on the point keys are read off the survey's few rows instead (:func:`read_survey`).
-    """
-    keys = set(_point_keys(forks))
-    checks = data_checks(_FORKS, forks.lf.collect_schema())
-    return {n: e for n, e in checks.items() if not set(e.meta.root_names()) <= keys}
-
-
-def survey_query(forks: Forks, checks: Mapping[str, pl.Expr] | None = None) -> pl.LazyFrame:
-    """Rows per distinct (condition, *pair_by*, method, delay): the survey aggregation.
-
-    ``checks`` (e.g. :func:`pending_checks`) are counted in the same aggregation, as their
-    violations per point (columns ``__check0``, ...; :func:`split_survey` sums them). Its state
-    is a few rows, one per point: counted per task instead, each check would add a sum per task
-    to the state of the per-task group-by, which on scattered rows holds nearly a row of state
-    per input row of its pass (benchmarks/PROFILE.md §1b).
-    """
+def survey_query(forks: Forks) -> pl.LazyFrame:
+    """Rows per distinct (condition, *pair_by*, method, delay): the survey aggregation."""
     keys = _point_keys(forks)
-    named = [e.alias(f"__check{i}") for i, e in enumerate((checks or {}).values())]
-    return (
-        forks.lf.select(*keys, *named)
-        .group_by(keys)
-        .agg(
-            pl.len().cast(pl.Int64).alias("rows"),
-            *(pl.col(f"__check{i}").sum().cast(pl.Int64) for i in range(len(named))),
-        )
-    )
-
-
-def split_survey(
-    surveyed: pl.DataFrame, checks: Mapping[str, pl.Expr]
-) -> tuple[pl.DataFrame, dict[str, int]]:
-    """Split :func:`survey_query`'s result: the rows per point, and the violations by check."""
-    names = [f"__check{i}" for i in range(len(checks))]
-    violations = {n: int(surveyed[c].sum()) for n, c in zip(checks, names, strict=True)}
-    return surveyed.drop(names), violations
+    return forks.lf.select(keys).group_by(keys).agg(pl.len().cast(pl.Int64).alias("rows"))
 
 
 def sample_counts(forks: Forks, rows: int = 200_000) -> pl.DataFrame:
@@ -191,7 +155,7 @@ def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Surve
     """
     keys = _point_keys(forks)
     checks = data_checks(_FORKS, forks.lf.collect_schema())
-    on_rows = pending_checks(forks)
+    on_rows = {n: e for n, e in checks.items() if not set(e.meta.root_names()) <= set(keys)}
     on_keys = {n: e for n, e in checks.items() if n not in on_rows}
     weighted = counts.select(
         pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
@@ -226,12 +190,9 @@ def check(forks: Forks, found: Survey, pending: dict[str, int] | None = None) ->
 
 
 def survey(forks: Forks, key: Sequence[str]) -> Survey:
-    """Run the survey aggregation and every data check but the duplicate keys (one pass)."""
-    checks = pending_checks(forks)
-    surveyed = survey_query(forks, checks).collect(engine="streaming")
-    counts, violations = split_survey(surveyed, checks)
-    found = read_survey(forks, counts, key)
-    check(forks, found, violations)
+    """Run the survey aggregation and every data check but the duplicate keys (two passes)."""
+    found = read_survey(forks, survey_query(forks).collect(engine="streaming"), key)
+    check(forks, found)
     return found
 
 
@@ -719,8 +680,9 @@ def bit_counts(
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
     keys = [*clusters, *extra]
-    # the checks on other values than the point keys are counted by the survey, not per task
-    pending = pending_checks(forks)
+    checks = data_checks(_FORKS, forks.lf.collect_schema())
+    point_keys = set(_point_keys(forks))
+    pending = [e for e in checks.values() if not set(e.meta.root_names()) <= point_keys]
     # the pass over the rows reads integer task ids as they are (see Forks.int_ids)
     scan = forks if forks.int_ids is None else Forks(forks.int_ids, forks.pair_by, forks.columns)
     # the design's points too: a shard given the whole table's design needs bits for them
@@ -729,14 +691,12 @@ def bit_counts(
     if guess is None:
         found = survey(forks, full_key)
     else:
-        queries = partitioned_words(scan, guess, keys, (), passes(scan))
-        # the survey (and the row-level checks) rides on the first pass
-        surveyed, first = pl.collect_all(
-            [survey_query(scan, pending), queries[0]], engine="streaming"
-        )
+        queries = partitioned_words(scan, guess, keys, pending, passes(scan))
+        # the survey rides on the first pass
+        counts, first = pl.collect_all([survey_query(scan), queries[0]], engine="streaming")
         words = collect_words(queries, first)
-        counts, violations = split_survey(surveyed, pending)
         found = read_survey(forks, counts, full_key)
+        violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
         check(forks, found, violations)
     plan = layout(_with_design(found.counts, design))
     if plan is None:
@@ -744,7 +704,7 @@ def bit_counts(
     point = ["condition", "method", "delay"]
     if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
         # the first rows missed some points: the same layout function, on every point
-        words = collect_words(partitioned_words(scan, plan, keys, (), passes(scan)))
+        words = collect_words(partitioned_words(scan, plan, keys, pending, passes(scan)))
     # one row per task from here on: task ids as the canonical table has them (strings)
     words = words.with_columns(pl.col("task_id").cast(pl.String))
     if extra and words.select(clusters).is_duplicated().any():
