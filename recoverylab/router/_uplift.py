@@ -261,9 +261,10 @@ def _points_partial(
     method: str,
     pair_by: tuple[str, ...],
 ) -> dict[str, pl.LazyFrame]:
-    """Return one row per candidate point of a shard: keys, ``y0``, ``y1``, one column per score.
+    """Return one row per candidate point of a shard: keys, ``y0``, ``y1``, the scores.
 
-    ``y0`` and ``y1`` are null for a point without a paired outcome. ``pairs`` is the per-task
+    ``y0`` and ``y1`` are null for a point without a paired outcome; the i-th score is column
+    ``__score{i}`` (a score's name may be any string). ``pairs`` is the per-task
     stage of :func:`recoverylab.paired.pairs_plan` (labels as the router's: the pairs of the
     shard's tasks against the whole table's design grid ``design``). The scorers run on the
     shard's points: a score is a function of the point's own row.
@@ -281,14 +282,18 @@ def _points_partial(
         .select(at)
         .join(outcomes, on=at, how="left", nulls_equal=True)
     )
-    for name, scorer in scores.items():
-        score = _score_expr(name, scorer, points, at).select(*at, pl.col("__score").alias(name))
+    for i, (name, scorer) in enumerate(scores.items()):
+        score = _score_expr(name, scorer, points, at).rename({"__score": _score_column(i)})
         frame = frame.join(score, on=at, how="left", nulls_equal=True)
     return {"points": frame}
 
 
-def _labelled(points: pl.DataFrame, names: list[str], at: list[str], method: str) -> pl.DataFrame:
-    """Sort the combined candidate points and add τ = y1 − y0.
+def _score_column(i: int) -> str:
+    return f"__score{i}"
+
+
+def _labelled(points: pl.DataFrame, scores: int, at: list[str], method: str) -> pl.DataFrame:
+    """Sort the combined candidate points and add τ = y1 − y0 (``__tau``).
 
     Raises
     ------
@@ -297,6 +302,7 @@ def _labelled(points: pl.DataFrame, names: list[str], at: list[str], method: str
     """
     frame = points.sort(at, nulls_last=True)
     _data.check_labels(frame, at, method)
+    names = [_score_column(i) for i in range(scores)]
     missing = frame.filter(pl.any_horizontal(pl.col(names).is_null() | pl.col(names).is_nan()))
     if missing.height:
         raise InputError(
@@ -533,11 +539,14 @@ def _uplift_finish(
     seed: int,
 ) -> Uplift:
     """Label the combined points and bootstrap every score over tasks."""
-    frame = _labelled(parts["points"], names, [*_data.episode_keys(pair_by), "delay"], method)
+    at_keys = [*_data.episode_keys(pair_by), "delay"]
+    frame = _labelled(parts["points"], len(names), at_keys, method)
     grid = np.asarray(q, dtype=np.float64)
     codes = frame.select(pl.col("task_id").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     tau = frame["__tau"].to_numpy()
-    arrays = {name: frame[name].to_numpy().astype(np.float64) for name in names}
+    arrays = {
+        name: frame[_score_column(i)].to_numpy().astype(np.float64) for i, name in enumerate(names)
+    }
     results = _bootstrap(tau, arrays, codes, grid, at, n_resamples, seed)
     return Uplift(
         curves=_curve_frame(results, grid, confidence),
