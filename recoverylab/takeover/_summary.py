@@ -181,8 +181,9 @@ def _bootstrap_intervals(
     """Add ``<rate>_ci_low/_ci_high`` from a workflow-clustered bootstrap of every rate.
 
     Percentile intervals come from :func:`stats.cluster_bootstrap_ratios`: one resample of a
-    cell's workflows serves all of its rates, and all cells with the same workflows, drawn from
-    the stream ``cell_rng(seed, first cell key)``, so adding a rate never moves an interval.
+    cell's workflows serves all of its rates, and all cells with the same workflows; cells
+    holding at least half of the workflows share one coupled stream (see that function), so
+    adding a rate never moves an interval.
     BCa intervals go through :func:`stats.cluster_bootstrap` with cells (``*by``, rate).
     A workflow with attempts in a cell is one cluster of that cell for
     every rate (a workflow with no aware attempt still counts, with 0/0, for the conditional
