@@ -15,7 +15,14 @@ from typing import Literal
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, format_keys
-from recoverylab.schema import column_names, raise_duplicate_keys, spec, validate
+from recoverylab.schema import (
+    column_names,
+    data_checks,
+    raise_data_problems,
+    raise_duplicate_keys,
+    spec,
+    validate,
+)
 
 #: Outcome columns of `attempts`, in funnel order (seed: 觉察 → 修根因 → 重算派生状态 → 业务终态).
 FLAGS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
@@ -107,6 +114,40 @@ def load(
     unit_keys = ("agent", *(c for c in columns if c in attempt_schema and c != "agent"))
     attempt_lazy = validate(attempts, "attempts", key=unit_keys[1:], checks=checks)
     return Inputs(state_lazy, attempt_lazy, columns, state_keys, unit_keys)
+
+
+def attempt_facts(inputs: Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Check the rows of `attempts` in the one pass that finds its first repeat and its agents.
+
+    For ``inputs`` loaded with ``checks="schema"``: the data checks of :func:`validate` (nulls,
+    labels, row rules, empty table; same errors) are summed in the same pass as the first
+    repeat and the distinct agents, so the table is read once. Duplicate keys are left to the
+    units pass of a later stage (:func:`checked_units` or a fully validated load), which sees
+    each unit whole even where this pass sees the rows split by position.
+
+    Returns
+    -------
+    tuple of polars.DataFrame
+        One row with ``repeat`` (the first repeat; null for no rows) and the distinct values
+        of ``agent`` (as strings).
+    """
+    attempts = inputs.attempts
+    contract = spec("attempts")
+    checks = data_checks(contract, attempts.collect_schema())
+    facts = attempts.select(
+        pl.len().alias("__rows"),
+        *(expr.sum().alias(f"__check {name}") for name, expr in checks.items()),
+        pl.col("repeat").min().alias("repeat"),
+        pl.col("agent").cast(pl.String).unique().implode().alias("agent"),
+    ).collect(engine="streaming")
+    raise_data_problems(
+        attempts,
+        contract,
+        (*contract.key, *inputs.unit_keys[1:]),
+        {name: int(facts[f"__check {name}"][0]) for name in checks},
+        int(facts["__rows"][0]),
+    )
+    return facts.select("repeat"), facts.select(pl.col("agent").explode()).drop_nulls()
 
 
 def check_consistency(

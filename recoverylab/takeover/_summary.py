@@ -22,6 +22,7 @@ from recoverylab.takeover._inputs import (
     REJECTED,
     Inputs,
     as_columns,
+    attempt_facts,
     check_consistency,
     check_k,
     check_roots,
@@ -406,13 +407,18 @@ def _group(by: Sequence[str]) -> list[str]:
 
 def _first_partial(
     frames: Mapping[str, pl.LazyFrame], state: Any, *, by: Sequence[str]
-) -> dict[str, pl.LazyFrame]:
-    """Check a shard's contracts; return its root-cause pairs and first repeat."""
-    inputs = load(frames["states"], frames["attempts"], by)
+) -> dict[str, pl.LazyFrame | pl.DataFrame]:
+    """Check a shard's contracts; return its root-cause pairs, first repeat and agents.
+
+    `attempts` is read once (:func:`attempt_facts`); its duplicate keys are found by the
+    units pass of every later stage.
+    """
+    inputs = load(frames["states"], frames["attempts"], by, checks="schema")
+    first, agents = attempt_facts(inputs)
     return {
         "roots": inputs.states.select("root_cause_id", "workflow_id").unique(),
-        "first": inputs.attempts.select(pl.col("repeat").min()),
-        "agents": inputs.attempts.select(pl.col("agent").cast(pl.String)).unique(),
+        "first": first,
+        "agents": agents,
     }
 
 
