@@ -1297,7 +1297,8 @@ class _CoupledSet:
             if width == n_universe or (hit.sum(axis=1) >= surplus).all():
                 break
             width = min(n_universe, 2 * width)
-        later = np.cumsum(hit[:, ::-1], axis=1)[:, ::-1]  # hits at or after each position
+        # hits at or after each position
+        later = np.cumsum(hit[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
         row, column = np.nonzero(hit & (later <= surplus[:, np.newaxis]))
         return row, tail[row, column]
 
