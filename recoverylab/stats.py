@@ -23,6 +23,7 @@ import heapq
 import math
 import statistics
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, is_dataclass
 from html import escape
 from typing import Any, ClassVar
@@ -982,10 +983,15 @@ def cluster_bootstrap_ratios(
     every ``(cell, ratio)``: the K clusters of a cell are resampled with replacement and each
     ratio is Σ numerator / Σ denominator over the resample. What is shared is the draw: all the
     ratios of a cell, and all cells whose clusters are the same set, use one resample of those
-    clusters (multinomial counts over the clusters, or over their distinct joint rows when that
-    is cheaper), applied to every column with one matrix product. Each ratio's distribution is
-    exactly the one :func:`cluster_bootstrap` draws; only the random stream differs (one per
-    set of clusters, from :func:`cell_rng` with the first cell's key).
+    clusters, applied to every column with one matrix product. Sets holding at least half of
+    all the clusters of the call are moreover coupled to one resample of all of them (the first
+    K draws that land in the set, topped up from the set when fewer land; see
+    :func:`_coupled_resample_sums`), so the uniform draws are made and counted once for all of
+    them and only a few corrections per resample are set by set. Each ratio's distribution is
+    exactly the one :func:`cluster_bootstrap` draws; only the random stream differs: the
+    coupled sets share one stream, :func:`cell_rng` with the key ``()``, so their intervals
+    depend on the seed and on all the clusters of the call; a smaller set draws from
+    :func:`cell_rng` with its first cell's key. The result is the same for any row order.
 
     Parameters
     ----------
@@ -1035,37 +1041,28 @@ def cluster_bootstrap_ratios(
     frame = frame.sort(keys, nulls_last=False)
     if frame.select(pl.struct(*keys).is_duplicated().any()).item():
         raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
-    groups: dict[tuple, list[tuple[tuple, np.ndarray]]] = {}
+    # Every cluster's position among all clusters of the call (sorted, so row order is moot).
+    universe = frame.select(cluster).unique().sort(cluster, nulls_last=False).with_row_index("__at")
+    frame = frame.join(universe, on=cluster, how="left", nulls_equal=True, maintain_order="left")
     parts: list[tuple[tuple[Any, ...], pl.DataFrame]] = (
         list(frame.partition_by(cells_l, as_dict=True, maintain_order=True).items())
         if cells_l
         else ([((), frame)] if frame.height else [])
     )
+    groups: dict[bytes, list[tuple[tuple, np.ndarray]]] = {}
+    members: dict[bytes, np.ndarray] = {}
     for key, part in parts:
-        cluster_set = tuple(part[cluster].to_list())
-        groups.setdefault(cluster_set, []).append((key, part.select(columns).to_numpy()))
+        at = part.get_column("__at").to_numpy().astype(np.int64)
+        members.setdefault(at.tobytes(), at)
+        groups.setdefault(at.tobytes(), []).append((key, part.select(columns).to_numpy()))
+    sums = _ratio_resample_sums(groups, members, universe.height, n_resamples, seed)
     rows: list[dict[str, Any]] = []
-    for cells_of_set in groups.values():
-        blocks = [values for _, values in cells_of_set]
-        sums = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
-        for (key, values), block in zip(cells_of_set, sums, strict=True):
-            totals = values.sum(axis=0)
-            for name, num, den in ratios:
-                a, b = columns.index(num), columns.index(den)
-                if totals[b] <= 0:
-                    continue
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
-                rows.append(
-                    {
-                        **dict(zip(cells_l, key, strict=True)),
-                        "ratio": name,
-                        "estimate": float(totals[a] / totals[b]),
-                        "ci_low": low,
-                        "ci_high": high,
-                        "n_clusters": values.shape[0],
-                    }
-                )
+    for at_key, cells_of_set in groups.items():
+        for (key, values), block in zip(cells_of_set, sums[at_key], strict=True):
+            rows.extend(
+                {**dict(zip(cells_l, key, strict=True)), **row}
+                for row in _ratio_rows(values, block, columns, ratios, confidence)
+            )
     schema: dict[str, Any] = {
         **{c: partials.schema[c] for c in cells_l},
         "ratio": pl.String,
@@ -1075,6 +1072,235 @@ def cluster_bootstrap_ratios(
         "n_clusters": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _ratio_rows(
+    values: np.ndarray,
+    block: np.ndarray,
+    columns: list[str],
+    ratios: Sequence[tuple[str, str, str]],
+    confidence: float,
+) -> list[dict[str, Any]]:
+    """One cell's result rows: estimate and percentile interval of each defined ratio."""
+    totals = values.sum(axis=0)
+    rows = []
+    for name, num, den in ratios:
+        a, b = columns.index(num), columns.index(den)
+        if totals[b] <= 0:
+            continue
+        with np.errstate(divide="ignore", invalid="ignore"):
+            low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
+        rows.append(
+            {
+                "ratio": name,
+                "estimate": float(totals[a] / totals[b]),
+                "ci_low": low,
+                "ci_high": high,
+                "n_clusters": values.shape[0],
+            }
+        )
+    return rows
+
+
+#: A set of clusters holding at least this share of all the clusters of a call is resampled by
+#: coupling with the one resample of all of them (:func:`_coupled_resample_sums`); a smaller set
+#: draws on its own, so that no product runs over many clusters it does not hold.
+_COUPLED_SHARE = 0.5
+
+
+def _ratio_resample_sums(
+    groups: dict[bytes, list[tuple[tuple, np.ndarray]]],
+    members: dict[bytes, np.ndarray],
+    n_universe: int,
+    n_resamples: int,
+    seed: int,
+) -> dict[bytes, list[np.ndarray]]:
+    """Resampled column sums of every cell, keyed by its cluster set (one block per cell).
+
+    Large sets are coupled to one resample of all ``n_universe`` clusters, drawn from
+    ``cell_rng(seed, ())``; small sets draw alone from ``cell_rng(seed, first cell key)``.
+    """
+    large = [s for s in groups if members[s].size >= _COUPLED_SHARE * n_universe]
+    out: dict[bytes, list[np.ndarray]] = {}
+    if large:
+        coupled = _coupled_resample_sums(
+            [(members[s], np.hstack([v for _, v in groups[s]])) for s in large],
+            n_universe,
+            n_resamples,
+            cell_rng(seed, ()),
+        )
+        for s, sums in zip(large, coupled, strict=True):
+            widths = np.cumsum([v.shape[1] for _, v in groups[s]])[:-1]
+            out[s] = np.hsplit(sums, widths)
+    for s, cells_of_set in groups.items():
+        if s not in out:
+            blocks = [values for _, values in cells_of_set]
+            out[s] = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+    return out
+
+
+def _coupled_resample_sums(
+    sets: list[tuple[np.ndarray, np.ndarray]],
+    n_universe: int,
+    n_resamples: int,
+    gen: np.random.Generator,
+) -> list[np.ndarray]:
+    """Column sums of each set's rows over ``n_resamples`` resamples, all drawn from one stream.
+
+    ``sets`` holds, per set of clusters, the positions of its K_s clusters among the
+    ``n_universe`` clusters of the call and a (K_s, C) block of their values. A resample of a
+    set must be K_s draws with replacement from its own clusters. They come from one stream of
+    ``n_universe`` uniform draws over all clusters per resample (counted once, and multiplied
+    with every set's values in one matrix product): the draws that land in a set are uniform
+    over it and independent of where in the stream they fall, so the set keeps the first K_s
+    of them, and when fewer than K_s landed it draws the rest from its own clusters. Each
+    set's sums thus have exactly the distribution of a resample of its own clusters
+    (Multinomial(K_s, 1/K_s) weights); only the corrections, a few draws per resample (about
+    the standard deviation of a Binomial(N, K_s/N)), are made set by set.
+    """
+    widths = [block.shape[1] for _, block in sets]
+    edges = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    design = np.zeros((n_universe, int(edges[-1]) + len(sets)))
+    for i, (where, block) in enumerate(sets):
+        design[where, edges[i] : edges[i + 1]] = block
+        design[where, edges[-1] + i] = 1.0  # counts the draws that land in the set
+    product = _ExactProduct(design, n_universe)
+    coupled = [_CoupledSet(where, block, n_universe) for where, block in sets]
+    outs = [np.empty((n_resamples, w), dtype=np.float64) for w in widths]
+    batch = max(1, min(256, _MAX_BATCH_ELEMENTS // n_universe))
+    with _one_blas_thread():
+        for start in range(0, n_resamples, batch):
+            _coupled_batch(start, min(batch, n_resamples - start), coupled, product, outs, gen)
+    return outs
+
+
+def _coupled_batch(
+    start: int,
+    size: int,
+    coupled: list[_CoupledSet],
+    product: _ExactProduct,
+    outs: list[np.ndarray],
+    gen: np.random.Generator,
+) -> None:
+    """Fill rows ``start:start + size`` of every set's sums (see :func:`_coupled_resample_sums`)."""
+    n_universe = coupled[0].position.size
+    draws = gen.integers(0, n_universe, size=(size, n_universe), dtype=np.int32)
+    offsets = (np.arange(size, dtype=np.int64) * n_universe)[:, np.newaxis]
+    counts = np.bincount((draws + offsets).reshape(-1), minlength=size * n_universe)
+    sums = product(counts.reshape(size, n_universe))
+    landed_at = sums.shape[1] - len(coupled)
+    edge = 0
+    for i, (one, out) in enumerate(zip(coupled, outs, strict=True)):
+        width = out.shape[1]
+        out[start : start + size] = sums[:, edge : edge + width]
+        edge += width
+        if one.k < n_universe:
+            landed = np.rint(sums[:, landed_at + i]).astype(np.int64)
+            out[start : start + size] += one.correction(draws, landed, gen)
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Run the block's matrix products on one BLAS thread.
+
+    The products are many and mid-sized; on a machine shared with other jobs, BLAS worker
+    threads spend more CPU waiting for each other than they save (measured: 5-6x the CPU of
+    one thread at a load of 10 on 2 cores, for the same wall time).
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+class _ExactProduct:
+    """``counts @ design`` in float32 for the columns where that is exact, float64 for the rest.
+
+    A column of integers whose every resampled sum stays below 2**24 sums exactly in float32
+    (each partial sum is an integer float32 represents), at half the cost of float64.
+    """
+
+    def __init__(self, design: np.ndarray, n_draws: int) -> None:
+        integral = (design == np.round(design)).all(axis=0)
+        small = np.abs(design).max(axis=0, initial=0.0) * n_draws < 2.0**24
+        self.exact = integral & small
+        self.single = np.ascontiguousarray(design[:, self.exact], dtype=np.float32)
+        self.double = np.ascontiguousarray(design[:, ~self.exact])
+        self.width = design.shape[1]
+
+    def __call__(self, counts: np.ndarray) -> np.ndarray:
+        out = np.empty((counts.shape[0], self.width), dtype=np.float64)
+        if self.single.shape[1]:
+            out[:, self.exact] = counts.astype(np.float32) @ self.single
+        if self.double.shape[1]:
+            out[:, ~self.exact] = counts.astype(np.float64) @ self.double
+        return out
+
+
+class _CoupledSet:
+    """One set of clusters inside the stream of :func:`_coupled_resample_sums`."""
+
+    def __init__(self, where: np.ndarray, block: np.ndarray, n_universe: int) -> None:
+        self.k = where.size
+        self.block = block
+        self.position = np.full(n_universe, -1, dtype=np.int64)
+        self.position[where] = np.arange(self.k)
+        self.inside = self.position >= 0
+
+    def correction(
+        self, draws: np.ndarray, landed: np.ndarray, gen: np.random.Generator
+    ) -> np.ndarray:
+        """Return the change of the row sums that makes each row exactly K_s draws of the set.
+
+        ``draws``: (B, N) uniform draws over all N clusters; ``landed``: how many of each row's
+        draws fell in the set. A row with too many drops its last surplus draws in the set; a
+        row with too few adds fresh uniform draws of the set.
+        """
+        surplus = landed - self.k
+        rows, picks, signs = [], [], []
+        short = np.flatnonzero(surplus < 0)
+        if short.size:
+            need = -surplus[short]
+            rows.append(np.repeat(short, need))
+            picks.append(gen.integers(0, self.k, size=int(need.sum())))
+            signs.append(np.ones(int(need.sum())))
+        over = np.flatnonzero(surplus > 0)
+        if over.size:
+            row, cluster = self._last_landed(draws, over, surplus[over])
+            rows.append(over[row])
+            picks.append(self.position[cluster])
+            signs.append(-np.ones(row.size))
+        correction = np.zeros((draws.shape[0], self.block.shape[1]), dtype=np.float64)
+        if not rows:
+            return correction
+        row_of = np.concatenate(rows)
+        order = np.argsort(row_of, kind="stable")
+        row_of = row_of[order]
+        values = self.block[np.concatenate(picks)[order]] * np.concatenate(signs)[order, None]
+        starts = np.flatnonzero(np.concatenate([[True], row_of[1:] != row_of[:-1]]))
+        correction[row_of[starts]] = np.add.reduceat(values, starts, axis=0)
+        return correction
+
+    def _last_landed(
+        self, draws: np.ndarray, over: np.ndarray, surplus: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(row of ``over``, cluster) of the last ``surplus`` draws of each row in the set.
+
+        Only the tail of each row is searched, widened until every row has enough of them.
+        """
+        n_universe = draws.shape[1]
+        most = int(surplus.max())
+        width = min(n_universe, math.ceil((most + 4 * math.sqrt(most) + 16) * n_universe / self.k))
+        while True:
+            tail = draws[over, n_universe - width :]
+            hit = self.inside[tail]
+            if width == n_universe or (hit.sum(axis=1) >= surplus).all():
+                break
+            width = min(n_universe, 2 * width)
+        # hits at or after each position
+        later = np.cumsum(hit[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
+        row, column = np.nonzero(hit & (later <= surplus[:, np.newaxis]))
+        return row, tail[row, column]
 
 
 def _shared_resample_sums(
