@@ -1190,9 +1190,11 @@ def _summary_finish(
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
     keyed = list(by) or ["_all"]
-    # Partials of one cluster may come from several shards: add them up first.
-    partials = partials.group_by([*keyed, cluster]).agg(pl.all().sum())
+    # Every column is an integer-valued sum, so a group's totals are the sums of its partial
+    # rows whichever shards a cluster's rows came from; only the bootstrap needs one row per
+    # cluster, and only of its two columns.
     table = partials.group_by(keyed).agg(pl.all().exclude(cluster).sum())
+    per_cluster = partials.group_by([*keyed, cluster]).agg(pl.col("successes", "n").sum())
 
     def mean(name: str) -> pl.Expr:
         return pl.when(pl.col(f"__{name}_n") > 0).then(pl.col(f"__{name}") / pl.col(f"__{name}_n"))
@@ -1211,7 +1213,7 @@ def _summary_finish(
         *(pl.col(f"__{name}_n").alias(f"n_{name}_judged") for name in judged),
     )
     intervals = stats.cluster_bootstrap(
-        partials.select(*keyed, cluster, "successes", "n"),
+        per_cluster,
         cells=keyed,
         values=["successes", "n"],
         n_resamples=n_resamples,
