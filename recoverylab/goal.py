@@ -135,6 +135,7 @@ _CASE_INTERNAL = ("barrier", "needs_user_help")
 #: Names of helper columns inside the scoring query; with the result columns, no input may use them.
 _INTERNAL = (
     "_episode",
+    "_case",
     "_n_copies",
     "_n_versions",
     "_visited",
@@ -442,7 +443,7 @@ def score(
     }
     stages = (
         plan.Stage("checking the goal tables", functools.partial(_check_partial, checks=checks)),
-        plan.Stage("hashing the episode ids", _key_partial, reads=("episodes",)),
+        plan.Stage("hashing the ids", _key_partial, reads=("cases", "episodes")),
         plan.Stage("scoring episodes", _score_partial),
     )
     return plan.rows(
@@ -484,10 +485,12 @@ def _unnested(
     return episodes, steps, citations
 
 
-def _score_frames(frames: Mapping[str, pl.LazyFrame], *, hashed: bool = False) -> pl.LazyFrame:
+def _score_frames(
+    frames: Mapping[str, pl.LazyFrame], *, hashed: Sequence[str] = ()
+) -> pl.LazyFrame:
     """Build the scoring query over tables the check stage checked (or trusted ones).
 
-    ``hashed``: the episode ids are known to hash without collision (see :func:`_key_partial`).
+    ``hashed``: the id columns known to hash without collision (see :func:`_key_partial`).
     """
     episodes, steps, citations = _unnested(frames, "schema")
     tables = {
@@ -527,7 +530,9 @@ def _check_partial(
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
     """Score the episodes (the checks and the key check ran in the stages before)."""
     keys = state.get("keys") if isinstance(state, Mapping) else None
-    hashed = isinstance(keys, pl.DataFrame) and keys.height > 0 and bool(keys["_distinct"].all())
+    hashed: list[str] = []
+    if isinstance(keys, pl.DataFrame) and keys.height > 0:
+        hashed = [name for name in _HASHED if keys[name].all()]
     return {"scored": _score_frames(frames, hashed=hashed)}
 
 
@@ -536,24 +541,32 @@ def _id_hash(ids: pl.Expr) -> pl.Expr:
     return pl.when(ids.is_not_null()).then(ids.hash())
 
 
-def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
-    """Decide whether the scoring query may join and group episodes by the hash of their id.
+#: Id columns the scoring query may key on by hash, and the table that lists each id once.
+_HASHED = {"episode_id": "episodes", "case_id": "cases"}
 
-    Hashing and comparing an 8-byte integer instead of an id string of some 25 bytes makes
-    the per-episode joins and group-bys of the scoring query about a third cheaper, and their
-    hash tables smaller. The hash is used only when it is injective on the episode ids: when
-    the hashes of the ``episodes`` rows are all distinct (which also means the ids are). The
-    check stage has made sure every step and citation belongs to one of these episodes
-    (``checks="schema"`` trusts the tables to agree), so no two ids the query meets share a
-    hash; otherwise the query keys on the strings, with the same result.
+
+def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
+    """Decide whether the scoring query may join and group by the hashes of the ids.
+
+    Hashing and comparing an 8-byte integer instead of an id string (some 25 bytes for an
+    episode) makes the joins and group-bys of the scoring query about a third cheaper, and
+    their hash tables smaller. An id column is hashed only when the hash is injective on it:
+    when the hashes of the ``episodes`` (``cases``) rows are all distinct, which also means
+    the ids are. The check stage has made sure every step and citation belongs to one of
+    these episodes and every episode and resource to one of these cases (``checks="schema"``
+    trusts the tables to agree), so no two ids the query meets share a hash; otherwise the
+    query keys on the strings, with the same result.
     """
-    episodes = frames["episodes"]  # the nested form has the same ids
-    found = episodes.collect_schema().get("episode_id")
-    if found is None or canonical_dtype(found, spec("episodes").column("episode_id")) is None:
-        return {}  # the scoring stage names the missing or mistyped column
-    # validate() turns every identifier dtype into String the same way: same strings, same hash
-    ids = pl.col("episode_id").cast(pl.String)
-    return {"keys": episodes.select((_id_hash(ids).n_unique() == pl.len()).alias("_distinct"))}
+    flags = []
+    for column, table in _HASHED.items():
+        frame = frames[table]  # the nested form of episodes has the same ids
+        found = frame.collect_schema().get(column)
+        if found is None or canonical_dtype(found, spec(table).column(column)) is None:
+            return {}  # the scoring stage names the missing or mistyped column
+        # validate() turns every identifier dtype into String this way: same strings, same hash
+        ids = _id_hash(pl.col(column).cast(pl.String))
+        flags.append(frame.select((ids.n_unique() == pl.len()).alias(column)))
+    return {"keys": pl.concat(flags, how="horizontal")}
 
 
 def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
@@ -641,10 +654,10 @@ def _is(columns: Sequence[str]) -> str:
     return "is" if len(columns) == 1 else "are"
 
 
-def _reachable_counts(resources: pl.LazyFrame) -> pl.LazyFrame:
-    """Per case: |C| (reachable copies) and |V| (reachable other versions)."""
+def _reachable_counts(resources: pl.LazyFrame, key: str = "case_id") -> pl.LazyFrame:
+    """Per case (``key``: its id or its key column): |C| and |V| (reachable copies, versions)."""
     reachable = pl.col("reachable")
-    return resources.group_by("case_id").agg(
+    return resources.group_by(key).agg(
         ((pl.col("relation") == "copy") & reachable).sum().cast(pl.Int64).alias("_n_copies"),
         ((pl.col("relation") == "other_version") & reachable)
         .sum()
@@ -658,20 +671,27 @@ def _score_query(
     case_columns: list[str],
     episode_columns: list[str],
     *,
-    hashed: bool = False,
+    hashed: Sequence[str] = (),
 ) -> pl.LazyFrame:
     """Build the lazy per-episode scoring query (seed Eq. 1-3) over the checked tables.
 
     ``steps`` is read by two streaming aggregations (the per-episode counts, and the visits of
     cited sources through a semi-join) and never joined row by row; everything after them is
-    one row per episode or per citation. Episodes are joined and grouped on the key column
-    ``_episode``: the hash of ``episode_id`` when ``hashed`` (an injective hash, see
-    :func:`_key_partial`), else the id itself.
+    one row per episode or per citation. Episodes and cases are joined and grouped on the key
+    columns ``_episode`` and ``_case``: the hash of ``episode_id`` / ``case_id`` when it is
+    among ``hashed`` (an injective hash, see :func:`_key_partial`), else the id itself.
     """
-    key = (_id_hash(pl.col("episode_id")) if hashed else pl.col("episode_id")).alias("_episode")
+
+    def key(column: str, name: str) -> pl.Expr:
+        return (_id_hash(pl.col(column)) if column in hashed else pl.col(column)).alias(name)
+
+    episode, case = key("episode_id", "_episode"), key("case_id", "_case")
     keyed = {
-        **tables,
-        **{name: tables[name].with_columns(key) for name in ("episodes", "steps", "citations")},
+        "cases": tables["cases"].with_columns(case),
+        "resources": tables["resources"].with_columns(case),
+        "episodes": tables["episodes"].with_columns(episode, case),
+        "steps": tables["steps"].with_columns(episode),
+        "citations": tables["citations"].with_columns(episode),
     }
     step_counts = _step_counts(keyed["steps"])
     citation_counts = _citation_counts(_cited_sources(keyed))
@@ -710,10 +730,10 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         .with_columns(pl.lit(True).alias("_visited"))
     )
     return (
-        citations.join(tables["episodes"].select("_episode", "case_id"), on="_episode", how="inner")
+        citations.join(tables["episodes"].select("_episode", "_case"), on="_episode", how="inner")
         .join(
-            tables["resources"].select("case_id", "resource_id", "relation", "reachable"),
-            on=["case_id", "resource_id"],
+            tables["resources"].select("_case", "resource_id", "relation", "reachable"),
+            on=["_case", "resource_id"],
             how="left",
         )
         .join(visited, on=["_episode", "resource_id"], how="left")
@@ -747,13 +767,15 @@ def _episode_counts(
 ) -> pl.LazyFrame:
     """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none)."""
     zero = pl.lit(0, dtype=pl.Int64)
-    per_case = tables["cases"].join(
-        _reachable_counts(tables["resources"]), on="case_id", how="left"
+    per_case = (
+        tables["cases"]
+        .drop("case_id")  # the episode's own
+        .join(_reachable_counts(tables["resources"], "_case"), on="_case", how="left")
     )
     counts = ("steps", "n_prohibited", "n_cited", "_n_unsupported")
     return (
         tables["episodes"]
-        .join(per_case, on="case_id", how="inner")
+        .join(per_case, on="_case", how="inner")
         # The report's strings are only compared: carry four flags through the joins instead.
         .with_columns(*_report_flags())
         .drop(*_REPORT_COLUMNS, *_CASE_INTERNAL)
