@@ -1252,6 +1252,27 @@ def test_colliding_hashes_fall_back_to_the_string_keys(monkeypatch) -> None:
         assert goal.summarize(scored, n_resamples=200).equals(summary)
 
 
+def test_a_step_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -> None:
+    frames = synthetic(4, 5)
+    first = frames["episodes"]["episode_id"].sort()[0]
+    extra = (
+        frames["steps"]
+        .filter(pl.col("episode_id") == first)
+        .with_columns(
+            pl.lit(f"x-{first}").alias("episode_id"),
+            pl.col("step") + 1000,  # no repeated step
+        )
+    )
+    frames["steps"] = pl.concat([frames["steps"], extra])
+
+    def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
+        return ids.str.strip_prefix("x-").hash(seed)  # "x-<id>" has the hash of "<id>"
+
+    monkeypatch.setattr(goal, "_id_hash", colliding)
+    with pytest.raises(InputError, match=r"^steps: rows of 1 unknown episode \(episode_id x-"):
+        goal.score(*(frames[t] for t in TABLES))
+
+
 @settings(
     max_examples=6,
     deadline=None,
