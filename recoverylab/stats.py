@@ -2460,40 +2460,46 @@ def _meld_cdf(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> np.ndarray:
     :func:`_meld_range`.
     """
     special = _special()
-    (o_a, o_b), (i_a, i_b) = (tuple(v[cells] for v in pair) for pair in (meld.outer, meld.inner))
-    swap, edges = meld.swap[cells], meld.edges[cells]
     base, low, high, below = _meld_range(meld, w, cells)
+    edges = meld.edges[cells]
     panel_low = np.clip(edges[:, :-1], low[:, None], high[:, None])
     span = np.clip(edges[:, 1:], low[:, None], high[:, None]) - panel_low
+    # only the panels the range reaches: one row per (cell, panel), summed back per cell
+    cell, panel = np.nonzero(span > 0)
+    rows = np.flatnonzero(cells)[cell]
+    (o_a, o_b), (i_a, i_b) = (
+        tuple(v[rows, None] for v in pair) for pair in (meld.outer, meld.inner)
+    )
+    flip, w_row = below[cell, None], w[cell, None]
     nodes, weights = _legendre_nodes(_MELD_NODES)
     # u = s² grades the nodes toward the cut (the range's low end; its high end when `below`):
     # F's kink there, (x − cut)^k with a small non-integer k, becomes smooth in s.
-    graded = np.where(below[:, None], 1.0 - (1.0 - nodes) ** 2, nodes**2)
-    slope = np.where(below[:, None], 2.0 * (1.0 - nodes), 2.0 * nodes)
-    size = (len(w), span.shape[1] * _MELD_NODES)
-    logit = (panel_low[..., None] + span[..., None] * graded[:, None, :]).reshape(size)
+    graded = np.where(flip, 1.0 - (1.0 - nodes) ** 2, nodes**2)
+    slope = np.where(flip, 2.0 * (1.0 - nodes), 2.0 * nodes)
+    width = span[cell, panel][:, None]
+    logit = panel_low[cell, panel][:, None] + width * graded
     log_v, log_rest = special.log_expit(logit), special.log_expit(-logit)
     # the density of logit(V) for V ~ Beta(a, b): v^a (1 − v)^b / B(a, b)
-    density = np.exp(o_a[:, None] * log_v + o_b[:, None] * log_rest - meld.log_norm[cells][:, None])
-    v, w2 = np.exp(log_v), w[:, None]
+    density = np.exp(o_a * log_v + o_b * log_rest - meld.log_norm[rows, None])
+    v = np.exp(log_v)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        arg = np.where(swap[:, None], w2 / (2.0 * v - 1.0), (1.0 + w2 / v) / 2.0)
+        arg = np.where(meld.swap[rows, None], w_row / (2.0 * v - 1.0), (1.0 + w_row / v) / 2.0)
     arg = np.clip(np.nan_to_num(arg, nan=0.0), 0.0, 1.0)
     # 1 − I_x(a, b) = I_{1−x}(b, a)
     factor = special.betainc(
-        np.where(below, i_b, i_a)[:, None],
-        np.where(below, i_a, i_b)[:, None],
-        np.where(below[:, None], 1.0 - arg, arg),
+        np.where(flip, i_b, i_a), np.where(flip, i_a, i_b), np.where(flip, 1.0 - arg, arg)
     )
-    weight = (span[..., None] * (weights * slope)[:, None, :]).reshape(size)
+    part = (density * factor * width * slope) @ weights
+    o_a, o_b = meld.outer[0][cells], meld.outer[1][cells]
     start = np.where(w > 0, special.betainc(o_a, o_b, np.clip(base, 0.0, 1.0)), 0.0)
-    return np.asarray(start + (density * factor * weight).sum(axis=1), dtype=np.float64)
+    return np.asarray(start + np.bincount(cell, weights=part, minlength=len(w)), dtype=np.float64)
 
 
 def _bracketed_root(
     cdf: Callable[[np.ndarray, np.ndarray], np.ndarray],
     level: float | np.ndarray,
     skip: np.ndarray,
+    guess: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
     """Smallest w in [−1, 1] with cdf(w) >= level, to within 2⁻³⁵, vectorised over cells.
 
@@ -2503,21 +2509,41 @@ def _bracketed_root(
     The bracket (a, b) keeps cdf − level >= 0 at exactly one end; that end is returned.
     ``cdf(w, cells)`` evaluates the cells of the boolean mask ``cells`` at ``w`` (one value per
     such cell), so converged cells cost nothing. ``level`` is one level or one per cell. Cells
-    in ``skip`` (answered otherwise by the caller) are not searched.
+    in ``skip`` (answered otherwise by the caller) are not searched. ``guess`` (low, high) is a
+    first bracket inside [−1, 1]; where it does not hold the root, the search widens it to
+    the end of [−1, 1] on that side (one more evaluation), so a wrong guess costs little.
     """
     shape = skip.shape
     levels = np.broadcast_to(np.asarray(level, dtype=np.float64), shape)
     tolerance = 2.0**-36
-    b, a = np.full(shape, -1.0), np.full(shape, 1.0)
     search = ~skip
-    f_b = np.zeros(shape)
-    f_b[search] = cdf(b[search], search) - levels[search]
+
+    def value(w: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        out = np.zeros(shape)
+        if cells.any():
+            out[cells] = cdf(w[cells], cells) - levels[cells]
+        return out
+
+    if guess is None:
+        b, a = np.full(shape, -1.0), np.full(shape, 1.0)
+    else:
+        b, a = (np.clip(np.broadcast_to(v, shape), -1.0, 1.0) for v in guess)
+    f_b = value(b, search)
+    # the guessed low end is already past the level: the root is below it
+    past = search & (f_b >= 0) & (b > -1.0)
+    a, f_a = np.where(past, b, a), np.where(past, f_b, 0.0)
+    b = np.where(past, -1.0, b)
+    f_b = np.where(past, value(b, past), f_b)
     # the level reached at −1 already: the answer is −1
     start = search & (f_b >= 0)
     a = np.where(start, b, a)
-    f_a = f_b.copy()
-    rest = search & ~start
-    f_a[rest] = cdf(a[rest], rest) - levels[rest]
+    rest = search & ~start & ~past
+    f_a = np.where(start, f_b, np.where(rest, value(a, rest), f_a))
+    # the guessed high end is short of the level: the root is above it
+    short = rest & (f_a < 0)
+    b, f_b = np.where(short, a, b), np.where(short, f_a, f_b)
+    a = np.where(short, 1.0, a)
+    f_a = np.where(short, value(a, short), f_a)
     done = skip | start
     c, f_c = a.copy(), f_a.copy()
     t = np.full(shape, 0.5)
@@ -2548,6 +2574,21 @@ def _bracketed_root(
     return np.where(skip, 1.0, np.where(f_a >= 0, a, b))
 
 
+def _meld_guess(meld: _Meld, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return a first bracket for the quantiles: the normal one of W ± a quarter of its sd."""
+    (o_a, o_b), (i_a, i_b) = meld.outer, meld.inner
+    t_a, t_b = np.where(meld.swap, i_a, o_a), np.where(meld.swap, i_b, o_b)
+    b_a, b_b = np.where(meld.swap, o_a, i_a), np.where(meld.swap, o_b, i_b)
+    t_sum, b_sum = t_a + t_b, b_a + b_b
+    t_mean, t_square = t_a / t_sum, t_a * (t_a + 1.0) / (t_sum * (t_sum + 1.0))
+    b_mean, b_square = b_a / b_sum, b_a * (b_a + 1.0) / (b_sum * (b_sum + 1.0))
+    s_mean, s_square = 2.0 * b_mean - 1.0, 4.0 * b_square - 4.0 * b_mean + 1.0
+    mean = t_mean * s_mean
+    sd = np.sqrt(np.maximum(t_square * s_square - mean * mean, 0.0))
+    centre = mean + _special().ndtri(levels) * sd
+    return centre - sd / 4.0 - 1e-9, centre + sd / 4.0 + 1e-9
+
+
 def _meld_quantile(
     t_a: np.ndarray,
     t_b: np.ndarray,
@@ -2570,7 +2611,10 @@ def _meld_quantile(
     meld = _meld_setup(t_a, t_b, b_a, b_b)
     b_zero, b_one, t_zero, t_one = b_a <= 0, b_b <= 0, t_a <= 0, t_b <= 0
     found = _bracketed_root(
-        lambda w, cells: _meld_cdf(meld, w, cells), levels, b_zero | b_one | t_zero | t_one
+        lambda w, cells: _meld_cdf(meld, w, cells),
+        levels,
+        b_zero | b_one | t_zero | t_one,
+        guess=_meld_guess(meld, levels),
     )
     special = _special()
     t_a, t_b, b_a, b_b = (np.where(v > 0, v, 1.0) for v in (t_a, t_b, b_a, b_b))
