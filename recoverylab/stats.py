@@ -2402,14 +2402,13 @@ def _meld_setup(t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarr
 def _quantile_logit(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Return the logits of Beta(a, b)'s quantiles at the probabilities ``p``, shape (cells, p).
 
-    The quantile q and 1 − q (Beta(b, a)'s quantile at 1 − p) are inverted separately and the
-    logit is log q − log(1 − q) from the smaller of them, so quantiles next to 1 keep their
-    digits. Where the smaller underflows (a parameter far below 1, as effective counts can
-    give), its log comes from I_x(a, b) ≈ x^a / (a·B(a, b)) near 0. These are panel edges:
-    they must increase with ``p``, not be exact.
+    Past the median the logit comes from 1 − q, Beta(b, a)'s quantile at 1 − p, so that
+    quantiles next to 1 keep their digits. Where q (or 1 − q) underflows (a parameter far
+    below 1, as effective counts can give), its log comes from I_x(a, b) ≈ x^a / (a·B(a, b))
+    near 0. These are panel edges: they must increase with ``p``, not be exact.
     """
     special = _special()
-    a2, b2 = a[:, np.newaxis], b[:, np.newaxis]
+    a2, b2, p2 = np.broadcast_arrays(a[:, np.newaxis], b[:, np.newaxis], p[np.newaxis, :])
 
     def log_small(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         x = special.betaincinv(a, b, p)
@@ -2417,10 +2416,14 @@ def _quantile_logit(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
             asymptotic = (np.log(p) + np.log(a) + special.betaln(a, b)) / a
             return x, np.where(x > 1e-300, np.log(x), asymptotic)
 
-    q, log_q = log_small(a2, b2, p)
-    r, log_r = log_small(b2, a2, 1.0 - p)
+    q, log_q = log_small(a2, b2, p2)
     with np.errstate(divide="ignore"):
-        return np.asarray(np.where(q <= r, log_q - np.log1p(-q), np.log1p(-r) - log_r))
+        logit = log_q - np.log1p(-q)
+        # past the median, 1 − q from Beta(b, a) (inverted only there: inversions are costly)
+        high = q > 0.5
+        r, log_r = log_small(b2[high], a2[high], 1.0 - p2[high])
+        logit[high] = np.log1p(-r) - log_r
+    return np.asarray(logit)
 
 
 #: Probabilities of the outer variable's quantiles that cut the quadrature range into panels
