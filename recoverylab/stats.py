@@ -2611,9 +2611,26 @@ def _meld_quantile(
     point-mass limit of its beta (Beta(0, b) at 0, Beta(a, 0) at 1, as Clopper–Pearson bounds
     at the edges), where the quantile is a beta quantile.
     """
-    t_a, t_b, b_a, b_b, levels = np.broadcast_arrays(
+    arrays = np.broadcast_arrays(
         *(np.asarray(v, dtype=np.float64) for v in (t_a, t_b, b_a, b_b, level))
     )
+    flat = [np.ravel(v) for v in arrays]
+    # in chunks: the quadrature holds (cells × panels × nodes) arrays
+    parts = [
+        _meld_quantile_chunk(*(v[start : start + _MELD_CHUNK] for v in flat))
+        for start in range(0, flat[0].size, _MELD_CHUNK)
+    ]
+    return np.concatenate(parts or [np.zeros(0)]).reshape(arrays[0].shape)
+
+
+#: Quantiles searched together (about 30 MB per quadrature array at 12 × 12 nodes).
+_MELD_CHUNK = 2048
+
+
+def _meld_quantile_chunk(
+    t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarray, levels: np.ndarray
+) -> np.ndarray:
+    """:func:`_meld_quantile` of 1-D arrays of parameters and levels."""
     meld = _meld_setup(t_a, t_b, b_a, b_b)
     b_zero, b_one, t_zero, t_one = b_a <= 0, b_b <= 0, t_a <= 0, t_b <= 0
     found = _bracketed_root(

@@ -167,3 +167,31 @@ def test_melded_bounds_keep_the_sign_of_the_exact_mcnemar_test(n, share, rescue_
     p = stats.mcnemar_exact(rescue, m - rescue).p_value
     assert ((ci.low > 0) or (ci.high < 0)) == (p < 0.05)
     assert ci.low <= (2 * rescue - m) / n <= ci.high
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    n=st.floats(0.01, 1e6),
+    share=st.floats(0.0, 1.0),
+    rescue_share=st.floats(0.0, 1.0),
+    scale_phi=st.floats(0.01, 1.0),
+)
+def test_melded_bounds_of_effective_counts_are_ordered_and_inside(
+    n, share, rescue_share, scale_phi
+):
+    # effective (non-integer) counts as cluster_melded_interval makes them: any size, no warning
+    m = share * n
+    x = rescue_share * m
+    low, high = stats._melded_bounds(
+        *(np.array([v]) for v in (x * scale_phi, m * scale_phi, m, n)), 0.025, "two-sided"
+    )
+    assert -1.0 <= low[0] <= high[0] <= 1.0
+    estimate = (2 * x - m) / n
+    assert low[0] - 1e-9 <= estimate <= high[0] + 1e-9
+
+
+def test_meld_quantile_keeps_the_shape_of_its_arguments():
+    got = stats._meld_quantile(np.full((2, 3), 5.0), 26.0, 15.0, 1.0, 0.025)
+    assert got.shape == (2, 3)
+    assert np.all(got == got[0, 0])
+    assert stats._meld_quantile(np.zeros(0), 1.0, 1.0, 1.0, 0.5).shape == (0,)
