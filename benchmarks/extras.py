@@ -20,6 +20,7 @@ The goal and takeover workloads write their counts to ``<out>.counts.parquet`` s
 
 from __future__ import annotations
 
+import resource
 import time
 from pathlib import Path
 
@@ -127,6 +128,12 @@ def stats_scale(size: int, budget: float) -> dict:
     return result
 
 
+def _cpu() -> float:
+    """CPU seconds (user + system, all threads) of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def goal_workload(data: Path, out: Path) -> dict:
     import polars as pl
     import scipy.signal
@@ -137,12 +144,12 @@ def goal_workload(data: Path, out: Path) -> dict:
 
     tables = {t: pl.scan_parquet(data / t / "*.parquet") for t in GOAL_TABLES}
     steps = tables["steps"].select(pl.len()).collect().item()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     scored = goal.score(*(tables[t] for t in GOAL_TABLES))
     summary = goal.summarize(scored, n_resamples=RESAMPLES)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu() - cpu
     goal_counts_of_summary(summary).write_parquet(out.with_suffix(".counts.parquet"))
-    return {"seconds": seconds, "rows_in": steps, "rows_out": summary.height}
+    return {"seconds": seconds, "cpu_seconds": cpu, "rows_in": steps, "rows_out": summary.height}
 
 
 def takeover_workload(data: Path, out: Path, interval: str = "bootstrap") -> dict:
@@ -156,11 +163,11 @@ def takeover_workload(data: Path, out: Path, interval: str = "bootstrap") -> dic
     states = pl.scan_parquet(data / "states" / "*.parquet")
     attempts = pl.scan_parquet(data / "attempts" / "*.parquet")
     rows = attempts.select(pl.len()).collect().item()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     summary = takeover.summarize(states, attempts, n_resamples=RESAMPLES, interval=interval)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu() - cpu
     takeover_counts_of_summary(summary).write_parquet(out.with_suffix(".counts.parquet"))
-    return {"seconds": seconds, "rows_in": rows, "rows_out": summary.height}
+    return {"seconds": seconds, "cpu_seconds": cpu, "rows_in": rows, "rows_out": summary.height}
 
 
 def baseline_workload(protocol: str, engine: str, data: Path, out: Path) -> dict:
@@ -172,14 +179,18 @@ def baseline_workload(protocol: str, engine: str, data: Path, out: Path) -> dict
         import duckdb  # noqa: F401  (import time is not query time)
     if engine == "pandas":
         import pandas  # noqa: F401
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu()
     if engine == "floor":
         rows = pb.scan_floor(data, needed)
-        return {"seconds": time.perf_counter() - start, "rows_in": rows}
+        return {
+            "seconds": time.perf_counter() - start,
+            "cpu_seconds": _cpu() - cpu,
+            "rows_in": rows,
+        }
     result = getattr(pb, f"{protocol}_{engine}")(data)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, _cpu() - cpu
     result.write_parquet(out.with_suffix(".counts.parquet"))
-    return {"seconds": seconds, "rows_out": result.height}
+    return {"seconds": seconds, "cpu_seconds": cpu, "rows_out": result.height}
 
 
 def router_workload(tasks: int) -> dict:

@@ -134,6 +134,8 @@ _REPORT_COLUMNS = ("answer", "version_claim", "diagnosis", "requested_user")
 _CASE_INTERNAL = ("barrier", "needs_user_help")
 #: Names of helper columns inside the scoring query; with the result columns, no input may use them.
 _INTERNAL = (
+    "_episode",
+    "_case",
     "_n_copies",
     "_n_versions",
     "_visited",
@@ -441,6 +443,7 @@ def score(
     }
     stages = (
         plan.Stage("checking the goal tables", functools.partial(_check_partial, checks=checks)),
+        plan.Stage("hashing the ids", _key_partial, reads=("cases", "episodes")),
         plan.Stage("scoring episodes", _score_partial),
     )
     return plan.rows(
@@ -482,8 +485,13 @@ def _unnested(
     return episodes, steps, citations
 
 
-def _score_frames(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
-    """Build the scoring query over tables the check stage checked (or trusted ones)."""
+def _score_frames(
+    frames: Mapping[str, pl.LazyFrame], *, hashed: Sequence[str] = ()
+) -> pl.LazyFrame:
+    """Build the scoring query over tables the check stage checked (or trusted ones).
+
+    ``hashed``: the id columns known to hash without collision (see :func:`_key_partial`).
+    """
     episodes, steps, citations = _unnested(frames, "schema")
     tables = {
         "cases": validate(frames["cases"], "cases", checks="schema"),
@@ -493,7 +501,7 @@ def _score_frames(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         "citations": validate(citations, "citations", checks="schema"),
     }
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
-    return _score_query(tables, case_columns, episode_columns)
+    return _score_query(tables, case_columns, episode_columns, hashed=hashed)
 
 
 def _check_partial(
@@ -520,8 +528,45 @@ def _check_partial(
 
 
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
-    """Score the episodes (the checks ran in the stage before)."""
-    return {"scored": _score_frames(frames)}
+    """Score the episodes (the checks and the key check ran in the stages before)."""
+    keys = state.get("keys") if isinstance(state, Mapping) else None
+    hashed: list[str] = []
+    if isinstance(keys, pl.DataFrame) and keys.height > 0:
+        hashed = [name for name in _HASHED if keys[name].all()]
+    return {"scored": _score_frames(frames, hashed=hashed)}
+
+
+def _id_hash(ids: pl.Expr) -> pl.Expr:
+    """Return the 64-bit hash of an id column (null stays null: a null id matches nothing)."""
+    return pl.when(ids.is_not_null()).then(ids.hash())
+
+
+#: Id columns the scoring query may key on by hash, and the table that lists each id once.
+_HASHED = {"episode_id": "episodes", "case_id": "cases"}
+
+
+def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
+    """Decide whether the scoring query may join and group by the hashes of the ids.
+
+    Hashing and comparing an 8-byte integer instead of an id string (some 25 bytes for an
+    episode) makes the joins and group-bys of the scoring query about a third cheaper, and
+    their hash tables smaller. An id column is hashed only when the hash is injective on it:
+    when the hashes of the ``episodes`` (``cases``) rows are all distinct, which also means
+    the ids are. The check stage has made sure every step and citation belongs to one of
+    these episodes and every episode and resource to one of these cases (``checks="schema"``
+    trusts the tables to agree), so no two ids the query meets share a hash; otherwise the
+    query keys on the strings, with the same result.
+    """
+    flags = []
+    for column, table in _HASHED.items():
+        frame = frames[table]  # the nested form of episodes has the same ids
+        found = frame.collect_schema().get(column)
+        if found is None or canonical_dtype(found, spec(table).column(column)) is None:
+            return {}  # the scoring stage names the missing or mistyped column
+        # validate() turns every identifier dtype into String this way: same strings, same hash
+        ids = _id_hash(pl.col(column).cast(pl.String))
+        flags.append(frame.select((ids.n_unique() == pl.len()).alias(column)))
+    return {"keys": pl.concat(flags, how="horizontal")}
 
 
 def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
@@ -530,10 +575,13 @@ def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
     One streaming pass counts every row check of the contract, the repeated
     ``(episode_id, step)`` keys (fewer distinct steps than rows in an episode) and the episodes
     that ``episodes`` lacks; the messages are :func:`validate`'s, and ``steps`` is read again
-    only to name the offending keys of a failed check.
+    only to name the offending keys of a failed check. The pass runs first on the hashes of
+    the ids (:func:`_steps_are_clean`), and on the strings only when that finds anything.
     """
     contract = spec("steps")
     checks = data_checks(contract, steps.collect_schema())
+    if _steps_are_clean(steps, episodes, checks):
+        return 0
     per_episode = steps.group_by("episode_id").agg(
         pl.len().cast(pl.Int64).alias("_rows"),
         pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
@@ -565,6 +613,46 @@ def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
             contract.key,
         )
     return int(totals["_unknown"].item())
+
+
+def _steps_are_clean(
+    steps: pl.LazyFrame, episodes: pl.LazyFrame, checks: Mapping[str, pl.Expr]
+) -> bool:
+    """Return whether ``steps`` passes every check of :func:`_check_steps`, keyed on hashes.
+
+    Grouping the steps by the 64-bit hash of ``episode_id`` costs less than grouping by the
+    string. Each step finds its episode by hash, and its id is compared with that episode's:
+    when every step's id is its episode's id and the hashes of the episodes are distinct,
+    each hash group holds exactly one episode's steps, so the counts are those of the string
+    pass. ``False`` means "look again on the strings": a broken rule, a repeated step, an
+    unknown episode, or ids that share a hash.
+    """
+    key = _id_hash(pl.col("episode_id")).alias("_episode")
+    known = episodes.select(key, pl.col("episode_id").alias("_id"))
+    totals, distinct = pl.collect_all(
+        [
+            steps.with_columns(key)
+            .join(known, on="_episode", how="left")
+            .group_by("_episode")
+            .agg(
+                pl.len().cast(pl.Int64).alias("_rows"),
+                pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
+                # a step of an unknown id, or of another id that has the same hash
+                pl.col("_id").ne_missing(pl.col("episode_id")).sum().cast(pl.Int64).alias("_odd"),
+                *(expr.sum().cast(pl.Int64).alias(name) for name, expr in checks.items()),
+            )
+            .select(
+                pl.col("_rows").sum(),
+                (pl.col("_rows") - pl.col("_distinct")).sum().alias("_repeats"),
+                pl.col("_odd").sum(),
+                *(pl.col(name).sum() for name in checks),
+            ),
+            known.select(pl.col("_episode").n_unique() == pl.len()),
+        ],
+        engine="streaming",
+    )
+    found = sum(int(totals[name].item() or 0) for name in ("_repeats", "_odd", *checks))
+    return found == 0 and bool(totals["_rows"].item()) and bool(distinct.item())
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
@@ -609,10 +697,10 @@ def _is(columns: Sequence[str]) -> str:
     return "is" if len(columns) == 1 else "are"
 
 
-def _reachable_counts(resources: pl.LazyFrame) -> pl.LazyFrame:
-    """Per case: |C| (reachable copies) and |V| (reachable other versions)."""
+def _reachable_counts(resources: pl.LazyFrame, key: str = "case_id") -> pl.LazyFrame:
+    """Per case (``key``: its id or its key column): |C| and |V| (reachable copies, versions)."""
     reachable = pl.col("reachable")
-    return resources.group_by("case_id").agg(
+    return resources.group_by(key).agg(
         ((pl.col("relation") == "copy") & reachable).sum().cast(pl.Int64).alias("_n_copies"),
         ((pl.col("relation") == "other_version") & reachable)
         .sum()
@@ -622,18 +710,36 @@ def _reachable_counts(resources: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _score_query(
-    tables: Mapping[str, pl.LazyFrame], case_columns: list[str], episode_columns: list[str]
+    tables: Mapping[str, pl.LazyFrame],
+    case_columns: list[str],
+    episode_columns: list[str],
+    *,
+    hashed: Sequence[str] = (),
 ) -> pl.LazyFrame:
     """Build the lazy per-episode scoring query (seed Eq. 1-3) over the checked tables.
 
     ``steps`` is read by two streaming aggregations (the per-episode counts, and the visits of
     cited sources through a semi-join) and never joined row by row; everything after them is
-    one row per episode or per citation.
+    one row per episode or per citation. Episodes and cases are joined and grouped on the key
+    columns ``_episode`` and ``_case``: the hash of ``episode_id`` / ``case_id`` when it is
+    among ``hashed`` (an injective hash, see :func:`_key_partial`), else the id itself.
     """
-    step_counts = _step_counts(tables["steps"])
-    citation_counts = _citation_counts(_cited_sources(tables))
+
+    def key(column: str, name: str) -> pl.Expr:
+        return (_id_hash(pl.col(column)) if column in hashed else pl.col(column)).alias(name)
+
+    episode, case = key("episode_id", "_episode"), key("case_id", "_case")
+    keyed = {
+        "cases": tables["cases"].with_columns(case),
+        "resources": tables["resources"].with_columns(case),
+        "episodes": tables["episodes"].with_columns(episode, case),
+        "steps": tables["steps"].with_columns(episode),
+        "citations": tables["citations"].with_columns(episode),
+    }
+    step_counts = _step_counts(keyed["steps"])
+    citation_counts = _citation_counts(_cited_sources(keyed))
     return (
-        _episode_counts(tables, step_counts, citation_counts)
+        _episode_counts(keyed, step_counts, citation_counts)
         .with_columns(_branch().alias("branch"))
         .with_columns(_branch_reason().alias("_branch_reason"))
         .with_columns(*_outcomes())
@@ -642,8 +748,8 @@ def _score_query(
 
 
 def _step_counts(steps: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode that has steps: ``steps`` (rows) and ``n_prohibited``."""
-    return steps.group_by("episode_id").agg(
+    """Per episode key that has steps: ``steps`` (rows) and ``n_prohibited``."""
+    return steps.group_by("_episode").agg(
         pl.len().cast(pl.Int64).alias("steps"),
         pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
     )
@@ -657,25 +763,23 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     (episode, resource) pairs only: the steps stream through a semi-join against the citations
     instead of de-duplicating every visited pair.
     """
-    citations = tables["citations"].select("episode_id", "resource_id")
+    citations = tables["citations"].select("_episode", "resource_id")
     visited = (
         tables["steps"]
-        .select("episode_id", "resource_id")
+        .select("_episode", "resource_id")
         .filter(pl.col("resource_id").is_not_null())  # never cited; cheaper to drop than probe
-        .join(citations, on=["episode_id", "resource_id"], how="semi")
+        .join(citations, on=["_episode", "resource_id"], how="semi")
         .unique()
         .with_columns(pl.lit(True).alias("_visited"))
     )
     return (
-        citations.join(
-            tables["episodes"].select("episode_id", "case_id"), on="episode_id", how="inner"
-        )
+        citations.join(tables["episodes"].select("_episode", "_case"), on="_episode", how="inner")
         .join(
-            tables["resources"].select("case_id", "resource_id", "relation", "reachable"),
-            on=["case_id", "resource_id"],
+            tables["resources"].select("_case", "resource_id", "relation", "reachable"),
+            on=["_case", "resource_id"],
             how="left",
         )
-        .join(visited, on=["episode_id", "resource_id"], how="left")
+        .join(visited, on=["_episode", "resource_id"], how="left")
         .with_columns(
             (pl.col("_visited").fill_null(False) & pl.col("reachable").fill_null(False)).alias(
                 "_supported"
@@ -685,14 +789,14 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
 
 
 def _citation_counts(cited: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode that cites: |S|, unsupported / supported-copy / supported-version counts."""
+    """Per episode key that cites: |S|, unsupported / supported-copy / supported-version counts."""
     supported = pl.col("_supported")
 
     def count(condition: pl.Expr, name: str) -> pl.Expr:
         return condition.sum().cast(pl.Int64).alias(name)
 
     # One aggregation, unsupported list included, so the citation joins run once.
-    return cited.group_by("episode_id").agg(
+    return cited.group_by("_episode").agg(
         pl.len().cast(pl.Int64).alias("n_cited"),
         count(~supported, "_n_unsupported"),
         count(supported & (pl.col("relation") == "copy"), "_n_cited_copy"),
@@ -706,18 +810,20 @@ def _episode_counts(
 ) -> pl.LazyFrame:
     """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none)."""
     zero = pl.lit(0, dtype=pl.Int64)
-    per_case = tables["cases"].join(
-        _reachable_counts(tables["resources"]), on="case_id", how="left"
+    per_case = (
+        tables["cases"]
+        .drop("case_id")  # the episode's own
+        .join(_reachable_counts(tables["resources"], "_case"), on="_case", how="left")
     )
     counts = ("steps", "n_prohibited", "n_cited", "_n_unsupported")
     return (
         tables["episodes"]
-        .join(per_case, on="case_id", how="inner")
+        .join(per_case, on="_case", how="inner")
         # The report's strings are only compared: carry four flags through the joins instead.
         .with_columns(*_report_flags())
         .drop(*_REPORT_COLUMNS, *_CASE_INTERNAL)
-        .join(step_counts, on="episode_id", how="left")
-        .join(citation_counts, on="episode_id", how="left")
+        .join(step_counts, on="_episode", how="left")
+        .join(citation_counts, on="_episode", how="left")
         .with_columns(
             pl.col("_n_copies", "_n_versions", *counts, "_n_cited_copy", "_n_cited_version")
             .fill_null(zero)
@@ -1149,9 +1255,11 @@ def _summary_finish(
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
     keyed = list(by) or ["_all"]
-    # Partials of one cluster may come from several shards: add them up first.
-    partials = partials.group_by([*keyed, cluster]).agg(pl.all().sum())
+    # Every column is an integer-valued sum, so a group's totals are the sums of its partial
+    # rows whichever shards a cluster's rows came from; only the bootstrap needs one row per
+    # cluster, and only of its two columns.
     table = partials.group_by(keyed).agg(pl.all().exclude(cluster).sum())
+    per_cluster = partials.group_by([*keyed, cluster]).agg(pl.col("successes", "n").sum())
 
     def mean(name: str) -> pl.Expr:
         return pl.when(pl.col(f"__{name}_n") > 0).then(pl.col(f"__{name}") / pl.col(f"__{name}_n"))
@@ -1170,7 +1278,7 @@ def _summary_finish(
         *(pl.col(f"__{name}_n").alias(f"n_{name}_judged") for name in judged),
     )
     intervals = stats.cluster_bootstrap(
-        partials.select(*keyed, cluster, "successes", "n"),
+        per_cluster,
         cells=keyed,
         values=["successes", "n"],
         n_resamples=n_resamples,

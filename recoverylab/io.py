@@ -125,7 +125,9 @@ def scan(
     ):
         sources = source
     elif isinstance(source, Sequence) and not source:
-        raise SourceError("cannot read a table from an empty list of paths; give at least one path.")
+        raise SourceError(
+            "cannot read a table from an empty list of paths; give at least one path."
+        )
     else:
         raise SourceError(
             f"cannot read a table from a {type(source).__name__}; give a path, a glob, a list of "

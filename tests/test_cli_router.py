@@ -159,6 +159,23 @@ def test_evaluate_same_kind_rules_are_named_by_file(cli, tmp_path, rule_path):
     assert set(pl.read_parquet(out)["policy"]) == {"rule", "second"}
 
 
+def test_evaluate_takes_the_engine_options(cli, tmp_path, rule_path):
+    # --engine reaches router.compare and router.uplift (Spark itself: tests/test_engines.py)
+    result = cli(
+        "router", "evaluate", "--rule", rule_path, *held_out_args(), "--spark-master", "local[2]"
+    )
+    assert "`--spark-master` needs `--engine spark`." in one_line_error(result, "router")
+    metrics = tmp_path / "uplift.parquet"
+    result = cli(
+        "router", "evaluate", "--rule", rule_path, *held_out_args(), "--engine", "polars",
+        "--resamples", "200", "--uplift-out", metrics, "--quiet",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    assert pl.read_parquet(metrics)["metric"].unique().sort().to_list() == [
+        "ate", "autoc", "qini", "uplift_at_k"
+    ]  # fmt: skip
+
+
 def one_line_error(result, command: str) -> str:
     assert result.code == 2
     lines = result.err.strip().splitlines()

@@ -37,6 +37,7 @@ from recoverylab import (
     engines,
     goal,
     paired,
+    plan,
     router,
     synth,
     takeover,
@@ -159,6 +160,12 @@ def _router_compare(t: dict[str, pl.DataFrame], engine: object) -> object:
     return router.compare(policies, t["points"], t["point_forks"], engine=engine, **STATISTICS)
 
 
+def _router_uplift(t: dict[str, pl.DataFrame], engine: object) -> object:
+    scores = {"router": _fitted_router(), "never": router.Never(), "progress": "progress"}
+    res = router.uplift(scores, t["points"], t["point_forks"], engine=engine, **STATISTICS)
+    return pl.concat([res.metrics, res.curves], how="diagonal")
+
+
 def _goal_score(t: dict[str, pl.DataFrame], engine: object) -> object:
     return goal.score(*(t[name] for name in GOAL_TABLES), engine=engine)
 
@@ -247,6 +254,7 @@ VERBS: dict[str, Callable[[dict[str, pl.DataFrame], object], object]] = {
         **STATISTICS,
     ),
     "router.compare": _router_compare,
+    "router.uplift": _router_uplift,
     "takeover.awareness_split": lambda t, e: takeover.awareness_split(
         t["states"], t["attempts"], by=("agent", "depth"), common_sample=True, engine=e
     ),
@@ -580,6 +588,26 @@ def test_paired_summary_equals_polars(
     assert expected["prefix_mismatch"].sum() > 0
     got = paired.summarize(forks_dir, n_resamples=300, seed=2, engine=spark, **settings)
     same(expected, got)
+
+
+@settings(max_examples=5, deadline=None)
+@example(k=7, order=0, pair_by=())
+@given(k=st.integers(1, 9), order=st.integers(0, 2**16), pair_by=st.sampled_from([(), ("model",)]))
+def test_the_pairs_plan_gives_the_pairs_on_every_shard_count(
+    k: int, order: int, pair_by: tuple[str, ...]
+) -> None:
+    forks = _tables()["forks"]
+    keys = ["task_id", "condition", "model", "method", "delay"]
+    expected = paired.pairs(forks, pair_by=pair_by).collect().sort(keys)
+    assert expected["carried_forward"].any()
+    pairing = paired.pairs_plan(
+        forks.sample(fraction=1.0, shuffle=True, seed=order), pair_by=pair_by
+    )
+    engine = ShardedEngine(k=k, seed=order)
+    assert_frame_equal(plan.rows(engine, pairing).collect().sort(keys), expected, check_exact=True)
+    assert_frame_equal(plan.run(engine, pairing).sort(keys), expected, check_exact=True)
+    with pytest.raises(ParameterError, match="parameter `cohort`"):  # before any data is read
+        plan.run(engine, paired.pairs_plan("no/such/forks/", cohort="all"))
 
 
 def test_many_small_partitions_give_the_same_cells(spark: object, forks_dir: str) -> None:

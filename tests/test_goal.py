@@ -1219,6 +1219,60 @@ def test_ts_is_the_mean_success_and_row_order_does_not_matter(goals, seed, order
     assert again.equals(summary)
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(goals=st.integers(2, 30), seed=st.integers(0, 10_000), order=st.integers(0, 10_000))
+def test_hashed_keys_give_the_result_of_the_string_keys(goals, seed, order) -> None:
+    # the scoring query keys episodes and cases on the hashes of their ids when injective
+    frames = synthetic(goals, seed, models=("m1", "m2"))
+    permuted = {k: shuffled(v, order + i) for i, (k, v) in enumerate(frames.items())}
+    lazy = goal.score(*(permuted[t] for t in TABLES))
+    assert ".hash(" in lazy.explain()
+    strings = goal._score_frames({t: permuted[t].lazy() for t in TABLES}, hashed=())
+    assert ".hash(" not in strings.explain()
+    expected = strings.collect().sort("episode_id")
+    assert lazy.collect().sort("episode_id").equals(expected)
+    assert expected.equals(score_frames(frames))
+
+
+def test_colliding_hashes_fall_back_to_the_string_keys(monkeypatch) -> None:
+    frames = synthetic(12, 3)
+    expected = score_frames(frames)
+    summary = goal.summarize(expected, n_resamples=200)
+
+    def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
+        return ids.str.len_bytes().cast(pl.UInt64) % 3  # many ids on one "hash"
+
+    monkeypatch.setattr(goal, "_id_hash", colliding)
+    for checks in ("full", "schema"):
+        lazy = goal.score(*(frames[t] for t in TABLES), checks=checks)
+        assert ".hash(" not in lazy.explain()
+        assert "% 3" not in lazy.explain()  # not keyed on the colliding values either
+        scored = lazy.collect().sort("episode_id")
+        assert scored.equals(expected)
+        assert goal.summarize(scored, n_resamples=200).equals(summary)
+
+
+def test_a_step_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -> None:
+    frames = synthetic(4, 5)
+    first = frames["episodes"]["episode_id"].sort()[0]
+    extra = (
+        frames["steps"]
+        .filter(pl.col("episode_id") == first)
+        .with_columns(
+            pl.lit(f"x-{first}").alias("episode_id"),
+            pl.col("step") + 1000,  # no repeated step
+        )
+    )
+    frames["steps"] = pl.concat([frames["steps"], extra])
+
+    def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
+        return ids.str.strip_prefix("x-").hash(seed)  # "x-<id>" has the hash of "<id>"
+
+    monkeypatch.setattr(goal, "_id_hash", colliding)
+    with pytest.raises(InputError, match=r"^steps: rows of 1 unknown episode \(episode_id x-"):
+        goal.score(*(frames[t] for t in TABLES))
+
+
 @settings(
     max_examples=6,
     deadline=None,

@@ -245,3 +245,34 @@ def test_cli_router_evaluate_writes_uplift_and_toc(cli, tmp_path):
     assert "gain" in result.out
     assert set(pl.read_parquet(metrics)["metric"]) == {"autoc", "qini", "uplift_at_k", "ate"}
     assert pl.read_parquet(curves).columns == list(router.CURVE_COLUMNS)
+
+
+def test_uplift_scores_may_take_any_name_and_shards_agree():
+    from recoverylab.engines import ShardedEngine
+
+    points, forks = tables()
+    scores = {"signal": "signal", "y0": "noise", "task_id": Never()}
+    res = router.uplift(scores, points, forks, delays=[1, 2], n_resamples=200)
+    assert res.metrics["policy"].unique(maintain_order=True).to_list() == list(scores)
+    reference = router.uplift(
+        {"signal": "signal", "noise": "noise", "never": Never()},
+        points,
+        forks,
+        delays=[1, 2],
+        n_resamples=200,
+    )
+    renamed = {"noise": "y0", "never": "task_id"}
+    expected = reference.metrics.with_columns(pl.col("policy", "reference").replace(renamed))
+    assert res.metrics.equals(expected)
+    sharded = router.uplift(
+        scores, points, forks, delays=[1, 2], n_resamples=200, engine=ShardedEngine(k=4)
+    )
+    assert sharded.metrics.equals(res.metrics)
+    assert sharded.curves.equals(res.curves)
+
+
+def test_uplift_checks_its_parameters_before_reading_data():
+    with pytest.raises(ParameterError, match="parameter `seed` is -1"):
+        router.uplift({"s": "signal"}, "no/such/points/", "no/such/forks/", seed=-1)
+    with pytest.raises(ParameterError, match="give a fitted Router"):
+        router.uplift({"s": object()}, "no/such/points/", "no/such/forks/")

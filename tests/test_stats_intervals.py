@@ -377,16 +377,13 @@ def test_huge_lattice_refused_by_the_inversion_and_melded_falls_back():
 
 
 def _bisection_quantile(t_a, t_b, b_a, b_b, level):
-    """The melded quantile by plain bisection (36 halvings of [-1, 1]): the reference."""
-    nodes = stats._beta_nodes(t_a, t_b)
+    """The melded quantile by plain bisection (36 halvings of [-1, 1]) of the same CDF."""
+    meld = stats._meld_setup(t_a, t_b, b_a, b_b)
+    every = np.ones(t_a.shape, dtype=bool)
     low, high = np.full(t_a.shape, -1.0), np.full(t_a.shape, 1.0)
     for _ in range(36):
         mid = (low + high) / 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            arg = np.where(
-                nodes > 0, (1 + mid[:, None] / nodes) / 2, np.where(mid[:, None] >= 0, 2.0, -1.0)
-            )
-        above = stats._beta_cdf(arg, b_a[:, None], b_b[:, None]).mean(axis=1) >= level
+        above = stats._meld_cdf(meld, mid, every) >= level
         low, high = np.where(above, low, mid), np.where(above, mid, high)
     return high
 

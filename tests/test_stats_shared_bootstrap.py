@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import polars as pl
 import pytest
@@ -120,3 +122,82 @@ def test_bad_input_is_our_error():
         stats.cluster_bootstrap_ratios(
             frame, cells=["agent", "depth"], cluster="wf", ratios=RATIOS, n_resamples=0
         )
+
+
+def _multinomial_pmf(counts: tuple[int, ...]) -> float:
+    k = len(counts)
+    return math.factorial(k) / math.prod(math.factorial(c) for c in counts) / k**k
+
+
+@pytest.mark.parametrize(
+    ("n_universe", "where"),
+    [(3, [0, 1, 2]), (5, [1, 3, 4]), (9, [2, 7, 8]), (4, [0, 1, 3])],
+)
+def test_coupled_sets_get_exactly_multinomial_counts(n_universe, where):
+    # An identity block makes the resampled sums the counts of each cluster of the set: every
+    # resample draws exactly K_s of them, and the count vectors follow Multinomial(K_s, 1/K_s)
+    # whatever share of all clusters the set holds (surplus dropped, shortfall drawn).
+    where_a = np.array(where)
+    k = where_a.size
+    other = np.array([0, 1]) if n_universe > 3 else np.array([0, 1, 2])
+    sets = [(where_a, np.eye(k)), (other, np.eye(other.size))]
+    n = 60_000
+    sums = stats._coupled_resample_sums(sets, n_universe, n, np.random.default_rng(5))
+    for (members, _), counts in zip(sets, sums, strict=True):
+        assert np.all(counts == np.round(counts))
+        assert np.all(counts >= 0)
+        assert np.all(counts.sum(axis=1) == members.size)
+        patterns, freq = np.unique(counts.astype(int), axis=0, return_counts=True)
+        expected = np.array([_multinomial_pmf(tuple(p)) for p in patterns])
+        assert expected.sum() == pytest.approx(1.0)  # every possible pattern was drawn
+        assert np.all(np.abs(freq / n - expected) <= 5 * np.sqrt(expected / n) + 1e-3)
+
+
+def test_coupled_sums_of_values_are_exact():
+    # Sums of integer and fractional values equal the counts of each cluster times its values.
+    gen = np.random.default_rng(2)
+    where = np.array([0, 2, 3, 5, 6, 7, 9])
+    values = np.column_stack([gen.integers(0, 9, where.size), gen.random(where.size) / 3])
+    block = np.hstack([np.eye(where.size), values])
+    sums = stats._coupled_resample_sums([(where, block)], 11, 500, np.random.default_rng(3))[0]
+    counts = sums[:, : where.size]
+    np.testing.assert_array_equal(sums[:, where.size], counts @ values[:, 0])
+    np.testing.assert_allclose(sums[:, where.size + 1], counts @ values[:, 1], rtol=1e-12)
+
+
+def _loop_reference(frame, cell, num, den, n_resamples, seed, confidence=0.95):
+    """Resample one cell's workflows with replacement in a plain loop; percentile interval."""
+    part = frame.filter(pl.col("agent") == cell[0], pl.col("depth") == cell[1])
+    x, y = part[num].to_numpy().astype(float), part[den].to_numpy().astype(float)
+    gen = np.random.default_rng(seed)
+    ratios = []
+    for _ in range(n_resamples):
+        pick = gen.integers(0, x.size, x.size)
+        if y[pick].sum() > 0:
+            ratios.append(x[pick].sum() / y[pick].sum())
+    return np.quantile(ratios, [(1 - confidence) / 2, (1 + confidence) / 2])
+
+
+def test_intervals_agree_with_a_plain_loop_reference():
+    # Sets of every kind: all workflows (no correction), most of them (coupled, corrected)
+    # and fewer than half (drawn alone).
+    frame = _frame(workflows=50)
+    frame = frame.filter(
+        ~((pl.col("agent") == "a") & (pl.col("depth") == 1) & (pl.col("wf") > "w019"))
+    )
+    ours = stats.cluster_bootstrap_ratios(
+        frame, cells=["agent", "depth"], cluster="wf", ratios=RATIOS, n_resamples=20_000, seed=1
+    )
+    assert sorted(ours.group_by("agent", "depth").agg(pl.col("n_clusters").first()).rows()) == [
+        ("a", 0, 50),
+        ("a", 1, 20),
+        ("b", 0, 50),
+        ("b", 1, 43),
+    ]
+    for (agent, depth, name), row in ours.rows_by_key(["agent", "depth", "ratio"]).items():
+        num, den = next((n, d) for r, n, d in RATIOS if r == name)
+        low, high = _loop_reference(frame, (agent, depth), num, den, 20_000, seed=9)
+        estimate, ci_low, ci_high, _ = row[0]
+        assert ci_low <= estimate <= ci_high
+        assert ci_low == pytest.approx(low, abs=0.02)
+        assert ci_high == pytest.approx(high, abs=0.02)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from recoverylab import stats, synth, takeover
+from recoverylab import engines, stats, synth, takeover
 from recoverylab._errors import InputError, ParameterError, SchemaError
 from tests.conftest import SAMPLES
 
@@ -840,6 +840,21 @@ def test_duplicate_state_agent_repeat(states_df: pl.DataFrame, attempts_df: pl.D
     doubled = pl.concat([attempts_df, attempts_df.filter(pl.col("state_id") == "s1")])
     with pytest.raises(SchemaError) as info:
         takeover.summarize(states_df, doubled)
+    assert str(info.value) == (
+        "attempts: 6 keys appear more than once (state_id/agent/repeat s1/a/0, s1/a/1, s1/a/2, "
+        "s1/b/0, s1/b/1 and 1 more); each (state_id, agent, repeat) must be unique."
+    )
+
+
+def test_duplicates_split_across_check_shards_are_still_found(
+    states_df: pl.DataFrame, attempts_df: pl.DataFrame
+) -> None:
+    # The checks stage splits the rows by position (one row per shard here), so no shard sees a
+    # duplicate; the units pass of the partials stage (rows by workflow) must still find it.
+    doubled = pl.concat([attempts_df, attempts_df.filter(pl.col("state_id") == "s1")])
+    engine = engines.ShardedEngine(k=doubled.height)
+    with pytest.raises(SchemaError) as info:
+        takeover.summarize(states_df, doubled, interval="wilson", engine=engine)
     assert str(info.value) == (
         "attempts: 6 keys appear more than once (state_id/agent/repeat s1/a/0, s1/a/1, s1/a/2, "
         "s1/b/0, s1/b/1 and 1 more); each (state_id, agent, repeat) must be unique."

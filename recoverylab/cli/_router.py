@@ -17,6 +17,7 @@ import polars as pl
 
 from recoverylab._display import is_rate
 from recoverylab._errors import ParameterError
+from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
@@ -116,6 +117,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     decide.add_argument("--out", type=Path, help="parquet file to write (default: print)")
     decide.set_defaults(func=run_decide)
 
+    evaluate = _add_evaluate(actions)
+    for action in (fit, decide, evaluate):
+        _table.add_printing(action)
+    for action in (fit, decide, evaluate):  # the global flags work after the action too
+        action.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
+        action.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
+
+
+def _add_evaluate(actions: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Add ``router evaluate`` (its statistics and ``--engine``)."""
     evaluate = actions.add_parser(
         "evaluate",
         help="score rules on held-out forks against never recovering",
@@ -140,12 +151,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--no-uplift", action="store_true", help="skip the uplift evaluation (TOC, RATE)"
     )
     add_statistics(evaluate)
+    spark_cli.add_engine(evaluate)
     evaluate.set_defaults(func=run_evaluate)
-    for action in (fit, decide, evaluate):
-        _table.add_printing(action)
-    for action in (fit, decide, evaluate):  # the global flags work after the action too
-        action.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
-        action.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
+    return evaluate
 
 
 def _fit_policy(
@@ -261,16 +269,21 @@ def run_evaluate(args: argparse.Namespace) -> None:
 
     progress = Progress("router evaluate", quiet=args.quiet)
     named = _load_named(args.rule)
+    engine = spark_cli.engine_from(args)
+    # on Spark the paths go as they are: Spark reads the forks (and the points it scores)
+    points = read(args.decision_points) if engine == "polars" else args.decision_points
+    forks = read(args.forks) if engine == "polars" else args.forks
     progress(f"deciding and scoring {len(named)} rule(s)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = compare(
             named,
-            read(args.decision_points),
-            read(args.forks),
+            points,
+            forks,
             confidence=args.confidence,
             n_resamples=args.resamples,
             seed=args.seed,
+            engine=engine,
         )
     for warning in caught:
         print(f"recoverylab router: warning: {warning.message}", file=sys.stderr)
@@ -283,11 +296,12 @@ def run_evaluate(args: argparse.Namespace) -> None:
     progress("uplift: TOC, RATE (AUTOC, QINI) and uplift@k by task-clustered bootstrap")
     result = evaluate_uplift(
         named,
-        read(args.decision_points),
-        read(args.forks),
+        points,
+        forks,
         confidence=args.confidence,
         n_resamples=args.resamples,
         seed=args.seed,
+        engine=engine,
     )
     curves = result.curves.filter(((pl.col("q") * 100).round(0) % 10) == 0)
     results = (
@@ -304,7 +318,14 @@ def run_evaluate(args: argparse.Namespace) -> None:
 
 
 def evaluate_uplift(
-    named: dict, points: object, forks: object, *, confidence: float, n_resamples: int, seed: int
+    named: dict,
+    points: object,
+    forks: object,
+    *,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+    engine: object = "polars",
 ) -> Any:
     """Run :func:`recoverylab.router.uplift` with the labelling settings of the first rule."""
     from recoverylab.router import uplift
@@ -321,6 +342,7 @@ def evaluate_uplift(
         confidence=confidence,
         n_resamples=n_resamples,
         seed=seed,
+        engine=engine,
     )
 
 

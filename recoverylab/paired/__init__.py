@@ -5,7 +5,8 @@ and once with a recovery operation at some delay. Pairing the two branches separ
 average success rate hides: the runs a recovery *rescued* (no-recovery fails, recovery succeeds)
 and the runs it *harmed* (no-recovery succeeds, recovery fails).
 
-* :func:`pairs` -- one row per paired recovery branch (lazy), with carry-forward.
+* :func:`pairs` -- one row per paired recovery branch (lazy), with carry-forward;
+  :func:`pairs_plan` -- the same pairs as a plan, for any engine or another protocol's plan.
 * :func:`exclusions` -- recovery rows left out, counted by reason (lazy).
 * :func:`summarize` -- rescue/harm cells per (condition, delay, method, *by*) with a task-level
   cluster bootstrap CI and an exact sign-flip p-value.
@@ -31,6 +32,7 @@ from recoverylab.paired._planning import (
     tasks_needed,
 )
 from recoverylab.paired._policy import RESULT_COLUMNS as POLICY_COLUMNS
+from recoverylab.paired._shards import pairs_plan
 
 # Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
 exclusions = reads_inputs(_pairs.exclusions)
@@ -54,6 +56,7 @@ __all__ = [
     "exclusions",
     "mde",
     "pairs",
+    "pairs_plan",
     "pilot_rates",
     "plan_study",
     "power",

@@ -395,8 +395,16 @@ def pairs(
     'rescue'
     """
     table, _ = prepare(forks, pair_by=pair_by, cohort=cohort)
+    return pair_rows(table, design_grid(table), cohort)
+
+
+def pair_rows(table: Forks, design: Design, cohort: str = "full") -> pl.LazyFrame:
+    """Return the rows of :func:`pairs` of a prepared table (or shard) against ``design``.
+
+    ``design`` is the grid of the whole table, so a shard of whole tasks gets its
+    carried-forward pairs right (see :mod:`recoverylab.paired._shards`).
+    """
     extras = [c for c in table.lf.collect_schema().names() if c not in (*_CONTRACT, *table.pair_by)]
-    design = design_grid(table)
     rows = apply_cohort(branch_rows(table, design, carry=extras), table, cohort)
     raise_after_end(rows, table)
     return (

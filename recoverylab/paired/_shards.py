@@ -5,6 +5,9 @@ recovery points of the whole table: :func:`design_stage` reads them over every s
 (no shuffle needed), and :func:`shard_pairs` pairs a shard's branches against that grid.
 Used by the plans of :func:`~recoverylab.paired.break_even` and
 :func:`~recoverylab.paired.pilot_rates`; the same rows as :func:`~recoverylab.paired.pairs`.
+:func:`pairs_plan` is the public form (``recoverylab.paired.pairs_plan``): the plan of
+:func:`~recoverylab.paired.pairs` itself, whose two stages other protocols reuse in their own
+plans (:func:`recoverylab.router.uplift`).
 """
 
 from __future__ import annotations
@@ -16,19 +19,22 @@ from typing import Any
 import polars as pl
 
 from recoverylab import plan
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, require_one_of
 from recoverylab.paired._pairs import (
+    COHORTS,
+    Cohort,
     Design,
     apply_cohort,
     branch_rows,
     design_of,
     design_points,
     outcome_expr,
+    pair_rows,
     prepare,
     raise_after_end,
 )
 
-__all__ = ["design_stage", "forks_input", "shard_pairs"]
+__all__ = ["design_stage", "forks_input", "pairs_plan", "shard_pairs"]
 
 
 def forks_input(forks: object) -> plan.Input:
@@ -66,13 +72,16 @@ def design_stage(
 ) -> plan.Stage:
     """Return the stage that reads the design grid of the whole table (its state: a Design).
 
-    No shuffle is needed. ``check_keys`` (a module-level function, so that it pickles to
-    Spark) checks the resolved ``by`` keys against the verb's own rules.
+    No shuffle is needed, and only the ``forks`` input is read (a plan may have others).
+    ``check_keys`` (a module-level function, so that it pickles to Spark) checks the resolved
+    ``by`` keys against the verb's own rules.
     """
     partial = functools.partial(
         _design_partial, pair_by=pair_by, by=by, cohort=cohort, check_keys=check_keys
     )
-    return plan.Stage("reading the design grid", partial, _design_combine, clustered=False)
+    return plan.Stage(
+        "reading the design grid", partial, _design_combine, clustered=False, reads=("forks",)
+    )
 
 
 def shard_pairs(
@@ -105,3 +114,73 @@ def shard_pairs(
     rows = apply_cohort(branch_rows(table, design, carry=carry), table, cohort)
     raise_after_end(rows, table)
     return rows.filter(pl.col("reason").is_null()).with_columns(outcome_expr().alias("outcome"))
+
+
+def _pairs_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    pair_by: str | Sequence[str] | None,
+    cohort: str,
+) -> dict[str, pl.LazyFrame]:
+    table, _ = prepare(frames["forks"], pair_by=pair_by, cohort=cohort)
+    return {"pairs": pair_rows(table, design, cohort)}
+
+
+def _pairs_finish(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    return parts["pairs"]
+
+
+def _check_cohort(cohort: object) -> None:
+    require_one_of("cohort", cohort, COHORTS)
+
+
+def pairs_plan(
+    forks: object, *, pair_by: str | Sequence[str] | None = (), cohort: Cohort = "full"
+) -> plan.Plan:
+    """Return the plan of :func:`~recoverylab.paired.pairs` (ARCHITECTURE §7).
+
+    Forks are clustered by task (input ``"forks"``). Two stages: the design grid of the whole
+    table (it reads only ``forks``, with no shuffle; its state is the grid), then each shard's
+    pairs against that grid (one part, ``"pairs"``), so a shard's carried-forward pairs are
+    those of the whole table. ``plan.rows(engine, pairs_plan(forks))`` gives the rows of
+    ``pairs(forks)`` on any engine (in another order) and ``plan.run`` collects them.
+
+    A verb that needs the pairs of its tasks inside its own plan reuses the stages: the first
+    as it is, and in its own per-task stage (state: the grid) the second stage's ``partial``
+    called on its shard, as :func:`recoverylab.router.uplift` does.
+
+    Parameters
+    ----------
+    forks
+        The ``forks`` table (any source :func:`recoverylab.io.scan` reads).
+    pair_by, cohort
+        As in :func:`~recoverylab.paired.pairs`.
+
+    Returns
+    -------
+    recoverylab.plan.Plan
+        Its finish returns the pairs as a DataFrame.
+
+    Examples
+    --------
+    >>> import polars as pl
+    >>> from recoverylab import engines, paired, plan
+    >>> forks = pl.DataFrame({"task_id": ["t1", "t1"], "condition": ["stale2"] * 2,
+    ...                       "method": ["none", "refresh"], "delay": [None, 0],
+    ...                       "success": [False, True]})
+    >>> plan.run(engines.ShardedEngine(k=2), paired.pairs_plan(forks))["outcome"].to_list()
+    ['rescue']
+    """
+    return plan.Plan(
+        inputs=(forks_input(forks),),
+        check=functools.partial(_check_cohort, cohort),
+        stages=(
+            design_stage(pair_by=pair_by, cohort=cohort),
+            plan.Stage(
+                "pairing per task",
+                functools.partial(_pairs_partial, pair_by=pair_by, cohort=cohort),
+            ),
+        ),
+        finish=_pairs_finish,
+    )

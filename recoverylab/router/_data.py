@@ -18,6 +18,7 @@ from recoverylab.schema import validate
 __all__ = [
     "check_features",
     "check_finite",
+    "check_labels",
     "episode_keys",
     "fork_episodes",
     "labelled_points",
@@ -195,6 +196,18 @@ def labelled_points(
         .sort(keys, nulls_last=True)
     )
     frame, ignored_count, all_episodes = pl.collect_all([joined, ignored, episodes])
+    check_labels(frame, at, method)
+    return frame, int(ignored_count["ignored"][0]), all_episodes
+
+
+def check_labels(frame: pl.DataFrame, at: Sequence[str], method: str) -> None:
+    """Raise if a candidate point of ``frame`` (sorted by ``at``) has no paired outcome.
+
+    Raises
+    ------
+    InputError
+        Naming the count and up to five ``at`` keys of points with a null ``y0`` or ``y1``.
+    """
     missing = frame.filter(pl.col("y0").is_null() | pl.col("y1").is_null())
     if missing.height:
         n = missing.height
@@ -205,4 +218,3 @@ def labelled_points(
             "(or a carried-forward outcome). Hint: drop points without forks, or check the "
             "`method` and `pair_by` parameters."
         )
-    return frame, int(ignored_count["ignored"][0]), all_episodes

@@ -21,17 +21,26 @@ router and a baseline has a paired interval.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
 
-from recoverylab import stats
+from recoverylab import paired, plan, stats
 from recoverylab._errors import InputError, ParameterError
 from recoverylab.router import _data
 
-__all__ = ["CURVE_COLUMNS", "METRIC_COLUMNS", "Uplift", "rate_statistics", "uplift"]
+__all__ = [
+    "CURVE_COLUMNS",
+    "METRIC_COLUMNS",
+    "Uplift",
+    "rate_statistics",
+    "uplift",
+    "uplift_plan",
+]
 
 #: Columns of :attr:`Uplift.curves`.
 CURVE_COLUMNS = (
@@ -213,8 +222,21 @@ _POLICY_SCORE = {
 }
 
 
+def _scorer_problem(name: str, scorer: object) -> str | None:
+    """Say why ``scorer`` cannot score points (None when it can; see :func:`uplift`)."""
+    kind = getattr(scorer, "kind", None)
+    if isinstance(scorer, str) or kind == "never":
+        return None
+    if _POLICY_SCORE.get(str(kind)) is None or not callable(getattr(scorer, "score", None)):
+        return (
+            f"parameter `scores`: {name!r} is a {type(scorer).__name__}; give a fitted Router, "
+            "AnomalyRouter, RateMatchedAnomaly, Never, or the name of a score column."
+        )
+    return None
+
+
 def _score_expr(name: str, scorer: object, points: pl.LazyFrame, at: list[str]) -> pl.LazyFrame:
-    """Return the point keys ``at`` and ``__score`` for one named score."""
+    """Return the point keys ``at`` and ``__score`` for one named score (checked scorers)."""
     if isinstance(scorer, str):
         if scorer not in points.collect_schema():
             raise ParameterError(
@@ -225,48 +247,73 @@ def _score_expr(name: str, scorer: object, points: pl.LazyFrame, at: list[str]) 
     kind = getattr(scorer, "kind", None)
     if kind == "never":
         return points.select(*at, pl.lit(0.0).alias("__score"))
-    column = _POLICY_SCORE.get(str(kind))
-    if column is None or not callable(getattr(scorer, "score", None)):
-        raise ParameterError(
-            f"parameter `scores`: {name!r} is a {type(scorer).__name__}; give a fitted Router, "
-            "AnomalyRouter, RateMatchedAnomaly, Never, or the name of a score column."
-        )
     scored = scorer.score(points)  # type: ignore[attr-defined]
-    return scored.select(*at, pl.col(column).alias("__score"))
+    return scored.select(*at, pl.col(_POLICY_SCORE[str(kind)]).alias("__score"))
 
 
-def _effects(
-    points: pl.LazyFrame, forks: object, at: list[str], pair_by: Sequence[str], settings: dict
-) -> pl.DataFrame:
-    """Candidate points with τ = y1 − y0 from the paired forks (labels as the router's)."""
-    frame, _, _ = _data.labelled_points(points, forks, features=(), pair_by=pair_by, **settings)
-    tau = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
-    return frame.select(*at, tau.cast(pl.Float64).alias("__tau"))
+def _points_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Any,
+    *,
+    pairs: plan.Partial,
+    scores: Mapping[str, object],
+    delays: tuple[int, ...],
+    method: str,
+    pair_by: tuple[str, ...],
+) -> dict[str, pl.LazyFrame]:
+    """Return one row per candidate point of a shard: keys, ``y0``, ``y1``, the scores.
 
-
-def _scored_points(
-    named: Mapping[str, object],
-    points: pl.LazyFrame,
-    forks: object,
-    pair_by: Sequence[str],
-    settings: dict,
-) -> pl.DataFrame:
-    """One row per candidate point: its keys, τ and one score column per name."""
+    ``y0`` and ``y1`` are null for a point without a paired outcome; the i-th score is column
+    ``__score{i}`` (a score's name may be any string). ``pairs`` is the per-task
+    stage of :func:`recoverylab.paired.pairs_plan` (labels as the router's: the pairs of the
+    shard's tasks against the whole table's design grid ``design``). The scorers run on the
+    shard's points: a score is a function of the point's own row.
+    """
     at = [*_data.episode_keys(pair_by), "delay"]
-    frame = _effects(points, forks, at, pair_by, settings)
-    for name, scorer in named.items():
-        lazy = _score_expr(name, scorer, points, at).select(*at, pl.col("__score").alias(name))
-        frame = frame.join(lazy.collect(), on=at, how="left", nulls_equal=True)
-    missing = frame.filter(
-        pl.any_horizontal(pl.col(list(named)).is_null() | pl.col(list(named)).is_nan())
+    points = _data.points(frames[_data.TABLE], pair_by)
+    outcomes = (
+        pairs(frames, design)["pairs"]
+        .lazy()
+        .filter(pl.col("method") == method)
+        .select(*at, pl.col("y0").cast(pl.Boolean), pl.col("y1").cast(pl.Boolean))
     )
+    frame = (
+        points.filter(pl.col("delay").is_in(list(delays)))
+        .select(at)
+        .join(outcomes, on=at, how="left", nulls_equal=True)
+    )
+    for i, (name, scorer) in enumerate(scores.items()):
+        score = _score_expr(name, scorer, points, at).rename({"__score": _score_column(i)})
+        frame = frame.join(score, on=at, how="left", nulls_equal=True)
+    return {"points": frame}
+
+
+def _score_column(i: int) -> str:
+    return f"__score{i}"
+
+
+def _labelled(points: pl.DataFrame, scores: int, at: list[str], method: str) -> pl.DataFrame:
+    """Sort the combined candidate points and add τ = y1 − y0 (``__tau``).
+
+    Raises
+    ------
+    InputError
+        For points without a paired outcome or a finite score, or no candidate point at all.
+    """
+    frame = points.sort(at, nulls_last=True)
+    _data.check_labels(frame, at, method)
+    names = [_score_column(i) for i in range(scores)]
+    missing = frame.filter(pl.any_horizontal(pl.col(names).is_null() | pl.col(names).is_nan()))
     if missing.height:
         raise InputError(
             f"decision_points: {missing.height} candidate point(s) have no finite score "
             f"({', '.join('/'.join(map(str, r)) for r in missing.select(at).rows()[:5])}); every "
             "point needs a score from every policy."
         )
-    return frame.sort(at, nulls_last=True)
+    if frame.height == 0:
+        raise InputError("decision_points: no candidate point at the given `delays`.")
+    tau = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
+    return frame.select(*at, tau.cast(pl.Float64).alias("__tau"), *names)
 
 
 # --------------------------------------------------------------------------------------------
@@ -318,17 +365,22 @@ def _interval(values: np.ndarray, confidence: float) -> tuple[float, float, floa
     return float(values[0]), float(low), float(high)
 
 
-def _check_uplift(q: object, at: object, confidence: object, n_resamples: object) -> np.ndarray:
+def _check_uplift(
+    scores: object, q: object, at: object, confidence: object, n_resamples: object, seed: object
+) -> None:
+    """Check the parameters and the scorers of :func:`uplift` (before any data is read)."""
     grid = np.asarray(q, dtype=np.float64)
     if grid.ndim != 1 or grid.size == 0 or not np.all((grid > 0) & (grid <= 1)):
         raise ParameterError(f"parameter `q` is {q!r}; it must be shares in (0, 1].")
     if not isinstance(at, float) or not 0 < at <= 1:
         raise ParameterError(f"parameter `at` is {at!r}; it must be a share in (0, 1].")
-    if not isinstance(confidence, float) or not 0 < confidence < 1:
-        raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, int) or n_resamples < 1:
-        raise ParameterError(f"parameter `n_resamples` is {n_resamples!r}; it must be >= 1.")
-    return grid
+    stats.check_resampling(confidence=confidence, n_resamples=n_resamples, seed=seed)
+    if not isinstance(scores, Mapping) or not scores:
+        raise ParameterError("parameter `scores` must be a non-empty mapping {name: scorer}.")
+    for name, scorer in scores.items():
+        problem = _scorer_problem(name, scorer)
+        if problem is not None:
+            raise ParameterError(problem)
 
 
 def uplift(
@@ -345,6 +397,7 @@ def uplift(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int = 0,
+    engine: object = "polars",
 ) -> Uplift:
     """Score policies as uplift rankers on held-out points: TOC, RATE (AUTOC, QINI), Qini, uplift@k.
 
@@ -366,6 +419,11 @@ def uplift(
         Share of points of uplift@k.
     confidence, n_resamples, seed
         Task-clustered bootstrap (shared draws across scores).
+    engine
+        ``"polars"`` (default), a SparkSession (or ``"spark"``) or an engine object (see
+        :mod:`recoverylab.engines`); the result is the same. The points are labelled and
+        scored per task on the engine (the scorers travel to Spark's workers pickled); the
+        bootstrap runs on the driver.
 
     Returns
     -------
@@ -391,17 +449,104 @@ def uplift(
     >>> res.metrics.filter(metric="autoc")["estimate"].item()
     0.25
     """
-    grid = _check_uplift(q, at, confidence, n_resamples)
-    if not isinstance(scores, Mapping) or not scores:
-        raise ParameterError("parameter `scores` must be a non-empty mapping {name: scorer}.")
-    points = _data.points(decision_points, pair_by)
-    settings = {"delays": list(delays), "method": method, "clean_label": clean_label}
-    frame = _scored_points(dict(scores), points, forks, pair_by, settings)
-    if frame.height == 0:
-        raise InputError("decision_points: no candidate point at the given `delays`.")
+    return plan.run(
+        engine,
+        uplift_plan(
+            scores,
+            decision_points,
+            forks,
+            delays=delays,
+            method=method,
+            clean_label=clean_label,
+            pair_by=pair_by,
+            q=q,
+            at=at,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            seed=seed,
+        ),
+    )
+
+
+def uplift_plan(
+    scores: Mapping[str, object],
+    decision_points: object,
+    forks: object,
+    *,
+    delays: Sequence[int] = (1, 2, 4),
+    method: str = "refresh",
+    clean_label: str = "clean",
+    pair_by: Sequence[str] = (),
+    q: Sequence[float] = _DEFAULT_Q,
+    at: float = 0.1,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int = 0,
+) -> plan.Plan:
+    """Return the plan of :func:`uplift` (ARCHITECTURE §7).
+
+    Decision points and forks are clustered by task. The first stage is the design grid of
+    :func:`recoverylab.paired.pairs_plan`; the second labels each shard's candidate points
+    with their pairs and scores them; the finish sorts the points and runs the task-clustered
+    bootstrap. ``clean_label`` does not change the effects (kept for the router's settings).
+    """
+    keys = tuple(pair_by)
+    named = dict(scores) if isinstance(scores, Mapping) else {}
+    pairing = paired.pairs_plan(forks, pair_by=keys)
+    design, pairs = pairing.stages
+    statistics: dict[str, Any] = {
+        "at": at,
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
+    return plan.Plan(
+        inputs=(
+            plan.Input(_data.TABLE, decision_points, key="task_id", contract=_data.TABLE),
+            *pairing.inputs,
+        ),
+        check=functools.partial(_check_uplift, scores, q, at, confidence, n_resamples, seed),
+        stages=(
+            design,
+            plan.Stage(
+                "labelling and scoring points per task",
+                functools.partial(
+                    _points_partial,
+                    pairs=pairs.partial,
+                    scores=named,
+                    delays=tuple(delays),
+                    method=method,
+                    pair_by=keys,
+                ),
+            ),
+        ),
+        finish=functools.partial(
+            _uplift_finish, names=list(named), q=q, method=method, pair_by=keys, **statistics
+        ),
+    )
+
+
+def _uplift_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    names: list[str],
+    q: Sequence[float],
+    method: str,
+    pair_by: tuple[str, ...],
+    at: float,
+    confidence: float,
+    n_resamples: int,
+    seed: int,
+) -> Uplift:
+    """Label the combined points and bootstrap every score over tasks."""
+    at_keys = [*_data.episode_keys(pair_by), "delay"]
+    frame = _labelled(parts["points"], len(names), at_keys, method)
+    grid = np.asarray(q, dtype=np.float64)
     codes = frame.select(pl.col("task_id").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
     tau = frame["__tau"].to_numpy()
-    arrays = {name: frame[name].to_numpy().astype(np.float64) for name in scores}
+    arrays = {
+        name: frame[_score_column(i)].to_numpy().astype(np.float64) for i, name in enumerate(names)
+    }
     results = _bootstrap(tau, arrays, codes, grid, at, n_resamples, seed)
     return Uplift(
         curves=_curve_frame(results, grid, confidence),

@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, format_keys
-from recoverylab.schema import column_names, validate
+from recoverylab.schema import (
+    column_names,
+    data_checks,
+    raise_data_problems,
+    raise_duplicate_keys,
+    spec,
+    validate,
+)
 
 #: Outcome columns of `attempts`, in funnel order (seed: 觉察 → 修根因 → 重算派生状态 → 业务终态).
 FLAGS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
@@ -26,6 +34,9 @@ NOT_COMMON = ("not_common_state", "not_common_sample")
 
 _STATE_COLUMNS = ("state_id", "workflow_id", "root_cause_id", "depth", "replay_ok", "expected_ok")
 _NOT_GROUPABLE = ("state_id", "repeat", *FLAGS)
+
+#: Per-unit columns of :func:`checked_units`' one pass that only the checks read.
+_FIRST, _LAST, _DISTINCT = "__first_repeat", "__last_repeat", "__distinct_repeats"
 
 
 @dataclass(frozen=True)
@@ -51,13 +62,24 @@ def check_k(k: object) -> int:
     return k
 
 
-def load(states: object, attempts: object, by: Sequence[str]) -> Inputs:
+def load(
+    states: object,
+    attempts: object,
+    by: Sequence[str],
+    *,
+    checks: Literal["full", "schema"] = "full",
+) -> Inputs:
     """Validate both tables and sort the ``by`` columns into state-level and attempt-level keys.
 
     A ``by`` column found in `states` is a state-level key (depth, split, source_agent, ...); one
     found only in `attempts` is an attempt-level key and becomes part of the unit, like ``agent``
     (the same state attempted at two budgets is two units). Attempt-level keys also join the
     duplicate check of `attempts`.
+
+    ``checks="schema"`` skips the data checks of `attempts` (the large table) for a stage that
+    follows one that ran them on every row; such a stage reads the attempts with
+    :func:`checked_units`, whose one pass also finds duplicate keys (which a split of the
+    table by row position can hide from the first stage).
     """
     columns = as_columns("by", by)
     if "agent" not in columns:
@@ -90,12 +112,51 @@ def load(states: object, attempts: object, by: Sequence[str]) -> Inputs:
         )
     state_keys = tuple(c for c in columns if c in state_schema)
     unit_keys = ("agent", *(c for c in columns if c in attempt_schema and c != "agent"))
-    attempt_lazy = validate(attempts, "attempts", key=unit_keys[1:])
+    attempt_lazy = validate(attempts, "attempts", key=unit_keys[1:], checks=checks)
     return Inputs(state_lazy, attempt_lazy, columns, state_keys, unit_keys)
 
 
+def attempt_facts(inputs: Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Check the rows of `attempts` in the one pass that finds its first repeat and its agents.
+
+    For ``inputs`` loaded with ``checks="schema"``: the data checks of :func:`validate` (nulls,
+    labels, row rules, empty table; same errors) are summed in the same pass as the first
+    repeat and the distinct agents, so the table is read once. Duplicate keys are left to the
+    units pass of a later stage (:func:`checked_units` or a fully validated load), which sees
+    each unit whole even where this pass sees the rows split by position.
+
+    Returns
+    -------
+    tuple of polars.DataFrame
+        One row with ``repeat`` (the first repeat; null for no rows) and the distinct values
+        of ``agent`` (as strings).
+    """
+    attempts = inputs.attempts
+    contract = spec("attempts")
+    checks = data_checks(contract, attempts.collect_schema())
+    facts = attempts.select(
+        pl.len().alias("__rows"),
+        *(expr.sum().alias(f"__check {name}") for name, expr in checks.items()),
+        pl.col("repeat").min().alias("repeat"),
+        pl.col("agent").cast(pl.String).unique().implode().alias("agent"),
+    ).collect(engine="streaming")
+    raise_data_problems(
+        attempts,
+        contract,
+        (*contract.key, *inputs.unit_keys[1:]),
+        {name: int(facts[f"__check {name}"][0]) for name in checks},
+        int(facts["__rows"][0]),
+    )
+    return facts.select("repeat"), facts.select(pl.col("agent").explode()).drop_nulls()
+
+
 def check_consistency(
-    inputs: Inputs, k: int, *, base: int | None = None, roots: bool = True
+    inputs: Inputs,
+    k: int,
+    *,
+    base: int | None = None,
+    roots: bool = True,
+    per_unit: pl.LazyFrame | None = None,
 ) -> None:
     """Raise a one-line error for inputs that are valid one by one but not together.
 
@@ -106,20 +167,28 @@ def check_consistency(
     ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard of a
     distributed run: the shard holds whole workflows, so the root-cause check and the first
     repeat are decided over all shards (see :func:`check_roots`).
+
+    ``per_unit``: the attempts already counted per unit (see :func:`checked_units`), so that
+    the checks read the small per-unit table instead of the attempts.
     """
-    states, attempts = inputs.states, inputs.attempts
+    states = inputs.states
     unit = ["state_id", *inputs.unit_keys]
-    unknown = attempts.select("state_id").join(states.select("state_id"), on="state_id", how="anti")
+    if per_unit is None:
+        per_unit = inputs.attempts.group_by(unit).agg(pl.len().alias("repeats"), *_repeat_range())
+    units = per_unit.select(
+        *unit,
+        pl.col("repeats").alias("n"),
+        pl.col(_FIRST).alias("lo"),
+        pl.col(_LAST).alias("hi"),
+    )
+    unknown = units.join(states.select("state_id"), on="state_id", how="anti")
     unknown_summary = unknown.select(
-        pl.len().alias("rows"), pl.col("state_id").n_unique().alias("states")
+        pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
     )
     unknown_keys = unknown.select(pl.col("state_id").unique().sort().head(5))
     split_root = _split_roots(states if roots else states.clear())
-    units = attempts.group_by(unit).agg(
-        pl.len().alias("n"), pl.col("repeat").min().alias("lo"), pl.col("repeat").max().alias("hi")
-    )
     base_query = (
-        attempts.select(pl.col("repeat").min().alias("base"))
+        units.select(pl.col("lo").min().alias("base"))
         if base is None
         else pl.LazyFrame({"base": [base]}, schema={"base": pl.Int64})
     )
@@ -181,6 +250,43 @@ def check_consistency(
             f"pass@k needs at least k repeats of every scored unit. Hint: lower `k` to {fewest} "
             "or drop those units."
         )
+
+
+def _repeat_range() -> list[pl.Expr]:
+    return [pl.col("repeat").min().alias(_FIRST), pl.col("repeat").max().alias(_LAST)]
+
+
+def checked_units(
+    inputs: Inputs, k: int, *, base: int | None = None, roots: bool = True
+) -> pl.LazyFrame:
+    """Run :func:`check_consistency` and return :func:`units`, reading the attempts once.
+
+    One group-by of the attempts per unit gives both the unit counts and what the checks need
+    (first and last repeat, distinct repeats); it is collected once (one row per unit, far
+    fewer than attempts), checked, and the units are built from it. The distinct repeats also
+    catch duplicate (state_id, agent, repeat) keys, with :func:`validate`'s message, for
+    inputs loaded with ``checks="schema"``.
+    """
+    unit = ["state_id", *inputs.unit_keys]
+    per_unit = (
+        inputs.attempts.group_by(unit)
+        .agg(
+            *unit_aggregates(),
+            *_repeat_range(),
+            pl.col("repeat").n_unique().alias(_DISTINCT),
+        )
+        .collect(engine="streaming")
+    )
+    repeated = per_unit.filter(pl.col(_DISTINCT) < pl.col("repeats"))
+    if repeated.height:
+        contract = spec("attempts")
+        raise_duplicate_keys(
+            inputs.attempts.join(repeated.lazy().select(unit), on=unit, how="semi"),
+            contract,
+            (*contract.key, *inputs.unit_keys[1:]),
+        )
+    check_consistency(inputs, k, base=base, roots=roots, per_unit=per_unit.lazy())
+    return units(inputs, k, per_unit=per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT))
 
 
 def _split_roots(states: pl.LazyFrame) -> pl.LazyFrame:
@@ -288,11 +394,15 @@ def unit_aggregates() -> list[pl.Expr]:
     return [expr.cast(pl.Int64).alias(name) for name, expr in exprs.items()]
 
 
-def units(inputs: Inputs, k: int) -> pl.LazyFrame:
-    """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason."""
+def units(inputs: Inputs, k: int, *, per_unit: pl.LazyFrame | None = None) -> pl.LazyFrame:
+    """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason.
+
+    ``per_unit``: the attempts already aggregated per unit by :func:`unit_aggregates`.
+    """
     unit = ["state_id", *inputs.unit_keys]
     state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
-    per_unit = inputs.attempts.group_by(unit).agg(unit_aggregates())
+    if per_unit is None:
+        per_unit = inputs.attempts.group_by(unit).agg(unit_aggregates())
     joined = per_unit.join(inputs.states.select(state_columns), on="state_id", how="inner")
     return joined.with_columns(
         (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
@@ -454,12 +564,14 @@ def scored_units(
     common_states: bool,
     agents: int | None = None,
     depths: pl.DataFrame | None = None,
+    found: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """Units with restrictions applied (the body of :func:`score`, after the checks).
 
     ``agents`` and ``depths``: the globals of :func:`restrict`, for a shard of a distributed run.
+    ``found``: the units already built (by :func:`checked_units`).
     """
-    frame = units(inputs, k)
+    frame = units(inputs, k) if found is None else found
     return restrict(
         frame,
         group=[c for c in inputs.by if c != "depth"],

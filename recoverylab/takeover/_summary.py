@@ -22,9 +22,11 @@ from recoverylab.takeover._inputs import (
     REJECTED,
     Inputs,
     as_columns,
+    attempt_facts,
     check_consistency,
     check_k,
     check_roots,
+    checked_units,
     eligibility_counts,
     load,
     restrict,
@@ -90,15 +92,21 @@ def _check_statistics(
     )
 
 
+#: Fixed-point scale of :func:`_stable_sum`: a float in [2**-8, 2**67) times 2**60 is an integer.
+_FIXED_POINT = 2.0**60
+
+
 def _stable_sum(expr: pl.Expr) -> pl.Expr:
-    """Sum non-negative floats in sorted order, so the result never depends on row order.
+    """Sum non-negative floats exactly, so the result never depends on row order.
 
     polars adds floats in whatever order its threads see them (and drops a ``sort`` before a
-    plain ``sum``), so the last bits of a sum could change with the input's row order. Summing
-    the sorted values as one list fixes the order. ``abs`` turns the -0.0 of an empty list
-    into 0.0.
+    plain ``sum``), so the last bits of a float sum could change with the input's row order.
+    Each value is scaled by 2**60 to a 128-bit integer (exact for values of 2**-8 or more;
+    smaller ones lose less than 2**-60) and the integers are added, which no order changes;
+    the total is rounded to a float once. As fast as a plain sum, within a few times 2**-60
+    of the exact sum of the values.
     """
-    return expr.sort().implode().list.sum().abs()
+    return (expr * _FIXED_POINT).cast(pl.Int128).sum().cast(pl.Float64) / _FIXED_POINT
 
 
 def _stable_mean(expr: pl.Expr) -> pl.Expr:
@@ -124,46 +132,58 @@ def _cluster_keys(by: Sequence[str]) -> list[str]:
 
 
 def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
-    """Per (workflow_id, *by) additive partials of scored units, plus exclusion counts."""
+    """Per (workflow_id, *by) additive partials of scored units, plus exclusion counts.
+
+    Unscored units are zeroed (or nulled) before the group-by, so that every aggregation is a
+    plain sum or count: a ``filter`` inside a group-by aggregation is several times slower.
+    """
     scored = pl.col("excluded").is_null()
-
-    def total(column: str) -> pl.Expr:
-        return pl.col(column).filter(scored).sum().cast(pl.Int64).alias(column)
-
-    return frame.group_by(_cluster_keys(by)).agg(
-        scored.sum().cast(pl.Int64).alias("attempted_states"),
-        pl.col("root_cause_id").filter(scored).n_unique().cast(pl.Int64).alias("root_causes"),
-        pl.col("repeats").filter(scored).sum().cast(pl.Int64).alias("attempts"),
-        pl.col("repeats")
-        .filter(pl.col("excluded").is_in(REJECTED))
-        .sum()
-        .cast(pl.Int64)
+    counted = (
+        "n_aware",
+        "n_fixed",
+        "n_derived",
+        "n_passed",
+        "aware_fixed",
+        "aware_fixed_derived",
+        "aware_fixed_derived_passed",
+        "off_funnel_fixed",
+        "off_funnel_derived",
+        "off_funnel_passed",
+    )
+    masked = frame.select(
+        *_cluster_keys(by),
+        scored.cast(pl.Int64).alias("attempted_states"),
+        pl.when(scored).then(pl.col("root_cause_id")).alias("__root"),
+        pl.when(scored).then(pl.col("repeats")).otherwise(0).alias("attempts"),
+        pl.when(pl.col("excluded").is_in(REJECTED))
+        .then(pl.col("repeats"))
+        .otherwise(0)
         .alias("excluded_attempts"),
-        (pl.col("excluded") == NOT_COMMON[0])
-        .sum()
-        .cast(pl.Int64)
-        .alias("excluded_not_common_state"),
-        (pl.col("excluded") == NOT_COMMON[1])
-        .sum()
-        .cast(pl.Int64)
-        .alias("excluded_not_common_sample"),
+        (pl.col("excluded") == NOT_COMMON[0]).fill_null(False).alias("excluded_not_common_state"),
+        (pl.col("excluded") == NOT_COMMON[1]).fill_null(False).alias("excluded_not_common_sample"),
+        *(pl.when(scored).then(pl.col(c)).otherwise(0).alias(c) for c in counted),
         *(
-            total(c)
+            pl.when(scored).then(pl.col(c)).otherwise(0.0).alias(f"{c}_sum")
+            for c in ("pass_at_1", "pass_at_k")
+        ),
+    )
+    root = pl.col("__root")
+    return masked.group_by(_cluster_keys(by)).agg(
+        pl.col("attempted_states").sum().cast(pl.Int64),
+        (root.n_unique() - (root.null_count() > 0).cast(pl.UInt32))
+        .cast(pl.Int64)
+        .alias("root_causes"),
+        *(
+            pl.col(c).sum().cast(pl.Int64)
             for c in (
-                "n_aware",
-                "n_fixed",
-                "n_derived",
-                "n_passed",
-                "aware_fixed",
-                "aware_fixed_derived",
-                "aware_fixed_derived_passed",
-                "off_funnel_fixed",
-                "off_funnel_derived",
-                "off_funnel_passed",
+                "attempts",
+                "excluded_attempts",
+                "excluded_not_common_state",
+                "excluded_not_common_sample",
+                *counted,
             )
         ),
-        _stable_sum(pl.col("pass_at_1").filter(scored)).alias("pass_at_1_sum"),
-        _stable_sum(pl.col("pass_at_k").filter(scored)).alias("pass_at_k_sum"),
+        *(_stable_sum(pl.col(c)).alias(c) for c in ("pass_at_1_sum", "pass_at_k_sum")),
     )
 
 
@@ -181,8 +201,9 @@ def _bootstrap_intervals(
     """Add ``<rate>_ci_low/_ci_high`` from a workflow-clustered bootstrap of every rate.
 
     Percentile intervals come from :func:`stats.cluster_bootstrap_ratios`: one resample of a
-    cell's workflows serves all of its rates, and all cells with the same workflows, drawn from
-    the stream ``cell_rng(seed, first cell key)``, so adding a rate never moves an interval.
+    cell's workflows serves all of its rates, and all cells with the same workflows; cells
+    holding at least half of the workflows share one coupled stream (see that function), so
+    adding a rate never moves an interval.
     BCa intervals go through :func:`stats.cluster_bootstrap` with cells (``*by``, rate).
     A workflow with attempts in a cell is one cluster of that cell for
     every rate (a workflow with no aware attempt still counts, with 0/0, for the conditional
@@ -386,13 +407,18 @@ def _group(by: Sequence[str]) -> list[str]:
 
 def _first_partial(
     frames: Mapping[str, pl.LazyFrame], state: Any, *, by: Sequence[str]
-) -> dict[str, pl.LazyFrame]:
-    """Check a shard's contracts; return its root-cause pairs and first repeat."""
-    inputs = load(frames["states"], frames["attempts"], by)
+) -> dict[str, pl.LazyFrame | pl.DataFrame]:
+    """Check a shard's contracts; return its root-cause pairs, first repeat and agents.
+
+    `attempts` is read once (:func:`attempt_facts`); its duplicate keys are found by the
+    units pass of every later stage.
+    """
+    inputs = load(frames["states"], frames["attempts"], by, checks="schema")
+    first, agents = attempt_facts(inputs)
     return {
         "roots": inputs.states.select("root_cause_id", "workflow_id").unique(),
-        "first": inputs.attempts.select(pl.col("repeat").min()),
-        "agents": inputs.attempts.select(pl.col("agent").cast(pl.String)).unique(),
+        "first": first,
+        "agents": agents,
     }
 
 
@@ -405,9 +431,9 @@ def _first_combine(parts: dict[str, pl.DataFrame], state: Any) -> dict[str, Any]
 def _units(
     frames: Mapping[str, pl.LazyFrame], by: Sequence[str], k: int, base: int
 ) -> tuple[Inputs, pl.LazyFrame]:
-    inputs = load(frames["states"], frames["attempts"], by)
-    check_consistency(inputs, k, base=base, roots=False)
-    return inputs, units(inputs, k)
+    # The checks stage validated every row; the one pass of checked_units does the rest.
+    inputs = load(frames["states"], frames["attempts"], by, checks="schema")
+    return inputs, checked_units(inputs, k, base=base, roots=False)
 
 
 def _agents_partial(
@@ -467,8 +493,7 @@ def scored_shard(
     Shared by the summary's and the reliability's partial stages: the shard's rows are checked
     against the whole table's root causes and restricted to its common agents and depths.
     """
-    inputs = load(frames["states"], frames["attempts"], by)
-    check_consistency(inputs, k, base=state["base"], roots=False)
+    inputs, found = _units(frames, by, k, state["base"])
     frame = scored_units(
         inputs,
         k,
@@ -476,6 +501,7 @@ def scored_shard(
         common_states=common_states,
         agents=state["agents"],
         depths=state["depths"],
+        found=found,
     )
     return frame, inputs
 
