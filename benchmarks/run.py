@@ -10,6 +10,10 @@ statistics at a million clusters against scipy, ``goal``, ``takeover`` and ``Rou
 Writes ``benchmarks/RESULTS.md`` (and ``results.json``) and prints the table.
 
 ``--quick`` runs the same pipeline on a small size in CI time (used by the tests).
+``--paired-tasks N`` sizes the forks and every data shape of them (``--tasks`` is the same
+option); with ``--generate-only`` the command writes them and stops, e.g. the 52M-row shapes of
+issue 19: ``python benchmarks/run.py --paired-tasks 1040000 --generate-only --data-dir DIR``
+(about 1.6 GB of parquet; the shuffle across files holds every row: ~10 GB of RAM).
 """
 
 from __future__ import annotations
@@ -380,7 +384,18 @@ def previous_records() -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; return the exit status (1 when the engines disagree)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, help="forks tasks (default 1,000,000)")
+    parser.add_argument(
+        "--paired-tasks",
+        "--tasks",
+        dest="tasks",
+        type=int,
+        help="forks tasks of the paired data and every shape of it (default 1,000,000: ~50M rows)",
+    )
+    parser.add_argument(
+        "--generate-only",
+        action="store_true",
+        help="write the forks and their shapes under --data-dir, then stop (no measurement)",
+    )
     parser.add_argument("--rounds", type=int, help="alternating rounds (default 5)")
     parser.add_argument("--goal-units", type=int, help="goal instances (default 250,000)")
     parser.add_argument("--takeover-units", type=int, help="takeover workflows (default 12,500)")
@@ -447,6 +462,9 @@ def main(argv: list[str] | None = None) -> int:
             gen[shape] = reshape(forks, shape, args.seed)
             shapes[shape] = forks_dir / f"{forks_dir.name}_{shape}"
 
+    if args.generate_only:
+        say("data written; --generate-only: nothing measured")
+        return 0
     results: dict[str, list[dict]] = {}
     outputs: dict[str, Path] = {}
     WAIT["budget"] = args.wait_budget

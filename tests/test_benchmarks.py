@@ -73,6 +73,44 @@ def test_quick_benchmark_runs_and_engines_agree(tmp_path: Path) -> None:
         assert frame.equals(reference)
 
 
+def test_generate_only_writes_every_paired_shape_and_measures_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "run.py"),
+            "--paired-tasks",
+            "40",
+            "--generate-only",
+            "--data-dir",
+            str(data),
+            "--out",
+            str(tmp_path / "RESULTS.md"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    base = data / "forks_40_seed0"
+    grouped = pl.read_parquet(base / "forks" / "*.parquet")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run
+    finally:
+        sys.path.remove(str(BENCH))
+    for shape, (_, ids, files, _) in run.SHAPES.items():
+        frame = pl.read_parquet(base / f"forks_40_seed0_{shape}" / "*.parquet")
+        assert frame.height == grouped.height
+        assert frame["task_id"].n_unique() == 40
+        assert frame["task_id"].dtype == (pl.Int64 if ids == "int" else pl.String)
+        if files:
+            assert len(list((base / f"forks_40_seed0_{shape}").glob("*.parquet"))) == files
+    assert not (tmp_path / "RESULTS.md").exists()
+    assert not list((data / "out").glob("*.parquet"))
+
+
 def test_comparison_reports_a_difference(tmp_path: Path) -> None:
     sys.path.insert(0, str(BENCH))
     try:

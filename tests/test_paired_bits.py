@@ -228,6 +228,58 @@ def test_fused_checks_raise_validates_messages(broken: object) -> None:
     assert str(info.value) == expected
 
 
+@pytest.mark.parametrize("rows_per_pass", [None, 9])
+@pytest.mark.parametrize("ids", ["str", "int"])
+@pytest.mark.parametrize(
+    "broken",
+    [
+        # row-level checks: counted by the survey, not per task
+        lambda f: f.with_columns(
+            pl.when(pl.int_range(pl.len()) == 5)
+            .then(-1)
+            .otherwise(pl.col("end_action"))
+            .alias("end_action")
+        ),
+        lambda f: f.with_columns(
+            pl.when(pl.int_range(pl.len()) == 3)
+            .then(-2)
+            .otherwise(pl.col("perturb_action"))
+            .alias("perturb_action")
+        ),
+        lambda f: f.with_columns(
+            pl.when(pl.int_range(pl.len()) % 7 == 1)
+            .then(None)
+            .otherwise(pl.col("success"))
+            .alias("success")
+        ),
+        # a delay-specific none row: the join path's survey counts them too
+        lambda f: f.with_columns(
+            pl.when((pl.col("method") == "none") & ((pl.col("method") == "none").cum_sum() == 1))
+            .then(0)
+            .otherwise(pl.col("delay"))
+            .alias("delay"),
+            pl.when(pl.int_range(pl.len()) == 6)
+            .then(None)
+            .otherwise(pl.col("success"))
+            .alias("success"),
+        ),
+    ],
+)
+def test_row_level_checks_raise_validates_message_on_every_path(
+    broken: object, ids: str, rows_per_pass: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = random_forks(np.random.default_rng(12), tasks=8, exclusions=False)
+    frame = broken(frame.sample(fraction=1.0, shuffle=True, seed=3))
+    if ids == "int":
+        frame = frame.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64))
+    if rows_per_pass is not None:
+        monkeypatch.setattr(_bits, "ROWS_PER_PASS", rows_per_pass)
+    expected = _validate_message(frame)
+    with pytest.raises(SchemaError) as info:
+        _summary.partials(frame)
+    assert str(info.value) == expected
+
+
 def test_duplicates_within_pair_by_are_found() -> None:
     frame = random_forks(np.random.default_rng(7), tasks=5, models=("m1", "m2"), exclusions=False)
     doubled = pl.concat([frame, frame.filter(pl.col("model") == "m2").head(2)])
