@@ -8,11 +8,18 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import settings
 
 from recoverylab.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "data_samples"
+
+# No per-example deadline: Hypothesis' default 200 ms deadline times the machine, not the code,
+# and fails on a loaded CI runner (a first example that builds a polars query or starts a
+# subprocess can take longer). Speed goals live in benchmarks/, not in unit tests.
+settings.register_profile("recoverylab", deadline=None)
+settings.load_profile("recoverylab")
 
 
 @dataclass(frozen=True)
