@@ -513,11 +513,12 @@ def _check_partial(
 ) -> dict[str, pl.DataFrame]:
     """Run every contract and consistency check of :func:`score` (on a shard of cases).
 
-    Cases, resources and episodes are checked first (:func:`validate`). Everything else is
-    counted in one batch of queries (:func:`_check_counts`): the checks of ``steps`` (nulls,
-    row rules, duplicate ``(episode_id, step)``, steps of unknown episodes), the rules between
-    the tables, and whether the ids hash without collision. The errors are raised afterwards
-    in the order of the checks: steps, citations' contract, then the tables' agreement.
+    Cases, resources and episodes are checked first (:func:`validate`); then one batch
+    (:func:`_check_counts`) counts the checks of ``steps`` (nulls, row rules, duplicate
+    ``(episode_id, step)``, steps of unknown episodes) and finds whether the ids hash without
+    collision; then citations' contract; then one batch counts the rules between the tables
+    (:func:`_check_consistency`, on hashed ids when they do not collide). Errors are raised
+    in that order, which is :func:`validate`'s order of the tables.
 
     Returns
     -------
@@ -531,44 +532,35 @@ def _check_partial(
         "episodes": validate(episodes, "episodes", checks=checks),  # type: ignore[arg-type]
         "steps": validate(steps, "steps", checks="schema"),
     }
-    try:
-        tables["citations"] = validate(citations, "citations", checks="schema")
-        _check_columns(tables["cases"], tables["episodes"])
-    except SchemaError:
-        # the checks that come first still raise first
-        _check_steps(tables["steps"], tables["episodes"])
-        validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
-        raise
     counts = _check_counts(tables)
     unknown_steps = 0
     if not _steps_are_clean(counts):
         unknown_steps = _check_steps_on_strings(tables["steps"], tables["episodes"])
-    validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
-    _check_consistency(tables, unknown_steps, counts)
+    tables["citations"] = validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
+    _check_columns(tables["cases"], tables["episodes"])
+    _check_consistency(tables, unknown_steps, counts["keys"])
     return {"keys": counts["keys"]}
 
 
 def _check_counts(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.DataFrame]:
-    """Collect the counts of every check after :func:`validate`'s in one batch.
+    """Collect the totals of the steps checks and the key flags in one batch.
 
     ``steps``: the totals of :func:`_steps_totals`; ``keys``: whether the hashes of the
-    ``episodes`` (``cases``) ids are distinct, as in :func:`_key_partial`; the others are the
-    counts of :func:`_consistency_counts`. One batch lets polars run the queries side by side.
+    ``episodes`` (``cases``) ids are distinct, as in :func:`_key_partial` - so the key stage
+    need not run, and the citation rules of :func:`_check_consistency` can use the hashes.
     """
     checks = data_checks(spec("steps"), tables["steps"].collect_schema())
-    queries = {
-        "steps": _steps_totals(tables["steps"], tables["episodes"], checks),
-        "keys": pl.concat(
-            [
-                tables[table].select(_distinct_hashes(column).alias(column))
-                for column, table in _HASHED.items()
-            ],
-            how="horizontal",
-        ),
-        **_consistency_counts(tables),
-    }
-    collected = pl.collect_all(list(queries.values()), engine="streaming")
-    return dict(zip(queries, collected, strict=True))
+    keys = pl.concat(
+        [
+            tables[table].select(_distinct_hashes(column).alias(column))
+            for column, table in _HASHED.items()
+        ],
+        how="horizontal",
+    )
+    steps, flags = pl.collect_all(
+        [_steps_totals(tables["steps"], tables["episodes"], checks), keys], engine="streaming"
+    )
+    return {"steps": steps, "keys": flags}
 
 
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
@@ -617,25 +609,6 @@ def _distinct_hashes(ids: pl.Expr | str) -> pl.Expr:
     """Return whether the hashes of an id column are all distinct (so are the ids)."""
     ids = pl.col(ids) if isinstance(ids, str) else ids
     return _id_hash(ids).n_unique() == pl.len()
-
-
-def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
-    """Raise the contract errors of ``steps``; return how many of its episodes are unknown.
-
-    The pass of :func:`_steps_totals` on the hashes of the ids first, and the pass on the
-    strings (:func:`_check_steps_on_strings`) only when that finds anything.
-    """
-    checks = data_checks(spec("steps"), steps.collect_schema())
-    totals, distinct = pl.collect_all(
-        [
-            _steps_totals(steps, episodes, checks),
-            episodes.select(_distinct_hashes("episode_id").alias("episode_id")),
-        ],
-        engine="streaming",
-    )
-    if _steps_are_clean({"steps": totals, "keys": distinct}):
-        return 0
-    return _check_steps_on_strings(steps, episodes)
 
 
 def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
@@ -1065,15 +1038,15 @@ def _citation_counts_of(cited: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _check_consistency(
-    tables: Mapping[str, pl.LazyFrame], unknown_steps: int, counts: Mapping[str, pl.DataFrame]
+    tables: Mapping[str, pl.LazyFrame], unknown_steps: int, keys: pl.DataFrame
 ) -> None:
-    """Raise on the first inconsistency between the five tables.
+    """Raise on the first inconsistency between the five tables (one batch of counts).
 
-    ``counts`` holds the collected queries of :func:`_consistency_counts` and the ``keys``
-    flags; ``unknown_steps`` is the number of episodes of ``steps`` that ``episodes`` lacks,
-    counted in the pass over the steps. The tables are read again only to name the offending
-    keys of a broken rule (and to count the citation rules on the strings when the ids'
-    hashes are not distinct).
+    The counts are the queries of :func:`_consistency_counts`; ``keys`` are the flags of
+    :func:`_check_counts` (the citation rules are counted again on the strings when the ids'
+    hashes are not distinct); ``unknown_steps`` is the number of episodes of ``steps`` that
+    ``episodes`` lacks, counted in the pass over the steps. The tables are read again only to
+    name the offending keys of a broken rule.
     """
     cases, resources = tables["cases"], tables["resources"]
     episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
@@ -1087,8 +1060,11 @@ def _check_consistency(
         episode_case, on="episode_id", how="left"
     )
     known = pl.col("case_id").is_not_null()
+    queries = _consistency_counts(tables)
+    collected = pl.collect_all(list(queries.values()), engine="streaming")
+    counts = dict(zip(queries, collected, strict=True))
     citation_counts = counts["citations"]
-    if not all(counts["keys"].row(0)):
+    if not all(keys.row(0)):
         citation_counts = _citation_counts_of(
             cited.with_columns(known.alias("_known")).join(
                 listed, on=["case_id", "resource_id"], how="left"
