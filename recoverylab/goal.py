@@ -73,6 +73,7 @@ from recoverylab.schema import (
     REGIMES,
     Column,
     canonical_dtype,
+    check_unique_keys,
     column_names,
     data_checks,
     raise_data_problems,
@@ -526,13 +527,17 @@ def _check_partial(
         ``keys``: the flags of :func:`_key_partial`, for the scoring stage.
     """
     episodes, steps, citations = _unnested(frames, checks)
+    cases, case_flag = _validate_ids(frames["cases"], "cases")
+    resources = validate(frames["resources"], "resources", checks=checks)  # type: ignore[arg-type]
+    episodes, episode_flag = _validate_ids(episodes, "episodes")
     tables = {
-        "cases": validate(frames["cases"], "cases", checks=checks),  # type: ignore[arg-type]
-        "resources": validate(frames["resources"], "resources", checks=checks),  # type: ignore[arg-type]
-        "episodes": validate(episodes, "episodes", checks=checks),  # type: ignore[arg-type]
+        "cases": cases,
+        "resources": resources,
+        "episodes": episodes,
         "steps": validate(steps, "steps", checks="schema"),
     }
-    counts = _check_counts(tables)
+    keys = pl.concat([case_flag, episode_flag], how="horizontal").select(*_HASHED)
+    counts = _check_counts(tables, keys)
     unknown_steps = 0
     if not _steps_are_clean(counts):
         unknown_steps = _check_steps_on_strings(tables["steps"], tables["episodes"])
@@ -542,25 +547,56 @@ def _check_partial(
     return {"keys": counts["keys"]}
 
 
-def _check_counts(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.DataFrame]:
-    """Collect the totals of the steps checks and the key flags in one batch.
+def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.DataFrame]:
+    """Check ``cases`` or ``episodes`` as :func:`validate` does; also flag its id hashes.
+
+    The table's key is its one id column. The duplicate-key check is answered by the flag of
+    :func:`_key_partial` (distinct hashes mean distinct ids), counted in the same batch as
+    the other checks; only when hashes repeat does :func:`validate`'s exact check run.
+
+    Returns
+    -------
+    tuple
+        The validated table, and a one-row frame: whether the ids' hashes are distinct.
+    """
+    lazy = validate(frame, table, checks="schema")
+    contract = spec(table)
+    (column,) = contract.key
+    checks = data_checks(contract, lazy.collect_schema())
+    totals, flag = pl.collect_all(
+        [
+            lazy.select(
+                pl.len().alias("__rows"),
+                *(expr.sum().alias(name) for name, expr in checks.items()),
+            ),
+            lazy.select(_distinct_hashes(column).alias(column)),
+        ],
+        engine="streaming",
+    )
+    raise_data_problems(
+        lazy,
+        contract,
+        contract.key,
+        {name: int(totals[name].item()) for name in checks},
+        int(totals["__rows"].item()),
+    )
+    if not flag.item():
+        check_unique_keys(lazy, contract, contract.key)
+    return lazy, flag
+
+
+def _check_counts(
+    tables: Mapping[str, pl.LazyFrame], keys: pl.DataFrame
+) -> dict[str, pl.DataFrame]:
+    """Collect the totals of the steps checks; hand on the key flags ``keys``.
 
     ``steps``: the totals of :func:`_steps_totals`; ``keys``: whether the hashes of the
     ``episodes`` (``cases``) ids are distinct, as in :func:`_key_partial` - so the key stage
     need not run, and the citation rules of :func:`_check_consistency` can use the hashes.
     """
     checks = data_checks(spec("steps"), tables["steps"].collect_schema())
-    keys = pl.concat(
-        [
-            tables[table].select(_distinct_hashes(column).alias(column))
-            for column, table in _HASHED.items()
-        ],
-        how="horizontal",
-    )
-    steps, flags = pl.collect_all(
-        [_steps_totals(tables["steps"], tables["episodes"], checks), keys], engine="streaming"
-    )
-    return {"steps": steps, "keys": flags}
+    steps = _steps_totals(tables["steps"], tables["episodes"], checks).collect(engine="streaming")
+    return {"steps": steps, "keys": keys}
 
 
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
