@@ -514,12 +514,13 @@ def _check_partial(
 ) -> dict[str, pl.DataFrame]:
     """Run every contract and consistency check of :func:`score` (on a shard of cases).
 
-    Cases, resources and episodes are checked first (:func:`validate`); then one batch
-    (:func:`_check_counts`) counts the checks of ``steps`` (nulls, row rules, duplicate
-    ``(episode_id, step)``, steps of unknown episodes) and finds whether the ids hash without
-    collision; then citations' contract; then one batch counts the rules between the tables
-    (:func:`_check_consistency`, on hashed ids when they do not collide). Errors are raised
-    in that order, which is :func:`validate`'s order of the tables.
+    In this order, each raising before the next runs: the contracts of cases, resources and
+    episodes (:func:`validate`; for cases and episodes :func:`_validate_ids`, which also finds
+    whether their ids hash without collision); one streaming pass over ``steps`` that counts
+    its checks (nulls, row rules, duplicate ``(episode_id, step)``, steps of unknown episodes;
+    :func:`_steps_totals`); citations' contract; the column names; one batch of counts of the
+    rules between the tables (:func:`_check_consistency`, on hashed ids when they do not
+    collide).
 
     Returns
     -------
@@ -537,14 +538,15 @@ def _check_partial(
         "steps": validate(steps, "steps", checks="schema"),
     }
     keys = pl.concat([case_flag, episode_flag], how="horizontal").select(*_HASHED)
-    counts = _check_counts(tables, keys)
+    step_checks = data_checks(spec("steps"), tables["steps"].collect_schema())
+    totals = _steps_totals(tables["steps"], episodes, step_checks).collect(engine="streaming")
     unknown_steps = 0
-    if not _steps_are_clean(counts):
-        unknown_steps = _check_steps_on_strings(tables["steps"], tables["episodes"])
+    if not _steps_are_clean(totals, keys):
+        unknown_steps = _check_steps_on_strings(tables["steps"], episodes)
     tables["citations"] = validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
-    _check_columns(tables["cases"], tables["episodes"])
-    _check_consistency(tables, unknown_steps, counts["keys"])
-    return {"keys": counts["keys"]}
+    _check_columns(cases, episodes)
+    _check_consistency(tables, unknown_steps, keys)
+    return {"keys": keys}
 
 
 def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.DataFrame]:
@@ -583,20 +585,6 @@ def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.Dat
     if not flag.item():
         check_unique_keys(lazy, contract, contract.key)
     return lazy, flag
-
-
-def _check_counts(
-    tables: Mapping[str, pl.LazyFrame], keys: pl.DataFrame
-) -> dict[str, pl.DataFrame]:
-    """Collect the totals of the steps checks; hand on the key flags ``keys``.
-
-    ``steps``: the totals of :func:`_steps_totals`; ``keys``: whether the hashes of the
-    ``episodes`` (``cases``) ids are distinct, as in :func:`_key_partial` - so the key stage
-    need not run, and the citation rules of :func:`_check_consistency` can use the hashes.
-    """
-    checks = data_checks(spec("steps"), tables["steps"].collect_schema())
-    steps = _steps_totals(tables["steps"], tables["episodes"], checks).collect(engine="streaming")
-    return {"steps": steps, "keys": keys}
 
 
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
@@ -720,7 +708,7 @@ def _steps_totals(
     )
 
 
-def _steps_are_clean(counts: Mapping[str, pl.DataFrame]) -> bool:
+def _steps_are_clean(totals: pl.DataFrame, keys: pl.DataFrame) -> bool:
     """Return whether the hashed totals of ``steps`` found nothing (then they are exact).
 
     When every step's id is its episode's id and the hashes of the episodes are distinct,
@@ -728,9 +716,8 @@ def _steps_are_clean(counts: Mapping[str, pl.DataFrame]) -> bool:
     pass. ``False`` means "look again on the strings": a broken rule, a repeated step, an
     unknown episode, or ids that share a hash.
     """
-    totals = counts["steps"]
     found = sum(int(totals[name].item() or 0) for name in totals.columns if name != "_rows")
-    return found == 0 and bool(totals["_rows"].item()) and bool(counts["keys"]["episode_id"].item())
+    return found == 0 and bool(totals["_rows"].item()) and bool(keys["episode_id"].item())
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
@@ -1079,7 +1066,7 @@ def _check_consistency(
     """Raise on the first inconsistency between the five tables (one batch of counts).
 
     The counts are the queries of :func:`_consistency_counts`; ``keys`` are the flags of
-    :func:`_check_counts` (the citation rules are counted again on the strings when the ids'
+    :func:`_validate_ids` (the citation rules are counted again on the strings when the ids'
     hashes are not distinct); ``unknown_steps`` is the number of episodes of ``steps`` that
     ``episodes`` lacks, counted in the pass over the steps. The tables are read again only to
     name the offending keys of a broken rule.
