@@ -73,6 +73,7 @@ from recoverylab.schema import (
     REGIMES,
     Column,
     canonical_dtype,
+    check_unique_keys,
     column_names,
     data_checks,
     raise_data_problems,
@@ -441,16 +442,20 @@ def score(
         for name, table in zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True)
         if table is not None
     }
-    stages = (
-        plan.Stage("checking the goal tables", functools.partial(_check_partial, checks=checks)),
-        plan.Stage("hashing the ids", _key_partial, reads=("cases", "episodes")),
-        plan.Stage("scoring episodes", _score_partial),
+    # The check stage also decides whether the ids hash without collision (its counts need
+    # it too); with checks="schema" a one-row stage of its own does.
+    first = (
+        plan.Stage("hashing the ids", _key_partial, reads=("cases", "episodes"))
+        if checks == "schema"
+        else plan.Stage(
+            "checking the goal tables", functools.partial(_check_partial, checks=checks)
+        )
     )
     return plan.rows(
         engine,
         plan.Plan(
             inputs=tuple(_score_input(name, table) for name, table in sources.items()),
-            stages=stages[1:] if checks == "schema" else stages,
+            stages=(first, plan.Stage("scoring episodes", _score_partial)),
             finish=_identity,
         ),
     )
@@ -509,22 +514,77 @@ def _check_partial(
 ) -> dict[str, pl.DataFrame]:
     """Run every contract and consistency check of :func:`score` (on a shard of cases).
 
-    The checks of ``steps`` (nulls, row rules, duplicate ``(episode_id, step)``, steps of
-    unknown episodes) are counted in one streaming pass - a group-by per episode - and raised
-    afterwards in :func:`validate`'s order, instead of one pass per check.
+    In this order, each raising before the next runs: the contracts of cases, resources and
+    episodes (:func:`validate`; for cases and episodes :func:`_validate_ids`, which also finds
+    whether their ids hash without collision); one streaming pass over ``steps`` that counts
+    its checks (nulls, row rules, duplicate ``(episode_id, step)``, steps of unknown episodes;
+    :func:`_steps_totals`); citations' contract; the column names; one batch of counts of the
+    rules between the tables (:func:`_check_consistency`, on hashed ids when they do not
+    collide).
+
+    Returns
+    -------
+    dict
+        ``keys``: the flags of :func:`_key_partial`, for the scoring stage.
     """
     episodes, steps, citations = _unnested(frames, checks)
+    cases, case_flag = _validate_ids(frames["cases"], "cases")
+    resources = validate(frames["resources"], "resources", checks=checks)  # type: ignore[arg-type]
+    episodes, episode_flag = _validate_ids(episodes, "episodes")
     tables = {
-        "cases": validate(frames["cases"], "cases", checks=checks),  # type: ignore[arg-type]
-        "resources": validate(frames["resources"], "resources", checks=checks),  # type: ignore[arg-type]
-        "episodes": validate(episodes, "episodes", checks=checks),  # type: ignore[arg-type]
+        "cases": cases,
+        "resources": resources,
+        "episodes": episodes,
         "steps": validate(steps, "steps", checks="schema"),
     }
-    unknown_steps = _check_steps(tables["steps"], tables["episodes"])
+    keys = pl.concat([case_flag, episode_flag], how="horizontal").select(*_HASHED)
+    step_checks = data_checks(spec("steps"), tables["steps"].collect_schema())
+    totals = _steps_totals(tables["steps"], episodes, step_checks).collect(engine="streaming")
+    unknown_steps = 0
+    if not _steps_are_clean(totals, keys):
+        unknown_steps = _check_steps_on_strings(tables["steps"], episodes)
     tables["citations"] = validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
-    _check_columns(tables["cases"], tables["episodes"])
-    _check_consistency(tables, unknown_steps)
-    return {}
+    _check_columns(cases, episodes)
+    _check_consistency(tables, unknown_steps, keys)
+    return {"keys": keys}
+
+
+def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.DataFrame]:
+    """Check ``cases`` or ``episodes`` as :func:`validate` does; also flag its id hashes.
+
+    The table's key is its one id column. The duplicate-key check is answered by the flag of
+    :func:`_key_partial` (distinct hashes mean distinct ids), counted in the same batch as
+    the other checks; only when hashes repeat does :func:`validate`'s exact check run.
+
+    Returns
+    -------
+    tuple
+        The validated table, and a one-row frame: whether the ids' hashes are distinct.
+    """
+    lazy = validate(frame, table, checks="schema")
+    contract = spec(table)
+    (column,) = contract.key
+    checks = data_checks(contract, lazy.collect_schema())
+    totals, flag = pl.collect_all(
+        [
+            lazy.select(
+                pl.len().alias("__rows"),
+                *(expr.sum().alias(name) for name, expr in checks.items()),
+            ),
+            lazy.select(_distinct_hashes(column).alias(column)),
+        ],
+        engine="streaming",
+    )
+    raise_data_problems(
+        lazy,
+        contract,
+        contract.key,
+        {name: int(totals[name].item()) for name in checks},
+        int(totals["__rows"].item()),
+    )
+    if not flag.item():
+        check_unique_keys(lazy, contract, contract.key)
+    return lazy, flag
 
 
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
@@ -564,24 +624,27 @@ def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str,
         if found is None or canonical_dtype(found, spec(table).column(column)) is None:
             return {}  # the scoring stage names the missing or mistyped column
         # validate() turns every identifier dtype into String this way: same strings, same hash
-        ids = _id_hash(pl.col(column).cast(pl.String))
-        flags.append(frame.select((ids.n_unique() == pl.len()).alias(column)))
+        ids = pl.col(column).cast(pl.String)
+        flags.append(frame.select(_distinct_hashes(ids).alias(column)))
     return {"keys": pl.concat(flags, how="horizontal")}
 
 
-def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
+def _distinct_hashes(ids: pl.Expr | str) -> pl.Expr:
+    """Return whether the hashes of an id column are all distinct (so are the ids)."""
+    ids = pl.col(ids) if isinstance(ids, str) else ids
+    return _id_hash(ids).n_unique() == pl.len()
+
+
+def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
     """Raise the contract errors of ``steps``; return how many of its episodes are unknown.
 
     One streaming pass counts every row check of the contract, the repeated
     ``(episode_id, step)`` keys (fewer distinct steps than rows in an episode) and the episodes
     that ``episodes`` lacks; the messages are :func:`validate`'s, and ``steps`` is read again
-    only to name the offending keys of a failed check. The pass runs first on the hashes of
-    the ids (:func:`_steps_are_clean`), and on the strings only when that finds anything.
+    only to name the offending keys of a failed check.
     """
     contract = spec("steps")
     checks = data_checks(contract, steps.collect_schema())
-    if _steps_are_clean(steps, episodes, checks):
-        return 0
     per_episode = steps.group_by("episode_id").agg(
         pl.len().cast(pl.Int64).alias("_rows"),
         pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
@@ -615,44 +678,46 @@ def _check_steps(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
     return int(totals["_unknown"].item())
 
 
-def _steps_are_clean(
+def _steps_totals(
     steps: pl.LazyFrame, episodes: pl.LazyFrame, checks: Mapping[str, pl.Expr]
-) -> bool:
-    """Return whether ``steps`` passes every check of :func:`_check_steps`, keyed on hashes.
+) -> pl.LazyFrame:
+    """Count the checks of :func:`_check_steps_on_strings`, keyed on the hashes of the ids.
 
     Grouping the steps by the 64-bit hash of ``episode_id`` costs less than grouping by the
-    string. Each step finds its episode by hash, and its id is compared with that episode's:
-    when every step's id is its episode's id and the hashes of the episodes are distinct,
+    string. Each step finds its episode by hash, and its id is compared with that episode's
+    (``_odd`` counts those that differ: an unknown id, or another id with the same hash).
+    """
+    key = _id_hash(pl.col("episode_id")).alias("_episode")
+    known = episodes.select(key, pl.col("episode_id").alias("_id"))
+    return (
+        steps.with_columns(key)
+        .join(known, on="_episode", how="left")
+        .group_by("_episode")
+        .agg(
+            pl.len().cast(pl.Int64).alias("_rows"),
+            pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
+            pl.col("_id").ne_missing(pl.col("episode_id")).sum().cast(pl.Int64).alias("_odd"),
+            *(expr.sum().cast(pl.Int64).alias(name) for name, expr in checks.items()),
+        )
+        .select(
+            pl.col("_rows").sum(),
+            (pl.col("_rows") - pl.col("_distinct")).sum().alias("_repeats"),
+            pl.col("_odd").sum(),
+            *(pl.col(name).sum() for name in checks),
+        )
+    )
+
+
+def _steps_are_clean(totals: pl.DataFrame, keys: pl.DataFrame) -> bool:
+    """Return whether the hashed totals of ``steps`` found nothing (then they are exact).
+
+    When every step's id is its episode's id and the hashes of the episodes are distinct,
     each hash group holds exactly one episode's steps, so the counts are those of the string
     pass. ``False`` means "look again on the strings": a broken rule, a repeated step, an
     unknown episode, or ids that share a hash.
     """
-    key = _id_hash(pl.col("episode_id")).alias("_episode")
-    known = episodes.select(key, pl.col("episode_id").alias("_id"))
-    totals, distinct = pl.collect_all(
-        [
-            steps.with_columns(key)
-            .join(known, on="_episode", how="left")
-            .group_by("_episode")
-            .agg(
-                pl.len().cast(pl.Int64).alias("_rows"),
-                pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
-                # a step of an unknown id, or of another id that has the same hash
-                pl.col("_id").ne_missing(pl.col("episode_id")).sum().cast(pl.Int64).alias("_odd"),
-                *(expr.sum().cast(pl.Int64).alias(name) for name, expr in checks.items()),
-            )
-            .select(
-                pl.col("_rows").sum(),
-                (pl.col("_rows") - pl.col("_distinct")).sum().alias("_repeats"),
-                pl.col("_odd").sum(),
-                *(pl.col(name).sum() for name in checks),
-            ),
-            known.select(pl.col("_episode").n_unique() == pl.len()),
-        ],
-        engine="streaming",
-    )
-    found = sum(int(totals[name].item() or 0) for name in ("_repeats", "_odd", *checks))
-    return found == 0 and bool(totals["_rows"].item()) and bool(distinct.item())
+    found = sum(int(totals[name].item() or 0) for name in totals.columns if name != "_rows")
+    return found == 0 and bool(totals["_rows"].item()) and bool(keys["episode_id"].item())
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
@@ -930,40 +995,108 @@ class _Problem(NamedTuple):
     offenders: int | None = None
 
 
-def _check_consistency(tables: Mapping[str, pl.LazyFrame], unknown_steps: int) -> None:
+def _consistency_counts(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
+    """Return the one-row count queries of :func:`_check_consistency`.
+
+    ``case_rules``: violations of each rule of :func:`_case_rules`; ``citations``: unknown
+    episodes and unlisted sources among the citations, keyed on the hashes of the ids
+    (:func:`_hashed_citation_counts`); ``resources``, ``episodes``: rows of unknown cases.
+    """
+    cases, resources, episodes = tables["cases"], tables["resources"], tables["episodes"]
+    case_ids = cases.select("case_id")
+    return {
+        "case_rules": _per_case(tables).select(
+            *(rule.sum().alias(str(i)) for i, rule in enumerate(_case_rules()))
+        ),
+        "citations": _hashed_citation_counts(tables),
+        "resources": resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
+        "episodes": episodes.select("case_id")
+        .join(case_ids, on="case_id", how="anti")
+        .select(pl.len()),
+    }
+
+
+def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
+    """Per case: ``case_id, regime, barrier`` and |C|, |V| (null when it lists no resource)."""
+    return (
+        tables["cases"]
+        .select("case_id", "regime", "barrier")
+        .join(_reachable_counts(tables["resources"]), on="case_id", how="left")
+    )
+
+
+def _hashed_citation_counts(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
+    """Count the citations of unknown episodes and of unlisted sources, on hashed ids.
+
+    Each citation finds its episode by the hash of ``episode_id`` and is known when its id is
+    that episode's; its source is looked up among the resources of the episode's case by the
+    hash of ``case_id``. Exact when the hashes of the episodes' and the cases' ids are
+    distinct (the ``keys`` flags) and every resource and episode belongs to a known case
+    (checked, and raised, before the citation rules); otherwise :func:`_citation_counts_of`
+    counts on the strings.
+    """
+    episode_key = _id_hash(pl.col("episode_id")).alias("_episode")
+    case_key = _id_hash(pl.col("case_id")).alias("_case")
+    cited = (
+        tables["citations"]
+        .select(episode_key, "episode_id", "resource_id")
+        .join(
+            tables["episodes"].select(episode_key, pl.col("episode_id").alias("_id"), case_key),
+            on="_episode",
+            how="left",
+        )
+        .with_columns((pl.col("_id") == pl.col("episode_id")).fill_null(False).alias("_known"))
+    )
+    listed = tables["resources"].select(case_key, "resource_id", pl.lit(True).alias("_listed"))
+    return _citation_counts_of(cited.join(listed, on=["_case", "resource_id"], how="left"))
+
+
+def _citation_counts_of(cited: pl.LazyFrame) -> pl.LazyFrame:
+    """Count ``unknown`` episodes and ``unlisted`` sources of citations marked ``_known``."""
+    known = pl.col("_known")
+    return cited.select(
+        pl.col("episode_id").filter(~known).n_unique().alias("unknown"),
+        (known & pl.col("_listed").is_null()).sum().alias("unlisted"),
+    )
+
+
+def _check_consistency(
+    tables: Mapping[str, pl.LazyFrame], unknown_steps: int, keys: pl.DataFrame
+) -> None:
     """Raise on the first inconsistency between the five tables (one batch of counts).
 
-    ``unknown_steps`` is the number of episodes of ``steps`` that ``episodes`` lacks, counted
-    in the pass over the steps. The case rules are counted in one query over the cases, the
-    citation rules in one pass over the citations; the tables are read again only to name the
-    offending keys of a broken rule.
+    The counts are the queries of :func:`_consistency_counts`; ``keys`` are the flags of
+    :func:`_validate_ids` (the citation rules are counted again on the strings when the ids'
+    hashes are not distinct); ``unknown_steps`` is the number of episodes of ``steps`` that
+    ``episodes`` lacks, counted in the pass over the steps. The tables are read again only to
+    name the offending keys of a broken rule.
     """
     cases, resources = tables["cases"], tables["resources"]
     episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
     case_ids = cases.select("case_id")
     episode_ids = episodes.select("episode_id")
     episode_case = episodes.select("episode_id", "case_id")
-    per_case = cases.select("case_id", "regime", "barrier").join(
-        _reachable_counts(resources), on="case_id", how="left"
-    )
+    per_case = _per_case(tables)
     rules = _case_rules()
     listed = resources.select("case_id", "resource_id", pl.lit(True).alias("_listed"))
     cited = citations.select("episode_id", "resource_id").join(
         episode_case, on="episode_id", how="left"
     )
     known = pl.col("case_id").is_not_null()
-    case_counts, citation_counts, *others = pl.collect_all(
-        [
-            per_case.select(*(rule.sum().alias(str(i)) for i, rule in enumerate(rules))),
-            cited.join(listed, on=["case_id", "resource_id"], how="left").select(
-                pl.col("episode_id").filter(~known).n_unique().alias("unknown"),
-                (known & pl.col("_listed").is_null()).sum().alias("unlisted"),
-            ),
-            resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
-            episode_case.join(case_ids, on="case_id", how="anti").select(pl.len()),
-        ]
+    queries = _consistency_counts(tables)
+    collected = pl.collect_all(list(queries.values()), engine="streaming")
+    counts = dict(zip(queries, collected, strict=True))
+    citation_counts = counts["citations"]
+    if not all(keys.row(0)):
+        citation_counts = _citation_counts_of(
+            cited.with_columns(known.alias("_known")).join(
+                listed, on=["case_id", "resource_id"], how="left"
+            )
+        ).collect()
+    case_counts = counts["case_rules"]
+    unknown_resources, unknown_cases = (
+        int(counts[name].item()) for name in ("resources", "episodes")
     )
-    unknown_resources, unknown_cases = (int(frame.item()) for frame in others)
     case_problems = [
         _Problem(per_case.filter(rule).select("case_id"), ("case_id",), InputError, *text, n)
         for rule, text, n in zip(rules, _CASE_RULE_TEXT, case_counts.row(0), strict=True)

@@ -1273,6 +1273,51 @@ def test_a_step_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -> No
         goal.score(*(frames[t] for t in TABLES))
 
 
+def test_a_citation_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -> None:
+    frames = synthetic(4, 5)
+    first = frames["episodes"]["episode_id"].sort()[0]
+    extra = frames["citations"].head(1).with_columns(pl.lit(f"x-{first}").alias("episode_id"))
+    frames["citations"] = pl.concat([frames["citations"], extra])
+
+    def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
+        return ids.str.strip_prefix("x-").hash(seed)  # "x-<id>" has the hash of "<id>"
+
+    monkeypatch.setattr(goal, "_id_hash", colliding)
+    with pytest.raises(InputError, match=r"^citations: rows of 1 unknown episode \(episode_id x-"):
+        goal.score(*(frames[t] for t in TABLES))
+
+
+def test_a_cited_source_listed_only_under_a_colliding_case_is_unlisted(monkeypatch) -> None:
+    # two cases share a "hash": the citation rules are counted on the strings then
+    frames = synthetic(6, 2)
+    cited = frames["citations"].join(
+        frames["episodes"].select("episode_id", "case_id"), on="episode_id"
+    )
+    episode, case = cited.row(0, named=True)["episode_id"], cited.row(0, named=True)["case_id"]
+    other = frames["cases"].filter(pl.col("case_id") != case)["case_id"][0]
+    source = f"only-in-{other}"
+    frames["resources"] = pl.concat(
+        [
+            frames["resources"],
+            frames["resources"]
+            .filter(pl.col("case_id") == other)
+            .head(1)
+            .with_columns(pl.lit(source).alias("resource_id")),
+        ]
+    )
+    frames["citations"] = pl.concat(
+        [frames["citations"], pl.DataFrame({"episode_id": [episode], "resource_id": [source]})],
+        how="vertical_relaxed",
+    )
+
+    def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
+        return (ids.str.len_bytes() * 0 + 7).cast(pl.UInt64)  # every id on one "hash"
+
+    monkeypatch.setattr(goal, "_id_hash", colliding)
+    with pytest.raises(InputError, match=r"^citations: 1 citation of resources that the episode"):
+        goal.score(*(frames[t] for t in TABLES))
+
+
 @settings(
     max_examples=6,
     deadline=None,
