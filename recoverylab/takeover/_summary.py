@@ -56,13 +56,8 @@ RATES = (
     ("pass_given_derived_rate", "aware_fixed_derived_passed", "aware_fixed_derived"),
 )
 
-_COUNTS = (
-    "attempted_states",
-    "root_causes",
-    "attempts",
-    "excluded_attempts",
-    "excluded_not_common_state",
-    "excluded_not_common_sample",
+#: Per-unit flags of the repair funnel, summed over a workflow's scored units.
+_FUNNEL_COUNTS = (
     "n_aware",
     "n_fixed",
     "n_derived",
@@ -73,6 +68,15 @@ _COUNTS = (
     "off_funnel_fixed",
     "off_funnel_derived",
     "off_funnel_passed",
+)
+_COUNTS = (
+    "attempted_states",
+    "root_causes",
+    "attempts",
+    "excluded_attempts",
+    "excluded_not_common_state",
+    "excluded_not_common_sample",
+    *_FUNNEL_COUNTS,
 )
 _SUMS = ("pass_at_1_sum", "pass_at_k_sum")
 _STATE_COUNTS = (
@@ -138,18 +142,6 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
     plain sum or count: a ``filter`` inside a group-by aggregation is several times slower.
     """
     scored = pl.col("excluded").is_null()
-    counted = (
-        "n_aware",
-        "n_fixed",
-        "n_derived",
-        "n_passed",
-        "aware_fixed",
-        "aware_fixed_derived",
-        "aware_fixed_derived_passed",
-        "off_funnel_fixed",
-        "off_funnel_derived",
-        "off_funnel_passed",
-    )
     masked = frame.select(
         *_cluster_keys(by),
         scored.cast(pl.Int64).alias("attempted_states"),
@@ -161,7 +153,7 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
         .alias("excluded_attempts"),
         (pl.col("excluded") == NOT_COMMON[0]).fill_null(False).alias("excluded_not_common_state"),
         (pl.col("excluded") == NOT_COMMON[1]).fill_null(False).alias("excluded_not_common_sample"),
-        *(pl.when(scored).then(pl.col(c)).otherwise(0).alias(c) for c in counted),
+        *(pl.when(scored).then(pl.col(c)).otherwise(0).alias(c) for c in _FUNNEL_COUNTS),
         *(
             pl.when(scored).then(pl.col(c)).otherwise(0.0).alias(f"{c}_sum")
             for c in ("pass_at_1", "pass_at_k")
@@ -180,7 +172,7 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
                 "excluded_attempts",
                 "excluded_not_common_state",
                 "excluded_not_common_sample",
-                *counted,
+                *_FUNNEL_COUNTS,
             )
         ),
         *(_stable_sum(pl.col(c)).alias(c) for c in ("pass_at_1_sum", "pass_at_k_sum")),
