@@ -179,9 +179,10 @@ def render(
     >>> import polars as pl
     >>> frame = pl.DataFrame({"condition": [None], "n": [20], "gain": [0.15]})
     >>> print(render(frame, width=40))
-    condition   n  gain pp
-    ---------  --  -------
-    all        20    +15.0
+                    gain
+    condition   n     pp
+    ---------  --  -----
+    all        20  +15.0
     1 row
     """
     if fmt == "csv":
