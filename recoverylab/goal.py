@@ -1191,7 +1191,7 @@ _CASE_RULE_TEXT = (
 def _raise_first(problems: Sequence[_Problem]) -> None:
     """Count every problem in one batch; raise for the first that has offenders."""
     pending = [p.frame.select(pl.len()) for p in problems if p.offenders is None]
-    totals = iter(pl.collect_all(pending) if pending else [])
+    totals = iter(pl.collect_all(pending, engine="streaming") if pending else [])
     for frame, key, error, what, requirement, offenders in problems:
         n = int(next(totals).item()) if offenders is None else offenders
         if n:
