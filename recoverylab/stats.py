@@ -2356,6 +2356,19 @@ def fay_lumbard_interval(
     return Interval(low=low, high=high)
 
 
+#: Effective counts within this of 0 (or of their total) are taken as exactly 0 (or the total).
+#: A beta distribution whose shape parameter is below it lies within 1e-300 of its end with
+#: probability above 1 - 1e-9, so its quantiles at any usable level are the point mass's; and
+#: scipy's beta functions overflow for parameters near the smallest doubles.
+_TINY_COUNT = 1e-12
+
+
+def _snap_count(part: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Return ``part`` with values within :data:`_TINY_COUNT` of 0 or of ``total`` snapped."""
+    part = np.where(part < _TINY_COUNT, 0.0, part)
+    return np.where((total - part < _TINY_COUNT) & (part > 0), total, part)
+
+
 def _melded_bounds(
     x: np.ndarray,
     m_phi: np.ndarray,
@@ -2372,7 +2385,9 @@ def _melded_bounds(
     """
     x, m_phi, m_psi, n_psi = np.broadcast_arrays(x, m_phi, m_psi, n_psi)
     shape = x.shape
-    x, m_phi, m_psi, n_psi = (np.ravel(v) for v in (x, m_phi, m_psi, n_psi))
+    x, m_phi, m_psi, n_psi = (np.ravel(v).astype(np.float64) for v in (x, m_phi, m_psi, n_psi))
+    m_phi = _snap_count(m_phi, m_phi)
+    x, m_psi = _snap_count(x, m_phi), _snap_count(m_psi, n_psi)
     psi = ((m_psi, n_psi - m_psi + 1), (m_psi + 1, n_psi - m_psi))
     sides = []  # (φ distribution, level) per bounded side
     if alternative != "less":

@@ -17,7 +17,7 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy import integrate, special
 
@@ -178,6 +178,12 @@ def test_melded_bounds_keep_the_sign_of_the_exact_mcnemar_test(n, share, rescue_
     rescue_share=st.floats(0.0, 1.0),
     scale_phi=st.floats(0.01, 1.0),
 )
+# counts near the smallest doubles (found by Hypothesis on a clean clone): point masses
+@example(n=18.0, share=0.5, rescue_share=2.2250738585072014e-308, scale_phi=1.0)
+@example(n=1.0, share=0.5, rescue_share=2.2250738585072014e-308, scale_phi=0.5)
+@example(n=1.0, share=1.0, rescue_share=2.2250738585072014e-308, scale_phi=1.0)
+@example(n=1.0, share=1.0, rescue_share=1.0 - 1e-16, scale_phi=1.0)
+@example(n=5.0, share=1e-300, rescue_share=0.5, scale_phi=1.0)
 def test_melded_bounds_of_effective_counts_are_ordered_and_inside(
     n, share, rescue_share, scale_phi
 ):
