@@ -295,11 +295,6 @@ def emit_many(
         emit(frame, out_dir / f"{name}.parquet", args)
 
 
-def readable(frame: pl.DataFrame, *, wide: bool = True) -> str:
-    """Return ``frame`` as the text table the commands print (rates in percentage points)."""
-    return _table.render(frame, "text", wide=wide)
-
-
 def configure_printing() -> None:
     """Show frames printed outside the table renderer whole: every row and column, no shape."""
     pl.Config.set_tbl_rows(200)

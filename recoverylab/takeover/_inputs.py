@@ -156,7 +156,7 @@ def check_consistency(
     *,
     base: int | None = None,
     roots: bool = True,
-    per_unit: pl.LazyFrame | None = None,
+    per_unit: pl.LazyFrame,
 ) -> None:
     """Raise a one-line error for inputs that are valid one by one but not together.
 
@@ -168,13 +168,11 @@ def check_consistency(
     distributed run: the shard holds whole workflows, so the root-cause check and the first
     repeat are decided over all shards (see :func:`check_roots`).
 
-    ``per_unit``: the attempts already counted per unit (see :func:`checked_units`), so that
-    the checks read the small per-unit table instead of the attempts.
+    ``per_unit``: the attempts counted per unit by :func:`checked_units` (which calls this),
+    so that the checks read the small per-unit table instead of the attempts.
     """
     states = inputs.states
     unit = ["state_id", *inputs.unit_keys]
-    if per_unit is None:
-        per_unit = inputs.attempts.group_by(unit).agg(pl.len().alias("repeats"), *_repeat_range())
     units = per_unit.select(
         *unit,
         pl.col("repeats").alias("n"),
@@ -252,10 +250,6 @@ def check_consistency(
         )
 
 
-def _repeat_range() -> list[pl.Expr]:
-    return [pl.col("repeat").min().alias(_FIRST), pl.col("repeat").max().alias(_LAST)]
-
-
 def checked_units(
     inputs: Inputs, k: int, *, base: int | None = None, roots: bool = True
 ) -> pl.LazyFrame:
@@ -272,7 +266,8 @@ def checked_units(
         inputs.attempts.group_by(unit)
         .agg(
             *unit_aggregates(),
-            *_repeat_range(),
+            pl.col("repeat").min().alias(_FIRST),
+            pl.col("repeat").max().alias(_LAST),
             pl.col("repeat").n_unique().alias(_DISTINCT),
         )
         .collect(engine="streaming")
@@ -394,15 +389,13 @@ def unit_aggregates() -> list[pl.Expr]:
     return [expr.cast(pl.Int64).alias(name) for name, expr in exprs.items()]
 
 
-def units(inputs: Inputs, k: int, *, per_unit: pl.LazyFrame | None = None) -> pl.LazyFrame:
+def units(inputs: Inputs, k: int, *, per_unit: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason.
 
-    ``per_unit``: the attempts already aggregated per unit by :func:`unit_aggregates`.
+    ``per_unit``: the attempts aggregated per unit by :func:`unit_aggregates` (see
+    :func:`checked_units`).
     """
-    unit = ["state_id", *inputs.unit_keys]
     state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
-    if per_unit is None:
-        per_unit = inputs.attempts.group_by(unit).agg(unit_aggregates())
     joined = per_unit.join(inputs.states.select(state_columns), on="state_id", how="inner")
     return joined.with_columns(
         (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
@@ -552,8 +545,10 @@ def score(
     """
     k = check_k(k)
     inputs = load(states, attempts, by)
-    check_consistency(inputs, k)
-    return scored_units(inputs, k, common_sample=common_sample, common_states=common_states)
+    found = checked_units(inputs, k)
+    return scored_units(
+        inputs, k, common_sample=common_sample, common_states=common_states, found=found
+    )
 
 
 def scored_units(
@@ -564,16 +559,15 @@ def scored_units(
     common_states: bool,
     agents: int | None = None,
     depths: pl.DataFrame | None = None,
-    found: pl.LazyFrame | None = None,
+    found: pl.LazyFrame,
 ) -> pl.LazyFrame:
     """Units with restrictions applied (the body of :func:`score`, after the checks).
 
     ``agents`` and ``depths``: the globals of :func:`restrict`, for a shard of a distributed run.
-    ``found``: the units already built (by :func:`checked_units`).
+    ``found``: the checked units (:func:`checked_units`).
     """
-    frame = units(inputs, k) if found is None else found
     return restrict(
-        frame,
+        found,
         group=[c for c in inputs.by if c != "depth"],
         pair=["state_id", *inputs.unit_keys[1:]],
         common_states=common_states,

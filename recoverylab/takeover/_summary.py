@@ -23,7 +23,6 @@ from recoverylab.takeover._inputs import (
     Inputs,
     as_columns,
     attempt_facts,
-    check_consistency,
     check_k,
     check_roots,
     checked_units,
@@ -33,7 +32,6 @@ from recoverylab.takeover._inputs import (
     restriction_partials,
     scored_units,
     sort_keys,
-    units,
 )
 
 #: Label of results that split attempts by an outcome observed after the run (seed: the authors'
@@ -899,12 +897,11 @@ def _per_state(
 ) -> tuple[pl.LazyFrame, list[str]]:
     """Each eligible state's pass@k of ``a`` and of ``b``; unpaired states marked excluded."""
     inputs = load(frames["states"], frames["attempts"], ("agent", *by))
-    check_consistency(inputs, k, base=state["base"], roots=False)
     pair = ["state_id", *inputs.unit_keys[1:]]
     state_cols = ["workflow_id", "root_cause_id", "depth"]
     carried = [c for c in inputs.state_keys if c not in state_cols]
     per_state = (
-        units(inputs, k)
+        checked_units(inputs, k, base=state["base"], roots=False)
         .filter(pl.col("excluded").is_null() & pl.col("agent").is_in([a, b]))
         .group_by([*pair, *state_cols, *carried])
         .agg(
@@ -1178,7 +1175,6 @@ def _awareness_partial(
 ) -> dict[str, pl.LazyFrame]:
     """Aware and unaware attempts and passes per ``by`` cell (additive over workflows)."""
     inputs = load(frames["states"], frames["attempts"], by)
-    check_consistency(inputs, 1, base=state["base"], roots=False)
     frame = scored_units(
         inputs,
         1,
@@ -1186,6 +1182,7 @@ def _awareness_partial(
         common_states=common_states,
         agents=state["agents"],
         depths=state["depths"],
+        found=checked_units(inputs, 1, base=state["base"], roots=False),
     )
     counts = (
         frame.filter(pl.col("excluded").is_null())
