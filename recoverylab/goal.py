@@ -51,7 +51,7 @@ through and summarised over the judged episodes only; when absent they are absen
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -152,7 +152,6 @@ _INTERNAL = (
 )
 _RESERVED = frozenset((*_RESULT_COLUMNS, *_INTERNAL))
 _SCORED_REQUIRED = ("success", "gp", "compliant", "steps", "reason")
-_CI_METHODS = ("percentile", "bca")
 
 Source = object  # any table source accepted by recoverylab.io.scan
 
@@ -1274,31 +1273,41 @@ def summarize(
     >>> summarize(scored, n_resamples=200).select("n", "ts", "mean_steps").row(0)
     (2, 0.5, 2.0)
     """
-    ci_method = renamed("summarize", deprecated, {"method": "ci_method"}).get(
-        "ci_method", ci_method
-    )  # type: ignore[assignment]
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    return _run_bootstrap(
+        "summarize",
+        engine,
+        plan.Input("scored", scored, key=cluster or _default_cluster),
+        plan.Stage(
+            "goal summary partials",
+            functools.partial(_summary_partials, by=by, cluster=cluster),
+        ),
+        functools.partial(_summary_finish, by=by, cluster=cluster),
+        deprecated,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        ci_method=ci_method,
+        seed=seed,
     )
-    statistics: dict[str, Any] = {
-        "n_resamples": n_resamples,
-        "confidence": confidence,
-        "ci_method": ci_method,
-        "seed": seed,
-    }
+
+
+def _run_bootstrap(
+    verb: str,
+    engine: object,
+    source: plan.Input,
+    stage: plan.Stage,
+    finish: Callable[..., pl.DataFrame],
+    deprecated: dict[str, Any],
+    **statistics: Any,
+) -> pl.DataFrame:
+    """Check the bootstrap settings of ``verb`` (``method``: deprecated), then run its plan."""
+    statistics |= renamed(verb, deprecated, {"method": "ci_method"})
+    stats.check_resampling(**statistics)
     return plan.run(
         engine,
         plan.Plan(
-            inputs=(plan.Input("scored", scored, key=cluster or _default_cluster),),
-            stages=(
-                plan.Stage(
-                    "goal summary partials",
-                    functools.partial(
-                        _summary_partial, by=by, cluster=cluster, ci_method=ci_method
-                    ),
-                ),
-            ),
-            finish=functools.partial(_summary_done, by=by, cluster=cluster, **statistics),
+            inputs=(source,),
+            stages=(stage,),
+            finish=functools.partial(finish, **statistics),
         ),
     )
 
@@ -1308,50 +1317,27 @@ def _default_cluster(schema: pl.Schema) -> str:
     return "goal_id" if "goal_id" in schema else "case_id"
 
 
-def _summary_partial(
+def _keyed(lazy: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, list[str]]:
+    """Return ``lazy`` and its group keys, a constant ``_all`` when ``by`` is empty."""
+    return (lazy, list(by)) if by else (lazy.with_columns(pl.lit(0).alias("_all")), ["_all"])
+
+
+def _summary_partials(
     frames: Mapping[str, pl.LazyFrame],
     state: object,
     *,
     by: Sequence[str],
     cluster: str | None,
-    ci_method: str,
 ) -> dict[str, pl.LazyFrame]:
-    lazy = frames["scored"]
-    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, ci_method)
-    return {"partials": _summary_partials(lazy, by, cluster, judged)}
-
-
-def _summary_done(
-    parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **options: Any
-) -> pl.DataFrame:
-    partials = parts["partials"]
-    by = list(column_names("by", by))
-    cluster = cluster or _default_cluster(partials.schema)
-    judged = [name for name in JUDGED if f"__{name}" in partials.columns]
-    return _summary_finish(partials, by, cluster, judged, **options)
-
-
-def _summary_plan(
-    schema: pl.Schema, by: Sequence[str], cluster: str | None, ci_method: str
-) -> tuple[list[str], str, list[str]]:
-    """Check the parameters of :func:`summarize`; return by, cluster and the judged columns."""
-    by = _check_by(by, schema, "by")
-    cluster = _pick_cluster(cluster, schema)
-    require_one_of("ci_method", ci_method, _CI_METHODS)
-    return by, cluster, [name for name in JUDGED if name in schema]
-
-
-def _summary_partials(
-    lazy: pl.LazyFrame, by: Sequence[str], cluster: str, judged: Sequence[str]
-) -> pl.LazyFrame:
-    """Per (group, cluster) additive partials of :func:`summarize` (ARCHITECTURE §1.3).
+    """Check :func:`summarize`'s columns; return its per (group, cluster) additive partials.
 
     Every mean is carried as an integer-valued sum and a count, so partials of disjoint sets of
-    episodes add up to exactly the numbers one pass over all episodes gives - on one machine or
-    summed over the shards of a distributed engine.
+    episodes add up to exactly the numbers one pass over all episodes gives (ARCHITECTURE §1.3).
     """
-    keyed = list(by) or ["_all"]
-    source = lazy if by else lazy.with_columns(pl.lit(0).alias("_all"))
+    schema = frames["scored"].collect_schema()
+    by = _check_by(by, schema, "by")
+    cluster = _pick_cluster(cluster, schema)
+    source, keyed = _keyed(frames["scored"], by)
     success = pl.col("success")
     steps = pl.col("steps").cast(pl.Float64)
 
@@ -1370,24 +1356,27 @@ def _summary_partials(
         *total(pl.when(success).then(steps), "steps_success"),
         *total(pl.when(~success).then(steps), "steps_failure"),
         *((pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS),
-        *(e for name in judged for e in total(pl.col(name).cast(pl.Int64), name)),
+        *(e for name in JUDGED if name in schema for e in total(pl.col(name).cast(pl.Int64), name)),
     ]
-    return source.group_by([*keyed, cluster]).agg(aggregations)
+    return {"partials": source.group_by([*keyed, cluster]).agg(aggregations)}
 
 
 def _summary_finish(
-    partials: pl.DataFrame,
-    by: Sequence[str],
-    cluster: str,
-    judged: Sequence[str],
+    parts: dict[str, pl.DataFrame],
     *,
+    by: Sequence[str],
+    cluster: str | None,
     n_resamples: int,
     confidence: float,
     ci_method: str,
     seed: int,
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
-    keyed = list(by) or ["_all"]
+    partials = parts["partials"]
+    by = list(column_names("by", by))
+    cluster = cluster or _default_cluster(partials.schema)
+    judged = [name for name in JUDGED if f"__{name}" in partials.columns]
+    keyed = by or ["_all"]
     # Every column is an integer-valued sum, so a group's totals are the sums of its partial
     # rows whichever shards a cluster's rows came from; only the bootstrap needs one row per
     # cluster, and only of its two columns.
@@ -1499,57 +1488,31 @@ def barrier_drop(
     >>> barrier_drop(scored, n_resamples=200)["drop"].to_list()
     [0.5]
     """
-    ci_method = renamed("barrier_drop", deprecated, {"method": "ci_method"}).get(
-        "ci_method", ci_method
-    )  # type: ignore[assignment]
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
-    )
-    statistics: dict[str, Any] = {
-        "n_resamples": n_resamples,
-        "confidence": confidence,
-        "ci_method": ci_method,
-        "seed": seed,
-    }
-    return plan.run(
+    return _run_bootstrap(
+        "barrier_drop",
         engine,
-        plan.Plan(
-            inputs=(plan.Input("scored", scored, key=cluster),),
-            stages=(
-                plan.Stage(
-                    "barrier drop partials",
-                    functools.partial(_drop_partial, by=by, cluster=cluster, ci_method=ci_method),
-                ),
-            ),
-            finish=functools.partial(_drop_done, cluster=cluster, **statistics),
+        plan.Input("scored", scored, key=cluster),
+        plan.Stage(
+            "barrier drop partials",
+            functools.partial(_drop_partials, by=by, cluster=cluster),
         ),
+        functools.partial(_drop_finish, cluster=cluster),
+        deprecated,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        ci_method=ci_method,
+        seed=seed,
     )
-
-
-def _drop_partial(
-    frames: Mapping[str, pl.LazyFrame],
-    state: object,
-    *,
-    by: Sequence[str],
-    cluster: str,
-    ci_method: str,
-) -> dict[str, pl.LazyFrame]:
-    lazy = frames["scored"]
-    keys = _drop_plan(lazy.collect_schema(), by, cluster, ci_method)
-    return {"per_goal": _drop_partials(lazy, keys, cluster)}
 
 
 _DROP_VALUES = ("s_without", "n_without", "s_with", "n_with")
 
 
-def _drop_done(parts: dict[str, pl.DataFrame], *, cluster: str, **options: Any) -> pl.DataFrame:
-    per_goal = parts["per_goal"]
-    by = [c for c in per_goal.columns if c not in (cluster, "_all", *_DROP_VALUES)]
-    return _drop_finish(per_goal, by, cluster, **options)
-
-
-def _drop_plan(schema: pl.Schema, by: Sequence[str], cluster: str, ci_method: str) -> list[str]:
-    """Check the parameters of :func:`barrier_drop`; return the grouping columns."""
+def _drop_partials(
+    frames: Mapping[str, pl.LazyFrame], state: object, *, by: Sequence[str], cluster: str
+) -> dict[str, pl.LazyFrame]:
+    """Check :func:`barrier_drop`'s columns; return its per (group, goal) additive partials."""
+    schema = frames["scored"].collect_schema()
     by = _check_by(by, schema, "by")
     if "regime" in by:
         raise ParameterError(
@@ -1566,37 +1529,32 @@ def _drop_plan(schema: pl.Schema, by: Sequence[str], cluster: str, ci_method: st
             f"parameter `cluster` is {cluster!r}, which is not a column of the scored frame; "
             "barrier_drop pairs the regimes of a goal. Hint: give `cases` a `goal_id` column."
         )
-    require_one_of("ci_method", ci_method, _CI_METHODS)
-    return by
-
-
-def _drop_partials(lazy: pl.LazyFrame, by: Sequence[str], cluster: str) -> pl.LazyFrame:
-    """Per (group, goal) successes and episodes without and with barriers (additive)."""
-    keyed = list(by) or ["_all"]
-    source = lazy if by else lazy.with_columns(pl.lit(0).alias("_all"))
+    source, keyed = _keyed(frames["scored"], by)
     free = pl.col("regime") == "barrier_free"
     barrier = pl.col("regime").is_in(list(BARRIER_REGIMES))
     success = pl.col("success")
-    return source.group_by([*keyed, cluster]).agg(
+    per_goal = source.group_by([*keyed, cluster]).agg(
         (success & free).sum().cast(pl.Int64).alias("s_without"),
         free.sum().cast(pl.Int64).alias("n_without"),
         (success & barrier).sum().cast(pl.Int64).alias("s_with"),
         barrier.sum().cast(pl.Int64).alias("n_with"),
     )
+    return {"per_goal": per_goal}
 
 
 def _drop_finish(
-    per_goal: pl.DataFrame,
-    by: Sequence[str],
-    cluster: str,
+    parts: dict[str, pl.DataFrame],
     *,
+    cluster: str,
     n_resamples: int,
     confidence: float,
     ci_method: str,
     seed: int,
 ) -> pl.DataFrame:
     """Pair the goals of :func:`_drop_partials` and add the joint cluster interval."""
-    keyed = list(by) or ["_all"]
+    per_goal = parts["per_goal"]
+    by = [c for c in per_goal.columns if c not in (cluster, "_all", *_DROP_VALUES)]
+    keyed = by or ["_all"]
     # Partials of one goal may come from several shards: add them up first.
     per_goal = per_goal.group_by([*keyed, cluster]).agg(pl.all().sum())
     paired = (pl.col("n_without") > 0) & (pl.col("n_with") > 0)
@@ -1605,14 +1563,14 @@ def _drop_finish(
         .agg(
             paired.sum().cast(pl.Int64).alias("goals"),
             (~paired).sum().cast(pl.Int64).alias("unpaired_goals"),
-            pl.col("s_without", "n_without", "s_with", "n_with").filter(paired).sum(),
+            pl.col(*_DROP_VALUES).filter(paired).sum(),
         )
         .filter(pl.col("goals") > 0)
     )
     intervals = stats.cluster_bootstrap(
         per_goal.filter(paired),
         cells=keyed,
-        values=["s_without", "n_without", "s_with", "n_with"],
+        values=list(_DROP_VALUES),
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
         confidence=confidence,
