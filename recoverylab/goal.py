@@ -322,9 +322,9 @@ def _check_prohibited_positions(lazy: pl.LazyFrame, flags: str) -> None:
             _Problem(
                 offenders,
                 ("episode_id",),
-                SchemaError,
                 f"episodes: `prohibited_steps` has {what} on {{n}} episode{{s}}",
                 requirement,
+                error=SchemaError,
             )
         ]
     )
@@ -496,13 +496,10 @@ def _score_frames(
 
     ``hashed``: the id columns known to hash without collision (see :func:`_key_partial`).
     """
-    episodes, steps, citations = _unnested(frames, "schema")
+    unnested = (frames["cases"], frames["resources"], *_unnested(frames, "schema"))
     tables = {
-        "cases": validate(frames["cases"], "cases", checks="schema"),
-        "resources": validate(frames["resources"], "resources", checks="schema"),
-        "episodes": validate(episodes, "episodes", checks="schema"),
-        "steps": validate(steps, "steps", checks="schema"),
-        "citations": validate(citations, "citations", checks="schema"),
+        name: validate(frame, name, checks="schema")
+        for name, frame in zip(_TABLES, unnested, strict=True)
     }
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
     return _score_query(tables, case_columns, episode_columns, hashed=hashed)
@@ -511,20 +508,12 @@ def _score_frames(
 def _check_partial(
     frames: Mapping[str, pl.LazyFrame], state: object, *, checks: str
 ) -> dict[str, pl.DataFrame]:
-    """Run every contract and consistency check of :func:`score` (on a shard of cases).
+    """Run every check of :func:`score` on a shard of cases; return the ``keys`` flags.
 
-    In this order, each raising before the next runs: the contracts of cases, resources and
-    episodes (:func:`validate`; for cases and episodes :func:`_validate_ids`, which also finds
-    whether their ids hash without collision); one streaming pass over ``steps`` that counts
-    its checks (nulls, row rules, duplicate ``(episode_id, step)``, steps of unknown episodes;
-    :func:`_steps_totals`); citations' contract; the column names; one batch of counts of the
-    rules between the tables (:func:`_check_consistency`, on hashed ids when they do not
-    collide).
-
-    Returns
-    -------
-    dict
-        ``keys``: the flags of :func:`_key_partial`, for the scoring stage.
+    In order, each raising before the next: the contracts of cases, resources and episodes
+    (:func:`_validate_ids` also flags whether ids hash without collision); one streaming pass
+    over ``steps`` (:func:`_steps_totals`); citations' contract; the column names; one batch
+    of counts of the rules between the tables (:func:`_check_consistency`).
     """
     episodes, steps, citations = _unnested(frames, checks)
     cases, case_flag = _validate_ids(frames["cases"], "cases")
@@ -551,14 +540,9 @@ def _check_partial(
 def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.DataFrame]:
     """Check ``cases`` or ``episodes`` as :func:`validate` does; also flag its id hashes.
 
-    The table's key is its one id column. The duplicate-key check is answered by the flag of
-    :func:`_key_partial` (distinct hashes mean distinct ids), counted in the same batch as
-    the other checks; only when hashes repeat does :func:`validate`'s exact check run.
-
-    Returns
-    -------
-    tuple
-        The validated table, and a one-row frame: whether the ids' hashes are distinct.
+    Distinct hashes mean distinct ids, so the flag (counted in the same batch as the other
+    checks) answers the duplicate-key check; only when hashes repeat does the exact check run.
+    Returns the validated table and the one-row flag frame.
     """
     lazy = validate(frame, table, checks="schema")
     contract = spec(table)
@@ -607,14 +591,11 @@ _HASHED = {"episode_id": "episodes", "case_id": "cases"}
 def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
     """Decide whether the scoring query may join and group by the hashes of the ids.
 
-    Hashing and comparing an 8-byte integer instead of an id string (some 25 bytes for an
-    episode) makes the joins and group-bys of the scoring query about a third cheaper, and
-    their hash tables smaller. An id column is hashed only when the hash is injective on it:
-    when the hashes of the ``episodes`` (``cases``) rows are all distinct, which also means
-    the ids are. The check stage has made sure every step and citation belongs to one of
-    these episodes and every episode and resource to one of these cases (``checks="schema"``
-    trusts the tables to agree), so no two ids the query meets share a hash; otherwise the
-    query keys on the strings, with the same result.
+    An 8-byte hash instead of an id string (some 25 bytes) makes the query's joins and
+    group-bys about a third cheaper. An id column is hashed only when its hashes in
+    ``episodes`` (``cases``) are all distinct; the checks made every other id the query meets
+    one of these (``checks="schema"`` trusts it), so no two share a hash. Otherwise the query
+    keys on the strings, with the same result.
     """
     flags = []
     for column, table in _HASHED.items():
@@ -637,10 +618,9 @@ def _distinct_hashes(ids: pl.Expr | str) -> pl.Expr:
 def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
     """Raise the contract errors of ``steps``; return how many of its episodes are unknown.
 
-    One streaming pass counts every row check of the contract, the repeated
-    ``(episode_id, step)`` keys (fewer distinct steps than rows in an episode) and the episodes
-    that ``episodes`` lacks; the messages are :func:`validate`'s, and ``steps`` is read again
-    only to name the offending keys of a failed check.
+    One streaming pass counts the row checks, the repeated ``(episode_id, step)`` keys and the
+    unknown episodes; ``steps`` is read again only to name the offending keys (messages as
+    :func:`validate`'s).
     """
     contract = spec("steps")
     checks = data_checks(contract, steps.collect_schema())
@@ -680,11 +660,10 @@ def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
 def _steps_totals(
     steps: pl.LazyFrame, episodes: pl.LazyFrame, checks: Mapping[str, pl.Expr]
 ) -> pl.LazyFrame:
-    """Count the checks of :func:`_check_steps_on_strings`, keyed on the hashes of the ids.
+    """Count the checks of :func:`_check_steps_on_strings`, grouped by the cheaper id hash.
 
-    Grouping the steps by the 64-bit hash of ``episode_id`` costs less than grouping by the
-    string. Each step finds its episode by hash, and its id is compared with that episode's
-    (``_odd`` counts those that differ: an unknown id, or another id with the same hash).
+    Each step finds its episode by hash; ``_odd`` counts ids that differ from that episode's
+    (an unknown id, or another id with the same hash).
     """
     key = _id_hash(pl.col("episode_id")).alias("_episode")
     known = episodes.select(key, pl.col("episode_id").alias("_id"))
@@ -710,10 +689,8 @@ def _steps_totals(
 def _steps_are_clean(totals: pl.DataFrame, keys: pl.DataFrame) -> bool:
     """Return whether the hashed totals of ``steps`` found nothing (then they are exact).
 
-    When every step's id is its episode's id and the hashes of the episodes are distinct,
-    each hash group holds exactly one episode's steps, so the counts are those of the string
-    pass. ``False`` means "look again on the strings": a broken rule, a repeated step, an
-    unknown episode, or ids that share a hash.
+    With distinct episode hashes and no odd id, each hash group is one episode's steps.
+    ``False`` means "look again on the strings".
     """
     found = sum(int(totals[name].item() or 0) for name in totals.columns if name != "_rows")
     return found == 0 and bool(totals["_rows"].item()) and bool(keys["episode_id"].item())
@@ -730,14 +707,14 @@ def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[st
     shared = sorted(set(case_schema.names()) & set(episode_schema.names()) - {"case_id"})
     if shared:
         raise SchemaError(
-            f"episodes: {_names(shared)} {_is(shared)} also in `cases`; the two tables may share "
+            f"episodes: {_names(shared)} also in `cases`; the two tables may share "
             "only `case_id`. Hint: rename or drop the column in one of them."
         )
     for table, schema in (("cases", case_schema), ("episodes", episode_schema)):
         reserved = sorted(c for c in schema.names() if c in _RESERVED)
         if reserved:
             raise SchemaError(
-                f"{table}: {_names(reserved)} {_is(reserved)} reserved for the output of "
+                f"{table}: {_names(reserved)} reserved for the output of "
                 "goal.score. Hint: rename or drop the extra column."
             )
     for name in JUDGED:
@@ -754,11 +731,9 @@ def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[st
 
 
 def _names(columns: Sequence[str]) -> str:
-    return ("column " if len(columns) == 1 else "columns ") + ", ".join(f"`{c}`" for c in columns)
-
-
-def _is(columns: Sequence[str]) -> str:
-    return "is" if len(columns) == 1 else "are"
+    """Return "column `a` is" or "columns `a`, `b` are"."""
+    shown = ", ".join(f"`{c}`" for c in columns)
+    return f"column {shown} is" if len(columns) == 1 else f"columns {shown} are"
 
 
 def _reachable_counts(resources: pl.LazyFrame, key: str = "case_id") -> pl.LazyFrame:
@@ -782,11 +757,9 @@ def _score_query(
 ) -> pl.LazyFrame:
     """Build the lazy per-episode scoring query (seed Eq. 1-3) over the checked tables.
 
-    ``steps`` is read by two streaming aggregations (the per-episode counts, and the visits of
-    cited sources through a semi-join) and never joined row by row; everything after them is
-    one row per episode or per citation. Episodes and cases are joined and grouped on the key
-    columns ``_episode`` and ``_case``: the hash of ``episode_id`` / ``case_id`` when it is
-    among ``hashed`` (an injective hash, see :func:`_key_partial`), else the id itself.
+    ``steps`` is read by two streaming aggregations and never joined row by row; the rest is
+    one row per episode or citation. The keys ``_episode`` and ``_case`` are the ids' hashes
+    for the columns in ``hashed`` (see :func:`_key_partial`), else the ids.
     """
 
     def key(column: str, name: str) -> pl.Expr:
@@ -822,10 +795,9 @@ def _step_counts(steps: pl.LazyFrame) -> pl.LazyFrame:
 def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     """One row per citation with its ``relation`` and whether it is ``_supported``.
 
-    A source is supported when it was visited and is compliantly reachable; only supported
-    copies / other versions count towards S ∩ C and S ⊆ V. Visits are looked up for the cited
-    (episode, resource) pairs only: the steps stream through a semi-join against the citations
-    instead of de-duplicating every visited pair.
+    Supported = visited and compliantly reachable; only supported sources count towards
+    S ∩ C and S ⊆ V. The steps stream through a semi-join against the citations instead of
+    de-duplicating every visited pair.
     """
     citations = tables["citations"].select("_episode", "resource_id")
     visited = (
@@ -980,39 +952,17 @@ def _branch_reason() -> pl.Expr:
 
 
 class _Problem(NamedTuple):
-    """An inconsistency: offending rows, their key, the error, its message and requirement.
+    """An inconsistency: offending rows, their key, its message and requirement, the error.
 
-    ``offenders`` is their number when a pass over the data already counted them (the
-    rows are then only read to name up to five keys); ``None`` counts them in the batch.
+    ``offenders``: their number when already counted, else ``None`` (counted in the batch).
     """
 
     frame: pl.LazyFrame
     key: tuple[str, ...]
-    error: type[RecoveryLabError]
     what: str
     requirement: str
     offenders: int | None = None
-
-
-def _consistency_counts(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
-    """Return the one-row count queries of :func:`_check_consistency`.
-
-    ``case_rules``: violations of each rule of :func:`_case_rules`; ``citations``: unknown
-    episodes and unlisted sources among the citations, keyed on the hashes of the ids
-    (:func:`_hashed_citation_counts`); ``resources``, ``episodes``: rows of unknown cases.
-    """
-    cases, resources, episodes = tables["cases"], tables["resources"], tables["episodes"]
-    case_ids = cases.select("case_id")
-    return {
-        "case_rules": _per_case(tables).select(
-            *(rule.sum().alias(str(i)) for i, rule in enumerate(_case_rules()))
-        ),
-        "citations": _hashed_citation_counts(tables),
-        "resources": resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
-        "episodes": episodes.select("case_id")
-        .join(case_ids, on="case_id", how="anti")
-        .select(pl.len()),
-    }
+    error: type[RecoveryLabError] = InputError
 
 
 def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
@@ -1027,12 +977,9 @@ def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
 def _hashed_citation_counts(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     """Count the citations of unknown episodes and of unlisted sources, on hashed ids.
 
-    Each citation finds its episode by the hash of ``episode_id`` and is known when its id is
-    that episode's; its source is looked up among the resources of the episode's case by the
-    hash of ``case_id``. Exact when the hashes of the episodes' and the cases' ids are
-    distinct (the ``keys`` flags) and every resource and episode belongs to a known case
-    (checked, and raised, before the citation rules); otherwise :func:`_citation_counts_of`
-    counts on the strings.
+    Exact when the ids' hashes are distinct (the ``keys`` flags) and every resource and episode
+    belongs to a known case (raised before the citation rules); else they are counted again
+    on the strings.
     """
     episode_key = _id_hash(pl.col("episode_id")).alias("_episode")
     case_key = _id_hash(pl.col("case_id")).alias("_case")
@@ -1064,11 +1011,10 @@ def _check_consistency(
 ) -> None:
     """Raise on the first inconsistency between the five tables (one batch of counts).
 
-    The counts are the queries of :func:`_consistency_counts`; ``keys`` are the flags of
-    :func:`_validate_ids` (the citation rules are counted again on the strings when the ids'
-    hashes are not distinct); ``unknown_steps`` is the number of episodes of ``steps`` that
-    ``episodes`` lacks, counted in the pass over the steps. The tables are read again only to
-    name the offending keys of a broken rule.
+    ``keys`` are the flags of :func:`_validate_ids` (the citation rules are counted again on
+    the strings when the ids' hashes are not distinct); ``unknown_steps``: the episodes of
+    ``steps`` that ``episodes`` lacks, counted in the pass over the steps. The tables are read
+    again only to name the offending keys of a broken rule.
     """
     cases, resources = tables["cases"], tables["resources"]
     episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
@@ -1082,23 +1028,24 @@ def _check_consistency(
         episode_case, on="episode_id", how="left"
     )
     known = pl.col("case_id").is_not_null()
-    queries = _consistency_counts(tables)
-    collected = pl.collect_all(list(queries.values()), engine="streaming")
-    counts = dict(zip(queries, collected, strict=True))
-    citation_counts = counts["citations"]
+    case_counts, citation_counts, unknown_resources, unknown_cases = pl.collect_all(
+        [
+            per_case.select(*(rule.sum().alias(str(i)) for i, (rule, *_) in enumerate(rules))),
+            _hashed_citation_counts(tables),
+            resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
+            episodes.select("case_id").join(case_ids, on="case_id", how="anti").select(pl.len()),
+        ],
+        engine="streaming",
+    )
     if not all(keys.row(0)):
         citation_counts = _citation_counts_of(
             cited.with_columns(known.alias("_known")).join(
                 listed, on=["case_id", "resource_id"], how="left"
             )
         ).collect()
-    case_counts = counts["case_rules"]
-    unknown_resources, unknown_cases = (
-        int(counts[name].item()) for name in ("resources", "episodes")
-    )
     case_problems = [
-        _Problem(per_case.filter(rule).select("case_id"), ("case_id",), InputError, *text, n)
-        for rule, text, n in zip(rules, _CASE_RULE_TEXT, case_counts.row(0), strict=True)
+        _Problem(per_case.filter(rule).select("case_id"), ("case_id",), what, requirement, n)
+        for (rule, what, requirement), n in zip(rules, case_counts.row(0), strict=True)
     ]
     # Anti-joins come before any de-duplication, so only offending rows (normally none) are
     # de-duplicated rather than every step.
@@ -1106,24 +1053,21 @@ def _check_consistency(
         _Problem(
             resources.join(case_ids, on="case_id", how="anti").select("case_id", "resource_id"),
             ("case_id", "resource_id"),
-            InputError,
             "resources: {n} row{s} of unknown cases",
             "every resource's `case_id` must be a case in `cases`",
-            unknown_resources,
+            int(unknown_resources.item()),
         ),
         *case_problems,
         _Problem(
             episode_case.join(case_ids, on="case_id", how="anti"),
             ("episode_id", "case_id"),
-            InputError,
             "episodes: {n} episode{s} of unknown cases",
             "every episode's `case_id` must be a case in `cases`",
-            unknown_cases,
+            int(unknown_cases.item()),
         ),
         _Problem(
             steps.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
-            InputError,
             "steps: rows of {n} unknown episode{s}",
             "every step's `episode_id` must be an episode in `episodes`",
             unknown_steps,
@@ -1131,7 +1075,6 @@ def _check_consistency(
         _Problem(
             citations.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
-            InputError,
             "citations: rows of {n} unknown episode{s}",
             "every citation's `episode_id` must be an episode in `episodes`",
             int(citation_counts["unknown"].item()),
@@ -1141,7 +1084,6 @@ def _check_consistency(
             .join(listed, on=["case_id", "resource_id"], how="anti")
             .select("episode_id", "resource_id"),
             ("episode_id", "resource_id"),
-            InputError,
             "citations: {n} citation{s} of resources that the episode's case does not list",
             "every cited source must be a resource of that episode's case in `resources`",
             int(citation_counts["unlisted"].item()),
@@ -1150,48 +1092,43 @@ def _check_consistency(
     _raise_first(problems)
 
 
-def _case_rules() -> list[pl.Expr]:
-    """Return the regime rules of ARCHITECTURE §3.3 as violations (per case, with |C| and |V|)."""
+def _case_rules() -> list[tuple[pl.Expr, str, str]]:
+    """Return the regime rules of ARCHITECTURE §3.3: (violation, message, requirement)."""
     copies = pl.col("_n_copies").fill_null(0)
     versions = pl.col("_n_versions").fill_null(0)
     regime = pl.col("regime")
     return [
-        (regime == "barrier_free") & (copies == 0),
-        (regime == "recoverable") & (copies == 0) & (versions == 0),
-        (regime == "unrecoverable") & ((copies > 0) | (versions > 0)),
-        (regime == "unrecoverable") & pl.col("barrier").is_null(),
+        (
+            (regime == "barrier_free") & (copies == 0),
+            "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
+            "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
+            "itself). Hint: check `reachable`, or relabel the regime",
+        ),
+        (
+            (regime == "recoverable") & (copies == 0) & (versions == 0),
+            "cases: {n} `recoverable` case{s} with no reachable copy or other version",
+            "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
+            "label it `unrecoverable` if no legitimate route exists",
+        ),
+        (
+            (regime == "unrecoverable") & ((copies > 0) | (versions > 0)),
+            "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
+            "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
+            "`recoverable`",
+        ),
+        (
+            (regime == "unrecoverable") & pl.col("barrier").is_null(),
+            "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
+            "a dead end needs its true barrier, which the diagnosis is compared with",
+        ),
     ]
-
-
-#: What each rule of :func:`_case_rules` reports, and what is required.
-_CASE_RULE_TEXT = (
-    (
-        "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
-        "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
-        "itself). Hint: check `reachable`, or relabel the regime",
-    ),
-    (
-        "cases: {n} `recoverable` case{s} with no reachable copy or other version",
-        "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
-        "label it `unrecoverable` if no legitimate route exists",
-    ),
-    (
-        "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
-        "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
-        "`recoverable`",
-    ),
-    (
-        "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
-        "a dead end needs its true barrier, which the diagnosis is compared with",
-    ),
-)
 
 
 def _raise_first(problems: Sequence[_Problem]) -> None:
     """Count every problem in one batch; raise for the first that has offenders."""
     pending = [p.frame.select(pl.len()) for p in problems if p.offenders is None]
     totals = iter(pl.collect_all(pending, engine="streaming") if pending else [])
-    for frame, key, error, what, requirement, offenders in problems:
+    for frame, key, what, requirement, offenders, error in problems:
         n = int(next(totals).item()) if offenders is None else offenders
         if n:
             sample = frame.select(key).sort(list(key), nulls_last=True).head(5).collect()
