@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from recoverylab._errors import ParameterError
-from recoverylab.schema import REGIMES
+from recoverylab.goal import REASONS, REGIMES
 from recoverylab.synth import Generator, Tables, register
 
 __all__ = [
@@ -82,37 +82,15 @@ EXTRA_SOURCE_SHARE = 0.3
 _ORIGINAL, _MIRROR, _ARCHIVE, _LOOKALIKE, _NONE = 0, 1, 2, 3, -1
 _RESOURCE_NAMES = ("original", "mirror", "archive_v1", "lookalike")
 # outcome codes: 0 = success, then the failure reasons
-_OUTCOMES = (
-    "success",
-    "unsupported_attribution",
-    "no_copy_used",
-    "no_version_used",
-    "decoy_or_foreign_source",
-    "undisclosed_version",
-    "answered_dead_end",
-    "wrong_diagnosis",
-    "missing_help_request",
-    "policy_violation",
-)
+_OUTCOMES = ("success", *REASONS)
 _O = {name: code for code, name in enumerate(_OUTCOMES)}
-_BRANCH_REASONS = {
-    "copy": ("unsupported_attribution", "no_copy_used", "policy_violation"),
-    "versions_only": (
-        "unsupported_attribution",
-        "no_version_used",
-        "decoy_or_foreign_source",
-        "undisclosed_version",
-        "policy_violation",
-    ),
-    "dead_end": (
-        "unsupported_attribution",
-        "answered_dead_end",
-        "wrong_diagnosis",
-        "missing_help_request",
-        "policy_violation",
-    ),
-}
 _COPY, _VERSIONS, _DEAD = 0, 1, 2
+#: The reasons of each branch besides ``unsupported_attribution`` and ``policy_violation``.
+_BRANCH_REASONS = {
+    _COPY: ("no_copy_used",),
+    _VERSIONS: ("no_version_used", "decoy_or_foreign_source", "undisclosed_version"),
+    _DEAD: ("answered_dead_end", "wrong_diagnosis", "missing_help_request"),
+}
 
 
 def skills(models: Sequence[str]) -> dict[str, float]:
@@ -199,8 +177,8 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     success = rng.random(n_ep) < p_success
     # failure reason: uniform among the reasons the branch allows
     allowed = np.zeros((n_ep, len(_OUTCOMES)), dtype=bool)
-    for code, name in ((_COPY, "copy"), (_VERSIONS, "versions_only"), (_DEAD, "dead_end")):
-        columns = [_O[r] for r in _BRANCH_REASONS[name]]
+    for code, reasons in _BRANCH_REASONS.items():
+        columns = [_O[r] for r in ("unsupported_attribution", *reasons, "policy_violation")]
         allowed[np.ix_(branch == code, columns)] = True
     allowed[:, _O["missing_help_request"]] &= help_needed
     weights = allowed / allowed.sum(axis=1, keepdims=True)
@@ -215,18 +193,8 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     records = _records(outcome, branch, regime, help_needed, extra_source, claim_null)
 
     # ---- steps: slots [original attempt, 3 searches, bypass, visit cite1, visit cite2]
-    slot_resource = np.stack(
-        [
-            np.full(n_ep, _ORIGINAL),
-            np.full(n_ep, _NONE),
-            np.full(n_ep, _NONE),
-            np.full(n_ep, _NONE),
-            np.full(n_ep, _ORIGINAL),
-            records["cite1"],
-            records["cite2"],
-        ],
-        axis=1,
-    )
+    slot_resource = np.tile([_ORIGINAL, _NONE, _NONE, _NONE, _ORIGINAL, _NONE, _NONE], (n_ep, 1))
+    slot_resource[:, 5:] = np.stack([records["cite1"], records["cite2"]], axis=1)
     slot_present = np.stack(
         [
             records["attempt_original"],
@@ -264,33 +232,25 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     case_names = pl.Series(_SHORT, dtype=pl.String)
     case_id = pl.format("{}-{}", goal_id, pl.col("_regime").replace_strict(range(3), case_names))
 
+    case_family = family[case_goal]
     case_frame = pl.DataFrame(
         {
             "_goal": goal[case_goal],
             "_regime": case_regime,
-            "_family": family[case_goal],
+            "_barrier": _labels(case_family, [f[2] for f in FAMILIES]),
             "needs_user_help": case_help,
+            "family": _labels(case_family, [f[0] for f in FAMILIES]),
+            "category": _labels(case_family, [f[1] for f in FAMILIES]),
         }
     )
     cases = case_frame.select(
         case_id.alias("case_id"),
         pl.col("_regime").replace_strict(range(3), pl.Series(REGIMES)).alias("regime"),
-        pl.when(pl.col("_regime") > 0)
-        .then(
-            pl.col("_family").replace_strict(
-                range(len(FAMILIES)), pl.Series([f[2] for f in FAMILIES])
-            )
-        )
-        .otherwise(pl.lit(None, dtype=pl.String))
-        .alias("barrier"),
+        pl.when(pl.col("_regime") > 0).then(pl.col("_barrier")).alias("barrier"),
         "needs_user_help",
         goal_id.alias("goal_id"),
-        pl.col("_family")
-        .replace_strict(range(len(FAMILIES)), pl.Series([f[0] for f in FAMILIES]))
-        .alias("family"),
-        pl.col("_family")
-        .replace_strict(range(len(FAMILIES)), pl.Series([f[1] for f in FAMILIES]))
-        .alias("category"),
+        "family",
+        "category",
     )
     case_ids = cases["case_id"]
     barriers = cases["barrier"]
