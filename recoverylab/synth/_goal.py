@@ -282,11 +282,11 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
             "repeat": ep_repeat.astype(np.int64),
             "_barrier": true_barrier,
             "_answer": records["answer"],
-            "_claim": records["claim"],
+            "version_claim": _labels(records["claim"] - 1, ("same", "other")),
             "_diagnosis": records["diagnosis"],
             "requested_user": records["requested_user"],
             "planted_success": success,
-            "_outcome": outcome,
+            "planted_reason": _labels(outcome - 1, REASONS),
             "_recovered": records["recovered"],
             "_honest": records["honest"],
             "_unjudged_r": unjudged[:, 0],
@@ -299,22 +299,13 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
         .then(pl.format("answer-{}", pl.col("case_id")))
         .otherwise(pl.lit(None, dtype=pl.String))
         .alias("answer"),
-        pl.col("_claim")
-        .replace_strict([0, 1, 2], [None, "same", "other"], return_dtype=pl.String)
-        .alias("version_claim"),
+        "version_claim",
         diagnosis.alias("diagnosis"),
         "requested_user",
         "model",
         "repeat",
         "planted_success",
-        pl.when(pl.col("_outcome") > 0)
-        .then(
-            pl.col("_outcome").replace_strict(
-                range(len(_OUTCOMES)), pl.Series(_OUTCOMES), return_dtype=pl.String
-            )
-        )
-        .otherwise(pl.lit(None, dtype=pl.String))
-        .alias("planted_reason"),
+        "planted_reason",
         *(
             [
                 pl.when(~pl.col("_unjudged_r")).then(pl.col("_recovered")).alias("recovered"),
@@ -377,13 +368,10 @@ def _records(
         copy, np.where(regime == 0, _ORIGINAL, _MIRROR), np.where(versions, _ARCHIVE, _NONE)
     )
     goal_like = o["success"] | o["policy_violation"]  # the goal part succeeds
-    n = outcome.size
 
-    cite1 = np.full(n, _NONE)
-    cite2 = np.full(n, _NONE)
     # success (and its policy-violating twin): cite the target; copies may add the decoy
-    cite1 = np.where(goal_like & ~dead, target, cite1)
-    cite2 = np.where(goal_like & copy & extra_source, _LOOKALIKE, cite2)
+    cite1 = np.where(goal_like & ~dead, target, _NONE)
+    cite2 = np.where(goal_like & copy & extra_source, _LOOKALIKE, _NONE)
     # unsupported attribution: cite the target without visiting it; at a dead end cite the
     # (visited but unreachable) original
     cite1 = np.where(o["unsupported_attribution"], np.where(dead, _ORIGINAL, target), cite1)
@@ -402,7 +390,6 @@ def _records(
     answer = ~abstain
     # claim: 0 = null, 1 = same, 2 = other
     claim = np.where(cite1 == _ARCHIVE, 2, np.where(answer, 1, 0))
-    claim = np.where(o["no_copy_used"] & (cite1 == _ARCHIVE), 2, claim)
     claim = np.where(o["undisclosed_version"], np.where(claim_null, 0, 1), claim)
     # diagnosis: 0 = null, 1 = the true barrier, 2 = a wrong one
     diagnosis = np.where(regime > 0, 1, 0)
