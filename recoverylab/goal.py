@@ -436,46 +436,28 @@ def score(
             "give both `steps` and `citations`, or neither (episodes in the nested form with "
             "list columns `visited` and `citations`)."
         )
-    sources = {
-        name: table
+    inputs = tuple(
+        plan.Input(name, table, key="case_id", contract=name, via=_VIA.get(name))
         for name, table in zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True)
         if table is not None
-    }
+    )
     # The check stage also decides whether the ids hash without collision (its counts need
     # it too); with checks="schema" a one-row stage of its own does.
     first = (
         plan.Stage("hashing the ids", _key_partial, reads=("cases", "episodes"))
         if checks == "schema"
-        else plan.Stage(
-            "checking the goal tables", functools.partial(_check_partial, checks=checks)
-        )
+        else plan.Stage("checking the goal tables", _check_partial)
     )
-    return plan.rows(
-        engine,
-        plan.Plan(
-            inputs=tuple(_score_input(name, table) for name, table in sources.items()),
-            stages=(first, plan.Stage("scoring episodes", _score_partial)),
-            finish=_identity,
-        ),
-    )
+    stages = (first, plan.Stage("scoring episodes", _score_partial))
+    # a row-level plan: the engine returns the last stage's part and runs no finish
+    return plan.rows(engine, plan.Plan(inputs, stages, finish=lambda state: state))
 
 
 _TABLES = ("cases", "resources", "episodes", "steps", "citations")
-
-
-def _identity(state: object) -> object:
-    return state
-
-
-def _score_input(name: str, source: object) -> plan.Input:
-    """Cases and resources are clustered by case; episodes, steps, citations by their episode's.
-
-    An episode's key is the smallest case among the rows of its ``episode_id``, so a
-    duplicated episode lands in one shard, whose contract check then reports it.
-    """
-    if name in ("cases", "resources"):
-        return plan.Input(name, source, key="case_id", contract=name)
-    return plan.Input(name, source, key="case_id", contract=name, via=("episodes", "episode_id"))
+#: Cases and resources are clustered by case, the other tables by their episode's case: the
+#: smallest among the rows of its ``episode_id``, so a duplicated episode lands in one shard,
+#: whose contract check then reports it.
+_VIA = dict.fromkeys(("episodes", "steps", "citations"), ("episodes", "episode_id"))
 
 
 def _unnested(
@@ -505,9 +487,7 @@ def _score_frames(
     return _score_query(tables, case_columns, episode_columns, hashed=hashed)
 
 
-def _check_partial(
-    frames: Mapping[str, pl.LazyFrame], state: object, *, checks: str
-) -> dict[str, pl.DataFrame]:
+def _check_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.DataFrame]:
     """Run every check of :func:`score` on a shard of cases; return the ``keys`` flags.
 
     In order, each raising before the next: the contracts of cases, resources and episodes
@@ -515,9 +495,9 @@ def _check_partial(
     over ``steps`` (:func:`_steps_totals`); citations' contract; the column names; one batch
     of counts of the rules between the tables (:func:`_check_consistency`).
     """
-    episodes, steps, citations = _unnested(frames, checks)
+    episodes, steps, citations = _unnested(frames, "full")
     cases, case_flag = _validate_ids(frames["cases"], "cases")
-    resources = validate(frames["resources"], "resources", checks=checks)  # type: ignore[arg-type]
+    resources = validate(frames["resources"], "resources")
     episodes, episode_flag = _validate_ids(episodes, "episodes")
     tables = {
         "cases": cases,
@@ -531,7 +511,7 @@ def _check_partial(
     unknown_steps = 0
     if not _steps_are_clean(totals, keys):
         unknown_steps = _check_steps_on_strings(tables["steps"], episodes)
-    tables["citations"] = validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
+    tables["citations"] = validate(citations, "citations")
     _check_columns(cases, episodes)
     _check_consistency(tables, unknown_steps, keys)
     return {"keys": keys}
