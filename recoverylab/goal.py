@@ -718,13 +718,11 @@ def _names(columns: Sequence[str]) -> str:
 
 def _reachable_counts(resources: pl.LazyFrame, key: str = "case_id") -> pl.LazyFrame:
     """Per case (``key``: its id or its key column): |C| and |V| (reachable copies, versions)."""
-    reachable = pl.col("reachable")
+    copies = (pl.col("relation") == "copy") & pl.col("reachable")
+    versions = (pl.col("relation") == "other_version") & pl.col("reachable")
     return resources.group_by(key).agg(
-        ((pl.col("relation") == "copy") & reachable).sum().cast(pl.Int64).alias("_n_copies"),
-        ((pl.col("relation") == "other_version") & reachable)
-        .sum()
-        .cast(pl.Int64)
-        .alias("_n_versions"),
+        copies.sum().cast(pl.Int64).alias("_n_copies"),
+        versions.sum().cast(pl.Int64).alias("_n_versions"),
     )
 
 
@@ -753,7 +751,14 @@ def _score_query(
         "steps": tables["steps"].with_columns(episode),
         "citations": tables["citations"].with_columns(episode),
     }
-    step_counts = _step_counts(keyed["steps"])
+    step_counts = (
+        keyed["steps"]
+        .group_by("_episode")
+        .agg(
+            pl.len().cast(pl.Int64).alias("steps"),
+            pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
+        )
+    )
     citation_counts = _citation_counts(_cited_sources(keyed))
     return (
         _episode_counts(keyed, step_counts, citation_counts)
@@ -761,14 +766,6 @@ def _score_query(
         .with_columns(_branch_reason().alias("_branch_reason"))
         .with_columns(*_outcomes())
         .select("episode_id", "case_id", *case_columns, *episode_columns, *_RESULT_COLUMNS)
-    )
-
-
-def _step_counts(steps: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode key that has steps: ``steps`` (rows) and ``n_prohibited``."""
-    return steps.group_by("_episode").agg(
-        pl.len().cast(pl.Int64).alias("steps"),
-        pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
     )
 
 
