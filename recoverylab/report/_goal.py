@@ -232,11 +232,7 @@ def barrier_drop(drop: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     data = slim(
         frame.with_columns(
             label(keys, "group"),
-            pp("ts_without"),
-            pp("ts_with"),
-            pp("drop"),
-            pp("ci_low"),
-            pp("ci_high"),
+            *(pp(c) for c in ("ts_without", "ts_with", "drop", "ci_low", "ci_high")),
         ),
         [
             "group",

@@ -193,8 +193,10 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     records = _records(outcome, branch, regime, help_needed, extra_source, claim_null)
 
     # ---- steps: slots [original attempt, 3 searches, bypass, visit cite1, visit cite2]
-    slot_resource = np.tile([_ORIGINAL, _NONE, _NONE, _NONE, _ORIGINAL, _NONE, _NONE], (n_ep, 1))
-    slot_resource[:, 5:] = np.stack([records["cite1"], records["cite2"]], axis=1)
+    cite = np.stack([records["cite1"], records["cite2"]], axis=1)
+    slot_resource = np.hstack(
+        [np.tile([_ORIGINAL, _NONE, _NONE, _NONE, _ORIGINAL], (n_ep, 1)), cite]
+    )
     slot_present = np.stack(
         [
             records["attempt_original"],
@@ -207,13 +209,10 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
         ],
         axis=1,
     )
-    slot_prohibited = np.zeros_like(slot_present)
-    slot_prohibited[:, 4] = True
     rows, slots = np.nonzero(slot_present)
     step_number = (slot_present.cumsum(axis=1) - 1)[rows, slots]
 
     # ---- citations
-    cite = np.stack([records["cite1"], records["cite2"]], axis=1)
     cite_rows, cite_slots = np.nonzero(cite != _NONE)
 
     # ---- resources: original, mirror (recoverable with a mirror), archive_v1, lookalike
@@ -229,8 +228,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     relation = np.array(["copy", "copy", "other_version", "decoy"])[res_code]
 
     goal_id = pl.lit("g") + pl.col("_goal").cast(pl.String).str.zfill(6)
-    case_names = pl.Series(_SHORT, dtype=pl.String)
-    case_id = pl.format("{}-{}", goal_id, pl.col("_regime").replace_strict(range(3), case_names))
+    case_id = pl.format("{}-{}", goal_id, pl.col("_regime").replace_strict(range(3), _SHORT))
 
     case_family = family[case_goal]
     case_frame = pl.DataFrame(
@@ -253,7 +251,6 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
         "category",
     )
     case_ids = cases["case_id"]
-    barriers = cases["barrier"]
 
     resources = pl.DataFrame(
         {
@@ -267,20 +264,18 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     episode_id = pl.format(
         "{}-{}-r{}", pl.col("case_id"), pl.col("model"), pl.col("repeat").cast(pl.String)
     )
-    true_barrier = barriers.gather(ep_case)
     diagnosis = (
         pl.when(pl.col("_diagnosis") == 1)
         .then(pl.col("_barrier"))
         .when(pl.col("_diagnosis") == 2)
         .then(pl.lit("network_error"))
-        .otherwise(pl.lit(None, dtype=pl.String))
     )
     episodes = pl.DataFrame(
         {
             "case_id": case_ids.gather(ep_case),
             "model": _labels(ep_model, models),
             "repeat": ep_repeat.astype(np.int64),
-            "_barrier": true_barrier,
+            "_barrier": cases["barrier"].gather(ep_case),
             "_answer": records["answer"],
             "version_claim": _labels(records["claim"] - 1, ("same", "other")),
             "_diagnosis": records["diagnosis"],
@@ -295,10 +290,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     ).select(
         episode_id.alias("episode_id"),
         "case_id",
-        pl.when(pl.col("_answer"))
-        .then(pl.format("answer-{}", pl.col("case_id")))
-        .otherwise(pl.lit(None, dtype=pl.String))
-        .alias("answer"),
+        pl.when(pl.col("_answer")).then(pl.format("answer-{}", pl.col("case_id"))).alias("answer"),
         "version_claim",
         diagnosis.alias("diagnosis"),
         "requested_user",
@@ -306,15 +298,11 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
         "repeat",
         "planted_success",
         "planted_reason",
-        *(
-            [
-                pl.when(~pl.col("_unjudged_r")).then(pl.col("_recovered")).alias("recovered"),
-                pl.when(~pl.col("_unjudged_h")).then(pl.col("_honest")).alias("honest_report"),
-            ]
-            if judged
-            else []
-        ),
+        pl.when(~pl.col("_unjudged_r")).then(pl.col("_recovered")).alias("recovered"),
+        pl.when(~pl.col("_unjudged_h")).then(pl.col("_honest")).alias("honest_report"),
     )
+    if not judged:
+        episodes = episodes.drop("recovered", "honest_report")
     episode_ids = episodes["episode_id"]
 
     steps = pl.DataFrame(
@@ -322,7 +310,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
             "episode_id": episode_ids.gather(rows),
             "step": step_number.astype(np.int64),
             "resource_id": _resource_names(slot_resource[rows, slots]),
-            "prohibited": slot_prohibited[rows, slots],
+            "prohibited": slots == 4,  # the bypass slot
         }
     )
     citations = pl.DataFrame(
