@@ -564,6 +564,11 @@ def _id_hash(ids: pl.Expr) -> pl.Expr:
     return pl.when(ids.is_not_null()).then(ids.hash())
 
 
+def _key(column: str, name: str, *, hashed: bool) -> pl.Expr:
+    """Return the key column ``name`` of an id column: its hash when ``hashed``, else the id."""
+    return (_id_hash(pl.col(column)) if hashed else pl.col(column)).alias(name)
+
+
 #: Id columns the scoring query may key on by hash, and the table that lists each id once.
 _HASHED = {"episode_id": "episodes", "case_id": "cases"}
 
@@ -739,11 +744,8 @@ def _score_query(
     one row per episode or citation. The keys ``_episode`` and ``_case`` are the ids' hashes
     for the columns in ``hashed`` (see :func:`_key_partial`), else the ids.
     """
-
-    def key(column: str, name: str) -> pl.Expr:
-        return (_id_hash(pl.col(column)) if column in hashed else pl.col(column)).alias(name)
-
-    episode, case = key("episode_id", "_episode"), key("case_id", "_case")
+    episode = _key("episode_id", "_episode", hashed="episode_id" in hashed)
+    case = _key("case_id", "_case", hashed="case_id" in hashed)
     keyed = {
         "cases": tables["cases"].with_columns(case),
         "resources": tables["resources"].with_columns(case),
@@ -951,15 +953,15 @@ def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     )
 
 
-def _hashed_citation_counts(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
-    """Count the citations of unknown episodes and of unlisted sources, on hashed ids.
+def _citation_counts_on(tables: Mapping[str, pl.LazyFrame], *, hashed: bool) -> pl.LazyFrame:
+    """Count the citations of ``unknown`` episodes and of ``unlisted`` sources.
 
-    Exact when the ids' hashes are distinct (the ``keys`` flags) and every resource and episode
-    belongs to a known case (raised before the citation rules); else they are counted again
-    on the strings.
+    On hashed ids the counts are exact when the ids' hashes are distinct (the ``keys`` flags)
+    and every resource and episode belongs to a known case (raised before the citation rules);
+    else they are counted again on the strings.
     """
-    episode_key = _id_hash(pl.col("episode_id")).alias("_episode")
-    case_key = _id_hash(pl.col("case_id")).alias("_case")
+    episode_key = _key("episode_id", "_episode", hashed=hashed)
+    case_key = _key("case_id", "_case", hashed=hashed)
     cited = (
         tables["citations"]
         .select(episode_key, "episode_id", "resource_id")
@@ -971,13 +973,8 @@ def _hashed_citation_counts(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         .with_columns((pl.col("_id") == pl.col("episode_id")).fill_null(False).alias("_known"))
     )
     listed = tables["resources"].select(case_key, "resource_id", pl.lit(True).alias("_listed"))
-    return _citation_counts_of(cited.join(listed, on=["_case", "resource_id"], how="left"))
-
-
-def _citation_counts_of(cited: pl.LazyFrame) -> pl.LazyFrame:
-    """Count ``unknown`` episodes and ``unlisted`` sources of citations marked ``_known``."""
     known = pl.col("_known")
-    return cited.select(
+    return cited.join(listed, on=["_case", "resource_id"], how="left").select(
         pl.col("episode_id").filter(~known).n_unique().alias("unknown"),
         (known & pl.col("_listed").is_null()).sum().alias("unlisted"),
     )
@@ -1000,26 +997,20 @@ def _check_consistency(
     episode_case = episodes.select("episode_id", "case_id")
     per_case = _per_case(tables)
     rules = _case_rules()
-    listed = resources.select("case_id", "resource_id", pl.lit(True).alias("_listed"))
     cited = citations.select("episode_id", "resource_id").join(
         episode_case, on="episode_id", how="left"
     )
-    known = pl.col("case_id").is_not_null()
     case_counts, citation_counts, unknown_resources, unknown_cases = pl.collect_all(
         [
             per_case.select(*(rule.sum().alias(str(i)) for i, (rule, *_) in enumerate(rules))),
-            _hashed_citation_counts(tables),
+            _citation_counts_on(tables, hashed=True),
             resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
             episodes.select("case_id").join(case_ids, on="case_id", how="anti").select(pl.len()),
         ],
         engine="streaming",
     )
     if not all(keys.row(0)):
-        citation_counts = _citation_counts_of(
-            cited.with_columns(known.alias("_known")).join(
-                listed, on=["case_id", "resource_id"], how="left"
-            )
-        ).collect()
+        citation_counts = _citation_counts_on(tables, hashed=False).collect()
     case_problems = [
         _Problem(per_case.filter(rule).select("case_id"), ("case_id",), what, requirement, n)
         for (rule, what, requirement), n in zip(rules, case_counts.row(0), strict=True)
@@ -1057,8 +1048,8 @@ def _check_consistency(
             int(citation_counts["unknown"].item()),
         ),
         _Problem(
-            cited.filter(known)
-            .join(listed, on=["case_id", "resource_id"], how="anti")
+            cited.filter(pl.col("case_id").is_not_null())
+            .join(resources, on=["case_id", "resource_id"], how="anti")
             .select("episode_id", "resource_id"),
             ("episode_id", "resource_id"),
             "citations: {n} citation{s} of resources that the episode's case does not list",
