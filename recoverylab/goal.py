@@ -175,11 +175,6 @@ class GoalTables(stats.ResultHtml):
     citations: pl.LazyFrame
 
 
-# --------------------------------------------------------------------------------------------
-# Nested form
-# --------------------------------------------------------------------------------------------
-
-
 @reads_inputs
 def from_nested(episodes: Source, *, checks: Literal["full", "schema"] = "full") -> GoalTables:
     """Normalise episodes with list columns into the canonical episodes, steps and citations.
@@ -293,12 +288,10 @@ def _prohibited_kind(schema: pl.Schema) -> Literal["positions", "flags"] | None:
         return None
     dtype = schema["prohibited_steps"]
     inner = dtype.inner if isinstance(dtype, pl.List) else None
-    if inner is not None and inner.is_integer():
+    if inner == pl.Null or (inner is not None and inner.is_integer()):
         return "positions"
     if inner == pl.Boolean:
         return "flags"
-    if inner == pl.Null:
-        return "positions"
     raise SchemaError(
         f"episodes: nested column `prohibited_steps` has type {dtype}; it must be a list of int "
         "positions in `visited` or a list of bool flags aligned with `visited`."
@@ -328,11 +321,6 @@ def _check_prohibited_positions(lazy: pl.LazyFrame, flags: str) -> None:
             )
         ]
     )
-
-
-# --------------------------------------------------------------------------------------------
-# Scoring
-# --------------------------------------------------------------------------------------------
 
 
 @reads_inputs
@@ -492,7 +480,7 @@ def _check_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[st
 
     In order, each raising before the next: the contracts of cases, resources and episodes
     (:func:`_validate_ids` also flags whether ids hash without collision); one streaming pass
-    over ``steps`` (:func:`_steps_totals`); citations' contract; the column names; one batch
+    over ``steps`` (:func:`_steps_are_clean`); citations' contract; the column names; one batch
     of counts of the rules between the tables (:func:`_check_consistency`).
     """
     episodes, steps, citations = _unnested(frames, "full")
@@ -506,10 +494,8 @@ def _check_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[st
         "steps": validate(steps, "steps", checks="schema"),
     }
     keys = pl.concat([case_flag, episode_flag], how="horizontal").select(*_HASHED)
-    step_checks = data_checks(spec("steps"), tables["steps"].collect_schema())
-    totals = _steps_totals(tables["steps"], episodes, step_checks).collect(engine="streaming")
     unknown_steps = 0
-    if not _steps_are_clean(totals, keys):
+    if not _steps_are_clean(tables["steps"], episodes, keys):
         unknown_steps = _check_steps_on_strings(tables["steps"], episodes)
     tables["citations"] = validate(citations, "citations")
     _check_columns(cases, episodes)
@@ -642,17 +628,18 @@ def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
     return int(totals["_unknown"].item())
 
 
-def _steps_totals(
-    steps: pl.LazyFrame, episodes: pl.LazyFrame, checks: Mapping[str, pl.Expr]
-) -> pl.LazyFrame:
-    """Count the checks of :func:`_check_steps_on_strings`, grouped by the cheaper id hash.
+def _steps_are_clean(steps: pl.LazyFrame, episodes: pl.LazyFrame, keys: pl.DataFrame) -> bool:
+    """Return whether ``steps`` passes :func:`_check_steps_on_strings`, counted on id hashes.
 
-    Each step finds its episode by hash; ``_odd`` counts ids that differ from that episode's
-    (an unknown id, or another id with the same hash).
+    Grouping by the 64-bit hash of ``episode_id`` is cheaper than by the string. Each step finds
+    its episode by hash; ``_odd`` counts ids that differ from that episode's (unknown, or
+    sharing its hash). With distinct episode hashes and nothing found the counts are exact;
+    ``False`` means "look again on the strings".
     """
+    checks = data_checks(spec("steps"), steps.collect_schema())
     key = _id_hash(pl.col("episode_id")).alias("_episode")
     known = episodes.select(key, pl.col("episode_id").alias("_id"))
-    return (
+    totals = (
         steps.with_columns(key)
         .join(known, on="_episode", how="left")
         .group_by("_episode")
@@ -668,15 +655,8 @@ def _steps_totals(
             pl.col("_odd").sum(),
             *(pl.col(name).sum() for name in checks),
         )
+        .collect(engine="streaming")
     )
-
-
-def _steps_are_clean(totals: pl.DataFrame, keys: pl.DataFrame) -> bool:
-    """Return whether the hashed totals of ``steps`` found nothing (then they are exact).
-
-    With distinct episode hashes and no odd id, each hash group is one episode's steps.
-    ``False`` means "look again on the strings".
-    """
     found = sum(int(totals[name].item() or 0) for name in totals.columns if name != "_rows")
     return found == 0 and bool(totals["_rows"].item()) and bool(keys["episode_id"].item())
 
@@ -925,11 +905,6 @@ def _branch_reason() -> pl.Expr:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Consistency checks between tables
-# --------------------------------------------------------------------------------------------
-
-
 class _Problem(NamedTuple):
     """An inconsistency: offending rows, their key, its message and requirement, the error.
 
@@ -1103,11 +1078,6 @@ def _raise_first(problems: Sequence[_Problem]) -> None:
             text = what.format(n=n, s="" if n == 1 else "s")
             keys = format_keys(sample.rows() if len(key) > 1 else sample.to_series(), n)
             raise error(f"{text} ({'/'.join(key)} {keys}); {requirement}.")
-
-
-# --------------------------------------------------------------------------------------------
-# Summaries
-# --------------------------------------------------------------------------------------------
 
 
 @reads_inputs
