@@ -759,6 +759,7 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     de-duplicating every visited pair.
     """
     citations = tables["citations"].select("_episode", "resource_id")
+    supported = pl.col("_visited").fill_null(False) & pl.col("reachable").fill_null(False)
     visited = (
         tables["steps"]
         .select("_episode", "resource_id")
@@ -775,11 +776,7 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
             how="left",
         )
         .join(visited, on=["_episode", "resource_id"], how="left")
-        .with_columns(
-            (pl.col("_visited").fill_null(False) & pl.col("reachable").fill_null(False)).alias(
-                "_supported"
-            )
-        )
+        .with_columns(supported.alias("_supported"))
     )
 
 
