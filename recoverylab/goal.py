@@ -462,10 +462,7 @@ def _unnested(
 def _score_frames(
     frames: Mapping[str, pl.LazyFrame], *, hashed: Sequence[str] = ()
 ) -> pl.LazyFrame:
-    """Build the scoring query over tables the check stage checked (or trusted ones).
-
-    ``hashed``: the id columns known to hash without collision (see :func:`_key_partial`).
-    """
+    """Build the scoring query over checked (or trusted) tables; ``hashed``: see _key_partial."""
     unnested = (frames["cases"], frames["resources"], *_unnested(frames, "schema"))
     tables = {
         name: validate(frame, name, checks="schema")
@@ -662,11 +659,7 @@ def _steps_are_clean(steps: pl.LazyFrame, episodes: pl.LazyFrame, keys: pl.DataF
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
-    """Return the case and episode columns carried to the output, refusing ambiguous names.
-
-    ``cases`` and ``episodes`` may share only ``case_id`` (they are joined on it), and neither
-    may use a result column name or a name the query uses internally.
-    """
+    """Return the case and episode columns carried to the output, refusing ambiguous names."""
     case_schema = cases.collect_schema()
     episode_schema = episodes.collect_schema()
     shared = sorted(set(case_schema.names()) & set(episode_schema.names()) - {"case_id"})
@@ -903,16 +896,13 @@ def _branch_reason() -> pl.Expr:
 
 
 class _Problem(NamedTuple):
-    """An inconsistency: offending rows, their key, its message and requirement, the error.
-
-    ``offenders``: their number when already counted, else ``None`` (counted in the batch).
-    """
+    """An inconsistency: offending rows, their key, its message and requirement, the error."""
 
     frame: pl.LazyFrame
     key: tuple[str, ...]
     what: str
     requirement: str
-    offenders: int | None = None
+    offenders: int | None = None  # None: counted in the batch of _raise_first
     error: type[RecoveryLabError] = InputError
 
 
@@ -957,10 +947,8 @@ def _check_consistency(
 ) -> None:
     """Raise on the first inconsistency between the five tables (one batch of counts).
 
-    ``keys`` are the flags of :func:`_validate_ids` (the citation rules are counted again on
-    the strings when the ids' hashes are not distinct); ``unknown_steps``: the episodes of
-    ``steps`` that ``episodes`` lacks, counted in the pass over the steps. The tables are read
-    again only to name the offending keys of a broken rule.
+    ``keys``: the flags of :func:`_validate_ids`; ``unknown_steps``: counted in the pass over
+    the steps. The tables are read again only to name the offending keys of a broken rule.
     """
     cases, resources = tables["cases"], tables["resources"]
     episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]

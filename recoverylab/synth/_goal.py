@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 _SHORT = ("free", "rec", "unrec")
+_TABLES = ("cases", "resources", "episodes", "steps", "citations")
 #: (family, category, barrier β, only the user can unlock).
 FAMILIES = (
     ("dead_link", "availability", "page_not_found", False),
@@ -319,13 +320,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
             "resource_id": _resource_names(cite[cite_rows, cite_slots]),
         }
     )
-    return {
-        "cases": cases,
-        "resources": resources,
-        "episodes": episodes,
-        "steps": steps,
-        "citations": citations,
-    }
+    return dict(zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True))
 
 
 def _labels(codes: np.ndarray, labels: Sequence[str | None]) -> pl.Series:
@@ -429,7 +424,7 @@ def truth(*, models: Sequence[str] = MODELS) -> pl.DataFrame:
 register(
     Generator(
         name="goal",
-        tables=("cases", "resources", "episodes", "steps", "citations"),
+        tables=_TABLES,
         block=block,
         description="AgentHeal goal preservation: per goal 3 regime cases × models × repeats, "
         "9 families in 4 categories, planted success and failure reasons (synth._goal.truth).",
