@@ -1138,8 +1138,7 @@ def summarize(
         engine,
         plan.Input("scored", scored, key=cluster or _default_cluster),
         plan.Stage(
-            "goal summary partials",
-            functools.partial(_summary_partials, by=by, cluster=cluster),
+            "goal summary partials", functools.partial(_summary_partials, by=by, cluster=cluster)
         ),
         functools.partial(_summary_finish, by=by, cluster=cluster),
         deprecated,
@@ -1162,14 +1161,8 @@ def _run_bootstrap(
     """Check the bootstrap settings of ``verb`` (``method``: deprecated), then run its plan."""
     statistics |= renamed(verb, deprecated, {"method": "ci_method"})
     stats.check_resampling(**statistics)
-    return plan.run(
-        engine,
-        plan.Plan(
-            inputs=(source,),
-            stages=(stage,),
-            finish=functools.partial(finish, **statistics),
-        ),
-    )
+    done = functools.partial(finish, **statistics)
+    return plan.run(engine, plan.Plan(inputs=(source,), stages=(stage,), finish=done))
 
 
 def _default_cluster(schema: pl.Schema) -> str:
@@ -1183,11 +1176,7 @@ def _keyed(lazy: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, list[st
 
 
 def _summary_partials(
-    frames: Mapping[str, pl.LazyFrame],
-    state: object,
-    *,
-    by: Sequence[str],
-    cluster: str | None,
+    frames: Mapping[str, pl.LazyFrame], state: object, *, by: Sequence[str], cluster: str | None
 ) -> dict[str, pl.LazyFrame]:
     """Check :func:`summarize`'s columns; return its per (group, cluster) additive partials.
 
@@ -1222,14 +1211,7 @@ def _summary_partials(
 
 
 def _summary_finish(
-    parts: dict[str, pl.DataFrame],
-    *,
-    by: Sequence[str],
-    cluster: str | None,
-    n_resamples: int,
-    confidence: float,
-    ci_method: str,
-    seed: int,
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **statistics: Any
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
     partials = parts["partials"]
@@ -1260,13 +1242,7 @@ def _summary_finish(
         *(pl.col(f"__{name}_n").alias(f"n_{name}_judged") for name in judged),
     )
     intervals = stats.cluster_bootstrap(
-        per_cluster,
-        cells=keyed,
-        values=["successes", "n"],
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
+        per_cluster, cells=keyed, values=["successes", "n"], **statistics
     )
     out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
         (pl.col("successes") / pl.col("n")).alias("ts")
@@ -1353,8 +1329,7 @@ def barrier_drop(
         engine,
         plan.Input("scored", scored, key=cluster),
         plan.Stage(
-            "barrier drop partials",
-            functools.partial(_drop_partials, by=by, cluster=cluster),
+            "barrier drop partials", functools.partial(_drop_partials, by=by, cluster=cluster)
         ),
         functools.partial(_drop_finish, cluster=cluster),
         deprecated,
@@ -1403,13 +1378,7 @@ def _drop_partials(
 
 
 def _drop_finish(
-    parts: dict[str, pl.DataFrame],
-    *,
-    cluster: str,
-    n_resamples: int,
-    confidence: float,
-    ci_method: str,
-    seed: int,
+    parts: dict[str, pl.DataFrame], *, cluster: str, **statistics: Any
 ) -> pl.DataFrame:
     """Pair the goals of :func:`_drop_partials` and add the joint cluster interval."""
     per_goal = parts["per_goal"]
@@ -1432,10 +1401,7 @@ def _drop_finish(
         cells=keyed,
         values=list(_DROP_VALUES),
         statistic=stats.ratio_difference,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
+        **statistics,
     )
     out = (
         table.join(intervals, on=keyed, how="left", nulls_equal=True)
