@@ -80,22 +80,12 @@ def ts_by_regime(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     """
     alt = altair()
     data, extra = _summary(summary, "ts_by_regime", _SUMMARY)
+    shown = ("ts", "ci_low", "ci_high")
     data = slim(
-        data.with_columns(pp("ts"), pp("ci_low"), pp("ci_high")),
-        [
-            "regime",
-            "group",
-            *extra,
-            "ts_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "successes",
-            "n",
-            "n_clusters",
-        ],
+        data.with_columns(pp(c) for c in shown),
+        ["regime", "group", *extra, *(f"{c}_pp" for c in shown), "successes", "n", "n_clusters"],
         ["regime", "group"],
     )
-    series = " · ".join(extra) if extra else None
     encoding = {
         "x": x_band("regime", "regime", sort=ordered(data["regime"].to_list(), REGIMES)),
         "tooltip": [
@@ -111,7 +101,7 @@ def ts_by_regime(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     }
     if extra:
         encoding["xOffset"] = alt.XOffset("group:N")
-        encoding["color"] = alt.Color("group:N", title=series)
+        encoding["color"] = alt.Color("group:N", title=" · ".join(extra))
     base = alt.Chart(data).encode(**encoding)
     rules = base.mark_rule(strokeWidth=2).encode(
         y=alt.Y(
@@ -261,8 +251,7 @@ def barrier_drop(drop: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         tip_n("goals", "n (paired goals)"),
         tip_n("unpaired_goals", "unpaired goals"),
     ]
-    y = alt.Y("group:N", title=group_title)
-    base = alt.Chart(data).encode(y=y, tooltip=tooltip)
+    base = alt.Chart(data).encode(y=alt.Y("group:N", title=group_title), tooltip=tooltip)
     span = base.mark_rule(color="#bbbbbb", strokeWidth=3).encode(
         x=alt.X("ts_with_pp:Q", title="TS (pp)", scale=alt.Scale(domain=[0, 100])),
         x2="ts_without_pp:Q",
