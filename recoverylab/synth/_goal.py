@@ -232,7 +232,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     case_id = pl.format("{}-{}", goal_id, pl.col("_regime").replace_strict(range(3), _SHORT))
 
     case_family = family[case_goal]
-    case_frame = pl.DataFrame(
+    cases = pl.DataFrame(
         {
             "_goal": goal[case_goal],
             "_regime": case_regime,
@@ -241,8 +241,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
             "family": _labels(case_family, [f[0] for f in FAMILIES]),
             "category": _labels(case_family, [f[1] for f in FAMILIES]),
         }
-    )
-    cases = case_frame.select(
+    ).select(
         case_id.alias("case_id"),
         pl.col("_regime").replace_strict(range(3), pl.Series(REGIMES)).alias("regime"),
         pl.when(pl.col("_regime") > 0).then(pl.col("_barrier")).alias("barrier"),
@@ -368,15 +367,13 @@ def _records(
     # the opening attempt on the original is skipped when the original itself is cited unvisited
     attempt_original = ~(o["unsupported_attribution"] & (cite1 == _ORIGINAL) & ~dead)
 
-    abstain = dead & ~(o["answered_dead_end"] | o["unsupported_attribution"])
-    abstain |= o["no_version_used"]
+    abstain = dead & ~(o["answered_dead_end"] | o["unsupported_attribution"]) | o["no_version_used"]
     answer = ~abstain
     # claim: 0 = null, 1 = same, 2 = other
     claim = np.where(cite1 == _ARCHIVE, 2, np.where(answer, 1, 0))
     claim = np.where(o["undisclosed_version"], np.where(claim_null, 0, 1), claim)
     # diagnosis: 0 = null, 1 = the true barrier, 2 = a wrong one
-    diagnosis = np.where(regime > 0, 1, 0)
-    diagnosis = np.where(o["wrong_diagnosis"], 2, diagnosis)
+    diagnosis = np.where(o["wrong_diagnosis"], 2, np.where(regime > 0, 1, 0))
     requested_user = abstain & help_needed & ~o["missing_help_request"]
 
     legit = np.isin(cite1, (_ORIGINAL, _MIRROR, _ARCHIVE)) & visit_cite1 & ~dead
