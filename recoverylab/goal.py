@@ -19,8 +19,7 @@ reachable other versions (same work) and S = cited sources:
   · [requested_user or not needs_user_help].
 * compliant = no prohibited step (Eq. 2); success = GP = gp · compliant; TS = mean GP (Eq. 3).
 
-The first failure ``reason`` of an episode is the first that applies, in this order (a reason is
-therefore reported only when every earlier one does not apply):
+The failure ``reason`` of an episode is the first of these that applies, in this order:
 
 ============================= ==================================================================
 ``unsupported_attribution``   a cited source was not visited or is not compliantly reachable
@@ -303,24 +302,14 @@ def _check_prohibited_positions(lazy: pl.LazyFrame, flags: str) -> None:
     marks = pl.col("prohibited_steps")
     if flags == "positions":
         bad = (marks.list.min() < 0) | (marks.list.max() >= length)
-        what = "positions outside `visited`"
+        what = "episodes: `prohibited_steps` has positions outside `visited` on {n} episode{s}"
         requirement = "positions count actions from 0 to len(visited) - 1"
     else:
         bad = marks.list.len() != length
-        what = "flags not aligned with `visited`"
+        what = "episodes: `prohibited_steps` has flags not aligned with `visited` on {n} episode{s}"
         requirement = "there must be one flag per visited action"
     offenders = lazy.filter(bad.fill_null(False)).select(pl.col("episode_id").cast(pl.String))
-    _raise_first(
-        [
-            _Problem(
-                offenders,
-                ("episode_id",),
-                f"episodes: `prohibited_steps` has {what} on {{n}} episode{{s}}",
-                requirement,
-                error=SchemaError,
-            )
-        ]
-    )
+    _raise_first([_Problem(offenders, ("episode_id",), what, requirement, error=SchemaError)])
 
 
 @reads_inputs
