@@ -946,9 +946,6 @@ def _check_consistency(
     episode_case = episodes.select("episode_id", "case_id")
     per_case = _per_case(tables)
     rules = _case_rules()
-    cited = citations.select("episode_id", "resource_id").join(
-        episode_case, on="episode_id", how="left"
-    )
     case_counts, citation_counts, unknown_resources, unknown_cases = pl.collect_all(
         [
             per_case.select(*(rule.sum().alias(str(i)) for i, (rule, *_) in enumerate(rules))),
@@ -997,7 +994,8 @@ def _check_consistency(
             int(citation_counts["unknown"].item()),
         ),
         _Problem(
-            cited.filter(pl.col("case_id").is_not_null())
+            citations.select("episode_id", "resource_id")
+            .join(episode_case, on="episode_id")
             .join(resources, on=["case_id", "resource_id"], how="anti")
             .select("episode_id", "resource_id"),
             ("episode_id", "resource_id"),
