@@ -219,38 +219,29 @@ def barrier_drop(drop: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         drop, (*columns, "ci_low", "ci_high"), "barrier_drop", "recoverylab.goal.barrier_drop"
     )
     keys = keys_before(frame, "goals")
+    group_title = " · ".join(keys) or "group"
+    # the chart's fields, in data and tooltip order
+    fields = [
+        (tip_key, "group", group_title),
+        (tip_pp, "ts_without_pp", "TS without barriers"),
+        (tip_n, "n_without", "n (episodes without)"),
+        (tip_pp, "ts_with_pp", "TS with barriers"),
+        (tip_n, "n_with", "n (episodes with)"),
+        (tip_pp, "drop_pp", "drop"),
+        (tip_pp, "ci_low_pp", "CI low"),
+        (tip_pp, "ci_high_pp", "CI high"),
+        (tip_n, "goals", "n (paired goals)"),
+        (tip_n, "unpaired_goals", "unpaired goals"),
+    ]
     data = slim(
         frame.with_columns(
             label(keys, "group"),
             *(pp(c) for c in ("ts_without", "ts_with", "drop", "ci_low", "ci_high")),
         ),
-        [
-            "group",
-            "ts_without_pp",
-            "n_without",
-            "ts_with_pp",
-            "n_with",
-            "drop_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "goals",
-            "unpaired_goals",
-        ],
+        [field for _, field, _ in fields],
         ["group"],
     )
-    group_title = " · ".join(keys) or "group"
-    tooltip = [
-        tip_key("group", group_title),
-        tip_pp("ts_without_pp", "TS without barriers"),
-        tip_n("n_without", "n (episodes without)"),
-        tip_pp("ts_with_pp", "TS with barriers"),
-        tip_n("n_with", "n (episodes with)"),
-        tip_pp("drop_pp", "drop"),
-        tip_pp("ci_low_pp", "CI low"),
-        tip_pp("ci_high_pp", "CI high"),
-        tip_n("goals", "n (paired goals)"),
-        tip_n("unpaired_goals", "unpaired goals"),
-    ]
+    tooltip = [tip(field, title) for tip, field, title in fields]
     base = alt.Chart(data).encode(y=alt.Y("group:N", title=group_title), tooltip=tooltip)
     span = base.mark_rule(color="#bbbbbb", strokeWidth=3).encode(
         x=alt.X("ts_with_pp:Q", title="TS (pp)", scale=alt.Scale(domain=[0, 100])),
