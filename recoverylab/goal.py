@@ -1216,17 +1216,20 @@ def _summary_finish(
         return pl.when(pl.col(f"__{name}_n") > 0).then(pl.col(f"__{name}") / pl.col(f"__{name}_n"))
 
     compliant_n = pl.col("__compliant_n")
+    rates = {
+        "gp_rate": mean("gp"),
+        "compliance_rate": mean("compliant"),
+        "violation_rate": pl.when(compliant_n > 0).then(
+            (compliant_n - pl.col("__compliant")) / compliant_n
+        ),
+        "mean_steps": mean("steps"),
+        "mean_steps_success": mean("steps_success"),
+        "mean_steps_failure": mean("steps_failure"),
+    }
     table = table.with_columns(
-        mean("gp").alias("gp_rate"),
-        mean("compliant").alias("compliance_rate"),
-        pl.when(compliant_n > 0)
-        .then((compliant_n - pl.col("__compliant")) / compliant_n)
-        .alias("violation_rate"),
-        mean("steps").alias("mean_steps"),
-        mean("steps_success").alias("mean_steps_success"),
-        mean("steps_failure").alias("mean_steps_failure"),
         *(mean(name).cast(pl.Float64).alias(f"{name}_rate") for name in judged),
         *(pl.col(f"__{name}_n").alias(f"n_{name}_judged") for name in judged),
+        **rates,
     )
     intervals = stats.cluster_bootstrap(
         per_cluster, cells=keyed, values=["successes", "n"], **statistics
@@ -1234,23 +1237,9 @@ def _summary_finish(
     out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
         (pl.col("successes") / pl.col("n")).alias("ts")
     )
-    columns = [
-        *by,
-        "n",
-        "n_clusters",
-        "successes",
-        "ts",
-        "ci_low",
-        "ci_high",
-        "gp_rate",
-        "compliance_rate",
-        "violation_rate",
-        "mean_steps",
-        "mean_steps_success",
-        "mean_steps_failure",
-        *(f"fail_{r}" for r in REASONS),
-        *(c for name in judged for c in (f"{name}_rate", f"n_{name}_judged")),
-    ]
+    columns = [*by, "n", "n_clusters", "successes", "ts", "ci_low", "ci_high", *rates]
+    columns += [f"fail_{r}" for r in REASONS]
+    columns += [c for name in judged for c in (f"{name}_rate", f"n_{name}_judged")]
     return out.select(columns).sort(by, nulls_last=False) if by else out.select(columns)
 
 
