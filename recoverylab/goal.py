@@ -1379,27 +1379,20 @@ def _drop_finish(
         statistic=stats.ratio_difference,
         **statistics,
     )
-    out = (
-        table.join(intervals, on=keyed, how="left", nulls_equal=True)
-        .with_columns(
-            (pl.col("s_without") / pl.col("n_without")).alias("ts_without"),
-            (pl.col("s_with") / pl.col("n_with")).alias("ts_with"),
-        )
-        .with_columns((pl.col("ts_without") - pl.col("ts_with")).alias("drop"))
-    )
-    columns = [
+    ts_without = pl.col("s_without") / pl.col("n_without")
+    ts_with = pl.col("s_with") / pl.col("n_with")
+    out = table.join(intervals, on=keyed, how="left", nulls_equal=True).select(
         *by,
         "goals",
         "unpaired_goals",
         "n_without",
         "n_with",
-        "ts_without",
-        "ts_with",
-        "drop",
+        ts_without.alias("ts_without"),
+        ts_with.alias("ts_with"),
+        (ts_without - ts_with).alias("drop"),
         "ci_low",
         "ci_high",
-    ]
-    out = out.select(columns)
+    )
     return out.sort(by, nulls_last=False) if by else out
 
 
