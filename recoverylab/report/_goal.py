@@ -183,12 +183,9 @@ def failure_reasons(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         )
         .properties(width=alt.Step(90), height=220)
     )
-    title = "Why episodes failed (first failure reason)"
     if extra:
-        return chart.facet(column=alt.Column("group:N", title=" · ".join(extra))).properties(
-            title=title
-        )
-    return chart.properties(title=title)
+        chart = chart.facet(column=alt.Column("group:N", title=" · ".join(extra)))
+    return chart.properties(title="Why episodes failed (first failure reason)")
 
 
 def barrier_drop(drop: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
