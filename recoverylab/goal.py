@@ -546,13 +546,10 @@ _HASHED = {"episode_id": "episodes", "case_id": "cases"}
 
 
 def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
-    """Decide whether the scoring query may join and group by the hashes of the ids.
+    """Decide whether the scoring query may key on the ids' hashes (a third cheaper than strings).
 
-    An 8-byte hash instead of an id string (some 25 bytes) makes the query's joins and
-    group-bys about a third cheaper. An id column is hashed only when its hashes in
-    ``episodes`` (``cases``) are all distinct; the checks made every other id the query meets
-    one of these (``checks="schema"`` trusts it), so no two share a hash. Otherwise the query
-    keys on the strings, with the same result.
+    Only when the hashes in ``episodes`` (``cases``) are distinct: every other id the query meets
+    is one of these (checked, or trusted with ``checks="schema"``), so no two share a hash.
     """
     flags = []
     for column, table in _HASHED.items():
@@ -615,12 +612,10 @@ def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
 
 
 def _steps_are_clean(steps: pl.LazyFrame, episodes: pl.LazyFrame, keys: pl.DataFrame) -> bool:
-    """Return whether ``steps`` passes :func:`_check_steps_on_strings`, counted on id hashes.
+    """Return whether ``steps`` passes :func:`_check_steps_on_strings`, counted on cheap hashes.
 
-    Grouping by the 64-bit hash of ``episode_id`` is cheaper than by the string. Each step finds
-    its episode by hash; ``_odd`` counts ids that differ from that episode's (unknown, or
-    sharing its hash). With distinct episode hashes and nothing found the counts are exact;
-    ``False`` means "look again on the strings".
+    ``_odd`` counts steps whose id is not their hash's episode's (unknown, or sharing its hash);
+    with distinct episode hashes and nothing found the counts are exact, else "look again".
     """
     checks = data_checks(spec("steps"), steps.collect_schema())
     key = _id_hash(pl.col("episode_id")).alias("_episode")
@@ -907,9 +902,8 @@ def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
 def _citation_counts_on(tables: Mapping[str, pl.LazyFrame], *, hashed: bool) -> pl.LazyFrame:
     """Count the citations of ``unknown`` episodes and of ``unlisted`` sources.
 
-    On hashed ids the counts are exact when the ids' hashes are distinct (the ``keys`` flags)
-    and every resource and episode belongs to a known case (raised before the citation rules);
-    else they are counted again on the strings.
+    Exact on hashed ids when the hashes are distinct (the ``keys`` flags) and every resource and
+    episode has a known case (raised before); else they are counted again on the strings.
     """
     episode_key = _key("episode_id", "_episode", hashed=hashed)
     case_key = _key("case_id", "_case", hashed=hashed)
