@@ -50,23 +50,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--cluster",
-        default=None,
         help="resampling unit of the TS interval (default goal_id when present, else case_id)",
     )
     add_statistics(parser)
     spark_cli.add_engine(parser)
-    parser.add_argument(
-        "--out", type=Path, help="write the summary to this parquet file (default: print it)"
-    )
-    parser.add_argument(
-        "--episodes-out", type=Path, help="also write the scored episodes to this parquet file"
-    )
-    parser.add_argument(
-        "--drop-out",
-        type=Path,
-        help="also write the barrier drop (TS without minus with barriers, paired by goal, "
-        "grouped by model when present) to this parquet file",
-    )
+    for option, text in (
+        ("--out", "write the summary to this parquet file (default: print it)"),
+        ("--episodes-out", "also write the scored episodes to this parquet file"),
+        (
+            "--drop-out",
+            "also write the barrier drop (TS without minus with barriers, paired by goal, "
+            "grouped by model when present) to this parquet file",
+        ),
+    ):
+        parser.add_argument(option, type=Path, help=text)
     _table.add_printing(parser)
     parser.set_defaults(func=run)
 
