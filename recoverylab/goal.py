@@ -1165,7 +1165,7 @@ def _summary_partials(
     episodes add up to exactly the numbers one pass over all episodes gives (ARCHITECTURE §1.3).
     """
     schema = frames["scored"].collect_schema()
-    by = _check_by(by, schema, "by")
+    by = _check_by(by, schema)
     cluster = _pick_cluster(cluster, schema)
     source, keyed = _keyed(frames["scored"], by)
     success = pl.col("success")
@@ -1200,9 +1200,8 @@ def _summary_finish(
     cluster = cluster or _default_cluster(partials.schema)
     judged = [name for name in JUDGED if f"__{name}" in partials.columns]
     keyed = by or ["_all"]
-    # Every column is an integer-valued sum, so a group's totals are the sums of its partial
-    # rows whichever shards a cluster's rows came from; only the bootstrap needs one row per
-    # cluster, and only of its two columns.
+    # Integer-valued sums: a group's totals are its partial rows' sums however the clusters were
+    # sharded; only the bootstrap needs one row per cluster (of its two columns).
     table = partials.group_by(keyed).agg(pl.all().exclude(cluster).sum())
     per_cluster = partials.group_by([*keyed, cluster]).agg(pl.col("successes", "n").sum())
 
@@ -1318,7 +1317,7 @@ def _drop_partials(
 ) -> dict[str, pl.LazyFrame]:
     """Check :func:`barrier_drop`'s columns; return its per (group, goal) additive partials."""
     schema = frames["scored"].collect_schema()
-    by = _check_by(by, schema, "by")
+    by = _check_by(by, schema)
     if "regime" in by:
         raise ParameterError(
             "parameter `by` includes `regime`; barrier_drop compares the regimes of each goal. "
@@ -1390,13 +1389,13 @@ def _drop_finish(
     return out.sort(by, nulls_last=False) if by else out
 
 
-def _check_by(by: Sequence[str], schema: pl.Schema, name: str) -> list[str]:
-    names = list(column_names(name, by))
+def _check_by(by: Sequence[str], schema: pl.Schema) -> list[str]:
+    names = list(column_names("by", by))
     missing = [c for c in names if c not in schema]
     if missing:
         shown = ", ".join(f"`{c}`" for c in missing)
         raise ParameterError(
-            f"parameter `{name}` names {shown}, which the scored frame does not have; its "
+            f"parameter `by` names {shown}, which the scored frame does not have; its "
             f"columns are: {', '.join(schema.names())}."
         )
     return names
@@ -1408,7 +1407,7 @@ def _pick_cluster(cluster: str | None, schema: pl.Schema) -> str:
         shown = ", ".join(f"`{c}`" for c in absent)
         raise ParameterError(f"scored frame lacks {shown}; pass the output of goal.score.")
     if cluster is None:
-        cluster = "goal_id" if "goal_id" in schema else "case_id"
+        cluster = _default_cluster(schema)
     if cluster not in schema:
         raise ParameterError(
             f"parameter `cluster` is {cluster!r}, which is not a column of the scored frame; "

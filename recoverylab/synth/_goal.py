@@ -201,9 +201,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     slot_present = np.stack(
         [
             records["attempt_original"],
-            n_search > 0,
-            n_search > 1,
-            n_search > 2,
+            *(n_search > k for k in range(3)),
             outcome == _O["policy_violation"],
             (records["cite1"] != _NONE) & records["visit_cite1"],
             records["cite2"] != _NONE,
