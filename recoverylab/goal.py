@@ -490,11 +490,10 @@ def _check_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[st
 
 
 def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.DataFrame]:
-    """Check ``cases`` or ``episodes`` as :func:`validate` does; also flag its id hashes.
+    """Check ``cases`` or ``episodes`` as :func:`validate` does; return it and its hash flag.
 
-    Distinct hashes mean distinct ids, so the flag (counted in the same batch as the other
-    checks) answers the duplicate-key check; only when hashes repeat does the exact check run.
-    Returns the validated table and the one-row flag frame.
+    Distinct hashes mean distinct ids, so the flag (counted with the other checks) answers the
+    duplicate-key check; only when hashes repeat does the exact check run.
     """
     lazy = validate(frame, table, checks="schema")
     contract = spec(table)
@@ -570,11 +569,10 @@ def _distinct_hashes(ids: pl.Expr | str) -> pl.Expr:
 
 
 def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
-    """Raise the contract errors of ``steps``; return how many of its episodes are unknown.
+    """Raise the contract errors of ``steps`` (as :func:`validate`); count its unknown episodes.
 
-    One streaming pass counts the row checks, the repeated ``(episode_id, step)`` keys and the
-    unknown episodes; ``steps`` is read again only to name the offending keys (messages as
-    :func:`validate`'s).
+    One streaming pass counts the row checks, repeated ``(episode_id, step)`` keys and unknown
+    episodes; ``steps`` is read again only to name the offending keys.
     """
     contract = spec("steps")
     checks = data_checks(contract, steps.collect_schema())
@@ -731,9 +729,8 @@ def _score_query(
 def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     """One row per citation with its ``relation`` and whether it is ``_supported``.
 
-    Supported = visited and compliantly reachable; only supported sources count towards
-    S ∩ C and S ⊆ V. The steps stream through a semi-join against the citations instead of
-    de-duplicating every visited pair.
+    Supported = visited and compliantly reachable (only those count towards S ∩ C and S ⊆ V).
+    The steps stream through a semi-join against the citations, not a de-duplication of all.
     """
     citations = tables["citations"].select("_episode", "resource_id")
     supported = pl.col("_visited").fill_null(False) & pl.col("reachable").fill_null(False)

@@ -253,7 +253,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     resources = pl.DataFrame(
         {
             "case_id": case_ids.gather(res_case[res_keep]),
-            "resource_id": _resource_names(res_code[res_keep]),
+            "resource_id": _labels(res_code[res_keep], _RESOURCE_NAMES),
             "relation": pl.Series(relation[res_keep], dtype=pl.String),
             "reachable": reachable[res_keep],
         }
@@ -307,14 +307,14 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
         {
             "episode_id": episode_ids.gather(rows),
             "step": step_number.astype(np.int64),
-            "resource_id": _resource_names(slot_resource[rows, slots]),
+            "resource_id": _labels(slot_resource[rows, slots], _RESOURCE_NAMES),
             "prohibited": slots == 4,  # the bypass slot
         }
     )
     citations = pl.DataFrame(
         {
             "episode_id": episode_ids.gather(cite_rows),
-            "resource_id": _resource_names(cite[cite_rows, cite_slots]),
+            "resource_id": _labels(cite[cite_rows, cite_slots], _RESOURCE_NAMES),
         }
     )
     return dict(zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True))
@@ -322,14 +322,9 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
 
 def _labels(codes: np.ndarray, labels: Sequence[str | None]) -> pl.Series:
     """Map integer codes 0..k-1 to their labels (-1 to null) as a String series."""
-    series = pl.Series(codes.astype(np.int64), dtype=pl.Int64)
-    return series.replace_strict(
+    return pl.Series(codes.astype(np.int64)).replace_strict(
         [*range(len(labels)), _NONE], [*labels, None], return_dtype=pl.String
     )
-
-
-def _resource_names(codes: np.ndarray) -> pl.Series:
-    return _labels(codes, _RESOURCE_NAMES)
 
 
 def _records(
