@@ -151,6 +151,15 @@ _INTERNAL = (
 )
 _RESERVED = frozenset((*_RESULT_COLUMNS, *_INTERNAL))
 _SCORED_REQUIRED = ("success", "gp", "compliant", "steps", "reason")
+_TABLES = ("cases", "resources", "episodes", "steps", "citations")
+#: Cases and resources are clustered by case, the other tables by their episode's case: the
+#: smallest among the rows of its ``episode_id``, so a duplicated episode lands in one shard,
+#: whose contract check then reports it.
+_VIA = dict.fromkeys(("episodes", "steps", "citations"), ("episodes", "episode_id"))
+#: Id columns the scoring query may key on by hash, and the table that lists each id once.
+_HASHED = {"episode_id": "episodes", "case_id": "cases"}
+#: Per-goal partial columns of :func:`barrier_drop` (successes and episodes without, with).
+_DROP_VALUES = ("s_without", "n_without", "s_with", "n_with")
 
 Source = object  # any table source accepted by recoverylab.io.scan
 
@@ -430,13 +439,6 @@ def score(
     return plan.rows(engine, plan.Plan(inputs, stages, finish=lambda state: state))
 
 
-_TABLES = ("cases", "resources", "episodes", "steps", "citations")
-#: Cases and resources are clustered by case, the other tables by their episode's case: the
-#: smallest among the rows of its ``episode_id``, so a duplicated episode lands in one shard,
-#: whose contract check then reports it.
-_VIA = dict.fromkeys(("episodes", "steps", "citations"), ("episodes", "episode_id"))
-
-
 def _unnested(
     frames: Mapping[str, pl.LazyFrame], checks: str
 ) -> tuple[pl.LazyFrame, pl.LazyFrame, pl.LazyFrame]:
@@ -538,10 +540,6 @@ def _id_hash(ids: pl.Expr) -> pl.Expr:
 def _key(column: str, name: str, *, hashed: bool) -> pl.Expr:
     """Return the key column ``name`` of an id column: its hash when ``hashed``, else the id."""
     return (_id_hash(pl.col(column)) if hashed else pl.col(column)).alias(name)
-
-
-#: Id columns the scoring query may key on by hash, and the table that lists each id once.
-_HASHED = {"episode_id": "episodes", "case_id": "cases"}
 
 
 def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
@@ -775,7 +773,6 @@ def _episode_counts(
     tables: Mapping[str, pl.LazyFrame], step_counts: pl.LazyFrame, citation_counts: pl.LazyFrame
 ) -> pl.LazyFrame:
     """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none)."""
-    zero = pl.lit(0, dtype=pl.Int64)
     per_case = (
         tables["cases"]
         .drop("case_id")  # the episode's own
@@ -792,7 +789,7 @@ def _episode_counts(
         .join(citation_counts, on="_episode", how="left")
         .with_columns(
             pl.col("_n_copies", "_n_versions", *counts, "_n_cited_copy", "_n_cited_version")
-            .fill_null(zero)
+            .fill_null(pl.lit(0, dtype=pl.Int64))
             .cast(pl.Int64),
             pl.col("unsupported").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         )
@@ -1304,9 +1301,6 @@ def barrier_drop(
         ci_method=ci_method,
         seed=seed,
     )
-
-
-_DROP_VALUES = ("s_without", "n_without", "s_with", "n_with")
 
 
 def _drop_partials(

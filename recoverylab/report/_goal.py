@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["barrier_drop", "failure_reasons", "ts_by_regime"]
 
 _SUMMARY = ("regime", "n", "n_clusters", "successes", "ts", "ci_low", "ci_high")
-_SUMMARIZE = "recoverylab.goal.summarize grouped by regime"
 #: Colours of the failure reasons, in :data:`recoverylab.goal.REASONS` order.
 _REASON_COLOURS = (
     "#8c564b",
@@ -51,7 +50,7 @@ _REASON_COLOURS = (
 
 
 def _summary(summary: object, chart: str, columns: tuple[str, ...]) -> tuple[pl.DataFrame, list]:
-    frame = prepare(summary, columns, chart, _SUMMARIZE)
+    frame = prepare(summary, columns, chart, "recoverylab.goal.summarize grouped by regime")
     extra = [k for k in keys_before(frame, "n") if k != "regime"]
     return frame.with_columns(label(extra, "group")), extra
 

@@ -164,8 +164,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     case_help = (case_regime > 0) & needs_help_family[case_goal]
 
     # ---- episodes: (case, model, repeat)
-    per_case = n_models * repeats
-    ep_case = np.repeat(np.arange(3 * n_goals), per_case)
+    ep_case = np.repeat(np.arange(3 * n_goals), n_models * repeats)
     ep_model = np.tile(np.repeat(np.arange(n_models), repeats), 3 * n_goals)
     ep_repeat = np.tile(np.arange(repeats), 3 * n_goals * n_models)
     n_ep = ep_case.size
