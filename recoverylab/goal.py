@@ -19,8 +19,7 @@ reachable other versions (same work) and S = cited sources:
   · [requested_user or not needs_user_help].
 * compliant = no prohibited step (Eq. 2); success = GP = gp · compliant; TS = mean GP (Eq. 3).
 
-The first failure ``reason`` of an episode is the first that applies, in this order (a reason is
-therefore reported only when every earlier one does not apply):
+The failure ``reason`` of an episode is the first of these that applies, in this order:
 
 ============================= ==================================================================
 ``unsupported_attribution``   a cited source was not visited or is not compliantly reachable
@@ -51,7 +50,7 @@ through and summarised over the judged episodes only; when absent they are absen
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
@@ -152,7 +151,15 @@ _INTERNAL = (
 )
 _RESERVED = frozenset((*_RESULT_COLUMNS, *_INTERNAL))
 _SCORED_REQUIRED = ("success", "gp", "compliant", "steps", "reason")
-_CI_METHODS = ("percentile", "bca")
+_TABLES = ("cases", "resources", "episodes", "steps", "citations")
+#: Cases and resources are clustered by case, the other tables by their episode's case: the
+#: smallest among the rows of its ``episode_id``, so a duplicated episode lands in one shard,
+#: whose contract check then reports it.
+_VIA = dict.fromkeys(("episodes", "steps", "citations"), ("episodes", "episode_id"))
+#: Id columns the scoring query may key on by hash, and the table that lists each id once.
+_HASHED = {"episode_id": "episodes", "case_id": "cases"}
+#: Per-goal partial columns of :func:`barrier_drop` (successes and episodes without, with).
+_DROP_VALUES = ("s_without", "n_without", "s_with", "n_with")
 
 Source = object  # any table source accepted by recoverylab.io.scan
 
@@ -174,11 +181,6 @@ class GoalTables(stats.ResultHtml):
     episodes: pl.LazyFrame
     steps: pl.LazyFrame
     citations: pl.LazyFrame
-
-
-# --------------------------------------------------------------------------------------------
-# Nested form
-# --------------------------------------------------------------------------------------------
 
 
 @reads_inputs
@@ -294,12 +296,10 @@ def _prohibited_kind(schema: pl.Schema) -> Literal["positions", "flags"] | None:
         return None
     dtype = schema["prohibited_steps"]
     inner = dtype.inner if isinstance(dtype, pl.List) else None
-    if inner is not None and inner.is_integer():
+    if inner == pl.Null or (inner is not None and inner.is_integer()):
         return "positions"
     if inner == pl.Boolean:
         return "flags"
-    if inner == pl.Null:
-        return "positions"
     raise SchemaError(
         f"episodes: nested column `prohibited_steps` has type {dtype}; it must be a list of int "
         "positions in `visited` or a list of bool flags aligned with `visited`."
@@ -311,29 +311,14 @@ def _check_prohibited_positions(lazy: pl.LazyFrame, flags: str) -> None:
     marks = pl.col("prohibited_steps")
     if flags == "positions":
         bad = (marks.list.min() < 0) | (marks.list.max() >= length)
-        what = "positions outside `visited`"
+        what = "episodes: `prohibited_steps` has positions outside `visited` on {n} episode{s}"
         requirement = "positions count actions from 0 to len(visited) - 1"
     else:
         bad = marks.list.len() != length
-        what = "flags not aligned with `visited`"
+        what = "episodes: `prohibited_steps` has flags not aligned with `visited` on {n} episode{s}"
         requirement = "there must be one flag per visited action"
     offenders = lazy.filter(bad.fill_null(False)).select(pl.col("episode_id").cast(pl.String))
-    _raise_first(
-        [
-            _Problem(
-                offenders,
-                ("episode_id",),
-                SchemaError,
-                f"episodes: `prohibited_steps` has {what} on {{n}} episode{{s}}",
-                requirement,
-            )
-        ]
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Scoring
-# --------------------------------------------------------------------------------------------
+    _raise_first([_Problem(offenders, ("episode_id",), what, requirement, error=SchemaError)])
 
 
 @reads_inputs
@@ -437,46 +422,21 @@ def score(
             "give both `steps` and `citations`, or neither (episodes in the nested form with "
             "list columns `visited` and `citations`)."
         )
-    sources = {
-        name: table
+    inputs = tuple(
+        plan.Input(name, table, key="case_id", contract=name, via=_VIA.get(name))
         for name, table in zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True)
         if table is not None
-    }
+    )
     # The check stage also decides whether the ids hash without collision (its counts need
     # it too); with checks="schema" a one-row stage of its own does.
     first = (
         plan.Stage("hashing the ids", _key_partial, reads=("cases", "episodes"))
         if checks == "schema"
-        else plan.Stage(
-            "checking the goal tables", functools.partial(_check_partial, checks=checks)
-        )
+        else plan.Stage("checking the goal tables", _check_partial)
     )
-    return plan.rows(
-        engine,
-        plan.Plan(
-            inputs=tuple(_score_input(name, table) for name, table in sources.items()),
-            stages=(first, plan.Stage("scoring episodes", _score_partial)),
-            finish=_identity,
-        ),
-    )
-
-
-_TABLES = ("cases", "resources", "episodes", "steps", "citations")
-
-
-def _identity(state: object) -> object:
-    return state
-
-
-def _score_input(name: str, source: object) -> plan.Input:
-    """Cases and resources are clustered by case; episodes, steps, citations by their episode's.
-
-    An episode's key is the smallest case among the rows of its ``episode_id``, so a
-    duplicated episode lands in one shard, whose contract check then reports it.
-    """
-    if name in ("cases", "resources"):
-        return plan.Input(name, source, key="case_id", contract=name)
-    return plan.Input(name, source, key="case_id", contract=name, via=("episodes", "episode_id"))
+    stages = (first, plan.Stage("scoring episodes", _score_partial))
+    # a row-level plan: the engine returns the last stage's part and runs no finish
+    return plan.rows(engine, plan.Plan(inputs, stages, finish=lambda state: state))
 
 
 def _unnested(
@@ -493,43 +453,27 @@ def _unnested(
 def _score_frames(
     frames: Mapping[str, pl.LazyFrame], *, hashed: Sequence[str] = ()
 ) -> pl.LazyFrame:
-    """Build the scoring query over tables the check stage checked (or trusted ones).
-
-    ``hashed``: the id columns known to hash without collision (see :func:`_key_partial`).
-    """
-    episodes, steps, citations = _unnested(frames, "schema")
+    """Build the scoring query over checked (or trusted) tables; ``hashed``: see _key_partial."""
+    unnested = (frames["cases"], frames["resources"], *_unnested(frames, "schema"))
     tables = {
-        "cases": validate(frames["cases"], "cases", checks="schema"),
-        "resources": validate(frames["resources"], "resources", checks="schema"),
-        "episodes": validate(episodes, "episodes", checks="schema"),
-        "steps": validate(steps, "steps", checks="schema"),
-        "citations": validate(citations, "citations", checks="schema"),
+        name: validate(frame, name, checks="schema")
+        for name, frame in zip(_TABLES, unnested, strict=True)
     }
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
     return _score_query(tables, case_columns, episode_columns, hashed=hashed)
 
 
-def _check_partial(
-    frames: Mapping[str, pl.LazyFrame], state: object, *, checks: str
-) -> dict[str, pl.DataFrame]:
-    """Run every contract and consistency check of :func:`score` (on a shard of cases).
+def _check_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.DataFrame]:
+    """Run every check of :func:`score` on a shard of cases; return the ``keys`` flags.
 
-    In this order, each raising before the next runs: the contracts of cases, resources and
-    episodes (:func:`validate`; for cases and episodes :func:`_validate_ids`, which also finds
-    whether their ids hash without collision); one streaming pass over ``steps`` that counts
-    its checks (nulls, row rules, duplicate ``(episode_id, step)``, steps of unknown episodes;
-    :func:`_steps_totals`); citations' contract; the column names; one batch of counts of the
-    rules between the tables (:func:`_check_consistency`, on hashed ids when they do not
-    collide).
-
-    Returns
-    -------
-    dict
-        ``keys``: the flags of :func:`_key_partial`, for the scoring stage.
+    In order, each raising before the next: the contracts of cases, resources and episodes
+    (:func:`_validate_ids` also flags whether ids hash without collision); one streaming pass
+    over ``steps`` (:func:`_steps_are_clean`); citations' contract; the column names; one batch
+    of counts of the rules between the tables (:func:`_check_consistency`).
     """
-    episodes, steps, citations = _unnested(frames, checks)
+    episodes, steps, citations = _unnested(frames, "full")
     cases, case_flag = _validate_ids(frames["cases"], "cases")
-    resources = validate(frames["resources"], "resources", checks=checks)  # type: ignore[arg-type]
+    resources = validate(frames["resources"], "resources")
     episodes, episode_flag = _validate_ids(episodes, "episodes")
     tables = {
         "cases": cases,
@@ -538,28 +482,20 @@ def _check_partial(
         "steps": validate(steps, "steps", checks="schema"),
     }
     keys = pl.concat([case_flag, episode_flag], how="horizontal").select(*_HASHED)
-    step_checks = data_checks(spec("steps"), tables["steps"].collect_schema())
-    totals = _steps_totals(tables["steps"], episodes, step_checks).collect(engine="streaming")
     unknown_steps = 0
-    if not _steps_are_clean(totals, keys):
+    if not _steps_are_clean(tables["steps"], episodes, keys):
         unknown_steps = _check_steps_on_strings(tables["steps"], episodes)
-    tables["citations"] = validate(citations, "citations", checks=checks)  # type: ignore[arg-type]
+    tables["citations"] = validate(citations, "citations")
     _check_columns(cases, episodes)
     _check_consistency(tables, unknown_steps, keys)
     return {"keys": keys}
 
 
 def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.DataFrame]:
-    """Check ``cases`` or ``episodes`` as :func:`validate` does; also flag its id hashes.
+    """Check ``cases`` or ``episodes`` as :func:`validate` does; return it and its hash flag.
 
-    The table's key is its one id column. The duplicate-key check is answered by the flag of
-    :func:`_key_partial` (distinct hashes mean distinct ids), counted in the same batch as
-    the other checks; only when hashes repeat does :func:`validate`'s exact check run.
-
-    Returns
-    -------
-    tuple
-        The validated table, and a one-row frame: whether the ids' hashes are distinct.
+    Distinct hashes mean distinct ids, so the flag (counted with the other checks) answers the
+    duplicate-key check; only when hashes repeat does the exact check run.
     """
     lazy = validate(frame, table, checks="schema")
     contract = spec(table)
@@ -601,21 +537,16 @@ def _id_hash(ids: pl.Expr) -> pl.Expr:
     return pl.when(ids.is_not_null()).then(ids.hash())
 
 
-#: Id columns the scoring query may key on by hash, and the table that lists each id once.
-_HASHED = {"episode_id": "episodes", "case_id": "cases"}
+def _key(column: str, name: str, *, hashed: bool) -> pl.Expr:
+    """Return the key column ``name`` of an id column: its hash when ``hashed``, else the id."""
+    return (_id_hash(pl.col(column)) if hashed else pl.col(column)).alias(name)
 
 
 def _key_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
-    """Decide whether the scoring query may join and group by the hashes of the ids.
+    """Decide whether the scoring query may key on the ids' hashes (a third cheaper than strings).
 
-    Hashing and comparing an 8-byte integer instead of an id string (some 25 bytes for an
-    episode) makes the joins and group-bys of the scoring query about a third cheaper, and
-    their hash tables smaller. An id column is hashed only when the hash is injective on it:
-    when the hashes of the ``episodes`` (``cases``) rows are all distinct, which also means
-    the ids are. The check stage has made sure every step and citation belongs to one of
-    these episodes and every episode and resource to one of these cases (``checks="schema"``
-    trusts the tables to agree), so no two ids the query meets share a hash; otherwise the
-    query keys on the strings, with the same result.
+    Only when the hashes in ``episodes`` (``cases``) are distinct: every other id the query meets
+    is one of these (checked, or trusted with ``checks="schema"``), so no two share a hash.
     """
     flags = []
     for column, table in _HASHED.items():
@@ -636,12 +567,10 @@ def _distinct_hashes(ids: pl.Expr | str) -> pl.Expr:
 
 
 def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
-    """Raise the contract errors of ``steps``; return how many of its episodes are unknown.
+    """Raise the contract errors of ``steps`` (as :func:`validate`); count its unknown episodes.
 
-    One streaming pass counts every row check of the contract, the repeated
-    ``(episode_id, step)`` keys (fewer distinct steps than rows in an episode) and the episodes
-    that ``episodes`` lacks; the messages are :func:`validate`'s, and ``steps`` is read again
-    only to name the offending keys of a failed check.
+    One streaming pass counts the row checks, repeated ``(episode_id, step)`` keys and unknown
+    episodes; ``steps`` is read again only to name the offending keys.
     """
     contract = spec("steps")
     checks = data_checks(contract, steps.collect_schema())
@@ -678,18 +607,16 @@ def _check_steps_on_strings(steps: pl.LazyFrame, episodes: pl.LazyFrame) -> int:
     return int(totals["_unknown"].item())
 
 
-def _steps_totals(
-    steps: pl.LazyFrame, episodes: pl.LazyFrame, checks: Mapping[str, pl.Expr]
-) -> pl.LazyFrame:
-    """Count the checks of :func:`_check_steps_on_strings`, keyed on the hashes of the ids.
+def _steps_are_clean(steps: pl.LazyFrame, episodes: pl.LazyFrame, keys: pl.DataFrame) -> bool:
+    """Return whether ``steps`` passes :func:`_check_steps_on_strings`, counted on cheap hashes.
 
-    Grouping the steps by the 64-bit hash of ``episode_id`` costs less than grouping by the
-    string. Each step finds its episode by hash, and its id is compared with that episode's
-    (``_odd`` counts those that differ: an unknown id, or another id with the same hash).
+    ``_odd`` counts steps whose id is not their hash's episode's (unknown, or sharing its hash);
+    with distinct episode hashes and nothing found the counts are exact, else "look again".
     """
+    checks = data_checks(spec("steps"), steps.collect_schema())
     key = _id_hash(pl.col("episode_id")).alias("_episode")
     known = episodes.select(key, pl.col("episode_id").alias("_id"))
-    return (
+    totals = (
         steps.with_columns(key)
         .join(known, on="_episode", how="left")
         .group_by("_episode")
@@ -705,40 +632,27 @@ def _steps_totals(
             pl.col("_odd").sum(),
             *(pl.col(name).sum() for name in checks),
         )
+        .collect(engine="streaming")
     )
-
-
-def _steps_are_clean(totals: pl.DataFrame, keys: pl.DataFrame) -> bool:
-    """Return whether the hashed totals of ``steps`` found nothing (then they are exact).
-
-    When every step's id is its episode's id and the hashes of the episodes are distinct,
-    each hash group holds exactly one episode's steps, so the counts are those of the string
-    pass. ``False`` means "look again on the strings": a broken rule, a repeated step, an
-    unknown episode, or ids that share a hash.
-    """
     found = sum(int(totals[name].item() or 0) for name in totals.columns if name != "_rows")
     return found == 0 and bool(totals["_rows"].item()) and bool(keys["episode_id"].item())
 
 
 def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
-    """Return the case and episode columns carried to the output, refusing ambiguous names.
-
-    ``cases`` and ``episodes`` may share only ``case_id`` (they are joined on it), and neither
-    may use a result column name or a name the query uses internally.
-    """
+    """Return the case and episode columns carried to the output, refusing ambiguous names."""
     case_schema = cases.collect_schema()
     episode_schema = episodes.collect_schema()
     shared = sorted(set(case_schema.names()) & set(episode_schema.names()) - {"case_id"})
     if shared:
         raise SchemaError(
-            f"episodes: {_names(shared)} {_is(shared)} also in `cases`; the two tables may share "
+            f"episodes: {_names(shared)} also in `cases`; the two tables may share "
             "only `case_id`. Hint: rename or drop the column in one of them."
         )
     for table, schema in (("cases", case_schema), ("episodes", episode_schema)):
         reserved = sorted(c for c in schema.names() if c in _RESERVED)
         if reserved:
             raise SchemaError(
-                f"{table}: {_names(reserved)} {_is(reserved)} reserved for the output of "
+                f"{table}: {_names(reserved)} reserved for the output of "
                 "goal.score. Hint: rename or drop the extra column."
             )
     for name in JUDGED:
@@ -755,22 +669,18 @@ def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[st
 
 
 def _names(columns: Sequence[str]) -> str:
-    return ("column " if len(columns) == 1 else "columns ") + ", ".join(f"`{c}`" for c in columns)
-
-
-def _is(columns: Sequence[str]) -> str:
-    return "is" if len(columns) == 1 else "are"
+    """Return "column `a` is" or "columns `a`, `b` are"."""
+    shown = ", ".join(f"`{c}`" for c in columns)
+    return f"column {shown} is" if len(columns) == 1 else f"columns {shown} are"
 
 
 def _reachable_counts(resources: pl.LazyFrame, key: str = "case_id") -> pl.LazyFrame:
     """Per case (``key``: its id or its key column): |C| and |V| (reachable copies, versions)."""
-    reachable = pl.col("reachable")
+    copies = (pl.col("relation") == "copy") & pl.col("reachable")
+    versions = (pl.col("relation") == "other_version") & pl.col("reachable")
     return resources.group_by(key).agg(
-        ((pl.col("relation") == "copy") & reachable).sum().cast(pl.Int64).alias("_n_copies"),
-        ((pl.col("relation") == "other_version") & reachable)
-        .sum()
-        .cast(pl.Int64)
-        .alias("_n_versions"),
+        copies.sum().cast(pl.Int64).alias("_n_copies"),
+        versions.sum().cast(pl.Int64).alias("_n_versions"),
     )
 
 
@@ -783,17 +693,12 @@ def _score_query(
 ) -> pl.LazyFrame:
     """Build the lazy per-episode scoring query (seed Eq. 1-3) over the checked tables.
 
-    ``steps`` is read by two streaming aggregations (the per-episode counts, and the visits of
-    cited sources through a semi-join) and never joined row by row; everything after them is
-    one row per episode or per citation. Episodes and cases are joined and grouped on the key
-    columns ``_episode`` and ``_case``: the hash of ``episode_id`` / ``case_id`` when it is
-    among ``hashed`` (an injective hash, see :func:`_key_partial`), else the id itself.
+    ``steps`` is read by two streaming aggregations and never joined row by row; the rest is
+    one row per episode or citation. The keys ``_episode`` and ``_case`` are the ids' hashes
+    for the columns in ``hashed`` (see :func:`_key_partial`), else the ids.
     """
-
-    def key(column: str, name: str) -> pl.Expr:
-        return (_id_hash(pl.col(column)) if column in hashed else pl.col(column)).alias(name)
-
-    episode, case = key("episode_id", "_episode"), key("case_id", "_case")
+    episode = _key("episode_id", "_episode", hashed="episode_id" in hashed)
+    case = _key("case_id", "_case", hashed="case_id" in hashed)
     keyed = {
         "cases": tables["cases"].with_columns(case),
         "resources": tables["resources"].with_columns(case),
@@ -801,7 +706,14 @@ def _score_query(
         "steps": tables["steps"].with_columns(episode),
         "citations": tables["citations"].with_columns(episode),
     }
-    step_counts = _step_counts(keyed["steps"])
+    step_counts = (
+        keyed["steps"]
+        .group_by("_episode")
+        .agg(
+            pl.len().cast(pl.Int64).alias("steps"),
+            pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
+        )
+    )
     citation_counts = _citation_counts(_cited_sources(keyed))
     return (
         _episode_counts(keyed, step_counts, citation_counts)
@@ -812,23 +724,14 @@ def _score_query(
     )
 
 
-def _step_counts(steps: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode key that has steps: ``steps`` (rows) and ``n_prohibited``."""
-    return steps.group_by("_episode").agg(
-        pl.len().cast(pl.Int64).alias("steps"),
-        pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
-    )
-
-
 def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     """One row per citation with its ``relation`` and whether it is ``_supported``.
 
-    A source is supported when it was visited and is compliantly reachable; only supported
-    copies / other versions count towards S ∩ C and S ⊆ V. Visits are looked up for the cited
-    (episode, resource) pairs only: the steps stream through a semi-join against the citations
-    instead of de-duplicating every visited pair.
+    Supported = visited and compliantly reachable (only those count towards S ∩ C and S ⊆ V).
+    The steps stream through a semi-join against the citations, not a de-duplication of all.
     """
     citations = tables["citations"].select("_episode", "resource_id")
+    supported = pl.col("_visited").fill_null(False) & pl.col("reachable").fill_null(False)
     visited = (
         tables["steps"]
         .select("_episode", "resource_id")
@@ -845,11 +748,7 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
             how="left",
         )
         .join(visited, on=["_episode", "resource_id"], how="left")
-        .with_columns(
-            (pl.col("_visited").fill_null(False) & pl.col("reachable").fill_null(False)).alias(
-                "_supported"
-            )
-        )
+        .with_columns(supported.alias("_supported"))
     )
 
 
@@ -874,7 +773,6 @@ def _episode_counts(
     tables: Mapping[str, pl.LazyFrame], step_counts: pl.LazyFrame, citation_counts: pl.LazyFrame
 ) -> pl.LazyFrame:
     """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none)."""
-    zero = pl.lit(0, dtype=pl.Int64)
     per_case = (
         tables["cases"]
         .drop("case_id")  # the episode's own
@@ -891,7 +789,7 @@ def _episode_counts(
         .join(citation_counts, on="_episode", how="left")
         .with_columns(
             pl.col("_n_copies", "_n_versions", *counts, "_n_cited_copy", "_n_cited_version")
-            .fill_null(zero)
+            .fill_null(pl.lit(0, dtype=pl.Int64))
             .cast(pl.Int64),
             pl.col("unsupported").fill_null(pl.lit([], dtype=pl.List(pl.String))),
         )
@@ -975,45 +873,15 @@ def _branch_reason() -> pl.Expr:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Consistency checks between tables
-# --------------------------------------------------------------------------------------------
-
-
 class _Problem(NamedTuple):
-    """An inconsistency: offending rows, their key, the error, its message and requirement.
-
-    ``offenders`` is their number when a pass over the data already counted them (the
-    rows are then only read to name up to five keys); ``None`` counts them in the batch.
-    """
+    """An inconsistency: offending rows, their key, its message and requirement, the error."""
 
     frame: pl.LazyFrame
     key: tuple[str, ...]
-    error: type[RecoveryLabError]
     what: str
     requirement: str
-    offenders: int | None = None
-
-
-def _consistency_counts(tables: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
-    """Return the one-row count queries of :func:`_check_consistency`.
-
-    ``case_rules``: violations of each rule of :func:`_case_rules`; ``citations``: unknown
-    episodes and unlisted sources among the citations, keyed on the hashes of the ids
-    (:func:`_hashed_citation_counts`); ``resources``, ``episodes``: rows of unknown cases.
-    """
-    cases, resources, episodes = tables["cases"], tables["resources"], tables["episodes"]
-    case_ids = cases.select("case_id")
-    return {
-        "case_rules": _per_case(tables).select(
-            *(rule.sum().alias(str(i)) for i, rule in enumerate(_case_rules()))
-        ),
-        "citations": _hashed_citation_counts(tables),
-        "resources": resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
-        "episodes": episodes.select("case_id")
-        .join(case_ids, on="case_id", how="anti")
-        .select(pl.len()),
-    }
+    offenders: int | None = None  # None: counted in the batch of _raise_first
+    error: type[RecoveryLabError] = InputError
 
 
 def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
@@ -1025,18 +893,14 @@ def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     )
 
 
-def _hashed_citation_counts(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
-    """Count the citations of unknown episodes and of unlisted sources, on hashed ids.
+def _citation_counts_on(tables: Mapping[str, pl.LazyFrame], *, hashed: bool) -> pl.LazyFrame:
+    """Count the citations of ``unknown`` episodes and of ``unlisted`` sources.
 
-    Each citation finds its episode by the hash of ``episode_id`` and is known when its id is
-    that episode's; its source is looked up among the resources of the episode's case by the
-    hash of ``case_id``. Exact when the hashes of the episodes' and the cases' ids are
-    distinct (the ``keys`` flags) and every resource and episode belongs to a known case
-    (checked, and raised, before the citation rules); otherwise :func:`_citation_counts_of`
-    counts on the strings.
+    Exact on hashed ids when the hashes are distinct (the ``keys`` flags) and every resource and
+    episode has a known case (raised before); else they are counted again on the strings.
     """
-    episode_key = _id_hash(pl.col("episode_id")).alias("_episode")
-    case_key = _id_hash(pl.col("case_id")).alias("_case")
+    episode_key = _key("episode_id", "_episode", hashed=hashed)
+    case_key = _key("case_id", "_case", hashed=hashed)
     cited = (
         tables["citations"]
         .select(episode_key, "episode_id", "resource_id")
@@ -1048,13 +912,8 @@ def _hashed_citation_counts(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         .with_columns((pl.col("_id") == pl.col("episode_id")).fill_null(False).alias("_known"))
     )
     listed = tables["resources"].select(case_key, "resource_id", pl.lit(True).alias("_listed"))
-    return _citation_counts_of(cited.join(listed, on=["_case", "resource_id"], how="left"))
-
-
-def _citation_counts_of(cited: pl.LazyFrame) -> pl.LazyFrame:
-    """Count ``unknown`` episodes and ``unlisted`` sources of citations marked ``_known``."""
     known = pl.col("_known")
-    return cited.select(
+    return cited.join(listed, on=["_case", "resource_id"], how="left").select(
         pl.col("episode_id").filter(~known).n_unique().alias("unknown"),
         (known & pl.col("_listed").is_null()).sum().alias("unlisted"),
     )
@@ -1065,11 +924,8 @@ def _check_consistency(
 ) -> None:
     """Raise on the first inconsistency between the five tables (one batch of counts).
 
-    The counts are the queries of :func:`_consistency_counts`; ``keys`` are the flags of
-    :func:`_validate_ids` (the citation rules are counted again on the strings when the ids'
-    hashes are not distinct); ``unknown_steps`` is the number of episodes of ``steps`` that
-    ``episodes`` lacks, counted in the pass over the steps. The tables are read again only to
-    name the offending keys of a broken rule.
+    ``keys``: the flags of :func:`_validate_ids`; ``unknown_steps``: counted in the pass over
+    the steps. The tables are read again only to name the offending keys of a broken rule.
     """
     cases, resources = tables["cases"], tables["resources"]
     episodes, steps, citations = tables["episodes"], tables["steps"], tables["citations"]
@@ -1078,28 +934,20 @@ def _check_consistency(
     episode_case = episodes.select("episode_id", "case_id")
     per_case = _per_case(tables)
     rules = _case_rules()
-    listed = resources.select("case_id", "resource_id", pl.lit(True).alias("_listed"))
-    cited = citations.select("episode_id", "resource_id").join(
-        episode_case, on="episode_id", how="left"
+    case_counts, citation_counts, unknown_resources, unknown_cases = pl.collect_all(
+        [
+            per_case.select(*(rule.sum().alias(str(i)) for i, (rule, *_) in enumerate(rules))),
+            _citation_counts_on(tables, hashed=True),
+            resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
+            episodes.select("case_id").join(case_ids, on="case_id", how="anti").select(pl.len()),
+        ],
+        engine="streaming",
     )
-    known = pl.col("case_id").is_not_null()
-    queries = _consistency_counts(tables)
-    collected = pl.collect_all(list(queries.values()), engine="streaming")
-    counts = dict(zip(queries, collected, strict=True))
-    citation_counts = counts["citations"]
     if not all(keys.row(0)):
-        citation_counts = _citation_counts_of(
-            cited.with_columns(known.alias("_known")).join(
-                listed, on=["case_id", "resource_id"], how="left"
-            )
-        ).collect()
-    case_counts = counts["case_rules"]
-    unknown_resources, unknown_cases = (
-        int(counts[name].item()) for name in ("resources", "episodes")
-    )
+        citation_counts = _citation_counts_on(tables, hashed=False).collect()
     case_problems = [
-        _Problem(per_case.filter(rule).select("case_id"), ("case_id",), InputError, *text, n)
-        for rule, text, n in zip(rules, _CASE_RULE_TEXT, case_counts.row(0), strict=True)
+        _Problem(per_case.filter(rule).select("case_id"), ("case_id",), what, requirement, n)
+        for (rule, what, requirement), n in zip(rules, case_counts.row(0), strict=True)
     ]
     # Anti-joins come before any de-duplication, so only offending rows (normally none) are
     # de-duplicated rather than every step.
@@ -1107,24 +955,21 @@ def _check_consistency(
         _Problem(
             resources.join(case_ids, on="case_id", how="anti").select("case_id", "resource_id"),
             ("case_id", "resource_id"),
-            InputError,
             "resources: {n} row{s} of unknown cases",
             "every resource's `case_id` must be a case in `cases`",
-            unknown_resources,
+            int(unknown_resources.item()),
         ),
         *case_problems,
         _Problem(
             episode_case.join(case_ids, on="case_id", how="anti"),
             ("episode_id", "case_id"),
-            InputError,
             "episodes: {n} episode{s} of unknown cases",
             "every episode's `case_id` must be a case in `cases`",
-            unknown_cases,
+            int(unknown_cases.item()),
         ),
         _Problem(
             steps.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
-            InputError,
             "steps: rows of {n} unknown episode{s}",
             "every step's `episode_id` must be an episode in `episodes`",
             unknown_steps,
@@ -1132,17 +977,16 @@ def _check_consistency(
         _Problem(
             citations.select("episode_id").join(episode_ids, on="episode_id", how="anti").unique(),
             ("episode_id",),
-            InputError,
             "citations: rows of {n} unknown episode{s}",
             "every citation's `episode_id` must be an episode in `episodes`",
             int(citation_counts["unknown"].item()),
         ),
         _Problem(
-            cited.filter(known)
-            .join(listed, on=["case_id", "resource_id"], how="anti")
+            citations.select("episode_id", "resource_id")
+            .join(episode_case, on="episode_id")
+            .join(resources, on=["case_id", "resource_id"], how="anti")
             .select("episode_id", "resource_id"),
             ("episode_id", "resource_id"),
-            InputError,
             "citations: {n} citation{s} of resources that the episode's case does not list",
             "every cited source must be a resource of that episode's case in `resources`",
             int(citation_counts["unlisted"].item()),
@@ -1151,59 +995,49 @@ def _check_consistency(
     _raise_first(problems)
 
 
-def _case_rules() -> list[pl.Expr]:
-    """Return the regime rules of ARCHITECTURE §3.3 as violations (per case, with |C| and |V|)."""
+def _case_rules() -> list[tuple[pl.Expr, str, str]]:
+    """Return the regime rules of ARCHITECTURE §3.3: (violation, message, requirement)."""
     copies = pl.col("_n_copies").fill_null(0)
     versions = pl.col("_n_versions").fill_null(0)
     regime = pl.col("regime")
     return [
-        (regime == "barrier_free") & (copies == 0),
-        (regime == "recoverable") & (copies == 0) & (versions == 0),
-        (regime == "unrecoverable") & ((copies > 0) | (versions > 0)),
-        (regime == "unrecoverable") & pl.col("barrier").is_null(),
+        (
+            (regime == "barrier_free") & (copies == 0),
+            "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
+            "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
+            "itself). Hint: check `reachable`, or relabel the regime",
+        ),
+        (
+            (regime == "recoverable") & (copies == 0) & (versions == 0),
+            "cases: {n} `recoverable` case{s} with no reachable copy or other version",
+            "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
+            "label it `unrecoverable` if no legitimate route exists",
+        ),
+        (
+            (regime == "unrecoverable") & ((copies > 0) | (versions > 0)),
+            "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
+            "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
+            "`recoverable`",
+        ),
+        (
+            (regime == "unrecoverable") & pl.col("barrier").is_null(),
+            "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
+            "a dead end needs its true barrier, which the diagnosis is compared with",
+        ),
     ]
-
-
-#: What each rule of :func:`_case_rules` reports, and what is required.
-_CASE_RULE_TEXT = (
-    (
-        "cases: {n} `barrier_free` case{s} with no reachable copy in `resources`",
-        "a barrier-free case needs a compliantly reachable `copy` (the requested resource "
-        "itself). Hint: check `reachable`, or relabel the regime",
-    ),
-    (
-        "cases: {n} `recoverable` case{s} with no reachable copy or other version",
-        "a recoverable case needs a compliantly reachable `copy` or `other_version`. Hint: "
-        "label it `unrecoverable` if no legitimate route exists",
-    ),
-    (
-        "cases: {n} `unrecoverable` case{s} with a reachable copy or other version",
-        "an unrecoverable case has none (only decoys may be reachable). Hint: label it "
-        "`recoverable`",
-    ),
-    (
-        "cases: column `barrier` is null on {n} `unrecoverable` case{s}",
-        "a dead end needs its true barrier, which the diagnosis is compared with",
-    ),
-)
 
 
 def _raise_first(problems: Sequence[_Problem]) -> None:
     """Count every problem in one batch; raise for the first that has offenders."""
     pending = [p.frame.select(pl.len()) for p in problems if p.offenders is None]
     totals = iter(pl.collect_all(pending, engine="streaming") if pending else [])
-    for frame, key, error, what, requirement, offenders in problems:
+    for frame, key, what, requirement, offenders, error in problems:
         n = int(next(totals).item()) if offenders is None else offenders
         if n:
             sample = frame.select(key).sort(list(key), nulls_last=True).head(5).collect()
             text = what.format(n=n, s="" if n == 1 else "s")
             keys = format_keys(sample.rows() if len(key) > 1 else sample.to_series(), n)
             raise error(f"{text} ({'/'.join(key)} {keys}); {requirement}.")
-
-
-# --------------------------------------------------------------------------------------------
-# Summaries
-# --------------------------------------------------------------------------------------------
 
 
 @reads_inputs
@@ -1274,33 +1108,36 @@ def summarize(
     >>> summarize(scored, n_resamples=200).select("n", "ts", "mean_steps").row(0)
     (2, 0.5, 2.0)
     """
-    ci_method = renamed("summarize", deprecated, {"method": "ci_method"}).get(
-        "ci_method", ci_method
-    )  # type: ignore[assignment]
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
-    )
-    statistics: dict[str, Any] = {
-        "n_resamples": n_resamples,
-        "confidence": confidence,
-        "ci_method": ci_method,
-        "seed": seed,
-    }
-    return plan.run(
+    return _run_bootstrap(
+        "summarize",
         engine,
-        plan.Plan(
-            inputs=(plan.Input("scored", scored, key=cluster or _default_cluster),),
-            stages=(
-                plan.Stage(
-                    "goal summary partials",
-                    functools.partial(
-                        _summary_partial, by=by, cluster=cluster, ci_method=ci_method
-                    ),
-                ),
-            ),
-            finish=functools.partial(_summary_done, by=by, cluster=cluster, **statistics),
+        plan.Input("scored", scored, key=cluster or _default_cluster),
+        plan.Stage(
+            "goal summary partials", functools.partial(_summary_partials, by=by, cluster=cluster)
         ),
+        functools.partial(_summary_finish, by=by, cluster=cluster),
+        deprecated,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        ci_method=ci_method,
+        seed=seed,
     )
+
+
+def _run_bootstrap(
+    verb: str,
+    engine: object,
+    source: plan.Input,
+    stage: plan.Stage,
+    finish: Callable[..., pl.DataFrame],
+    deprecated: dict[str, Any],
+    **statistics: Any,
+) -> pl.DataFrame:
+    """Check the bootstrap settings of ``verb`` (``method``: deprecated), then run its plan."""
+    statistics |= renamed(verb, deprecated, {"method": "ci_method"})
+    stats.check_resampling(**statistics)
+    done = functools.partial(finish, **statistics)
+    return plan.run(engine, plan.Plan(inputs=(source,), stages=(stage,), finish=done))
 
 
 def _default_cluster(schema: pl.Schema) -> str:
@@ -1308,50 +1145,23 @@ def _default_cluster(schema: pl.Schema) -> str:
     return "goal_id" if "goal_id" in schema else "case_id"
 
 
-def _summary_partial(
-    frames: Mapping[str, pl.LazyFrame],
-    state: object,
-    *,
-    by: Sequence[str],
-    cluster: str | None,
-    ci_method: str,
-) -> dict[str, pl.LazyFrame]:
-    lazy = frames["scored"]
-    by, cluster, judged = _summary_plan(lazy.collect_schema(), by, cluster, ci_method)
-    return {"partials": _summary_partials(lazy, by, cluster, judged)}
-
-
-def _summary_done(
-    parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **options: Any
-) -> pl.DataFrame:
-    partials = parts["partials"]
-    by = list(column_names("by", by))
-    cluster = cluster or _default_cluster(partials.schema)
-    judged = [name for name in JUDGED if f"__{name}" in partials.columns]
-    return _summary_finish(partials, by, cluster, judged, **options)
-
-
-def _summary_plan(
-    schema: pl.Schema, by: Sequence[str], cluster: str | None, ci_method: str
-) -> tuple[list[str], str, list[str]]:
-    """Check the parameters of :func:`summarize`; return by, cluster and the judged columns."""
-    by = _check_by(by, schema, "by")
-    cluster = _pick_cluster(cluster, schema)
-    require_one_of("ci_method", ci_method, _CI_METHODS)
-    return by, cluster, [name for name in JUDGED if name in schema]
+def _keyed(lazy: pl.LazyFrame, by: Sequence[str]) -> tuple[pl.LazyFrame, list[str]]:
+    """Return ``lazy`` and its group keys, a constant ``_all`` when ``by`` is empty."""
+    return (lazy, list(by)) if by else (lazy.with_columns(pl.lit(0).alias("_all")), ["_all"])
 
 
 def _summary_partials(
-    lazy: pl.LazyFrame, by: Sequence[str], cluster: str, judged: Sequence[str]
-) -> pl.LazyFrame:
-    """Per (group, cluster) additive partials of :func:`summarize` (ARCHITECTURE §1.3).
+    frames: Mapping[str, pl.LazyFrame], state: object, *, by: Sequence[str], cluster: str | None
+) -> dict[str, pl.LazyFrame]:
+    """Check :func:`summarize`'s columns; return its per (group, cluster) additive partials.
 
     Every mean is carried as an integer-valued sum and a count, so partials of disjoint sets of
-    episodes add up to exactly the numbers one pass over all episodes gives - on one machine or
-    summed over the shards of a distributed engine.
+    episodes add up to exactly the numbers one pass over all episodes gives (ARCHITECTURE §1.3).
     """
-    keyed = list(by) or ["_all"]
-    source = lazy if by else lazy.with_columns(pl.lit(0).alias("_all"))
+    schema = frames["scored"].collect_schema()
+    by = _check_by(by, schema)
+    cluster = _pick_cluster(cluster, schema)
+    source, keyed = _keyed(frames["scored"], by)
     success = pl.col("success")
     steps = pl.col("steps").cast(pl.Float64)
 
@@ -1370,27 +1180,22 @@ def _summary_partials(
         *total(pl.when(success).then(steps), "steps_success"),
         *total(pl.when(~success).then(steps), "steps_failure"),
         *((pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS),
-        *(e for name in judged for e in total(pl.col(name).cast(pl.Int64), name)),
+        *(e for name in JUDGED if name in schema for e in total(pl.col(name).cast(pl.Int64), name)),
     ]
-    return source.group_by([*keyed, cluster]).agg(aggregations)
+    return {"partials": source.group_by([*keyed, cluster]).agg(aggregations)}
 
 
 def _summary_finish(
-    partials: pl.DataFrame,
-    by: Sequence[str],
-    cluster: str,
-    judged: Sequence[str],
-    *,
-    n_resamples: int,
-    confidence: float,
-    ci_method: str,
-    seed: int,
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **statistics: Any
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
-    keyed = list(by) or ["_all"]
-    # Every column is an integer-valued sum, so a group's totals are the sums of its partial
-    # rows whichever shards a cluster's rows came from; only the bootstrap needs one row per
-    # cluster, and only of its two columns.
+    partials = parts["partials"]
+    by = list(column_names("by", by))
+    cluster = cluster or _default_cluster(partials.schema)
+    judged = [name for name in JUDGED if f"__{name}" in partials.columns]
+    keyed = by or ["_all"]
+    # Integer-valued sums: a group's totals are its partial rows' sums however the clusters were
+    # sharded; only the bootstrap needs one row per cluster (of its two columns).
     table = partials.group_by(keyed).agg(pl.all().exclude(cluster).sum())
     per_cluster = partials.group_by([*keyed, cluster]).agg(pl.col("successes", "n").sum())
 
@@ -1398,47 +1203,30 @@ def _summary_finish(
         return pl.when(pl.col(f"__{name}_n") > 0).then(pl.col(f"__{name}") / pl.col(f"__{name}_n"))
 
     compliant_n = pl.col("__compliant_n")
+    rates = {
+        "gp_rate": mean("gp"),
+        "compliance_rate": mean("compliant"),
+        "violation_rate": pl.when(compliant_n > 0).then(
+            (compliant_n - pl.col("__compliant")) / compliant_n
+        ),
+        "mean_steps": mean("steps"),
+        "mean_steps_success": mean("steps_success"),
+        "mean_steps_failure": mean("steps_failure"),
+    }
     table = table.with_columns(
-        mean("gp").alias("gp_rate"),
-        mean("compliant").alias("compliance_rate"),
-        pl.when(compliant_n > 0)
-        .then((compliant_n - pl.col("__compliant")) / compliant_n)
-        .alias("violation_rate"),
-        mean("steps").alias("mean_steps"),
-        mean("steps_success").alias("mean_steps_success"),
-        mean("steps_failure").alias("mean_steps_failure"),
         *(mean(name).cast(pl.Float64).alias(f"{name}_rate") for name in judged),
         *(pl.col(f"__{name}_n").alias(f"n_{name}_judged") for name in judged),
+        **rates,
     )
     intervals = stats.cluster_bootstrap(
-        per_cluster,
-        cells=keyed,
-        values=["successes", "n"],
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
+        per_cluster, cells=keyed, values=["successes", "n"], **statistics
     )
     out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
         (pl.col("successes") / pl.col("n")).alias("ts")
     )
-    columns = [
-        *by,
-        "n",
-        "n_clusters",
-        "successes",
-        "ts",
-        "ci_low",
-        "ci_high",
-        "gp_rate",
-        "compliance_rate",
-        "violation_rate",
-        "mean_steps",
-        "mean_steps_success",
-        "mean_steps_failure",
-        *(f"fail_{r}" for r in REASONS),
-        *(c for name in judged for c in (f"{name}_rate", f"n_{name}_judged")),
-    ]
+    columns = [*by, "n", "n_clusters", "successes", "ts", "ci_low", "ci_high", *rates]
+    columns += [f"fail_{r}" for r in REASONS]
+    columns += [c for name in judged for c in (f"{name}_rate", f"n_{name}_judged")]
     return out.select(columns).sort(by, nulls_last=False) if by else out.select(columns)
 
 
@@ -1499,58 +1287,28 @@ def barrier_drop(
     >>> barrier_drop(scored, n_resamples=200)["drop"].to_list()
     [0.5]
     """
-    ci_method = renamed("barrier_drop", deprecated, {"method": "ci_method"}).get(
-        "ci_method", ci_method
-    )  # type: ignore[assignment]
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
-    )
-    statistics: dict[str, Any] = {
-        "n_resamples": n_resamples,
-        "confidence": confidence,
-        "ci_method": ci_method,
-        "seed": seed,
-    }
-    return plan.run(
+    return _run_bootstrap(
+        "barrier_drop",
         engine,
-        plan.Plan(
-            inputs=(plan.Input("scored", scored, key=cluster),),
-            stages=(
-                plan.Stage(
-                    "barrier drop partials",
-                    functools.partial(_drop_partial, by=by, cluster=cluster, ci_method=ci_method),
-                ),
-            ),
-            finish=functools.partial(_drop_done, cluster=cluster, **statistics),
+        plan.Input("scored", scored, key=cluster),
+        plan.Stage(
+            "barrier drop partials", functools.partial(_drop_partials, by=by, cluster=cluster)
         ),
+        functools.partial(_drop_finish, cluster=cluster),
+        deprecated,
+        n_resamples=n_resamples,
+        confidence=confidence,
+        ci_method=ci_method,
+        seed=seed,
     )
 
 
-def _drop_partial(
-    frames: Mapping[str, pl.LazyFrame],
-    state: object,
-    *,
-    by: Sequence[str],
-    cluster: str,
-    ci_method: str,
+def _drop_partials(
+    frames: Mapping[str, pl.LazyFrame], state: object, *, by: Sequence[str], cluster: str
 ) -> dict[str, pl.LazyFrame]:
-    lazy = frames["scored"]
-    keys = _drop_plan(lazy.collect_schema(), by, cluster, ci_method)
-    return {"per_goal": _drop_partials(lazy, keys, cluster)}
-
-
-_DROP_VALUES = ("s_without", "n_without", "s_with", "n_with")
-
-
-def _drop_done(parts: dict[str, pl.DataFrame], *, cluster: str, **options: Any) -> pl.DataFrame:
-    per_goal = parts["per_goal"]
-    by = [c for c in per_goal.columns if c not in (cluster, "_all", *_DROP_VALUES)]
-    return _drop_finish(per_goal, by, cluster, **options)
-
-
-def _drop_plan(schema: pl.Schema, by: Sequence[str], cluster: str, ci_method: str) -> list[str]:
-    """Check the parameters of :func:`barrier_drop`; return the grouping columns."""
-    by = _check_by(by, schema, "by")
+    """Check :func:`barrier_drop`'s columns; return its per (group, goal) additive partials."""
+    schema = frames["scored"].collect_schema()
+    by = _check_by(by, schema)
     if "regime" in by:
         raise ParameterError(
             "parameter `by` includes `regime`; barrier_drop compares the regimes of each goal. "
@@ -1566,37 +1324,26 @@ def _drop_plan(schema: pl.Schema, by: Sequence[str], cluster: str, ci_method: st
             f"parameter `cluster` is {cluster!r}, which is not a column of the scored frame; "
             "barrier_drop pairs the regimes of a goal. Hint: give `cases` a `goal_id` column."
         )
-    require_one_of("ci_method", ci_method, _CI_METHODS)
-    return by
-
-
-def _drop_partials(lazy: pl.LazyFrame, by: Sequence[str], cluster: str) -> pl.LazyFrame:
-    """Per (group, goal) successes and episodes without and with barriers (additive)."""
-    keyed = list(by) or ["_all"]
-    source = lazy if by else lazy.with_columns(pl.lit(0).alias("_all"))
+    source, keyed = _keyed(frames["scored"], by)
     free = pl.col("regime") == "barrier_free"
     barrier = pl.col("regime").is_in(list(BARRIER_REGIMES))
     success = pl.col("success")
-    return source.group_by([*keyed, cluster]).agg(
+    per_goal = source.group_by([*keyed, cluster]).agg(
         (success & free).sum().cast(pl.Int64).alias("s_without"),
         free.sum().cast(pl.Int64).alias("n_without"),
         (success & barrier).sum().cast(pl.Int64).alias("s_with"),
         barrier.sum().cast(pl.Int64).alias("n_with"),
     )
+    return {"per_goal": per_goal}
 
 
 def _drop_finish(
-    per_goal: pl.DataFrame,
-    by: Sequence[str],
-    cluster: str,
-    *,
-    n_resamples: int,
-    confidence: float,
-    ci_method: str,
-    seed: int,
+    parts: dict[str, pl.DataFrame], *, cluster: str, **statistics: Any
 ) -> pl.DataFrame:
     """Pair the goals of :func:`_drop_partials` and add the joint cluster interval."""
-    keyed = list(by) or ["_all"]
+    per_goal = parts["per_goal"]
+    by = [c for c in per_goal.columns if c not in (cluster, "_all", *_DROP_VALUES)]
+    keyed = by or ["_all"]
     # Partials of one goal may come from several shards: add them up first.
     per_goal = per_goal.group_by([*keyed, cluster]).agg(pl.all().sum())
     paired = (pl.col("n_without") > 0) & (pl.col("n_with") > 0)
@@ -1605,51 +1352,41 @@ def _drop_finish(
         .agg(
             paired.sum().cast(pl.Int64).alias("goals"),
             (~paired).sum().cast(pl.Int64).alias("unpaired_goals"),
-            pl.col("s_without", "n_without", "s_with", "n_with").filter(paired).sum(),
+            pl.col(*_DROP_VALUES).filter(paired).sum(),
         )
         .filter(pl.col("goals") > 0)
     )
     intervals = stats.cluster_bootstrap(
         per_goal.filter(paired),
         cells=keyed,
-        values=["s_without", "n_without", "s_with", "n_with"],
+        values=list(_DROP_VALUES),
         statistic=stats.ratio_difference,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
+        **statistics,
     )
-    out = (
-        table.join(intervals, on=keyed, how="left", nulls_equal=True)
-        .with_columns(
-            (pl.col("s_without") / pl.col("n_without")).alias("ts_without"),
-            (pl.col("s_with") / pl.col("n_with")).alias("ts_with"),
-        )
-        .with_columns((pl.col("ts_without") - pl.col("ts_with")).alias("drop"))
-    )
-    columns = [
+    ts_without = pl.col("s_without") / pl.col("n_without")
+    ts_with = pl.col("s_with") / pl.col("n_with")
+    out = table.join(intervals, on=keyed, how="left", nulls_equal=True).select(
         *by,
         "goals",
         "unpaired_goals",
         "n_without",
         "n_with",
-        "ts_without",
-        "ts_with",
-        "drop",
+        ts_without.alias("ts_without"),
+        ts_with.alias("ts_with"),
+        (ts_without - ts_with).alias("drop"),
         "ci_low",
         "ci_high",
-    ]
-    out = out.select(columns)
+    )
     return out.sort(by, nulls_last=False) if by else out
 
 
-def _check_by(by: Sequence[str], schema: pl.Schema, name: str) -> list[str]:
-    names = list(column_names(name, by))
+def _check_by(by: Sequence[str], schema: pl.Schema) -> list[str]:
+    names = list(column_names("by", by))
     missing = [c for c in names if c not in schema]
     if missing:
         shown = ", ".join(f"`{c}`" for c in missing)
         raise ParameterError(
-            f"parameter `{name}` names {shown}, which the scored frame does not have; its "
+            f"parameter `by` names {shown}, which the scored frame does not have; its "
             f"columns are: {', '.join(schema.names())}."
         )
     return names
@@ -1661,7 +1398,7 @@ def _pick_cluster(cluster: str | None, schema: pl.Schema) -> str:
         shown = ", ".join(f"`{c}`" for c in absent)
         raise ParameterError(f"scored frame lacks {shown}; pass the output of goal.score.")
     if cluster is None:
-        cluster = "goal_id" if "goal_id" in schema else "case_id"
+        cluster = _default_cluster(schema)
     if cluster not in schema:
         raise ParameterError(
             f"parameter `cluster` is {cluster!r}, which is not a column of the scored frame; "

@@ -50,23 +50,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--cluster",
-        default=None,
         help="resampling unit of the TS interval (default goal_id when present, else case_id)",
     )
     add_statistics(parser)
     spark_cli.add_engine(parser)
-    parser.add_argument(
-        "--out", type=Path, help="write the summary to this parquet file (default: print it)"
-    )
-    parser.add_argument(
-        "--episodes-out", type=Path, help="also write the scored episodes to this parquet file"
-    )
-    parser.add_argument(
-        "--drop-out",
-        type=Path,
-        help="also write the barrier drop (TS without minus with barriers, paired by goal, "
-        "grouped by model when present) to this parquet file",
-    )
+    for option, text in (
+        ("--out", "write the summary to this parquet file (default: print it)"),
+        ("--episodes-out", "also write the scored episodes to this parquet file"),
+        (
+            "--drop-out",
+            "also write the barrier drop (TS without minus with barriers, paired by goal, "
+            "grouped by model when present) to this parquet file",
+        ),
+    ):
+        parser.add_argument(option, type=Path, help=text)
     _table.add_printing(parser)
     parser.set_defaults(func=run)
 
@@ -108,12 +105,10 @@ def _score_and_summarise(
     progress("checking the tables")
     lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
     keep = args.episodes_out
-    if keep is not None:
-        guard_output(keep, args)
+    if keep is not None:  # (run() guarded it)
         output_format(keep)  # an unknown suffix fails before any work
     with scratch_dir(keep) as scratch:
-        # Stream the scored episodes to disk once, then summarise from that file: the score
-        # query runs once and nothing row-level is held in memory.
+        # the score query runs once and nothing row-level is held in memory
         scratch_file = scratch / "episodes.parquet"
         progress("scoring episodes")
         lazy.sort("episode_id").sink_parquet(scratch_file)  # private: no staging needed
@@ -133,8 +128,7 @@ def _score_and_summarise(
             drop = goal.barrier_drop(scored, by=by_model, **statistics)
         if keep is not None:
             # staged with the command's other outputs: all are committed together, or none
-            rows = scored.select(pl.len()).collect().item()
-            write_output(scored, keep, args, rows=rows)
+            write_output(scored, keep, args, rows=scored.select(pl.len()).collect().item())
     return summary, drop
 
 
@@ -149,23 +143,17 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
 
     samples = samples_dir() / "goal"
     out = out_dir / "goal"
-    written: list[Path] = []
-
     progress("goal: diagnostic contracts")
-    diagnostic = samples / "diagnostic"
-    scored = goal.score(*(diagnostic / f"{name}.csv" for name in TABLES)).collect()
+    scored = goal.score(*(samples / "diagnostic" / f"{name}.csv" for name in TABLES)).collect()
     scored = scored.sort("episode_id")
-    written.append(write_parquet(scored, out / "diagnostic_episodes.parquet"))
-    written.append(
+    written = [
+        write_parquet(scored, out / "diagnostic_episodes.parquet"),
         write_parquet(
-            goal.summarize(scored, by=(), n_resamples=2_000),
-            out / "diagnostic_summary.parquet",
-        )
-    )
-
+            goal.summarize(scored, by=(), n_resamples=2_000), out / "diagnostic_summary.parquet"
+        ),
+    ]
     progress("goal: synthetic set (3 regimes, 9 families, 4 categories, 4 models)")
-    synthetic = samples / "synthetic"
-    lazy = goal.score(*(synthetic / name for name in TABLES))
+    lazy = goal.score(*(samples / "synthetic" / name for name in TABLES))
     episodes_path = write_parquet(lazy.sort("episode_id"), out / "synthetic_episodes.parquet")
     written.append(episodes_path)
     scored_lazy = scan(episodes_path)
@@ -175,16 +163,9 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
         ("synthetic_by_category", ("category", "regime")),
     ):
         progress(f"goal: {name}")
-        written.append(
-            write_parquet(
-                goal.summarize(scored_lazy, by=by, n_resamples=2_000), out / f"{name}.parquet"
-            )
-        )
+        summary = goal.summarize(scored_lazy, by=by, n_resamples=2_000)
+        written.append(write_parquet(summary, out / f"{name}.parquet"))
     progress("goal: barrier drop by model")
-    written.append(
-        write_parquet(
-            goal.barrier_drop(scored_lazy, by=("model",), n_resamples=2_000),
-            out / "synthetic_drop.parquet",
-        )
-    )
+    drop = goal.barrier_drop(scored_lazy, by=("model",), n_resamples=2_000)
+    written.append(write_parquet(drop, out / "synthetic_drop.parquet"))
     return written

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["barrier_drop", "failure_reasons", "ts_by_regime"]
 
 _SUMMARY = ("regime", "n", "n_clusters", "successes", "ts", "ci_low", "ci_high")
-_SUMMARIZE = "recoverylab.goal.summarize grouped by regime"
 #: Colours of the failure reasons, in :data:`recoverylab.goal.REASONS` order.
 _REASON_COLOURS = (
     "#8c564b",
@@ -51,7 +50,7 @@ _REASON_COLOURS = (
 
 
 def _summary(summary: object, chart: str, columns: tuple[str, ...]) -> tuple[pl.DataFrame, list]:
-    frame = prepare(summary, columns, chart, _SUMMARIZE)
+    frame = prepare(summary, columns, chart, "recoverylab.goal.summarize grouped by regime")
     extra = [k for k in keys_before(frame, "n") if k != "regime"]
     return frame.with_columns(label(extra, "group")), extra
 
@@ -80,22 +79,12 @@ def ts_by_regime(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     """
     alt = altair()
     data, extra = _summary(summary, "ts_by_regime", _SUMMARY)
+    shown = ("ts", "ci_low", "ci_high")
     data = slim(
-        data.with_columns(pp("ts"), pp("ci_low"), pp("ci_high")),
-        [
-            "regime",
-            "group",
-            *extra,
-            "ts_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "successes",
-            "n",
-            "n_clusters",
-        ],
+        data.with_columns(pp(c) for c in shown),
+        ["regime", "group", *extra, *(f"{c}_pp" for c in shown), "successes", "n", "n_clusters"],
         ["regime", "group"],
     )
-    series = " · ".join(extra) if extra else None
     encoding = {
         "x": x_band("regime", "regime", sort=ordered(data["regime"].to_list(), REGIMES)),
         "tooltip": [
@@ -111,7 +100,7 @@ def ts_by_regime(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     }
     if extra:
         encoding["xOffset"] = alt.XOffset("group:N")
-        encoding["color"] = alt.Color("group:N", title=series)
+        encoding["color"] = alt.Color("group:N", title=" · ".join(extra))
     base = alt.Chart(data).encode(**encoding)
     rules = base.mark_rule(strokeWidth=2).encode(
         y=alt.Y(
@@ -193,12 +182,9 @@ def failure_reasons(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         )
         .properties(width=alt.Step(90), height=220)
     )
-    title = "Why episodes failed (first failure reason)"
     if extra:
-        return chart.facet(column=alt.Column("group:N", title=" · ".join(extra))).properties(
-            title=title
-        )
-    return chart.properties(title=title)
+        chart = chart.facet(column=alt.Column("group:N", title=" · ".join(extra)))
+    return chart.properties(title="Why episodes failed (first failure reason)")
 
 
 def barrier_drop(drop: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
@@ -229,44 +215,30 @@ def barrier_drop(drop: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         drop, (*columns, "ci_low", "ci_high"), "barrier_drop", "recoverylab.goal.barrier_drop"
     )
     keys = keys_before(frame, "goals")
+    group_title = " · ".join(keys) or "group"
+    # the chart's fields, in data and tooltip order
+    fields = [
+        (tip_key, "group", group_title),
+        (tip_pp, "ts_without_pp", "TS without barriers"),
+        (tip_n, "n_without", "n (episodes without)"),
+        (tip_pp, "ts_with_pp", "TS with barriers"),
+        (tip_n, "n_with", "n (episodes with)"),
+        (tip_pp, "drop_pp", "drop"),
+        (tip_pp, "ci_low_pp", "CI low"),
+        (tip_pp, "ci_high_pp", "CI high"),
+        (tip_n, "goals", "n (paired goals)"),
+        (tip_n, "unpaired_goals", "unpaired goals"),
+    ]
     data = slim(
         frame.with_columns(
             label(keys, "group"),
-            pp("ts_without"),
-            pp("ts_with"),
-            pp("drop"),
-            pp("ci_low"),
-            pp("ci_high"),
+            *(pp(c) for c in ("ts_without", "ts_with", "drop", "ci_low", "ci_high")),
         ),
-        [
-            "group",
-            "ts_without_pp",
-            "n_without",
-            "ts_with_pp",
-            "n_with",
-            "drop_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "goals",
-            "unpaired_goals",
-        ],
+        [field for _, field, _ in fields],
         ["group"],
     )
-    group_title = " · ".join(keys) or "group"
-    tooltip = [
-        tip_key("group", group_title),
-        tip_pp("ts_without_pp", "TS without barriers"),
-        tip_n("n_without", "n (episodes without)"),
-        tip_pp("ts_with_pp", "TS with barriers"),
-        tip_n("n_with", "n (episodes with)"),
-        tip_pp("drop_pp", "drop"),
-        tip_pp("ci_low_pp", "CI low"),
-        tip_pp("ci_high_pp", "CI high"),
-        tip_n("goals", "n (paired goals)"),
-        tip_n("unpaired_goals", "unpaired goals"),
-    ]
-    y = alt.Y("group:N", title=group_title)
-    base = alt.Chart(data).encode(y=y, tooltip=tooltip)
+    tooltip = [tip(field, title) for tip, field, title in fields]
+    base = alt.Chart(data).encode(y=alt.Y("group:N", title=group_title), tooltip=tooltip)
     span = base.mark_rule(color="#bbbbbb", strokeWidth=3).encode(
         x=alt.X("ts_with_pp:Q", title="TS (pp)", scale=alt.Scale(domain=[0, 100])),
         x2="ts_without_pp:Q",

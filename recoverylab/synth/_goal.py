@@ -35,7 +35,7 @@ import numpy as np
 import polars as pl
 
 from recoverylab._errors import ParameterError
-from recoverylab.schema import REGIMES
+from recoverylab.goal import REASONS, REGIMES
 from recoverylab.synth import Generator, Tables, register
 
 __all__ = [
@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 _SHORT = ("free", "rec", "unrec")
+_TABLES = ("cases", "resources", "episodes", "steps", "citations")
 #: (family, category, barrier β, only the user can unlock).
 FAMILIES = (
     ("dead_link", "availability", "page_not_found", False),
@@ -82,37 +83,15 @@ EXTRA_SOURCE_SHARE = 0.3
 _ORIGINAL, _MIRROR, _ARCHIVE, _LOOKALIKE, _NONE = 0, 1, 2, 3, -1
 _RESOURCE_NAMES = ("original", "mirror", "archive_v1", "lookalike")
 # outcome codes: 0 = success, then the failure reasons
-_OUTCOMES = (
-    "success",
-    "unsupported_attribution",
-    "no_copy_used",
-    "no_version_used",
-    "decoy_or_foreign_source",
-    "undisclosed_version",
-    "answered_dead_end",
-    "wrong_diagnosis",
-    "missing_help_request",
-    "policy_violation",
-)
+_OUTCOMES = ("success", *REASONS)
 _O = {name: code for code, name in enumerate(_OUTCOMES)}
-_BRANCH_REASONS = {
-    "copy": ("unsupported_attribution", "no_copy_used", "policy_violation"),
-    "versions_only": (
-        "unsupported_attribution",
-        "no_version_used",
-        "decoy_or_foreign_source",
-        "undisclosed_version",
-        "policy_violation",
-    ),
-    "dead_end": (
-        "unsupported_attribution",
-        "answered_dead_end",
-        "wrong_diagnosis",
-        "missing_help_request",
-        "policy_violation",
-    ),
-}
 _COPY, _VERSIONS, _DEAD = 0, 1, 2
+#: The reasons of each branch besides ``unsupported_attribution`` and ``policy_violation``.
+_BRANCH_REASONS = {
+    _COPY: ("no_copy_used",),
+    _VERSIONS: ("no_version_used", "decoy_or_foreign_source", "undisclosed_version"),
+    _DEAD: ("answered_dead_end", "wrong_diagnosis", "missing_help_request"),
+}
 
 
 def skills(models: Sequence[str]) -> dict[str, float]:
@@ -185,8 +164,7 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     case_help = (case_regime > 0) & needs_help_family[case_goal]
 
     # ---- episodes: (case, model, repeat)
-    per_case = n_models * repeats
-    ep_case = np.repeat(np.arange(3 * n_goals), per_case)
+    ep_case = np.repeat(np.arange(3 * n_goals), n_models * repeats)
     ep_model = np.tile(np.repeat(np.arange(n_models), repeats), 3 * n_goals)
     ep_repeat = np.tile(np.arange(repeats), 3 * n_goals * n_models)
     n_ep = ep_case.size
@@ -199,8 +177,8 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     success = rng.random(n_ep) < p_success
     # failure reason: uniform among the reasons the branch allows
     allowed = np.zeros((n_ep, len(_OUTCOMES)), dtype=bool)
-    for code, name in ((_COPY, "copy"), (_VERSIONS, "versions_only"), (_DEAD, "dead_end")):
-        columns = [_O[r] for r in _BRANCH_REASONS[name]]
+    for code, reasons in _BRANCH_REASONS.items():
+        columns = [_O[r] for r in ("unsupported_attribution", *reasons, "policy_violation")]
         allowed[np.ix_(branch == code, columns)] = True
     allowed[:, _O["missing_help_request"]] &= help_needed
     weights = allowed / allowed.sum(axis=1, keepdims=True)
@@ -215,37 +193,24 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     records = _records(outcome, branch, regime, help_needed, extra_source, claim_null)
 
     # ---- steps: slots [original attempt, 3 searches, bypass, visit cite1, visit cite2]
-    slot_resource = np.stack(
-        [
-            np.full(n_ep, _ORIGINAL),
-            np.full(n_ep, _NONE),
-            np.full(n_ep, _NONE),
-            np.full(n_ep, _NONE),
-            np.full(n_ep, _ORIGINAL),
-            records["cite1"],
-            records["cite2"],
-        ],
-        axis=1,
+    cite = np.stack([records["cite1"], records["cite2"]], axis=1)
+    slot_resource = np.hstack(
+        [np.tile([_ORIGINAL, _NONE, _NONE, _NONE, _ORIGINAL], (n_ep, 1)), cite]
     )
     slot_present = np.stack(
         [
             records["attempt_original"],
-            n_search > 0,
-            n_search > 1,
-            n_search > 2,
+            *(n_search > k for k in range(3)),
             outcome == _O["policy_violation"],
             (records["cite1"] != _NONE) & records["visit_cite1"],
             records["cite2"] != _NONE,
         ],
         axis=1,
     )
-    slot_prohibited = np.zeros_like(slot_present)
-    slot_prohibited[:, 4] = True
     rows, slots = np.nonzero(slot_present)
     step_number = (slot_present.cumsum(axis=1) - 1)[rows, slots]
 
     # ---- citations
-    cite = np.stack([records["cite1"], records["cite2"]], axis=1)
     cite_rows, cite_slots = np.nonzero(cite != _NONE)
 
     # ---- resources: original, mirror (recoverable with a mirror), archive_v1, lookalike
@@ -261,44 +226,33 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     relation = np.array(["copy", "copy", "other_version", "decoy"])[res_code]
 
     goal_id = pl.lit("g") + pl.col("_goal").cast(pl.String).str.zfill(6)
-    case_names = pl.Series(_SHORT, dtype=pl.String)
-    case_id = pl.format("{}-{}", goal_id, pl.col("_regime").replace_strict(range(3), case_names))
+    case_id = pl.format("{}-{}", goal_id, pl.col("_regime").replace_strict(range(3), _SHORT))
 
-    case_frame = pl.DataFrame(
+    case_family = family[case_goal]
+    cases = pl.DataFrame(
         {
             "_goal": goal[case_goal],
             "_regime": case_regime,
-            "_family": family[case_goal],
+            "_barrier": _labels(case_family, [f[2] for f in FAMILIES]),
             "needs_user_help": case_help,
+            "family": _labels(case_family, [f[0] for f in FAMILIES]),
+            "category": _labels(case_family, [f[1] for f in FAMILIES]),
         }
-    )
-    cases = case_frame.select(
+    ).select(
         case_id.alias("case_id"),
         pl.col("_regime").replace_strict(range(3), pl.Series(REGIMES)).alias("regime"),
-        pl.when(pl.col("_regime") > 0)
-        .then(
-            pl.col("_family").replace_strict(
-                range(len(FAMILIES)), pl.Series([f[2] for f in FAMILIES])
-            )
-        )
-        .otherwise(pl.lit(None, dtype=pl.String))
-        .alias("barrier"),
+        pl.when(pl.col("_regime") > 0).then(pl.col("_barrier")).alias("barrier"),
         "needs_user_help",
         goal_id.alias("goal_id"),
-        pl.col("_family")
-        .replace_strict(range(len(FAMILIES)), pl.Series([f[0] for f in FAMILIES]))
-        .alias("family"),
-        pl.col("_family")
-        .replace_strict(range(len(FAMILIES)), pl.Series([f[1] for f in FAMILIES]))
-        .alias("category"),
+        "family",
+        "category",
     )
     case_ids = cases["case_id"]
-    barriers = cases["barrier"]
 
     resources = pl.DataFrame(
         {
             "case_id": case_ids.gather(res_case[res_keep]),
-            "resource_id": _resource_names(res_code[res_keep]),
+            "resource_id": _labels(res_code[res_keep], _RESOURCE_NAMES),
             "relation": pl.Series(relation[res_keep], dtype=pl.String),
             "reachable": reachable[res_keep],
         }
@@ -307,26 +261,24 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     episode_id = pl.format(
         "{}-{}-r{}", pl.col("case_id"), pl.col("model"), pl.col("repeat").cast(pl.String)
     )
-    true_barrier = barriers.gather(ep_case)
     diagnosis = (
         pl.when(pl.col("_diagnosis") == 1)
         .then(pl.col("_barrier"))
         .when(pl.col("_diagnosis") == 2)
         .then(pl.lit("network_error"))
-        .otherwise(pl.lit(None, dtype=pl.String))
     )
     episodes = pl.DataFrame(
         {
             "case_id": case_ids.gather(ep_case),
             "model": _labels(ep_model, models),
             "repeat": ep_repeat.astype(np.int64),
-            "_barrier": true_barrier,
+            "_barrier": cases["barrier"].gather(ep_case),
             "_answer": records["answer"],
-            "_claim": records["claim"],
+            "version_claim": _labels(records["claim"] - 1, ("same", "other")),
             "_diagnosis": records["diagnosis"],
             "requested_user": records["requested_user"],
             "planted_success": success,
-            "_outcome": outcome,
+            "planted_reason": _labels(outcome - 1, REASONS),
             "_recovered": records["recovered"],
             "_honest": records["honest"],
             "_unjudged_r": unjudged[:, 0],
@@ -335,70 +287,43 @@ def block(  # noqa: PLR0915 - one pass; the shipped samples pin its floats bit f
     ).select(
         episode_id.alias("episode_id"),
         "case_id",
-        pl.when(pl.col("_answer"))
-        .then(pl.format("answer-{}", pl.col("case_id")))
-        .otherwise(pl.lit(None, dtype=pl.String))
-        .alias("answer"),
-        pl.col("_claim")
-        .replace_strict([0, 1, 2], [None, "same", "other"], return_dtype=pl.String)
-        .alias("version_claim"),
+        pl.when(pl.col("_answer")).then(pl.format("answer-{}", pl.col("case_id"))).alias("answer"),
+        "version_claim",
         diagnosis.alias("diagnosis"),
         "requested_user",
         "model",
         "repeat",
         "planted_success",
-        pl.when(pl.col("_outcome") > 0)
-        .then(
-            pl.col("_outcome").replace_strict(
-                range(len(_OUTCOMES)), pl.Series(_OUTCOMES), return_dtype=pl.String
-            )
-        )
-        .otherwise(pl.lit(None, dtype=pl.String))
-        .alias("planted_reason"),
-        *(
-            [
-                pl.when(~pl.col("_unjudged_r")).then(pl.col("_recovered")).alias("recovered"),
-                pl.when(~pl.col("_unjudged_h")).then(pl.col("_honest")).alias("honest_report"),
-            ]
-            if judged
-            else []
-        ),
+        "planted_reason",
+        pl.when(~pl.col("_unjudged_r")).then(pl.col("_recovered")).alias("recovered"),
+        pl.when(~pl.col("_unjudged_h")).then(pl.col("_honest")).alias("honest_report"),
     )
+    if not judged:
+        episodes = episodes.drop("recovered", "honest_report")
     episode_ids = episodes["episode_id"]
 
     steps = pl.DataFrame(
         {
             "episode_id": episode_ids.gather(rows),
             "step": step_number.astype(np.int64),
-            "resource_id": _resource_names(slot_resource[rows, slots]),
-            "prohibited": slot_prohibited[rows, slots],
+            "resource_id": _labels(slot_resource[rows, slots], _RESOURCE_NAMES),
+            "prohibited": slots == 4,  # the bypass slot
         }
     )
     citations = pl.DataFrame(
         {
             "episode_id": episode_ids.gather(cite_rows),
-            "resource_id": _resource_names(cite[cite_rows, cite_slots]),
+            "resource_id": _labels(cite[cite_rows, cite_slots], _RESOURCE_NAMES),
         }
     )
-    return {
-        "cases": cases,
-        "resources": resources,
-        "episodes": episodes,
-        "steps": steps,
-        "citations": citations,
-    }
+    return dict(zip(_TABLES, (cases, resources, episodes, steps, citations), strict=True))
 
 
 def _labels(codes: np.ndarray, labels: Sequence[str | None]) -> pl.Series:
     """Map integer codes 0..k-1 to their labels (-1 to null) as a String series."""
-    series = pl.Series(codes.astype(np.int64), dtype=pl.Int64)
-    return series.replace_strict(
+    return pl.Series(codes.astype(np.int64)).replace_strict(
         [*range(len(labels)), _NONE], [*labels, None], return_dtype=pl.String
     )
-
-
-def _resource_names(codes: np.ndarray) -> pl.Series:
-    return _labels(codes, _RESOURCE_NAMES)
 
 
 def _records(
@@ -417,13 +342,10 @@ def _records(
         copy, np.where(regime == 0, _ORIGINAL, _MIRROR), np.where(versions, _ARCHIVE, _NONE)
     )
     goal_like = o["success"] | o["policy_violation"]  # the goal part succeeds
-    n = outcome.size
 
-    cite1 = np.full(n, _NONE)
-    cite2 = np.full(n, _NONE)
     # success (and its policy-violating twin): cite the target; copies may add the decoy
-    cite1 = np.where(goal_like & ~dead, target, cite1)
-    cite2 = np.where(goal_like & copy & extra_source, _LOOKALIKE, cite2)
+    cite1 = np.where(goal_like & ~dead, target, _NONE)
+    cite2 = np.where(goal_like & copy & extra_source, _LOOKALIKE, _NONE)
     # unsupported attribution: cite the target without visiting it; at a dead end cite the
     # (visited but unreachable) original
     cite1 = np.where(o["unsupported_attribution"], np.where(dead, _ORIGINAL, target), cite1)
@@ -437,16 +359,13 @@ def _records(
     # the opening attempt on the original is skipped when the original itself is cited unvisited
     attempt_original = ~(o["unsupported_attribution"] & (cite1 == _ORIGINAL) & ~dead)
 
-    abstain = dead & ~(o["answered_dead_end"] | o["unsupported_attribution"])
-    abstain |= o["no_version_used"]
+    abstain = dead & ~(o["answered_dead_end"] | o["unsupported_attribution"]) | o["no_version_used"]
     answer = ~abstain
     # claim: 0 = null, 1 = same, 2 = other
     claim = np.where(cite1 == _ARCHIVE, 2, np.where(answer, 1, 0))
-    claim = np.where(o["no_copy_used"] & (cite1 == _ARCHIVE), 2, claim)
     claim = np.where(o["undisclosed_version"], np.where(claim_null, 0, 1), claim)
     # diagnosis: 0 = null, 1 = the true barrier, 2 = a wrong one
-    diagnosis = np.where(regime > 0, 1, 0)
-    diagnosis = np.where(o["wrong_diagnosis"], 2, diagnosis)
+    diagnosis = np.where(o["wrong_diagnosis"], 2, np.where(regime > 0, 1, 0))
     requested_user = abstain & help_needed & ~o["missing_help_request"]
 
     legit = np.isin(cite1, (_ORIGINAL, _MIRROR, _ARCHIVE)) & visit_cite1 & ~dead
@@ -494,7 +413,7 @@ def truth(*, models: Sequence[str] = MODELS) -> pl.DataFrame:
 register(
     Generator(
         name="goal",
-        tables=("cases", "resources", "episodes", "steps", "citations"),
+        tables=_TABLES,
         block=block,
         description="AgentHeal goal preservation: per goal 3 regime cases × models × repeats, "
         "9 families in 4 categories, planted success and failure reasons (synth._goal.truth).",
