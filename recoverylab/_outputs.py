@@ -74,10 +74,7 @@ def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
             continue
         if not _process_is_gone(int(match["pid"])):
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        _remove(entry)
         removed.append(entry)
     return removed
 
@@ -110,6 +107,15 @@ class _Staged:
 
 #: The output set of the running command, which every atomic write joins (see ``activate``).
 _ACTIVE: ContextVar[OutputSet | None] = ContextVar("recoverylab_outputs", default=None)
+
+
+@contextmanager
+def _active(outputs: OutputSet | None) -> Iterator[None]:
+    token = _ACTIVE.set(outputs)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
 
 
 @dataclass
@@ -146,11 +152,8 @@ class OutputSet:
         report, a rule file, synthetic part files) are committed with the command's other
         outputs, or not at all.
         """
-        token = _ACTIVE.set(self)
-        try:
+        with _active(self):
             yield self
-        finally:
-            _ACTIVE.reset(token)
 
     def discard(self, temp: Path) -> None:
         """Remove one staged temporary (its writer failed) so it is never committed."""
@@ -172,39 +175,33 @@ class OutputSet:
 
     def stage_file(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary path (in the target directory) for ``target``'s content."""
-        target = Path(target)
-        self._check_new(target)
-        if self.guard is not None:
-            self.guard(target)
-        if target.is_dir():
-            raise OutputError(f"cannot write `{target}`: it is a directory.")
-        _prepare_parent(target)
-        remove_stale_temporaries(target)
-        try:
-            handle, name = tempfile.mkstemp(
-                prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent
-            )
-        except OSError as exc:
-            raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
-        os.close(handle)
-        self.staged.append(_Staged(target, Path(name), is_dir=False))
-        return Path(name)
+        return self._stage(Path(target), is_dir=False)
 
     def stage_dir(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary directory whose whole content replaces directory ``target``."""
-        target = Path(target)
+        return self._stage(Path(target), is_dir=True)
+
+    def _stage(self, target: Path, is_dir: bool) -> Path:
         self._check_new(target)
         if self.guard is not None:
             self.guard(target)
-        if target.exists() and not target.is_dir():
+        if not is_dir and target.is_dir():
+            raise OutputError(f"cannot write `{target}`: it is a directory.")
+        if is_dir and target.exists() and not target.is_dir():
             raise OutputError(f"cannot write directory `{target}`: a file is in the way.")
         _prepare_parent(target)
         remove_stale_temporaries(target)
+        prefix = _temp_prefix(target)
         try:
-            name = tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent)
+            if is_dir:
+                name = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent)
+            else:
+                handle, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
         except OSError as exc:
             raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
-        self.staged.append(_Staged(target, Path(name), is_dir=True))
+        if not is_dir:
+            os.close(handle)
+        self.staged.append(_Staged(target, Path(name), is_dir=is_dir))
         return Path(name)
 
     def stage_tree(self, target: str | os.PathLike[str]) -> Path:
@@ -221,11 +218,8 @@ class OutputSet:
     @contextmanager
     def suspended() -> Iterator[None]:
         """Let atomic writes in the block commit at once (e.g. into a staged tree)."""
-        token = _ACTIVE.set(None)
-        try:
+        with _active(None):
             yield
-        finally:
-            _ACTIVE.reset(token)
 
     def abort(self) -> None:
         """Remove every temporary; no target is touched."""
@@ -276,10 +270,6 @@ def _swap_in(staged: _Staged) -> Path | None:
     if staged.merge:  # the emptied tree itself
         _remove(staged.temp)
         return None
-    return _swap_in_entry(staged)
-
-
-def _swap_in_entry(staged: _Staged) -> Path | None:
     target = staged.target
     if not staged.is_dir:
         backup = None

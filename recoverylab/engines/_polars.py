@@ -48,12 +48,12 @@ class PolarsEngine:
 
     def rows(self, plan: Plan) -> pl.LazyFrame:
         """Run every stage but the last; return the last stage's one part, lazily."""
-        state = _head(self, plan)
+        state = run_head(self, plan)
         (out,) = plan.stages[-1].partial(_scan_inputs(plan), state).values()
         return out.lazy()
 
 
-def _head(engine: Any, plan: Plan) -> Any:
+def run_head(engine: Any, plan: Plan) -> Any:
     """Run the check and every stage of ``plan`` but the last; return the state."""
     first = plan.stages[:-1]
     if not first:
@@ -157,11 +157,7 @@ class ShardedEngine:
             shards = self._shards(plan, stage)
             _raise_empty(stage.read(plan.inputs), shards[0], sum_rows(shards))
             busy = [s for s in shards if any(f.height for f in s.values())] or shards[:1]
-            outputs = []
-            with schema.shard_scope():
-                for frames in busy:
-                    lazy = {n: f.lazy() for n, f in frames.items()}
-                    outputs.append(collect_parts(stage.partial(lazy, state)))
+            outputs = _per_shard(stage, busy, state)
             names = dict.fromkeys(n for out in outputs for n in out)
             return {
                 n: pl.concat([o[n] for o in outputs if n in o], how="vertical_relaxed")
@@ -172,15 +168,22 @@ class ShardedEngine:
 
     def rows(self, plan: Plan) -> pl.LazyFrame:
         """Run every stage but the last; return the last stage's part of every shard, lazily."""
-        state = _head(self, plan)
+        state = run_head(self, plan)
         last = plan.stages[-1]
-        parts = []
-        with schema.shard_scope():
-            for frames in self._shards(plan, last):
-                lazy = {n: f.lazy() for n, f in frames.items()}
-                (out,) = collect_parts(last.partial(lazy, state)).values()
-                parts.append(out)
-        return pl.concat(parts, how="vertical_relaxed").lazy()
+        outputs = _per_shard(last, self._shards(plan, last), state)
+        return pl.concat(
+            [o for (o,) in (p.values() for p in outputs)], how="vertical_relaxed"
+        ).lazy()
+
+
+def _per_shard(
+    stage: Stage, shards: list[dict[str, pl.DataFrame]], state: Any
+) -> list[dict[str, pl.DataFrame]]:
+    """Collect the stage's partials of every shard, its contracts checked as for a shard."""
+    with schema.shard_scope():
+        return [
+            collect_parts(stage.partial({n: f.lazy() for n, f in s.items()}, state)) for s in shards
+        ]
 
 
 def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:

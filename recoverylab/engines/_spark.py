@@ -22,7 +22,7 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -32,7 +32,8 @@ import polars as pl
 
 from recoverylab import _errors, schema
 from recoverylab._errors import MissingDependencyError, ParameterError, RecoveryLabError
-from recoverylab.io import FORMATS, scan
+from recoverylab.engines._polars import run_head
+from recoverylab.io import FORMATS, path_list, scan
 from recoverylab.plan import Plan, Stage, collect_parts
 
 if TYPE_CHECKING:
@@ -178,28 +179,6 @@ def session(
         return builder.getOrCreate()
 
 
-# --------------------------------------------------------------------------------------------
-# Inputs
-# --------------------------------------------------------------------------------------------
-
-
-def _paths(source: object) -> list[str] | None:
-    if isinstance(source, (str, os.PathLike)):
-        return [os.fspath(source)]
-    if (
-        isinstance(source, Sequence)
-        and source
-        and all(isinstance(s, (str, os.PathLike)) for s in source)
-    ):
-        return [os.fspath(s) for s in source]
-    return None
-
-
-def _format(path: str) -> str:
-    suffix = Path(path.rstrip("/")).suffix.lower()
-    return FORMATS.get(suffix, "parquet")
-
-
 def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
     """Return a table source as a Spark DataFrame.
 
@@ -217,9 +196,9 @@ def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
     """
     if _is_spark_frame(source):
         return source  # type: ignore[return-value]
-    paths = _paths(source)
+    paths = path_list(source)
     if paths is not None:
-        formats = {_format(p) for p in paths}
+        formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths}
         if len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
             return _read(spark, paths, formats.pop(), name)
     frame = scan(source).collect()
@@ -249,35 +228,19 @@ def _read(spark: SparkSession, paths: list[str], fmt: str, name: str) -> SparkFr
 
 def empty_like(frame: SparkFrame) -> pl.DataFrame:
     """Return an empty polars frame of ``frame``'s columns, in the types partitions receive."""
-    types = importlib.import_module("pyspark.sql.pandas.types")
-    zone = frame.sparkSession.conf.get("spark.sql.session.timeZone")
-    arrow = types.to_arrow_schema(frame.schema, timezone=zone)
+    arrow = _arrow_schema(frame.sparkSession, frame.schema)
     return pl.from_arrow(arrow.empty_table())  # type: ignore[return-value]
+
+
+def _arrow_schema(spark: SparkSession, spark_schema: Any) -> pa.Schema:
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    return types.to_arrow_schema(spark_schema, timezone=zone)
 
 
 def column(frame: SparkFrame, name: str) -> Column:
     """Return the column called ``name`` (quoted: names may hold dots or spaces)."""
     return frame["`" + name.replace("`", "``") + "`"]
-
-
-# --------------------------------------------------------------------------------------------
-# Contracts inside a partition
-# --------------------------------------------------------------------------------------------
-
-
-def shard_contracts() -> AbstractContextManager[None]:
-    """Let a table be empty *within a partition* while the partial query runs.
-
-    A partition holds only some clusters, so one of its tables may have no rows; the "table is
-    empty" contract is a property of the whole table and is checked on the driver from the row
-    counts instead (see :func:`recoverylab.schema.shard_scope`).
-    """
-    return schema.shard_scope()
-
-
-# --------------------------------------------------------------------------------------------
-# Running a partial query per partition
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -440,41 +403,52 @@ def _worker(
             "rows": {name: frame.height for name, frame in frames.items()},
             "error": None,
         }
-        try:
-            with shard_contracts():
-                outputs = partial(frames)
-        except RecoveryLabError as exc:
-            meta["error"] = [type(exc).__name__, str(exc)]
-            outputs = {}
-    else:
-        with shard_contracts():
+    # A partition holds only some clusters: a table may be empty here (see schema.shard_scope).
+    try:
+        with schema.shard_scope():
             outputs = partial(frames)
+    except RecoveryLabError as exc:
+        if meta is None:
+            raise
+        meta["error"] = [type(exc).__name__, str(exc)]
+        outputs = {}
     packed = _pack(outputs, meta, layout)
     if packed.height:
         yield from packed.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(target).to_batches()
 
 
-def _plan(
-    tables: Sequence[Table], partial: PartialQuery, envelope: bool
-) -> tuple[_Layout, Any, Any, dict[str, pl.Schema]]:
-    """Learn the partial's output schema by running it on empty tables of the input types."""
+def _job(
+    tables: Sequence[Table],
+    partial: PartialQuery,
+    *,
+    envelope: bool,
+    shuffle: bool,
+    partitions: int | None,
+) -> tuple[_Layout, SparkFrame, dict[str, pl.Schema]]:
+    """Return the lazy ``mapInArrow`` job of ``partial`` over the co-partitioned tables.
+
+    The partial's output schema is learnt by running it on empty tables of the input types.
+    """
     empties = {t.name: t.empty() for t in tables}
-    with shard_contracts():
+    with schema.shard_scope():
         outputs = partial(empties)
     parts = {name: frame.schema for name, frame in outputs.items()}
     wire = _wire_schema(parts, envelope)
-    spark = tables[0].frame.sparkSession
     spark_schema = _spark_schema(wire)
-    types = importlib.import_module("pyspark.sql.pandas.types")
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    target = types.to_arrow_schema(spark_schema, timezone=zone)
+    target = _arrow_schema(tables[0].frame.sparkSession, spark_schema)
     layout = _Layout(
         tables=tuple((t.name, t.shipped) for t in tables),
         parts=tuple((name, tuple(s.names())) for name, s in parts.items()),
         wire=tuple(wire),
         envelope=envelope,
     )
-    return layout, spark_schema, target, parts
+    union = _union(tables, shuffle, partitions)
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _worker(batches, layout=layout, partial=partial, target=target)
+
+    with quiet():
+        return layout, union.mapInArrow(apply, spark_schema), parts
 
 
 def mapped(
@@ -490,14 +464,7 @@ def mapped(
     scored episodes of :func:`recoverylab.goal.score`. A RecoveryLabError in a partition fails
     the Spark job, so run the checks first (:func:`run` with a query that only checks).
     """
-    layout, spark_schema, target, _ = _plan(tables, partial, envelope=False)
-    union = _union(tables, shuffle, partitions)
-
-    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _worker(batches, layout=layout, partial=partial, target=target)
-
-    with quiet():
-        return union.mapInArrow(apply, spark_schema)
+    return _job(tables, partial, envelope=False, shuffle=shuffle, partitions=partitions)[1]
 
 
 def run(
@@ -538,18 +505,15 @@ def run(
         The first error a partition's checks raised (with a note when several partitions
         raised), or an empty table whose contract needs rows.
     """
-    layout, spark_schema, target, parts = _plan(tables, partial, envelope=True)
-    union = _union(tables, shuffle, partitions)
-
-    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _worker(batches, layout=layout, partial=partial, target=target)
-
+    layout, job, parts = _job(
+        tables, partial, envelope=True, shuffle=shuffle, partitions=partitions
+    )
     if progress is not None:
         progress(f"spark: {label} on each partition")
     errors = importlib.import_module("pyspark.errors")
     try:
         with quiet():
-            arrow = union.mapInArrow(apply, spark_schema).toArrow()
+            arrow = job.toArrow()
     except errors.PythonException as exc:
         missing = worker_import_error(exc)
         if missing is None:
@@ -609,11 +573,6 @@ def _raise_errors(metas: Sequence[Mapping[str, Any]]) -> None:
             f"keys above are partition {partition}'s.]"
         )
     raise error(message)
-
-
-# --------------------------------------------------------------------------------------------
-# The engine: a plan's stages, one mapInArrow job each
-# --------------------------------------------------------------------------------------------
 
 
 def _call(
@@ -703,11 +662,8 @@ class SparkEngine:
         stages should run the checks.
         """
         tables = _tables(self.spark, plan, self._frames(plan))
-        *first, last = plan.stages
-        head = Plan(plan.inputs, tuple(first), lambda state: state, plan.check, plan.state)
-        state = self.run(head) if first else plan.state
-        if not first and plan.check is not None:
-            plan.check()
+        state = run_head(self, plan)
+        last = plan.stages[-1]
         partial = functools.partial(_call, partial=last.partial, state=state)
         names = {i.name for i in last.read(plan.inputs)}
         shipped = [t for t in tables if t.name in names]
