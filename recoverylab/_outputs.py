@@ -1,16 +1,14 @@
 """Staged, all-or-nothing writes: temporary names, stale-temporary cleanup, one commit.
 
 ARCHITECTURE §1.5 and §5: a failed job leaves no partial file, never clobbers an input, and its
-temporary files never outlive the next run. Every output is first written under a temporary name
-in its target directory (``.NAME.<host>-<pid>.<random>.tmp``, invisible to dataset readers, which
-skip dot-files); only when every output of the job exists is each renamed onto its target. A
-directory output (a dataset of part files) is staged as a whole directory and renamed at the end,
-so an incomplete set of parts can never be mistaken for a complete dataset.
+temporaries never outlive the next run. Every output is written under a temporary name in its
+target directory (``.NAME.<host>-<pid>.<random>.tmp``; dataset readers skip dot-files) and renamed
+onto its target only when every output of the job exists. A directory output (a dataset of part
+files) is staged whole, so an incomplete set of parts never passes for a complete dataset.
 
-A process killed with ``kill -9`` cannot clean up; the next write to the same target removes the
-temporaries whose owning process (same host, recorded in the name) no longer runs. Temporaries of
-a live process are left alone, so two concurrent runs writing the same outputs each finish with a
-complete result (the later rename wins).
+A process killed with ``kill -9`` cannot clean up: the next write to the same target removes the
+temporaries of processes of this host that no longer run. A live process's temporaries are left
+alone, so two concurrent runs of the same outputs each finish complete (the later rename wins).
 """
 
 from __future__ import annotations
@@ -148,9 +146,8 @@ class OutputSet:
     def activate(self) -> Iterator[OutputSet]:
         """Make every :func:`atomic_file` / :func:`atomic_dir` in the block join this set.
 
-        A command line run activates one set, so the outputs that library functions write (a
-        report, a rule file, synthetic part files) are committed with the command's other
-        outputs, or not at all.
+        A command line run activates one set, so what library functions write (a report, a rule
+        file, synthetic part files) is committed with the command's other outputs, or not at all.
         """
         with _active(self):
             yield self
@@ -304,11 +301,9 @@ def _backup_name(target: Path) -> Path:
 
 
 def _restore(target: Path, backup: Path | None) -> None:
-    if backup is None:
+    if backup is None or (target.is_dir() and not target.is_symlink()):
         _remove(target)
-    else:
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target, ignore_errors=True)
+    if backup is not None:
         os.replace(backup, target)
 
 
@@ -340,11 +335,10 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Yield a binary handle whose content replaces ``path`` only if the block succeeds.
 
     The handle writes a temporary file in the target directory (created if needed); on success it
-    gets the usual permissions (``0o666`` less the umask) and is renamed onto ``path``; on any
-    failure it is removed, and a file already at ``path`` is untouched. Inside
-    :meth:`OutputSet.activate` the rename waits for the set's commit. Writers get the open handle,
-    never the temporary path: polars' streaming sink may still open its output path after a failed
-    query has raised, which would recreate a file that was already cleaned up.
+    gets the usual permissions (``0o666`` less the umask) and is renamed onto ``path`` (inside
+    :meth:`OutputSet.activate`, at the set's commit); on failure it is removed and ``path`` is
+    untouched. Writers get the handle, never the temporary path: polars' streaming sink may still
+    open its output path after a failed query raised, recreating a file already cleaned up.
     """
     with _joined(lambda outputs: outputs.stage_file(path)) as temp, temp.open("wb") as out:
         yield out

@@ -610,22 +610,10 @@ def raise_data_problems(
 ) -> None:
     """Raise the error :func:`validate` raises, from precomputed violation counts.
 
-    Parameters
-    ----------
-    lazy
-        The table (read again only to name up to five offending keys when a check failed).
-    contract, key
-        As in :func:`validate` (``key``: the full key, contract key first).
-    totals
-        Violating rows per check name of :func:`data_checks`.
-    rows
-        Rows in the table (an empty table is an error unless the contract allows it).
-
-    Raises
-    ------
-    SchemaError
-        The first failed check in :func:`validate`'s order (empty table, then nulls, labels and
-        row rules), with its one-line message.
+    ``totals``: violating rows per check name of :func:`data_checks`; ``rows``: rows in the table
+    (empty is an error unless the contract allows it); ``key``: the full key, contract key first.
+    ``lazy`` is read again only to name up to five offending keys of the first failed check (in
+    :func:`validate`'s order: empty table, then nulls, labels and row rules).
     """
     if rows == 0:
         if contract.allow_empty or _SHARD.get():

@@ -90,7 +90,8 @@ def _locations(items: Sequence[object]) -> list[str]:
             )
         text = os.fspath(item)
         if Path(text).is_dir():
-            listed = [_local(info.name) for info in list_eval_logs(text, recursive=True)]
+            # inspect lists local files as file:// URLs
+            listed = [i.name.removeprefix("file://") for i in list_eval_logs(text, recursive=True)]
             if not listed:
                 raise SourceError(f"`{text}` is a directory with no inspect logs.")
             found.extend(sorted(listed))
@@ -104,11 +105,6 @@ def _locations(items: Sequence[object]) -> list[str]:
         else:
             raise SourceError(f"`{text}` does not exist.")
     return list(dict.fromkeys(found))
-
-
-def _local(location: str) -> str:
-    """Return a local path for inspect's ``file://`` listing entries (others kept)."""
-    return location.removeprefix("file://")
 
 
 def _read_file(location: str, marker: Callable[[Any], Any] | None, full: bool) -> Log:

@@ -181,12 +181,15 @@ def forks(
                 "'sample_metadata:perturb_action'."
             )
         sources["perturb_action"] = parse_source("perturb_action", perturb_action)
-    _check_epochs(epochs)
+    if epochs not in (None, "forks", "independent"):
+        raise ParameterError(
+            f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
+        )
     marker, full = _marker(recovery_marker)
     read = read_logs(logs, marker, full=full, workers=workers)
     used, superseded = _latest(read)
     rows = _rows(used, sources, scorer, marker is not None)
-    rows = _with_success(rows, success, scorer_name=_scorer_name(used, scorer))
+    rows = _convert(rows, "score", "success", success, _scorer_name(used, scorer))
     table, excluded = _forks_table(rows, none_label, marker is not None)
     if "epoch" in table.columns and epochs is None:
         warnings.warn(
@@ -257,13 +260,6 @@ def _metadata_flag(key: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda view: view["sample_metadata"].get(key, True)
 
 
-def _check_epochs(epochs: object) -> None:
-    if epochs not in (None, "forks", "independent"):
-        raise ParameterError(
-            f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
-        )
-
-
 def _marker(spec: str | None) -> tuple[Callable[[Any], Any] | None, bool]:
     """Parse ``recovery_marker``: a reader of one sample and whether it needs full samples."""
     if spec is None:
@@ -303,20 +299,19 @@ def _latest(read: list[Log]) -> tuple[list[Log], pl.DataFrame]:
             (g.location, f"{g.status} log superseded by {ranked[-1].location}") for g in ranked[:-1]
         ]
     excluded = pl.DataFrame(
-        {
-            "log": [d[0] for d in dropped],
-            "task_id": [None] * len(dropped),
-            "epoch": [None] * len(dropped),
-            "reason": ["superseded_log"] * len(dropped),
-            "detail": [d[1] for d in dropped],
-        },
+        [(log, None, None, "superseded_log", detail) for log, detail in dropped],
         schema=EXCLUDED_SCHEMA,
+        orient="row",
     )
     return used, excluded
 
 
+def _score_names(used: list[Log]) -> list[str]:
+    return sorted({n for log in used for s in log.samples for n in (s.scores or {})})
+
+
 def _scorer_name(used: list[Log], scorer: str | None) -> str:
-    names = sorted({n for log in used for s in log.samples for n in (s.scores or {})})
+    names = _score_names(used)
     if scorer is not None:
         if scorer not in names:
             raise ParameterError(
@@ -336,19 +331,18 @@ def _score_fields(
     used: list[Log], scores: Mapping[str, str] | None
 ) -> dict[str, tuple[str, str | None]]:
     """Field -> (scorer, dict key or None) for the takeover outcome fields."""
-    names = sorted({n for log in used for s in log.samples for n in (s.scores or {})})
-    if scores is not None:
-        unknown = sorted(set(scores) - set(_SCORE_FIELDS))
-        if unknown:
-            raise ParameterError(
-                f"parameter `scores` names {', '.join(unknown)}; the fields are "
-                f"{', '.join(_SCORE_FIELDS)}."
-            )
-    found: dict[str, tuple[str, str | None]]
-    if scores is not None:
-        found = {f: (scores[f], None) for f in scores}
-    else:
-        found = {f: (f, None) for f in _SCORE_FIELDS if f in names}
+    names = _score_names(used)
+    unknown = sorted(set(scores or ()) - set(_SCORE_FIELDS))
+    if unknown:
+        raise ParameterError(
+            f"parameter `scores` names {', '.join(unknown)}; the fields are "
+            f"{', '.join(_SCORE_FIELDS)}."
+        )
+    found: dict[str, tuple[str, str | None]] = (
+        {f: (scores[f], None) for f in scores}
+        if scores is not None
+        else {f: (f, None) for f in _SCORE_FIELDS if f in names}
+    )
     missing = [f for f in _SCORE_FIELDS if f not in found]
     if missing and len(names) == 1 and _dict_valued(used, names[0]):
         found.update({f: (names[0], f) for f in missing})  # keys of a dict-valued score
@@ -442,9 +436,7 @@ def _rows(
 
 def _score_value(scores: Any, name: str | None, key: str | None) -> Any:
     score = (scores or {}).get(name)
-    if score is None:
-        return None
-    value = score.value
+    value = None if score is None else score.value
     if key is None:
         return value
     return value.get(key) if isinstance(value, dict) else None
@@ -509,14 +501,10 @@ def _is_int(value: Any) -> bool:
     return number == int(number)
 
 
-def _with_success(rows: pl.DataFrame, success: Success, *, scorer_name: str) -> pl.DataFrame:
-    """Add ``success`` (null where the score is missing or invalid) and ``score_problem``."""
-    return _convert(rows, "score", "success", success, scorer_name)
-
-
 def _convert(
     rows: pl.DataFrame, field: str, out: str, success: Success, label: str
 ) -> pl.DataFrame:
+    """Add ``out`` (a score read as success; null where missing or invalid) and its problem."""
     kind, letter, num = (pl.col(f"{field}__{p}") for p in ("kind", "letter", "num"))
     if callable(success):
         values = [_call(success, v) for v in rows[f"{field}__raw"].to_list()]
@@ -630,14 +618,9 @@ def _forks_table(
         "success",
         *extra,
         *(
-            [
-                pl.when(pl.col("method") == "none")
-                .then(pl.col("perturb_action"))
-                .alias("perturb_action"),
-                pl.when(pl.col("method") == "none").then(pl.col("turns")).alias("end_action"),
-            ]
+            pl.when(pl.col("method") == "none").then(pl.col(source)).alias(name)
+            for source, name in (("perturb_action", "perturb_action"), ("turns", "end_action"))
             if with_marker
-            else []
         ),
     )
     _check_unique(table, [*keys, *extra])
@@ -687,12 +670,12 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
     states = (
         good.group_by("state_id")
         .agg(
-            pl.col("workflow").first().alias("workflow_id")
-            if "workflow" in rows.columns
-            else pl.col("state_id").first().alias("workflow_id"),
-            pl.col("root_cause").first().alias("root_cause_id")
-            if "root_cause" in rows.columns
-            else pl.col("state_id").first().alias("root_cause_id"),
+            *(
+                pl.col(source if source in rows.columns else "state_id")
+                .first()
+                .alias(f"{source}_id")
+                for source in ("workflow", "root_cause")
+            ),
             pl.col("depth").first(),
             pl.col("replay_ok").all(),
             pl.col("expected_ok").all(),

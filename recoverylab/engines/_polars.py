@@ -9,7 +9,7 @@ partials are additive over clusters.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,7 +155,7 @@ class ShardedEngine:
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             shards = self._shards(plan, stage)
-            _raise_empty(stage.read(plan.inputs), shards[0], sum_rows(shards))
+            raise_empty(stage.read(plan.inputs), sum_rows(shards), lambda t: shards[0][t.name])
             busy = [s for s in shards if any(f.height for f in s.values())] or shards[:1]
             outputs = _per_shard(stage, busy, state)
             names = dict.fromkeys(n for out in outputs for n in out)
@@ -191,10 +191,13 @@ def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:
     return {n: sum(s[n].height for s in shards) for n in shards[0]}
 
 
-def _raise_empty(
-    inputs: tuple[Input, ...], empty: Mapping[str, pl.DataFrame], rows: Mapping[str, int]
+def raise_empty(
+    tables: Iterable[Any], rows: Mapping[str, int], empty: Callable[[Any], pl.DataFrame]
 ) -> None:
-    for table in inputs:
+    """Raise the contract's "table is empty" error for an input or table with no rows at all.
+
+    ``rows`` counts the rows of every shard; ``empty`` gives a frame of the input's columns.
+    """
+    for table in tables:
         if table.contract is not None and rows[table.name] == 0:
-            # The contract's own check gives its own message ("the table is empty").
-            schema.validate(empty[table.name].head(0), table.contract, checks="full")
+            schema.validate(empty(table).head(0), table.contract, checks="full")

@@ -1,14 +1,10 @@
 """Run a protocol's polars partial query once per co-partitioned Spark partition (internal).
 
-ARCHITECTURE §1.3 and §7: every metric is per-cluster partials, then a small combine and the
-statistics. Here the input tables of one protocol are tagged, unioned and repartitioned by the
-cluster key, so every row of a cluster - in every table - lands in the same Spark partition.
-``DataFrame.mapInArrow`` then hands each whole partition (its Arrow batches drained into one
-polars frame, split back into the tables) to the protocol's own partial query: one Python call
-per partition, never one per group. The partials travel back to the driver with a small
-per-partition record (rows seen, the error a check raised), and the protocol's own combine and
-statistics finish the job.
-
+ARCHITECTURE §1.3 and §7. The input tables are tagged, unioned and repartitioned by cluster key,
+so every row of a cluster, in every table, lands in one partition. ``mapInArrow`` hands each
+whole partition (as one polars frame, split back into the tables) to the partial query: one
+Python call per partition, never one per group. The partials return to the driver with a small
+per-partition record (rows seen, the error a check raised) for the plan's combine and finish.
 pyspark is imported only when a function here is called (the ``spark`` extra).
 """
 
@@ -29,10 +25,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import polars.selectors as cs
 
 from recoverylab import _errors, schema
 from recoverylab._errors import MissingDependencyError, ParameterError, RecoveryLabError
-from recoverylab.engines._polars import run_head
+from recoverylab.engines._polars import raise_empty, run_head
 from recoverylab.io import FORMATS, path_list, scan
 from recoverylab.plan import Plan, Stage, collect_parts
 
@@ -184,10 +181,8 @@ def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
 
     A Spark DataFrame is used as it is. Paths and globs of parquet files or directories (also
     hive-partitioned), CSV (header row, types inferred by Spark) and NDJSON are read by Spark
-    itself, so they never pass through the driver. Anything else :func:`recoverylab.io.scan`
-    reads (polars, pyarrow, pandas objects, Arrow IPC files) is loaded on the driver and
-    shipped to Spark as Arrow, with categorical columns as strings (Spark has no categorical
-    type).
+    itself, never passing through the driver. Anything else :func:`recoverylab.io.scan` reads
+    is loaded on the driver and shipped as Arrow, categoricals as strings (Spark has none).
 
     Raises
     ------
@@ -201,14 +196,7 @@ def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
         formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths}
         if len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
             return _read(spark, paths, formats.pop(), name)
-    frame = scan(source).collect()
-    text = [
-        pl.col(c).cast(pl.String)
-        for c, dtype in frame.schema.items()
-        if isinstance(dtype, (pl.Categorical, pl.Enum))
-    ]
-    if text:
-        frame = frame.with_columns(text)
+    frame = scan(source).with_columns((cs.categorical() | cs.enum()).cast(pl.String)).collect()
     with quiet():
         return spark.createDataFrame(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
@@ -324,9 +312,7 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
                 *(column(frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(table.shipped)),
             )
         )
-    union = pieces[0]
-    for piece in pieces[1:]:
-        union = union.unionByName(piece, allowMissingColumns=True)
+    union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), pieces)
     if not shuffle:
         return union.drop(_KEY)
     count = partitions or int(union.sparkSession.conf.get("spark.sql.shuffle.partitions"))
@@ -522,7 +508,7 @@ def run(
     data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
     metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
     rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
-    _raise_empty(tables, rows)
+    raise_empty(tables, rows, lambda t: empty_like(t.frame))
     _raise_errors(metas)
     collected = {}
     for i, (name, columns) in enumerate(layout.parts):
@@ -549,13 +535,6 @@ def worker_import_error(exc: BaseException) -> MissingDependencyError | None:
         f"'{EXTRA}' in the workers' Python environment and point Spark at that interpreter "
         "(spark.pyspark.python or PYSPARK_PYTHON)."
     )
-
-
-def _raise_empty(tables: Sequence[Table], rows: Mapping[str, int]) -> None:
-    for table in tables:
-        if table.contract is not None and rows[table.name] == 0:
-            # The contract's own check gives its own message ("the table is empty").
-            schema.validate(empty_like(table.frame), table.contract, checks="full")
 
 
 def _raise_errors(metas: Sequence[Mapping[str, Any]]) -> None:

@@ -57,14 +57,10 @@ def register(generator: Generator) -> Generator:
     return generator
 
 
-def _load() -> None:
-    for name in _MODULES:
-        importlib.import_module(f"recoverylab.synth.{name}")
-
-
 def get(name: str) -> Generator:
     """Return the generator called ``name``."""
-    _load()
+    for module in _MODULES:
+        importlib.import_module(f"recoverylab.synth.{module}")
     try:
         return GENERATORS[name]
     except KeyError:
