@@ -1,9 +1,8 @@
 """Reading inspect_ai logs through ``inspect_ai.log``: headers, sample summaries, markers.
 
-Only what the tables need is read: the log header (task, task arguments, model, metadata, epochs,
-status) and the sample summaries (id, epoch, metadata, scores, error, limit, turns), which inspect
-stores apart from the transcripts. Full samples are streamed only when a recovery marker lives in
-the sample's store or events. Files are read in parallel threads.
+Only the log header and the sample summaries (stored apart from the transcripts) are read; full
+samples are streamed only for a recovery marker in a sample's store or events. Files are read in
+parallel threads.
 """
 
 from __future__ import annotations

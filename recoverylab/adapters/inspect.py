@@ -506,26 +506,26 @@ def _convert(
 ) -> pl.DataFrame:
     """Add ``out`` (a score read as success; null where missing or invalid) and its problem."""
     kind, letter, num = (pl.col(f"{field}__{p}") for p in ("kind", "letter", "num"))
+    ok: pl.Expr
     if callable(success):
         values = [_call(success, v) for v in rows[f"{field}__raw"].to_list()]
-        value = pl.Series(out, values, dtype=pl.Boolean)
-        problem = (
-            pl.when(kind == "missing")
-            .then(pl.lit("missing_score"))
-            .when(pl.col(out).is_null())
-            .then(pl.lit("invalid_score"))
-        )
-        return rows.with_columns(value).with_columns(problem.alias(f"{out}__problem"))
-    kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
-    found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
-    if found.height > 1 and success is None:
-        shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
-        raise ParameterError(
-            f"inspect logs: score `{label}` has mixed value types ({shown}). Hint: pass "
-            "`success` as a threshold or a callable that reads every type."
-        )
-    ok: pl.Expr
-    if success is None:
+        rows = rows.with_columns(pl.Series(out, values, dtype=pl.Boolean))
+        ok = pl.col(out)
+    elif success is not None:
+        if isinstance(success, bool) or not isinstance(success, (int, float)):
+            raise ParameterError(
+                f"parameter `success` is {success!r}; give a threshold number, a callable or None."
+            )
+        ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
+    else:
+        kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
+        found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
+        if found.height > 1:
+            shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
+            raise ParameterError(
+                f"inspect logs: score `{label}` has mixed value types ({shown}). Hint: pass "
+                "`success` as a threshold or a callable that reads every type."
+            )
         ok = (
             pl.when(kind == "letter")
             .then(pl.when(letter == "P").then(None).otherwise(num > 0))
@@ -535,12 +535,6 @@ def _convert(
             .then(num > 0)
             .otherwise(None)
         )
-    else:
-        if isinstance(success, bool) or not isinstance(success, (int, float)):
-            raise ParameterError(
-                f"parameter `success` is {success!r}; give a threshold number, a callable or None."
-            )
-        ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
     problem = (
         pl.when(kind == "missing")
         .then(pl.lit("missing_score"))

@@ -1,10 +1,8 @@
 """The polars engines: the whole tables at once (default), or split into k shards (tests).
 
-ARCHITECTURE §7. :class:`PolarsEngine` runs each stage's partial query once over the whole
-tables on polars' streaming engine. :class:`ShardedEngine` splits every input by its cluster
-key into ``k`` shards, runs the partial query per shard and concatenates the partials before
-the combine - what Spark does per partition - so tests prove without Java that every plan's
-partials are additive over clusters.
+ARCHITECTURE §7. :class:`ShardedEngine` runs the partial query per shard of the cluster key and
+concatenates the partials before the combine, as Spark does per partition: tests prove with it,
+without Java, that every plan's partials are additive over clusters.
 """
 
 from __future__ import annotations
@@ -79,8 +77,7 @@ def shard_keys(
 ) -> dict[str, pl.LazyFrame]:
     """Attach each row's cluster key (as a string column) to every input.
 
-    A row of an input keyed ``via=(other, column)`` takes the smallest key of ``other``'s rows
-    with the same ``column`` value (null when there is none).
+    ``via=(other, column)``: the least key of ``other``'s rows with that ``column`` value (or null).
     """
     by_name = {i.name: i for i in inputs}
     keyed = {}

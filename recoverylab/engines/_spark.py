@@ -510,12 +510,12 @@ def run(
     rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
     raise_empty(tables, rows, lambda t: empty_like(t.frame))
     _raise_errors(metas)
-    collected = {}
-    for i, (name, columns) in enumerate(layout.parts):
-        part = data.filter(pl.col(_PART) == i).select(
-            pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns)
-        )
-        collected[name] = part.cast(parts[name])
+    collected = {
+        name: data.filter(pl.col(_PART) == i)
+        .select(pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns))
+        .cast(parts[name])
+        for i, (name, columns) in enumerate(layout.parts)
+    }
     partial_rows = data.height - len(metas)
     if progress is not None:
         progress(
