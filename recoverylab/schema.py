@@ -621,8 +621,19 @@ def raise_data_problems(
         raise SchemaError(f"{contract.name}: the table is empty; it needs at least one row.")
     for name, (expr, what, requirement) in _problem_exprs(contract, lazy.collect_schema()).items():
         n = int(totals.get(name, 0))
-        if n:
-            _raise_with_keys(lazy, contract, key, name, expr, what, requirement, n)
+        if not n:
+            continue
+        shown_key = [k for k in key if k in lazy.collect_schema()]
+        offending = lazy.filter(expr)
+        sample = offending.select(shown_key).unique().sort(shown_key, nulls_last=True)
+        keys = format_keys(sample.head(5).collect().rows(), n)
+        labels = ""
+        if name.startswith("label:"):
+            column = name.split(":", 1)[1]
+            bad = offending.select(pl.col(column).unique().sort()).head(5).collect()
+            labels = ", ".join(repr(v) for v in bad[column].to_list())
+        text = what.format(n=n, s="" if n == 1 else "s", labels=labels)
+        raise SchemaError(f"{contract.name}: {text} ({'/'.join(shown_key)} {keys}); {requirement}.")
 
 
 def _check_data(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
@@ -700,26 +711,3 @@ def raise_duplicate_keys(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[
             f"{contract.name}: {duplicates.height} {noun} more than once "
             f"({'/'.join(key)} {keys}); each ({', '.join(key)}) must be unique."
         )
-
-
-def _raise_with_keys(
-    lazy: pl.LazyFrame,
-    contract: TableSpec,
-    key: Sequence[str],
-    name: str,
-    expr: pl.Expr,
-    what: str,
-    requirement: str,
-    n: int,
-) -> None:
-    shown_key = [k for k in key if k in lazy.collect_schema()]
-    offending = lazy.filter(expr)
-    sample = offending.select(shown_key).unique().sort(shown_key, nulls_last=True).head(5).collect()
-    labels = ""
-    if name.startswith("label:"):
-        column = name.split(":", 1)[1]
-        bad = offending.select(pl.col(column).unique().sort()).head(5).collect()
-        labels = ", ".join(repr(v) for v in bad[column].to_list())
-    text = what.format(n=n, s="" if n == 1 else "s", labels=labels)
-    keys = format_keys(sample.rows(), n)
-    raise SchemaError(f"{contract.name}: {text} ({'/'.join(shown_key)} {keys}); {requirement}.")
