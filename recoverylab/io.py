@@ -62,7 +62,6 @@ FORMATS = {
 }
 
 _PARQUET_MAGIC = b"PAR1"
-_IPC_MAGIC = b"ARROW1"
 
 Source = Any  # a path, a glob, a list of them, or an in-memory table (see ``scan``)
 

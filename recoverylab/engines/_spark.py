@@ -561,7 +561,7 @@ def _call(
     return collect_parts(partial({n: f.lazy() for n, f in frames.items()}, state))
 
 
-def _tables(spark: SparkSession, plan: Plan, frames: Mapping[str, SparkFrame]) -> list[Table]:
+def _tables(plan: Plan, frames: Mapping[str, SparkFrame]) -> list[Table]:
     """Key every input by its cluster key (through another input where the plan says so)."""
     functions = importlib.import_module("pyspark.sql.functions")
     by_name = {i.name: i for i in plan.inputs}
@@ -618,7 +618,7 @@ class SparkEngine:
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             if "tables" not in cache:
-                cache["tables"] = _tables(self.spark, plan, self._frames(plan))
+                cache["tables"] = _tables(plan, self._frames(plan))
             partial = functools.partial(_call, partial=stage.partial, state=state)
             names = {i.name for i in stage.read(plan.inputs)}
             result = run(
@@ -640,7 +640,7 @@ class SparkEngine:
         RecoveryLabError inside the last stage fails the Spark job, so the plan's earlier
         stages should run the checks.
         """
-        tables = _tables(self.spark, plan, self._frames(plan))
+        tables = _tables(plan, self._frames(plan))
         state = run_head(self, plan)
         last = plan.stages[-1]
         partial = functools.partial(_call, partial=last.partial, state=state)
