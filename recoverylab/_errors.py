@@ -8,6 +8,7 @@ allowed, up to five offending keys, and a ``Hint:`` where the fix is obvious.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 MAX_KEYS_SHOWN = 5
@@ -59,11 +60,10 @@ def format_keys(keys: Iterable[object], total: int | None = None) -> str:
     Tuple keys are joined with ``/``; ``total`` (how many keys offend in all, when more were found
     than are passed) adds the "and N more" tail.
     """
-    shown: list[str] = []
-    for key in keys:
-        if len(shown) == MAX_KEYS_SHOWN:
-            break
-        shown.append("/".join(map(_show, key)) if isinstance(key, tuple) else _show(key))
+    shown = [
+        "/".join(map(_show, key)) if isinstance(key, tuple) else _show(key)
+        for key in itertools.islice(keys, MAX_KEYS_SHOWN)
+    ]
     text = ", ".join(shown)
     if total is not None and total > len(shown):
         text += f" and {total - len(shown)} more"

@@ -419,7 +419,7 @@ def output_format(path: str | os.PathLike[str]) -> str:
     except KeyError:
         known = ", ".join(sorted(WRITE_FORMATS))
         raise ParameterError(
-            f"output `{path}` has the suffix {suffix or '(none)'!r}; recoverylab writes {known}."
+            f"output `{path}` has the suffix {suffix!r}; recoverylab writes {known}."
         ) from None
 
 

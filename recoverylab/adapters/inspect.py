@@ -62,6 +62,8 @@ EXCLUDED_SCHEMA = {
 Success = float | Callable[[Any], bool] | None
 Epochs = Literal["forks", "independent"] | None
 _SCORE_FIELDS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
+#: Columns of a sample row before the mapped values and the score parts (see ``_rows``).
+_ROW_COLUMNS = ("log", "task_id", "epoch", "model", "error", "limit", "turns", "marker", "unmapped")
 #: Takeover eligibility flags, read from sample metadata when present (true otherwise).
 _FLAGS = ("replay_ok", "expected_ok")
 
@@ -376,22 +378,9 @@ def _rows(
 ) -> pl.DataFrame:
     """One row per sample-epoch with every mapped value and the raw score (Python objects in)."""
     wanted = score_fields or {"score": (_scorer_name(used, scorer), None)}
-    columns: dict[str, list[Any]] = {
-        c: []
-        for c in (
-            "log",
-            "task_id",
-            "epoch",
-            "model",
-            "error",
-            "limit",
-            "turns",
-            "marker",
-            "unmapped",
-            *sources,
-            *(f"{f}__{p}" for f in wanted for p in ("kind", "letter", "num", "raw")),
-        )
-    }
+    parts = ("kind", "letter", "num", "raw")
+    names = (*_ROW_COLUMNS, *sources, *(f"{f}__{p}" for f in wanted for p in parts))
+    columns: dict[str, list[Any]] = {c: [] for c in names}
     for log in used:
         per_log = {
             k: s.of_log(log.location, log.task, log.task_args, log.model, log.metadata)
@@ -412,25 +401,23 @@ def _rows(
                 k: per_log[k] if k in per_log else src.of_sample(view) for k, src in sources.items()
             }
             gaps = [k for k, v in values.items() if v is MISSING]
-            for col, value in (
-                ("log", log.location),
-                ("task_id", str(s.id)),
-                ("epoch", s.epoch),
-                ("model", log.model),
-                ("error", s.error),
-                ("limit", s.limit),
-                ("turns", s.turn_count),
-                ("marker", log.markers.get((str(s.id), s.epoch)) if with_marker else None),
-                ("unmapped", ", ".join(gaps) or None),
-            ):
-                columns[col].append(value)
-            for k, v in values.items():
-                columns[k].append(None if v is MISSING else v)
-            for f, (scorer_name, key) in wanted.items():
+            row = [
+                log.location,
+                str(s.id),
+                s.epoch,
+                log.model,
+                s.error,
+                s.limit,
+                s.turn_count,
+                log.markers.get((str(s.id), s.epoch)) if with_marker else None,
+                ", ".join(gaps) or None,
+                *(None if v is MISSING else v for v in values.values()),
+            ]
+            for scorer_name, key in wanted.values():
                 raw = _score_value(s.scores, scorer_name, key)
-                kind, letter, num = score_kind(raw)
-                for part, value in (("kind", kind), ("letter", letter), ("num", num), ("raw", raw)):
-                    columns[f"{f}__{part}"].append(value)
+                row += [*score_kind(raw), raw]
+            for column, value in zip(names, row, strict=True):
+                columns[column].append(value)
     return _frame(columns, sources)
 
 
