@@ -447,13 +447,10 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
         },
         strict=False,
     )
-    for name, values in columns.items():
-        if name in sources:
-            integer = name in ("delay", "depth", "perturb_action")
-            frame = frame.with_columns(_typed(name, values, integer))
-    for name, values in raw.items():
-        frame = frame.with_columns(pl.Series(name, values, dtype=pl.Object))
-    return frame
+    return frame.with_columns(
+        *(_typed(n, columns[n], n in ("delay", "depth", "perturb_action")) for n in sources),
+        *(pl.Series(name, values, dtype=pl.Object) for name, values in raw.items()),
+    )
 
 
 def _typed(name: str, values: list[Any], integer: bool) -> pl.Series:
