@@ -321,11 +321,11 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
 
 
 def _wire_schema(parts: Mapping[str, pl.Schema], envelope: bool) -> list[tuple[str, pl.DataType]]:
-    wire: list[tuple[str, pl.DataType]] = []
-    for i, part in enumerate(parts.values()):
-        for j, dtype in enumerate(part.values()):
-            name = f"__p{i}_{j}" if envelope else list(part)[j]
-            wire.append((name, _WIRE.get(dtype, dtype)))  # type: ignore[call-overload]
+    wire: list[tuple[str, pl.DataType]] = [
+        (f"__p{i}_{j}" if envelope else name, _WIRE.get(t, t))  # type: ignore[call-overload]
+        for i, part in enumerate(parts.values())
+        for j, (name, t) in enumerate(part.items())
+    ]
     if envelope:
         wire += [(_PART, pl.Int32()), (_META, pl.String())]
     return wire
@@ -353,13 +353,12 @@ def _pack(
         out = outputs.get(name)
         if out is None or out.height == 0:
             continue
-        if not layout.envelope:
-            pieces.append(out.select(columns))
-            continue
         pieces.append(
             out.select(pl.col(c).alias(f"__p{i}_{j}") for j, c in enumerate(columns)).with_columns(
                 pl.lit(i, dtype=pl.Int32).alias(_PART)
             )
+            if layout.envelope
+            else out.select(columns)
         )
     if meta is not None:
         pieces.append(pl.DataFrame({_META: [json.dumps(meta)]}))
