@@ -1,11 +1,10 @@
 """Find which input file broke a query, and where, so errors name the file (and the line).
 
 polars reports a damaged parquet page as ``Invalid thrift: bad data`` and a bad NDJSON line as
-``Syntax at character 31``, without the file; a CSV row with more fields than the header is
-silently cut when only some columns are read. ARCHITECTURE §1.5 asks for one line naming the
-file and, where the format has lines, the line. The checks here read a file completely with a
-reader that knows where it is (Python's ``csv`` and ``json`` modules for text, a full polars scan
-for binary formats); they run at scan time for text files and after a failure for binary ones.
+``Syntax at character 31``, without the file, and silently cuts a CSV row with more fields than
+the header when only some columns are read. ARCHITECTURE §1.5 asks for one line naming the file
+and line. The checks read a file whole with a reader that knows where it is (``csv``, ``json``,
+a full polars scan): at scan time for text files, after a failure for binary ones.
 """
 
 from __future__ import annotations

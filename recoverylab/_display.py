@@ -206,7 +206,9 @@ def _interval(frame: pl.DataFrame, name: str) -> tuple[str, str] | None:
     """Return the ``(low, high)`` columns of ``name``'s interval, if the frame has them."""
     for low, high in ((f"{name}_ci_low", f"{name}_ci_high"), ("ci_low", "ci_high")):
         if low in frame.columns and high in frame.columns:
-            if low == "ci_low" and not _owns_shared_interval(frame, name):
+            # the unnamed interval belongs to the frame's first owner column present
+            owners = [c for c in _SHARED_INTERVAL_OWNERS if c in frame.columns]
+            if low == "ci_low" and owners[:1] != [name]:
                 continue
             return low, high
     return None
@@ -216,18 +218,9 @@ def _interval(frame: pl.DataFrame, name: str) -> tuple[str, str] | None:
 _SHARED_INTERVAL_OWNERS = ("effect", "difference", "gain", "ts", "drop")
 
 
-def _owns_shared_interval(frame: pl.DataFrame, name: str) -> bool:
-    owners = [c for c in _SHARED_INTERVAL_OWNERS if c in frame.columns]
-    return bool(owners) and owners[0] == name
-
-
-def _signed(name: str) -> bool:
-    return name in ("effect", "difference", "gain", "drop") or name.startswith("effect_")
-
-
 def _rate_column(frame: pl.DataFrame, name: str) -> tuple[Shown, tuple[str, ...]]:
     """Show a rate in pp with its interval; return the column and the names it used."""
-    signed = _signed(name)
+    signed = name in ("effect", "difference", "gain", "drop") or name.startswith("effect_")
     text = pp_text(name, signed=signed)
     interval = _interval(frame, name)
     if interval is None:
@@ -243,8 +236,6 @@ def _value_column(name: str, dtype: pl.DataType) -> Shown:
         return Shown(label(name), p_text(name).fill_null(MISSING))
     if dtype.is_float():
         return Shown(label(name), decimal_text(name, 1).fill_null(MISSING))
-    if dtype == pl.Boolean:
-        return Shown(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
     return Shown(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
 
 

@@ -8,6 +8,7 @@ allowed, up to five offending keys, and a ``Hint:`` where the fix is obvious.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 
 MAX_KEYS_SHOWN = 5
@@ -56,23 +57,13 @@ class RecoveryLabWarning(UserWarning):
 def format_keys(keys: Iterable[object], total: int | None = None) -> str:
     """Render up to five offending keys for an error message, e.g. ``t001, t017 and 3 more``.
 
-    Parameters
-    ----------
-    keys
-        Offending keys; tuples are joined with ``/``.
-    total
-        How many keys offend in all, when more were found than are passed.
-
-    Returns
-    -------
-    str
-        The keys, comma separated, with a "and N more" tail when some were left out.
+    Tuple keys are joined with ``/``; ``total`` (how many keys offend in all, when more were found
+    than are passed) adds the "and N more" tail.
     """
-    shown: list[str] = []
-    for key in keys:
-        if len(shown) == MAX_KEYS_SHOWN:
-            break
-        shown.append("/".join(map(_show, key)) if isinstance(key, tuple) else _show(key))
+    shown = [
+        "/".join(map(_show, key)) if isinstance(key, tuple) else _show(key)
+        for key in itertools.islice(keys, MAX_KEYS_SHOWN)
+    ]
     text = ", ".join(shown)
     if total is not None and total > len(shown):
         text += f" and {total - len(shown)} more"
@@ -98,29 +89,9 @@ def require_one_of(name: str, value: object, allowed: Sequence[object]) -> None:
 def renamed(function: str, given: dict[str, object], names: dict[str, str]) -> dict[str, object]:
     """Map deprecated keyword names to their new names, with a warning (kept one release).
 
-    Parameters
-    ----------
-    function
-        The function's name, for the messages.
-    given
-        The ``**deprecated`` keywords the function received.
-    names
-        Old name -> new name.
-
-    Returns
-    -------
-    dict
-        The values under their new names.
-
-    Raises
-    ------
-    TypeError
-        For a keyword that is neither a parameter nor a deprecated name (as Python would).
-
-    Warns
-    -----
-    DeprecationWarning
-        For every old name used.
+    ``given`` holds the ``**deprecated`` keywords ``function`` received; ``names`` maps old name
+    -> new name. Returns the values under their new names; warns a DeprecationWarning for every
+    old name used, and raises TypeError (as Python would) for a keyword that is neither.
 
     Examples
     --------

@@ -1,16 +1,14 @@
 """Staged, all-or-nothing writes: temporary names, stale-temporary cleanup, one commit.
 
 ARCHITECTURE §1.5 and §5: a failed job leaves no partial file, never clobbers an input, and its
-temporary files never outlive the next run. Every output is first written under a temporary name
-in its target directory (``.NAME.<host>-<pid>.<random>.tmp``, invisible to dataset readers, which
-skip dot-files); only when every output of the job exists is each renamed onto its target. A
-directory output (a dataset of part files) is staged as a whole directory and renamed at the end,
-so an incomplete set of parts can never be mistaken for a complete dataset.
+temporaries never outlive the next run. Every output is written under a temporary name in its
+target directory (``.NAME.<host>-<pid>.<random>.tmp``; dataset readers skip dot-files) and renamed
+onto its target only when every output of the job exists. A directory output (a dataset of part
+files) is staged whole, so an incomplete set of parts never passes for a complete dataset.
 
-A process killed with ``kill -9`` cannot clean up; the next write to the same target removes the
-temporaries whose owning process (same host, recorded in the name) no longer runs. Temporaries of
-a live process are left alone, so two concurrent runs writing the same outputs each finish with a
-complete result (the later rename wins).
+A process killed with ``kill -9`` cannot clean up: the next write to the same target removes the
+temporaries of processes of this host that no longer run. A live process's temporaries are left
+alone, so two concurrent runs of the same outputs each finish complete (the later rename wins).
 """
 
 from __future__ import annotations
@@ -74,10 +72,7 @@ def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
             continue
         if not _process_is_gone(int(match["pid"])):
             continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
+        _remove(entry)
         removed.append(entry)
     return removed
 
@@ -112,6 +107,15 @@ class _Staged:
 _ACTIVE: ContextVar[OutputSet | None] = ContextVar("recoverylab_outputs", default=None)
 
 
+@contextmanager
+def _active(outputs: OutputSet | None) -> Iterator[None]:
+    token = _ACTIVE.set(outputs)
+    try:
+        yield
+    finally:
+        _ACTIVE.reset(token)
+
+
 @dataclass
 class OutputSet:
     """Outputs staged under temporary names and committed together, or none of them.
@@ -142,15 +146,11 @@ class OutputSet:
     def activate(self) -> Iterator[OutputSet]:
         """Make every :func:`atomic_file` / :func:`atomic_dir` in the block join this set.
 
-        A command line run activates one set, so the outputs that library functions write (a
-        report, a rule file, synthetic part files) are committed with the command's other
-        outputs, or not at all.
+        A command line run activates one set, so what library functions write (a report, a rule
+        file, synthetic part files) is committed with the command's other outputs, or not at all.
         """
-        token = _ACTIVE.set(self)
-        try:
+        with _active(self):
             yield self
-        finally:
-            _ACTIVE.reset(token)
 
     def discard(self, temp: Path) -> None:
         """Remove one staged temporary (its writer failed) so it is never committed."""
@@ -172,39 +172,33 @@ class OutputSet:
 
     def stage_file(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary path (in the target directory) for ``target``'s content."""
-        target = Path(target)
-        self._check_new(target)
-        if self.guard is not None:
-            self.guard(target)
-        if target.is_dir():
-            raise OutputError(f"cannot write `{target}`: it is a directory.")
-        _prepare_parent(target)
-        remove_stale_temporaries(target)
-        try:
-            handle, name = tempfile.mkstemp(
-                prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent
-            )
-        except OSError as exc:
-            raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
-        os.close(handle)
-        self.staged.append(_Staged(target, Path(name), is_dir=False))
-        return Path(name)
+        return self._stage(Path(target), is_dir=False)
 
     def stage_dir(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary directory whose whole content replaces directory ``target``."""
-        target = Path(target)
+        return self._stage(Path(target), is_dir=True)
+
+    def _stage(self, target: Path, is_dir: bool) -> Path:
         self._check_new(target)
         if self.guard is not None:
             self.guard(target)
-        if target.exists() and not target.is_dir():
+        if not is_dir and target.is_dir():
+            raise OutputError(f"cannot write `{target}`: it is a directory.")
+        if is_dir and target.exists() and not target.is_dir():
             raise OutputError(f"cannot write directory `{target}`: a file is in the way.")
         _prepare_parent(target)
         remove_stale_temporaries(target)
+        prefix = _temp_prefix(target)
         try:
-            name = tempfile.mkdtemp(prefix=_temp_prefix(target), suffix=".tmp", dir=target.parent)
+            if is_dir:
+                name = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent)
+            else:
+                handle, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
         except OSError as exc:
             raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
-        self.staged.append(_Staged(target, Path(name), is_dir=True))
+        if not is_dir:
+            os.close(handle)
+        self.staged.append(_Staged(target, Path(name), is_dir=is_dir))
         return Path(name)
 
     def stage_tree(self, target: str | os.PathLike[str]) -> Path:
@@ -221,11 +215,8 @@ class OutputSet:
     @contextmanager
     def suspended() -> Iterator[None]:
         """Let atomic writes in the block commit at once (e.g. into a staged tree)."""
-        token = _ACTIVE.set(None)
-        try:
+        with _active(None):
             yield
-        finally:
-            _ACTIVE.reset(token)
 
     def abort(self) -> None:
         """Remove every temporary; no target is touched."""
@@ -276,10 +267,6 @@ def _swap_in(staged: _Staged) -> Path | None:
     if staged.merge:  # the emptied tree itself
         _remove(staged.temp)
         return None
-    return _swap_in_entry(staged)
-
-
-def _swap_in_entry(staged: _Staged) -> Path | None:
     target = staged.target
     if not staged.is_dir:
         backup = None
@@ -314,11 +301,9 @@ def _backup_name(target: Path) -> Path:
 
 
 def _restore(target: Path, backup: Path | None) -> None:
-    if backup is None:
+    if backup is None or (target.is_dir() and not target.is_symlink()):
         _remove(target)
-    else:
-        if target.is_dir() and not target.is_symlink():
-            shutil.rmtree(target, ignore_errors=True)
+    if backup is not None:
         os.replace(backup, target)
 
 
@@ -350,11 +335,10 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Yield a binary handle whose content replaces ``path`` only if the block succeeds.
 
     The handle writes a temporary file in the target directory (created if needed); on success it
-    gets the usual permissions (``0o666`` less the umask) and is renamed onto ``path``; on any
-    failure it is removed, and a file already at ``path`` is untouched. Inside
-    :meth:`OutputSet.activate` the rename waits for the set's commit. Writers get the open handle,
-    never the temporary path: polars' streaming sink may still open its output path after a failed
-    query has raised, which would recreate a file that was already cleaned up.
+    gets the usual permissions (``0o666`` less the umask) and is renamed onto ``path`` (inside
+    :meth:`OutputSet.activate`, at the set's commit); on failure it is removed and ``path`` is
+    untouched. Writers get the handle, never the temporary path: polars' streaming sink may still
+    open its output path after a failed query raised, recreating a file already cleaned up.
     """
     with _joined(lambda outputs: outputs.stage_file(path)) as temp, temp.open("wb") as out:
         yield out

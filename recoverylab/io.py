@@ -62,7 +62,6 @@ FORMATS = {
 }
 
 _PARQUET_MAGIC = b"PAR1"
-_IPC_MAGIC = b"ARROW1"
 
 Source = Any  # a path, a glob, a list of them, or an in-memory table (see ``scan``)
 
@@ -116,19 +115,12 @@ def scan(
     in_memory = _scan_in_memory(source)
     if in_memory is not None:
         return in_memory
-    if isinstance(source, (str, os.PathLike)):
-        sources: Sequence[str | os.PathLike[str]] = [source]
-    elif (
-        isinstance(source, Sequence)
-        and source
-        and all(isinstance(s, (str, os.PathLike)) for s in source)
-    ):
-        sources = source
-    elif isinstance(source, Sequence) and not source:
+    sources = path_list(source)
+    if sources is None and isinstance(source, Sequence) and not source:
         raise SourceError(
             "cannot read a table from an empty list of paths; give at least one path."
         )
-    else:
+    if sources is None:
         raise SourceError(
             f"cannot read a table from a {type(source).__name__}; give a path, a glob, a list of "
             "paths, or a polars, pyarrow or pandas table."
@@ -147,6 +139,19 @@ def scan(
             if fmt in ("parquet", "ipc"):
                 verify_file(path, fmt)
     return record_files(frame, read)
+
+
+def path_list(source: object) -> list[str] | None:
+    """Return a path or a non-empty list of paths as a list of strings; anything else: None."""
+    if isinstance(source, (str, os.PathLike)):
+        return [os.fspath(source)]
+    if (
+        isinstance(source, Sequence)
+        and source
+        and all(isinstance(s, (str, os.PathLike)) for s in source)
+    ):
+        return [os.fspath(s) for s in source]
+    return None
 
 
 def expand_paths(sources: Sequence[str | os.PathLike[str]]) -> list[Path]:
@@ -233,18 +238,17 @@ def _check_file(path: Path, fmt: str) -> None:
             raise SourceError(
                 f"`{path}` is not a readable parquet file (its header or footer is damaged)."
             )
+    if fmt in ("parquet", "ipc"):
+        kind, read_schema = (
+            ("parquet", pl.read_parquet_schema)
+            if fmt == "parquet"
+            else ("Arrow IPC", pl.read_ipc_schema)
+        )
         try:
-            pl.read_parquet_schema(path)
+            read_schema(path)
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise SourceError(
-                f"`{path}` is not a readable parquet file ({_first_line(exc)})."
-            ) from exc
-    elif fmt == "ipc":
-        try:
-            pl.read_ipc_schema(path)
-        except (pl.exceptions.PolarsError, OSError) as exc:
-            raise SourceError(
-                f"`{path}` is not a readable Arrow IPC file ({_first_line(exc)})."
+                f"`{path}` is not a readable {kind} file ({_first_line(exc)})."
             ) from exc
 
 
@@ -326,8 +330,8 @@ def _scan_directory(
         raise SourceError(f"`{directory}` is a directory with no data files.")
     fmt = format or format_of_path(files[0], None)
     for path in files:
-        _check_file(path, format_of_path(path, format))
         read.append((path, format_of_path(path, format)))
+        _check_file(*read[-1])
     if fmt != "parquet":
         return pl.concat([_scan_one(p, fmt) for p in files], how="diagonal_relaxed")
     _check_dataset_schema(directory, files)
@@ -393,18 +397,8 @@ def write_parquet(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[st
     return Path(path)
 
 
-#: Output suffix -> format written.
-WRITE_FORMATS = {
-    ".parquet": "parquet",
-    ".pq": "parquet",
-    ".arrow": "ipc",
-    ".ipc": "ipc",
-    ".feather": "ipc",
-    ".csv": "csv",
-    ".ndjson": "ndjson",
-    ".jsonl": "ndjson",
-    ".json": "json",
-}
+#: Output suffix -> format written: those read, but ``.tsv``, and ``.json`` as one JSON document.
+WRITE_FORMATS = {**{s: f for s, f in FORMATS.items() if s != ".tsv"}, ".json": "json"}
 
 
 def output_format(path: str | os.PathLike[str]) -> str:
@@ -425,7 +419,7 @@ def output_format(path: str | os.PathLike[str]) -> str:
     except KeyError:
         known = ", ".join(sorted(WRITE_FORMATS))
         raise ParameterError(
-            f"output `{path}` has the suffix {suffix or '(none)'!r}; recoverylab writes {known}."
+            f"output `{path}` has the suffix {suffix!r}; recoverylab writes {known}."
         ) from None
 
 
@@ -451,16 +445,10 @@ def write_to(
             frame.sink_parquet(out)
             return
         frame = frame.collect(engine="streaming")
-    if fmt == "parquet":
-        frame.write_parquet(out)
-    elif fmt == "ipc":
-        frame.write_ipc(out)
-    elif fmt == "csv":
-        frame.write_csv(out)
-    elif fmt == "ndjson":
-        frame.write_ndjson(out)
-    else:
+    if fmt == "json":
         out.write(frame.write_json().encode())
+    else:  # write_parquet, write_ipc, write_csv, write_ndjson
+        getattr(frame, f"write_{fmt}")(out)
 
 
 def write_table(frame: pl.DataFrame | pl.LazyFrame, path: str | os.PathLike[str]) -> Path:

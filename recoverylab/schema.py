@@ -340,14 +340,7 @@ _DECISIONS = TableSpec(
         Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
     ),
     key=("task_id", "condition"),
-    rules=(
-        Rule(
-            "delay_non_negative",
-            pl.col("delay") < 0,
-            "column `delay` is negative on {n} row{s}",
-            "it must be >= 0",
-        ),
-    ),
+    rules=(_non_negative("delay"),),
 )
 
 #: Every table contract, by name.
@@ -508,7 +501,7 @@ def validate(
     1
     """
     contract = spec(table)
-    lazy = _as_lazy(frame)
+    lazy = scan(frame)
     full_key = (*contract.key, *(k for k in key if k not in contract.key))
     lazy = _check_schema(lazy, contract, full_key, integer_ids)
     if checks == "full":
@@ -516,14 +509,6 @@ def validate(
     elif checks != "schema":
         raise SchemaError(f"parameter `checks` is {checks!r}; it must be 'full' or 'schema'.")
     return lazy
-
-
-def _as_lazy(frame: object) -> pl.LazyFrame:
-    if isinstance(frame, pl.LazyFrame):
-        return frame
-    if isinstance(frame, pl.DataFrame):
-        return frame.lazy()
-    return scan(frame)
 
 
 def _check_schema(
@@ -625,22 +610,10 @@ def raise_data_problems(
 ) -> None:
     """Raise the error :func:`validate` raises, from precomputed violation counts.
 
-    Parameters
-    ----------
-    lazy
-        The table (read again only to name up to five offending keys when a check failed).
-    contract, key
-        As in :func:`validate` (``key``: the full key, contract key first).
-    totals
-        Violating rows per check name of :func:`data_checks`.
-    rows
-        Rows in the table (an empty table is an error unless the contract allows it).
-
-    Raises
-    ------
-    SchemaError
-        The first failed check in :func:`validate`'s order (empty table, then nulls, labels and
-        row rules), with its one-line message.
+    ``totals``: violating rows per check name of :func:`data_checks`; ``rows``: rows in the table
+    (empty is an error unless the contract allows it); ``key``: the full key, contract key first.
+    ``lazy`` is read again only to name up to five offending keys of the first failed check (in
+    :func:`validate`'s order: empty table, then nulls, labels and row rules).
     """
     if rows == 0:
         if contract.allow_empty or _SHARD.get():
@@ -648,8 +621,19 @@ def raise_data_problems(
         raise SchemaError(f"{contract.name}: the table is empty; it needs at least one row.")
     for name, (expr, what, requirement) in _problem_exprs(contract, lazy.collect_schema()).items():
         n = int(totals.get(name, 0))
-        if n:
-            _raise_with_keys(lazy, contract, key, name, expr, what, requirement, n)
+        if not n:
+            continue
+        shown_key = [k for k in key if k in lazy.collect_schema()]
+        offending = lazy.filter(expr)
+        sample = offending.select(shown_key).unique().sort(shown_key, nulls_last=True)
+        keys = format_keys(sample.head(5).collect().rows(), n)
+        labels = ""
+        if name.startswith("label:"):
+            column = name.split(":", 1)[1]
+            bad = offending.select(pl.col(column).unique().sort()).head(5).collect()
+            labels = ", ".join(repr(v) for v in bad[column].to_list())
+        text = what.format(n=n, s="" if n == 1 else "s", labels=labels)
+        raise SchemaError(f"{contract.name}: {text} ({'/'.join(shown_key)} {keys}); {requirement}.")
 
 
 def _check_data(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
@@ -658,14 +642,7 @@ def _check_data(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> 
         pl.len().alias("__rows"),
         *(expr.sum().alias(name) for name, expr in checks.items()),
     )
-    # Duplicate keys: sort one 64-bit hash per row and count equal neighbours. This streams in
-    # a fraction of the memory of a group-by over the key columns (0.9 GB instead of 8 GB at 50M
-    # forks rows); hash collisions are ruled out by the exact check below.
-    row_hash = pl.struct(list(key)).hash().alias("__hash")
-    sorted_hashes = lazy.select(row_hash).sort("__hash")
-    repeats = sorted_hashes.select(
-        (pl.col("__hash") == pl.col("__hash").shift(1)).sum().alias("__repeats")
-    )
+    sorted_hashes, repeats = _sorted_hashes(lazy, key)
     totals, repeated = pl.collect_all([counts, repeats], engine="streaming")
     raise_data_problems(
         lazy,
@@ -683,12 +660,22 @@ def check_unique_keys(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str
 
     For callers that ran the other data checks themselves (see :func:`data_checks`).
     """
+    sorted_hashes, repeats = _sorted_hashes(lazy, key)
+    if repeats.collect(engine="streaming")["__repeats"][0]:
+        _check_duplicates(lazy, contract, key, sorted_hashes)
+
+
+def _sorted_hashes(lazy: pl.LazyFrame, key: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
+    """Return one 64-bit key hash per row, sorted, and the count of equal neighbours.
+
+    This streams in a fraction of the memory of a group-by over the key columns (0.9 GB instead
+    of 8 GB at 50M forks rows); :func:`_check_duplicates` rules out hash collisions.
+    """
     sorted_hashes = lazy.select(pl.struct(list(key)).hash().alias("__hash")).sort("__hash")
     repeats = sorted_hashes.select(
         (pl.col("__hash") == pl.col("__hash").shift(1)).sum().alias("__repeats")
-    ).collect(engine="streaming")
-    if repeats["__repeats"][0]:
-        _check_duplicates(lazy, contract, key, sorted_hashes)
+    )
+    return sorted_hashes, repeats
 
 
 def _check_duplicates(
@@ -724,26 +711,3 @@ def raise_duplicate_keys(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[
             f"{contract.name}: {duplicates.height} {noun} more than once "
             f"({'/'.join(key)} {keys}); each ({', '.join(key)}) must be unique."
         )
-
-
-def _raise_with_keys(
-    lazy: pl.LazyFrame,
-    contract: TableSpec,
-    key: Sequence[str],
-    name: str,
-    expr: pl.Expr,
-    what: str,
-    requirement: str,
-    n: int,
-) -> None:
-    shown_key = [k for k in key if k in lazy.collect_schema()]
-    offending = lazy.filter(expr)
-    sample = offending.select(shown_key).unique().sort(shown_key, nulls_last=True).head(5).collect()
-    labels = ""
-    if name.startswith("label:"):
-        column = name.split(":", 1)[1]
-        bad = offending.select(pl.col(column).unique().sort()).head(5).collect()
-        labels = ", ".join(repr(v) for v in bad[column].to_list())
-    text = what.format(n=n, s="" if n == 1 else "s", labels=labels)
-    keys = format_keys(sample.rows(), n)
-    raise SchemaError(f"{contract.name}: {text} ({'/'.join(shown_key)} {keys}); {requirement}.")

@@ -1,9 +1,8 @@
 """Reading inspect_ai logs through ``inspect_ai.log``: headers, sample summaries, markers.
 
-Only what the tables need is read: the log header (task, task arguments, model, metadata, epochs,
-status) and the sample summaries (id, epoch, metadata, scores, error, limit, turns), which inspect
-stores apart from the transcripts. Full samples are streamed only when a recovery marker lives in
-the sample's store or events. Files are read in parallel threads.
+Only the log header and the sample summaries (stored apart from the transcripts) are read; full
+samples are streamed only for a recovery marker in a sample's store or events. Files are read in
+parallel threads.
 """
 
 from __future__ import annotations
@@ -90,7 +89,8 @@ def _locations(items: Sequence[object]) -> list[str]:
             )
         text = os.fspath(item)
         if Path(text).is_dir():
-            listed = [_local(info.name) for info in list_eval_logs(text, recursive=True)]
+            # inspect lists local files as file:// URLs
+            listed = [i.name.removeprefix("file://") for i in list_eval_logs(text, recursive=True)]
             if not listed:
                 raise SourceError(f"`{text}` is a directory with no inspect logs.")
             found.extend(sorted(listed))
@@ -104,11 +104,6 @@ def _locations(items: Sequence[object]) -> list[str]:
         else:
             raise SourceError(f"`{text}` does not exist.")
     return list(dict.fromkeys(found))
-
-
-def _local(location: str) -> str:
-    """Return a local path for inspect's ``file://`` listing entries (others kept)."""
-    return location.removeprefix("file://")
 
 
 def _read_file(location: str, marker: Callable[[Any], Any] | None, full: bool) -> Log:

@@ -51,12 +51,9 @@ class Source:
         self, location: str, task: str, args: dict[str, Any], model: str, metadata: dict[str, Any]
     ) -> Any:
         """Return the value for a whole log (eval-level kinds); raise on a name it lacks."""
-        if self.kind == "model":
-            return model
-        if self.kind == "task":
-            return task
-        if self.kind == "literal":
-            return self.name
+        fixed = {"model": model, "task": task, "literal": self.name}
+        if self.kind in fixed:
+            return fixed[self.kind]
         table, what = (
             (args, "task argument") if self.kind == "task_arg" else (metadata, "eval metadata key")
         )

@@ -62,6 +62,8 @@ EXCLUDED_SCHEMA = {
 Success = float | Callable[[Any], bool] | None
 Epochs = Literal["forks", "independent"] | None
 _SCORE_FIELDS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
+#: Columns of a sample row before the mapped values and the score parts (see ``_rows``).
+_ROW_COLUMNS = ("log", "task_id", "epoch", "model", "error", "limit", "turns", "marker", "unmapped")
 #: Takeover eligibility flags, read from sample metadata when present (true otherwise).
 _FLAGS = ("replay_ok", "expected_ok")
 
@@ -181,12 +183,15 @@ def forks(
                 "'sample_metadata:perturb_action'."
             )
         sources["perturb_action"] = parse_source("perturb_action", perturb_action)
-    _check_epochs(epochs)
+    if epochs not in (None, "forks", "independent"):
+        raise ParameterError(
+            f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
+        )
     marker, full = _marker(recovery_marker)
     read = read_logs(logs, marker, full=full, workers=workers)
     used, superseded = _latest(read)
     rows = _rows(used, sources, scorer, marker is not None)
-    rows = _with_success(rows, success, scorer_name=_scorer_name(used, scorer))
+    rows = _convert(rows, "score", "success", success, _scorer_name(used, scorer))
     table, excluded = _forks_table(rows, none_label, marker is not None)
     if "epoch" in table.columns and epochs is None:
         warnings.warn(
@@ -257,13 +262,6 @@ def _metadata_flag(key: str) -> Callable[[Mapping[str, Any]], Any]:
     return lambda view: view["sample_metadata"].get(key, True)
 
 
-def _check_epochs(epochs: object) -> None:
-    if epochs not in (None, "forks", "independent"):
-        raise ParameterError(
-            f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
-        )
-
-
 def _marker(spec: str | None) -> tuple[Callable[[Any], Any] | None, bool]:
     """Parse ``recovery_marker``: a reader of one sample and whether it needs full samples."""
     if spec is None:
@@ -303,20 +301,19 @@ def _latest(read: list[Log]) -> tuple[list[Log], pl.DataFrame]:
             (g.location, f"{g.status} log superseded by {ranked[-1].location}") for g in ranked[:-1]
         ]
     excluded = pl.DataFrame(
-        {
-            "log": [d[0] for d in dropped],
-            "task_id": [None] * len(dropped),
-            "epoch": [None] * len(dropped),
-            "reason": ["superseded_log"] * len(dropped),
-            "detail": [d[1] for d in dropped],
-        },
+        [(log, None, None, "superseded_log", detail) for log, detail in dropped],
         schema=EXCLUDED_SCHEMA,
+        orient="row",
     )
     return used, excluded
 
 
+def _score_names(used: list[Log]) -> list[str]:
+    return sorted({n for log in used for s in log.samples for n in (s.scores or {})})
+
+
 def _scorer_name(used: list[Log], scorer: str | None) -> str:
-    names = sorted({n for log in used for s in log.samples for n in (s.scores or {})})
+    names = _score_names(used)
     if scorer is not None:
         if scorer not in names:
             raise ParameterError(
@@ -336,19 +333,18 @@ def _score_fields(
     used: list[Log], scores: Mapping[str, str] | None
 ) -> dict[str, tuple[str, str | None]]:
     """Field -> (scorer, dict key or None) for the takeover outcome fields."""
-    names = sorted({n for log in used for s in log.samples for n in (s.scores or {})})
-    if scores is not None:
-        unknown = sorted(set(scores) - set(_SCORE_FIELDS))
-        if unknown:
-            raise ParameterError(
-                f"parameter `scores` names {', '.join(unknown)}; the fields are "
-                f"{', '.join(_SCORE_FIELDS)}."
-            )
-    found: dict[str, tuple[str, str | None]]
-    if scores is not None:
-        found = {f: (scores[f], None) for f in scores}
-    else:
-        found = {f: (f, None) for f in _SCORE_FIELDS if f in names}
+    names = _score_names(used)
+    unknown = sorted(set(scores or ()) - set(_SCORE_FIELDS))
+    if unknown:
+        raise ParameterError(
+            f"parameter `scores` names {', '.join(unknown)}; the fields are "
+            f"{', '.join(_SCORE_FIELDS)}."
+        )
+    found: dict[str, tuple[str, str | None]] = (
+        {f: (scores[f], None) for f in scores}
+        if scores is not None
+        else {f: (f, None) for f in _SCORE_FIELDS if f in names}
+    )
     missing = [f for f in _SCORE_FIELDS if f not in found]
     if missing and len(names) == 1 and _dict_valued(used, names[0]):
         found.update({f: (names[0], f) for f in missing})  # keys of a dict-valued score
@@ -382,22 +378,9 @@ def _rows(
 ) -> pl.DataFrame:
     """One row per sample-epoch with every mapped value and the raw score (Python objects in)."""
     wanted = score_fields or {"score": (_scorer_name(used, scorer), None)}
-    columns: dict[str, list[Any]] = {
-        c: []
-        for c in (
-            "log",
-            "task_id",
-            "epoch",
-            "model",
-            "error",
-            "limit",
-            "turns",
-            "marker",
-            "unmapped",
-            *sources,
-            *(f"{f}__{p}" for f in wanted for p in ("kind", "letter", "num", "raw")),
-        )
-    }
+    parts = ("kind", "letter", "num", "raw")
+    names = (*_ROW_COLUMNS, *sources, *(f"{f}__{p}" for f in wanted for p in parts))
+    columns: dict[str, list[Any]] = {c: [] for c in names}
     for log in used:
         per_log = {
             k: s.of_log(log.location, log.task, log.task_args, log.model, log.metadata)
@@ -418,33 +401,29 @@ def _rows(
                 k: per_log[k] if k in per_log else src.of_sample(view) for k, src in sources.items()
             }
             gaps = [k for k, v in values.items() if v is MISSING]
-            for col, value in (
-                ("log", log.location),
-                ("task_id", str(s.id)),
-                ("epoch", s.epoch),
-                ("model", log.model),
-                ("error", s.error),
-                ("limit", s.limit),
-                ("turns", s.turn_count),
-                ("marker", log.markers.get((str(s.id), s.epoch)) if with_marker else None),
-                ("unmapped", ", ".join(gaps) or None),
-            ):
-                columns[col].append(value)
-            for k, v in values.items():
-                columns[k].append(None if v is MISSING else v)
-            for f, (scorer_name, key) in wanted.items():
+            row = [
+                log.location,
+                str(s.id),
+                s.epoch,
+                log.model,
+                s.error,
+                s.limit,
+                s.turn_count,
+                log.markers.get((str(s.id), s.epoch)) if with_marker else None,
+                ", ".join(gaps) or None,
+                *(None if v is MISSING else v for v in values.values()),
+            ]
+            for scorer_name, key in wanted.values():
                 raw = _score_value(s.scores, scorer_name, key)
-                kind, letter, num = score_kind(raw)
-                for part, value in (("kind", kind), ("letter", letter), ("num", num), ("raw", raw)):
-                    columns[f"{f}__{part}"].append(value)
+                row += [*score_kind(raw), raw]
+            for column, value in zip(names, row, strict=True):
+                columns[column].append(value)
     return _frame(columns, sources)
 
 
 def _score_value(scores: Any, name: str | None, key: str | None) -> Any:
     score = (scores or {}).get(name)
-    if score is None:
-        return None
-    value = score.value
+    value = None if score is None else score.value
     if key is None:
         return value
     return value.get(key) if isinstance(value, dict) else None
@@ -468,13 +447,10 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
         },
         strict=False,
     )
-    for name, values in columns.items():
-        if name in sources:
-            integer = name in ("delay", "depth", "perturb_action")
-            frame = frame.with_columns(_typed(name, values, integer))
-    for name, values in raw.items():
-        frame = frame.with_columns(pl.Series(name, values, dtype=pl.Object))
-    return frame
+    return frame.with_columns(
+        *(_typed(n, columns[n], n in ("delay", "depth", "perturb_action")) for n in sources),
+        *(pl.Series(name, values, dtype=pl.Object) for name, values in raw.items()),
+    )
 
 
 def _typed(name: str, values: list[Any], integer: bool) -> pl.Series:
@@ -509,35 +485,31 @@ def _is_int(value: Any) -> bool:
     return number == int(number)
 
 
-def _with_success(rows: pl.DataFrame, success: Success, *, scorer_name: str) -> pl.DataFrame:
-    """Add ``success`` (null where the score is missing or invalid) and ``score_problem``."""
-    return _convert(rows, "score", "success", success, scorer_name)
-
-
 def _convert(
     rows: pl.DataFrame, field: str, out: str, success: Success, label: str
 ) -> pl.DataFrame:
+    """Add ``out`` (a score read as success; null where missing or invalid) and its problem."""
     kind, letter, num = (pl.col(f"{field}__{p}") for p in ("kind", "letter", "num"))
+    ok: pl.Expr
     if callable(success):
         values = [_call(success, v) for v in rows[f"{field}__raw"].to_list()]
-        value = pl.Series(out, values, dtype=pl.Boolean)
-        problem = (
-            pl.when(kind == "missing")
-            .then(pl.lit("missing_score"))
-            .when(pl.col(out).is_null())
-            .then(pl.lit("invalid_score"))
-        )
-        return rows.with_columns(value).with_columns(problem.alias(f"{out}__problem"))
-    kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
-    found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
-    if found.height > 1 and success is None:
-        shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
-        raise ParameterError(
-            f"inspect logs: score `{label}` has mixed value types ({shown}). Hint: pass "
-            "`success` as a threshold or a callable that reads every type."
-        )
-    ok: pl.Expr
-    if success is None:
+        rows = rows.with_columns(pl.Series(out, values, dtype=pl.Boolean))
+        ok = pl.col(out)
+    elif success is not None:
+        if isinstance(success, bool) or not isinstance(success, (int, float)):
+            raise ParameterError(
+                f"parameter `success` is {success!r}; give a threshold number, a callable or None."
+            )
+        ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
+    else:
+        kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
+        found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
+        if found.height > 1:
+            shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
+            raise ParameterError(
+                f"inspect logs: score `{label}` has mixed value types ({shown}). Hint: pass "
+                "`success` as a threshold or a callable that reads every type."
+            )
         ok = (
             pl.when(kind == "letter")
             .then(pl.when(letter == "P").then(None).otherwise(num > 0))
@@ -547,12 +519,6 @@ def _convert(
             .then(num > 0)
             .otherwise(None)
         )
-    else:
-        if isinstance(success, bool) or not isinstance(success, (int, float)):
-            raise ParameterError(
-                f"parameter `success` is {success!r}; give a threshold number, a callable or None."
-            )
-        ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
     problem = (
         pl.when(kind == "missing")
         .then(pl.lit("missing_score"))
@@ -630,14 +596,9 @@ def _forks_table(
         "success",
         *extra,
         *(
-            [
-                pl.when(pl.col("method") == "none")
-                .then(pl.col("perturb_action"))
-                .alias("perturb_action"),
-                pl.when(pl.col("method") == "none").then(pl.col("turns")).alias("end_action"),
-            ]
+            pl.when(pl.col("method") == "none").then(pl.col(source)).alias(name)
+            for source, name in (("perturb_action", "perturb_action"), ("turns", "end_action"))
             if with_marker
-            else []
         ),
     )
     _check_unique(table, [*keys, *extra])
@@ -687,12 +648,12 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
     states = (
         good.group_by("state_id")
         .agg(
-            pl.col("workflow").first().alias("workflow_id")
-            if "workflow" in rows.columns
-            else pl.col("state_id").first().alias("workflow_id"),
-            pl.col("root_cause").first().alias("root_cause_id")
-            if "root_cause" in rows.columns
-            else pl.col("state_id").first().alias("root_cause_id"),
+            *(
+                pl.col(source if source in rows.columns else "state_id")
+                .first()
+                .alias(f"{source}_id")
+                for source in ("workflow", "root_cause")
+            ),
             pl.col("depth").first(),
             pl.col("replay_ok").all(),
             pl.col("expected_ok").all(),

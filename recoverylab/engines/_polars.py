@@ -1,15 +1,13 @@
 """The polars engines: the whole tables at once (default), or split into k shards (tests).
 
-ARCHITECTURE §7. :class:`PolarsEngine` runs each stage's partial query once over the whole
-tables on polars' streaming engine. :class:`ShardedEngine` splits every input by its cluster
-key into ``k`` shards, runs the partial query per shard and concatenates the partials before
-the combine - what Spark does per partition - so tests prove without Java that every plan's
-partials are additive over clusters.
+ARCHITECTURE §7. :class:`ShardedEngine` runs the partial query per shard of the cluster key and
+concatenates the partials before the combine, as Spark does per partition: tests prove with it,
+without Java, that every plan's partials are additive over clusters.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +46,12 @@ class PolarsEngine:
 
     def rows(self, plan: Plan) -> pl.LazyFrame:
         """Run every stage but the last; return the last stage's one part, lazily."""
-        state = _head(self, plan)
+        state = run_head(self, plan)
         (out,) = plan.stages[-1].partial(_scan_inputs(plan), state).values()
         return out.lazy()
 
 
-def _head(engine: Any, plan: Plan) -> Any:
+def run_head(engine: Any, plan: Plan) -> Any:
     """Run the check and every stage of ``plan`` but the last; return the state."""
     first = plan.stages[:-1]
     if not first:
@@ -79,8 +77,7 @@ def shard_keys(
 ) -> dict[str, pl.LazyFrame]:
     """Attach each row's cluster key (as a string column) to every input.
 
-    A row of an input keyed ``via=(other, column)`` takes the smallest key of ``other``'s rows
-    with the same ``column`` value (null when there is none).
+    ``via=(other, column)``: the least key of ``other``'s rows with that ``column`` value (or null).
     """
     by_name = {i.name: i for i in inputs}
     keyed = {}
@@ -155,13 +152,9 @@ class ShardedEngine:
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             shards = self._shards(plan, stage)
-            _raise_empty(stage.read(plan.inputs), shards[0], sum_rows(shards))
+            raise_empty(stage.read(plan.inputs), sum_rows(shards), lambda t: shards[0][t.name])
             busy = [s for s in shards if any(f.height for f in s.values())] or shards[:1]
-            outputs = []
-            with schema.shard_scope():
-                for frames in busy:
-                    lazy = {n: f.lazy() for n, f in frames.items()}
-                    outputs.append(collect_parts(stage.partial(lazy, state)))
+            outputs = _per_shard(stage, busy, state)
             names = dict.fromkeys(n for out in outputs for n in out)
             return {
                 n: pl.concat([o[n] for o in outputs if n in o], how="vertical_relaxed")
@@ -172,15 +165,22 @@ class ShardedEngine:
 
     def rows(self, plan: Plan) -> pl.LazyFrame:
         """Run every stage but the last; return the last stage's part of every shard, lazily."""
-        state = _head(self, plan)
+        state = run_head(self, plan)
         last = plan.stages[-1]
-        parts = []
-        with schema.shard_scope():
-            for frames in self._shards(plan, last):
-                lazy = {n: f.lazy() for n, f in frames.items()}
-                (out,) = collect_parts(last.partial(lazy, state)).values()
-                parts.append(out)
-        return pl.concat(parts, how="vertical_relaxed").lazy()
+        outputs = _per_shard(last, self._shards(plan, last), state)
+        return pl.concat(
+            [o for (o,) in (p.values() for p in outputs)], how="vertical_relaxed"
+        ).lazy()
+
+
+def _per_shard(
+    stage: Stage, shards: list[dict[str, pl.DataFrame]], state: Any
+) -> list[dict[str, pl.DataFrame]]:
+    """Collect the stage's partials of every shard, its contracts checked as for a shard."""
+    with schema.shard_scope():
+        return [
+            collect_parts(stage.partial({n: f.lazy() for n, f in s.items()}, state)) for s in shards
+        ]
 
 
 def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:
@@ -188,10 +188,13 @@ def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:
     return {n: sum(s[n].height for s in shards) for n in shards[0]}
 
 
-def _raise_empty(
-    inputs: tuple[Input, ...], empty: Mapping[str, pl.DataFrame], rows: Mapping[str, int]
+def raise_empty(
+    tables: Iterable[Any], rows: Mapping[str, int], empty: Callable[[Any], pl.DataFrame]
 ) -> None:
-    for table in inputs:
+    """Raise the contract's "table is empty" error for an input or table with no rows at all.
+
+    ``rows`` counts the rows of every shard; ``empty`` gives a frame of the input's columns.
+    """
+    for table in tables:
         if table.contract is not None and rows[table.name] == 0:
-            # The contract's own check gives its own message ("the table is empty").
-            schema.validate(empty[table.name].head(0), table.contract, checks="full")
+            schema.validate(empty(table).head(0), table.contract, checks="full")

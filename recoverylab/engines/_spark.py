@@ -1,14 +1,10 @@
 """Run a protocol's polars partial query once per co-partitioned Spark partition (internal).
 
-ARCHITECTURE §1.3 and §7: every metric is per-cluster partials, then a small combine and the
-statistics. Here the input tables of one protocol are tagged, unioned and repartitioned by the
-cluster key, so every row of a cluster - in every table - lands in the same Spark partition.
-``DataFrame.mapInArrow`` then hands each whole partition (its Arrow batches drained into one
-polars frame, split back into the tables) to the protocol's own partial query: one Python call
-per partition, never one per group. The partials travel back to the driver with a small
-per-partition record (rows seen, the error a check raised), and the protocol's own combine and
-statistics finish the job.
-
+ARCHITECTURE §1.3 and §7. The input tables are tagged, unioned and repartitioned by cluster key,
+so every row of a cluster, in every table, lands in one partition. ``mapInArrow`` hands each
+whole partition (as one polars frame, split back into the tables) to the partial query: one
+Python call per partition, never one per group. The partials return to the driver with a small
+per-partition record (rows seen, the error a check raised) for the plan's combine and finish.
 pyspark is imported only when a function here is called (the ``spark`` extra).
 """
 
@@ -22,17 +18,19 @@ import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import polars.selectors as cs
 
 from recoverylab import _errors, schema
 from recoverylab._errors import MissingDependencyError, ParameterError, RecoveryLabError
-from recoverylab.io import FORMATS, scan
+from recoverylab.engines._polars import raise_empty, run_head
+from recoverylab.io import FORMATS, path_list, scan
 from recoverylab.plan import Plan, Stage, collect_parts
 
 if TYPE_CHECKING:
@@ -178,37 +176,13 @@ def session(
         return builder.getOrCreate()
 
 
-# --------------------------------------------------------------------------------------------
-# Inputs
-# --------------------------------------------------------------------------------------------
-
-
-def _paths(source: object) -> list[str] | None:
-    if isinstance(source, (str, os.PathLike)):
-        return [os.fspath(source)]
-    if (
-        isinstance(source, Sequence)
-        and source
-        and all(isinstance(s, (str, os.PathLike)) for s in source)
-    ):
-        return [os.fspath(s) for s in source]
-    return None
-
-
-def _format(path: str) -> str:
-    suffix = Path(path.rstrip("/")).suffix.lower()
-    return FORMATS.get(suffix, "parquet")
-
-
 def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
     """Return a table source as a Spark DataFrame.
 
     A Spark DataFrame is used as it is. Paths and globs of parquet files or directories (also
     hive-partitioned), CSV (header row, types inferred by Spark) and NDJSON are read by Spark
-    itself, so they never pass through the driver. Anything else :func:`recoverylab.io.scan`
-    reads (polars, pyarrow, pandas objects, Arrow IPC files) is loaded on the driver and
-    shipped to Spark as Arrow, with categorical columns as strings (Spark has no categorical
-    type).
+    itself, never passing through the driver. Anything else :func:`recoverylab.io.scan` reads
+    is loaded on the driver and shipped as Arrow, categoricals as strings (Spark has none).
 
     Raises
     ------
@@ -217,19 +191,12 @@ def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
     """
     if _is_spark_frame(source):
         return source  # type: ignore[return-value]
-    paths = _paths(source)
+    paths = path_list(source)
     if paths is not None:
-        formats = {_format(p) for p in paths}
+        formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths}
         if len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
             return _read(spark, paths, formats.pop(), name)
-    frame = scan(source).collect()
-    text = [
-        pl.col(c).cast(pl.String)
-        for c, dtype in frame.schema.items()
-        if isinstance(dtype, (pl.Categorical, pl.Enum))
-    ]
-    if text:
-        frame = frame.with_columns(text)
+    frame = scan(source).with_columns((cs.categorical() | cs.enum()).cast(pl.String)).collect()
     with quiet():
         return spark.createDataFrame(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
@@ -249,35 +216,19 @@ def _read(spark: SparkSession, paths: list[str], fmt: str, name: str) -> SparkFr
 
 def empty_like(frame: SparkFrame) -> pl.DataFrame:
     """Return an empty polars frame of ``frame``'s columns, in the types partitions receive."""
-    types = importlib.import_module("pyspark.sql.pandas.types")
-    zone = frame.sparkSession.conf.get("spark.sql.session.timeZone")
-    arrow = types.to_arrow_schema(frame.schema, timezone=zone)
+    arrow = _arrow_schema(frame.sparkSession, frame.schema)
     return pl.from_arrow(arrow.empty_table())  # type: ignore[return-value]
+
+
+def _arrow_schema(spark: SparkSession, spark_schema: Any) -> pa.Schema:
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    return types.to_arrow_schema(spark_schema, timezone=zone)
 
 
 def column(frame: SparkFrame, name: str) -> Column:
     """Return the column called ``name`` (quoted: names may hold dots or spaces)."""
     return frame["`" + name.replace("`", "``") + "`"]
-
-
-# --------------------------------------------------------------------------------------------
-# Contracts inside a partition
-# --------------------------------------------------------------------------------------------
-
-
-def shard_contracts() -> AbstractContextManager[None]:
-    """Let a table be empty *within a partition* while the partial query runs.
-
-    A partition holds only some clusters, so one of its tables may have no rows; the "table is
-    empty" contract is a property of the whole table and is checked on the driver from the row
-    counts instead (see :func:`recoverylab.schema.shard_scope`).
-    """
-    return schema.shard_scope()
-
-
-# --------------------------------------------------------------------------------------------
-# Running a partial query per partition
-# --------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -361,9 +312,7 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
                 *(column(frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(table.shipped)),
             )
         )
-    union = pieces[0]
-    for piece in pieces[1:]:
-        union = union.unionByName(piece, allowMissingColumns=True)
+    union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), pieces)
     if not shuffle:
         return union.drop(_KEY)
     count = partitions or int(union.sparkSession.conf.get("spark.sql.shuffle.partitions"))
@@ -372,11 +321,11 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
 
 
 def _wire_schema(parts: Mapping[str, pl.Schema], envelope: bool) -> list[tuple[str, pl.DataType]]:
-    wire: list[tuple[str, pl.DataType]] = []
-    for i, part in enumerate(parts.values()):
-        for j, dtype in enumerate(part.values()):
-            name = f"__p{i}_{j}" if envelope else list(part)[j]
-            wire.append((name, _WIRE.get(dtype, dtype)))  # type: ignore[call-overload]
+    wire: list[tuple[str, pl.DataType]] = [
+        (f"__p{i}_{j}" if envelope else name, _WIRE.get(t, t))  # type: ignore[call-overload]
+        for i, part in enumerate(parts.values())
+        for j, (name, t) in enumerate(part.items())
+    ]
     if envelope:
         wire += [(_PART, pl.Int32()), (_META, pl.String())]
     return wire
@@ -404,13 +353,12 @@ def _pack(
         out = outputs.get(name)
         if out is None or out.height == 0:
             continue
-        if not layout.envelope:
-            pieces.append(out.select(columns))
-            continue
         pieces.append(
             out.select(pl.col(c).alias(f"__p{i}_{j}") for j, c in enumerate(columns)).with_columns(
                 pl.lit(i, dtype=pl.Int32).alias(_PART)
             )
+            if layout.envelope
+            else out.select(columns)
         )
     if meta is not None:
         pieces.append(pl.DataFrame({_META: [json.dumps(meta)]}))
@@ -440,41 +388,52 @@ def _worker(
             "rows": {name: frame.height for name, frame in frames.items()},
             "error": None,
         }
-        try:
-            with shard_contracts():
-                outputs = partial(frames)
-        except RecoveryLabError as exc:
-            meta["error"] = [type(exc).__name__, str(exc)]
-            outputs = {}
-    else:
-        with shard_contracts():
+    # A partition holds only some clusters: a table may be empty here (see schema.shard_scope).
+    try:
+        with schema.shard_scope():
             outputs = partial(frames)
+    except RecoveryLabError as exc:
+        if meta is None:
+            raise
+        meta["error"] = [type(exc).__name__, str(exc)]
+        outputs = {}
     packed = _pack(outputs, meta, layout)
     if packed.height:
         yield from packed.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(target).to_batches()
 
 
-def _plan(
-    tables: Sequence[Table], partial: PartialQuery, envelope: bool
-) -> tuple[_Layout, Any, Any, dict[str, pl.Schema]]:
-    """Learn the partial's output schema by running it on empty tables of the input types."""
+def _job(
+    tables: Sequence[Table],
+    partial: PartialQuery,
+    *,
+    envelope: bool,
+    shuffle: bool,
+    partitions: int | None,
+) -> tuple[_Layout, SparkFrame, dict[str, pl.Schema]]:
+    """Return the lazy ``mapInArrow`` job of ``partial`` over the co-partitioned tables.
+
+    The partial's output schema is learnt by running it on empty tables of the input types.
+    """
     empties = {t.name: t.empty() for t in tables}
-    with shard_contracts():
+    with schema.shard_scope():
         outputs = partial(empties)
     parts = {name: frame.schema for name, frame in outputs.items()}
     wire = _wire_schema(parts, envelope)
-    spark = tables[0].frame.sparkSession
     spark_schema = _spark_schema(wire)
-    types = importlib.import_module("pyspark.sql.pandas.types")
-    zone = spark.conf.get("spark.sql.session.timeZone")
-    target = types.to_arrow_schema(spark_schema, timezone=zone)
+    target = _arrow_schema(tables[0].frame.sparkSession, spark_schema)
     layout = _Layout(
         tables=tuple((t.name, t.shipped) for t in tables),
         parts=tuple((name, tuple(s.names())) for name, s in parts.items()),
         wire=tuple(wire),
         envelope=envelope,
     )
-    return layout, spark_schema, target, parts
+    union = _union(tables, shuffle, partitions)
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        return _worker(batches, layout=layout, partial=partial, target=target)
+
+    with quiet():
+        return layout, union.mapInArrow(apply, spark_schema), parts
 
 
 def mapped(
@@ -490,14 +449,7 @@ def mapped(
     scored episodes of :func:`recoverylab.goal.score`. A RecoveryLabError in a partition fails
     the Spark job, so run the checks first (:func:`run` with a query that only checks).
     """
-    layout, spark_schema, target, _ = _plan(tables, partial, envelope=False)
-    union = _union(tables, shuffle, partitions)
-
-    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _worker(batches, layout=layout, partial=partial, target=target)
-
-    with quiet():
-        return union.mapInArrow(apply, spark_schema)
+    return _job(tables, partial, envelope=False, shuffle=shuffle, partitions=partitions)[1]
 
 
 def run(
@@ -538,18 +490,15 @@ def run(
         The first error a partition's checks raised (with a note when several partitions
         raised), or an empty table whose contract needs rows.
     """
-    layout, spark_schema, target, parts = _plan(tables, partial, envelope=True)
-    union = _union(tables, shuffle, partitions)
-
-    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _worker(batches, layout=layout, partial=partial, target=target)
-
+    layout, job, parts = _job(
+        tables, partial, envelope=True, shuffle=shuffle, partitions=partitions
+    )
     if progress is not None:
         progress(f"spark: {label} on each partition")
     errors = importlib.import_module("pyspark.errors")
     try:
         with quiet():
-            arrow = union.mapInArrow(apply, spark_schema).toArrow()
+            arrow = job.toArrow()
     except errors.PythonException as exc:
         missing = worker_import_error(exc)
         if missing is None:
@@ -558,14 +507,14 @@ def run(
     data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
     metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
     rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
-    _raise_empty(tables, rows)
+    raise_empty(tables, rows, lambda t: empty_like(t.frame))
     _raise_errors(metas)
-    collected = {}
-    for i, (name, columns) in enumerate(layout.parts):
-        part = data.filter(pl.col(_PART) == i).select(
-            pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns)
-        )
-        collected[name] = part.cast(parts[name])
+    collected = {
+        name: data.filter(pl.col(_PART) == i)
+        .select(pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns))
+        .cast(parts[name])
+        for i, (name, columns) in enumerate(layout.parts)
+    }
     partial_rows = data.height - len(metas)
     if progress is not None:
         progress(
@@ -587,13 +536,6 @@ def worker_import_error(exc: BaseException) -> MissingDependencyError | None:
     )
 
 
-def _raise_empty(tables: Sequence[Table], rows: Mapping[str, int]) -> None:
-    for table in tables:
-        if table.contract is not None and rows[table.name] == 0:
-            # The contract's own check gives its own message ("the table is empty").
-            schema.validate(empty_like(table.frame), table.contract, checks="full")
-
-
 def _raise_errors(metas: Sequence[Mapping[str, Any]]) -> None:
     failed = sorted((m["partition"], m["error"]) for m in metas if m["error"] is not None)
     if not failed:
@@ -611,11 +553,6 @@ def _raise_errors(metas: Sequence[Mapping[str, Any]]) -> None:
     raise error(message)
 
 
-# --------------------------------------------------------------------------------------------
-# The engine: a plan's stages, one mapInArrow job each
-# --------------------------------------------------------------------------------------------
-
-
 def _call(
     frames: dict[str, pl.DataFrame], *, partial: Callable[..., Any], state: Any
 ) -> dict[str, pl.DataFrame]:
@@ -623,7 +560,7 @@ def _call(
     return collect_parts(partial({n: f.lazy() for n, f in frames.items()}, state))
 
 
-def _tables(spark: SparkSession, plan: Plan, frames: Mapping[str, SparkFrame]) -> list[Table]:
+def _tables(plan: Plan, frames: Mapping[str, SparkFrame]) -> list[Table]:
     """Key every input by its cluster key (through another input where the plan says so)."""
     functions = importlib.import_module("pyspark.sql.functions")
     by_name = {i.name: i for i in plan.inputs}
@@ -680,7 +617,7 @@ class SparkEngine:
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             if "tables" not in cache:
-                cache["tables"] = _tables(self.spark, plan, self._frames(plan))
+                cache["tables"] = _tables(plan, self._frames(plan))
             partial = functools.partial(_call, partial=stage.partial, state=state)
             names = {i.name for i in stage.read(plan.inputs)}
             result = run(
@@ -702,12 +639,9 @@ class SparkEngine:
         RecoveryLabError inside the last stage fails the Spark job, so the plan's earlier
         stages should run the checks.
         """
-        tables = _tables(self.spark, plan, self._frames(plan))
-        *first, last = plan.stages
-        head = Plan(plan.inputs, tuple(first), lambda state: state, plan.check, plan.state)
-        state = self.run(head) if first else plan.state
-        if not first and plan.check is not None:
-            plan.check()
+        tables = _tables(plan, self._frames(plan))
+        state = run_head(self, plan)
+        last = plan.stages[-1]
         partial = functools.partial(_call, partial=last.partial, state=state)
         names = {i.name for i in last.read(plan.inputs)}
         shipped = [t for t in tables if t.name in names]

@@ -1,12 +1,10 @@
 """Synthetic run logs with known ground truth, for tests, ``data_samples/`` and ``benchmarks/``.
 
-Each generator produces the tables of one protocol for a range of cluster units (tasks, cases,
-workflows) from a seed. Units are generated in fixed blocks of :data:`BLOCK` with a random stream
-derived from ``(seed, block index)``, so the same seed gives the same rows however the output is
-chunked into files, and a block can be generated on any machine independently.
-
-:func:`write` streams a generator to ``out_dir/<table>/part-NNNNN.parquet`` one chunk at a time,
-so a 50-million-row forks table never has to fit in memory.
+Each generator makes the tables of one protocol for a range of cluster units (tasks, cases,
+workflows), in fixed blocks of :data:`BLOCK` with a random stream from ``(seed, block index)``:
+the same seed gives the same rows however the output is chunked, and any machine can make any
+block. :func:`write` streams chunks to ``out_dir/<table>/part-NNNNN.parquet``, so a 50-million-row
+forks table never has to fit in memory.
 """
 
 from __future__ import annotations
@@ -57,14 +55,10 @@ def register(generator: Generator) -> Generator:
     return generator
 
 
-def _load() -> None:
-    for name in _MODULES:
-        importlib.import_module(f"recoverylab.synth.{name}")
-
-
 def get(name: str) -> Generator:
     """Return the generator called ``name``."""
-    _load()
+    for module in _MODULES:
+        importlib.import_module(f"recoverylab.synth.{module}")
     try:
         return GENERATORS[name]
     except KeyError:

@@ -1,21 +1,19 @@
 """Genuine inspect_ai evaluation logs made offline, with known outcomes (tests, tour, benchmarks).
 
-:func:`write_inspect_logs` runs a small recovery experiment through inspect_ai itself, with the
-mock model provider (``mockllm/model``) scripted to answer every generation: one eval per
-(condition, arm), where an arm is the no-recovery continuation (``method="none"``, no delay) or a
-recovery method at a delay. Task arguments carry ``condition``, ``method`` and ``delay``; every
-sample is a task instance with a stable ``id``; epochs are repeated runs.
+:func:`write_inspect_logs` runs a small recovery experiment through inspect_ai itself, the mock
+model (``mockllm/model``) scripted to answer every generation: one eval per (condition, arm), an
+arm being the no-recovery continuation (``method="none"``, no delay) or a method at a delay. Task
+arguments carry ``condition``, ``method`` and ``delay``; samples are task instances with stable
+``id``s; epochs are repeated runs.
 
-The outcome of a sample is a deterministic function of (sample, condition, arm, epoch), so the
-logs have a known ground truth; recovery fires only while the run is still going
-(``perturb_action + delay < turns``), and a recovery arm whose recovery never fired ends exactly
-like the no-recovery run (the store key ``recovery_applied`` records which, and a fired recovery
-also leaves an info event with source ``recovery``). Samples listed in
-``errors`` raise in every arm of their condition, so inspect records them as errored.
+A sample's outcome is a deterministic function of (sample, condition, arm, epoch): a known ground
+truth. Recovery fires only while the run goes on (``perturb_action + delay < turns``); an arm whose
+recovery never fired ends like the no-recovery run (the store key ``recovery_applied`` says which;
+a fired recovery also leaves an info event with source ``recovery``). Samples in ``errors`` raise
+in every arm of their condition, so inspect records them as errored.
 
-Nothing here reaches the network: every scripted output carries a ``usage`` (otherwise inspect
-would fetch a tokenizer to count tokens); inspect sends telemetry only when ``INSPECT_TELEMETRY``
-names a hook, which tests leave unset.
+Nothing reaches the network: every scripted output carries a ``usage`` (else inspect fetches a
+tokenizer to count tokens); inspect sends telemetry only when ``INSPECT_TELEMETRY`` names a hook.
 """
 
 from __future__ import annotations
@@ -122,29 +120,18 @@ def write_inspect_logs(
         # inspect's own retry setup trips a tenacity deprecation (not ours to fix); under
         # warnings-as-errors it would turn every sample into an error.
         warnings.filterwarnings("ignore", message="The 'initial' parameter is deprecated")
-        logs = _run(inspect, tasks, out_dir, epochs, log_format, max_samples)
+        logs = inspect["eval"](
+            tasks,
+            model=inspect["model"],
+            epochs=epochs,
+            log_dir=os.fspath(out_dir),
+            log_format=log_format,
+            display="none",
+            fail_on_error=False,
+            max_samples=max_samples,
+            score_display=False,
+        )
     return [Path(log.location) for log in logs]
-
-
-def _run(
-    inspect: dict[str, Any],
-    tasks: list[Any],
-    out_dir: str | os.PathLike[str],
-    epochs: int,
-    log_format: str,
-    max_samples: int | None,
-) -> list[Any]:
-    return inspect["eval"](
-        tasks,
-        model=inspect["model"],
-        epochs=epochs,
-        log_dir=os.fspath(out_dir),
-        log_format=log_format,
-        display="none",
-        fail_on_error=False,
-        max_samples=max_samples,
-        score_display=False,
-    )
 
 
 def _inspect() -> dict[str, Any]:
