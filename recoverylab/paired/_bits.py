@@ -1,48 +1,42 @@
 """Pairing through per-task bit sets: the fast path of the cell counts (ARCHITECTURE §1.3, §3.1).
 
-The pairing rules themselves (baseline rows, the end of a run, the classes of a point and its
-outcome) are those of :mod:`._rules`, applied here to 64-bit words per task instead of rows;
-this module only adds the layout that turns rows into words.
-
-Joining every recovery row to its episode's ``none`` row is the expensive part of the pairing
-(46M probe rows at 1M tasks, and polars runs that join on one core). When no ``none`` row is
-delay-specific there is a cheaper exact route through one group-by over the cluster -- the
-task (with its ``pair_by`` keys):
+The pairing rules (baseline rows, the end of a run, the classes of a point and its outcome) are
+those of :mod:`._rules`, applied to 64-bit words per task instead of rows; this module only adds
+the layout that turns rows into words. Joining every recovery row to its episode's ``none`` row
+is the expensive part of the pairing (46M probe rows at 1M tasks, on one core in polars). When
+no ``none`` row is delay-specific, one group-by over the cluster (the task with its ``pair_by``
+keys) is a cheaper exact route:
 
 1. *Survey* (:func:`survey_query`): the rows per distinct (condition, *pair_by*, method,
-   delay). This is the design grid, the key-level data checks of
-   :func:`recoverylab.schema.validate` (raised with the same messages, in the same order) and
-   the list of *points*.
+   delay): the design grid, the points, and the key-level data checks of
+   :func:`recoverylab.schema.validate` (raised with its messages, in its order).
 2. *Bit layout* (:func:`layout`): each distinct (condition, method, delay) point gets one bit
-   of a 63-bit word (several words when there are more than 63 points). A row finds its bit
-   through a lookup table indexed by a hash of its three key values modulo a table size chosen
-   so that the points never share a slot.
-3. *Task words* (:func:`task_words`, one streaming group-by over the table): per task, the sum
-   of the bits of its rows (``P``: which points exist), of its successful rows (``S``), and --
-   on ``none`` rows -- the bits of the recovery points at or after the end of the run (``E``:
-   ``perturb_action + delay >= end_action``, §3.1 carry-forward), with the remaining data
-   checks (null task_id or success) counted alongside. A task's keys are distinct exactly when
-   its bits are: the popcount of ``P`` equals its row count, so the duplicate-key check of the
-   contract costs nothing more.
-4. *Cell counts* (:func:`cell_counts`): every paired outcome of a task is a bit operation on
-   its words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
+   of a 63-bit word (several words past 63 points). A row finds its bit through a lookup table
+   indexed by a hash of its three key values modulo a size at which no two points share a slot.
+3. *Task words* (:func:`task_words`, one streaming group-by): per task, the sum of the bits of
+   its rows (``P``: the points present), of its successful rows (``S``), and -- on ``none``
+   rows -- the bits of the recovery points at or after the end of the run (``E``:
+   ``perturb_action + delay >= end_action``, §3.1 carry-forward), with the other data checks
+   (null task_id or success) counted alongside. A task's keys are distinct exactly when its
+   bits are (popcount of ``P`` = its rows), so the duplicate-key check costs nothing more.
+4. *Cell counts* (:func:`cell_counts`): every paired outcome is a bit operation on a task's
+   words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
    is the number of tasks with that bit set.
 
-The survey and the task words share one pass over the files: the layout is guessed from the
-first rows (:func:`sample_counts`), and the survey's exact rows per point must then equal the
-bits set per point (:func:`check_layout`), else the task words are computed again with the
-layout of every point. So the lookup is exact whatever the guess.
+The survey and the task words share one pass: the layout is guessed from the first rows
+(:func:`sample_counts`), the survey's exact rows per point must equal the bits set per point
+(:func:`check_layout`), else the words are computed again with every point. So the lookup is
+exact whatever the guess.
 
-Prefix hashes (§3.1: a pair whose prefix hashes differ is ``prefix_mismatch``) are compared in
-the same group-by through a per-task fingerprint: each recovery row adds F(condition, prefix)
-and each ``none`` row subtracts k × F(condition, its prefix), k being the number of recovery
-points of its condition before the end of its run (read from the same lookup as ``E``), all in
-wrapping 64-bit arithmetic. When a task's recovery rows are exactly those points and no prefix
-is null, the sum is zero exactly when every recovery row carries its ``none`` row's prefix
-(up to a 64-bit hash coincidence, probability 2^-64). A non-zero sum, and the tasks the test
-cannot decide (missing points, null prefixes, episodes without a ``none`` row), are settled
-exactly: undecided tasks by a per-episode comparison of their prefix hashes, and tasks with an
-episode whose prefixes differ by the join of :mod:`._pairs` (which counts the mismatches).
+Prefix hashes (§3.1: differing ones are ``prefix_mismatch``) are compared in the same group-by
+through a per-task fingerprint: each recovery row adds F(condition, prefix) and each ``none``
+row subtracts k × F(condition, its prefix), k being its condition's recovery points before the
+end of its run (from the same lookup as ``E``), in wrapping 64-bit arithmetic. When a task's
+recovery rows are exactly those points and no prefix is null, the sum is zero exactly when
+every recovery row carries its ``none`` row's prefix (up to a 2^-64 hash coincidence). Tasks
+the test cannot decide (missing points, null prefixes, episodes without a ``none`` row) are
+settled by a per-episode comparison of their prefix hashes; tasks with an episode whose
+prefixes differ (or a non-zero sum) go to the join of :mod:`._pairs`, which counts them.
 """
 
 from __future__ import annotations
@@ -128,22 +122,16 @@ def _point_keys(forks: Forks) -> list[str]:
     return ["condition", *forks.pair_by, "method", "delay"]
 
 
-def survey_query(forks: Forks) -> pl.LazyFrame:
-    """Rows per distinct (condition, *pair_by*, method, delay): the survey aggregation."""
+def survey_query(forks: Forks, head: int | None = None) -> pl.LazyFrame:
+    """Rows per distinct (condition, *pair_by*, method, delay) (of the first ``head`` rows)."""
     keys = _point_keys(forks)
-    return forks.lf.select(keys).group_by(keys).agg(pl.len().cast(pl.Int64).alias("rows"))
+    rows = forks.lf.select(keys) if head is None else forks.lf.select(keys).head(head)
+    return rows.group_by(keys).agg(pl.len().cast(pl.Int64).alias("rows"))
 
 
 def sample_counts(forks: Forks, rows: int = 200_000) -> pl.DataFrame:
     """Survey the first ``rows`` rows only: a cheap guess of the points for the bit layout."""
-    keys = _point_keys(forks)
-    return (
-        forks.lf.select(keys)
-        .head(rows)
-        .group_by(keys)
-        .agg(pl.len().cast(pl.Int64).alias("rows"))
-        .collect()
-    )
+    return survey_query(forks, rows).collect()
 
 
 def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Survey:
@@ -175,11 +163,10 @@ def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Surve
 
 
 def check(forks: Forks, found: Survey, pending: dict[str, int] | None = None) -> None:
-    """Raise the first failed data check, in :func:`~recoverylab.schema.validate`'s order.
+    """Raise the first failed data check, with :func:`~recoverylab.schema.validate`'s order.
 
-    ``pending``: the violations of the pending checks when a pass over the rows counted them;
-    without it they are counted here (one pass) -- so that the error raised is always the one
-    validate raises (same order, same message).
+    ``pending``: the pending checks' violations, if a pass over the rows counted them; else
+    they are counted here (one pass), so the error is always validate's (same message).
     """
     if pending is None:
         counted = forks.lf.select(e.sum().alias(n) for n, e in found.pending.items()).collect(
@@ -235,10 +222,7 @@ def _with_design(counts: pl.DataFrame, design: Design | None) -> pl.DataFrame:
     missing = design.points.select(keys).join(
         counts.select(keys), on=keys, how="anti", nulls_equal=True
     )
-    if missing.height == 0:
-        return counts
-    zero = missing.with_columns(pl.lit(0, dtype=pl.Int64).alias("rows"))
-    return pl.concat([counts, zero.cast(counts.schema)], how="vertical")
+    return pl.concat([counts, missing.with_columns(rows=0).cast(counts.schema)], how="vertical")
 
 
 def layout(counts: pl.DataFrame) -> Layout | None:
@@ -336,6 +320,8 @@ def task_words(
     else:
         gap = _u64(plan.gaps - 1)
     prefix = "prefix_hash" in forks.columns
+    fingerprint = pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))
+    nulls = pl.col("prefix_hash").is_null().alias("null_prefixes")
     # the lookup indices first, once per row (polars does not share sub-expressions here)
     slot = (point_hash() % _u64(plan.size)).alias("__slot")
     indices = forks.lf.select(
@@ -344,16 +330,7 @@ def task_words(
         (slot * _u64(plan.gaps) + gap).alias("__at_gap"),
         pl.col("success").cast(pl.UInt64).alias("__success"),
         *(e.alias(f"__pending{i}") for i, e in enumerate(pending)),
-        *(
-            [
-                (pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))).alias(
-                    "__prefix"
-                ),
-                pl.col("prefix_hash").is_null().alias("null_prefixes"),
-            ]
-            if prefix
-            else []
-        ),
+        *([fingerprint.alias("__prefix"), nulls] if prefix else []),
     )
     sums += [pl.col(f"__pending{i}").sum() for i in range(len(pending))]
     lookups: list[pl.Expr] = []
@@ -408,13 +385,10 @@ def partitioned_words(
 def collect_words(
     queries: Sequence[pl.LazyFrame], first: pl.DataFrame | None = None
 ) -> pl.DataFrame:
-    """Collect the task words of every partition, one streaming pass each.
-
-    ``first``: the first partition's words when they were already collected (with the survey).
-    """
+    """Collect every partition's task words (``first``: the first's, collected with the survey)."""
     done = [] if first is None else [first]
-    rest = queries[len(done) :]
-    return pl.concat([*done, *(q.collect(engine="streaming") for q in rest)], how="vertical")
+    rest = [q.collect(engine="streaming") for q in queries[len(done) :]]
+    return pl.concat([*done, *rest], how="vertical")
 
 
 def undecided(words: pl.DataFrame, plan: Layout) -> pl.Expr:
@@ -478,11 +452,7 @@ def conflicting_clusters(
 def check_duplicates(
     forks: Forks, words: pl.DataFrame, plan: Layout, keys: Sequence[str], full_key: Sequence[str]
 ) -> None:
-    """Raise the contract's duplicate-key error if some cluster repeats a point.
-
-    A cluster's rows have distinct (condition, method, delay) exactly when their bits are
-    distinct, i.e. when the summed bits have as many ones as the cluster has rows.
-    """
+    """Raise the duplicate-key error if a cluster repeats a point (fewer ones in P than rows)."""
     ones = pl.sum_horizontal(
         *(pl.col(f"P{w}").bitwise_count_ones().cast(pl.Int64) for w in range(plan.words))
     )
@@ -497,10 +467,7 @@ def check_duplicates(
 
 
 def check_layout(words: pl.DataFrame, plan: Layout) -> None:
-    """Check that every point's bit was set as often as the survey counted its rows.
-
-    Guards the lookup (hashes computed by two engines must agree); a mismatch is a bug.
-    """
+    """Check each point's bit was set once per survey row (else two engines' hashes disagree)."""
     totals = words.select(
         ((pl.col(f"P{word}") & _u64(1 << (bit % _WORD_BITS))) != 0).sum().alias(str(bit))
         for bit, word in plan.points.select("bit", "word").iter_rows()
@@ -527,7 +494,6 @@ def cell_counts(
     recovery = ~pl.col("none")
     frame = words.lazy()
     if pair_by:
-        # carry-forward only reaches points of the design grid of the cluster's pair_by keys
         grid = _grid_words(design, plan, pair_by)
         frame = frame.join(grid.lazy(), on=list(pair_by), how="left", nulls_equal=True)
         frame = frame.with_columns(pl.col(f"G{w}").fill_null(0) for w in range(plan.words))
@@ -593,21 +559,11 @@ def cell_counts(
             on="__group",
         )
     cells = ["condition", "delay", "method", *by]
-    rescue, harm, kept, unchanged = (pl.col(c) for c in ("rescue", "harm", "kept", "unchanged"))
+    n = pl.sum_horizontal(CLASSES[:4]).alias("n")
+    zero = pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch")
     return (
-        long.join(points.select("bit", "condition", "delay", "method"), on="bit")
-        .select(
-            *cells,
-            (rescue + harm + kept + unchanged).alias("n"),
-            rescue,
-            harm,
-            kept,
-            unchanged,
-            pl.col("carried_forward"),
-            pl.col("unpaired"),
-            pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch"),
-            pl.col("after_end"),
-        )
+        long.join(points.select("bit", *cells[:3]), on="bit")
+        .select(*cells, n, *CLASSES[:-1], zero, "after_end")
         .filter(pl.col("n") + pl.col("unpaired") + pl.col("after_end") > 0)
     )
 
@@ -666,16 +622,13 @@ def bit_counts(
 ) -> tuple[Survey, BitCounts | None]:
     """Survey and check the table, then count its cells through task words where that applies.
 
-    The bit layout is first guessed from the first rows, so that the survey and the task words
-    share one pass over the files; the survey's exact rows per point then confirm the guess
-    (or the task words are computed again with the full layout). Raises the errors of
-    :func:`~recoverylab.schema.validate` (duplicate keys included).
-
+    The survey and the task words share one pass (layout guessed from the first rows, see the
+    module). Raises the errors of :func:`~recoverylab.schema.validate` (duplicate keys too).
     The bit-set path applies when no ``none`` row is delay-specific, the points fit in
     ``MAX_WORDS`` words and every ``by`` key is constant within each cluster (task_id,
-    *pair_by*) -- a ``by`` key that is not a ``pair_by`` key is checked on the task words.
-    Otherwise the second result is ``None`` (the survey's checks have all run, duplicates
-    aside). ``design`` is the grid of the whole table (a shard's own grid may lack points).
+    *pair_by*; checked on the task words). Otherwise the second result is ``None`` (every
+    check but duplicates has run). ``design``: the whole table's grid (a shard's may lack
+    points).
     """
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
@@ -719,11 +672,10 @@ def bit_counts(
 def _set_aside_conflicts(
     forks: Forks, words: pl.DataFrame, plan: Layout, clusters: list[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """Split off the clusters whose prefix fingerprints conflict (the join path counts them).
+    """Split off the clusters whose prefixes conflict (the join path counts them).
 
-    Tasks the fingerprint words cannot decide are settled episode by episode: only their rows
-    are grouped. Returns the words of the other clusters and the keys of the conflicted ones
-    (``None`` when there are none).
+    Returns the other clusters' words and the conflicted keys (``None`` if none). Tasks the
+    fingerprint cannot decide are settled episode by episode, grouping only their rows.
     """
     if "F" not in words.columns:
         return words, None

@@ -43,8 +43,8 @@ class Forks:
     pair_by: tuple[str, ...]
     columns: frozenset[str]
     int_ids: pl.LazyFrame | None = None
-    """The same table with integer task ids left Int64 (``None`` when they are strings): the
-    per-task group-by of :mod:`._bits` groups this one and casts only its per-task result."""
+    """The table with integer task ids left Int64 (``None`` for string ids), which the per-task
+    group-by of :mod:`._bits` groups, casting only its result."""
 
     @property
     def episode(self) -> list[str]:
@@ -98,12 +98,7 @@ def prepare(
     integer = schema["task_id"].is_integer()
     # the canonical table: task ids as strings (identical to validate's own cast)
     lazy = ints.with_columns(pl.col("task_id").cast(pl.String)) if integer else ints
-    missing = [k for k in by_keys if k not in schema]
-    if missing:
-        raise ParameterError(
-            f"forks: parameter `by` names column `{missing[0]}`, which is not in the table "
-            f"(columns: {', '.join(schema.names())})."
-        )
+    check_by_columns(by_keys, schema.names())
     if cohort == "factual_success" and "factual_success" not in schema:
         raise ParameterError(
             "forks: parameter `cohort` is 'factual_success' but the table has no "
@@ -123,6 +118,16 @@ def prepare(
         ints = ints.with_columns(categorical)
     columns = frozenset(schema.names())
     return Forks(lazy, pair_keys, columns, ints if integer else None), by_keys
+
+
+def check_by_columns(by: Sequence[str], columns: Sequence[str]) -> None:
+    """Raise ParameterError naming the first ``by`` key that is not one of ``columns``."""
+    missing = [k for k in by if k not in columns]
+    if missing:
+        raise ParameterError(
+            f"forks: parameter `by` names column `{missing[0]}`, which is not in the table "
+            f"(columns: {', '.join(columns)})."
+        )
 
 
 @dataclass(frozen=True)
@@ -152,10 +157,9 @@ class Design:
 def design_grid(forks: Forks) -> Design:
     """Return the candidate recovery points: distinct (condition, *pair_by, method, delay).
 
-    A task that ended before a recovery point has no recovery row there, so the points it would
-    have had are read from the other tasks of the same condition (and pair_by keys) and method.
-    Only these few key columns are read; the result is small. The same pass tells whether any
-    `none` row is delay-specific (when none is, the pairing needs one join instead of two).
+    A task that ended before a point has no recovery row there: its points are read from the
+    other tasks (same condition, pair_by keys, method). The same pass of the few key columns
+    tells whether any `none` row is delay-specific (if none is, the pairing needs one join).
     """
     return design_of(design_points(forks).collect(engine="streaming"))
 
@@ -198,7 +202,7 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
         _opt(forks, "end_action", pl.Int64).alias("__end"),
         _opt(forks, "factual_success", pl.Boolean).alias("__factual0"),
     ]
-    names = ["y0", "__prefix0", "__perturb", "__end", "__factual0"]
+    names = [e.meta.output_name() for e in baseline]
     # A `none` row with a delay replays that delay only and wins over the shared one (§3.1).
     specific = none.filter(pl.col("delay").is_not_null()).select(
         *episode, "delay", *(e.name.suffix("_d") for e in baseline), pl.lit(True).alias("__d")
@@ -234,8 +238,6 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
     mismatch = rules.prefix_differs(pl.col("__prefix1"), pl.col("__prefix0"))
     reason = rules.reason(paired, ended, mismatch)
     factual = [pl.coalesce("__factual0", "__factual1").alias("factual_success")]
-    if not forks.has_factual:
-        factual = []
     real = joined.select(
         *episode,
         "method",
@@ -244,7 +246,7 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
         "y1",
         pl.lit(False).alias("carried_forward"),
         reason.alias("reason"),
-        *factual,
+        *(factual if forks.has_factual else []),
         *carry,
     )
     carried = _carried(forks, design, none, specific, baseline, carry)
@@ -323,9 +325,8 @@ def raise_after_end(rows: pl.LazyFrame, forks: Forks) -> None:
     """Raise InputError naming recovery rows given for a point after their task ended."""
     keys = [*forks.episode, "method", "delay"]
     bad = rows.filter(pl.col("reason") == AFTER_END)
-    total_q = bad.select(pl.len())
-    sample_q = bad.select(keys).sort(keys, nulls_last=True).head(5)
-    total_frame, sample = pl.collect_all([total_q, sample_q], engine="streaming")
+    first = bad.select(keys).sort(keys, nulls_last=True).head(5)
+    total_frame, sample = pl.collect_all([bad.select(pl.len()), first], engine="streaming")
     total = int(total_frame.item())
     if not total:
         return
@@ -426,17 +427,9 @@ def pair_rows(table: Forks, design: Design, cohort: str = "full") -> pl.LazyFram
 
 
 def outcome_expr() -> pl.Expr:
-    """Return the paired outcome of y0 (no recovery) and y1 (recovery)."""
-    y0, y1 = pl.col("y0"), pl.col("y1")
-    return (
-        pl.when(~y0 & y1)
-        .then(pl.lit("rescue"))
-        .when(y0 & ~y1)
-        .then(pl.lit("harm"))
-        .when(y0 & y1)
-        .then(pl.lit("kept"))
-        .otherwise(pl.lit("unchanged"))
-    )
+    """Return the paired outcome of y0 (no recovery) and y1 (recovery): one of OUTCOMES."""
+    classes = rules.outcomes(pl.lit(True), pl.lit(False), pl.col("y0"), pl.col("y1"))
+    return pl.coalesce(pl.when(classes[name]).then(pl.lit(name)) for name in OUTCOMES)
 
 
 def exclusions(

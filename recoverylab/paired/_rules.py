@@ -1,21 +1,14 @@
 """The pairing rules of the CIR protocol, stated once (ARCHITECTURE §3.1).
 
-Two queries pair the branches of a forks table: the join of :func:`._pairs.branch_rows` (row
-by row: every public verb, and any table the fast path cannot take) and the per-task bit sets
-of :mod:`._bits` (the fast path of the cell counts, 2-3x faster than the join). Both build
-their expressions from the definitions here, so a pairing rule changes in one place:
-
-* which rows are branches of one episode (:func:`episode_key`), which is the baseline
-  (:func:`is_baseline`: ``method == "none"``; a delay-specific one wins over the shared one);
-* when a recovery point lies at or after the end of the no-recovery run (:func:`after_end`);
-* when a pair's prefixes differ (:func:`prefix_differs`);
-* how a recovery point is classified (:func:`standing`) and what its outcome is
-  (:func:`outcomes`).
-
-:func:`standing` and :func:`outcomes` are written with ``&``, ``|`` and ``~`` only, so the same
-function reads booleans per row (the join) or unsigned 64-bit words per task whose bit k
-stands for recovery point k (the bit sets: one bitwise operation decides every point of a task
-at once); :func:`after_end` also reads plain integers (the bit layout's lookup tables).
+Two queries pair the branches of a forks table: the join of :func:`._pairs.branch_rows` (every
+public verb, and any table the fast path cannot take) and the per-task bit sets of :mod:`._bits`
+(the fast path of the cell counts, 2-3x faster). Both build their expressions from these
+definitions (episode, baseline -- a delay-specific one wins over the shared one --, end of run,
+prefix mismatch, class and outcome of a point), so a pairing rule changes in one place.
+:func:`standing` and :func:`outcomes` use only ``&``, ``|`` and ``~``: they read booleans per
+row (the join) or u64 words per task whose bit k stands for recovery point k (one bitwise
+operation decides every point of a task); :func:`after_end` also reads plain integers (the bit
+layout's lookup tables).
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ __all__ = [
     "BASELINE",
     "REASONS",
     "after_end",
-    "cluster_key",
     "episode_key",
     "is_baseline",
     "outcomes",
@@ -55,11 +47,6 @@ T = TypeVar("T", pl.Expr, int)
 def episode_key(pair_by: Sequence[str]) -> list[str]:
     """Key of an episode: the branches forked from one state share it."""
     return ["task_id", "condition", *pair_by]
-
-
-def cluster_key(pair_by: Sequence[str]) -> list[str]:
-    """Key of a cluster (the unit every interval resamples): the task with its pair_by keys."""
-    return ["task_id", *pair_by]
 
 
 def is_baseline() -> pl.Expr:

@@ -28,12 +28,13 @@ Unknown condition or method labels use the ``DEFAULT`` entries of the tables bel
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, require_one_of
 from recoverylab.synth import Generator, Tables, register
 
 __all__ = [
@@ -69,8 +70,12 @@ DECAY = 0.9
 _FACTUAL_LENGTH = (8, 64)
 
 
+def _rate(table: dict[str, float], label: str) -> float:
+    return table.get(label, table[DEFAULT])
+
+
 def _lookup(table: dict[str, float], labels: Sequence[str]) -> np.ndarray:
-    return np.array([table.get(label, table[DEFAULT]) for label in labels], dtype=float)
+    return np.array([_rate(table, label) for label in labels], dtype=float)
 
 
 def _options(
@@ -164,66 +169,42 @@ def block(
     has_none = rng.random((n, n_c)) >= unpaired_rate
     mismatch = rng.random((n, n_c, n_d, n_m)) < mismatch_rate
 
-    y0_grid = y0[:, :, None, None]
-    y1 = np.where(y0_grid, flip >= harm, flip < rescue)
+    y1 = np.where(y0[:, :, None, None], flip >= harm, flip < rescue)
     ended = gap[:, :, None, None] <= np.array(delays)[None, None, :, None]
-    present = np.broadcast_to(~ended, (n, n_c, n_d, n_m))
-
-    task = np.arange(start, stop)
     # recovery rows, flattened in (task, condition, delay, method) order, ended points removed
-    shape = (n, n_c, n_d, n_m)
-    keep = present.ravel()
-    rec = {
-        "task": np.broadcast_to(task[:, None, None, None], shape).ravel()[keep],
-        "c": np.broadcast_to(np.arange(n_c)[None, :, None, None], shape).ravel()[keep],
-        "m": np.broadcast_to(np.arange(n_m)[None, None, None, :], shape).ravel()[keep],
-        "delay": np.broadcast_to(np.array(delays)[None, None, :, None], shape).ravel()[keep],
-        "success": y1.ravel()[keep],
-        "salt": mismatch.ravel()[keep].astype(np.int64),
-    }
-    keep_none = has_none.ravel()
-    none = {
-        "task": np.repeat(task, n_c)[keep_none],
-        "c": np.tile(np.arange(n_c), n)[keep_none],
-        "success": y0.ravel()[keep_none],
-    }
-    per_task_condition = {
-        "perturb_action": perturb.ravel(),
-        "end_action": end.ravel(),
-    }
-    rec_tc = rec["task"].astype(np.int64) - start
-    rec_index = rec_tc * n_c + rec["c"].astype(np.int64)
-    none_index = (none["task"].astype(np.int64) - start) * n_c + none["c"].astype(np.int64)
+    keep = np.broadcast_to(~ended, (n, n_c, n_d, n_m)).ravel()
+    task, c, d, m = (axis.ravel()[keep] for axis in np.indices((n, n_c, n_d, n_m)))
+    none = np.flatnonzero(has_none)  # (task, condition) index of the `none` rows
     frames = [
         pl.DataFrame(
             {
-                "task": none["task"],
-                "c": none["c"],
-                "m": np.full(none["task"].shape, -1),
-                "success": none["success"],
-                "salt": np.zeros(none["task"].shape, dtype=np.int64),
-                "perturb_action": per_task_condition["perturb_action"][none_index],
-                "end_action": per_task_condition["end_action"][none_index],
-                "factual_success": factual[none["task"] - start],
+                "task": none // n_c,
+                "c": none % n_c,
+                "m": np.full(none.shape, -1),
+                "success": y0.ravel()[none],
+                "salt": np.zeros(none.shape, dtype=bool),
+                "perturb_action": perturb.ravel()[none],
+                "end_action": end.ravel()[none],
+                "factual_success": factual[none // n_c],
             }
         ).with_columns(pl.lit(None, dtype=pl.Int64).alias("delay")),
         pl.DataFrame(
             {
-                "task": rec["task"],
-                "c": rec["c"],
-                "m": rec["m"],
-                "delay": rec["delay"],
-                "success": rec["success"],
-                "salt": rec["salt"],
-                "perturb_action": per_task_condition["perturb_action"][rec_index],
-                "factual_success": factual[rec_tc],
+                "task": task,
+                "c": c,
+                "m": m,
+                "delay": np.array(delays)[d],
+                "success": y1.ravel()[keep],
+                "salt": mismatch.ravel()[keep],
+                "perturb_action": perturb.ravel()[task * n_c + c],
+                "factual_success": factual[task],
             }
         ).with_columns(pl.lit(None, dtype=pl.Int64).alias("end_action")),
     ]
     raw = pl.concat(frames, how="diagonal_relaxed")
     condition_names = pl.Series(conditions, dtype=pl.String)
     method_names = pl.Series(("none", *methods), dtype=pl.String)
-    task_id = pl.lit("t") + pl.col("task").cast(pl.String).str.zfill(7)
+    task_id = pl.lit("t") + (pl.col("task") + start).cast(pl.String).str.zfill(7)
     forks = raw.select(
         task_id.alias("task_id"),
         pl.col("c").replace_strict(range(n_c), condition_names).alias("condition"),
@@ -231,7 +212,7 @@ def block(
         pl.col("delay").cast(pl.Int64),
         pl.col("success"),
         # seed-free stand-in for a state hash; a planted mismatch adds a suffix
-        pl.when(pl.col("salt") == 1)
+        pl.when(pl.col("salt"))
         .then(pl.format("{}-{}-x", task_id, pl.col("c")))
         .otherwise(pl.format("{}-{}", task_id, pl.col("c")))
         .alias("prefix_hash"),
@@ -275,37 +256,16 @@ def truth(
     -0.054
     """
     conditions, delays, methods = _options(conditions, delays, methods, end_hazard, 0.0, 0.0)
-    if cohort not in ("full", "factual_success"):
-        raise ParameterError(
-            f"parameter `cohort` is {cohort!r}; it must be one of 'full', 'factual_success'."
-        )
+    require_one_of("cohort", cohort, ("full", "factual_success"))
     rows = []
-    for c in conditions:
-        b = BASE_RATE.get(c, BASE_RATE[DEFAULT])
-        if c == "clean" and cohort == "factual_success":
-            b = 1.0
-        for d in delays:
-            carried = 1.0 - (1.0 - end_hazard) ** d
-            for m in methods:
-                r = RESCUE.get(c, RESCUE[DEFAULT]) * METHOD_RESCUE.get(m, METHOD_RESCUE[DEFAULT])
-                r *= DECAY**d
-                h = HARM.get(c, HARM[DEFAULT]) * METHOD_HARM.get(m, METHOD_HARM[DEFAULT])
-                rescue_rate = (1 - carried) * (1 - b) * r
-                harm_rate = (1 - carried) * b * h
-                rows.append((c, d, m, carried, b, rescue_rate, harm_rate))
-    frame = pl.DataFrame(
-        rows,
-        schema={
-            "condition": pl.String,
-            "delay": pl.Int64,
-            "method": pl.String,
-            "carried": pl.Float64,
-            "base_rate": pl.Float64,
-            "rescue_rate": pl.Float64,
-            "harm_rate": pl.Float64,
-        },
-        orient="row",
-    )
+    for c, d, m in itertools.product(conditions, delays, methods):
+        b = 1.0 if c == "clean" and cohort == "factual_success" else _rate(BASE_RATE, c)
+        carried = 1.0 - (1.0 - end_hazard) ** d
+        r = _rate(RESCUE, c) * _rate(METHOD_RESCUE, m) * DECAY**d
+        h = _rate(HARM, c) * _rate(METHOD_HARM, m)
+        rows.append((c, d, m, carried, b, (1 - carried) * (1 - b) * r, (1 - carried) * b * h))
+    names = ["condition", "delay", "method", "carried", "base_rate", "rescue_rate", "harm_rate"]
+    frame = pl.DataFrame(rows, schema=names, orient="row")
     effect = pl.col("rescue_rate") - pl.col("harm_rate")
     return frame.with_columns(
         effect.round(12).alias("effect"),
