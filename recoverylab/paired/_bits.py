@@ -497,10 +497,6 @@ def cell_counts(
         grid = _grid_words(design, plan, pair_by)
         frame = frame.join(grid.lazy(), on=list(pair_by), how="left", nulls_equal=True)
         frame = frame.with_columns(pl.col(f"G{w}").fill_null(0) for w in range(plan.words))
-    else:
-        frame = frame.with_columns(
-            _u64(plan.mask(w, recovery)).alias(f"G{w}") for w in range(plan.words)
-        )
     nones = points.filter(pl.col("none")).select("condition", "bit", "word").rows()
     exprs: list[pl.Expr] = []
     for w in range(plan.words):
@@ -508,56 +504,41 @@ def cell_counts(
         present, success, ended = pl.col(f"P{w}") & rec, pl.col(f"S{w}") & rec, pl.col(f"E{w}")
         has_none, y0 = _spread(plan, nones, "P", w), _spread(plan, nones, "S", w)
         state = rules.standing(present, has_none, ended)
-        # carry-forward only reaches the design grid's points (of the cluster's pair_by keys)
-        carried = state["carried"] & pl.col(f"G{w}")
-        masks = {
-            **rules.outcomes(state["pair"], carried, y0, success),
-            "unpaired": state["unpaired"],
-            "after_end": state["after_end"],
-        }
+        # carry-forward only reaches the design grid's points of the cluster's pair_by keys
+        # (without pair_by, every recovery point: has_none holds no other bit)
+        carried = state["carried"] & pl.col(f"G{w}") if pair_by else state["carried"]
+        masks = {**state, **rules.outcomes(state["pair"], carried, y0, success)}
         exprs += [masks[name].alias(f"{name}{w}") for name in CLASSES]
     classes = frame.select(*by, *exprs).collect()
-    groups = classes.select(by).unique(maintain_order=True) if by else pl.DataFrame()
+    groups = classes.select(by).unique(maintain_order=True).with_row_index("__group")
     if by:
         index = classes.join(
-            groups.with_row_index("__group"),
-            on=list(by),
-            how="left",
-            nulls_equal=True,
-            maintain_order="left",
+            groups, on=list(by), how="left", nulls_equal=True, maintain_order="left"
         )["__group"].to_numpy()
     else:
         index = np.zeros(classes.height, dtype=np.int64)
     n_groups = max(groups.height, 1)
-    rec_points = points.filter(recovery).select("bit", "word")
-    positions = (rec_points["bit"] % _WORD_BITS).to_numpy()
-    counted = {
-        name: np.concatenate(
+    rec_points = points.filter(recovery)
+    word, position = rec_points["word"].to_numpy(), (rec_points["bit"] % _WORD_BITS).to_numpy()
+    counted = {  # (group, recovery point) in bit order
+        name: np.stack(
             [
-                _set_bits(classes[f"{name}{w}"].to_numpy(), index, n_groups)[
-                    :, positions[(rec_points["word"] == w).to_numpy()]
-                ]
+                _set_bits(classes[f"{name}{w}"].to_numpy(), index, n_groups)
                 for w in range(plan.words)
             ],
             axis=1,
-        ).ravel()
+        )[:, word, position]
         for name in CLASSES
     }
-    bits = np.concatenate(
-        [rec_points.filter(pl.col("word") == w)["bit"] for w in range(plan.words)]
-    )
     long = pl.DataFrame(
         {
-            "__group": np.repeat(np.arange(n_groups), len(bits)),
-            "bit": np.tile(bits, n_groups),
-            **{name: values.astype(np.int64) for name, values in counted.items()},
+            "__group": np.repeat(np.arange(n_groups), rec_points.height),
+            "bit": np.tile(rec_points["bit"].to_numpy(), n_groups),
+            **{name: values.ravel().astype(np.int64) for name, values in counted.items()},
         }
     )
     if by:
-        long = long.join(
-            groups.with_row_index("__group").with_columns(pl.col("__group").cast(pl.Int64)),
-            on="__group",
-        )
+        long = long.join(groups.with_columns(pl.col("__group").cast(pl.Int64)), on="__group")
     cells = ["condition", "delay", "method", *by]
     n = pl.sum_horizontal(CLASSES[:4]).alias("n")
     zero = pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch")

@@ -173,51 +173,40 @@ def block(
     ended = gap[:, :, None, None] <= np.array(delays)[None, None, :, None]
     # recovery rows, flattened in (task, condition, delay, method) order, ended points removed
     keep = np.broadcast_to(~ended, (n, n_c, n_d, n_m)).ravel()
-    task, c, d, m = (axis.ravel()[keep] for axis in np.indices((n, n_c, n_d, n_m)))
-    none = np.flatnonzero(has_none)  # (task, condition) index of the `none` rows
-    frames = [
-        pl.DataFrame(
-            {
-                "task": none // n_c,
-                "c": none % n_c,
-                "m": np.full(none.shape, -1),
-                "success": y0.ravel()[none],
-                "salt": np.zeros(none.shape, dtype=bool),
-                "perturb_action": perturb.ravel()[none],
-                "end_action": end.ravel()[none],
-                "factual_success": factual[none // n_c],
-            }
-        ).with_columns(pl.lit(None, dtype=pl.Int64).alias("delay")),
-        pl.DataFrame(
-            {
-                "task": task,
-                "c": c,
-                "m": m,
-                "delay": np.array(delays)[d],
-                "success": y1.ravel()[keep],
-                "salt": mismatch.ravel()[keep],
-                "perturb_action": perturb.ravel()[task * n_c + c],
-                "factual_success": factual[task],
-            }
-        ).with_columns(pl.lit(None, dtype=pl.Int64).alias("end_action")),
-    ]
-    raw = pl.concat(frames, how="diagonal_relaxed")
+    # the `none` rows first, then the recovery rows; `at`: the row's (task, condition) index
+    none = np.flatnonzero(has_none)
+    tc, d, m = (axis.ravel()[keep] for axis in np.indices((n * n_c, n_d, n_m)))
+    at = np.concatenate([none, tc])
+    raw = pl.DataFrame(
+        {
+            "task": at // n_c,
+            "c": at % n_c,
+            "m": np.concatenate([np.zeros(none.shape, dtype=np.int64), m + 1]),
+            "delay": np.concatenate([np.zeros(none.shape, dtype=np.int64), np.array(delays)[d]]),
+            "success": np.concatenate([y0.ravel()[none], y1.ravel()[keep]]),
+            "salt": np.concatenate([np.zeros(none.shape, dtype=bool), mismatch.ravel()[keep]]),
+            "perturb_action": perturb.ravel()[at],
+            "end_action": end.ravel()[at],
+            "factual_success": factual[at // n_c],
+        }
+    )
     condition_names = pl.Series(conditions, dtype=pl.String)
     method_names = pl.Series(("none", *methods), dtype=pl.String)
     task_id = pl.lit("t") + (pl.col("task") + start).cast(pl.String).str.zfill(7)
+    is_none = pl.col("m") == 0
     forks = raw.select(
         task_id.alias("task_id"),
         pl.col("c").replace_strict(range(n_c), condition_names).alias("condition"),
-        (pl.col("m") + 1).replace_strict(range(n_m + 1), method_names).alias("method"),
-        pl.col("delay").cast(pl.Int64),
+        pl.col("m").replace_strict(range(n_m + 1), method_names).alias("method"),
+        pl.when(~is_none).then(pl.col("delay")).alias("delay"),
         pl.col("success"),
         # seed-free stand-in for a state hash; a planted mismatch adds a suffix
         pl.when(pl.col("salt"))
         .then(pl.format("{}-{}-x", task_id, pl.col("c")))
         .otherwise(pl.format("{}-{}", task_id, pl.col("c")))
         .alias("prefix_hash"),
-        pl.col("perturb_action").cast(pl.Int64),
-        pl.col("end_action").cast(pl.Int64),
+        pl.col("perturb_action"),
+        pl.when(is_none).then(pl.col("end_action")).alias("end_action"),
         pl.col("factual_success"),
     )
     return {"forks": forks}
