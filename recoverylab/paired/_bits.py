@@ -1,42 +1,37 @@
 """Pairing through per-task bit sets: the fast path of the cell counts (ARCHITECTURE §1.3, §3.1).
 
-The pairing rules (baseline rows, the end of a run, the classes of a point and its outcome) are
-those of :mod:`._rules`, applied to 64-bit words per task instead of rows; this module only adds
-the layout that turns rows into words. Joining every recovery row to its episode's ``none`` row
-is the expensive part of the pairing (46M probe rows at 1M tasks, on one core in polars). When
-no ``none`` row is delay-specific, one group-by over the cluster (the task with its ``pair_by``
-keys) is a cheaper exact route:
+The pairing rules are those of :mod:`._rules`, applied to 64-bit words per task instead of rows;
+this module adds the layout that turns rows into words. Joining every recovery row to its
+episode's ``none`` row is the expensive part of the pairing (46M probe rows at 1M tasks, on one
+core in polars). When no ``none`` row is delay-specific, one group-by over the cluster (the task
+with its ``pair_by`` keys) is a cheaper exact route:
 
 1. *Survey* (:func:`survey_query`): the rows per distinct (condition, *pair_by*, method,
-   delay): the design grid, the points, and the key-level data checks of
+   delay): the points, the design grid and the key-level data checks of
    :func:`recoverylab.schema.validate` (raised with its messages, in its order).
-2. *Bit layout* (:func:`layout`): each distinct (condition, method, delay) point gets one bit
-   of a 63-bit word (several words past 63 points). A row finds its bit through a lookup table
-   indexed by a hash of its three key values modulo a size at which no two points share a slot.
+2. *Bit layout* (:func:`layout`): each (condition, method, delay) point gets one bit of a
+   63-bit word (several words past 63 points), found through a lookup table indexed by a hash
+   of the three keys modulo a size at which no two points share a slot.
 3. *Task words* (:func:`task_words`, one streaming group-by): per task, the sum of the bits of
-   its rows (``P``: the points present), of its successful rows (``S``), and -- on ``none``
-   rows -- the bits of the recovery points at or after the end of the run (``E``:
-   ``perturb_action + delay >= end_action``, §3.1 carry-forward), with the other data checks
-   (null task_id or success) counted alongside. A task's keys are distinct exactly when its
-   bits are (popcount of ``P`` = its rows), so the duplicate-key check costs nothing more.
-4. *Cell counts* (:func:`cell_counts`): every paired outcome is a bit operation on a task's
-   words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
-   is the number of tasks with that bit set.
+   its rows (``P``), of its successful rows (``S``) and, on ``none`` rows, of the recovery
+   points at or after the end of the run (``E``: ``perturb_action + delay >= end_action``,
+   §3.1 carry-forward), with the other data checks counted alongside. A task's keys are
+   distinct exactly when its bits are (popcount of ``P`` = rows): the duplicate check is free.
+4. *Cell counts* (:func:`cell_counts`): every outcome is a bit operation on a task's words
+   (rescue = present & has-none & not-ended & not-y0 & y1); a cell counts the tasks with it.
 
 The survey and the task words share one pass: the layout is guessed from the first rows
-(:func:`sample_counts`), the survey's exact rows per point must equal the bits set per point
-(:func:`check_layout`), else the words are computed again with every point. So the lookup is
-exact whatever the guess.
+(:func:`sample_counts`) and, unless the survey's rows per point equal the bits set per point
+(:func:`check_layout`), the words are computed again with every point: the lookup is exact.
 
-Prefix hashes (§3.1: differing ones are ``prefix_mismatch``) are compared in the same group-by
-through a per-task fingerprint: each recovery row adds F(condition, prefix) and each ``none``
-row subtracts k × F(condition, its prefix), k being its condition's recovery points before the
-end of its run (from the same lookup as ``E``), in wrapping 64-bit arithmetic. When a task's
-recovery rows are exactly those points and no prefix is null, the sum is zero exactly when
-every recovery row carries its ``none`` row's prefix (up to a 2^-64 hash coincidence). Tasks
-the test cannot decide (missing points, null prefixes, episodes without a ``none`` row) are
-settled by a per-episode comparison of their prefix hashes; tasks with an episode whose
-prefixes differ (or a non-zero sum) go to the join of :mod:`._pairs`, which counts them.
+Prefix hashes (§3.1, ``prefix_mismatch``) are compared in the same group-by by a per-task
+fingerprint: each recovery row adds F(condition, prefix), each ``none`` row subtracts k ×
+F(condition, its prefix), k being its condition's recovery points before the end of its run
+(same lookup as ``E``), in wrapping 64-bit arithmetic. When a task's recovery rows are exactly
+those points and no prefix is null, the sum is zero exactly when every recovery row carries its
+``none`` row's prefix (up to a 2^-64 coincidence). Tasks the test cannot decide (missing points,
+null prefixes, no ``none`` row) are settled by comparing prefixes per episode; tasks with a
+conflict go to the join of :mod:`._pairs`, which counts them.
 """
 
 from __future__ import annotations
@@ -48,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from recoverylab.paired import _rules as rules
-from recoverylab.paired._pairs import Design, Forks
+from recoverylab.paired._pairs import OUTCOMES, Design, Forks
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
 
 __all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "check", "survey"]
@@ -68,15 +63,7 @@ ROWS_PER_PASS = 12_000_000
 #: Odd multipliers that mix the per-column hashes into one point hash (wrapping u64 products).
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
 #: Per-task classes of a recovery point, in the order of the count columns they feed.
-CLASSES = (
-    "rescue",
-    "harm",
-    "kept",
-    "unchanged",
-    "carried_forward",
-    "unpaired",
-    "after_end",
-)
+CLASSES = (*OUTCOMES, "carried_forward", "unpaired", "after_end")
 
 
 def _u64(value: int) -> pl.Expr:
@@ -257,15 +244,8 @@ def layout(counts: pl.DataFrame) -> Layout | None:
     words = -(-points.height // _WORD_BITS)
     if words > MAX_WORDS or words == 0:
         return None
-    hashes = points["__hash"].to_list()
-    size = next(
-        (
-            k
-            for k in range(points.height, 64 * points.height + 64)
-            if len({h % k for h in hashes}) == len(hashes)
-        ),
-        None,
-    )
+    hashes, n = points["__hash"].to_list(), points.height
+    size = next((k for k in range(n, 64 * n + 64) if len({h % k for h in hashes}) == n), None)
     if size is None:  # pragma: no cover - needs a 64-bit hash collision between points
         return None
     recovery = points.filter(~pl.col("none"))
@@ -289,8 +269,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
             for b, w, delay in mine.iter_rows():
                 if rules.after_end(delay, g):
                     ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
-            before_end = sum(1 for d in mine["delay"] if not rules.after_end(d, g))
-            weight[slot * gaps + g] = -before_end % 2**64
+            weight[slot * gaps + g] = -sum(not rules.after_end(d, g) for d in mine["delay"]) % 2**64
     return Layout(
         points=points.drop("__hash"),
         words=words,
@@ -359,10 +338,7 @@ def task_words(
 
 
 def passes(forks: Forks, rows_per_pass: int | None = None) -> int:
-    """How many hash partitions of the tasks the per-task group-by runs in (1 for most tables).
-
-    Reads the row count only (parquet metadata for files).
-    """
+    """How many hash partitions of the tasks the per-task group-by runs in (reads the row count)."""
     rows = int(forks.lf.select(pl.len()).collect().item())
     return max(1, -(-rows // (rows_per_pass or ROWS_PER_PASS)))
 
@@ -398,18 +374,18 @@ def undecided(words: pl.DataFrame, plan: Layout) -> pl.Expr:
     the run when it has a ``none`` row, none at all otherwise, and no prefix hash is null.
     """
     recovery = ~pl.col("none")
-    nones = plan.points.filter(pl.col("none")).select("condition", "bit", "word").rows()
     exact = []
     for w in range(plan.words):
-        has_none = _spread(plan, nones, "P", w)
+        has_none = _spread(plan, "P", w)
         present = pl.col(f"P{w}") & _u64(plan.mask(w, recovery))
         exact.append(present == (has_none & ~pl.col(f"E{w}")))
     return ~pl.all_horizontal(*exact) | (pl.col("null_prefixes") > 0)
 
 
-def _spread(plan: Layout, nones: list[tuple], word: str, w: int) -> pl.Expr:
+def _spread(plan: Layout, word: str, w: int) -> pl.Expr:
     """Per condition: its recovery bits in word ``w`` when its none bit is set in ``word``."""
     recovery = ~pl.col("none")
+    nones = plan.points.filter(pl.col("none")).select("condition", "bit", "word").rows()
     parts = [
         pl.when((pl.col(f"{word}{nw}") & _u64(1 << (nb % _WORD_BITS))) != 0)
         .then(_u64(plan.mask(w, recovery & (pl.col("condition") == c))))
@@ -497,12 +473,11 @@ def cell_counts(
         grid = _grid_words(design, plan, pair_by)
         frame = frame.join(grid.lazy(), on=list(pair_by), how="left", nulls_equal=True)
         frame = frame.with_columns(pl.col(f"G{w}").fill_null(0) for w in range(plan.words))
-    nones = points.filter(pl.col("none")).select("condition", "bit", "word").rows()
     exprs: list[pl.Expr] = []
     for w in range(plan.words):
         rec = _u64(plan.mask(w, recovery))
         present, success, ended = pl.col(f"P{w}") & rec, pl.col(f"S{w}") & rec, pl.col(f"E{w}")
-        has_none, y0 = _spread(plan, nones, "P", w), _spread(plan, nones, "S", w)
+        has_none, y0 = _spread(plan, "P", w), _spread(plan, "S", w)
         state = rules.standing(present, has_none, ended)
         # carry-forward only reaches the design grid's points of the cluster's pair_by keys
         # (without pair_by, every recovery point: has_none holds no other bit)
@@ -540,7 +515,7 @@ def cell_counts(
     if by:
         long = long.join(groups.with_columns(pl.col("__group").cast(pl.Int64)), on="__group")
     cells = ["condition", "delay", "method", *by]
-    n = pl.sum_horizontal(CLASSES[:4]).alias("n")
+    n = pl.sum_horizontal(OUTCOMES).alias("n")
     zero = pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch")
     return (
         long.join(points.select("bit", *cells[:3]), on="bit")
