@@ -589,13 +589,12 @@ def bit_counts(
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
     keys = [*clusters, *extra]
-    checks = data_checks(_FORKS, forks.lf.collect_schema())
-    point_keys = set(_point_keys(forks))
-    pending = [e for e in checks.values() if not set(e.meta.root_names()) <= point_keys]
     # the pass over the rows reads integer task ids as they are (see Forks.int_ids)
     scan = forks if forks.int_ids is None else Forks(forks.int_ids, forks.pair_by, forks.columns)
+    sample = sample_counts(scan)
+    pending = list(read_survey(forks, sample, full_key).pending.values())  # as the survey's
     # the design's points too: a shard given the whole table's design needs bits for them
-    guess = layout(_with_design(sample_counts(scan), design))
+    guess = layout(_with_design(sample, design))
     words = None
     if guess is None:
         found = survey(forks, full_key)

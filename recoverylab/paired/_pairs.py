@@ -73,10 +73,9 @@ def prepare(
 ) -> tuple[Forks, tuple[str, ...]]:
     """Validate ``forks`` against its contract and the ``pair_by``/``by``/``cohort`` choices.
 
-    Parameters are checked against the schema first, so a typo fails before any data is read.
-    Returns the validated table (categorical keys cast to strings, so results do not depend on
-    how keys were stored) and the normalised ``by`` keys. With ``checks="schema"`` the data
-    checks are left to the caller, whose own aggregation runs them (see :mod:`._bits`).
+    Parameters are checked on the schema first: a typo fails before any data is read. Returns
+    the table (categorical keys cast to strings: results do not depend on how keys were stored)
+    and the ``by`` keys. ``checks="schema"`` leaves the data checks to the caller's aggregation.
     """
     require_one_of("cohort", cohort, COHORTS)
     pair_keys = key_names("pair_by", pair_by)
@@ -186,10 +185,10 @@ def _opt(forks: Forks, name: str, dtype: pl.DataType | type[pl.DataType]) -> pl.
 def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.LazyFrame:
     """Build the pairing query: one row per recovery point, paired, carried or excluded.
 
-    Columns: task_id, condition, *pair_by, method, delay, ``y0`` (no-recovery outcome), ``y1``
-    (recovery outcome), ``carried_forward``, ``reason`` (null for a pair; ``unpaired``,
-    ``prefix_mismatch`` or ``after_end``), ``factual_success`` when the table has it, and the
-    ``carry`` columns (from the recovery row; from the ``none`` row on carried-forward rows).
+    Columns: the episode, method, delay, ``y0``/``y1`` (outcome without/with recovery),
+    ``carried_forward``, ``reason`` (null for a pair; ``unpaired``, ``prefix_mismatch`` or
+    ``after_end``), ``factual_success`` if present, and the ``carry`` columns (of the recovery
+    row; of the ``none`` row when carried forward).
     """
     episode = forks.episode
     carry = [c for c in carry if c not in (*episode, "factual_success")]
@@ -263,10 +262,9 @@ def _carried(
     baseline: list[pl.Expr],
     carry: list[str],
 ) -> pl.LazyFrame | None:
-    """Carried-forward pairs: recovery points after the no-recovery run ended (§3.1).
+    """Carried-forward pairs: recovery points after the no-recovery run ended, y1 = y0 (§3.1).
 
-    The task stays in the denominator with y1 = y0 (recovery never applied). A recovery row at
-    such a point is reported as ``after_end`` by the main join, and raised by the callers.
+    A recovery row at such a point is reported as ``after_end`` by the main join (callers raise).
     """
     grid = design.points
     if not {"perturb_action", "end_action"} <= forks.columns or grid.height == 0:
@@ -349,14 +347,13 @@ def pairs(
     """Pair every recovery branch with the no-recovery branch forked from the same state.
 
     Each recovery row (``method != "none"``) joins the ``none`` row with the same (task_id,
-    condition, *pair_by*): the one with its ``delay`` if there is one (delay-specific replay),
-    else the shared one with a null delay. A task whose no-recovery run ended before a recovery
-    point (``perturb_action + delay >= end_action``, read from the ``none`` row) stays in the
-    denominator at that point with ``y1 = y0``: such points are the delays present for the same
-    (condition, *pair_by*, method) in the table, and are included even though they have no
-    recovery row. Recovery rows with no ``none`` row (``unpaired``) or whose ``prefix_hash``
-    differs from the ``none`` row's (``prefix_mismatch``) are left out here and counted by
-    :func:`exclusions`. Nothing is collected except the design grid and the validation counts.
+    condition, *pair_by*): the one with its ``delay`` if any (delay-specific replay), else the
+    shared one (null delay). A task whose no-recovery run ended before a recovery point
+    (``perturb_action + delay >= end_action``, from the ``none`` row) stays in the denominator
+    there with ``y1 = y0``, at every delay the table has for its (condition, *pair_by*, method),
+    without a recovery row. Recovery rows with no ``none`` row (``unpaired``) or another
+    ``prefix_hash`` (``prefix_mismatch``) are left out and counted by :func:`exclusions`. Only
+    the design grid and the validation counts are collected.
 
     Parameters
     ----------
@@ -402,27 +399,14 @@ def pairs(
 def pair_rows(table: Forks, design: Design, cohort: str = "full") -> pl.LazyFrame:
     """Return the rows of :func:`pairs` of a prepared table (or shard) against ``design``.
 
-    ``design`` is the grid of the whole table, so a shard of whole tasks gets its
-    carried-forward pairs right (see :mod:`recoverylab.paired._shards`).
+    ``design``: the whole table's grid, so a shard's carried-forward pairs are right (§7).
     """
     extras = [c for c in table.lf.collect_schema().names() if c not in (*_CONTRACT, *table.pair_by)]
     rows = apply_cohort(branch_rows(table, design, carry=extras), table, cohort)
     raise_after_end(rows, table)
-    return (
-        rows.filter(pl.col("reason").is_null())
-        .drop("reason")
-        .with_columns(outcome_expr().alias("outcome"))
-        .select(
-            *table.episode,
-            "method",
-            "delay",
-            "y0",
-            "y1",
-            "outcome",
-            "carried_forward",
-            *(["factual_success"] if table.has_factual else []),
-            *extras,
-        )
+    head = [*table.episode, "method", "delay", "y0", "y1"]
+    return rows.filter(pl.col("reason").is_null()).select(
+        *head, outcome_expr().alias("outcome"), pl.exclude(*head, "reason")
     )
 
 
@@ -473,8 +457,7 @@ def exclusions(
     ('clean', 0, 'refresh', 'unpaired', 1)
     """
     table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort)
-    design = design_grid(table)
-    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
+    rows = apply_cohort(branch_rows(table, design_grid(table), carry=by_keys), table, cohort)
     raise_after_end(rows, table)
     excluded = rows.filter(pl.col("reason").is_in(list(REASONS)))
     by_cols = [k for k in by_keys if k not in table.pair_by]

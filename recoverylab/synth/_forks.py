@@ -100,11 +100,8 @@ def _options(
         )
     if min(delays) < 0:
         raise ParameterError(f"synth forks: parameter `delays` is {list(delays)!r}; delays >= 0.")
-    for name, value in (
-        ("end_hazard", end_hazard),
-        ("mismatch_rate", mismatch_rate),
-        ("unpaired_rate", unpaired_rate),
-    ):
+    names = ("end_hazard", "mismatch_rate", "unpaired_rate")
+    for name, value in zip(names, (end_hazard, mismatch_rate, unpaired_rate), strict=True):
         if not 0 <= value < 1:
             raise ParameterError(
                 f"synth forks: parameter `{name}` is {value!r}; it must be in [0, 1)."
