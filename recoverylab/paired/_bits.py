@@ -358,15 +358,6 @@ def partitioned_words(
     ]
 
 
-def collect_words(
-    queries: Sequence[pl.LazyFrame], first: pl.DataFrame | None = None
-) -> pl.DataFrame:
-    """Collect every partition's task words (``first``: the first's, collected with the survey)."""
-    done = [] if first is None else [first]
-    rest = [q.collect(engine="streaming") for q in queries[len(done) :]]
-    return pl.concat([*done, *rest], how="vertical")
-
-
 def undecided(words: pl.DataFrame, plan: Layout) -> pl.Expr:
     """Tasks whose fingerprint cannot decide the prefix comparison.
 
@@ -395,29 +386,28 @@ def _spread(plan: Layout, word: str, w: int) -> pl.Expr:
     return pl.sum_horizontal(*parts, _u64(0))
 
 
-def prefix_conflicts(rows: pl.LazyFrame, episode_key: Sequence[str]) -> pl.LazyFrame:
-    """Episodes of ``rows`` whose non-null prefix hashes differ, as ``__episode`` hashes.
+def prefix_conflicts(forks: Forks, clusters: pl.DataFrame) -> pl.DataFrame:
+    """Keys of the ``clusters`` with an episode whose non-null prefix hashes differ.
 
     Episodes are grouped by a 64-bit hash of their key: two episodes sharing one can only add
-    conflicts, never hide one.
+    conflicts, never hide one. Only the clusters' rows are grouped; a conflict found reads the
+    table again for its clusters.
     """
-    episode = _mixed_hash(episode_key).alias("__episode")
-    value = pl.col("prefix_hash").hash().alias("__value")
-    return (
-        rows.select(episode, value)
+    keys = clusters.columns
+    episode = _mixed_hash(forks.episode).alias("__episode")
+    rows = forks.lf.join(clusters.lazy(), on=keys, how="semi", nulls_equal=True)
+    conflicts = (
+        rows.select(episode, pl.col("prefix_hash").hash().alias("__value"))
         .group_by("__episode")
         .agg(pl.col("__value").min().alias("__low"), pl.col("__value").max().alias("__high"))
         .filter(pl.col("__low") != pl.col("__high"))
         .select("__episode")
+        .collect(engine="streaming")
     )
-
-
-def conflicting_clusters(
-    forks: Forks, conflicts: pl.DataFrame, keys: Sequence[str]
-) -> pl.DataFrame:
-    """Return the cluster keys of the episodes named in ``conflicts`` (reads the table again)."""
+    if not conflicts.height:
+        return clusters.clear()
     return (
-        forks.lf.select(*keys, _mixed_hash(forks.episode).alias("__episode"))
+        forks.lf.select(*keys, episode)
         .join(conflicts.lazy(), on="__episode", how="semi")
         .select(keys)
         .unique()
@@ -602,7 +592,7 @@ def bit_counts(
         queries = partitioned_words(scan, guess, keys, pending, passes(scan))
         # the survey rides on the first pass
         counts, first = pl.collect_all([survey_query(scan), queries[0]], engine="streaming")
-        words = collect_words(queries, first)
+        words = pl.concat([first, *(q.collect(engine="streaming") for q in queries[1:])])
         found = read_survey(forks, counts, full_key)
         violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
         check(forks, found, violations)
@@ -612,7 +602,8 @@ def bit_counts(
     point = ["condition", "method", "delay"]
     if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
         # the first rows missed some points: the same layout function, on every point
-        words = collect_words(partitioned_words(scan, plan, keys, pending, passes(scan)))
+        queries = partitioned_words(scan, plan, keys, pending, passes(scan))
+        words = pl.concat([q.collect(engine="streaming") for q in queries])
     # one row per task from here on: task ids as the canonical table has them (strings)
     words = words.with_columns(pl.col("task_id").cast(pl.String))
     if extra and words.select(clusters).is_duplicated().any():
@@ -638,12 +629,7 @@ def _set_aside_conflicts(
     conflicted = words.filter(~open_ & (pl.col("F") != 0)).select(clusters)
     unsure = words.filter(open_).select(clusters)
     if unsure.height:
-        rows = forks.lf.join(unsure.lazy(), on=clusters, how="semi", nulls_equal=True)
-        found_conflicts = prefix_conflicts(rows, forks.episode).collect(engine="streaming")
-        if found_conflicts.height:
-            conflicted = pl.concat(
-                [conflicted, conflicting_clusters(forks, found_conflicts, clusters)]
-            )
+        conflicted = pl.concat([conflicted, prefix_conflicts(forks, unsure)])
     if not conflicted.height:
         return words, None
     slow = conflicted.unique()
