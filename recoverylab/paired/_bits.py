@@ -43,7 +43,7 @@ import numpy as np
 import polars as pl
 
 from recoverylab.paired import _rules as rules
-from recoverylab.paired._pairs import OUTCOMES, Design, Forks
+from recoverylab.paired._pairs import OUTCOMES, Design, Forks, design_of
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
 
 __all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "check", "survey"]
@@ -99,11 +99,6 @@ class Survey:
     totals: dict[str, int]
     """Violations of the key-level data checks, by name."""
 
-    @property
-    def rows(self) -> int:
-        """Rows in the table."""
-        return int(self.counts["rows"].sum())
-
 
 def _point_keys(forks: Forks) -> list[str]:
     return ["condition", *forks.pair_by, "method", "delay"]
@@ -122,11 +117,10 @@ def sample_counts(forks: Forks, rows: int = 200_000) -> pl.DataFrame:
 
 
 def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Survey:
-    """Read the design grid and the key-level data checks off the survey counts.
+    """Read the design grid and the key-level data checks off the survey counts (no raise).
 
-    The checks of the forks contract on the point keys (null condition or method, a recovery
-    row without a delay, a negative delay) are evaluated on the small result; the checks on
-    other values are left ``pending``. Nothing is raised here: see :func:`check`.
+    The checks on the point keys (null condition or method, a recovery row without a delay, a
+    negative delay) run on the small result; the checks on other values are left ``pending``.
     """
     keys = _point_keys(forks)
     checks = data_checks(_FORKS, forks.lf.collect_schema())
@@ -136,13 +130,9 @@ def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Surve
         pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
         for n, e in on_keys.items()
     )
-    is_none = rules.is_baseline()
     return Survey(
         counts=counts,
-        design=Design(
-            points=counts.filter(~is_none).select(keys),
-            specific_none=counts.filter(is_none & pl.col("delay").is_not_null()).height > 0,
-        ),
+        design=design_of(counts.select(keys)),
         pending=on_rows,
         key=tuple(key),
         totals={n: int(weighted[n].item()) for n in on_keys},
@@ -160,7 +150,8 @@ def check(forks: Forks, found: Survey, pending: dict[str, int] | None = None) ->
             engine="streaming"
         )
         pending = {n: int(counted[n].item()) for n in found.pending}
-    raise_data_problems(forks.lf, _FORKS, found.key, {**found.totals, **pending}, found.rows)
+    rows = int(found.counts["rows"].sum())
+    raise_data_problems(forks.lf, _FORKS, found.key, {**found.totals, **pending}, rows)
 
 
 def survey(forks: Forks, key: Sequence[str]) -> Survey:
@@ -200,8 +191,8 @@ class Layout:
 def _with_design(counts: pl.DataFrame, design: Design | None) -> pl.DataFrame:
     """Add the whole table's recovery points a shard has no rows for (with 0 rows).
 
-    A shard of whole tasks may lack a point altogether - e.g. when all of its tasks ended
-    before it - yet its tasks are carried forward there, so the layout needs a bit for it.
+    A shard may lack a point (all of its tasks ended before it) yet carry its tasks forward
+    there, so the layout needs a bit for it.
     """
     if design is None:
         return counts
@@ -215,9 +206,9 @@ def _with_design(counts: pl.DataFrame, design: Design | None) -> pl.DataFrame:
 def layout(counts: pl.DataFrame) -> Layout | None:
     """Assign bits to the points of a survey; ``None`` when the bit-set path does not apply.
 
-    It does not apply with delay-specific ``none`` rows (their precedence needs the join) or
-    with more than ``MAX_WORDS`` × 63 points, nor to points that break the contract (only a
-    guess from the first rows can hold them: the survey's checks raise on them).
+    It does not apply to delay-specific ``none`` rows (their precedence needs the join), to
+    more than ``MAX_WORDS`` × 63 points, nor to points breaking the contract (in a guess from
+    the first rows only: the survey's checks raise on them).
     """
     is_none = rules.is_baseline().fill_null(False)
     unusable = (
@@ -286,11 +277,10 @@ def task_words(
 ) -> pl.LazyFrame:
     """Per cluster (``keys``: task_id, *pair_by*, ...): rows and the words P, S and E.
 
-    Columns: the keys, ``rows``, ``__pending0``... (violations of the ``pending`` checks),
-    ``P0``, ``E0``, ``S0``, ``P1``, ... (UInt64), and with a ``prefix_hash`` column the
-    fingerprint ``F`` (UInt64) and ``null_prefixes`` (rows with a null prefix hash). Every
-    value is a lookup or an arithmetic on the row, then a plain sum per cluster, so the
-    group-by stays on polars' streaming fast path.
+    Columns: the keys, ``rows``, ``__pending0``... (violations of ``pending``), ``P0``,
+    ``E0``, ``S0``, ``P1``, ... (UInt64), and with ``prefix_hash`` the fingerprint ``F``
+    (UInt64) and ``null_prefixes``. Every value is a lookup or arithmetic on the row, then a
+    plain sum per cluster: the group-by stays on polars' streaming fast path.
     """
     sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
     if {"perturb_action", "end_action"} <= forks.columns:
@@ -568,13 +558,11 @@ def bit_counts(
 ) -> tuple[Survey, BitCounts | None]:
     """Survey and check the table, then count its cells through task words where that applies.
 
-    The survey and the task words share one pass (layout guessed from the first rows, see the
-    module). Raises the errors of :func:`~recoverylab.schema.validate` (duplicate keys too).
-    The bit-set path applies when no ``none`` row is delay-specific, the points fit in
-    ``MAX_WORDS`` words and every ``by`` key is constant within each cluster (task_id,
-    *pair_by*; checked on the task words). Otherwise the second result is ``None`` (every
-    check but duplicates has run). ``design``: the whole table's grid (a shard's may lack
-    points).
+    Raises the errors of :func:`~recoverylab.schema.validate` (duplicate keys too). The path
+    applies when no ``none`` row is delay-specific, the points fit in ``MAX_WORDS`` words and
+    every ``by`` key is constant within each cluster (task_id, *pair_by*; checked on the task
+    words); otherwise the second result is ``None`` (every check but duplicates has run).
+    ``design``: the whole table's grid (a shard's may lack points).
     """
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
