@@ -92,8 +92,7 @@ class Survey:
     design: Design
     """The candidate recovery points, as :func:`~recoverylab.paired._pairs.design_grid`."""
     pending: dict[str, pl.Expr]
-    """Data checks on values other than the point keys (nulls of task_id, success), by name:
-    counted by a pass over the rows (:func:`task_words`, or :func:`check` itself)."""
+    """Checks on values other than the point keys (null task_id, success), for a row pass."""
     key: tuple[str, ...]
     """The full key of the table (contract key, then pair_by)."""
     totals: dict[str, int]
@@ -176,8 +175,7 @@ class Layout:
     """Per word: slot -> the bit value of the slot's point in that word (0 elsewhere)."""
     ended: tuple[pl.Series, ...]
     """Per word: slot * gaps + g -> on a ``none`` slot, the bits of its condition's recovery
-    points at or after the end of a run with clipped gap g, i.e. with delay >= g (§3.1:
-    perturb_action + delay >= end_action); 0 on other slots."""
+    points at or after the end of a run with clipped gap g (delay >= g, §3.1); else 0."""
     weight: pl.Series
     """slot * gaps + g -> the row's factor in the prefix fingerprint: 1 on a recovery slot,
     -k (mod 2^64) on a ``none`` slot, k = its condition's recovery points with delay < g."""
@@ -327,10 +325,10 @@ def task_words(
     )
 
 
-def passes(forks: Forks, rows_per_pass: int | None = None) -> int:
+def passes(forks: Forks) -> int:
     """How many hash partitions of the tasks the per-task group-by runs in (reads the row count)."""
     rows = int(forks.lf.select(pl.len()).collect().item())
-    return max(1, -(-rows // (rows_per_pass or ROWS_PER_PASS)))
+    return max(1, -(-rows // ROWS_PER_PASS))
 
 
 def partitioned_words(
@@ -346,21 +344,6 @@ def partitioned_words(
         )
         for i in range(parts)
     ]
-
-
-def undecided(words: pl.DataFrame, plan: Layout) -> pl.Expr:
-    """Tasks whose fingerprint cannot decide the prefix comparison.
-
-    Decidable: the recovery rows of each condition are exactly its points before the end of
-    the run when it has a ``none`` row, none at all otherwise, and no prefix hash is null.
-    """
-    recovery = ~pl.col("none")
-    exact = []
-    for w in range(plan.words):
-        has_none = _spread(plan, "P", w)
-        present = pl.col(f"P{w}") & _u64(plan.mask(w, recovery))
-        exact.append(present == (has_none & ~pl.col(f"E{w}")))
-    return ~pl.all_horizontal(*exact) | (pl.col("null_prefixes") > 0)
 
 
 def _spread(plan: Layout, word: str, w: int) -> pl.Expr:
@@ -608,12 +591,20 @@ def _set_aside_conflicts(
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """Split off the clusters whose prefixes conflict (the join path counts them).
 
-    Returns the other clusters' words and the conflicted keys (``None`` if none). Tasks the
-    fingerprint cannot decide are settled episode by episode, grouping only their rows.
+    Returns the other clusters' words and the conflicted keys (``None`` if none). The tasks
+    the fingerprint cannot decide are settled episode by episode, grouping only their rows.
+    Decidable: the recovery rows of each condition are exactly its points before the end of
+    the run when it has a ``none`` row, none at all otherwise, and no prefix hash is null.
     """
     if "F" not in words.columns:
         return words, None
-    open_ = undecided(words, plan)
+    recovery = ~pl.col("none")
+    exact = [
+        (pl.col(f"P{w}") & _u64(plan.mask(w, recovery)))
+        == (_spread(plan, "P", w) & ~pl.col(f"E{w}"))
+        for w in range(plan.words)
+    ]
+    open_ = ~pl.all_horizontal(*exact) | (pl.col("null_prefixes") > 0)
     conflicted = words.filter(~open_ & (pl.col("F") != 0)).select(clusters)
     unsure = words.filter(open_).select(clusters)
     if unsure.height:

@@ -57,9 +57,8 @@ class Forks:
         return "factual_success" in self.columns
 
 
-def key_names(name: str, value: str | Sequence[str] | None) -> tuple[str, ...]:
-    """Normalise a ``by``/``pair_by`` parameter (see :func:`recoverylab.schema.column_names`)."""
-    return column_names(name, value)
+#: Normalise a ``by``/``pair_by`` parameter (the name the paired modules import).
+key_names = column_names
 
 
 def prepare(

@@ -64,9 +64,8 @@ def run_gap(perturb: pl.Expr | None = None, end: pl.Expr | None = None) -> pl.Ex
 def after_end(delay: T, gap: T) -> T:
     """Whether a recovery point at ``delay`` lies at or after the end of the run (§3.1).
 
-    ``perturb_action + delay >= end_action``, i.e. ``delay >= gap`` with ``gap`` from
-    :func:`run_gap` (read from the ``none`` row). Such a point is carried forward: the
-    recovery never ran, ``y1 = y0``. Null when the run has no end (the caller reads false).
+    ``perturb_action + delay >= end_action``: ``delay >= gap`` (:func:`run_gap` of the ``none``
+    row). Such a point is carried forward (``y1 = y0``). Null for a run with no end (= false).
     """
     return delay >= gap
 
@@ -79,10 +78,9 @@ def prefix_differs(recovery: pl.Expr, baseline: pl.Expr) -> pl.Expr:
 def standing(present: pl.Expr, has_none: pl.Expr, ended: pl.Expr) -> dict[str, pl.Expr]:
     """Classify recovery points by what the table holds for them.
 
-    ``present``: the point has a recovery row; ``has_none``: its episode has a ``none`` row
-    for it; ``ended``: :func:`after_end` by that ``none`` row. Returns ``pair`` (scored),
-    ``carried`` (carried forward: no recovery row, the run ended first), ``unpaired`` and
-    ``after_end`` (a recovery row the run's end forbids).
+    ``present``: a recovery row; ``has_none``: a ``none`` row for it; ``ended``: :func:`after_end`
+    by that row. Returns ``pair`` (scored), ``carried`` (no recovery row, the run ended first),
+    ``unpaired`` and ``after_end`` (a recovery row the run's end forbids).
     """
     return {
         "pair": present & has_none & ~ended,
@@ -95,8 +93,8 @@ def standing(present: pl.Expr, has_none: pl.Expr, ended: pl.Expr) -> dict[str, p
 def outcomes(pair: pl.Expr, carried: pl.Expr, y0: pl.Expr, y1: pl.Expr) -> dict[str, pl.Expr]:
     """Outcome classes of scored points: a carried-forward point keeps its ``y0`` (§3.1).
 
-    ``rescue`` (fails without recovery, succeeds with it), ``harm`` (the reverse), ``kept``
-    (succeeds both ways), ``unchanged`` (fails both ways) and ``carried_forward``.
+    ``rescue`` (fails without recovery, succeeds with it), ``harm`` (the reverse), ``kept``,
+    ``unchanged`` (succeeds, fails both ways) and ``carried_forward``.
     """
     return {
         "rescue": pair & ~y0 & y1,

@@ -1,10 +1,9 @@
 """Synthetic CIR paired forks with planted rescue/harm probabilities (generator ``"forks"``).
 
 Each task gets, per observation condition, one shared no-recovery branch (``method="none"``,
-``delay`` null) and one recovery branch per (delay, method) -- 1 + 4 × 3 = 13 rows per condition
-and 52 rows per task with the defaults -- except at recovery points after the no-recovery run
-ended, which have no recovery branch and are carried forward by ``paired.pairs``
-(ARCHITECTURE §3.1).
+``delay`` null) and one recovery branch per (delay, method) -- 13 rows per condition and 52 per
+task with the defaults -- but none at points after the no-recovery run ended (carried forward
+by ``paired.pairs``, ARCHITECTURE §3.1).
 
 Planted truth (what :func:`truth` returns, and what ``paired.summarize`` must recover):
 
