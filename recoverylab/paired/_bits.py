@@ -429,13 +429,11 @@ def cell_counts(
     ``carried_forward``, ``unpaired``, ``prefix_mismatch`` (0: conflicting episodes take the
     join path), ``after_end``.
     """
-    points = plan.points
     recovery = ~pl.col("none")
     frame = words.lazy()
     if pair_by:
-        grid = _grid_words(design, plan, pair_by)
-        frame = frame.join(grid.lazy(), on=list(pair_by), how="left", nulls_equal=True)
-        frame = frame.with_columns(pl.col(f"G{w}").fill_null(0) for w in range(plan.words))
+        grid = _grid_words(design, plan, pair_by).lazy()
+        frame = frame.join(grid, on=list(pair_by), how="left", nulls_equal=True)
     exprs: list[pl.Expr] = []
     for w in range(plan.words):
         rec = _u64(plan.mask(w, recovery))
@@ -444,7 +442,7 @@ def cell_counts(
         state = rules.standing(present, has_none, ended)
         # carry-forward only reaches the design grid's points of the cluster's pair_by keys
         # (without pair_by, every recovery point: has_none holds no other bit)
-        carried = state["carried"] & pl.col(f"G{w}") if pair_by else state["carried"]
+        carried = state["carried"] & pl.col(f"G{w}").fill_null(0) if pair_by else state["carried"]
         masks = {**state, **rules.outcomes(state["pair"], carried, y0, success)}
         exprs += [masks[name].alias(f"{name}{w}") for name in CLASSES]
     classes = frame.select(*by, *exprs).collect()
@@ -456,7 +454,7 @@ def cell_counts(
     else:
         index = np.zeros(classes.height, dtype=np.int64)
     n_groups = max(groups.height, 1)
-    rec_points = points.filter(recovery)
+    rec_points = plan.points.filter(recovery)
     word, position = rec_points["word"].to_numpy(), (rec_points["bit"] % _WORD_BITS).to_numpy()
     counted = {  # (group, recovery point) in bit order
         name: np.stack(
@@ -481,7 +479,7 @@ def cell_counts(
     n = pl.sum_horizontal(OUTCOMES).alias("n")
     zero = pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch")
     return (
-        long.join(points.select("bit", *cells[:3]), on="bit")
+        long.join(plan.points.select("bit", *cells[:3]), on="bit")
         .select(*cells, n, *CLASSES[:-1], zero, "after_end")
         .filter(pl.col("n") + pl.col("unpaired") + pl.col("after_end") > 0)
     )

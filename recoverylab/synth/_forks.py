@@ -78,12 +78,7 @@ def _lookup(table: dict[str, float], labels: Sequence[str]) -> np.ndarray:
 
 
 def _options(
-    conditions: Sequence[str],
-    delays: Sequence[int],
-    methods: Sequence[str],
-    end_hazard: float,
-    mismatch_rate: float,
-    unpaired_rate: float,
+    conditions: Sequence[str], delays: Sequence[int], methods: Sequence[str], **rates: float
 ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
     conditions, delays, methods = tuple(conditions), tuple(int(d) for d in delays), tuple(methods)
     for name, values in (("conditions", conditions), ("delays", delays), ("methods", methods)):
@@ -99,8 +94,7 @@ def _options(
         )
     if min(delays) < 0:
         raise ParameterError(f"synth forks: parameter `delays` is {list(delays)!r}; delays >= 0.")
-    names = ("end_hazard", "mismatch_rate", "unpaired_rate")
-    for name, value in zip(names, (end_hazard, mismatch_rate, unpaired_rate), strict=True):
+    for name, value in rates.items():
         if not 0 <= value < 1:
             raise ParameterError(
                 f"synth forks: parameter `{name}` is {value!r}; it must be in [0, 1)."
@@ -143,8 +137,9 @@ def block(
         ``{"forks": DataFrame}`` with columns task_id, condition, method, delay, success,
         prefix_hash, perturb_action, end_action, factual_success.
     """
+    rates = {"mismatch_rate": mismatch_rate, "unpaired_rate": unpaired_rate}
     conditions, delays, methods = _options(
-        conditions, delays, methods, end_hazard, mismatch_rate, unpaired_rate
+        conditions, delays, methods, end_hazard=end_hazard, **rates
     )
     n, n_c, n_d, n_m = stop - start, len(conditions), len(delays), len(methods)
     base = _lookup(BASE_RATE, conditions)
@@ -240,7 +235,7 @@ def truth(
     >>> truth(conditions=["clean"], delays=[0], methods=["refresh"])["effect"][0]
     -0.054
     """
-    conditions, delays, methods = _options(conditions, delays, methods, end_hazard, 0.0, 0.0)
+    conditions, delays, methods = _options(conditions, delays, methods, end_hazard=end_hazard)
     require_one_of("cohort", cohort, ("full", "factual_success"))
     rows = []
     for c, d, m in itertools.product(conditions, delays, methods):
