@@ -114,8 +114,7 @@ def prepare(
     if categorical:
         lazy = lazy.with_columns(categorical)
         ints = ints.with_columns(categorical)
-    columns = frozenset(schema.names())
-    return Forks(lazy, pair_keys, columns, ints if integer else None), by_keys
+    return Forks(lazy, pair_keys, frozenset(schema.names()), ints if integer else None), by_keys
 
 
 def check_by_columns(by: Sequence[str], columns: Sequence[str]) -> None:

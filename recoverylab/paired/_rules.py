@@ -93,8 +93,8 @@ def standing(present: pl.Expr, has_none: pl.Expr, ended: pl.Expr) -> dict[str, p
 def outcomes(pair: pl.Expr, carried: pl.Expr, y0: pl.Expr, y1: pl.Expr) -> dict[str, pl.Expr]:
     """Outcome classes of scored points: a carried-forward point keeps its ``y0`` (§3.1).
 
-    ``rescue`` (fails without recovery, succeeds with it), ``harm`` (the reverse), ``kept``,
-    ``unchanged`` (succeeds, fails both ways) and ``carried_forward``.
+    ``rescue`` (fails without recovery, succeeds with it), ``harm`` (the reverse),
+    ``kept``/``unchanged`` (succeeds/fails both ways) and ``carried_forward``.
     """
     return {
         "rescue": pair & ~y0 & y1,
