@@ -37,7 +37,7 @@ conflict go to the join of :mod:`._pairs`, which counts them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -78,9 +78,8 @@ def _mixed_hash(columns: Sequence[str]) -> pl.Expr:
     return expr
 
 
-def point_hash() -> pl.Expr:
-    """Hash of a row's (condition, method, delay): the key of its bit in the lookup tables."""
-    return _mixed_hash(["condition", "method", "delay"])
+#: Hash of a row's (condition, method, delay): the key of its bit in the lookup tables.
+_POINT_HASH = _mixed_hash(["condition", "method", "delay"])
 
 
 @dataclass(frozen=True)
@@ -227,7 +226,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
             pl.col("bit").cast(pl.Int64),
             (pl.col("bit") // _WORD_BITS).cast(pl.Int64).alias("word"),
             rules.is_baseline().alias("none"),
-            point_hash().alias("__hash"),
+            _POINT_HASH.alias("__hash"),
         )
     )
     words = -(-points.height // _WORD_BITS)
@@ -290,7 +289,7 @@ def task_words(
     fingerprint = pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))
     nulls = pl.col("prefix_hash").is_null().alias("null_prefixes")
     # the lookup indices first, once per row (polars does not share sub-expressions here)
-    slot = (point_hash() % _u64(plan.size)).alias("__slot")
+    slot = (_POINT_HASH % _u64(plan.size)).alias("__slot")
     indices = forks.lf.select(
         *keys,
         slot,
@@ -339,9 +338,7 @@ def partitioned_words(
         return [task_words(forks, plan, keys, pending)]
     part = pl.col("task_id").hash() % _u64(parts)
     return [
-        task_words(
-            Forks(forks.lf.filter(part == i), forks.pair_by, forks.columns), plan, keys, pending
-        )
+        task_words(replace(forks, lf=forks.lf.filter(part == i)), plan, keys, pending)
         for i in range(parts)
     ]
 
