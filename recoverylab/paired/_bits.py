@@ -1,60 +1,49 @@
 """Pairing through per-task bit sets: the fast path of the cell counts (ARCHITECTURE §1.3, §3.1).
 
-The pairing rules themselves (baseline rows, the end of a run, the classes of a point and its
-outcome) are those of :mod:`._rules`, applied here to 64-bit words per task instead of rows;
-this module only adds the layout that turns rows into words.
-
-Joining every recovery row to its episode's ``none`` row is the expensive part of the pairing
-(46M probe rows at 1M tasks, and polars runs that join on one core). When no ``none`` row is
-delay-specific there is a cheaper exact route through one group-by over the cluster -- the
-task (with its ``pair_by`` keys):
+The pairing rules are those of :mod:`._rules`, applied to 64-bit words per task instead of rows;
+this module adds the layout that turns rows into words. Joining every recovery row to its
+episode's ``none`` row is the expensive part of the pairing (46M probe rows at 1M tasks, on one
+core in polars). When no ``none`` row is delay-specific, one group-by over the cluster (the task
+with its ``pair_by`` keys) is a cheaper exact route:
 
 1. *Survey* (:func:`survey_query`): the rows per distinct (condition, *pair_by*, method,
-   delay). This is the design grid, the key-level data checks of
-   :func:`recoverylab.schema.validate` (raised with the same messages, in the same order) and
-   the list of *points*.
-2. *Bit layout* (:func:`layout`): each distinct (condition, method, delay) point gets one bit
-   of a 63-bit word (several words when there are more than 63 points). A row finds its bit
-   through a lookup table indexed by a hash of its three key values modulo a table size chosen
-   so that the points never share a slot.
-3. *Task words* (:func:`task_words`, one streaming group-by over the table): per task, the sum
-   of the bits of its rows (``P``: which points exist), of its successful rows (``S``), and --
-   on ``none`` rows -- the bits of the recovery points at or after the end of the run (``E``:
-   ``perturb_action + delay >= end_action``, §3.1 carry-forward), with the remaining data
-   checks (null task_id or success) counted alongside. A task's keys are distinct exactly when
-   its bits are: the popcount of ``P`` equals its row count, so the duplicate-key check of the
-   contract costs nothing more.
-4. *Cell counts* (:func:`cell_counts`): every paired outcome of a task is a bit operation on
-   its words -- e.g. rescue = present & has-none & not-ended & not-y0 & y1 -- and a cell's count
-   is the number of tasks with that bit set.
+   delay): the points, the design grid and the key-level data checks of
+   :func:`recoverylab.schema.validate` (raised with its messages, in its order).
+2. *Bit layout* (:func:`layout`): each (condition, method, delay) point gets one bit of a
+   63-bit word (several words past 63 points), found through a lookup table indexed by a hash
+   of the three keys modulo a size at which no two points share a slot.
+3. *Task words* (:func:`task_words`, one streaming group-by): per task, the sum of the bits of
+   its rows (``P``), of its successful rows (``S``) and, on ``none`` rows, of the recovery
+   points at or after the end of the run (``E``: ``perturb_action + delay >= end_action``,
+   §3.1 carry-forward), with the other data checks counted alongside. A task's keys are
+   distinct exactly when its bits are (popcount of ``P`` = rows): the duplicate check is free.
+4. *Cell counts* (:func:`cell_counts`): every outcome is a bit operation on a task's words
+   (rescue = present & has-none & not-ended & not-y0 & y1); a cell counts the tasks with it.
 
-The survey and the task words share one pass over the files: the layout is guessed from the
-first rows (:func:`sample_counts`), and the survey's exact rows per point must then equal the
-bits set per point (:func:`check_layout`), else the task words are computed again with the
-layout of every point. So the lookup is exact whatever the guess.
+The survey and the task words share one pass: the layout is guessed from the first rows
+(:func:`sample_counts`) and, unless the survey's rows per point equal the bits set per point
+(:func:`check_layout`), the words are computed again with every point: the lookup is exact.
 
-Prefix hashes (§3.1: a pair whose prefix hashes differ is ``prefix_mismatch``) are compared in
-the same group-by through a per-task fingerprint: each recovery row adds F(condition, prefix)
-and each ``none`` row subtracts k × F(condition, its prefix), k being the number of recovery
-points of its condition before the end of its run (read from the same lookup as ``E``), all in
-wrapping 64-bit arithmetic. When a task's recovery rows are exactly those points and no prefix
-is null, the sum is zero exactly when every recovery row carries its ``none`` row's prefix
-(up to a 64-bit hash coincidence, probability 2^-64). A non-zero sum, and the tasks the test
-cannot decide (missing points, null prefixes, episodes without a ``none`` row), are settled
-exactly: undecided tasks by a per-episode comparison of their prefix hashes, and tasks with an
-episode whose prefixes differ by the join of :mod:`._pairs` (which counts the mismatches).
+Prefix hashes (§3.1, ``prefix_mismatch``) are compared in the same group-by by a per-task
+fingerprint: each recovery row adds F(condition, prefix), each ``none`` row subtracts k ×
+F(condition, its prefix), k being its condition's recovery points before the end of its run
+(same lookup as ``E``), in wrapping 64-bit arithmetic. When a task's recovery rows are exactly
+those points and no prefix is null, the sum is zero exactly when every recovery row carries its
+``none`` row's prefix (up to a 2^-64 coincidence). Tasks the test cannot decide (missing points,
+null prefixes, no ``none`` row) are settled by comparing prefixes per episode; tasks with a
+conflict go to the join of :mod:`._pairs`, which counts them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
 
 from recoverylab.paired import _rules as rules
-from recoverylab.paired._pairs import Design, Forks
+from recoverylab.paired._pairs import OUTCOMES, Design, Forks, design_of
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
 
 __all__ = ["BitCounts", "Layout", "Survey", "bit_counts", "check", "survey"]
@@ -74,15 +63,7 @@ ROWS_PER_PASS = 12_000_000
 #: Odd multipliers that mix the per-column hashes into one point hash (wrapping u64 products).
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
 #: Per-task classes of a recovery point, in the order of the count columns they feed.
-CLASSES = (
-    "rescue",
-    "harm",
-    "kept",
-    "unchanged",
-    "carried_forward",
-    "unpaired",
-    "after_end",
-)
+CLASSES = (*OUTCOMES, "carried_forward", "unpaired", "after_end")
 
 
 def _u64(value: int) -> pl.Expr:
@@ -97,9 +78,8 @@ def _mixed_hash(columns: Sequence[str]) -> pl.Expr:
     return expr
 
 
-def point_hash() -> pl.Expr:
-    """Hash of a row's (condition, method, delay): the key of its bit in the lookup tables."""
-    return _mixed_hash(["condition", "method", "delay"])
+#: Hash of a row's (condition, method, delay): the key of its bit in the lookup tables.
+_POINT_HASH = _mixed_hash(["condition", "method", "delay"])
 
 
 @dataclass(frozen=True)
@@ -111,47 +91,34 @@ class Survey:
     design: Design
     """The candidate recovery points, as :func:`~recoverylab.paired._pairs.design_grid`."""
     pending: dict[str, pl.Expr]
-    """Data checks on values other than the point keys (nulls of task_id, success), by name:
-    counted by a pass over the rows (:func:`task_words`, or :func:`check` itself)."""
+    """Checks on values other than the point keys (null task_id, success), for a row pass."""
     key: tuple[str, ...]
     """The full key of the table (contract key, then pair_by)."""
     totals: dict[str, int]
     """Violations of the key-level data checks, by name."""
-
-    @property
-    def rows(self) -> int:
-        """Rows in the table."""
-        return int(self.counts["rows"].sum())
 
 
 def _point_keys(forks: Forks) -> list[str]:
     return ["condition", *forks.pair_by, "method", "delay"]
 
 
-def survey_query(forks: Forks) -> pl.LazyFrame:
-    """Rows per distinct (condition, *pair_by*, method, delay): the survey aggregation."""
+def survey_query(forks: Forks, head: int | None = None) -> pl.LazyFrame:
+    """Rows per distinct (condition, *pair_by*, method, delay) (of the first ``head`` rows)."""
     keys = _point_keys(forks)
-    return forks.lf.select(keys).group_by(keys).agg(pl.len().cast(pl.Int64).alias("rows"))
+    rows = forks.lf.select(keys) if head is None else forks.lf.select(keys).head(head)
+    return rows.group_by(keys).agg(pl.len().cast(pl.Int64).alias("rows"))
 
 
 def sample_counts(forks: Forks, rows: int = 200_000) -> pl.DataFrame:
     """Survey the first ``rows`` rows only: a cheap guess of the points for the bit layout."""
-    keys = _point_keys(forks)
-    return (
-        forks.lf.select(keys)
-        .head(rows)
-        .group_by(keys)
-        .agg(pl.len().cast(pl.Int64).alias("rows"))
-        .collect()
-    )
+    return survey_query(forks, rows).collect()
 
 
 def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Survey:
-    """Read the design grid and the key-level data checks off the survey counts.
+    """Read the design grid and the key-level data checks off the survey counts (no raise).
 
-    The checks of the forks contract on the point keys (null condition or method, a recovery
-    row without a delay, a negative delay) are evaluated on the small result; the checks on
-    other values are left ``pending``. Nothing is raised here: see :func:`check`.
+    The checks on the point keys (null condition or method, a recovery row without a delay, a
+    negative delay) run on the small result; the checks on other values are left ``pending``.
     """
     keys = _point_keys(forks)
     checks = data_checks(_FORKS, forks.lf.collect_schema())
@@ -161,13 +128,9 @@ def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Surve
         pl.when(e.fill_null(False)).then(pl.col("rows")).otherwise(0).sum().alias(n)
         for n, e in on_keys.items()
     )
-    is_none = rules.is_baseline()
     return Survey(
         counts=counts,
-        design=Design(
-            points=counts.filter(~is_none).select(keys),
-            specific_none=counts.filter(is_none & pl.col("delay").is_not_null()).height > 0,
-        ),
+        design=design_of(counts.select(keys)),
         pending=on_rows,
         key=tuple(key),
         totals={n: int(weighted[n].item()) for n in on_keys},
@@ -175,18 +138,18 @@ def read_survey(forks: Forks, counts: pl.DataFrame, key: Sequence[str]) -> Surve
 
 
 def check(forks: Forks, found: Survey, pending: dict[str, int] | None = None) -> None:
-    """Raise the first failed data check, in :func:`~recoverylab.schema.validate`'s order.
+    """Raise the first failed data check, with :func:`~recoverylab.schema.validate`'s order.
 
-    ``pending``: the violations of the pending checks when a pass over the rows counted them;
-    without it they are counted here (one pass) -- so that the error raised is always the one
-    validate raises (same order, same message).
+    ``pending``: the pending checks' violations, if a pass over the rows counted them; else
+    they are counted here (one pass), so the error is always validate's (same message).
     """
     if pending is None:
         counted = forks.lf.select(e.sum().alias(n) for n, e in found.pending.items()).collect(
             engine="streaming"
         )
         pending = {n: int(counted[n].item()) for n in found.pending}
-    raise_data_problems(forks.lf, _FORKS, found.key, {**found.totals, **pending}, found.rows)
+    rows = int(found.counts["rows"].sum())
+    raise_data_problems(forks.lf, _FORKS, found.key, {**found.totals, **pending}, rows)
 
 
 def survey(forks: Forks, key: Sequence[str]) -> Survey:
@@ -211,8 +174,7 @@ class Layout:
     """Per word: slot -> the bit value of the slot's point in that word (0 elsewhere)."""
     ended: tuple[pl.Series, ...]
     """Per word: slot * gaps + g -> on a ``none`` slot, the bits of its condition's recovery
-    points at or after the end of a run with clipped gap g, i.e. with delay >= g (§3.1:
-    perturb_action + delay >= end_action); 0 on other slots."""
+    points at or after the end of a run with clipped gap g (delay >= g, §3.1); else 0."""
     weight: pl.Series
     """slot * gaps + g -> the row's factor in the prefix fingerprint: 1 on a recovery slot,
     -k (mod 2^64) on a ``none`` slot, k = its condition's recovery points with delay < g."""
@@ -226,8 +188,8 @@ class Layout:
 def _with_design(counts: pl.DataFrame, design: Design | None) -> pl.DataFrame:
     """Add the whole table's recovery points a shard has no rows for (with 0 rows).
 
-    A shard of whole tasks may lack a point altogether - e.g. when all of its tasks ended
-    before it - yet its tasks are carried forward there, so the layout needs a bit for it.
+    A shard may lack a point (all of its tasks ended before it) yet carry its tasks forward
+    there, so the layout needs a bit for it.
     """
     if design is None:
         return counts
@@ -235,18 +197,15 @@ def _with_design(counts: pl.DataFrame, design: Design | None) -> pl.DataFrame:
     missing = design.points.select(keys).join(
         counts.select(keys), on=keys, how="anti", nulls_equal=True
     )
-    if missing.height == 0:
-        return counts
-    zero = missing.with_columns(pl.lit(0, dtype=pl.Int64).alias("rows"))
-    return pl.concat([counts, zero.cast(counts.schema)], how="vertical")
+    return pl.concat([counts, missing.with_columns(rows=0).cast(counts.schema)], how="vertical")
 
 
 def layout(counts: pl.DataFrame) -> Layout | None:
     """Assign bits to the points of a survey; ``None`` when the bit-set path does not apply.
 
-    It does not apply with delay-specific ``none`` rows (their precedence needs the join) or
-    with more than ``MAX_WORDS`` × 63 points, nor to points that break the contract (only a
-    guess from the first rows can hold them: the survey's checks raise on them).
+    It does not apply to delay-specific ``none`` rows (their precedence needs the join), to
+    more than ``MAX_WORDS`` × 63 points, nor to points breaking the contract (in a guess from
+    the first rows only: the survey's checks raise on them).
     """
     is_none = rules.is_baseline().fill_null(False)
     unusable = (
@@ -267,21 +226,14 @@ def layout(counts: pl.DataFrame) -> Layout | None:
             pl.col("bit").cast(pl.Int64),
             (pl.col("bit") // _WORD_BITS).cast(pl.Int64).alias("word"),
             rules.is_baseline().alias("none"),
-            point_hash().alias("__hash"),
+            _POINT_HASH.alias("__hash"),
         )
     )
     words = -(-points.height // _WORD_BITS)
     if words > MAX_WORDS or words == 0:
         return None
-    hashes = points["__hash"].to_list()
-    size = next(
-        (
-            k
-            for k in range(points.height, 64 * points.height + 64)
-            if len({h % k for h in hashes}) == len(hashes)
-        ),
-        None,
-    )
+    hashes, n = points["__hash"].to_list(), points.height
+    size = next((k for k in range(n, 64 * n + 64) if len({h % k for h in hashes}) == n), None)
     if size is None:  # pragma: no cover - needs a 64-bit hash collision between points
         return None
     recovery = points.filter(~pl.col("none"))
@@ -305,8 +257,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
             for b, w, delay in mine.iter_rows():
                 if rules.after_end(delay, g):
                     ended[w][slot * gaps + g] |= 1 << (b % _WORD_BITS)
-            before_end = sum(1 for d in mine["delay"] if not rules.after_end(d, g))
-            weight[slot * gaps + g] = -before_end % 2**64
+            weight[slot * gaps + g] = -sum(not rules.after_end(d, g) for d in mine["delay"]) % 2**64
     return Layout(
         points=points.drop("__hash"),
         words=words,
@@ -323,11 +274,10 @@ def task_words(
 ) -> pl.LazyFrame:
     """Per cluster (``keys``: task_id, *pair_by*, ...): rows and the words P, S and E.
 
-    Columns: the keys, ``rows``, ``__pending0``... (violations of the ``pending`` checks),
-    ``P0``, ``E0``, ``S0``, ``P1``, ... (UInt64), and with a ``prefix_hash`` column the
-    fingerprint ``F`` (UInt64) and ``null_prefixes`` (rows with a null prefix hash). Every
-    value is a lookup or an arithmetic on the row, then a plain sum per cluster, so the
-    group-by stays on polars' streaming fast path.
+    Columns: the keys, ``rows``, ``__pending0``... (violations of ``pending``), ``P0``,
+    ``E0``, ``S0``, ``P1``, ... (UInt64), and with ``prefix_hash`` the fingerprint ``F``
+    (UInt64) and ``null_prefixes``. Every value is a lookup or arithmetic on the row, then a
+    plain sum per cluster: the group-by stays on polars' streaming fast path.
     """
     sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
     if {"perturb_action", "end_action"} <= forks.columns:
@@ -336,24 +286,17 @@ def task_words(
     else:
         gap = _u64(plan.gaps - 1)
     prefix = "prefix_hash" in forks.columns
+    fingerprint = pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))
+    nulls = pl.col("prefix_hash").is_null().alias("null_prefixes")
     # the lookup indices first, once per row (polars does not share sub-expressions here)
-    slot = (point_hash() % _u64(plan.size)).alias("__slot")
+    slot = (_POINT_HASH % _u64(plan.size)).alias("__slot")
     indices = forks.lf.select(
         *keys,
         slot,
         (slot * _u64(plan.gaps) + gap).alias("__at_gap"),
         pl.col("success").cast(pl.UInt64).alias("__success"),
         *(e.alias(f"__pending{i}") for i, e in enumerate(pending)),
-        *(
-            [
-                (pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))).alias(
-                    "__prefix"
-                ),
-                pl.col("prefix_hash").is_null().alias("null_prefixes"),
-            ]
-            if prefix
-            else []
-        ),
+        *([fingerprint.alias("__prefix"), nulls] if prefix else []),
     )
     sums += [pl.col(f"__pending{i}").sum() for i in range(len(pending))]
     lookups: list[pl.Expr] = []
@@ -381,13 +324,10 @@ def task_words(
     )
 
 
-def passes(forks: Forks, rows_per_pass: int | None = None) -> int:
-    """How many hash partitions of the tasks the per-task group-by runs in (1 for most tables).
-
-    Reads the row count only (parquet metadata for files).
-    """
+def passes(forks: Forks) -> int:
+    """How many hash partitions of the tasks the per-task group-by runs in (reads the row count)."""
     rows = int(forks.lf.select(pl.len()).collect().item())
-    return max(1, -(-rows // (rows_per_pass or ROWS_PER_PASS)))
+    return max(1, -(-rows // ROWS_PER_PASS))
 
 
 def partitioned_words(
@@ -398,44 +338,15 @@ def partitioned_words(
         return [task_words(forks, plan, keys, pending)]
     part = pl.col("task_id").hash() % _u64(parts)
     return [
-        task_words(
-            Forks(forks.lf.filter(part == i), forks.pair_by, forks.columns), plan, keys, pending
-        )
+        task_words(replace(forks, lf=forks.lf.filter(part == i)), plan, keys, pending)
         for i in range(parts)
     ]
 
 
-def collect_words(
-    queries: Sequence[pl.LazyFrame], first: pl.DataFrame | None = None
-) -> pl.DataFrame:
-    """Collect the task words of every partition, one streaming pass each.
-
-    ``first``: the first partition's words when they were already collected (with the survey).
-    """
-    done = [] if first is None else [first]
-    rest = queries[len(done) :]
-    return pl.concat([*done, *(q.collect(engine="streaming") for q in rest)], how="vertical")
-
-
-def undecided(words: pl.DataFrame, plan: Layout) -> pl.Expr:
-    """Tasks whose fingerprint cannot decide the prefix comparison.
-
-    Decidable: the recovery rows of each condition are exactly its points before the end of
-    the run when it has a ``none`` row, none at all otherwise, and no prefix hash is null.
-    """
-    recovery = ~pl.col("none")
-    nones = plan.points.filter(pl.col("none")).select("condition", "bit", "word").rows()
-    exact = []
-    for w in range(plan.words):
-        has_none = _spread(plan, nones, "P", w)
-        present = pl.col(f"P{w}") & _u64(plan.mask(w, recovery))
-        exact.append(present == (has_none & ~pl.col(f"E{w}")))
-    return ~pl.all_horizontal(*exact) | (pl.col("null_prefixes") > 0)
-
-
-def _spread(plan: Layout, nones: list[tuple], word: str, w: int) -> pl.Expr:
+def _spread(plan: Layout, word: str, w: int) -> pl.Expr:
     """Per condition: its recovery bits in word ``w`` when its none bit is set in ``word``."""
     recovery = ~pl.col("none")
+    nones = plan.points.filter(pl.col("none")).select("condition", "bit", "word").rows()
     parts = [
         pl.when((pl.col(f"{word}{nw}") & _u64(1 << (nb % _WORD_BITS))) != 0)
         .then(_u64(plan.mask(w, recovery & (pl.col("condition") == c))))
@@ -445,29 +356,28 @@ def _spread(plan: Layout, nones: list[tuple], word: str, w: int) -> pl.Expr:
     return pl.sum_horizontal(*parts, _u64(0))
 
 
-def prefix_conflicts(rows: pl.LazyFrame, episode_key: Sequence[str]) -> pl.LazyFrame:
-    """Episodes of ``rows`` whose non-null prefix hashes differ, as ``__episode`` hashes.
+def prefix_conflicts(forks: Forks, clusters: pl.DataFrame) -> pl.DataFrame:
+    """Keys of the ``clusters`` with an episode whose non-null prefix hashes differ.
 
     Episodes are grouped by a 64-bit hash of their key: two episodes sharing one can only add
-    conflicts, never hide one.
+    conflicts, never hide one. Only the clusters' rows are grouped; a conflict found reads the
+    table again for its clusters.
     """
-    episode = _mixed_hash(episode_key).alias("__episode")
-    value = pl.col("prefix_hash").hash().alias("__value")
-    return (
-        rows.select(episode, value)
+    keys = clusters.columns
+    episode = _mixed_hash(forks.episode).alias("__episode")
+    rows = forks.lf.join(clusters.lazy(), on=keys, how="semi", nulls_equal=True)
+    conflicts = (
+        rows.select(episode, pl.col("prefix_hash").hash().alias("__value"))
         .group_by("__episode")
         .agg(pl.col("__value").min().alias("__low"), pl.col("__value").max().alias("__high"))
         .filter(pl.col("__low") != pl.col("__high"))
         .select("__episode")
+        .collect(engine="streaming")
     )
-
-
-def conflicting_clusters(
-    forks: Forks, conflicts: pl.DataFrame, keys: Sequence[str]
-) -> pl.DataFrame:
-    """Return the cluster keys of the episodes named in ``conflicts`` (reads the table again)."""
+    if not conflicts.height:
+        return clusters.clear()
     return (
-        forks.lf.select(*keys, _mixed_hash(forks.episode).alias("__episode"))
+        forks.lf.select(*keys, episode)
         .join(conflicts.lazy(), on="__episode", how="semi")
         .select(keys)
         .unique()
@@ -478,11 +388,7 @@ def conflicting_clusters(
 def check_duplicates(
     forks: Forks, words: pl.DataFrame, plan: Layout, keys: Sequence[str], full_key: Sequence[str]
 ) -> None:
-    """Raise the contract's duplicate-key error if some cluster repeats a point.
-
-    A cluster's rows have distinct (condition, method, delay) exactly when their bits are
-    distinct, i.e. when the summed bits have as many ones as the cluster has rows.
-    """
+    """Raise the duplicate-key error if a cluster repeats a point (fewer ones in P than rows)."""
     ones = pl.sum_horizontal(
         *(pl.col(f"P{w}").bitwise_count_ones().cast(pl.Int64) for w in range(plan.words))
     )
@@ -497,10 +403,7 @@ def check_duplicates(
 
 
 def check_layout(words: pl.DataFrame, plan: Layout) -> None:
-    """Check that every point's bit was set as often as the survey counted its rows.
-
-    Guards the lookup (hashes computed by two engines must agree); a mismatch is a bug.
-    """
+    """Check each point's bit was set once per survey row (else two engines' hashes disagree)."""
     totals = words.select(
         ((pl.col(f"P{word}") & _u64(1 << (bit % _WORD_BITS))) != 0).sum().alias(str(bit))
         for bit, word in plan.points.select("bit", "word").iter_rows()
@@ -523,91 +426,58 @@ def cell_counts(
     ``carried_forward``, ``unpaired``, ``prefix_mismatch`` (0: conflicting episodes take the
     join path), ``after_end``.
     """
-    points = plan.points
     recovery = ~pl.col("none")
     frame = words.lazy()
     if pair_by:
-        # carry-forward only reaches points of the design grid of the cluster's pair_by keys
-        grid = _grid_words(design, plan, pair_by)
-        frame = frame.join(grid.lazy(), on=list(pair_by), how="left", nulls_equal=True)
-        frame = frame.with_columns(pl.col(f"G{w}").fill_null(0) for w in range(plan.words))
-    else:
-        frame = frame.with_columns(
-            _u64(plan.mask(w, recovery)).alias(f"G{w}") for w in range(plan.words)
-        )
-    nones = points.filter(pl.col("none")).select("condition", "bit", "word").rows()
+        grid = _grid_words(design, plan, pair_by).lazy()
+        frame = frame.join(grid, on=list(pair_by), how="left", nulls_equal=True)
     exprs: list[pl.Expr] = []
     for w in range(plan.words):
         rec = _u64(plan.mask(w, recovery))
         present, success, ended = pl.col(f"P{w}") & rec, pl.col(f"S{w}") & rec, pl.col(f"E{w}")
-        has_none, y0 = _spread(plan, nones, "P", w), _spread(plan, nones, "S", w)
+        has_none, y0 = _spread(plan, "P", w), _spread(plan, "S", w)
         state = rules.standing(present, has_none, ended)
-        # carry-forward only reaches the design grid's points (of the cluster's pair_by keys)
-        carried = state["carried"] & pl.col(f"G{w}")
-        masks = {
-            **rules.outcomes(state["pair"], carried, y0, success),
-            "unpaired": state["unpaired"],
-            "after_end": state["after_end"],
-        }
+        # carry-forward only reaches the design grid's points of the cluster's pair_by keys
+        # (without pair_by, every recovery point: has_none holds no other bit)
+        carried = state["carried"] & pl.col(f"G{w}").fill_null(0) if pair_by else state["carried"]
+        masks = {**state, **rules.outcomes(state["pair"], carried, y0, success)}
         exprs += [masks[name].alias(f"{name}{w}") for name in CLASSES]
     classes = frame.select(*by, *exprs).collect()
-    groups = classes.select(by).unique(maintain_order=True) if by else pl.DataFrame()
+    groups = classes.select(by).unique(maintain_order=True).with_row_index("__group")
     if by:
         index = classes.join(
-            groups.with_row_index("__group"),
-            on=list(by),
-            how="left",
-            nulls_equal=True,
-            maintain_order="left",
+            groups, on=list(by), how="left", nulls_equal=True, maintain_order="left"
         )["__group"].to_numpy()
     else:
         index = np.zeros(classes.height, dtype=np.int64)
     n_groups = max(groups.height, 1)
-    rec_points = points.filter(recovery).select("bit", "word")
-    positions = (rec_points["bit"] % _WORD_BITS).to_numpy()
-    counted = {
-        name: np.concatenate(
+    rec_points = plan.points.filter(recovery)
+    word, position = rec_points["word"].to_numpy(), (rec_points["bit"] % _WORD_BITS).to_numpy()
+    counted = {  # (group, recovery point) in bit order
+        name: np.stack(
             [
-                _set_bits(classes[f"{name}{w}"].to_numpy(), index, n_groups)[
-                    :, positions[(rec_points["word"] == w).to_numpy()]
-                ]
+                _set_bits(classes[f"{name}{w}"].to_numpy(), index, n_groups)
                 for w in range(plan.words)
             ],
             axis=1,
-        ).ravel()
+        )[:, word, position]
         for name in CLASSES
     }
-    bits = np.concatenate(
-        [rec_points.filter(pl.col("word") == w)["bit"] for w in range(plan.words)]
-    )
     long = pl.DataFrame(
         {
-            "__group": np.repeat(np.arange(n_groups), len(bits)),
-            "bit": np.tile(bits, n_groups),
-            **{name: values.astype(np.int64) for name, values in counted.items()},
+            "__group": np.repeat(np.arange(n_groups), rec_points.height),
+            "bit": np.tile(rec_points["bit"].to_numpy(), n_groups),
+            **{name: values.ravel().astype(np.int64) for name, values in counted.items()},
         }
     )
     if by:
-        long = long.join(
-            groups.with_row_index("__group").with_columns(pl.col("__group").cast(pl.Int64)),
-            on="__group",
-        )
+        long = long.join(groups.with_columns(pl.col("__group").cast(pl.Int64)), on="__group")
     cells = ["condition", "delay", "method", *by]
-    rescue, harm, kept, unchanged = (pl.col(c) for c in ("rescue", "harm", "kept", "unchanged"))
+    n = pl.sum_horizontal(OUTCOMES).alias("n")
+    zero = pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch")
     return (
-        long.join(points.select("bit", "condition", "delay", "method"), on="bit")
-        .select(
-            *cells,
-            (rescue + harm + kept + unchanged).alias("n"),
-            rescue,
-            harm,
-            kept,
-            unchanged,
-            pl.col("carried_forward"),
-            pl.col("unpaired"),
-            pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch"),
-            pl.col("after_end"),
-        )
+        long.join(plan.points.select("bit", *cells[:3]), on="bit")
+        .select(*cells, n, *CLASSES[:-1], zero, "after_end")
         .filter(pl.col("n") + pl.col("unpaired") + pl.col("after_end") > 0)
     )
 
@@ -666,27 +536,21 @@ def bit_counts(
 ) -> tuple[Survey, BitCounts | None]:
     """Survey and check the table, then count its cells through task words where that applies.
 
-    The bit layout is first guessed from the first rows, so that the survey and the task words
-    share one pass over the files; the survey's exact rows per point then confirm the guess
-    (or the task words are computed again with the full layout). Raises the errors of
-    :func:`~recoverylab.schema.validate` (duplicate keys included).
-
-    The bit-set path applies when no ``none`` row is delay-specific, the points fit in
-    ``MAX_WORDS`` words and every ``by`` key is constant within each cluster (task_id,
-    *pair_by*) -- a ``by`` key that is not a ``pair_by`` key is checked on the task words.
-    Otherwise the second result is ``None`` (the survey's checks have all run, duplicates
-    aside). ``design`` is the grid of the whole table (a shard's own grid may lack points).
+    Raises the errors of :func:`~recoverylab.schema.validate` (duplicate keys too). The path
+    applies when no ``none`` row is delay-specific, the points fit in ``MAX_WORDS`` words and
+    every ``by`` key is constant within each cluster (task_id, *pair_by*; checked on the task
+    words); otherwise the second result is ``None`` (every check but duplicates has run).
+    ``design``: the whole table's grid (a shard's may lack points).
     """
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
     keys = [*clusters, *extra]
-    checks = data_checks(_FORKS, forks.lf.collect_schema())
-    point_keys = set(_point_keys(forks))
-    pending = [e for e in checks.values() if not set(e.meta.root_names()) <= point_keys]
     # the pass over the rows reads integer task ids as they are (see Forks.int_ids)
     scan = forks if forks.int_ids is None else Forks(forks.int_ids, forks.pair_by, forks.columns)
+    sample = sample_counts(scan)
+    pending = list(read_survey(forks, sample, full_key).pending.values())  # as the survey's
     # the design's points too: a shard given the whole table's design needs bits for them
-    guess = layout(_with_design(sample_counts(scan), design))
+    guess = layout(_with_design(sample, design))
     words = None
     if guess is None:
         found = survey(forks, full_key)
@@ -694,7 +558,7 @@ def bit_counts(
         queries = partitioned_words(scan, guess, keys, pending, passes(scan))
         # the survey rides on the first pass
         counts, first = pl.collect_all([survey_query(scan), queries[0]], engine="streaming")
-        words = collect_words(queries, first)
+        words = pl.concat([first, *(q.collect(engine="streaming") for q in queries[1:])])
         found = read_survey(forks, counts, full_key)
         violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
         check(forks, found, violations)
@@ -704,7 +568,8 @@ def bit_counts(
     point = ["condition", "method", "delay"]
     if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
         # the first rows missed some points: the same layout function, on every point
-        words = collect_words(partitioned_words(scan, plan, keys, pending, passes(scan)))
+        queries = partitioned_words(scan, plan, keys, pending, passes(scan))
+        words = pl.concat([q.collect(engine="streaming") for q in queries])
     # one row per task from here on: task ids as the canonical table has them (strings)
     words = words.with_columns(pl.col("task_id").cast(pl.String))
     if extra and words.select(clusters).is_duplicated().any():
@@ -719,24 +584,26 @@ def bit_counts(
 def _set_aside_conflicts(
     forks: Forks, words: pl.DataFrame, plan: Layout, clusters: list[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame | None]:
-    """Split off the clusters whose prefix fingerprints conflict (the join path counts them).
+    """Split off the clusters whose prefixes conflict (the join path counts them).
 
-    Tasks the fingerprint words cannot decide are settled episode by episode: only their rows
-    are grouped. Returns the words of the other clusters and the keys of the conflicted ones
-    (``None`` when there are none).
+    Returns the other clusters' words and the conflicted keys (``None`` if none). The tasks
+    the fingerprint cannot decide are settled episode by episode, grouping only their rows.
+    Decidable: the recovery rows of each condition are exactly its points before the end of
+    the run when it has a ``none`` row, none at all otherwise, and no prefix hash is null.
     """
     if "F" not in words.columns:
         return words, None
-    open_ = undecided(words, plan)
+    recovery = ~pl.col("none")
+    exact = [
+        (pl.col(f"P{w}") & _u64(plan.mask(w, recovery)))
+        == (_spread(plan, "P", w) & ~pl.col(f"E{w}"))
+        for w in range(plan.words)
+    ]
+    open_ = ~pl.all_horizontal(*exact) | (pl.col("null_prefixes") > 0)
     conflicted = words.filter(~open_ & (pl.col("F") != 0)).select(clusters)
     unsure = words.filter(open_).select(clusters)
     if unsure.height:
-        rows = forks.lf.join(unsure.lazy(), on=clusters, how="semi", nulls_equal=True)
-        found_conflicts = prefix_conflicts(rows, forks.episode).collect(engine="streaming")
-        if found_conflicts.height:
-            conflicted = pl.concat(
-                [conflicted, conflicting_clusters(forks, found_conflicts, clusters)]
-            )
+        conflicted = pl.concat([conflicted, prefix_conflicts(forks, unsure)])
     if not conflicted.height:
         return words, None
     slow = conflicted.unique()

@@ -43,8 +43,8 @@ class Forks:
     pair_by: tuple[str, ...]
     columns: frozenset[str]
     int_ids: pl.LazyFrame | None = None
-    """The same table with integer task ids left Int64 (``None`` when they are strings): the
-    per-task group-by of :mod:`._bits` groups this one and casts only its per-task result."""
+    """The table with integer task ids left Int64 (``None`` for string ids), which the per-task
+    group-by of :mod:`._bits` groups, casting only its result."""
 
     @property
     def episode(self) -> list[str]:
@@ -57,9 +57,8 @@ class Forks:
         return "factual_success" in self.columns
 
 
-def key_names(name: str, value: str | Sequence[str] | None) -> tuple[str, ...]:
-    """Normalise a ``by``/``pair_by`` parameter (see :func:`recoverylab.schema.column_names`)."""
-    return column_names(name, value)
+#: Normalise a ``by``/``pair_by`` parameter (the name the paired modules import).
+key_names = column_names
 
 
 def prepare(
@@ -73,10 +72,9 @@ def prepare(
 ) -> tuple[Forks, tuple[str, ...]]:
     """Validate ``forks`` against its contract and the ``pair_by``/``by``/``cohort`` choices.
 
-    Parameters are checked against the schema first, so a typo fails before any data is read.
-    Returns the validated table (categorical keys cast to strings, so results do not depend on
-    how keys were stored) and the normalised ``by`` keys. With ``checks="schema"`` the data
-    checks are left to the caller, whose own aggregation runs them (see :mod:`._bits`).
+    Parameters are checked on the schema first: a typo fails before any data is read. Returns
+    the table (categorical keys cast to strings: results do not depend on how keys were stored)
+    and the ``by`` keys. ``checks="schema"`` leaves the data checks to the caller's aggregation.
     """
     require_one_of("cohort", cohort, COHORTS)
     pair_keys = key_names("pair_by", pair_by)
@@ -98,12 +96,7 @@ def prepare(
     integer = schema["task_id"].is_integer()
     # the canonical table: task ids as strings (identical to validate's own cast)
     lazy = ints.with_columns(pl.col("task_id").cast(pl.String)) if integer else ints
-    missing = [k for k in by_keys if k not in schema]
-    if missing:
-        raise ParameterError(
-            f"forks: parameter `by` names column `{missing[0]}`, which is not in the table "
-            f"(columns: {', '.join(schema.names())})."
-        )
+    check_by_columns(by_keys, schema.names())
     if cohort == "factual_success" and "factual_success" not in schema:
         raise ParameterError(
             "forks: parameter `cohort` is 'factual_success' but the table has no "
@@ -121,8 +114,17 @@ def prepare(
     if categorical:
         lazy = lazy.with_columns(categorical)
         ints = ints.with_columns(categorical)
-    columns = frozenset(schema.names())
-    return Forks(lazy, pair_keys, columns, ints if integer else None), by_keys
+    return Forks(lazy, pair_keys, frozenset(schema.names()), ints if integer else None), by_keys
+
+
+def check_by_columns(by: Sequence[str], columns: Sequence[str]) -> None:
+    """Raise ParameterError naming the first ``by`` key that is not one of ``columns``."""
+    missing = [k for k in by if k not in columns]
+    if missing:
+        raise ParameterError(
+            f"forks: parameter `by` names column `{missing[0]}`, which is not in the table "
+            f"(columns: {', '.join(columns)})."
+        )
 
 
 @dataclass(frozen=True)
@@ -152,10 +154,9 @@ class Design:
 def design_grid(forks: Forks) -> Design:
     """Return the candidate recovery points: distinct (condition, *pair_by, method, delay).
 
-    A task that ended before a recovery point has no recovery row there, so the points it would
-    have had are read from the other tasks of the same condition (and pair_by keys) and method.
-    Only these few key columns are read; the result is small. The same pass tells whether any
-    `none` row is delay-specific (when none is, the pairing needs one join instead of two).
+    A task that ended before a point has no recovery row there: its points are read from the
+    other tasks (same condition, pair_by keys, method). The same pass of the few key columns
+    tells whether any `none` row is delay-specific (if none is, the pairing needs one join).
     """
     return design_of(design_points(forks).collect(engine="streaming"))
 
@@ -182,10 +183,10 @@ def _opt(forks: Forks, name: str, dtype: pl.DataType | type[pl.DataType]) -> pl.
 def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.LazyFrame:
     """Build the pairing query: one row per recovery point, paired, carried or excluded.
 
-    Columns: task_id, condition, *pair_by, method, delay, ``y0`` (no-recovery outcome), ``y1``
-    (recovery outcome), ``carried_forward``, ``reason`` (null for a pair; ``unpaired``,
-    ``prefix_mismatch`` or ``after_end``), ``factual_success`` when the table has it, and the
-    ``carry`` columns (from the recovery row; from the ``none`` row on carried-forward rows).
+    Columns: the episode, method, delay, ``y0``/``y1`` (outcome without/with recovery),
+    ``carried_forward``, ``reason`` (null for a pair; ``unpaired``, ``prefix_mismatch`` or
+    ``after_end``), ``factual_success`` if present, and the ``carry`` columns (of the recovery
+    row; of the ``none`` row when carried forward).
     """
     episode = forks.episode
     carry = [c for c in carry if c not in (*episode, "factual_success")]
@@ -198,7 +199,7 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
         _opt(forks, "end_action", pl.Int64).alias("__end"),
         _opt(forks, "factual_success", pl.Boolean).alias("__factual0"),
     ]
-    names = ["y0", "__prefix0", "__perturb", "__end", "__factual0"]
+    names = [e.meta.output_name() for e in baseline]
     # A `none` row with a delay replays that delay only and wins over the shared one (§3.1).
     specific = none.filter(pl.col("delay").is_not_null()).select(
         *episode, "delay", *(e.name.suffix("_d") for e in baseline), pl.lit(True).alias("__d")
@@ -234,8 +235,6 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
     mismatch = rules.prefix_differs(pl.col("__prefix1"), pl.col("__prefix0"))
     reason = rules.reason(paired, ended, mismatch)
     factual = [pl.coalesce("__factual0", "__factual1").alias("factual_success")]
-    if not forks.has_factual:
-        factual = []
     real = joined.select(
         *episode,
         "method",
@@ -244,7 +243,7 @@ def branch_rows(forks: Forks, design: Design, carry: Sequence[str] = ()) -> pl.L
         "y1",
         pl.lit(False).alias("carried_forward"),
         reason.alias("reason"),
-        *factual,
+        *(factual if forks.has_factual else []),
         *carry,
     )
     carried = _carried(forks, design, none, specific, baseline, carry)
@@ -261,10 +260,9 @@ def _carried(
     baseline: list[pl.Expr],
     carry: list[str],
 ) -> pl.LazyFrame | None:
-    """Carried-forward pairs: recovery points after the no-recovery run ended (§3.1).
+    """Carried-forward pairs: recovery points after the no-recovery run ended, y1 = y0 (§3.1).
 
-    The task stays in the denominator with y1 = y0 (recovery never applied). A recovery row at
-    such a point is reported as ``after_end`` by the main join, and raised by the callers.
+    A recovery row at such a point is reported as ``after_end`` by the main join (callers raise).
     """
     grid = design.points
     if not {"perturb_action", "end_action"} <= forks.columns or grid.height == 0:
@@ -323,9 +321,8 @@ def raise_after_end(rows: pl.LazyFrame, forks: Forks) -> None:
     """Raise InputError naming recovery rows given for a point after their task ended."""
     keys = [*forks.episode, "method", "delay"]
     bad = rows.filter(pl.col("reason") == AFTER_END)
-    total_q = bad.select(pl.len())
-    sample_q = bad.select(keys).sort(keys, nulls_last=True).head(5)
-    total_frame, sample = pl.collect_all([total_q, sample_q], engine="streaming")
+    first = bad.select(keys).sort(keys, nulls_last=True).head(5)
+    total_frame, sample = pl.collect_all([bad.select(pl.len()), first], engine="streaming")
     total = int(total_frame.item())
     if not total:
         return
@@ -348,14 +345,13 @@ def pairs(
     """Pair every recovery branch with the no-recovery branch forked from the same state.
 
     Each recovery row (``method != "none"``) joins the ``none`` row with the same (task_id,
-    condition, *pair_by*): the one with its ``delay`` if there is one (delay-specific replay),
-    else the shared one with a null delay. A task whose no-recovery run ended before a recovery
-    point (``perturb_action + delay >= end_action``, read from the ``none`` row) stays in the
-    denominator at that point with ``y1 = y0``: such points are the delays present for the same
-    (condition, *pair_by*, method) in the table, and are included even though they have no
-    recovery row. Recovery rows with no ``none`` row (``unpaired``) or whose ``prefix_hash``
-    differs from the ``none`` row's (``prefix_mismatch``) are left out here and counted by
-    :func:`exclusions`. Nothing is collected except the design grid and the validation counts.
+    condition, *pair_by*): the one with its ``delay`` if any (delay-specific replay), else the
+    shared one (null delay). A task whose no-recovery run ended before a recovery point
+    (``perturb_action + delay >= end_action``, from the ``none`` row) stays in the denominator
+    there with ``y1 = y0``, at every delay the table has for its (condition, *pair_by*, method),
+    without a recovery row. Recovery rows with no ``none`` row (``unpaired``) or another
+    ``prefix_hash`` (``prefix_mismatch``) are left out and counted by :func:`exclusions`. Only
+    the design grid and the validation counts are collected.
 
     Parameters
     ----------
@@ -401,42 +397,21 @@ def pairs(
 def pair_rows(table: Forks, design: Design, cohort: str = "full") -> pl.LazyFrame:
     """Return the rows of :func:`pairs` of a prepared table (or shard) against ``design``.
 
-    ``design`` is the grid of the whole table, so a shard of whole tasks gets its
-    carried-forward pairs right (see :mod:`recoverylab.paired._shards`).
+    ``design``: the whole table's grid, so a shard's carried-forward pairs are right (§7).
     """
     extras = [c for c in table.lf.collect_schema().names() if c not in (*_CONTRACT, *table.pair_by)]
     rows = apply_cohort(branch_rows(table, design, carry=extras), table, cohort)
     raise_after_end(rows, table)
-    return (
-        rows.filter(pl.col("reason").is_null())
-        .drop("reason")
-        .with_columns(outcome_expr().alias("outcome"))
-        .select(
-            *table.episode,
-            "method",
-            "delay",
-            "y0",
-            "y1",
-            "outcome",
-            "carried_forward",
-            *(["factual_success"] if table.has_factual else []),
-            *extras,
-        )
+    head = [*table.episode, "method", "delay", "y0", "y1"]
+    return rows.filter(pl.col("reason").is_null()).select(
+        *head, outcome_expr().alias("outcome"), pl.exclude(*head, "reason")
     )
 
 
 def outcome_expr() -> pl.Expr:
-    """Return the paired outcome of y0 (no recovery) and y1 (recovery)."""
-    y0, y1 = pl.col("y0"), pl.col("y1")
-    return (
-        pl.when(~y0 & y1)
-        .then(pl.lit("rescue"))
-        .when(y0 & ~y1)
-        .then(pl.lit("harm"))
-        .when(y0 & y1)
-        .then(pl.lit("kept"))
-        .otherwise(pl.lit("unchanged"))
-    )
+    """Return the paired outcome of y0 (no recovery) and y1 (recovery): one of OUTCOMES."""
+    classes = rules.outcomes(pl.lit(True), pl.lit(False), pl.col("y0"), pl.col("y1"))
+    return pl.coalesce(pl.when(classes[name]).then(pl.lit(name)) for name in OUTCOMES)
 
 
 def exclusions(
@@ -480,8 +455,7 @@ def exclusions(
     ('clean', 0, 'refresh', 'unpaired', 1)
     """
     table, by_keys = prepare(forks, pair_by=pair_by, by=by, cohort=cohort)
-    design = design_grid(table)
-    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort)
+    rows = apply_cohort(branch_rows(table, design_grid(table), carry=by_keys), table, cohort)
     raise_after_end(rows, table)
     excluded = rows.filter(pl.col("reason").is_in(list(REASONS)))
     by_cols = [k for k in by_keys if k not in table.pair_by]

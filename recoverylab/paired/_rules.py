@@ -1,21 +1,14 @@
 """The pairing rules of the CIR protocol, stated once (ARCHITECTURE §3.1).
 
-Two queries pair the branches of a forks table: the join of :func:`._pairs.branch_rows` (row
-by row: every public verb, and any table the fast path cannot take) and the per-task bit sets
-of :mod:`._bits` (the fast path of the cell counts, 2-3x faster than the join). Both build
-their expressions from the definitions here, so a pairing rule changes in one place:
-
-* which rows are branches of one episode (:func:`episode_key`), which is the baseline
-  (:func:`is_baseline`: ``method == "none"``; a delay-specific one wins over the shared one);
-* when a recovery point lies at or after the end of the no-recovery run (:func:`after_end`);
-* when a pair's prefixes differ (:func:`prefix_differs`);
-* how a recovery point is classified (:func:`standing`) and what its outcome is
-  (:func:`outcomes`).
-
-:func:`standing` and :func:`outcomes` are written with ``&``, ``|`` and ``~`` only, so the same
-function reads booleans per row (the join) or unsigned 64-bit words per task whose bit k
-stands for recovery point k (the bit sets: one bitwise operation decides every point of a task
-at once); :func:`after_end` also reads plain integers (the bit layout's lookup tables).
+Two queries pair the branches of a forks table: the join of :func:`._pairs.branch_rows` (every
+public verb, and any table the fast path cannot take) and the per-task bit sets of :mod:`._bits`
+(the fast path of the cell counts, 2-3x faster). Both build their expressions from these
+definitions (episode, baseline -- a delay-specific one wins over the shared one --, end of run,
+prefix mismatch, class and outcome of a point), so a pairing rule changes in one place.
+:func:`standing` and :func:`outcomes` use only ``&``, ``|`` and ``~``: they read booleans per
+row (the join) or u64 words per task whose bit k stands for recovery point k (one bitwise
+operation decides every point of a task); :func:`after_end` also reads plain integers (the bit
+layout's lookup tables).
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ __all__ = [
     "BASELINE",
     "REASONS",
     "after_end",
-    "cluster_key",
     "episode_key",
     "is_baseline",
     "outcomes",
@@ -57,11 +49,6 @@ def episode_key(pair_by: Sequence[str]) -> list[str]:
     return ["task_id", "condition", *pair_by]
 
 
-def cluster_key(pair_by: Sequence[str]) -> list[str]:
-    """Key of a cluster (the unit every interval resamples): the task with its pair_by keys."""
-    return ["task_id", *pair_by]
-
-
 def is_baseline() -> pl.Expr:
     """Whether a row is a no-recovery branch (shared when its delay is null, else specific)."""
     return pl.col("method") == BASELINE
@@ -77,9 +64,8 @@ def run_gap(perturb: pl.Expr | None = None, end: pl.Expr | None = None) -> pl.Ex
 def after_end(delay: T, gap: T) -> T:
     """Whether a recovery point at ``delay`` lies at or after the end of the run (§3.1).
 
-    ``perturb_action + delay >= end_action``, i.e. ``delay >= gap`` with ``gap`` from
-    :func:`run_gap` (read from the ``none`` row). Such a point is carried forward: the
-    recovery never ran, ``y1 = y0``. Null when the run has no end (the caller reads false).
+    ``perturb_action + delay >= end_action``: ``delay >= gap`` (:func:`run_gap` of the ``none``
+    row). Such a point is carried forward (``y1 = y0``). Null for a run with no end (= false).
     """
     return delay >= gap
 
@@ -92,10 +78,9 @@ def prefix_differs(recovery: pl.Expr, baseline: pl.Expr) -> pl.Expr:
 def standing(present: pl.Expr, has_none: pl.Expr, ended: pl.Expr) -> dict[str, pl.Expr]:
     """Classify recovery points by what the table holds for them.
 
-    ``present``: the point has a recovery row; ``has_none``: its episode has a ``none`` row
-    for it; ``ended``: :func:`after_end` by that ``none`` row. Returns ``pair`` (scored),
-    ``carried`` (carried forward: no recovery row, the run ended first), ``unpaired`` and
-    ``after_end`` (a recovery row the run's end forbids).
+    ``present``: a recovery row; ``has_none``: a ``none`` row for it; ``ended``: :func:`after_end`
+    by that row. Returns ``pair`` (scored), ``carried`` (no recovery row, the run ended first),
+    ``unpaired`` and ``after_end`` (a recovery row the run's end forbids).
     """
     return {
         "pair": present & has_none & ~ended,
@@ -108,8 +93,8 @@ def standing(present: pl.Expr, has_none: pl.Expr, ended: pl.Expr) -> dict[str, p
 def outcomes(pair: pl.Expr, carried: pl.Expr, y0: pl.Expr, y1: pl.Expr) -> dict[str, pl.Expr]:
     """Outcome classes of scored points: a carried-forward point keeps its ``y0`` (§3.1).
 
-    ``rescue`` (fails without recovery, succeeds with it), ``harm`` (the reverse), ``kept``
-    (succeeds both ways), ``unchanged`` (fails both ways) and ``carried_forward``.
+    ``rescue`` (fails without recovery, succeeds with it), ``harm`` (the reverse),
+    ``kept``/``unchanged`` (succeeds/fails both ways) and ``carried_forward``.
     """
     return {
         "rescue": pair & ~y0 & y1,

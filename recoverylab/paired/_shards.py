@@ -1,31 +1,30 @@
-"""Pairs within one shard of a plan: the design grid stage, then the pairing query.
+"""Pairs within one shard of a plan: the design grid stage, then the pairing query (§7).
 
-ARCHITECTURE §7. A shard holds whole tasks, but its carried-forward pairs need the candidate
-recovery points of the whole table: :func:`design_stage` reads them over every shard first
-(no shuffle needed), and :func:`shard_pairs` pairs a shard's branches against that grid.
-Used by the plans of :func:`~recoverylab.paired.break_even` and
-:func:`~recoverylab.paired.pilot_rates`; the same rows as :func:`~recoverylab.paired.pairs`.
-:func:`pairs_plan` is the public form (``recoverylab.paired.pairs_plan``): the plan of
-:func:`~recoverylab.paired.pairs` itself, whose two stages other protocols reuse in their own
-plans (:func:`recoverylab.router.uplift`).
+A shard holds whole tasks, but its carried-forward pairs need the candidate recovery points of
+the whole table: :func:`design_stage` reads them over every shard first (no shuffle needed), and
+:func:`shard_pairs` pairs a shard's branches against that grid (the plans of ``break_even`` and
+``pilot_rates``). :func:`pairs_plan` is the public plan of :func:`~recoverylab.paired.pairs`,
+whose two stages other protocols reuse (:func:`recoverylab.router.uplift`).
 """
 
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
 from recoverylab import plan
-from recoverylab._errors import ParameterError, require_one_of
+from recoverylab._errors import require_one_of
 from recoverylab.paired._pairs import (
     COHORTS,
     Cohort,
     Design,
     apply_cohort,
     branch_rows,
+    check_by_columns,
     design_of,
     design_points,
     outcome_expr,
@@ -72,9 +71,8 @@ def design_stage(
 ) -> plan.Stage:
     """Return the stage that reads the design grid of the whole table (its state: a Design).
 
-    No shuffle is needed, and only the ``forks`` input is read (a plan may have others).
-    ``check_keys`` (a module-level function, so that it pickles to Spark) checks the resolved
-    ``by`` keys against the verb's own rules.
+    It reads only ``forks`` (a plan may have other inputs). ``check_keys`` (module-level, so
+    that it pickles to Spark) checks the resolved ``by`` keys against the verb's own rules.
     """
     partial = functools.partial(
         _design_partial, pair_by=pair_by, by=by, cohort=cohort, check_keys=check_keys
@@ -105,12 +103,7 @@ def shard_pairs(
         As :func:`~recoverylab.paired.pairs`.
     """
     table, _ = prepare(forks, pair_by=pair_by, cohort=cohort)
-    missing = [c for c in carry if c not in table.columns]
-    if missing:
-        raise ParameterError(
-            f"forks: parameter `by` names column `{missing[0]}`, which is not in the table "
-            f"(columns: {', '.join(sorted(table.columns))})."
-        )
+    check_by_columns(carry, sorted(table.columns))
     rows = apply_cohort(branch_rows(table, design, carry=carry), table, cohort)
     raise_after_end(rows, table)
     return rows.filter(pl.col("reason").is_null()).with_columns(outcome_expr().alias("outcome"))
@@ -127,28 +120,19 @@ def _pairs_partial(
     return {"pairs": pair_rows(table, design, cohort)}
 
 
-def _pairs_finish(parts: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    return parts["pairs"]
-
-
-def _check_cohort(cohort: object) -> None:
-    require_one_of("cohort", cohort, COHORTS)
-
-
 def pairs_plan(
     forks: object, *, pair_by: str | Sequence[str] | None = (), cohort: Cohort = "full"
 ) -> plan.Plan:
     """Return the plan of :func:`~recoverylab.paired.pairs` (ARCHITECTURE §7).
 
     Forks are clustered by task (input ``"forks"``). Two stages: the design grid of the whole
-    table (it reads only ``forks``, with no shuffle; its state is the grid), then each shard's
+    table (reading only ``forks``, with no shuffle; its state is the grid), then each shard's
     pairs against that grid (one part, ``"pairs"``), so a shard's carried-forward pairs are
     those of the whole table. ``plan.rows(engine, pairs_plan(forks))`` gives the rows of
-    ``pairs(forks)`` on any engine (in another order) and ``plan.run`` collects them.
-
-    A verb that needs the pairs of its tasks inside its own plan reuses the stages: the first
-    as it is, and in its own per-task stage (state: the grid) the second stage's ``partial``
-    called on its shard, as :func:`recoverylab.router.uplift` does.
+    ``pairs(forks)`` on any engine (in another order); ``plan.run`` collects them. A verb that
+    needs the pairs inside its own plan reuses the first stage as it is, and calls the second
+    stage's ``partial`` on its shard in its own per-task stage (state: the grid), as
+    :func:`recoverylab.router.uplift` does.
 
     Parameters
     ----------
@@ -174,7 +158,7 @@ def pairs_plan(
     """
     return plan.Plan(
         inputs=(forks_input(forks),),
-        check=functools.partial(_check_cohort, cohort),
+        check=functools.partial(require_one_of, "cohort", cohort, COHORTS),
         stages=(
             design_stage(pair_by=pair_by, cohort=cohort),
             plan.Stage(
@@ -182,5 +166,5 @@ def pairs_plan(
                 functools.partial(_pairs_partial, pair_by=pair_by, cohort=cohort),
             ),
         ),
-        finish=_pairs_finish,
+        finish=operator.itemgetter("pairs"),
     )

@@ -1,10 +1,9 @@
 """Synthetic CIR paired forks with planted rescue/harm probabilities (generator ``"forks"``).
 
 Each task gets, per observation condition, one shared no-recovery branch (``method="none"``,
-``delay`` null) and one recovery branch per (delay, method) -- 1 + 4 × 3 = 13 rows per condition
-and 52 rows per task with the defaults -- except at recovery points after the no-recovery run
-ended, which have no recovery branch and are carried forward by ``paired.pairs``
-(ARCHITECTURE §3.1).
+``delay`` null) and one recovery branch per (delay, method) -- 13 rows per condition and 52 per
+task with the defaults -- but none at points after the no-recovery run ended (carried forward
+by ``paired.pairs``, ARCHITECTURE §3.1).
 
 Planted truth (what :func:`truth` returns, and what ``paired.summarize`` must recover):
 
@@ -28,12 +27,13 @@ Unknown condition or method labels use the ``DEFAULT`` entries of the tables bel
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 import polars as pl
 
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, require_one_of
 from recoverylab.synth import Generator, Tables, register
 
 __all__ = [
@@ -69,17 +69,16 @@ DECAY = 0.9
 _FACTUAL_LENGTH = (8, 64)
 
 
+def _rate(table: dict[str, float], label: str) -> float:
+    return table.get(label, table[DEFAULT])
+
+
 def _lookup(table: dict[str, float], labels: Sequence[str]) -> np.ndarray:
-    return np.array([table.get(label, table[DEFAULT]) for label in labels], dtype=float)
+    return np.array([_rate(table, label) for label in labels], dtype=float)
 
 
 def _options(
-    conditions: Sequence[str],
-    delays: Sequence[int],
-    methods: Sequence[str],
-    end_hazard: float,
-    mismatch_rate: float,
-    unpaired_rate: float,
+    conditions: Sequence[str], delays: Sequence[int], methods: Sequence[str], **rates: float
 ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
     conditions, delays, methods = tuple(conditions), tuple(int(d) for d in delays), tuple(methods)
     for name, values in (("conditions", conditions), ("delays", delays), ("methods", methods)):
@@ -95,11 +94,7 @@ def _options(
         )
     if min(delays) < 0:
         raise ParameterError(f"synth forks: parameter `delays` is {list(delays)!r}; delays >= 0.")
-    for name, value in (
-        ("end_hazard", end_hazard),
-        ("mismatch_rate", mismatch_rate),
-        ("unpaired_rate", unpaired_rate),
-    ):
+    for name, value in rates.items():
         if not 0 <= value < 1:
             raise ParameterError(
                 f"synth forks: parameter `{name}` is {value!r}; it must be in [0, 1)."
@@ -142,8 +137,9 @@ def block(
         ``{"forks": DataFrame}`` with columns task_id, condition, method, delay, success,
         prefix_hash, perturb_action, end_action, factual_success.
     """
+    rates = {"mismatch_rate": mismatch_rate, "unpaired_rate": unpaired_rate}
     conditions, delays, methods = _options(
-        conditions, delays, methods, end_hazard, mismatch_rate, unpaired_rate
+        conditions, delays, methods, end_hazard=end_hazard, **rates
     )
     n, n_c, n_d, n_m = stop - start, len(conditions), len(delays), len(methods)
     base = _lookup(BASE_RATE, conditions)
@@ -164,79 +160,44 @@ def block(
     has_none = rng.random((n, n_c)) >= unpaired_rate
     mismatch = rng.random((n, n_c, n_d, n_m)) < mismatch_rate
 
-    y0_grid = y0[:, :, None, None]
-    y1 = np.where(y0_grid, flip >= harm, flip < rescue)
+    y1 = np.where(y0[:, :, None, None], flip >= harm, flip < rescue)
     ended = gap[:, :, None, None] <= np.array(delays)[None, None, :, None]
-    present = np.broadcast_to(~ended, (n, n_c, n_d, n_m))
-
-    task = np.arange(start, stop)
     # recovery rows, flattened in (task, condition, delay, method) order, ended points removed
-    shape = (n, n_c, n_d, n_m)
-    keep = present.ravel()
-    rec = {
-        "task": np.broadcast_to(task[:, None, None, None], shape).ravel()[keep],
-        "c": np.broadcast_to(np.arange(n_c)[None, :, None, None], shape).ravel()[keep],
-        "m": np.broadcast_to(np.arange(n_m)[None, None, None, :], shape).ravel()[keep],
-        "delay": np.broadcast_to(np.array(delays)[None, None, :, None], shape).ravel()[keep],
-        "success": y1.ravel()[keep],
-        "salt": mismatch.ravel()[keep].astype(np.int64),
-    }
-    keep_none = has_none.ravel()
-    none = {
-        "task": np.repeat(task, n_c)[keep_none],
-        "c": np.tile(np.arange(n_c), n)[keep_none],
-        "success": y0.ravel()[keep_none],
-    }
-    per_task_condition = {
-        "perturb_action": perturb.ravel(),
-        "end_action": end.ravel(),
-    }
-    rec_tc = rec["task"].astype(np.int64) - start
-    rec_index = rec_tc * n_c + rec["c"].astype(np.int64)
-    none_index = (none["task"].astype(np.int64) - start) * n_c + none["c"].astype(np.int64)
-    frames = [
-        pl.DataFrame(
-            {
-                "task": none["task"],
-                "c": none["c"],
-                "m": np.full(none["task"].shape, -1),
-                "success": none["success"],
-                "salt": np.zeros(none["task"].shape, dtype=np.int64),
-                "perturb_action": per_task_condition["perturb_action"][none_index],
-                "end_action": per_task_condition["end_action"][none_index],
-                "factual_success": factual[none["task"] - start],
-            }
-        ).with_columns(pl.lit(None, dtype=pl.Int64).alias("delay")),
-        pl.DataFrame(
-            {
-                "task": rec["task"],
-                "c": rec["c"],
-                "m": rec["m"],
-                "delay": rec["delay"],
-                "success": rec["success"],
-                "salt": rec["salt"],
-                "perturb_action": per_task_condition["perturb_action"][rec_index],
-                "factual_success": factual[rec_tc],
-            }
-        ).with_columns(pl.lit(None, dtype=pl.Int64).alias("end_action")),
-    ]
-    raw = pl.concat(frames, how="diagonal_relaxed")
+    keep = np.broadcast_to(~ended, (n, n_c, n_d, n_m)).ravel()
+    # the `none` rows first, then the recovery rows; `at`: the row's (task, condition) index
+    none = np.flatnonzero(has_none)
+    tc, d, m = (axis.ravel()[keep] for axis in np.indices((n * n_c, n_d, n_m)))
+    at = np.concatenate([none, tc])
+    raw = pl.DataFrame(
+        {
+            "task": at // n_c,
+            "c": at % n_c,
+            "m": np.concatenate([np.zeros(none.shape, dtype=np.int64), m + 1]),
+            "delay": np.concatenate([np.zeros(none.shape, dtype=np.int64), np.array(delays)[d]]),
+            "success": np.concatenate([y0.ravel()[none], y1.ravel()[keep]]),
+            "salt": np.concatenate([np.zeros(none.shape, dtype=bool), mismatch.ravel()[keep]]),
+            "perturb_action": perturb.ravel()[at],
+            "end_action": end.ravel()[at],
+            "factual_success": factual[at // n_c],
+        }
+    )
     condition_names = pl.Series(conditions, dtype=pl.String)
     method_names = pl.Series(("none", *methods), dtype=pl.String)
-    task_id = pl.lit("t") + pl.col("task").cast(pl.String).str.zfill(7)
+    task_id = pl.lit("t") + (pl.col("task") + start).cast(pl.String).str.zfill(7)
+    is_none = pl.col("m") == 0
     forks = raw.select(
         task_id.alias("task_id"),
         pl.col("c").replace_strict(range(n_c), condition_names).alias("condition"),
-        (pl.col("m") + 1).replace_strict(range(n_m + 1), method_names).alias("method"),
-        pl.col("delay").cast(pl.Int64),
+        pl.col("m").replace_strict(range(n_m + 1), method_names).alias("method"),
+        pl.when(~is_none).then(pl.col("delay")).alias("delay"),
         pl.col("success"),
         # seed-free stand-in for a state hash; a planted mismatch adds a suffix
-        pl.when(pl.col("salt") == 1)
+        pl.when(pl.col("salt"))
         .then(pl.format("{}-{}-x", task_id, pl.col("c")))
         .otherwise(pl.format("{}-{}", task_id, pl.col("c")))
         .alias("prefix_hash"),
-        pl.col("perturb_action").cast(pl.Int64),
-        pl.col("end_action").cast(pl.Int64),
+        pl.col("perturb_action"),
+        pl.when(is_none).then(pl.col("end_action")).alias("end_action"),
         pl.col("factual_success"),
     )
     return {"forks": forks}
@@ -274,38 +235,17 @@ def truth(
     >>> truth(conditions=["clean"], delays=[0], methods=["refresh"])["effect"][0]
     -0.054
     """
-    conditions, delays, methods = _options(conditions, delays, methods, end_hazard, 0.0, 0.0)
-    if cohort not in ("full", "factual_success"):
-        raise ParameterError(
-            f"parameter `cohort` is {cohort!r}; it must be one of 'full', 'factual_success'."
-        )
+    conditions, delays, methods = _options(conditions, delays, methods, end_hazard=end_hazard)
+    require_one_of("cohort", cohort, ("full", "factual_success"))
     rows = []
-    for c in conditions:
-        b = BASE_RATE.get(c, BASE_RATE[DEFAULT])
-        if c == "clean" and cohort == "factual_success":
-            b = 1.0
-        for d in delays:
-            carried = 1.0 - (1.0 - end_hazard) ** d
-            for m in methods:
-                r = RESCUE.get(c, RESCUE[DEFAULT]) * METHOD_RESCUE.get(m, METHOD_RESCUE[DEFAULT])
-                r *= DECAY**d
-                h = HARM.get(c, HARM[DEFAULT]) * METHOD_HARM.get(m, METHOD_HARM[DEFAULT])
-                rescue_rate = (1 - carried) * (1 - b) * r
-                harm_rate = (1 - carried) * b * h
-                rows.append((c, d, m, carried, b, rescue_rate, harm_rate))
-    frame = pl.DataFrame(
-        rows,
-        schema={
-            "condition": pl.String,
-            "delay": pl.Int64,
-            "method": pl.String,
-            "carried": pl.Float64,
-            "base_rate": pl.Float64,
-            "rescue_rate": pl.Float64,
-            "harm_rate": pl.Float64,
-        },
-        orient="row",
-    )
+    for c, d, m in itertools.product(conditions, delays, methods):
+        b = 1.0 if c == "clean" and cohort == "factual_success" else _rate(BASE_RATE, c)
+        carried = 1.0 - (1.0 - end_hazard) ** d
+        r = _rate(RESCUE, c) * _rate(METHOD_RESCUE, m) * DECAY**d
+        h = _rate(HARM, c) * _rate(METHOD_HARM, m)
+        rows.append((c, d, m, carried, b, (1 - carried) * (1 - b) * r, (1 - carried) * b * h))
+    names = ["condition", "delay", "method", "carried", "base_rate", "rescue_rate", "harm_rate"]
+    frame = pl.DataFrame(rows, schema=names, orient="row")
     effect = pl.col("rescue_rate") - pl.col("harm_rate")
     return frame.with_columns(
         effect.round(12).alias("effect"),
