@@ -185,34 +185,26 @@ class ResultHtml:
     their ``@dataclass`` so this repr is used.
     """
 
-    def _shown(self, *, every: bool = True) -> list[tuple[str, str]]:
-        shown = []
-        for item in fields(self):  # type: ignore[arg-type]
-            if not (every or item.repr):  # the repr leaves out e.g. the distribution
-                continue
-            value = getattr(self, item.name)
-            if isinstance(value, np.ndarray):
-                text = f"array of {value.size:,} values"
-            elif isinstance(value, (pl.DataFrame, pl.LazyFrame)):
-                columns = ", ".join(value.collect_schema().names())
-                text = f"{type(value).__name__} with columns {columns}"
-            elif isinstance(value, float) and item.name == "p_value":
-                text = p_str(value)
-            elif isinstance(value, float):
-                text = f"{value:.6g}"
-            elif not every:  # the repr: strings quoted, None as None
-                text = repr(value)
-            else:
-                text = "—" if value is None else str(value)
-            shown.append((item.name, text))
-        return shown
-
     def _repr_html_(self) -> str:
         return result_html(self)
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{name}={text}" for name, text in self._shown(every=False))
+        parts = ", ".join(
+            f"{item.name}={_repr_text(item.name, getattr(self, item.name))}"
+            for item in fields(self)  # type: ignore[arg-type]
+            if item.repr  # the repr leaves out e.g. the distribution
+        )
         return f"{type(self).__name__}({parts})"
+
+
+def _repr_text(name: str, value: object) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array of {value.size:,} values"
+    if isinstance(value, (pl.DataFrame, pl.LazyFrame)):
+        return f"{type(value).__name__} with columns {', '.join(value.collect_schema().names())}"
+    if isinstance(value, float):
+        return p_str(value) if name == "p_value" else f"{value:.6g}"
+    return repr(value)
 
 
 @dataclass(frozen=True, repr=False)
@@ -1800,16 +1792,51 @@ def _cell_types(
     tuple, the (T, V) float64 value matrix and the (T,) int64 counts. Only the type table is
     collected.
     """
-    if isinstance(partials, pl.DataFrame):
-        frame = partials.lazy()
-    elif isinstance(partials, pl.LazyFrame):
-        frame = partials
+    frame = _checked_partials(partials, cells, values, count, reserved, role)
+    if count is None:
+        aggregates = [pl.len().cast(pl.Int64).alias(_N)]
     else:
+        weight = pl.col(count)
+        aggregates = [
+            weight.sum().cast(pl.Int64).alias(_N),
+            (weight.is_null() | (weight < 1)).sum().alias(_BAD),
+        ]
+    # Only the type table is materialised; the streaming engine keeps big inputs out of memory.
+    types = frame.group_by([*cells, *values]).agg(aggregates).collect(engine="streaming")
+    _check_type_table(types, cells, values, count)
+    types = types.sort([*cells, *values], nulls_last=False)
+    if types.height == 0:
+        return types.select(cells), []
+    if cells:
+        run = types.select(pl.struct(cells).rle_id()).to_series().to_numpy()
+        starts = np.flatnonzero(np.diff(run, prepend=-1))
+        keys = types.select(cells)[starts]
+        key_rows = keys.rows()
+    else:  # a frame without columns has no rows: the one cell's key row cannot be gathered
+        starts, keys, key_rows = np.array([0]), pl.DataFrame(), [()]
+    matrix = types.select(pl.col(v).cast(pl.Float64) for v in values).to_numpy()
+    cuts = starts[1:]
+    parts = zip(np.split(matrix, cuts), np.split(types[_N].to_numpy(), cuts), strict=True)
+    return keys, [(key, v, c) for key, (v, c) in zip(key_rows, parts, strict=True)]
+
+
+def _checked_partials(
+    partials: object,
+    cells: list[str],
+    values: list[str],
+    count: str | None,
+    reserved: Sequence[str],
+    role: str,
+) -> pl.LazyFrame:
+    """Return ``partials`` as a LazyFrame after checking the roles and types of its columns."""
+    if isinstance(partials, pl.DataFrame):
+        partials = partials.lazy()
+    if not isinstance(partials, pl.LazyFrame):
         raise ParameterError(
             f"parameter `partials` is a {type(partials).__name__}; it must be a polars DataFrame "
             "or LazyFrame. Hint: recoverylab.io.scan() reads any table source as a LazyFrame."
         )
-    schema = frame.collect_schema()
+    schema = partials.collect_schema()
     named = [("cells", c) for c in cells] + [(role, v) for v in values]
     if count is not None:
         if not isinstance(count, str):
@@ -1845,38 +1872,7 @@ def _cell_types(
             f"partials: column `{count}` has type {schema[count]}; a count column must hold "
             "integers."
         )
-
-    if count is None:
-        aggregates = [pl.len().cast(pl.Int64).alias(_N)]
-    else:
-        weight = pl.col(count)
-        aggregates = [
-            weight.sum().cast(pl.Int64).alias(_N),
-            (weight.is_null() | (weight < 1)).sum().alias(_BAD),
-        ]
-    # Only the type table is materialised; the streaming engine keeps big inputs out of memory.
-    types = frame.group_by([*cells, *values]).agg(aggregates).collect(engine="streaming")
-    _check_type_table(types, cells, values, count)
-
-    types = types.sort([*cells, *values], nulls_last=False)
-    if types.height == 0:
-        return types.select(cells), []
-    if cells:
-        run = types.select(pl.struct(cells).rle_id()).to_series().to_numpy()
-        starts = np.flatnonzero(np.diff(run, prepend=-1))
-    else:
-        starts = np.array([0])
-    # A frame without columns has no rows, so the no-cells case cannot gather its one key row.
-    keys = types.select(cells)[starts] if cells else pl.DataFrame()
-    matrix = types.select(pl.col(v).cast(pl.Float64) for v in values).to_numpy()
-    counts = types[_N].to_numpy()
-    bounds = [*starts.tolist(), types.height]
-    key_rows = keys.rows() if cells else [()]
-    groups = [
-        (key, matrix[lo:hi], counts[lo:hi])
-        for key, lo, hi in zip(key_rows, bounds[:-1], bounds[1:], strict=True)
-    ]
-    return keys, groups
+    return partials
 
 
 def _check_type_table(
@@ -2762,7 +2758,6 @@ def _bracketed_root(
     shape = skip.shape
     levels = np.broadcast_to(np.asarray(level, dtype=np.float64), shape)
     tolerance = 2.0**-36
-    search = ~skip
 
     def value(w: np.ndarray, cells: np.ndarray) -> np.ndarray:
         out = np.zeros(shape)
@@ -2770,26 +2765,7 @@ def _bracketed_root(
             out[cells] = cdf(w[cells], cells) - levels[cells]
         return out
 
-    if guess is None:
-        b, a = np.full(shape, -1.0), np.full(shape, 1.0)
-    else:
-        b, a = (np.clip(np.broadcast_to(v, shape), -1.0, 1.0) for v in guess)
-    f_b = value(b, search)
-    # the guessed low end is already past the level: the root is below it
-    past = search & (f_b >= 0) & (b > -1.0)
-    a, f_a = np.where(past, b, a), np.where(past, f_b, 0.0)
-    b = np.where(past, -1.0, b)
-    f_b = np.where(past, value(b, past), f_b)
-    # the level reached at −1 already: the answer is −1
-    start = search & (f_b >= 0)
-    a = np.where(start, b, a)
-    rest = search & ~start & ~past
-    f_a = np.where(start, f_b, np.where(rest, value(a, rest), f_a))
-    # the guessed high end is short of the level: the root is above it
-    short = rest & (f_a < 0)
-    b, f_b = np.where(short, a, b), np.where(short, f_a, f_b)
-    a = np.where(short, 1.0, a)
-    f_a = np.where(short, value(a, short), f_a)
+    a, f_a, b, f_b, start = _first_bracket(value, ~skip, guess)
     done = skip | start
     c, f_c = a.copy(), f_a.copy()
     t = np.full(shape, 0.5)
@@ -2818,6 +2794,36 @@ def _bracketed_root(
             t = np.clip(np.where(usable, quadratic, 0.5), tlim, 1 - tlim)
         t = np.where(done, 0.5, t)
     return np.where(skip, 1.0, np.where(f_a >= 0, a, b))
+
+
+def _first_bracket(
+    value: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    search: np.ndarray,
+    guess: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, ...]:
+    """Return (a, f_a, b, f_b, start) of :func:`_bracketed_root`; ``start``: the root is −1."""
+    shape = search.shape
+    if guess is None:
+        b, a = np.full(shape, -1.0), np.full(shape, 1.0)
+    else:
+        b, a = (np.clip(np.broadcast_to(v, shape), -1.0, 1.0) for v in guess)
+    f_b = value(b, search)
+    # the guessed low end is already past the level: the root is below it
+    past = search & (f_b >= 0) & (b > -1.0)
+    a, f_a = np.where(past, b, a), np.where(past, f_b, 0.0)
+    b = np.where(past, -1.0, b)
+    f_b = np.where(past, value(b, past), f_b)
+    # the level reached at −1 already: the answer is −1
+    start = search & (f_b >= 0)
+    a = np.where(start, b, a)
+    rest = search & ~start & ~past
+    f_a = np.where(start, f_b, np.where(rest, value(a, rest), f_a))
+    # the guessed high end is short of the level: the root is above it
+    short = rest & (f_a < 0)
+    b, f_b = np.where(short, a, b), np.where(short, f_a, f_b)
+    a = np.where(short, 1.0, a)
+    f_a = np.where(short, value(a, short), f_a)
+    return a, f_a, b, f_b, start
 
 
 def _meld_guess(meld: _Meld, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
