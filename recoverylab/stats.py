@@ -1,19 +1,13 @@
 """The statistics engine: cluster bootstrap, sign-flip tests and Wilson intervals.
 
-Every metric in recoverylab is first computed as additive per-cluster partials (ARCHITECTURE §3,
-principle 3), and the statistics here work on those partials, so that confidence intervals and
-tests respect clustering (a task, a workflow, a case) and cost what the number of clusters costs,
-never rows × resamples.
-
-The central idea (ARCHITECTURE §4): resampling K clusters with replacement is the same as drawing
-multinomial counts over the distinct cluster *types* (distinct rows of partial values) with
-probabilities ``count / K``. The engine therefore takes types with counts, and a cell with a
-million tasks but three types costs about three numbers per resample. Polars appears only in the
-frame-facing wrappers (:func:`cluster_bootstrap`, :func:`sign_flip_cells`, :func:`wilson_exprs`).
-
-Randomness is explicit and per cell: :func:`cell_rng` derives a generator from the seed and a
-stable hash of the cell key, so a cell's interval or p-value does not depend on which other cells
-exist, on their order, or on the machine.
+The statistics work on additive per-cluster partials (ARCHITECTURE §3, principle 3), so intervals
+and tests respect clustering (task, workflow, case) and cost what the clusters cost, never
+rows × resamples. Resampling K clusters with replacement is drawing multinomial counts over the
+distinct cluster *types* (rows of partial values) with probabilities ``count / K`` (ARCHITECTURE
+§4): a cell of a million tasks but three types costs three numbers per resample. Polars appears
+only in the frame-facing wrappers (:func:`cluster_bootstrap`, :func:`sign_flip_cells`,
+:func:`wilson_exprs`). Randomness is per cell (:func:`cell_rng`: the seed and a stable hash of
+the cell key), so a cell's result does not depend on the other cells, their order or the machine.
 """
 
 from __future__ import annotations
@@ -80,15 +74,14 @@ _MAX_ENUMERATION = 20
 _MAX_LATTICE = 2**23
 #: Below this product of lengths np.convolve is exact and cheap; above it, FFT convolution.
 _DIRECT_CONVOLVE_MAX = 4_000_000
-#: Largest number of nonzero clusters sent to ``scipy.stats.permutation_test`` for Monte Carlo.
-#: scipy materialises every resample × cluster; above this the per-type draws are much faster.
+#: Most nonzero clusters sent to ``scipy.stats.permutation_test`` (it materialises every
+#: resample × cluster); above, the per-type draws are much faster.
 _SCIPY_MC_MAX_CLUSTERS = 1_000
 #: Relative tolerance for float ties in sign-flip tests (scipy uses the same 100 eps).
 _TIE_RTOL = 100 * float(np.finfo(np.float64).eps)
 #: Integers above this are not exactly representable as float64.
 _MAX_EXACT_INT = 2.0**53
 
-_BOOTSTRAP_METHODS = ("percentile", "bca")
 #: Interval methods of a paired effect (``paired_effect_cells``); ``auto`` is the default.
 PAIRED_CI_METHODS = ("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca")
 #: Multiplicity adjustments across the cells of one result (``p_adjusted``).
@@ -110,13 +103,14 @@ _BAD = "__recoverylab_bad"
 # --------------------------------------------------------------------------------------------
 
 
-def _html_value(value: object) -> str:
+def _html_value(value: object, name: str = "") -> str:
     if value is None:
         return "—"
     if isinstance(value, bool | np.bool_):
         return str(bool(value))
     if isinstance(value, float | np.floating):
-        return f"{float(value):.6g}"
+        # a p-value as in every table: two significant digits, < 0.001
+        return p_str(float(value)) if name == "p_value" else f"{float(value):.6g}"
     if isinstance(value, np.ndarray):
         if value.size <= 6:
             return ", ".join(_html_value(v) for v in value.ravel().tolist())
@@ -133,8 +127,7 @@ def result_html(result: object, *, title: str | None = None) -> str:
     """Render a result dataclass as a small two-column HTML table (field, value).
 
     The one HTML renderer of recoverylab's non-frame results. Arrays (e.g. a bootstrap
-    distribution) and frames are summarised by their size, never printed in full, so a result
-    displays instantly in Jupyter.
+    distribution) and frames are summarised by size, so a result displays instantly in Jupyter.
 
     Parameters
     ----------
@@ -162,7 +155,7 @@ def result_html(result: object, *, title: str | None = None) -> str:
         raise TypeError(f"result_html expects a dataclass instance, got {type(result).__name__}.")
     rows = "".join(
         f"<tr><th style='text-align:left'>{escape(f.name)}</th>"
-        f"<td style='text-align:left'>{escape(_field_text(f.name, getattr(result, f.name)))}"
+        f"<td style='text-align:left'>{escape(_html_value(getattr(result, f.name), f.name))}"
         "</td></tr>"
         for f in fields(result)
     )
@@ -170,19 +163,12 @@ def result_html(result: object, *, title: str | None = None) -> str:
     return f"<table><caption>{caption}</caption>{rows}</table>"
 
 
-def _field_text(name: str, value: object) -> str:
-    if name == "p_value" and isinstance(value, float | np.floating):
-        return p_str(float(value))  # as in every table: two significant digits, < 0.001
-    return _html_value(value)
-
-
 class ResultHtml:
     """Mixin: show a result dataclass readably (arrays and frames summarised, p rounded).
 
-    Protocol modules use it for their own non-frame results, so every result displays well:
-    as a small table in Jupyter, and as a one-line repr in which a p-value reads as it does in
-    every table (two significant digits, ``< 0.001``). Result classes set ``repr=False`` on
-    their ``@dataclass`` so this repr is used.
+    Protocol modules use it for their non-frame results: a small table in Jupyter, and a
+    one-line repr where a p-value reads as in every table (two significant digits,
+    ``< 0.001``). Result classes set ``repr=False`` on their ``@dataclass`` to use this repr.
     """
 
     def _repr_html_(self) -> str:
@@ -320,11 +306,10 @@ class IntervalExprs:
 def cell_rng(seed: int, key: tuple) -> np.random.Generator:
     """Return a random generator derived from a seed and a cell's key values.
 
-    The interval or p-value of one cell must not depend on which other cells exist, on their
-    order, or on the process or machine. The key is rendered to a canonical text (type and
-    ``repr`` of each value, so ``1`` and ``1.0`` and ``"1"`` are different keys), hashed with
-    SHA-256, and the digest joins the seed in a :class:`numpy.random.SeedSequence`. Python's
-    ``hash()`` is never used: it is salted per process for strings.
+    A cell's interval or p-value must not depend on the other cells, their order, the process or
+    the machine. The key's canonical text (type and ``repr`` of each value: ``1``, ``1.0`` and
+    ``"1"`` differ) is hashed with SHA-256 into a :class:`numpy.random.SeedSequence` with the
+    seed; never Python's ``hash()``, salted per process for strings.
 
     Parameters
     ----------
@@ -375,8 +360,7 @@ def _canonical(value: object) -> str:
 
 def _as_generator(rng: object) -> np.random.Generator:
     """Turn ``rng`` (None, a Generator or a seed) into a Generator; None means seed 0."""
-    if rng is None:
-        # STYLE §7: the default is fixed so that two runs agree.
+    if rng is None:  # STYLE §7: the default is fixed so that two runs agree
         return np.random.default_rng(0)
     if isinstance(rng, np.random.Generator):
         return rng
@@ -500,10 +484,8 @@ def _check_counts(counts: object, length: int, rows: str) -> np.ndarray:
 
 def _merge_types(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge identical rows and sort them, so results depend on the multiset of clusters only."""
-    # Adding 0.0 turns -0.0 into 0.0, so the two zeros are one type.
-    values = values + 0.0
-    # lexsort's last key is the primary one: sort by column 0, then 1, ... (np.unique(axis=0)
-    # sorts a void view and is ~50x slower on a million rows).
+    values = values + 0.0  # -0.0 becomes 0.0: the two zeros are one type
+    # by column 0, then 1, ... (np.unique(axis=0) sorts a void view, ~50x slower on 1M rows)
     order = np.lexsort(values.T[::-1])
     ordered = values[order]
     starts = np.flatnonzero(np.concatenate([[True], (ordered[1:] != ordered[:-1]).any(axis=1)]))
@@ -542,9 +524,8 @@ def ratio(sums: np.ndarray) -> np.ndarray:
 def ratio_difference(sums: np.ndarray) -> np.ndarray:
     """Return the difference of two ratios, ``sums[0]/sums[1] - sums[2]/sums[3]``.
 
-    Used for contrasts of two cells resampled jointly: each cluster's row carries the partials of
-    both cells (zeros where the cluster is absent from one), so the same cluster draws serve both
-    (ARCHITECTURE §4).
+    For contrasts of two cells resampled jointly: a cluster's row carries the partials of both
+    cells (zeros where it is absent from one), so one draw serves both (ARCHITECTURE §4).
 
     Parameters
     ----------
@@ -574,13 +555,12 @@ ICC_COLUMNS = ("sum_sq_over_m", "sum", "sum_sq", "m", "m_sq", "one")
 def icc_oneway(sums: np.ndarray) -> np.ndarray:
     """Return the one-way ANOVA intra-class correlation from column sums of cluster partials.
 
-    Each cluster i with mᵢ observations xᵢⱼ contributes Sᵢ²/mᵢ, Sᵢ = Σⱼ xᵢⱼ, Qᵢ = Σⱼ xᵢⱼ²,
-    mᵢ, mᵢ² and 1 (:data:`ICC_COLUMNS`), so the ICC is a statistic of column sums and the
-    cluster bootstrap (:func:`bootstrap_types`) gives its interval at the cost of the cluster
-    types. With N = Σmᵢ and K clusters: MSB = (ΣSᵢ²/mᵢ − (ΣSᵢ)²/N)/(K − 1), MSW = (ΣQᵢ −
-    ΣSᵢ²/mᵢ)/(N − K), m₀ = (N − Σmᵢ²/N)/(K − 1) and ICC = (MSB − MSW)/(MSB + (m₀ − 1)·MSW)
-    (the unbalanced one-way estimator; it may be negative). NaN when undefined: fewer than two
-    clusters, no cluster with two observations, or no variation at all.
+    Cluster i with mᵢ observations xᵢⱼ contributes Sᵢ²/mᵢ, Sᵢ = Σⱼ xᵢⱼ, Qᵢ = Σⱼ xᵢⱼ², mᵢ, mᵢ²
+    and 1 (:data:`ICC_COLUMNS`): a statistic of column sums, so :func:`bootstrap_types` gives its
+    interval at the cost of the cluster types. With N = Σmᵢ and K clusters: MSB = (ΣSᵢ²/mᵢ −
+    (ΣSᵢ)²/N)/(K − 1), MSW = (ΣQᵢ − ΣSᵢ²/mᵢ)/(N − K), m₀ = (N − Σmᵢ²/N)/(K − 1) and ICC = (MSB −
+    MSW)/(MSB + (m₀ − 1)·MSW) (the unbalanced one-way estimator; it may be negative). NaN when
+    undefined: fewer than two clusters, no cluster with two observations, or no variation.
 
     Parameters
     ----------
@@ -640,23 +620,20 @@ def bootstrap_types(
 ) -> BootstrapResult:
     """Bootstrap a statistic of column sums by resampling clusters, given as types with counts.
 
-    Resampling K clusters with replacement equals drawing multinomial counts over the distinct
-    cluster types with probabilities ``counts / K`` (ARCHITECTURE §4), so the cost per resample is
-    the number of types, not clusters. Each resample draws ``M ~ Multinomial(K, counts / K)``,
-    sums ``M @ values`` and applies ``statistic``. Types are merged and sorted first, so the
-    result depends only on the multiset of clusters (and the generator), not on row order or on
-    whether clusters are given one per row or grouped.
+    Each resample draws ``M ~ Multinomial(K, counts / K)`` over the distinct cluster types
+    (ARCHITECTURE §4: the same as resampling the K clusters), sums ``M @ values`` and applies
+    ``statistic``: the cost per resample is the number of types. Types are merged and sorted
+    first, so the result depends only on the multiset of clusters and the generator.
 
     Parameters
     ----------
     values
-        Array of shape (T, V): one row per distinct cluster type, holding that cluster's partial
-        sums (e.g. numerator, denominator).
+        Array (T, V): one row per cluster type, its partial sums (e.g. numerator, denominator).
     counts
-        Array of shape (T,): how many clusters have each type (positive integers).
+        Array (T,): how many clusters have each type (positive integers).
     statistic
-        Maps column sums of shape ``(..., V)`` to ``(...)``; default :func:`ratio`.
-        :func:`ratio_difference` serves contrasts of two cells with joint types.
+        Maps column sums ``(..., V)`` to ``(...)``; default :func:`ratio`
+        (:func:`ratio_difference` for contrasts of two cells with joint types).
     n_resamples
         Number of bootstrap resamples (>= 1).
     confidence
@@ -682,11 +659,9 @@ def bootstrap_types(
 
     Notes
     -----
-    Degenerate cases give no warnings: when every resample is equal the BCa interval is
-    ``[estimate, estimate]``; when all resamples are NaN the interval is NaN. With a single
-    cluster (K = 1) the jackknife is undefined and the acceleration is taken as 0. If the
-    estimate lies outside every resample, the BCa bias correction is capped at the
-    ``1 / (2 n_resamples)`` quantile instead of becoming infinite.
+    No warnings in degenerate cases: all resamples equal gives the BCa interval ``[estimate,
+    estimate]``, all NaN a NaN interval; with K = 1 the acceleration is 0; an estimate outside
+    every resample caps the BCa bias correction at the ``1 / (2 n_resamples)`` quantile.
 
     Examples
     --------
@@ -721,14 +696,7 @@ def bootstrap_types(
         low, high = _percentile_interval(distribution, confidence)
     distribution.setflags(write=False)
     return BootstrapResult(
-        estimate=estimate,
-        ci_low=float(low),
-        ci_high=float(high),
-        confidence=confidence,
-        method=method,
-        n_resamples=n_resamples,
-        n_clusters=n_clusters,
-        distribution=distribution,
+        estimate, float(low), float(high), confidence, method, n_resamples, n_clusters, distribution
     )
 
 
@@ -761,7 +729,7 @@ def _bootstrap_iv(
     statistic = _check_statistic(statistic)
     n_resamples = _check_n_resamples(n_resamples)
     confidence = _check_confidence(confidence)
-    require_one_of("ci_method", method, _BOOTSTRAP_METHODS)
+    require_one_of("ci_method", method, CI_METHODS)
     gen = _as_generator(rng)
     values_a, counts_a = _merge_types(values_a, counts_a)
     return values_a, counts_a, statistic, n_resamples, confidence, str(method), gen
@@ -769,8 +737,7 @@ def _bootstrap_iv(
 
 def _apply_statistic(statistic: Statistic, sums: np.ndarray, n_columns: int) -> np.ndarray:
     """Apply ``statistic`` to a batch of sums, checking that it returns one value per row."""
-    try:
-        # Undefined resamples (a zero denominator) become NaN and are handled by the intervals.
+    try:  # undefined resamples (a zero denominator) are NaN, which the intervals handle
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.asarray(statistic(sums), dtype=np.float64)
     except IndexError as exc:
@@ -832,9 +799,8 @@ def _bca_levels(
 def _acceleration(values: np.ndarray, counts: np.ndarray, statistic: Statistic) -> float:
     """Return the jackknife acceleration over clusters, one leave-one-out value per type.
 
-    Leaving out any one cluster of type t gives the same value θ₍ₜ₎, so the jackknife over K
-    clusters is the count-weighted jackknife over types: a = Σ cₜ Uₜ³ / (6 (Σ cₜ Uₜ²)^{3/2}),
-    Uₜ = θ̄ − θ₍ₜ₎. Leave-one-out values that are undefined (NaN) are left out.
+    Every cluster of type t leaves θ₍ₜ₎, so a = Σ cₜ Uₜ³ / (6 (Σ cₜ Uₜ²)^{3/2}), Uₜ = θ̄ − θ₍ₜ₎,
+    over the types whose θ₍ₜ₎ is defined (not NaN).
     """
     n_clusters = int(counts.sum())
     if n_clusters < 2:
@@ -873,10 +839,9 @@ def cluster_bootstrap(
 ) -> pl.DataFrame:
     """Bootstrap a statistic of per-cluster partials separately in every cell of a frame.
 
-    The frame is grouped to distinct (cell, values) types in polars, so only the type table is
-    collected; then each cell is bootstrapped with :func:`bootstrap_types` and its own generator
-    ``cell_rng(seed, cell_key)``, so one cell's interval does not change when other cells are
-    added or removed, nor with row order.
+    Polars groups the frame to distinct (cell, values) types, so only the type table is
+    collected; each cell goes to :func:`bootstrap_types` with its own ``cell_rng(seed, key)``,
+    so its interval does not change with the other cells or with row order.
 
     Parameters
     ----------
@@ -884,11 +849,9 @@ def cluster_bootstrap(
         One row per cluster × cell (or per type, when ``count`` names a multiplicity column),
         with the cell key columns and the value columns. Eager or lazy.
     cells
-        Key columns that define a cell (may be empty: one cell for the whole table). Null key
-        values are valid keys.
+        Key columns of a cell (may be empty: one cell for the whole table); nulls are keys.
     values
-        Value columns, in the order ``statistic`` expects (for :func:`ratio`: numerator,
-        denominator).
+        Value columns, in the order ``statistic`` expects (:func:`ratio`: numerator, denominator).
     count
         Optional column of positive integer multiplicities (clusters per row).
     statistic, n_resamples, confidence, ci_method
@@ -928,7 +891,7 @@ def cluster_bootstrap(
     n_resamples = _check_n_resamples(n_resamples)
     confidence = _check_confidence(confidence)
     method = str(renamed("cluster_bootstrap", deprecated, _OLD_CI_NAME).get("ci_method", ci_method))
-    require_one_of("ci_method", method, _BOOTSTRAP_METHODS)
+    require_one_of("ci_method", method, CI_METHODS)
     seed = _check_seed("seed", seed)
 
     keys, groups = _cell_types(partials, cells_l, values_l, count, _BOOTSTRAP_COLUMNS)
@@ -972,19 +935,16 @@ def cluster_bootstrap_ratios(
 ) -> pl.DataFrame:
     """Percentile cluster-bootstrap intervals of several ratios in many cells, draws shared.
 
-    The same intervals as :func:`cluster_bootstrap` with :func:`ratio` (percentile method), for
-    every ``(cell, ratio)``: the K clusters of a cell are resampled with replacement and each
-    ratio is Σ numerator / Σ denominator over the resample. What is shared is the draw: all the
-    ratios of a cell, and all cells whose clusters are the same set, use one resample of those
-    clusters, applied to every column with one matrix product. Sets holding at least half of
-    all the clusters of the call are moreover coupled to one resample of all of them (the first
-    K draws that land in the set, topped up from the set when fewer land; see
-    :func:`_coupled_resample_sums`), so the uniform draws are made and counted once for all of
-    them and only a few corrections per resample are set by set. Each ratio's distribution is
-    exactly the one :func:`cluster_bootstrap` draws; only the random stream differs: the
-    coupled sets share one stream, :func:`cell_rng` with the key ``()``, so their intervals
-    depend on the seed and on all the clusters of the call; a smaller set draws from
-    :func:`cell_rng` with its first cell's key. The result is the same for any row order.
+    The intervals of :func:`cluster_bootstrap` with :func:`ratio` (percentile) for every
+    ``(cell, ratio)``: a cell's K clusters are resampled and each ratio is Σ numerator /
+    Σ denominator over the resample. The draw is shared: all ratios of a cell, and all cells on
+    the same set of clusters, use one resample (one matrix product for every column). Sets
+    holding at least half of all the clusters of the call are coupled to one resample of all of
+    them (:func:`_coupled_resample_sums`), so uniform draws are made and counted once and only
+    a few corrections per resample are set by set. Each ratio's distribution is exactly that of
+    :func:`cluster_bootstrap`; only the stream differs: coupled sets share ``cell_rng(seed,
+    ())`` (their intervals depend on all the clusters of the call), a smaller set uses
+    :func:`cell_rng` with its first cell's key. Row order does not matter.
 
     Parameters
     ----------
@@ -1049,19 +1009,16 @@ def cluster_bootstrap_ratios(
         members.setdefault(at.tobytes(), at)
         groups.setdefault(at.tobytes(), []).append((key, part.select(columns).to_numpy()))
     sums = _ratio_resample_sums(groups, members, universe.height, n_resamples, seed)
-    rows: list[dict[str, Any]] = []
-    for at_key, cells_of_set in groups.items():
-        for (key, values), block in zip(cells_of_set, sums[at_key], strict=True):
-            rows.extend(
-                {**dict(zip(cells_l, key, strict=True)), **row}
-                for row in _ratio_rows(values, block, columns, ratios, confidence)
-            )
+    rows = [
+        (*key, *row)
+        for at_key, cells_of_set in groups.items()
+        for (key, values), block in zip(cells_of_set, sums[at_key], strict=True)
+        for row in _ratio_rows(values, block, columns, ratios, confidence)
+    ]
     schema: dict[str, Any] = {
         **{c: partials.schema[c] for c in cells_l},
         "ratio": pl.String,
-        "estimate": pl.Float64,
-        "ci_low": pl.Float64,
-        "ci_high": pl.Float64,
+        **dict.fromkeys(["estimate", "ci_low", "ci_high"], pl.Float64),
         "n_clusters": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
@@ -1073,31 +1030,22 @@ def _ratio_rows(
     columns: list[str],
     ratios: Sequence[tuple[str, str, str]],
     confidence: float,
-) -> list[dict[str, Any]]:
-    """One cell's result rows: estimate and percentile interval of each defined ratio."""
+) -> list[tuple[str, float, float, float, int]]:
+    """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio."""
     totals = values.sum(axis=0)
     rows = []
     for name, num, den in ratios:
         a, b = columns.index(num), columns.index(den)
-        if totals[b] <= 0:
-            continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
-        rows.append(
-            {
-                "ratio": name,
-                "estimate": float(totals[a] / totals[b]),
-                "ci_low": low,
-                "ci_high": high,
-                "n_clusters": values.shape[0],
-            }
-        )
+        if totals[b] > 0:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
+            rows.append((name, float(totals[a] / totals[b]), low, high, values.shape[0]))
     return rows
 
 
-#: A set of clusters holding at least this share of all the clusters of a call is resampled by
-#: coupling with the one resample of all of them (:func:`_coupled_resample_sums`); a smaller set
-#: draws on its own, so that no product runs over many clusters it does not hold.
+#: A set holding at least this share of the clusters of a call is coupled to the resample of
+#: them all (:func:`_coupled_resample_sums`); a smaller one draws alone, so that no product
+#: runs over many clusters it does not hold.
 _COUPLED_SHARE = 0.5
 
 
@@ -1140,16 +1088,12 @@ def _coupled_resample_sums(
 ) -> list[np.ndarray]:
     """Column sums of each set's rows over ``n_resamples`` resamples, all drawn from one stream.
 
-    ``sets`` holds, per set of clusters, the positions of its K_s clusters among the
-    ``n_universe`` clusters of the call and a (K_s, C) block of their values. A resample of a
-    set must be K_s draws with replacement from its own clusters. They come from one stream of
-    ``n_universe`` uniform draws over all clusters per resample (counted once, and multiplied
-    with every set's values in one matrix product): the draws that land in a set are uniform
-    over it and independent of where in the stream they fall, so the set keeps the first K_s
-    of them, and when fewer than K_s landed it draws the rest from its own clusters. Each
-    set's sums thus have exactly the distribution of a resample of its own clusters
-    (Multinomial(K_s, 1/K_s) weights); only the corrections, a few draws per resample (about
-    the standard deviation of a Binomial(N, K_s/N)), are made set by set.
+    ``sets``: per set, the positions of its K_s clusters among the ``n_universe`` of the call
+    and a (K_s, C) block of their values. Each resample is one stream of ``n_universe`` uniform
+    draws over all clusters (counted once, one matrix product for every set). Draws landing in
+    a set are uniform over it wherever they fall, so the set keeps the first K_s of them and
+    tops up from its own clusters when fewer landed: exactly a resample of its own clusters.
+    Only the corrections (about the sd of a Binomial(N, K_s/N) per resample) are set by set.
     """
     widths = [block.shape[1] for _, block in sets]
     edges = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
@@ -1196,9 +1140,8 @@ def _coupled_batch(
 def _one_blas_thread() -> Iterator[None]:
     """Run the block's matrix products on one BLAS thread.
 
-    The products are many and mid-sized; on a machine shared with other jobs, BLAS worker
-    threads spend more CPU waiting for each other than they save (measured: 5-6x the CPU of
-    one thread at a load of 10 on 2 cores, for the same wall time).
+    The products are many and mid-sized: on a shared machine BLAS threads wait on each other
+    (measured: 5-6x the CPU of one thread, same wall time, at a load of 10 on 2 cores).
     """
     from threadpoolctl import threadpool_limits
 
@@ -1209,8 +1152,8 @@ def _one_blas_thread() -> Iterator[None]:
 class _ExactProduct:
     """``counts @ design`` in float32 for the columns where that is exact, float64 for the rest.
 
-    A column of integers whose every resampled sum stays below 2**24 sums exactly in float32
-    (each partial sum is an integer float32 represents), at half the cost of float64.
+    Integer columns whose resampled sums stay below 2**24 sum exactly in float32, at half
+    the cost.
     """
 
     def __init__(self, design: np.ndarray, n_draws: int) -> None:
@@ -1245,9 +1188,8 @@ class _CoupledSet:
     ) -> np.ndarray:
         """Return the change of the row sums that makes each row exactly K_s draws of the set.
 
-        ``draws``: (B, N) uniform draws over all N clusters; ``landed``: how many of each row's
-        draws fell in the set. A row with too many drops its last surplus draws in the set; a
-        row with too few adds fresh uniform draws of the set.
+        ``draws``: (B, N) uniform draws; ``landed``: how many per row fell in the set. A row
+        with too many drops its last surplus draws in the set; one with too few draws more.
         """
         surplus = landed - self.k
         rows, picks, signs = [], [], []
@@ -1277,9 +1219,9 @@ class _CoupledSet:
     def _last_landed(
         self, draws: np.ndarray, over: np.ndarray, surplus: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(row of ``over``, cluster) of the last ``surplus`` draws of each row in the set.
+        """(row of ``over``, cluster) of each row's last ``surplus`` draws in the set.
 
-        Only the tail of each row is searched, widened until every row has enough of them.
+        Only a tail of each row is searched, widened until every row has enough of them.
         """
         n_universe = draws.shape[1]
         most = int(surplus.max())
@@ -1301,14 +1243,11 @@ def _shared_resample_sums(
 ) -> list[np.ndarray]:
     """Column sums of each block over ``n_resamples`` resamples of the (shared) rows.
 
-    Every block holds one row per cluster, the same clusters in the same order (one cell's
-    columns). Resampling K clusters is drawing Multinomial(K, 1/K) counts over them, and equal
-    rows of a block merge into types (ARCHITECTURE §4): its sums are (counts per type) @ types.
-    A block with few types draws a multinomial over them (numpy draws one binomial per type
+    Every block holds one row per cluster, the same clusters in the same order. A block with
+    few types (equal rows, ARCHITECTURE §4) draws a multinomial over them (one binomial per type
     and resample); the others share one draw of K uniform cluster indices per resample, counted
-    per cluster, and each takes its sums with a matrix product. Both are exact; the products
-    stay small (per block, in small batches), where numpy's BLAS would otherwise start threads
-    that only wait on a busy machine.
+    per cluster, times each block. Both are exact; the products stay small (per block, in small
+    batches), where BLAS threads would only wait on a busy machine.
     """
     n_rows = blocks[0].shape[0]
     outs = [np.empty((n_resamples, b.shape[1]), dtype=np.float64) for b in blocks]
@@ -1514,7 +1453,7 @@ def paired_effect_cells(
     flip = sign_flip_cells(
         types, cells=cells_l, difference=difference, count=count, seed=seed, alternative=alternative
     ).select(*cells_l, "p_value")
-    if method in _BOOTSTRAP_METHODS:
+    if method in CI_METHODS:
         intervals = _bootstrap_effect_cells(
             types,
             cells_l,
@@ -1534,7 +1473,7 @@ def paired_effect_cells(
         out = intervals.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
     else:
         out = intervals.hstack(flip)
-    if method not in _BOOTSTRAP_METHODS:
+    if method not in CI_METHODS:
         out = _agree_with_test(out, confidence, alternative)
     out = out.select(*cells_l, "ci_low", "ci_high", "n_clusters", "p_value", "ci_method", "sparse")
     if adjust is not None:
