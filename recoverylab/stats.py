@@ -1292,17 +1292,15 @@ def sign_flip_cells(
         One row per cluster × cell (or per type, when ``count`` names a multiplicity column),
         with the cell key columns and the difference column. Eager or lazy.
     cells
-        Key columns that define a cell (may be empty). Null key values are valid keys.
+        Key columns of a cell (may be empty); nulls are keys.
     difference
         Column of per-cluster differences (e.g. recovery successes minus no-recovery successes).
     count
         Optional column of positive integer multiplicities.
     n_resamples
-        Monte Carlo resamples, used only where no exact method applies (see
-        :func:`sign_flip_test`).
+        Monte Carlo resamples, where no exact method applies (see :func:`sign_flip_test`).
     seed
-        Non-negative integer; combined with each cell key by :func:`cell_rng`, exactly as in
-        :func:`cluster_bootstrap`.
+        Non-negative integer; combined with each cell key by :func:`cell_rng`.
     alternative
         ``"two-sided"``, ``"greater"`` or ``"less"`` (see :func:`sign_flip_test`).
 
@@ -1376,33 +1374,30 @@ def paired_effect_cells(
 ) -> pl.DataFrame:
     """Interval and p-value of a paired effect Σd / Σn per cell, from per-cluster types.
 
-    The shared last step of every paired comparison (rescue minus harm per pair, a policy's gain
-    over never recovering, one policy's margin over another): a cluster is a task with ``d`` =
-    its summed outcome differences over ``n`` pairs. The p-value is :func:`sign_flip_cells` of
-    the per-cluster ``d`` (exact for integer differences). The default interval never
-    contradicts it (ARCHITECTURE §4): zero lies outside the interval exactly when
-    ``p_value < 1 − confidence``.
+    The last step of every paired comparison (rescue minus harm, a policy's gain over never
+    recovering, one policy's margin over another): a cluster is a task with ``d`` = its summed
+    outcome differences over ``n`` pairs. The p-value is :func:`sign_flip_cells` of ``d``
+    (exact for integers). The default interval never contradicts it (ARCHITECTURE §4): zero
+    lies outside it exactly when ``p_value < 1 − confidence``.
 
     Interval methods (``ci_method``; the ``ci_method`` column names what each cell got):
 
-    * ``"fay-lumbard"``: every cluster is one pair (n = 1, d in {−1, 0, 1}): the melded
-      interval of :func:`fay_lumbard_interval`, exact McNemar-compatible, no Monte Carlo.
+    * ``"fay-lumbard"``: every cluster one pair (n = 1, d in {−1, 0, 1}): the exact,
+      McNemar-compatible meld of :func:`fay_lumbard_interval`, no Monte Carlo.
     * ``"cluster-melded"``: several pairs per cluster: :func:`cluster_melded_interval`, the
       hull of the exact sign-flip inversion and a meld on design-effect-adjusted counts.
-    * ``"sign-flip"``: the exact inversion of the cluster sign-flip test alone,
+    * ``"sign-flip"``: the exact inversion of the sign-flip test alone,
       :func:`sign_flip_interval` (any integer partials); under-covers in sparse cells.
     * ``"auto"`` (default; also what ``"fay-lumbard"`` and ``"cluster-melded"`` do):
-      ``fay-lumbard`` where every cluster of the cell is one pair, ``cluster-melded``
-      otherwise.
-    * ``"percentile"`` / ``"bca"``: the cluster bootstrap (:func:`cluster_bootstrap`, random
-      stream per cell); kept for comparison, not guaranteed to agree with the test.
+      ``fay-lumbard`` where every cluster is one pair, ``cluster-melded`` otherwise.
+    * ``"percentile"`` / ``"bca"``: the cluster bootstrap (:func:`cluster_bootstrap`, stream
+      per cell); for comparison, not guaranteed to agree with the test.
 
-    For the test-based methods the bounds then go through :func:`agree_with_test` with the
-    reported p-value, so agreement holds exactly, not just up to floating point.
-
-    A cell is ``sparse`` when it has fewer than ``SPARSE_NONZERO_CLUSTERS`` (10) clusters with
-    a nonzero difference (few discordant pairs) or fewer than ``SPARSE_CLUSTERS`` (20)
-    clusters: its interval is wide by necessity and a bootstrap there would be overconfident.
+    Test-based bounds then go through :func:`agree_with_test` with the reported p-value, so
+    agreement is exact, not up to floating point. A cell is ``sparse`` with fewer than
+    ``SPARSE_NONZERO_CLUSTERS`` (10) clusters with a nonzero difference or fewer than
+    ``SPARSE_CLUSTERS`` (20) clusters: its interval is wide by necessity and a bootstrap there
+    would be overconfident.
 
     Parameters
     ----------
@@ -1412,8 +1407,7 @@ def paired_effect_cells(
         Column names: cell keys, per-cluster summed difference, per-cluster pairs, multiplicity
         (``None`` when every row is one cluster).
     n_resamples, seed
-        Bootstrap resamples and seed (bootstrap methods; Monte Carlo p-values for non-integer
-        differences).
+        Resamples and seed of the bootstrap methods and of Monte Carlo p-values.
     confidence
         Confidence level in (0, 1) (above 0.5 for one-sided bootstrap intervals).
     ci_method
@@ -1453,21 +1447,14 @@ def paired_effect_cells(
     flip = sign_flip_cells(
         types, cells=cells_l, difference=difference, count=count, seed=seed, alternative=alternative
     ).select(*cells_l, "p_value")
+    values = [difference, n]
     if method in CI_METHODS:
         intervals = _bootstrap_effect_cells(
-            types,
-            cells_l,
-            [difference, n],
-            count,
-            n_resamples,
-            confidence,
-            method,
-            seed,
-            alternative,
+            types, cells_l, values, count, n_resamples, confidence, method, seed, alternative
         )
     else:
         intervals = _test_effect_cells(
-            types, cells_l, [difference, n], count, confidence, method, alternative
+            types, cells_l, values, count, confidence, method, alternative
         )
     if cells_l:
         out = intervals.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
@@ -1609,11 +1596,11 @@ def agree_with_test(
 ) -> Interval:
     """Put zero on the side of an interval that the test's p-value decides.
 
-    Zero is kept inside (the interval is extended to it) when ``p_value >= 1 − confidence``,
-    and moved just outside when the test rejects: the bound between zero and the data is set
-    to the smallest float beyond zero. For the exact intervals of this module this changes a
-    bound only when p is within rounding of 1 − confidence; for the hull of
-    :func:`cluster_melded_interval` it is the step that makes the interval agree with the test.
+    Zero is kept inside (the interval extended to it) when ``p_value >= 1 − confidence``, and
+    moved just outside when the test rejects (the bound between zero and the data becomes the
+    smallest float beyond zero). For this module's exact intervals this changes a bound only
+    when p is within rounding of 1 − confidence; it makes the hull of
+    :func:`cluster_melded_interval` agree with the test.
 
     Parameters
     ----------
@@ -1653,9 +1640,8 @@ def agree_with_test(
 def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.ndarray:
     """Adjust a family of p-values for multiplicity: Holm (FWER) or Benjamini–Hochberg (FDR).
 
-    The family is every p-value given (a result's cells); NaN entries are left NaN and are not
-    counted in the family. Matches ``statsmodels.stats.multitest.multipletests`` with
-    ``method="holm"`` and ``"fdr_bh"``.
+    The family is every p-value given (a result's cells); NaN entries stay NaN, outside the
+    family. Matches ``statsmodels.stats.multitest.multipletests`` (``"holm"``, ``"fdr_bh"``).
 
     Parameters
     ----------
@@ -1862,37 +1848,32 @@ def sign_flip_test(
 ) -> SignFlipResult:
     """Test whether paired per-cluster differences are symmetric about zero, by flipping signs.
 
-    Two-sided paired permutation test: T = Σ dᵢ, and under H0 each difference is equally likely
-    to have either sign, T* = Σ sᵢ dᵢ with independent random signs. The p-value is
-    P(|T*| ≥ |T|). For float differences, values of |T*| within 100 machine epsilons of |T| count
-    as ties, like scipy; the tolerance is relative to Σ|dᵢ| (the largest possible |T*|) rather than
-    to |T|, so that rounding is absorbed even when T is near 0 by cancellation. Integer
-    differences need no tolerance: their lattice is exact.
+    Paired permutation test: T = Σ dᵢ and, under H0, T* = Σ sᵢ dᵢ with independent random signs;
+    two-sided p = P(|T*| ≥ |T|). For floats, |T*| within 100 machine epsilons of |T| ties (like
+    scipy), relative to Σ|dᵢ| (the largest |T*|) rather than |T|, so rounding is absorbed even
+    when T is near 0 by cancellation. Integers need no tolerance: their lattice is exact.
 
     How it is computed (``method="auto"``):
 
-    * integer differences, any number of clusters: exact, by convolution. Grouping by absolute
-      value a with multiplicity mₐ, T* = Σₐ a·(2·Binomial(mₐ, ½) − mₐ); each piece's pmf is built
-      on the lattice of the gcd of the |values| and the pieces are convolved (directly when
-      small, by FFT when large). With a single distinct |value| the binomial tails are used
-      directly (this equals :func:`mcnemar_exact` on ±1 data).
+    * integer differences: exact, by convolution. By absolute value a with multiplicity mₐ,
+      T* = Σₐ a·(2·Binomial(mₐ, ½) − mₐ); the pieces' pmfs on the lattice of the gcd of the
+      |values| are convolved (directly when small, by FFT when large). With one distinct
+      |value| the binomial tails give it directly (= :func:`mcnemar_exact` on ±1 data).
     * otherwise, with at most 20 nonzero clusters: exact enumeration of all 2ⁿ sign vectors.
-    * otherwise Monte Carlo with R resamples and the +1 correction,
-      p = (1 + #{|T*| ≥ |T|}) / (1 + R): through ``scipy.stats.permutation_test`` for up to
-      1,000 nonzero clusters, above that by drawing v·(2·Binomial(m, ½) − m) per distinct value
-      v with multiplicity m (the same distribution, at a cost per type).
+    * otherwise Monte Carlo with R resamples and the +1 correction, p = (1 + #{|T*| ≥ |T|}) /
+      (1 + R): through ``scipy.stats.permutation_test`` up to 1,000 nonzero clusters, above by
+      drawing v·(2·Binomial(m, ½) − m) per distinct value v of multiplicity m (same law).
 
-    Note that ``scipy.stats.permutation_test(alternative="two-sided")`` reports twice the smaller
-    one-sided p-value. For the exactly symmetric null of a sign flip that equals P(|T*| ≥ |T|),
-    but under Monte Carlo the two differ by sampling noise and because doubling also doubles the
-    +1 correction. This function reports P(|T*| ≥ |T|) for every method (it takes only the null
-    draws from scipy).
+    ``scipy.stats.permutation_test(alternative="two-sided")`` reports twice the smaller
+    one-sided p-value: equal to P(|T*| ≥ |T|) for the symmetric sign-flip null, but under Monte
+    Carlo it differs by noise and doubles the +1 correction. Every method here reports
+    P(|T*| ≥ |T|) (only the null draws come from scipy).
 
     Parameters
     ----------
     differences
-        Per-cluster differences (one per cluster, or one per type with ``counts``). Zeros count
-        as clusters but do not change T*.
+        Per-cluster differences (one per cluster, or per type with ``counts``); zeros count as
+        clusters but do not change T*.
     counts
         Optional positive integer multiplicities, one per entry of ``differences``.
     method
@@ -2003,22 +1984,19 @@ def _sign_flip_iv(
 def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
     """Return the exact two-sided p for integer differences, or None if the lattice is too big.
 
-    With absolute values a (multiplicity mₐ, g the gcd, a' = a / g) and Bₐ ~ Binomial(mₐ, ½) the
-    number of positive signs, T*/g = 2U − S with U = Σ a'·Bₐ and S = Σ a'·mₐ. The observed T/g
-    is an integer t on the same lattice, so the tail {|2U − S| ≥ |t|} is exact: no tolerance.
+    With |values| a (multiplicity mₐ, gcd g, a' = a / g) and Bₐ ~ Binomial(mₐ, ½) positive
+    signs, T*/g = 2U − S, U = Σ a'·Bₐ, S = Σ a'·mₐ; T/g is an integer t on the same lattice, so
+    the tail {|2U − S| ≥ |t|} is exact, with no tolerance.
     """
-    magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
-    per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
-    np.add.at(per_magnitude, inverse, m)
-    gcd = int(np.gcd.reduce(magnitudes))
+    steps, per_magnitude, gcd = _magnitudes(v, m)
     t = abs(int((v // gcd) @ m))
     if t == 0:
         return 1.0
-    if magnitudes.size == 1:
+    if steps.size == 1:
         # One distinct |value|: T*/a = 2B − M, B ~ Binomial(M, ½), a two-sided binomial test
         # (the same function as mcnemar_exact, so the p-values on ±1 data are equal exactly).
         return _binomial_half_two_sided((int(per_magnitude[0]) - t) // 2, int(per_magnitude[0]))
-    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
+    null = _lattice_pmf(steps, per_magnitude)
     if null is None:
         return None
     support, pmf = null
@@ -2047,16 +2025,13 @@ def _lattice_pmf(steps_a: np.ndarray, sizes_a: np.ndarray) -> tuple[np.ndarray, 
     return doubled, total.pmf
 
 
-def _sign_flip_null_pmf(v: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """Return (support of T*/g, pmf, g) for nonzero integer differences, or None if too big."""
+def _magnitudes(v: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return the distinct |v| over their gcd g, the clusters of each, and g (v integer, ≠ 0)."""
     magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
     per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
     np.add.at(per_magnitude, inverse, m)
     gcd = int(np.gcd.reduce(magnitudes))
-    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
-    if null is None:
-        return None
-    return null[0], null[1], gcd
+    return magnitudes // gcd, per_magnitude, gcd
 
 
 @dataclass(frozen=True)
@@ -2150,32 +2125,27 @@ def _sign_flip_one_sided_exact(
     """
     t = observed if alternative == "greater" else -observed
     if bool(np.all(v == np.round(v))) and bool(np.all(np.abs(v) < _MAX_EXACT_INT)):
-        pmf = _sign_flip_null_pmf(v.astype(np.int64), m)
-        if pmf is not None:
-            support, mass, gcd = pmf
+        steps, sizes, gcd = _magnitudes(v.astype(np.int64), m)
+        null = _lattice_pmf(steps, sizes)
+        if null is not None:
+            support, mass = null
             return float(mass[support >= round(t) // gcd].sum()), "exact-convolution"
     if int(m.sum()) <= _MAX_ENUMERATION:
-        x = np.repeat(v, m)
-        return _sign_flip_enumerate(x, alternative), "exact-enumeration"
+        return _sign_flip_enumerate(np.repeat(v, m), alternative), "exact-enumeration"
     return None
-
-
-def _sum_last_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.sum(x, axis=axis)
 
 
 def _sign_flip_null_scipy(x: np.ndarray, n_resamples: int, gen: np.random.Generator) -> np.ndarray:
     """Draw the Monte Carlo null of T* = Σ sᵢ xᵢ with ``scipy.stats.permutation_test``.
 
-    Only the null distribution is taken from scipy; the p-value is computed by the caller, so
-    every method uses the same definition P(|T*| ≥ |T|).
+    Only the null comes from scipy: the caller's p-value is P(|T*| ≥ |T|) for every method.
     """
     batch = max(1, _MAX_BATCH_ELEMENTS // (2 * x.size))
     from scipy import stats as sps  # a slow import, kept off `import recoverylab`
 
     res = sps.permutation_test(
         (x,),
-        _sum_last_axis,
+        np.sum,
         permutation_type="samples",
         vectorized=True,
         n_resamples=n_resamples,
@@ -2212,11 +2182,10 @@ def _sign_flip_null_types(
 # Paired-effect intervals compatible with the sign-flip test (ARCHITECTURE §4)
 # --------------------------------------------------------------------------------------------
 
-#: Gauss–Legendre nodes per panel (:data:`_MELD_PANELS`, 8 panels) for the melded beta
-#: products: 12 keep every bound within 4e-9 of an adaptive-quadrature reference for integer
-#: counts (n up to 1e6) and within 3e-7 for effective counts far below 1
-#: (tests/test_stats_meld.py holds them to 1e-6); 10 nodes reach 3e-8 and 2.4e-7, 12 panels
-#: change nothing, 4 panels reach 1e-5.
+#: Gauss–Legendre nodes per panel (:data:`_MELD_PANELS`, 8 panels) of the melded beta products:
+#: 12 keep every bound within 4e-9 of adaptive quadrature for integer counts (n up to 1e6),
+#: 3e-7 for effective counts far below 1 (tests/test_stats_meld.py: 1e-6); 10 nodes reach 3e-8
+#: and 2.4e-7, 12 panels change nothing, 4 panels reach 1e-5.
 _MELD_NODES = 12
 #: Bisection steps for quantiles on [-1, 1]: 2**-35 is below any reported digit.
 _BISECTION_STEPS = 36
@@ -2240,19 +2209,16 @@ def fay_lumbard_interval(
 ) -> Interval:
     """Interval for a difference of matched proportions, compatible with the exact McNemar test.
 
-    For n pairs with ``rescue`` pairs (only the recovery branch succeeds) and ``harm`` pairs
-    (only the no-recovery branch succeeds) the effect is θ = ψ·(2φ − 1), with ψ the chance that
-    a pair is discordant and φ the chance that a discordant pair is a rescue. Following Fay &
-    Lumbard (2021, the ``mcnemarExactDP`` interval of R's exact2x2) the exact one-sample
-    confidence distributions of ψ (Beta(m, n − m + 1) and Beta(m + 1, n − m), m = rescue +
-    harm) and of φ (Beta(x, m − x + 1) and Beta(x + 1, m − x)) are *melded*: the lower bound is
-    the smaller α-quantile of T·(2B − 1) over the two ψ distributions T with the lower φ
-    distribution B, the upper bound the larger (1 − α)-quantile with the upper φ distribution.
-
-    Because T > 0, the lower bound is above zero exactly when P(B < ½) < α, i.e. when the
-    one-sided exact binomial test of rescue vs harm rejects: zero lies outside the interval
-    exactly when the (central) exact McNemar p-value is below 1 − confidence. The quantiles are
-    computed by deterministic quadrature (no Monte Carlo noise).
+    Of n pairs, ``rescue`` (only the recovery branch succeeds) and ``harm`` (only the
+    no-recovery branch succeeds): θ = ψ·(2φ − 1), ψ the chance a pair is discordant, φ the
+    chance a discordant pair is a rescue. As Fay & Lumbard (2021; ``mcnemarExactDP`` of R's
+    exact2x2), the exact confidence distributions of ψ (Beta(m, n − m + 1), Beta(m + 1, n − m),
+    m = rescue + harm) and φ (Beta(x, m − x + 1), Beta(x + 1, m − x)) are *melded*: the lower
+    bound is the smaller α-quantile of T·(2B − 1) over both ψ distributions T with the lower φ
+    distribution B, the upper bound the larger (1 − α)-quantile with the upper one. As T > 0,
+    the lower bound is above zero exactly when P(B < ½) < α (the one-sided exact binomial test
+    rejects): zero is outside exactly when the exact McNemar p-value is below 1 − confidence.
+    The quantiles come from deterministic quadrature (no Monte Carlo noise).
 
     Parameters
     ----------
@@ -2291,10 +2257,9 @@ def fay_lumbard_interval(
     return Interval(low=low, high=high)
 
 
-#: Effective counts within this of 0 (or of their total) are taken as exactly 0 (or the total).
-#: A beta distribution whose shape parameter is below it lies within 1e-300 of its end with
-#: probability above 1 - 1e-9, so its quantiles at any usable level are the point mass's; and
-#: scipy's beta functions overflow for parameters near the smallest doubles.
+#: Effective counts within this of 0 (or of their total) are 0 (or the total): a beta with a
+#: shape parameter below it lies within 1e-300 of its end with probability above 1 - 1e-9 (its
+#: quantiles are the point mass's), and scipy's beta functions overflow near the tiniest doubles.
 _TINY_COUNT = 1e-12
 
 
@@ -2314,9 +2279,8 @@ def _melded_bounds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Meld the beta confidence distributions of φ (x of m_phi) and ψ (m_psi of n_psi).
 
-    Counts may be effective (non-integer) sizes; see :func:`fay_lumbard_interval`. The two or
-    four quantiles of every cell (two ψ distributions per bounded side) are searched in one
-    batch.
+    Counts may be effective (non-integer) sizes. The two or four quantiles of every cell (two
+    ψ distributions per bounded side) are searched in one batch.
     """
     x, m_phi, m_psi, n_psi = np.broadcast_arrays(x, m_phi, m_psi, n_psi)
     shape = x.shape
@@ -2356,15 +2320,14 @@ def cluster_melded_interval(
 ) -> Interval:
     """Interval for a clustered paired effect: the sign-flip inversion widened by a meld.
 
-    With several pairs per cluster, the exact :func:`sign_flip_interval` alone under-covers
-    when few clusters carry a nonzero difference (it cannot move beyond the signs it saw). This
-    interval is the hull of it and of the Fay–Lumbard meld (:func:`fay_lumbard_interval`)
-    applied to *effective* counts: θ = ψ·(2φ − 1) with ψ = Σ|d| / Σn and φ = Σd⁺ / Σ|d|;
-    each count is divided by its cluster design effect (cluster-robust over binomial variance of
-    the ratio, at least 1, at most the largest per-cluster size; the largest size when it
-    cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn & Graubard
-    1998). The paired-effect step then puts zero on the side the sign-flip test decides, so
-    the result never contradicts the test.
+    With several pairs per cluster, :func:`sign_flip_interval` alone under-covers when few
+    clusters carry a nonzero difference (it cannot move beyond the signs it saw). This is the
+    hull of it and the Fay–Lumbard meld (:func:`fay_lumbard_interval`) on *effective* counts:
+    θ = ψ·(2φ − 1), ψ = Σ|d| / Σn, φ = Σd⁺ / Σ|d|; each count is divided by its cluster design
+    effect (cluster-robust over binomial variance of the ratio, in [1, largest cluster size];
+    that size when it cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn
+    & Graubard 1998). The paired-effect step then puts zero on the side the sign-flip test
+    decides, so the result never contradicts the test.
 
     Parameters
     ----------
@@ -2397,8 +2360,8 @@ def cluster_melded_interval(
     except ParameterError:
         if math.isnan(float(meld.low)):
             raise
-        # Too large a lattice for the exact inversion: at that size the meld alone is wide
-        # enough, and agree_with_test still aligns it with the p-value.
+        # too large a lattice for the exact inversion: there the meld alone is wide enough,
+        # and agree_with_test still aligns it with the p-value
         return meld
     if math.isnan(float(exact.low)):
         return exact
@@ -2532,12 +2495,10 @@ def _matched_counts_iv(
 class _Meld(NamedTuple):
     """Per-cell quadrature plan for P(W ≤ w), W = T·(2B − 1), T ~ Beta, B ~ Beta.
 
-    The *outer* variable (T, or B where ``swap``) is integrated against its density; the other
-    enters through its CDF. The outer one is the more concentrated of T and 2B − 1 (relative
-    spread), so that the CDF factor is smooth over the outer density's panels. ``outer`` and
-    ``inner`` hold the beta parameters (a, b) of each; ``log_norm`` is log B(outer); ``edges``
-    are the logits of the outer variable's quantiles at :data:`_MELD_PANELS`, shape (cells,
-    panels + 1).
+    The *outer* variable (T, or B where ``swap``), the more concentrated of T and 2B − 1, is
+    integrated against its density, so the other's CDF is smooth over its panels. ``outer``,
+    ``inner``: beta parameters (a, b); ``log_norm``: log B(outer); ``edges``: logits of the
+    outer quantiles at :data:`_MELD_PANELS`, shape (cells, panels + 1).
     """
 
     outer: tuple[np.ndarray, np.ndarray]
@@ -2582,10 +2543,9 @@ def _meld_setup(t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarr
 def _quantile_logit(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Return the logits of Beta(a, b)'s quantiles at the probabilities ``p``, shape (cells, p).
 
-    Past the median the logit comes from 1 − q, Beta(b, a)'s quantile at 1 − p, so that
-    quantiles next to 1 keep their digits. Where q (or 1 − q) underflows (a parameter far
-    below 1, as effective counts can give), its log comes from I_x(a, b) ≈ x^a / (a·B(a, b))
-    near 0. These are panel edges: they must increase with ``p``, not be exact.
+    Past the median from 1 − q (Beta(b, a) at 1 − p), so quantiles near 1 keep their digits;
+    where q underflows (a parameter far below 1), log q from I_x(a, b) ≈ x^a / (a·B(a, b)).
+    Panel edges need only increase with ``p``, not be exact.
     """
     special = _special()
     a2, b2, p2 = np.broadcast_arrays(a[:, np.newaxis], b[:, np.newaxis], p[np.newaxis, :])
@@ -2617,9 +2577,9 @@ def _meld_range(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> tuple[np.ndarr
     """Return (cut, logit low end, logit high end, complement) of the integral at ``w``.
 
     T outer: for t < |w|, 2B − 1 ≤ w/t always (w > 0, mass F_T(w)) or never (w < 0), so
-    the integral of f_T(t)·F_B((1 + w/t)/2) runs over t > |w|. B outer (S = 2B − 1): w > 0
-    adds F_S(w) and integrates f_S(s)·F_T(w/s) over s > w; w ≤ 0 integrates f_S(s)·(1 −
-    F_T(w/s)) over s < w. Either way the kink of the CDF factor is an end of the range.
+    f_T(t)·F_B((1 + w/t)/2) is integrated over t > |w|. B outer (S = 2B − 1): w > 0 adds F_S(w)
+    and integrates f_S(s)·F_T(w/s) over s > w; w ≤ 0 integrates f_S(s)·(1 − F_T(w/s)) over
+    s < w. Either way the kink of the CDF factor is an end of the range.
     """
     swap = meld.swap[cells]
     cut = np.where(swap, (1.0 + w) / 2.0, np.abs(w))
@@ -2635,10 +2595,8 @@ def _meld_range(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> tuple[np.ndarr
 def _meld_cdf(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> np.ndarray:
     """P(W ≤ w) for the cells of the boolean mask ``cells`` (one ``w`` per such cell).
 
-    Gauss–Legendre (:data:`_MELD_NODES` per panel) on the logit of the outer variable, whose
-    density there is log-concave and free of the end singularities of the quantile scale,
-    over the panels between its quantiles (:data:`_MELD_PANELS`) clipped to the range of
-    :func:`_meld_range`.
+    Gauss–Legendre (:data:`_MELD_NODES` per panel) on the outer variable's logit (log-concave
+    density, no end singularities) over its quantile panels clipped to :func:`_meld_range`.
     """
     special = _special()
     base, low, high, below = _meld_range(meld, w, cells)
@@ -2685,14 +2643,12 @@ def _bracketed_root(
     """Smallest w in [−1, 1] with cdf(w) >= level, to within 2⁻³⁵, vectorised over cells.
 
     Chandrupatla's method (1997): inverse quadratic interpolation when the last three points
-    allow it, bisection otherwise, with steps never closer to an end than the tolerance. As
-    sure as bisection, and about 8-12 evaluations of the costly CDF where bisection needs 36.
-    The bracket (a, b) keeps cdf − level >= 0 at exactly one end; that end is returned.
-    ``cdf(w, cells)`` evaluates the cells of the boolean mask ``cells`` at ``w`` (one value per
-    such cell), so converged cells cost nothing. ``level`` is one level or one per cell. Cells
-    in ``skip`` (answered otherwise by the caller) are not searched. ``guess`` (low, high) is a
-    first bracket inside [−1, 1]; where it does not hold the root, the search widens it to
-    the end of [−1, 1] on that side (one more evaluation), so a wrong guess costs little.
+    allow it, else bisection, never closer to an end than the tolerance: as sure as bisection,
+    in 8-12 evaluations of the costly CDF instead of 36. The bracket (a, b) keeps cdf − level
+    >= 0 at exactly one end, which is returned. ``cdf(w, cells)`` evaluates only the cells of
+    the mask (converged ones cost nothing); ``level``: one, or one per cell; ``skip``: cells
+    the caller answers. ``guess`` (low, high) is a first bracket; where it misses the root it
+    is widened to that end of [−1, 1] (one more evaluation).
     """
     shape = skip.shape
     levels = np.broadcast_to(np.asarray(level, dtype=np.float64), shape)
@@ -2789,12 +2745,10 @@ def _meld_quantile(
 ) -> np.ndarray:
     """Return the ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
 
-    P(W ≤ w) is :func:`_meld_cdf` (deterministic quadrature); the quantile is found by a
-    bracketed root search on [−1, 1] (:func:`_bracketed_root`), vectorised over cells (the
-    level may differ by cell). At w = 0 the CDF is F_B(½) exactly, so the sign of the
-    quantile is set by the exact binomial test, not by the quadrature. A parameter ≤ 0 is the
-    point-mass limit of its beta (Beta(0, b) at 0, Beta(a, 0) at 1, as Clopper–Pearson bounds
-    at the edges), where the quantile is a beta quantile.
+    The root of :func:`_meld_cdf` (quadrature) by :func:`_bracketed_root`, vectorised over
+    cells and levels. At w = 0 the CDF is F_B(½) exactly, so the exact binomial test, not the
+    quadrature, sets the sign. A parameter ≤ 0 is its beta's point-mass limit (Beta(0, b) at 0,
+    Beta(a, 0) at 1, as Clopper–Pearson at the edges), where the quantile is a beta quantile.
     """
     arrays = np.broadcast_arrays(
         *(np.asarray(v, dtype=np.float64) for v in (t_a, t_b, b_a, b_b, level))
@@ -2850,19 +2804,16 @@ def sign_flip_interval(
 ) -> Interval:
     """Interval for a clustered paired effect Σd / Σn by inverting the sign-flip test (exact).
 
-    The effect θ = Σdᵢ / Σnᵢ over clusters i with summed difference dᵢ over nᵢ pairs. A value
-    δ is kept when the sign-flip test of the shifted differences eᵢ = dᵢ − δ·nᵢ does not reject
-    at 1 − confidence. Flipping the signs of a random set S of clusters gives T* ≥ T exactly
-    when Σ_{i∈S} eᵢ ≤ 0, so the one-sided p-value is P(Q ≤ δ) with Q = Σ_S d / Σ_S n the effect
-    on a random half of the clusters (each in S with chance ½; S empty counts on both sides).
-    The interval is therefore the pair of α-quantiles of Q, a *half-sampling* interval, and
-    zero lies outside it exactly when the sign-flip test of the dᵢ rejects (its two-sided
-    p-value equals twice the smaller one-sided one, the null being symmetric).
-
-    Q's distribution is exact: (Σ_S d, Σ_S n) is a sum over cluster types of
-    Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer lattice (mass beyond
-    4·√mₜ of mₜ/2, below 3e-14, is dropped). The cost grows with the number of types and with
-    √(clusters), never with rows.
+    θ = Σdᵢ / Σnᵢ over clusters i with summed difference dᵢ over nᵢ pairs. δ is kept when the
+    sign-flip test of eᵢ = dᵢ − δ·nᵢ does not reject at 1 − confidence. Flipping the signs of a
+    random set S gives T* ≥ T exactly when Σ_{i∈S} eᵢ ≤ 0, so the one-sided p-value is
+    P(Q ≤ δ), Q = Σ_S d / Σ_S n the effect on a random half of the clusters (each in S with
+    chance ½; S empty counts on both sides). The interval is the pair of α-quantiles of Q (a
+    *half-sampling* interval), and zero lies outside it exactly when the sign-flip test of the
+    dᵢ rejects (the symmetric null's two-sided p is twice the smaller one-sided one). Q's law is
+    exact: (Σ_S d, Σ_S n) = Σₜ Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer
+    lattice (mass beyond 4·√mₜ of mₜ/2, below 3e-14, dropped): the cost grows with the types
+    and √(clusters), never with rows.
 
     Parameters
     ----------
@@ -2938,7 +2889,7 @@ def sign_flip_interval(
 
 
 def _half_sample_bound(ratios: np.ndarray, mass: np.ndarray, needed: float, limit: float) -> float:
-    """Return the smallest sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
+    """Return the first sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
     if needed <= 0:
         return limit
     cumulated = np.cumsum(mass)
