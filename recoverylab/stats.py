@@ -98,9 +98,7 @@ _N = "__recoverylab_n"
 _BAD = "__recoverylab_bad"
 
 
-# --------------------------------------------------------------------------------------------
-# Result types
-# --------------------------------------------------------------------------------------------
+# -- Result types ------------------------------------------------------------------------------
 
 
 def _html_value(value: object, name: str = "") -> str:
@@ -298,9 +296,7 @@ class IntervalExprs:
         return iter((self.low, self.high))
 
 
-# --------------------------------------------------------------------------------------------
-# Randomness
-# --------------------------------------------------------------------------------------------
+# -- Randomness --------------------------------------------------------------------------------
 
 
 def cell_rng(seed: int, key: tuple) -> np.random.Generator:
@@ -372,9 +368,7 @@ def _as_generator(rng: object) -> np.random.Generator:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Parameter checks
-# --------------------------------------------------------------------------------------------
+# -- Parameter checks --------------------------------------------------------------------------
 
 
 def _is_int(value: object) -> bool:
@@ -492,9 +486,7 @@ def _merge_types(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np
     return ordered[starts], np.add.reduceat(counts[order], starts)
 
 
-# --------------------------------------------------------------------------------------------
-# Statistics of column sums
-# --------------------------------------------------------------------------------------------
+# -- Statistics of column sums -----------------------------------------------------------------
 
 
 def ratio(sums: np.ndarray) -> np.ndarray:
@@ -598,9 +590,7 @@ def _safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.where(denominator == 0, np.nan, out)
 
 
-# --------------------------------------------------------------------------------------------
-# Cluster bootstrap on types
-# --------------------------------------------------------------------------------------------
+# -- Cluster bootstrap on types ----------------------------------------------------------------
 
 
 #: The interval keyword's old name (deprecated for one release).
@@ -819,9 +809,7 @@ def _acceleration(values: np.ndarray, counts: np.ndarray, statistic: Statistic) 
     return float(weights @ deviation**3) / (6.0 * spread**1.5)
 
 
-# --------------------------------------------------------------------------------------------
-# Frame-facing wrappers
-# --------------------------------------------------------------------------------------------
+# -- Frame-facing wrappers ---------------------------------------------------------------------
 
 
 def cluster_bootstrap(
@@ -1461,7 +1449,15 @@ def paired_effect_cells(
     else:
         out = intervals.hstack(flip)
     if method not in CI_METHODS:
-        out = _agree_with_test(out, confidence, alternative)
+        ci = agree_with_test(
+            *(out[c].to_numpy() for c in ("ci_low", "ci_high", "p_value")),
+            confidence=confidence,
+            alternative=alternative,
+        )
+        out = out.with_columns(
+            pl.Series("ci_low", np.asarray(ci.low), dtype=pl.Float64),
+            pl.Series("ci_high", np.asarray(ci.high), dtype=pl.Float64),
+        )
     out = out.select(*cells_l, "ci_low", "ci_high", "n_clusters", "p_value", "ci_method", "sparse")
     if adjust is not None:
         adjusted = adjust_p_values(out["p_value"].to_numpy(), adjust)
@@ -1568,21 +1564,6 @@ def _test_effect_cells(
             pl.Series("ci_method", chosen.tolist(), dtype=pl.String),
             pl.Series("sparse", sparse, dtype=pl.Boolean),
         ]
-    )
-
-
-def _agree_with_test(frame: pl.DataFrame, confidence: float, alternative: str) -> pl.DataFrame:
-    """Apply :func:`agree_with_test` to the ``ci_low``, ``ci_high`` and ``p_value`` columns."""
-    ci = agree_with_test(
-        frame["ci_low"].to_numpy(),
-        frame["ci_high"].to_numpy(),
-        frame["p_value"].to_numpy(),
-        confidence=confidence,
-        alternative=alternative,
-    )
-    return frame.with_columns(
-        pl.Series("ci_low", np.asarray(ci.low), dtype=pl.Float64),
-        pl.Series("ci_high", np.asarray(ci.high), dtype=pl.Float64),
     )
 
 
@@ -1832,9 +1813,7 @@ def _check_type_table(
         )
 
 
-# --------------------------------------------------------------------------------------------
-# Sign-flip test
-# --------------------------------------------------------------------------------------------
+# -- Sign-flip test ----------------------------------------------------------------------------
 
 
 def sign_flip_test(
@@ -2038,8 +2017,7 @@ def _magnitudes(v: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, i
 class _LatticePmf:
     """The pmf of a sum of scaled binomials on the integers offset, offset + 1, ...
 
-    ``mean`` is its mean and ``scale`` = Σ m·a'² its Hoeffding scale: each cluster adds a
-    Bernoulli(½) times a', a term in [0, a'].
+    ``scale`` = Σ m·a'² is its Hoeffding scale (each cluster adds a' times a Bernoulli(½)).
     """
 
     offset: int
@@ -2051,9 +2029,8 @@ class _LatticePmf:
 def _negligible_window(mean: float, scale: float, upper: int) -> tuple[int, int]:
     """Return the integer window [lo, hi] (within [0, upper]) outside which the mass is nil.
 
-    Hoeffding: P(|U − mean| ≥ k) ≤ 2·exp(−2k²/scale), below 1e-340 for k = 20·√scale, so
-    dropping the outside changes no double-precision value. A million clusters thus cost a few
-    thousand lattice points instead of a million.
+    Hoeffding: P(|U − mean| ≥ k) ≤ 2·exp(−2k²/scale) < 1e-340 for k = 20·√scale, so no double
+    changes; a million clusters cost a few thousand lattice points, not a million.
     """
     half_width = 20.0 * math.sqrt(scale) + 1.0
     return max(0, math.floor(mean - half_width)), min(upper, math.ceil(mean + half_width))
@@ -2178,9 +2155,7 @@ def _sign_flip_null_types(
     return null
 
 
-# --------------------------------------------------------------------------------------------
-# Paired-effect intervals compatible with the sign-flip test (ARCHITECTURE §4)
-# --------------------------------------------------------------------------------------------
+# -- Paired-effect intervals compatible with the sign-flip test (ARCHITECTURE §4) --------------
 
 #: Gauss–Legendre nodes per panel (:data:`_MELD_PANELS`, 8 panels) of the melded beta products:
 #: 12 keep every bound within 4e-9 of adaptive quadrature for integer counts (n up to 1e6),
@@ -2384,12 +2359,8 @@ def effective_melded_interval(
 
     Parameters
     ----------
-    values
-        Array of shape (T, 2): per cluster type, the summed difference d and pairs n.
-    counts
-        Clusters per type (positive integers); None means one cluster per row.
-    confidence, alternative
-        As :func:`sign_flip_interval`.
+    values, counts, confidence, alternative
+        As :func:`cluster_melded_interval` (non-integer ``values`` allowed).
 
     Returns
     -------
@@ -2965,9 +2936,7 @@ def _trim_rows(joint: np.ndarray) -> tuple[np.ndarray, int]:
     return joint[rows[0] : rows[-1] + 1, : columns[-1] + 1], int(rows[0])
 
 
-# --------------------------------------------------------------------------------------------
-# Distribution functions without scipy (importing scipy costs ~0.5 s of a command's start-up)
-# --------------------------------------------------------------------------------------------
+# -- Distribution functions without scipy (importing scipy costs ~0.5 s of a command's start-up) ---
 
 #: Binomial(n, ½) tails up to this n are summed in exact integers (one rounding at the end).
 _EXACT_BINOMIAL_MAX = 4096
@@ -2988,9 +2957,9 @@ def _normal_quantile(p: float) -> float:
 
 
 def _normal_cdf(x: np.ndarray | float) -> np.ndarray:
-    """Return the standard normal CDF (``scipy.special.ndtr``) elementwise.
+    """Return the standard normal CDF (``scipy.special.ndtr``) through ``erfc``.
 
-    Through ``erfc`` rather than ``NormalDist.cdf`` (erf based), which loses the lower tail.
+    ``NormalDist.cdf`` is erf based and loses the lower tail.
     """
     values = np.asarray(x, dtype=np.float64)
     flat = [0.5 * math.erfc(-v / math.sqrt(2.0)) for v in values.reshape(-1).tolist()]
@@ -3000,9 +2969,8 @@ def _normal_cdf(x: np.ndarray | float) -> np.ndarray:
 def _binomial_half_pmf(n: int, lo: int, hi: int) -> np.ndarray:
     """Return P(B = k) for k = lo..hi, B ~ Binomial(n, ½) (``scipy.stats.binom.pmf``).
 
-    Exact integers divided by 2ⁿ (correctly rounded) up to ``_EXACT_BINOMIAL_MAX``; above, the
-    log-ratios log(C(n, k+1)/C(n, k)) are summed from the mode over the window where the mass is
-    not nil (:func:`_negligible_window`) and normalised over it, so no lgamma rounding enters.
+    Exact integers over 2ⁿ up to ``_EXACT_BINOMIAL_MAX``; above, log(C(n, k+1)/C(n, k)) summed
+    from the mode over :func:`_negligible_window`, normalised there (no lgamma rounding).
     """
     lo, hi = max(lo, 0), min(hi, n)
     if hi < lo:
@@ -3026,9 +2994,8 @@ def _binomial_half_pmf(n: int, lo: int, hi: int) -> np.ndarray:
 def _binomial_half_two_sided(low: int, n: int) -> float:
     """Return P(B ≤ low) + P(B ≥ n − low), B ~ Binomial(n, ½), capped at 1.
 
-    The two-sided exact binomial test of ``low`` successes (or failures) in ``n`` trials at
-    p = ½, as ``scipy.stats.binomtest(low, n, 0.5).pvalue`` (the pmf is symmetric, so the
-    outcomes no more likely than ``low`` are the two tails).
+    ``scipy.stats.binomtest(low, n, 0.5).pvalue``: the pmf is symmetric, so the outcomes no
+    more likely than ``low`` are the two tails.
     """
     low = min(low, n - low)
     if 2 * low == n:
@@ -3049,17 +3016,15 @@ def _fft_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.fft.irfft(np.fft.rfft(a, length) * np.fft.rfft(b, length), length)[:size]
 
 
-# --------------------------------------------------------------------------------------------
-# Classical tests and intervals
-# --------------------------------------------------------------------------------------------
+# -- Classical tests and intervals -------------------------------------------------------------
 
 
 def mcnemar_exact(rescue: int, harm: int) -> TestResult:
     """Exact McNemar test: a two-sided binomial test of rescue vs harm discordant counts.
 
-    Under H0 a discordant pair is a rescue or a harm with probability ½ each. This is the same
-    test as :func:`sign_flip_test` on ±1 differences (one per discordant pair) and gives the same
-    p-value; it is kept as a cross-check and for summaries that only have the two counts.
+    Under H0 a discordant pair is a rescue or a harm with probability ½ each: the same test, and
+    p-value, as :func:`sign_flip_test` on ±1 differences; a cross-check, and for summaries with
+    only the two counts.
 
     Parameters
     ----------
@@ -3173,8 +3138,8 @@ def wilson_exprs(
 ) -> IntervalExprs:
     """Return polars expressions for the Wilson interval, for use inside lazy queries.
 
-    The formula is the one of :func:`wilson_interval`, evaluated by polars; the bounds are null
-    where n == 0 (or null), so a group with no data never gets an invented interval.
+    The formula of :func:`wilson_interval`, evaluated by polars; null bounds where n is 0 or
+    null, so a group with no data never gets an invented interval.
 
     Parameters
     ----------
@@ -3209,19 +3174,12 @@ def wilson_exprs(
     z = _normal_quantile((1 + confidence) / 2)
     low, high = _wilson_bounds(k, trials, z)
     empty = trials.is_null() | (trials <= 0)
+
+    def bound(value: pl.Expr, at_edge: pl.Expr, edge: float) -> pl.Expr:
+        return pl.when(empty).then(None).when(at_edge).then(edge).otherwise(value.clip(0.0, 1.0))
+
     return IntervalExprs(
-        low=pl.when(empty)
-        .then(None)
-        .when(k == 0)
-        .then(0.0)
-        .otherwise(low.clip(0.0, 1.0))
-        .alias("ci_low"),
-        high=pl.when(empty)
-        .then(None)
-        .when(k == trials)
-        .then(1.0)
-        .otherwise(high.clip(0.0, 1.0))
-        .alias("ci_high"),
+        bound(low, k == 0, 0.0).alias("ci_low"), bound(high, k == trials, 1.0).alias("ci_high")
     )
 
 
