@@ -1140,8 +1140,7 @@ def _one_blas_thread() -> Iterator[None]:
 class _ExactProduct:
     """``counts @ design`` in float32 for the columns where that is exact, float64 for the rest.
 
-    Integer columns whose resampled sums stay below 2**24 sum exactly in float32, at half
-    the cost.
+    Integer columns whose resampled sums stay below 2**24 sum exactly in float32, at half the cost.
     """
 
     def __init__(self, design: np.ndarray, n_draws: int) -> None:
@@ -1694,9 +1693,8 @@ def _cell_types(
 ) -> tuple[pl.DataFrame, list[tuple[tuple[Any, ...], np.ndarray, np.ndarray]]]:
     """Group ``partials`` to distinct (cell, values) types and split them by cell.
 
-    Returns the cell keys (one row per cell, sorted, original dtypes) and, per cell, the key
-    tuple, the (T, V) float64 value matrix and the (T,) int64 counts. Only the type table is
-    collected.
+    Returns the cell keys (one row per cell, sorted, original dtypes) and, per cell, the key tuple,
+    the (T, V) float64 value matrix and the (T,) int64 counts. Only the type table is collected.
     """
     frame = _checked_partials(partials, cells, values, count, reserved, role)
     if count is None:
