@@ -1,19 +1,13 @@
 """The statistics engine: cluster bootstrap, sign-flip tests and Wilson intervals.
 
-Every metric in recoverylab is first computed as additive per-cluster partials (ARCHITECTURE §3,
-principle 3), and the statistics here work on those partials, so that confidence intervals and
-tests respect clustering (a task, a workflow, a case) and cost what the number of clusters costs,
-never rows × resamples.
-
-The central idea (ARCHITECTURE §4): resampling K clusters with replacement is the same as drawing
-multinomial counts over the distinct cluster *types* (distinct rows of partial values) with
-probabilities ``count / K``. The engine therefore takes types with counts, and a cell with a
-million tasks but three types costs about three numbers per resample. Polars appears only in the
-frame-facing wrappers (:func:`cluster_bootstrap`, :func:`sign_flip_cells`, :func:`wilson_exprs`).
-
-Randomness is explicit and per cell: :func:`cell_rng` derives a generator from the seed and a
-stable hash of the cell key, so a cell's interval or p-value does not depend on which other cells
-exist, on their order, or on the machine.
+The statistics work on additive per-cluster partials (ARCHITECTURE §3, principle 3), so intervals
+and tests respect clustering (task, workflow, case) and cost what the clusters cost, never
+rows × resamples. Resampling K clusters with replacement is drawing multinomial counts over the
+distinct cluster *types* (rows of partial values) with probabilities ``count / K`` (ARCHITECTURE
+§4): a cell of a million tasks but three types costs three numbers per resample. Polars appears
+only in the frame-facing wrappers (:func:`cluster_bootstrap`, :func:`sign_flip_cells`,
+:func:`wilson_exprs`). Randomness is per cell (:func:`cell_rng`: the seed and a stable hash of
+the cell key), so a cell's result does not depend on the other cells, their order or the machine.
 """
 
 from __future__ import annotations
@@ -80,15 +74,14 @@ _MAX_ENUMERATION = 20
 _MAX_LATTICE = 2**23
 #: Below this product of lengths np.convolve is exact and cheap; above it, FFT convolution.
 _DIRECT_CONVOLVE_MAX = 4_000_000
-#: Largest number of nonzero clusters sent to ``scipy.stats.permutation_test`` for Monte Carlo.
-#: scipy materialises every resample × cluster; above this the per-type draws are much faster.
+#: Most nonzero clusters sent to ``scipy.stats.permutation_test`` (it materialises every
+#: resample × cluster); above, the per-type draws are much faster.
 _SCIPY_MC_MAX_CLUSTERS = 1_000
 #: Relative tolerance for float ties in sign-flip tests (scipy uses the same 100 eps).
 _TIE_RTOL = 100 * float(np.finfo(np.float64).eps)
 #: Integers above this are not exactly representable as float64.
 _MAX_EXACT_INT = 2.0**53
 
-_BOOTSTRAP_METHODS = ("percentile", "bca")
 #: Interval methods of a paired effect (``paired_effect_cells``); ``auto`` is the default.
 PAIRED_CI_METHODS = ("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca")
 #: Multiplicity adjustments across the cells of one result (``p_adjusted``).
@@ -105,18 +98,17 @@ _N = "__recoverylab_n"
 _BAD = "__recoverylab_bad"
 
 
-# --------------------------------------------------------------------------------------------
-# Result types
-# --------------------------------------------------------------------------------------------
+# -- Result types ------------------------------------------------------------------------------
 
 
-def _html_value(value: object) -> str:
+def _html_value(value: object, name: str = "") -> str:
     if value is None:
         return "—"
     if isinstance(value, bool | np.bool_):
         return str(bool(value))
     if isinstance(value, float | np.floating):
-        return f"{float(value):.6g}"
+        # a p-value as in every table: two significant digits, < 0.001
+        return p_str(float(value)) if name == "p_value" else f"{float(value):.6g}"
     if isinstance(value, np.ndarray):
         if value.size <= 6:
             return ", ".join(_html_value(v) for v in value.ravel().tolist())
@@ -133,8 +125,7 @@ def result_html(result: object, *, title: str | None = None) -> str:
     """Render a result dataclass as a small two-column HTML table (field, value).
 
     The one HTML renderer of recoverylab's non-frame results. Arrays (e.g. a bootstrap
-    distribution) and frames are summarised by their size, never printed in full, so a result
-    displays instantly in Jupyter.
+    distribution) and frames are summarised by size, so a result displays instantly in Jupyter.
 
     Parameters
     ----------
@@ -162,7 +153,7 @@ def result_html(result: object, *, title: str | None = None) -> str:
         raise TypeError(f"result_html expects a dataclass instance, got {type(result).__name__}.")
     rows = "".join(
         f"<tr><th style='text-align:left'>{escape(f.name)}</th>"
-        f"<td style='text-align:left'>{escape(_field_text(f.name, getattr(result, f.name)))}"
+        f"<td style='text-align:left'>{escape(_html_value(getattr(result, f.name), f.name))}"
         "</td></tr>"
         for f in fields(result)
     )
@@ -170,49 +161,34 @@ def result_html(result: object, *, title: str | None = None) -> str:
     return f"<table><caption>{caption}</caption>{rows}</table>"
 
 
-def _field_text(name: str, value: object) -> str:
-    if name == "p_value" and isinstance(value, float | np.floating):
-        return p_str(float(value))  # as in every table: two significant digits, < 0.001
-    return _html_value(value)
-
-
 class ResultHtml:
     """Mixin: show a result dataclass readably (arrays and frames summarised, p rounded).
 
-    Protocol modules use it for their own non-frame results, so every result displays well:
-    as a small table in Jupyter, and as a one-line repr in which a p-value reads as it does in
-    every table (two significant digits, ``< 0.001``). Result classes set ``repr=False`` on
-    their ``@dataclass`` so this repr is used.
+    Protocol modules use it for their non-frame results: a small table in Jupyter, and a
+    one-line repr where a p-value reads as in every table (two significant digits,
+    ``< 0.001``). Result classes set ``repr=False`` on their ``@dataclass`` to use this repr.
     """
-
-    def _shown(self, *, every: bool = True) -> list[tuple[str, str]]:
-        shown = []
-        for item in fields(self):  # type: ignore[arg-type]
-            if not (every or item.repr):  # the repr leaves out e.g. the distribution
-                continue
-            value = getattr(self, item.name)
-            if isinstance(value, np.ndarray):
-                text = f"array of {value.size:,} values"
-            elif isinstance(value, (pl.DataFrame, pl.LazyFrame)):
-                columns = ", ".join(value.collect_schema().names())
-                text = f"{type(value).__name__} with columns {columns}"
-            elif isinstance(value, float) and item.name == "p_value":
-                text = p_str(value)
-            elif isinstance(value, float):
-                text = f"{value:.6g}"
-            elif not every:  # the repr: strings quoted, None as None
-                text = repr(value)
-            else:
-                text = "—" if value is None else str(value)
-            shown.append((item.name, text))
-        return shown
 
     def _repr_html_(self) -> str:
         return result_html(self)
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{name}={text}" for name, text in self._shown(every=False))
+        parts = ", ".join(
+            f"{item.name}={_repr_text(item.name, getattr(self, item.name))}"
+            for item in fields(self)  # type: ignore[arg-type]
+            if item.repr  # the repr leaves out e.g. the distribution
+        )
         return f"{type(self).__name__}({parts})"
+
+
+def _repr_text(name: str, value: object) -> str:
+    if isinstance(value, np.ndarray):
+        return f"array of {value.size:,} values"
+    if isinstance(value, (pl.DataFrame, pl.LazyFrame)):
+        return f"{type(value).__name__} with columns {', '.join(value.collect_schema().names())}"
+    if isinstance(value, float):
+        return p_str(value) if name == "p_value" else f"{value:.6g}"
+    return repr(value)
 
 
 @dataclass(frozen=True, repr=False)
@@ -320,19 +296,16 @@ class IntervalExprs:
         return iter((self.low, self.high))
 
 
-# --------------------------------------------------------------------------------------------
-# Randomness
-# --------------------------------------------------------------------------------------------
+# -- Randomness --------------------------------------------------------------------------------
 
 
 def cell_rng(seed: int, key: tuple) -> np.random.Generator:
     """Return a random generator derived from a seed and a cell's key values.
 
-    The interval or p-value of one cell must not depend on which other cells exist, on their
-    order, or on the process or machine. The key is rendered to a canonical text (type and
-    ``repr`` of each value, so ``1`` and ``1.0`` and ``"1"`` are different keys), hashed with
-    SHA-256, and the digest joins the seed in a :class:`numpy.random.SeedSequence`. Python's
-    ``hash()`` is never used: it is salted per process for strings.
+    A cell's interval or p-value must not depend on the other cells, their order, the process or
+    the machine. The key's canonical text (type and ``repr`` of each value: ``1``, ``1.0`` and
+    ``"1"`` differ) is hashed with SHA-256 into a :class:`numpy.random.SeedSequence` with the
+    seed; never Python's ``hash()``, salted per process for strings.
 
     Parameters
     ----------
@@ -383,8 +356,7 @@ def _canonical(value: object) -> str:
 
 def _as_generator(rng: object) -> np.random.Generator:
     """Turn ``rng`` (None, a Generator or a seed) into a Generator; None means seed 0."""
-    if rng is None:
-        # STYLE §7: the default is fixed so that two runs agree.
+    if rng is None:  # STYLE §7: the default is fixed so that two runs agree
         return np.random.default_rng(0)
     if isinstance(rng, np.random.Generator):
         return rng
@@ -396,9 +368,7 @@ def _as_generator(rng: object) -> np.random.Generator:
     )
 
 
-# --------------------------------------------------------------------------------------------
-# Parameter checks
-# --------------------------------------------------------------------------------------------
+# -- Parameter checks --------------------------------------------------------------------------
 
 
 def _is_int(value: object) -> bool:
@@ -508,19 +478,15 @@ def _check_counts(counts: object, length: int, rows: str) -> np.ndarray:
 
 def _merge_types(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge identical rows and sort them, so results depend on the multiset of clusters only."""
-    # Adding 0.0 turns -0.0 into 0.0, so the two zeros are one type.
-    values = values + 0.0
-    # lexsort's last key is the primary one: sort by column 0, then 1, ... (np.unique(axis=0)
-    # sorts a void view and is ~50x slower on a million rows).
+    values = values + 0.0  # -0.0 becomes 0.0: the two zeros are one type
+    # by column 0, then 1, ... (np.unique(axis=0) sorts a void view, ~50x slower on 1M rows)
     order = np.lexsort(values.T[::-1])
     ordered = values[order]
     starts = np.flatnonzero(np.concatenate([[True], (ordered[1:] != ordered[:-1]).any(axis=1)]))
     return ordered[starts], np.add.reduceat(counts[order], starts)
 
 
-# --------------------------------------------------------------------------------------------
-# Statistics of column sums
-# --------------------------------------------------------------------------------------------
+# -- Statistics of column sums -----------------------------------------------------------------
 
 
 def ratio(sums: np.ndarray) -> np.ndarray:
@@ -550,9 +516,8 @@ def ratio(sums: np.ndarray) -> np.ndarray:
 def ratio_difference(sums: np.ndarray) -> np.ndarray:
     """Return the difference of two ratios, ``sums[0]/sums[1] - sums[2]/sums[3]``.
 
-    Used for contrasts of two cells resampled jointly: each cluster's row carries the partials of
-    both cells (zeros where the cluster is absent from one), so the same cluster draws serve both
-    (ARCHITECTURE §4).
+    For contrasts of two cells resampled jointly: a cluster's row carries the partials of both
+    cells (zeros where it is absent from one), so one draw serves both (ARCHITECTURE §4).
 
     Parameters
     ----------
@@ -582,13 +547,12 @@ ICC_COLUMNS = ("sum_sq_over_m", "sum", "sum_sq", "m", "m_sq", "one")
 def icc_oneway(sums: np.ndarray) -> np.ndarray:
     """Return the one-way ANOVA intra-class correlation from column sums of cluster partials.
 
-    Each cluster i with mᵢ observations xᵢⱼ contributes Sᵢ²/mᵢ, Sᵢ = Σⱼ xᵢⱼ, Qᵢ = Σⱼ xᵢⱼ²,
-    mᵢ, mᵢ² and 1 (:data:`ICC_COLUMNS`), so the ICC is a statistic of column sums and the
-    cluster bootstrap (:func:`bootstrap_types`) gives its interval at the cost of the cluster
-    types. With N = Σmᵢ and K clusters: MSB = (ΣSᵢ²/mᵢ − (ΣSᵢ)²/N)/(K − 1), MSW = (ΣQᵢ −
-    ΣSᵢ²/mᵢ)/(N − K), m₀ = (N − Σmᵢ²/N)/(K − 1) and ICC = (MSB − MSW)/(MSB + (m₀ − 1)·MSW)
-    (the unbalanced one-way estimator; it may be negative). NaN when undefined: fewer than two
-    clusters, no cluster with two observations, or no variation at all.
+    Cluster i with mᵢ observations xᵢⱼ contributes Sᵢ²/mᵢ, Sᵢ = Σⱼ xᵢⱼ, Qᵢ = Σⱼ xᵢⱼ², mᵢ, mᵢ²
+    and 1 (:data:`ICC_COLUMNS`): a statistic of column sums, so :func:`bootstrap_types` gives its
+    interval at the cost of the cluster types. With N = Σmᵢ and K clusters: MSB = (ΣSᵢ²/mᵢ −
+    (ΣSᵢ)²/N)/(K − 1), MSW = (ΣQᵢ − ΣSᵢ²/mᵢ)/(N − K), m₀ = (N − Σmᵢ²/N)/(K − 1) and ICC = (MSB −
+    MSW)/(MSB + (m₀ − 1)·MSW) (the unbalanced one-way estimator; it may be negative). NaN when
+    undefined: fewer than two clusters, no cluster with two observations, or no variation.
 
     Parameters
     ----------
@@ -626,9 +590,7 @@ def _safe_divide(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
     return np.where(denominator == 0, np.nan, out)
 
 
-# --------------------------------------------------------------------------------------------
-# Cluster bootstrap on types
-# --------------------------------------------------------------------------------------------
+# -- Cluster bootstrap on types ----------------------------------------------------------------
 
 
 #: The interval keyword's old name (deprecated for one release).
@@ -648,23 +610,20 @@ def bootstrap_types(
 ) -> BootstrapResult:
     """Bootstrap a statistic of column sums by resampling clusters, given as types with counts.
 
-    Resampling K clusters with replacement equals drawing multinomial counts over the distinct
-    cluster types with probabilities ``counts / K`` (ARCHITECTURE §4), so the cost per resample is
-    the number of types, not clusters. Each resample draws ``M ~ Multinomial(K, counts / K)``,
-    sums ``M @ values`` and applies ``statistic``. Types are merged and sorted first, so the
-    result depends only on the multiset of clusters (and the generator), not on row order or on
-    whether clusters are given one per row or grouped.
+    Each resample draws ``M ~ Multinomial(K, counts / K)`` over the distinct cluster types
+    (ARCHITECTURE §4: the same as resampling the K clusters), sums ``M @ values`` and applies
+    ``statistic``: the cost per resample is the number of types. Types are merged and sorted
+    first, so the result depends only on the multiset of clusters and the generator.
 
     Parameters
     ----------
     values
-        Array of shape (T, V): one row per distinct cluster type, holding that cluster's partial
-        sums (e.g. numerator, denominator).
+        Array (T, V): one row per cluster type, its partial sums (e.g. numerator, denominator).
     counts
-        Array of shape (T,): how many clusters have each type (positive integers).
+        Array (T,): how many clusters have each type (positive integers).
     statistic
-        Maps column sums of shape ``(..., V)`` to ``(...)``; default :func:`ratio`.
-        :func:`ratio_difference` serves contrasts of two cells with joint types.
+        Maps column sums ``(..., V)`` to ``(...)``; default :func:`ratio`
+        (:func:`ratio_difference` for contrasts of two cells with joint types).
     n_resamples
         Number of bootstrap resamples (>= 1).
     confidence
@@ -690,11 +649,9 @@ def bootstrap_types(
 
     Notes
     -----
-    Degenerate cases give no warnings: when every resample is equal the BCa interval is
-    ``[estimate, estimate]``; when all resamples are NaN the interval is NaN. With a single
-    cluster (K = 1) the jackknife is undefined and the acceleration is taken as 0. If the
-    estimate lies outside every resample, the BCa bias correction is capped at the
-    ``1 / (2 n_resamples)`` quantile instead of becoming infinite.
+    No warnings in degenerate cases: all resamples equal gives the BCa interval ``[estimate,
+    estimate]``, all NaN a NaN interval; with K = 1 the acceleration is 0; an estimate outside
+    every resample caps the BCa bias correction at the ``1 / (2 n_resamples)`` quantile.
 
     Examples
     --------
@@ -729,14 +686,7 @@ def bootstrap_types(
         low, high = _percentile_interval(distribution, confidence)
     distribution.setflags(write=False)
     return BootstrapResult(
-        estimate=estimate,
-        ci_low=float(low),
-        ci_high=float(high),
-        confidence=confidence,
-        method=method,
-        n_resamples=n_resamples,
-        n_clusters=n_clusters,
-        distribution=distribution,
+        estimate, float(low), float(high), confidence, method, n_resamples, n_clusters, distribution
     )
 
 
@@ -769,7 +719,7 @@ def _bootstrap_iv(
     statistic = _check_statistic(statistic)
     n_resamples = _check_n_resamples(n_resamples)
     confidence = _check_confidence(confidence)
-    require_one_of("ci_method", method, _BOOTSTRAP_METHODS)
+    require_one_of("ci_method", method, CI_METHODS)
     gen = _as_generator(rng)
     values_a, counts_a = _merge_types(values_a, counts_a)
     return values_a, counts_a, statistic, n_resamples, confidence, str(method), gen
@@ -777,8 +727,7 @@ def _bootstrap_iv(
 
 def _apply_statistic(statistic: Statistic, sums: np.ndarray, n_columns: int) -> np.ndarray:
     """Apply ``statistic`` to a batch of sums, checking that it returns one value per row."""
-    try:
-        # Undefined resamples (a zero denominator) become NaN and are handled by the intervals.
+    try:  # undefined resamples (a zero denominator) are NaN, which the intervals handle
         with np.errstate(divide="ignore", invalid="ignore"):
             out = np.asarray(statistic(sums), dtype=np.float64)
     except IndexError as exc:
@@ -840,9 +789,8 @@ def _bca_levels(
 def _acceleration(values: np.ndarray, counts: np.ndarray, statistic: Statistic) -> float:
     """Return the jackknife acceleration over clusters, one leave-one-out value per type.
 
-    Leaving out any one cluster of type t gives the same value θ₍ₜ₎, so the jackknife over K
-    clusters is the count-weighted jackknife over types: a = Σ cₜ Uₜ³ / (6 (Σ cₜ Uₜ²)^{3/2}),
-    Uₜ = θ̄ − θ₍ₜ₎. Leave-one-out values that are undefined (NaN) are left out.
+    Every cluster of type t leaves θ₍ₜ₎, so a = Σ cₜ Uₜ³ / (6 (Σ cₜ Uₜ²)^{3/2}), Uₜ = θ̄ − θ₍ₜ₎,
+    over the types whose θ₍ₜ₎ is defined (not NaN).
     """
     n_clusters = int(counts.sum())
     if n_clusters < 2:
@@ -861,9 +809,7 @@ def _acceleration(values: np.ndarray, counts: np.ndarray, statistic: Statistic) 
     return float(weights @ deviation**3) / (6.0 * spread**1.5)
 
 
-# --------------------------------------------------------------------------------------------
-# Frame-facing wrappers
-# --------------------------------------------------------------------------------------------
+# -- Frame-facing wrappers ---------------------------------------------------------------------
 
 
 def cluster_bootstrap(
@@ -881,10 +827,9 @@ def cluster_bootstrap(
 ) -> pl.DataFrame:
     """Bootstrap a statistic of per-cluster partials separately in every cell of a frame.
 
-    The frame is grouped to distinct (cell, values) types in polars, so only the type table is
-    collected; then each cell is bootstrapped with :func:`bootstrap_types` and its own generator
-    ``cell_rng(seed, cell_key)``, so one cell's interval does not change when other cells are
-    added or removed, nor with row order.
+    Polars groups the frame to distinct (cell, values) types, so only the type table is
+    collected; each cell goes to :func:`bootstrap_types` with its own ``cell_rng(seed, key)``,
+    so its interval does not change with the other cells or with row order.
 
     Parameters
     ----------
@@ -892,11 +837,9 @@ def cluster_bootstrap(
         One row per cluster × cell (or per type, when ``count`` names a multiplicity column),
         with the cell key columns and the value columns. Eager or lazy.
     cells
-        Key columns that define a cell (may be empty: one cell for the whole table). Null key
-        values are valid keys.
+        Key columns of a cell (may be empty: one cell for the whole table); nulls are keys.
     values
-        Value columns, in the order ``statistic`` expects (for :func:`ratio`: numerator,
-        denominator).
+        Value columns, in the order ``statistic`` expects (:func:`ratio`: numerator, denominator).
     count
         Optional column of positive integer multiplicities (clusters per row).
     statistic, n_resamples, confidence, ci_method
@@ -936,7 +879,7 @@ def cluster_bootstrap(
     n_resamples = _check_n_resamples(n_resamples)
     confidence = _check_confidence(confidence)
     method = str(renamed("cluster_bootstrap", deprecated, _OLD_CI_NAME).get("ci_method", ci_method))
-    require_one_of("ci_method", method, _BOOTSTRAP_METHODS)
+    require_one_of("ci_method", method, CI_METHODS)
     seed = _check_seed("seed", seed)
 
     keys, groups = _cell_types(partials, cells_l, values_l, count, _BOOTSTRAP_COLUMNS)
@@ -980,19 +923,16 @@ def cluster_bootstrap_ratios(
 ) -> pl.DataFrame:
     """Percentile cluster-bootstrap intervals of several ratios in many cells, draws shared.
 
-    The same intervals as :func:`cluster_bootstrap` with :func:`ratio` (percentile method), for
-    every ``(cell, ratio)``: the K clusters of a cell are resampled with replacement and each
-    ratio is Σ numerator / Σ denominator over the resample. What is shared is the draw: all the
-    ratios of a cell, and all cells whose clusters are the same set, use one resample of those
-    clusters, applied to every column with one matrix product. Sets holding at least half of
-    all the clusters of the call are moreover coupled to one resample of all of them (the first
-    K draws that land in the set, topped up from the set when fewer land; see
-    :func:`_coupled_resample_sums`), so the uniform draws are made and counted once for all of
-    them and only a few corrections per resample are set by set. Each ratio's distribution is
-    exactly the one :func:`cluster_bootstrap` draws; only the random stream differs: the
-    coupled sets share one stream, :func:`cell_rng` with the key ``()``, so their intervals
-    depend on the seed and on all the clusters of the call; a smaller set draws from
-    :func:`cell_rng` with its first cell's key. The result is the same for any row order.
+    The intervals of :func:`cluster_bootstrap` with :func:`ratio` (percentile) for every
+    ``(cell, ratio)``: a cell's K clusters are resampled and each ratio is Σ numerator /
+    Σ denominator over the resample. The draw is shared: all ratios of a cell, and all cells on
+    the same set of clusters, use one resample (one matrix product for every column). Sets
+    holding at least half of all the clusters of the call are coupled to one resample of all of
+    them (:func:`_coupled_resample_sums`), so uniform draws are made and counted once and only
+    a few corrections per resample are set by set. Each ratio's distribution is exactly that of
+    :func:`cluster_bootstrap`; only the stream differs: coupled sets share ``cell_rng(seed,
+    ())`` (their intervals depend on all the clusters of the call), a smaller set uses
+    :func:`cell_rng` with its first cell's key. Row order does not matter.
 
     Parameters
     ----------
@@ -1057,19 +997,16 @@ def cluster_bootstrap_ratios(
         members.setdefault(at.tobytes(), at)
         groups.setdefault(at.tobytes(), []).append((key, part.select(columns).to_numpy()))
     sums = _ratio_resample_sums(groups, members, universe.height, n_resamples, seed)
-    rows: list[dict[str, Any]] = []
-    for at_key, cells_of_set in groups.items():
-        for (key, values), block in zip(cells_of_set, sums[at_key], strict=True):
-            rows.extend(
-                {**dict(zip(cells_l, key, strict=True)), **row}
-                for row in _ratio_rows(values, block, columns, ratios, confidence)
-            )
+    rows = [
+        (*key, *row)
+        for at_key, cells_of_set in groups.items()
+        for (key, values), block in zip(cells_of_set, sums[at_key], strict=True)
+        for row in _ratio_rows(values, block, columns, ratios, confidence)
+    ]
     schema: dict[str, Any] = {
         **{c: partials.schema[c] for c in cells_l},
         "ratio": pl.String,
-        "estimate": pl.Float64,
-        "ci_low": pl.Float64,
-        "ci_high": pl.Float64,
+        **dict.fromkeys(["estimate", "ci_low", "ci_high"], pl.Float64),
         "n_clusters": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
@@ -1081,31 +1018,22 @@ def _ratio_rows(
     columns: list[str],
     ratios: Sequence[tuple[str, str, str]],
     confidence: float,
-) -> list[dict[str, Any]]:
-    """One cell's result rows: estimate and percentile interval of each defined ratio."""
+) -> list[tuple[str, float, float, float, int]]:
+    """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio."""
     totals = values.sum(axis=0)
     rows = []
     for name, num, den in ratios:
         a, b = columns.index(num), columns.index(den)
-        if totals[b] <= 0:
-            continue
-        with np.errstate(divide="ignore", invalid="ignore"):
-            low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
-        rows.append(
-            {
-                "ratio": name,
-                "estimate": float(totals[a] / totals[b]),
-                "ci_low": low,
-                "ci_high": high,
-                "n_clusters": values.shape[0],
-            }
-        )
+        if totals[b] > 0:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
+            rows.append((name, float(totals[a] / totals[b]), low, high, values.shape[0]))
     return rows
 
 
-#: A set of clusters holding at least this share of all the clusters of a call is resampled by
-#: coupling with the one resample of all of them (:func:`_coupled_resample_sums`); a smaller set
-#: draws on its own, so that no product runs over many clusters it does not hold.
+#: A set holding at least this share of the clusters of a call is coupled to the resample of
+#: them all (:func:`_coupled_resample_sums`); a smaller one draws alone, so that no product
+#: runs over many clusters it does not hold.
 _COUPLED_SHARE = 0.5
 
 
@@ -1148,16 +1076,12 @@ def _coupled_resample_sums(
 ) -> list[np.ndarray]:
     """Column sums of each set's rows over ``n_resamples`` resamples, all drawn from one stream.
 
-    ``sets`` holds, per set of clusters, the positions of its K_s clusters among the
-    ``n_universe`` clusters of the call and a (K_s, C) block of their values. A resample of a
-    set must be K_s draws with replacement from its own clusters. They come from one stream of
-    ``n_universe`` uniform draws over all clusters per resample (counted once, and multiplied
-    with every set's values in one matrix product): the draws that land in a set are uniform
-    over it and independent of where in the stream they fall, so the set keeps the first K_s
-    of them, and when fewer than K_s landed it draws the rest from its own clusters. Each
-    set's sums thus have exactly the distribution of a resample of its own clusters
-    (Multinomial(K_s, 1/K_s) weights); only the corrections, a few draws per resample (about
-    the standard deviation of a Binomial(N, K_s/N)), are made set by set.
+    ``sets``: per set, the positions of its K_s clusters among the ``n_universe`` of the call
+    and a (K_s, C) block of their values. Each resample is one stream of ``n_universe`` uniform
+    draws over all clusters (counted once, one matrix product for every set). Draws landing in
+    a set are uniform over it wherever they fall, so the set keeps the first K_s of them and
+    tops up from its own clusters when fewer landed: exactly a resample of its own clusters.
+    Only the corrections (about the sd of a Binomial(N, K_s/N) per resample) are set by set.
     """
     widths = [block.shape[1] for _, block in sets]
     edges = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
@@ -1204,9 +1128,8 @@ def _coupled_batch(
 def _one_blas_thread() -> Iterator[None]:
     """Run the block's matrix products on one BLAS thread.
 
-    The products are many and mid-sized; on a machine shared with other jobs, BLAS worker
-    threads spend more CPU waiting for each other than they save (measured: 5-6x the CPU of
-    one thread at a load of 10 on 2 cores, for the same wall time).
+    The products are many and mid-sized: on a shared machine BLAS threads wait on each other
+    (measured: 5-6x the CPU of one thread, same wall time, at a load of 10 on 2 cores).
     """
     from threadpoolctl import threadpool_limits
 
@@ -1217,8 +1140,7 @@ def _one_blas_thread() -> Iterator[None]:
 class _ExactProduct:
     """``counts @ design`` in float32 for the columns where that is exact, float64 for the rest.
 
-    A column of integers whose every resampled sum stays below 2**24 sums exactly in float32
-    (each partial sum is an integer float32 represents), at half the cost of float64.
+    Integer columns whose resampled sums stay below 2**24 sum exactly in float32, at half the cost.
     """
 
     def __init__(self, design: np.ndarray, n_draws: int) -> None:
@@ -1253,9 +1175,8 @@ class _CoupledSet:
     ) -> np.ndarray:
         """Return the change of the row sums that makes each row exactly K_s draws of the set.
 
-        ``draws``: (B, N) uniform draws over all N clusters; ``landed``: how many of each row's
-        draws fell in the set. A row with too many drops its last surplus draws in the set; a
-        row with too few adds fresh uniform draws of the set.
+        ``draws``: (B, N) uniform draws; ``landed``: how many per row fell in the set. A row
+        with too many drops its last surplus draws in the set; one with too few draws more.
         """
         surplus = landed - self.k
         rows, picks, signs = [], [], []
@@ -1285,9 +1206,9 @@ class _CoupledSet:
     def _last_landed(
         self, draws: np.ndarray, over: np.ndarray, surplus: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(row of ``over``, cluster) of the last ``surplus`` draws of each row in the set.
+        """(row of ``over``, cluster) of each row's last ``surplus`` draws in the set.
 
-        Only the tail of each row is searched, widened until every row has enough of them.
+        Only a tail of each row is searched, widened until every row has enough of them.
         """
         n_universe = draws.shape[1]
         most = int(surplus.max())
@@ -1309,14 +1230,11 @@ def _shared_resample_sums(
 ) -> list[np.ndarray]:
     """Column sums of each block over ``n_resamples`` resamples of the (shared) rows.
 
-    Every block holds one row per cluster, the same clusters in the same order (one cell's
-    columns). Resampling K clusters is drawing Multinomial(K, 1/K) counts over them, and equal
-    rows of a block merge into types (ARCHITECTURE §4): its sums are (counts per type) @ types.
-    A block with few types draws a multinomial over them (numpy draws one binomial per type
+    Every block holds one row per cluster, the same clusters in the same order. A block with
+    few types (equal rows, ARCHITECTURE §4) draws a multinomial over them (one binomial per type
     and resample); the others share one draw of K uniform cluster indices per resample, counted
-    per cluster, and each takes its sums with a matrix product. Both are exact; the products
-    stay small (per block, in small batches), where numpy's BLAS would otherwise start threads
-    that only wait on a busy machine.
+    per cluster, times each block. Both are exact; the products stay small (per block, in small
+    batches), where BLAS threads would only wait on a busy machine.
     """
     n_rows = blocks[0].shape[0]
     outs = [np.empty((n_resamples, b.shape[1]), dtype=np.float64) for b in blocks]
@@ -1361,17 +1279,15 @@ def sign_flip_cells(
         One row per cluster × cell (or per type, when ``count`` names a multiplicity column),
         with the cell key columns and the difference column. Eager or lazy.
     cells
-        Key columns that define a cell (may be empty). Null key values are valid keys.
+        Key columns of a cell (may be empty); nulls are keys.
     difference
         Column of per-cluster differences (e.g. recovery successes minus no-recovery successes).
     count
         Optional column of positive integer multiplicities.
     n_resamples
-        Monte Carlo resamples, used only where no exact method applies (see
-        :func:`sign_flip_test`).
+        Monte Carlo resamples, where no exact method applies (see :func:`sign_flip_test`).
     seed
-        Non-negative integer; combined with each cell key by :func:`cell_rng`, exactly as in
-        :func:`cluster_bootstrap`.
+        Non-negative integer; combined with each cell key by :func:`cell_rng`.
     alternative
         ``"two-sided"``, ``"greater"`` or ``"less"`` (see :func:`sign_flip_test`).
 
@@ -1445,33 +1361,30 @@ def paired_effect_cells(
 ) -> pl.DataFrame:
     """Interval and p-value of a paired effect Σd / Σn per cell, from per-cluster types.
 
-    The shared last step of every paired comparison (rescue minus harm per pair, a policy's gain
-    over never recovering, one policy's margin over another): a cluster is a task with ``d`` =
-    its summed outcome differences over ``n`` pairs. The p-value is :func:`sign_flip_cells` of
-    the per-cluster ``d`` (exact for integer differences). The default interval never
-    contradicts it (ARCHITECTURE §4): zero lies outside the interval exactly when
-    ``p_value < 1 − confidence``.
+    The last step of every paired comparison (rescue minus harm, a policy's gain over never
+    recovering, one policy's margin over another): a cluster is a task with ``d`` = its summed
+    outcome differences over ``n`` pairs. The p-value is :func:`sign_flip_cells` of ``d``
+    (exact for integers). The default interval never contradicts it (ARCHITECTURE §4): zero
+    lies outside it exactly when ``p_value < 1 − confidence``.
 
     Interval methods (``ci_method``; the ``ci_method`` column names what each cell got):
 
-    * ``"fay-lumbard"``: every cluster is one pair (n = 1, d in {−1, 0, 1}): the melded
-      interval of :func:`fay_lumbard_interval`, exact McNemar-compatible, no Monte Carlo.
+    * ``"fay-lumbard"``: every cluster one pair (n = 1, d in {−1, 0, 1}): the exact,
+      McNemar-compatible meld of :func:`fay_lumbard_interval`, no Monte Carlo.
     * ``"cluster-melded"``: several pairs per cluster: :func:`cluster_melded_interval`, the
       hull of the exact sign-flip inversion and a meld on design-effect-adjusted counts.
-    * ``"sign-flip"``: the exact inversion of the cluster sign-flip test alone,
+    * ``"sign-flip"``: the exact inversion of the sign-flip test alone,
       :func:`sign_flip_interval` (any integer partials); under-covers in sparse cells.
     * ``"auto"`` (default; also what ``"fay-lumbard"`` and ``"cluster-melded"`` do):
-      ``fay-lumbard`` where every cluster of the cell is one pair, ``cluster-melded``
-      otherwise.
-    * ``"percentile"`` / ``"bca"``: the cluster bootstrap (:func:`cluster_bootstrap`, random
-      stream per cell); kept for comparison, not guaranteed to agree with the test.
+      ``fay-lumbard`` where every cluster is one pair, ``cluster-melded`` otherwise.
+    * ``"percentile"`` / ``"bca"``: the cluster bootstrap (:func:`cluster_bootstrap`, stream
+      per cell); for comparison, not guaranteed to agree with the test.
 
-    For the test-based methods the bounds then go through :func:`agree_with_test` with the
-    reported p-value, so agreement holds exactly, not just up to floating point.
-
-    A cell is ``sparse`` when it has fewer than ``SPARSE_NONZERO_CLUSTERS`` (10) clusters with
-    a nonzero difference (few discordant pairs) or fewer than ``SPARSE_CLUSTERS`` (20)
-    clusters: its interval is wide by necessity and a bootstrap there would be overconfident.
+    Test-based bounds then go through :func:`agree_with_test` with the reported p-value, so
+    agreement is exact, not up to floating point. A cell is ``sparse`` with fewer than
+    ``SPARSE_NONZERO_CLUSTERS`` (10) clusters with a nonzero difference or fewer than
+    ``SPARSE_CLUSTERS`` (20) clusters: its interval is wide by necessity and a bootstrap there
+    would be overconfident.
 
     Parameters
     ----------
@@ -1481,8 +1394,7 @@ def paired_effect_cells(
         Column names: cell keys, per-cluster summed difference, per-cluster pairs, multiplicity
         (``None`` when every row is one cluster).
     n_resamples, seed
-        Bootstrap resamples and seed (bootstrap methods; Monte Carlo p-values for non-integer
-        differences).
+        Resamples and seed of the bootstrap methods and of Monte Carlo p-values.
     confidence
         Confidence level in (0, 1) (above 0.5 for one-sided bootstrap intervals).
     ci_method
@@ -1522,28 +1434,29 @@ def paired_effect_cells(
     flip = sign_flip_cells(
         types, cells=cells_l, difference=difference, count=count, seed=seed, alternative=alternative
     ).select(*cells_l, "p_value")
-    if method in _BOOTSTRAP_METHODS:
+    values = [difference, n]
+    if method in CI_METHODS:
         intervals = _bootstrap_effect_cells(
-            types,
-            cells_l,
-            [difference, n],
-            count,
-            n_resamples,
-            confidence,
-            method,
-            seed,
-            alternative,
+            types, cells_l, values, count, n_resamples, confidence, method, seed, alternative
         )
     else:
         intervals = _test_effect_cells(
-            types, cells_l, [difference, n], count, confidence, method, alternative
+            types, cells_l, values, count, confidence, method, alternative
         )
     if cells_l:
         out = intervals.join(flip, on=cells_l, how="left", nulls_equal=True, maintain_order="left")
     else:
         out = intervals.hstack(flip)
-    if method not in _BOOTSTRAP_METHODS:
-        out = _agree_with_test(out, confidence, alternative)
+    if method not in CI_METHODS:
+        ci = agree_with_test(
+            *(out[c].to_numpy() for c in ("ci_low", "ci_high", "p_value")),
+            confidence=confidence,
+            alternative=alternative,
+        )
+        out = out.with_columns(
+            pl.Series("ci_low", np.asarray(ci.low), dtype=pl.Float64),
+            pl.Series("ci_high", np.asarray(ci.high), dtype=pl.Float64),
+        )
     out = out.select(*cells_l, "ci_low", "ci_high", "n_clusters", "p_value", "ci_method", "sparse")
     if adjust is not None:
         adjusted = adjust_p_values(out["p_value"].to_numpy(), adjust)
@@ -1653,21 +1566,6 @@ def _test_effect_cells(
     )
 
 
-def _agree_with_test(frame: pl.DataFrame, confidence: float, alternative: str) -> pl.DataFrame:
-    """Apply :func:`agree_with_test` to the ``ci_low``, ``ci_high`` and ``p_value`` columns."""
-    ci = agree_with_test(
-        frame["ci_low"].to_numpy(),
-        frame["ci_high"].to_numpy(),
-        frame["p_value"].to_numpy(),
-        confidence=confidence,
-        alternative=alternative,
-    )
-    return frame.with_columns(
-        pl.Series("ci_low", np.asarray(ci.low), dtype=pl.Float64),
-        pl.Series("ci_high", np.asarray(ci.high), dtype=pl.Float64),
-    )
-
-
 def agree_with_test(
     low: np.ndarray,
     high: np.ndarray,
@@ -1678,11 +1576,11 @@ def agree_with_test(
 ) -> Interval:
     """Put zero on the side of an interval that the test's p-value decides.
 
-    Zero is kept inside (the interval is extended to it) when ``p_value >= 1 − confidence``,
-    and moved just outside when the test rejects: the bound between zero and the data is set
-    to the smallest float beyond zero. For the exact intervals of this module this changes a
-    bound only when p is within rounding of 1 − confidence; for the hull of
-    :func:`cluster_melded_interval` it is the step that makes the interval agree with the test.
+    Zero is kept inside (the interval extended to it) when ``p_value >= 1 − confidence``, and
+    moved just outside when the test rejects (the bound between zero and the data becomes the
+    smallest float beyond zero). For this module's exact intervals this changes a bound only
+    when p is within rounding of 1 − confidence; it makes the hull of
+    :func:`cluster_melded_interval` agree with the test.
 
     Parameters
     ----------
@@ -1722,9 +1620,8 @@ def agree_with_test(
 def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.ndarray:
     """Adjust a family of p-values for multiplicity: Holm (FWER) or Benjamini–Hochberg (FDR).
 
-    The family is every p-value given (a result's cells); NaN entries are left NaN and are not
-    counted in the family. Matches ``statsmodels.stats.multitest.multipletests`` with
-    ``method="holm"`` and ``"fdr_bh"``.
+    The family is every p-value given (a result's cells); NaN entries stay NaN, outside the
+    family. Matches ``statsmodels.stats.multitest.multipletests`` (``"holm"``, ``"fdr_bh"``).
 
     Parameters
     ----------
@@ -1796,20 +1693,54 @@ def _cell_types(
 ) -> tuple[pl.DataFrame, list[tuple[tuple[Any, ...], np.ndarray, np.ndarray]]]:
     """Group ``partials`` to distinct (cell, values) types and split them by cell.
 
-    Returns the cell keys (one row per cell, sorted, original dtypes) and, per cell, the key
-    tuple, the (T, V) float64 value matrix and the (T,) int64 counts. Only the type table is
-    collected.
+    Returns the cell keys (one row per cell, sorted, original dtypes) and, per cell, the key tuple,
+    the (T, V) float64 value matrix and the (T,) int64 counts. Only the type table is collected.
     """
-    if isinstance(partials, pl.DataFrame):
-        frame = partials.lazy()
-    elif isinstance(partials, pl.LazyFrame):
-        frame = partials
+    frame = _checked_partials(partials, cells, values, count, reserved, role)
+    if count is None:
+        aggregates = [pl.len().cast(pl.Int64).alias(_N)]
     else:
+        weight = pl.col(count)
+        aggregates = [
+            weight.sum().cast(pl.Int64).alias(_N),
+            (weight.is_null() | (weight < 1)).sum().alias(_BAD),
+        ]
+    # Only the type table is materialised; the streaming engine keeps big inputs out of memory.
+    types = frame.group_by([*cells, *values]).agg(aggregates).collect(engine="streaming")
+    _check_type_table(types, cells, values, count)
+    types = types.sort([*cells, *values], nulls_last=False)
+    if types.height == 0:
+        return types.select(cells), []
+    if cells:
+        run = types.select(pl.struct(cells).rle_id()).to_series().to_numpy()
+        starts = np.flatnonzero(np.diff(run, prepend=-1))
+        keys = types.select(cells)[starts]
+        key_rows = keys.rows()
+    else:  # a frame without columns has no rows: the one cell's key row cannot be gathered
+        starts, keys, key_rows = np.array([0]), pl.DataFrame(), [()]
+    matrix = types.select(pl.col(v).cast(pl.Float64) for v in values).to_numpy()
+    cuts = starts[1:]
+    parts = zip(np.split(matrix, cuts), np.split(types[_N].to_numpy(), cuts), strict=True)
+    return keys, [(key, v, c) for key, (v, c) in zip(key_rows, parts, strict=True)]
+
+
+def _checked_partials(
+    partials: object,
+    cells: list[str],
+    values: list[str],
+    count: str | None,
+    reserved: Sequence[str],
+    role: str,
+) -> pl.LazyFrame:
+    """Return ``partials`` as a LazyFrame after checking the roles and types of its columns."""
+    if isinstance(partials, pl.DataFrame):
+        partials = partials.lazy()
+    if not isinstance(partials, pl.LazyFrame):
         raise ParameterError(
             f"parameter `partials` is a {type(partials).__name__}; it must be a polars DataFrame "
             "or LazyFrame. Hint: recoverylab.io.scan() reads any table source as a LazyFrame."
         )
-    schema = frame.collect_schema()
+    schema = partials.collect_schema()
     named = [("cells", c) for c in cells] + [(role, v) for v in values]
     if count is not None:
         if not isinstance(count, str):
@@ -1845,38 +1776,7 @@ def _cell_types(
             f"partials: column `{count}` has type {schema[count]}; a count column must hold "
             "integers."
         )
-
-    if count is None:
-        aggregates = [pl.len().cast(pl.Int64).alias(_N)]
-    else:
-        weight = pl.col(count)
-        aggregates = [
-            weight.sum().cast(pl.Int64).alias(_N),
-            (weight.is_null() | (weight < 1)).sum().alias(_BAD),
-        ]
-    # Only the type table is materialised; the streaming engine keeps big inputs out of memory.
-    types = frame.group_by([*cells, *values]).agg(aggregates).collect(engine="streaming")
-    _check_type_table(types, cells, values, count)
-
-    types = types.sort([*cells, *values], nulls_last=False)
-    if types.height == 0:
-        return types.select(cells), []
-    if cells:
-        run = types.select(pl.struct(cells).rle_id()).to_series().to_numpy()
-        starts = np.flatnonzero(np.diff(run, prepend=-1))
-    else:
-        starts = np.array([0])
-    # A frame without columns has no rows, so the no-cells case cannot gather its one key row.
-    keys = types.select(cells)[starts] if cells else pl.DataFrame()
-    matrix = types.select(pl.col(v).cast(pl.Float64) for v in values).to_numpy()
-    counts = types[_N].to_numpy()
-    bounds = [*starts.tolist(), types.height]
-    key_rows = keys.rows() if cells else [()]
-    groups = [
-        (key, matrix[lo:hi], counts[lo:hi])
-        for key, lo, hi in zip(key_rows, bounds[:-1], bounds[1:], strict=True)
-    ]
-    return keys, groups
+    return partials
 
 
 def _check_type_table(
@@ -1911,9 +1811,7 @@ def _check_type_table(
         )
 
 
-# --------------------------------------------------------------------------------------------
-# Sign-flip test
-# --------------------------------------------------------------------------------------------
+# -- Sign-flip test ----------------------------------------------------------------------------
 
 
 def sign_flip_test(
@@ -1927,37 +1825,32 @@ def sign_flip_test(
 ) -> SignFlipResult:
     """Test whether paired per-cluster differences are symmetric about zero, by flipping signs.
 
-    Two-sided paired permutation test: T = Σ dᵢ, and under H0 each difference is equally likely
-    to have either sign, T* = Σ sᵢ dᵢ with independent random signs. The p-value is
-    P(|T*| ≥ |T|). For float differences, values of |T*| within 100 machine epsilons of |T| count
-    as ties, like scipy; the tolerance is relative to Σ|dᵢ| (the largest possible |T*|) rather than
-    to |T|, so that rounding is absorbed even when T is near 0 by cancellation. Integer
-    differences need no tolerance: their lattice is exact.
+    Paired permutation test: T = Σ dᵢ and, under H0, T* = Σ sᵢ dᵢ with independent random signs;
+    two-sided p = P(|T*| ≥ |T|). For floats, |T*| within 100 machine epsilons of |T| ties (like
+    scipy), relative to Σ|dᵢ| (the largest |T*|) rather than |T|, so rounding is absorbed even
+    when T is near 0 by cancellation. Integers need no tolerance: their lattice is exact.
 
     How it is computed (``method="auto"``):
 
-    * integer differences, any number of clusters: exact, by convolution. Grouping by absolute
-      value a with multiplicity mₐ, T* = Σₐ a·(2·Binomial(mₐ, ½) − mₐ); each piece's pmf is built
-      on the lattice of the gcd of the |values| and the pieces are convolved (directly when
-      small, by FFT when large). With a single distinct |value| the binomial tails are used
-      directly (this equals :func:`mcnemar_exact` on ±1 data).
+    * integer differences: exact, by convolution. By absolute value a with multiplicity mₐ,
+      T* = Σₐ a·(2·Binomial(mₐ, ½) − mₐ); the pieces' pmfs on the lattice of the gcd of the
+      |values| are convolved (directly when small, by FFT when large). With one distinct
+      |value| the binomial tails give it directly (= :func:`mcnemar_exact` on ±1 data).
     * otherwise, with at most 20 nonzero clusters: exact enumeration of all 2ⁿ sign vectors.
-    * otherwise Monte Carlo with R resamples and the +1 correction,
-      p = (1 + #{|T*| ≥ |T|}) / (1 + R): through ``scipy.stats.permutation_test`` for up to
-      1,000 nonzero clusters, above that by drawing v·(2·Binomial(m, ½) − m) per distinct value
-      v with multiplicity m (the same distribution, at a cost per type).
+    * otherwise Monte Carlo with R resamples and the +1 correction, p = (1 + #{|T*| ≥ |T|}) /
+      (1 + R): through ``scipy.stats.permutation_test`` up to 1,000 nonzero clusters, above by
+      drawing v·(2·Binomial(m, ½) − m) per distinct value v of multiplicity m (same law).
 
-    Note that ``scipy.stats.permutation_test(alternative="two-sided")`` reports twice the smaller
-    one-sided p-value. For the exactly symmetric null of a sign flip that equals P(|T*| ≥ |T|),
-    but under Monte Carlo the two differ by sampling noise and because doubling also doubles the
-    +1 correction. This function reports P(|T*| ≥ |T|) for every method (it takes only the null
-    draws from scipy).
+    ``scipy.stats.permutation_test(alternative="two-sided")`` reports twice the smaller
+    one-sided p-value: equal to P(|T*| ≥ |T|) for the symmetric sign-flip null, but under Monte
+    Carlo it differs by noise and doubles the +1 correction. Every method here reports
+    P(|T*| ≥ |T|) (only the null draws come from scipy).
 
     Parameters
     ----------
     differences
-        Per-cluster differences (one per cluster, or one per type with ``counts``). Zeros count
-        as clusters but do not change T*.
+        Per-cluster differences (one per cluster, or per type with ``counts``); zeros count as
+        clusters but do not change T*.
     counts
         Optional positive integer multiplicities, one per entry of ``differences``.
     method
@@ -2068,22 +1961,19 @@ def _sign_flip_iv(
 def _sign_flip_lattice(v: np.ndarray, m: np.ndarray) -> float | None:
     """Return the exact two-sided p for integer differences, or None if the lattice is too big.
 
-    With absolute values a (multiplicity mₐ, g the gcd, a' = a / g) and Bₐ ~ Binomial(mₐ, ½) the
-    number of positive signs, T*/g = 2U − S with U = Σ a'·Bₐ and S = Σ a'·mₐ. The observed T/g
-    is an integer t on the same lattice, so the tail {|2U − S| ≥ |t|} is exact: no tolerance.
+    With |values| a (multiplicity mₐ, gcd g, a' = a / g) and Bₐ ~ Binomial(mₐ, ½) positive
+    signs, T*/g = 2U − S, U = Σ a'·Bₐ, S = Σ a'·mₐ; T/g is an integer t on the same lattice, so
+    the tail {|2U − S| ≥ |t|} is exact, with no tolerance.
     """
-    magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
-    per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
-    np.add.at(per_magnitude, inverse, m)
-    gcd = int(np.gcd.reduce(magnitudes))
+    steps, per_magnitude, gcd = _magnitudes(v, m)
     t = abs(int((v // gcd) @ m))
     if t == 0:
         return 1.0
-    if magnitudes.size == 1:
+    if steps.size == 1:
         # One distinct |value|: T*/a = 2B − M, B ~ Binomial(M, ½), a two-sided binomial test
         # (the same function as mcnemar_exact, so the p-values on ±1 data are equal exactly).
         return _binomial_half_two_sided((int(per_magnitude[0]) - t) // 2, int(per_magnitude[0]))
-    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
+    null = _lattice_pmf(steps, per_magnitude)
     if null is None:
         return None
     support, pmf = null
@@ -2112,24 +2002,20 @@ def _lattice_pmf(steps_a: np.ndarray, sizes_a: np.ndarray) -> tuple[np.ndarray, 
     return doubled, total.pmf
 
 
-def _sign_flip_null_pmf(v: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """Return (support of T*/g, pmf, g) for nonzero integer differences, or None if too big."""
+def _magnitudes(v: np.ndarray, m: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Return the distinct |v| over their gcd g, the clusters of each, and g (v integer, ≠ 0)."""
     magnitudes, inverse = np.unique(np.abs(v), return_inverse=True)
     per_magnitude = np.zeros(magnitudes.size, dtype=np.int64)
     np.add.at(per_magnitude, inverse, m)
     gcd = int(np.gcd.reduce(magnitudes))
-    null = _lattice_pmf(magnitudes // gcd, per_magnitude)
-    if null is None:
-        return None
-    return null[0], null[1], gcd
+    return magnitudes // gcd, per_magnitude, gcd
 
 
 @dataclass(frozen=True)
 class _LatticePmf:
     """The pmf of a sum of scaled binomials on the integers offset, offset + 1, ...
 
-    ``mean`` is its mean and ``scale`` = Σ m·a'² its Hoeffding scale: each cluster adds a
-    Bernoulli(½) times a', a term in [0, a'].
+    ``scale`` = Σ m·a'² is its Hoeffding scale (each cluster adds a' times a Bernoulli(½)).
     """
 
     offset: int
@@ -2141,9 +2027,8 @@ class _LatticePmf:
 def _negligible_window(mean: float, scale: float, upper: int) -> tuple[int, int]:
     """Return the integer window [lo, hi] (within [0, upper]) outside which the mass is nil.
 
-    Hoeffding: P(|U − mean| ≥ k) ≤ 2·exp(−2k²/scale), below 1e-340 for k = 20·√scale, so
-    dropping the outside changes no double-precision value. A million clusters thus cost a few
-    thousand lattice points instead of a million.
+    Hoeffding: P(|U − mean| ≥ k) ≤ 2·exp(−2k²/scale) < 1e-340 for k = 20·√scale, so no double
+    changes; a million clusters cost a few thousand lattice points, not a million.
     """
     half_width = 20.0 * math.sqrt(scale) + 1.0
     return max(0, math.floor(mean - half_width)), min(upper, math.ceil(mean + half_width))
@@ -2215,32 +2100,27 @@ def _sign_flip_one_sided_exact(
     """
     t = observed if alternative == "greater" else -observed
     if bool(np.all(v == np.round(v))) and bool(np.all(np.abs(v) < _MAX_EXACT_INT)):
-        pmf = _sign_flip_null_pmf(v.astype(np.int64), m)
-        if pmf is not None:
-            support, mass, gcd = pmf
+        steps, sizes, gcd = _magnitudes(v.astype(np.int64), m)
+        null = _lattice_pmf(steps, sizes)
+        if null is not None:
+            support, mass = null
             return float(mass[support >= round(t) // gcd].sum()), "exact-convolution"
     if int(m.sum()) <= _MAX_ENUMERATION:
-        x = np.repeat(v, m)
-        return _sign_flip_enumerate(x, alternative), "exact-enumeration"
+        return _sign_flip_enumerate(np.repeat(v, m), alternative), "exact-enumeration"
     return None
-
-
-def _sum_last_axis(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.sum(x, axis=axis)
 
 
 def _sign_flip_null_scipy(x: np.ndarray, n_resamples: int, gen: np.random.Generator) -> np.ndarray:
     """Draw the Monte Carlo null of T* = Σ sᵢ xᵢ with ``scipy.stats.permutation_test``.
 
-    Only the null distribution is taken from scipy; the p-value is computed by the caller, so
-    every method uses the same definition P(|T*| ≥ |T|).
+    Only the null comes from scipy: the caller's p-value is P(|T*| ≥ |T|) for every method.
     """
     batch = max(1, _MAX_BATCH_ELEMENTS // (2 * x.size))
     from scipy import stats as sps  # a slow import, kept off `import recoverylab`
 
     res = sps.permutation_test(
         (x,),
-        _sum_last_axis,
+        np.sum,
         permutation_type="samples",
         vectorized=True,
         n_resamples=n_resamples,
@@ -2273,15 +2153,12 @@ def _sign_flip_null_types(
     return null
 
 
-# --------------------------------------------------------------------------------------------
-# Paired-effect intervals compatible with the sign-flip test (ARCHITECTURE §4)
-# --------------------------------------------------------------------------------------------
+# -- Paired-effect intervals compatible with the sign-flip test (ARCHITECTURE §4) --------------
 
-#: Gauss–Legendre nodes per panel (:data:`_MELD_PANELS`, 8 panels) for the melded beta
-#: products: 12 keep every bound within 4e-9 of an adaptive-quadrature reference for integer
-#: counts (n up to 1e6) and within 3e-7 for effective counts far below 1
-#: (tests/test_stats_meld.py holds them to 1e-6); 10 nodes reach 3e-8 and 2.4e-7, 12 panels
-#: change nothing, 4 panels reach 1e-5.
+#: Gauss–Legendre nodes per panel (:data:`_MELD_PANELS`, 8 panels) of the melded beta products:
+#: 12 keep every bound within 4e-9 of adaptive quadrature for integer counts (n up to 1e6),
+#: 3e-7 for effective counts far below 1 (tests/test_stats_meld.py: 1e-6); 10 nodes reach 3e-8
+#: and 2.4e-7, 12 panels change nothing, 4 panels reach 1e-5.
 _MELD_NODES = 12
 #: Bisection steps for quantiles on [-1, 1]: 2**-35 is below any reported digit.
 _BISECTION_STEPS = 36
@@ -2305,19 +2182,16 @@ def fay_lumbard_interval(
 ) -> Interval:
     """Interval for a difference of matched proportions, compatible with the exact McNemar test.
 
-    For n pairs with ``rescue`` pairs (only the recovery branch succeeds) and ``harm`` pairs
-    (only the no-recovery branch succeeds) the effect is θ = ψ·(2φ − 1), with ψ the chance that
-    a pair is discordant and φ the chance that a discordant pair is a rescue. Following Fay &
-    Lumbard (2021, the ``mcnemarExactDP`` interval of R's exact2x2) the exact one-sample
-    confidence distributions of ψ (Beta(m, n − m + 1) and Beta(m + 1, n − m), m = rescue +
-    harm) and of φ (Beta(x, m − x + 1) and Beta(x + 1, m − x)) are *melded*: the lower bound is
-    the smaller α-quantile of T·(2B − 1) over the two ψ distributions T with the lower φ
-    distribution B, the upper bound the larger (1 − α)-quantile with the upper φ distribution.
-
-    Because T > 0, the lower bound is above zero exactly when P(B < ½) < α, i.e. when the
-    one-sided exact binomial test of rescue vs harm rejects: zero lies outside the interval
-    exactly when the (central) exact McNemar p-value is below 1 − confidence. The quantiles are
-    computed by deterministic quadrature (no Monte Carlo noise).
+    Of n pairs, ``rescue`` (only the recovery branch succeeds) and ``harm`` (only the
+    no-recovery branch succeeds): θ = ψ·(2φ − 1), ψ the chance a pair is discordant, φ the
+    chance a discordant pair is a rescue. As Fay & Lumbard (2021; ``mcnemarExactDP`` of R's
+    exact2x2), the exact confidence distributions of ψ (Beta(m, n − m + 1), Beta(m + 1, n − m),
+    m = rescue + harm) and φ (Beta(x, m − x + 1), Beta(x + 1, m − x)) are *melded*: the lower
+    bound is the smaller α-quantile of T·(2B − 1) over both ψ distributions T with the lower φ
+    distribution B, the upper bound the larger (1 − α)-quantile with the upper one. As T > 0,
+    the lower bound is above zero exactly when P(B < ½) < α (the one-sided exact binomial test
+    rejects): zero is outside exactly when the exact McNemar p-value is below 1 − confidence.
+    The quantiles come from deterministic quadrature (no Monte Carlo noise).
 
     Parameters
     ----------
@@ -2356,10 +2230,9 @@ def fay_lumbard_interval(
     return Interval(low=low, high=high)
 
 
-#: Effective counts within this of 0 (or of their total) are taken as exactly 0 (or the total).
-#: A beta distribution whose shape parameter is below it lies within 1e-300 of its end with
-#: probability above 1 - 1e-9, so its quantiles at any usable level are the point mass's; and
-#: scipy's beta functions overflow for parameters near the smallest doubles.
+#: Effective counts within this of 0 (or of their total) are 0 (or the total): a beta with a
+#: shape parameter below it lies within 1e-300 of its end with probability above 1 - 1e-9 (its
+#: quantiles are the point mass's), and scipy's beta functions overflow near the tiniest doubles.
 _TINY_COUNT = 1e-12
 
 
@@ -2379,9 +2252,8 @@ def _melded_bounds(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Meld the beta confidence distributions of φ (x of m_phi) and ψ (m_psi of n_psi).
 
-    Counts may be effective (non-integer) sizes; see :func:`fay_lumbard_interval`. The two or
-    four quantiles of every cell (two ψ distributions per bounded side) are searched in one
-    batch.
+    Counts may be effective (non-integer) sizes. The two or four quantiles of every cell (two
+    ψ distributions per bounded side) are searched in one batch.
     """
     x, m_phi, m_psi, n_psi = np.broadcast_arrays(x, m_phi, m_psi, n_psi)
     shape = x.shape
@@ -2421,15 +2293,14 @@ def cluster_melded_interval(
 ) -> Interval:
     """Interval for a clustered paired effect: the sign-flip inversion widened by a meld.
 
-    With several pairs per cluster, the exact :func:`sign_flip_interval` alone under-covers
-    when few clusters carry a nonzero difference (it cannot move beyond the signs it saw). This
-    interval is the hull of it and of the Fay–Lumbard meld (:func:`fay_lumbard_interval`)
-    applied to *effective* counts: θ = ψ·(2φ − 1) with ψ = Σ|d| / Σn and φ = Σd⁺ / Σ|d|;
-    each count is divided by its cluster design effect (cluster-robust over binomial variance of
-    the ratio, at least 1, at most the largest per-cluster size; the largest size when it
-    cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn & Graubard
-    1998). The paired-effect step then puts zero on the side the sign-flip test decides, so
-    the result never contradicts the test.
+    With several pairs per cluster, :func:`sign_flip_interval` alone under-covers when few
+    clusters carry a nonzero difference (it cannot move beyond the signs it saw). This is the
+    hull of it and the Fay–Lumbard meld (:func:`fay_lumbard_interval`) on *effective* counts:
+    θ = ψ·(2φ − 1), ψ = Σ|d| / Σn, φ = Σd⁺ / Σ|d|; each count is divided by its cluster design
+    effect (cluster-robust over binomial variance of the ratio, in [1, largest cluster size];
+    that size when it cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn
+    & Graubard 1998). The paired-effect step then puts zero on the side the sign-flip test
+    decides, so the result never contradicts the test.
 
     Parameters
     ----------
@@ -2462,8 +2333,8 @@ def cluster_melded_interval(
     except ParameterError:
         if math.isnan(float(meld.low)):
             raise
-        # Too large a lattice for the exact inversion: at that size the meld alone is wide
-        # enough, and agree_with_test still aligns it with the p-value.
+        # too large a lattice for the exact inversion: there the meld alone is wide enough,
+        # and agree_with_test still aligns it with the p-value
         return meld
     if math.isnan(float(exact.low)):
         return exact
@@ -2486,12 +2357,8 @@ def effective_melded_interval(
 
     Parameters
     ----------
-    values
-        Array of shape (T, 2): per cluster type, the summed difference d and pairs n.
-    counts
-        Clusters per type (positive integers); None means one cluster per row.
-    confidence, alternative
-        As :func:`sign_flip_interval`.
+    values, counts, confidence, alternative
+        As :func:`cluster_melded_interval` (non-integer ``values`` allowed).
 
     Returns
     -------
@@ -2597,12 +2464,10 @@ def _matched_counts_iv(
 class _Meld(NamedTuple):
     """Per-cell quadrature plan for P(W ≤ w), W = T·(2B − 1), T ~ Beta, B ~ Beta.
 
-    The *outer* variable (T, or B where ``swap``) is integrated against its density; the other
-    enters through its CDF. The outer one is the more concentrated of T and 2B − 1 (relative
-    spread), so that the CDF factor is smooth over the outer density's panels. ``outer`` and
-    ``inner`` hold the beta parameters (a, b) of each; ``log_norm`` is log B(outer); ``edges``
-    are the logits of the outer variable's quantiles at :data:`_MELD_PANELS`, shape (cells,
-    panels + 1).
+    The *outer* variable (T, or B where ``swap``), the more concentrated of T and 2B − 1, is
+    integrated against its density, so the other's CDF is smooth over its panels. ``outer``,
+    ``inner``: beta parameters (a, b); ``log_norm``: log B(outer); ``edges``: logits of the
+    outer quantiles at :data:`_MELD_PANELS`, shape (cells, panels + 1).
     """
 
     outer: tuple[np.ndarray, np.ndarray]
@@ -2647,10 +2512,9 @@ def _meld_setup(t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarr
 def _quantile_logit(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
     """Return the logits of Beta(a, b)'s quantiles at the probabilities ``p``, shape (cells, p).
 
-    Past the median the logit comes from 1 − q, Beta(b, a)'s quantile at 1 − p, so that
-    quantiles next to 1 keep their digits. Where q (or 1 − q) underflows (a parameter far
-    below 1, as effective counts can give), its log comes from I_x(a, b) ≈ x^a / (a·B(a, b))
-    near 0. These are panel edges: they must increase with ``p``, not be exact.
+    Past the median from 1 − q (Beta(b, a) at 1 − p), so quantiles near 1 keep their digits;
+    where q underflows (a parameter far below 1), log q from I_x(a, b) ≈ x^a / (a·B(a, b)).
+    Panel edges need only increase with ``p``, not be exact.
     """
     special = _special()
     a2, b2, p2 = np.broadcast_arrays(a[:, np.newaxis], b[:, np.newaxis], p[np.newaxis, :])
@@ -2682,9 +2546,9 @@ def _meld_range(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> tuple[np.ndarr
     """Return (cut, logit low end, logit high end, complement) of the integral at ``w``.
 
     T outer: for t < |w|, 2B − 1 ≤ w/t always (w > 0, mass F_T(w)) or never (w < 0), so
-    the integral of f_T(t)·F_B((1 + w/t)/2) runs over t > |w|. B outer (S = 2B − 1): w > 0
-    adds F_S(w) and integrates f_S(s)·F_T(w/s) over s > w; w ≤ 0 integrates f_S(s)·(1 −
-    F_T(w/s)) over s < w. Either way the kink of the CDF factor is an end of the range.
+    f_T(t)·F_B((1 + w/t)/2) is integrated over t > |w|. B outer (S = 2B − 1): w > 0 adds F_S(w)
+    and integrates f_S(s)·F_T(w/s) over s > w; w ≤ 0 integrates f_S(s)·(1 − F_T(w/s)) over
+    s < w. Either way the kink of the CDF factor is an end of the range.
     """
     swap = meld.swap[cells]
     cut = np.where(swap, (1.0 + w) / 2.0, np.abs(w))
@@ -2700,10 +2564,8 @@ def _meld_range(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> tuple[np.ndarr
 def _meld_cdf(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> np.ndarray:
     """P(W ≤ w) for the cells of the boolean mask ``cells`` (one ``w`` per such cell).
 
-    Gauss–Legendre (:data:`_MELD_NODES` per panel) on the logit of the outer variable, whose
-    density there is log-concave and free of the end singularities of the quantile scale,
-    over the panels between its quantiles (:data:`_MELD_PANELS`) clipped to the range of
-    :func:`_meld_range`.
+    Gauss–Legendre (:data:`_MELD_NODES` per panel) on the outer variable's logit (log-concave
+    density, no end singularities) over its quantile panels clipped to :func:`_meld_range`.
     """
     special = _special()
     base, low, high, below = _meld_range(meld, w, cells)
@@ -2750,19 +2612,16 @@ def _bracketed_root(
     """Smallest w in [−1, 1] with cdf(w) >= level, to within 2⁻³⁵, vectorised over cells.
 
     Chandrupatla's method (1997): inverse quadratic interpolation when the last three points
-    allow it, bisection otherwise, with steps never closer to an end than the tolerance. As
-    sure as bisection, and about 8-12 evaluations of the costly CDF where bisection needs 36.
-    The bracket (a, b) keeps cdf − level >= 0 at exactly one end; that end is returned.
-    ``cdf(w, cells)`` evaluates the cells of the boolean mask ``cells`` at ``w`` (one value per
-    such cell), so converged cells cost nothing. ``level`` is one level or one per cell. Cells
-    in ``skip`` (answered otherwise by the caller) are not searched. ``guess`` (low, high) is a
-    first bracket inside [−1, 1]; where it does not hold the root, the search widens it to
-    the end of [−1, 1] on that side (one more evaluation), so a wrong guess costs little.
+    allow it, else bisection, never closer to an end than the tolerance: as sure as bisection,
+    in 8-12 evaluations of the costly CDF instead of 36. The bracket (a, b) keeps cdf − level
+    >= 0 at exactly one end, which is returned. ``cdf(w, cells)`` evaluates only the cells of
+    the mask (converged ones cost nothing); ``level``: one, or one per cell; ``skip``: cells
+    the caller answers. ``guess`` (low, high) is a first bracket; where it misses the root it
+    is widened to that end of [−1, 1] (one more evaluation).
     """
     shape = skip.shape
     levels = np.broadcast_to(np.asarray(level, dtype=np.float64), shape)
     tolerance = 2.0**-36
-    search = ~skip
 
     def value(w: np.ndarray, cells: np.ndarray) -> np.ndarray:
         out = np.zeros(shape)
@@ -2770,26 +2629,7 @@ def _bracketed_root(
             out[cells] = cdf(w[cells], cells) - levels[cells]
         return out
 
-    if guess is None:
-        b, a = np.full(shape, -1.0), np.full(shape, 1.0)
-    else:
-        b, a = (np.clip(np.broadcast_to(v, shape), -1.0, 1.0) for v in guess)
-    f_b = value(b, search)
-    # the guessed low end is already past the level: the root is below it
-    past = search & (f_b >= 0) & (b > -1.0)
-    a, f_a = np.where(past, b, a), np.where(past, f_b, 0.0)
-    b = np.where(past, -1.0, b)
-    f_b = np.where(past, value(b, past), f_b)
-    # the level reached at −1 already: the answer is −1
-    start = search & (f_b >= 0)
-    a = np.where(start, b, a)
-    rest = search & ~start & ~past
-    f_a = np.where(start, f_b, np.where(rest, value(a, rest), f_a))
-    # the guessed high end is short of the level: the root is above it
-    short = rest & (f_a < 0)
-    b, f_b = np.where(short, a, b), np.where(short, f_a, f_b)
-    a = np.where(short, 1.0, a)
-    f_a = np.where(short, value(a, short), f_a)
+    a, f_a, b, f_b, start = _first_bracket(value, ~skip, guess)
     done = skip | start
     c, f_c = a.copy(), f_a.copy()
     t = np.full(shape, 0.5)
@@ -2820,6 +2660,36 @@ def _bracketed_root(
     return np.where(skip, 1.0, np.where(f_a >= 0, a, b))
 
 
+def _first_bracket(
+    value: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    search: np.ndarray,
+    guess: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, ...]:
+    """Return (a, f_a, b, f_b, start) of :func:`_bracketed_root`; ``start``: the root is −1."""
+    shape = search.shape
+    if guess is None:
+        b, a = np.full(shape, -1.0), np.full(shape, 1.0)
+    else:
+        b, a = (np.clip(np.broadcast_to(v, shape), -1.0, 1.0) for v in guess)
+    f_b = value(b, search)
+    # the guessed low end is already past the level: the root is below it
+    past = search & (f_b >= 0) & (b > -1.0)
+    a, f_a = np.where(past, b, a), np.where(past, f_b, 0.0)
+    b = np.where(past, -1.0, b)
+    f_b = np.where(past, value(b, past), f_b)
+    # the level reached at −1 already: the answer is −1
+    start = search & (f_b >= 0)
+    a = np.where(start, b, a)
+    rest = search & ~start & ~past
+    f_a = np.where(start, f_b, np.where(rest, value(a, rest), f_a))
+    # the guessed high end is short of the level: the root is above it
+    short = rest & (f_a < 0)
+    b, f_b = np.where(short, a, b), np.where(short, f_a, f_b)
+    a = np.where(short, 1.0, a)
+    f_a = np.where(short, value(a, short), f_a)
+    return a, f_a, b, f_b, start
+
+
 def _meld_guess(meld: _Meld, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Return a first bracket for the quantiles: the normal one of W ± a quarter of its sd."""
     (o_a, o_b), (i_a, i_b) = meld.outer, meld.inner
@@ -2844,12 +2714,10 @@ def _meld_quantile(
 ) -> np.ndarray:
     """Return the ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
 
-    P(W ≤ w) is :func:`_meld_cdf` (deterministic quadrature); the quantile is found by a
-    bracketed root search on [−1, 1] (:func:`_bracketed_root`), vectorised over cells (the
-    level may differ by cell). At w = 0 the CDF is F_B(½) exactly, so the sign of the
-    quantile is set by the exact binomial test, not by the quadrature. A parameter ≤ 0 is the
-    point-mass limit of its beta (Beta(0, b) at 0, Beta(a, 0) at 1, as Clopper–Pearson bounds
-    at the edges), where the quantile is a beta quantile.
+    The root of :func:`_meld_cdf` (quadrature) by :func:`_bracketed_root`, vectorised over
+    cells and levels. At w = 0 the CDF is F_B(½) exactly, so the exact binomial test, not the
+    quadrature, sets the sign. A parameter ≤ 0 is its beta's point-mass limit (Beta(0, b) at 0,
+    Beta(a, 0) at 1, as Clopper–Pearson at the edges), where the quantile is a beta quantile.
     """
     arrays = np.broadcast_arrays(
         *(np.asarray(v, dtype=np.float64) for v in (t_a, t_b, b_a, b_b, level))
@@ -2905,19 +2773,16 @@ def sign_flip_interval(
 ) -> Interval:
     """Interval for a clustered paired effect Σd / Σn by inverting the sign-flip test (exact).
 
-    The effect θ = Σdᵢ / Σnᵢ over clusters i with summed difference dᵢ over nᵢ pairs. A value
-    δ is kept when the sign-flip test of the shifted differences eᵢ = dᵢ − δ·nᵢ does not reject
-    at 1 − confidence. Flipping the signs of a random set S of clusters gives T* ≥ T exactly
-    when Σ_{i∈S} eᵢ ≤ 0, so the one-sided p-value is P(Q ≤ δ) with Q = Σ_S d / Σ_S n the effect
-    on a random half of the clusters (each in S with chance ½; S empty counts on both sides).
-    The interval is therefore the pair of α-quantiles of Q, a *half-sampling* interval, and
-    zero lies outside it exactly when the sign-flip test of the dᵢ rejects (its two-sided
-    p-value equals twice the smaller one-sided one, the null being symmetric).
-
-    Q's distribution is exact: (Σ_S d, Σ_S n) is a sum over cluster types of
-    Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer lattice (mass beyond
-    4·√mₜ of mₜ/2, below 3e-14, is dropped). The cost grows with the number of types and with
-    √(clusters), never with rows.
+    θ = Σdᵢ / Σnᵢ over clusters i with summed difference dᵢ over nᵢ pairs. δ is kept when the
+    sign-flip test of eᵢ = dᵢ − δ·nᵢ does not reject at 1 − confidence. Flipping the signs of a
+    random set S gives T* ≥ T exactly when Σ_{i∈S} eᵢ ≤ 0, so the one-sided p-value is
+    P(Q ≤ δ), Q = Σ_S d / Σ_S n the effect on a random half of the clusters (each in S with
+    chance ½; S empty counts on both sides). The interval is the pair of α-quantiles of Q (a
+    *half-sampling* interval), and zero lies outside it exactly when the sign-flip test of the
+    dᵢ rejects (the symmetric null's two-sided p is twice the smaller one-sided one). Q's law is
+    exact: (Σ_S d, Σ_S n) = Σₜ Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer
+    lattice (mass beyond 4·√mₜ of mₜ/2, below 3e-14, dropped): the cost grows with the types
+    and √(clusters), never with rows.
 
     Parameters
     ----------
@@ -2993,7 +2858,7 @@ def sign_flip_interval(
 
 
 def _half_sample_bound(ratios: np.ndarray, mass: np.ndarray, needed: float, limit: float) -> float:
-    """Return the smallest sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
+    """Return the first sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
     if needed <= 0:
         return limit
     cumulated = np.cumsum(mass)
@@ -3069,9 +2934,7 @@ def _trim_rows(joint: np.ndarray) -> tuple[np.ndarray, int]:
     return joint[rows[0] : rows[-1] + 1, : columns[-1] + 1], int(rows[0])
 
 
-# --------------------------------------------------------------------------------------------
-# Distribution functions without scipy (importing scipy costs ~0.5 s of a command's start-up)
-# --------------------------------------------------------------------------------------------
+# -- Distribution functions without scipy (importing scipy costs ~0.5 s of a command's start-up) ---
 
 #: Binomial(n, ½) tails up to this n are summed in exact integers (one rounding at the end).
 _EXACT_BINOMIAL_MAX = 4096
@@ -3092,9 +2955,9 @@ def _normal_quantile(p: float) -> float:
 
 
 def _normal_cdf(x: np.ndarray | float) -> np.ndarray:
-    """Return the standard normal CDF (``scipy.special.ndtr``) elementwise.
+    """Return the standard normal CDF (``scipy.special.ndtr``) through ``erfc``.
 
-    Through ``erfc`` rather than ``NormalDist.cdf`` (erf based), which loses the lower tail.
+    ``NormalDist.cdf`` is erf based and loses the lower tail.
     """
     values = np.asarray(x, dtype=np.float64)
     flat = [0.5 * math.erfc(-v / math.sqrt(2.0)) for v in values.reshape(-1).tolist()]
@@ -3104,9 +2967,8 @@ def _normal_cdf(x: np.ndarray | float) -> np.ndarray:
 def _binomial_half_pmf(n: int, lo: int, hi: int) -> np.ndarray:
     """Return P(B = k) for k = lo..hi, B ~ Binomial(n, ½) (``scipy.stats.binom.pmf``).
 
-    Exact integers divided by 2ⁿ (correctly rounded) up to ``_EXACT_BINOMIAL_MAX``; above, the
-    log-ratios log(C(n, k+1)/C(n, k)) are summed from the mode over the window where the mass is
-    not nil (:func:`_negligible_window`) and normalised over it, so no lgamma rounding enters.
+    Exact integers over 2ⁿ up to ``_EXACT_BINOMIAL_MAX``; above, log(C(n, k+1)/C(n, k)) summed
+    from the mode over :func:`_negligible_window`, normalised there (no lgamma rounding).
     """
     lo, hi = max(lo, 0), min(hi, n)
     if hi < lo:
@@ -3130,9 +2992,8 @@ def _binomial_half_pmf(n: int, lo: int, hi: int) -> np.ndarray:
 def _binomial_half_two_sided(low: int, n: int) -> float:
     """Return P(B ≤ low) + P(B ≥ n − low), B ~ Binomial(n, ½), capped at 1.
 
-    The two-sided exact binomial test of ``low`` successes (or failures) in ``n`` trials at
-    p = ½, as ``scipy.stats.binomtest(low, n, 0.5).pvalue`` (the pmf is symmetric, so the
-    outcomes no more likely than ``low`` are the two tails).
+    ``scipy.stats.binomtest(low, n, 0.5).pvalue``: the pmf is symmetric, so the outcomes no
+    more likely than ``low`` are the two tails.
     """
     low = min(low, n - low)
     if 2 * low == n:
@@ -3153,17 +3014,15 @@ def _fft_convolve(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.fft.irfft(np.fft.rfft(a, length) * np.fft.rfft(b, length), length)[:size]
 
 
-# --------------------------------------------------------------------------------------------
-# Classical tests and intervals
-# --------------------------------------------------------------------------------------------
+# -- Classical tests and intervals -------------------------------------------------------------
 
 
 def mcnemar_exact(rescue: int, harm: int) -> TestResult:
     """Exact McNemar test: a two-sided binomial test of rescue vs harm discordant counts.
 
-    Under H0 a discordant pair is a rescue or a harm with probability ½ each. This is the same
-    test as :func:`sign_flip_test` on ±1 differences (one per discordant pair) and gives the same
-    p-value; it is kept as a cross-check and for summaries that only have the two counts.
+    Under H0 a discordant pair is a rescue or a harm with probability ½ each: the same test, and
+    p-value, as :func:`sign_flip_test` on ±1 differences; a cross-check, and for summaries with
+    only the two counts.
 
     Parameters
     ----------
@@ -3277,8 +3136,8 @@ def wilson_exprs(
 ) -> IntervalExprs:
     """Return polars expressions for the Wilson interval, for use inside lazy queries.
 
-    The formula is the one of :func:`wilson_interval`, evaluated by polars; the bounds are null
-    where n == 0 (or null), so a group with no data never gets an invented interval.
+    The formula of :func:`wilson_interval`, evaluated by polars; null bounds where n is 0 or
+    null, so a group with no data never gets an invented interval.
 
     Parameters
     ----------
@@ -3313,19 +3172,12 @@ def wilson_exprs(
     z = _normal_quantile((1 + confidence) / 2)
     low, high = _wilson_bounds(k, trials, z)
     empty = trials.is_null() | (trials <= 0)
+
+    def bound(value: pl.Expr, at_edge: pl.Expr, edge: float) -> pl.Expr:
+        return pl.when(empty).then(None).when(at_edge).then(edge).otherwise(value.clip(0.0, 1.0))
+
     return IntervalExprs(
-        low=pl.when(empty)
-        .then(None)
-        .when(k == 0)
-        .then(0.0)
-        .otherwise(low.clip(0.0, 1.0))
-        .alias("ci_low"),
-        high=pl.when(empty)
-        .then(None)
-        .when(k == trials)
-        .then(1.0)
-        .otherwise(high.clip(0.0, 1.0))
-        .alias("ci_high"),
+        bound(low, k == 0, 0.0).alias("ci_low"), bound(high, k == trials, 1.0).alias("ci_high")
     )
 
 
