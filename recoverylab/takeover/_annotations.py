@@ -12,12 +12,12 @@ import polars as pl
 
 from recoverylab import stats
 from recoverylab._errors import InputError, ParameterError, format_keys
-from recoverylab.schema import validate
-from recoverylab.takeover._inputs import as_columns, sort_keys
+from recoverylab.schema import column_names, validate
+from recoverylab.takeover._inputs import sort_keys
 
 
 def _check_by(schema: pl.Schema, by: Sequence[str], table: str) -> list[str]:
-    columns = list(as_columns("by", by))
+    columns = list(column_names("by", by))
     missing = [c for c in columns if c not in schema]
     if missing:
         raise ParameterError(

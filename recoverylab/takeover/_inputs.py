@@ -14,7 +14,8 @@ from typing import Literal
 
 import polars as pl
 
-from recoverylab._errors import InputError, ParameterError, format_keys
+from recoverylab import stats
+from recoverylab._errors import InputError, ParameterError, format_keys, require_one_of
 from recoverylab.schema import (
     column_names,
     data_checks,
@@ -50,16 +51,27 @@ class Inputs:
     unit_keys: tuple[str, ...]
 
 
-def as_columns(name: str, value: object) -> tuple[str, ...]:
-    """Normalise a column list parameter (see :func:`recoverylab.schema.column_names`)."""
-    return column_names(name, value)
-
-
 def check_k(k: object) -> int:
     """Return ``k`` if it is a positive integer, else raise :class:`ParameterError`."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ParameterError(f"parameter `k` is {k!r}; it must be a positive integer.")
     return k
+
+
+def check_settings(
+    k: object,
+    confidence: object,
+    n_resamples: object,
+    seed: object,
+    ci_method: object,
+    interval: object = "bootstrap",
+) -> None:
+    """Check ``k``, ``interval`` and the bootstrap settings before any data is read."""
+    check_k(k)
+    require_one_of("interval", interval, ("bootstrap", "wilson"))
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
 
 
 def load(
@@ -81,7 +93,7 @@ def load(
     :func:`checked_units`, whose one pass also finds duplicate keys (which a split of the
     table by row position can hide from the first stage).
     """
-    columns = as_columns("by", by)
+    columns = column_names("by", by)
     if "agent" not in columns:
         raise ParameterError(
             f"parameter `by` is {list(columns)}; it must include `agent`, because pass@k and the "
@@ -615,7 +627,7 @@ def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFra
     >>> eligibility(states).collect()["eligible_states"].to_list()
     [1, 0]
     """
-    columns = as_columns("by", by)
+    columns = column_names("by", by)
     lazy = validate(states, "states")
     schema = lazy.collect_schema()
     missing = [c for c in columns if c not in schema]

@@ -29,15 +29,12 @@ from recoverylab._errors import (
     SchemaError,
     format_keys,
 )
+from recoverylab.schema import column_names
 
 # A module import (never a name): `_summary` imports this module too, and its stages that decide
 # over all shards (root causes, first repeat, common agents and depths) are used at call time.
 from recoverylab.takeover import _summary
-from recoverylab.takeover._inputs import (
-    as_columns,
-    check_k,
-    sort_keys,
-)
+from recoverylab.takeover._inputs import check_k, check_settings, sort_keys
 
 __all__ = [
     "RELIABILITY_COLUMNS",
@@ -231,7 +228,7 @@ def reliability_plan(
     causes, first repeat, common agents and depths) come first; then the per-(workflow, cell)
     partials of the scored units; the finish bootstraps over workflows.
     """
-    columns = as_columns("by", by)
+    columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
     stages = _summary._restriction_stages(columns, k, **flags)
     stages.append(
@@ -248,20 +245,10 @@ def reliability_plan(
     return plan.Plan(
         inputs=_summary._plan_inputs(states, attempts),
         stages=tuple(stages),
-        check=functools.partial(_check, k, confidence, n_resamples, seed, ci_method),
+        check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
         finish=functools.partial(
             _plan_finish, by=list(columns), k=k, count="attempted_states", settings=settings
         ),
-    )
-
-
-def _check(
-    k: object, confidence: object, n_resamples: object, seed: object, ci_method: object
-) -> None:
-    """Check the parameters before any data is read."""
-    check_k(k)
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
     )
 
 
@@ -415,7 +402,7 @@ def repeats_plan(
     }
     return plan.Plan(
         inputs=(plan.Input("trials", trials, key=functools.partial(_trials_key, **columns)),),
-        check=functools.partial(_check, k, confidence, n_resamples, seed, ci_method),
+        check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
         stages=(
             plan.Stage(
                 "counting trials per unit",

@@ -15,16 +15,17 @@ from typing import Any
 import polars as pl
 
 from recoverylab import plan, stats
-from recoverylab._errors import ParameterError, format_keys, require_one_of
+from recoverylab._errors import ParameterError, format_keys
+from recoverylab.schema import column_names
 from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
     NOT_COMMON,
     REJECTED,
     Inputs,
-    as_columns,
     attempt_facts,
     check_k,
     check_roots,
+    check_settings,
     checked_units,
     eligibility_counts,
     load,
@@ -37,8 +38,6 @@ from recoverylab.takeover._inputs import (
 #: Label of results that split attempts by an outcome observed after the run (seed: the authors'
 #: aware/unaware pass rates are an association, not a randomised intervention).
 INTERPRETATION = "association, not an effect"
-
-_INTERVALS = ("bootstrap", "wilson")
 
 #: (rate, numerator, denominator) of every rate in :func:`summarize`, in output order.
 RATES = (
@@ -83,15 +82,6 @@ _STATE_COUNTS = (
     "rejected_replay_mismatch",
     "rejected_missing_expected",
 )
-
-
-def _check_statistics(
-    interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str = "percentile"
-) -> None:
-    require_one_of("interval", interval, _INTERVALS)
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
-    )
 
 
 #: Fixed-point scale of :func:`_stable_sum`: a float in [2**-8, 2**67) times 2**60 is an integer.
@@ -375,20 +365,36 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
-    options: dict[str, Any] = {
-        "by": by,
-        "k": k,
-        "common_sample": common_sample,
-        "common_states": common_states,
+    columns = column_names("by", by)
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    stages = _restriction_stages(columns, k, **flags)
+    stages.append(
+        plan.Stage(
+            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
+        )
+    )
+    settings: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
         "ci_method": ci_method,
         "seed": seed,
     }
-    result = plan.run(engine, summary_plan(states, attempts, interval=interval, **options))
+    result = plan.run(
+        engine,
+        plan.Plan(
+            inputs=_plan_inputs(states, attempts),
+            stages=tuple(stages),
+            check=functools.partial(
+                check_settings, k, confidence, n_resamples, seed, ci_method, interval
+            ),
+            finish=functools.partial(_finish_units, by=columns, k=k, interval=interval, **settings),
+        ),
+    )
     if not reliability:
         return result
-    return _reliability.join_reliability(result, states, attempts, engine=engine, **options)
+    return _reliability.join_reliability(
+        result, states, attempts, engine=engine, by=by, k=k, **flags, **settings
+    )
 
 
 def _group(by: Sequence[str]) -> list[str]:
@@ -508,66 +514,6 @@ def _summary_partial(
     }
 
 
-def _summary_done(
-    parts: dict[str, pl.DataFrame], *, by: Sequence[str], k: int, **options: Any
-) -> pl.DataFrame:
-    slices = parts["slices"]
-    state_keys = [c for c in by if c in slices.columns]
-    return _finish_units(parts["partials"], slices, list(by), state_keys, k, **options)
-
-
-def _plan_check(
-    k: object, interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str
-) -> None:
-    check_k(k)
-    _check_statistics(interval, confidence, n_resamples, seed, ci_method)
-
-
-def summary_plan(
-    states: object,
-    attempts: object,
-    *,
-    by: Sequence[str] = ("agent", "depth"),
-    k: int = 3,
-    common_sample: bool = False,
-    common_states: bool = False,
-    interval: str = "bootstrap",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    ci_method: str = "percentile",
-    seed: int = 0,
-) -> plan.Plan:
-    """Return the plan of :func:`summarize` (ARCHITECTURE §7).
-
-    The workflow is the resampling cluster: `states` are keyed by workflow (a state by the
-    smallest workflow among the rows of its ``state_id``, so a duplicated state lands in one
-    shard) and `attempts` by their state's. What no shard can know is decided over all shards
-    first: the root causes and the first repeat (no shuffle needed); for ``common_states`` the
-    agents with a scored unit; for ``common_sample`` the depths with a scored unit per group.
-    """
-    columns = as_columns("by", by)
-    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages = _restriction_stages(columns, k, **flags)
-    stages.append(
-        plan.Stage(
-            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
-        )
-    )
-    options: dict[str, Any] = {
-        "interval": interval,
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "ci_method": ci_method,
-        "seed": seed,
-    }
-    return plan.Plan(
-        inputs=_plan_inputs(states, attempts),
-        stages=tuple(stages),
-        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed, ci_method),
-        finish=functools.partial(_summary_done, by=columns, k=k, **options),
-    )
-
-
 def _plan_inputs(states: object, attempts: object) -> tuple[plan.Input, ...]:
     """Return both tables as plan inputs, clustered by workflow (an attempt by its state's)."""
     return (
@@ -608,12 +554,10 @@ def _restriction_stages(
 
 
 def _finish_units(
-    partials: pl.DataFrame,
-    slices: pl.DataFrame,
-    by: list[str],
-    state_keys: Sequence[str],
-    k: int,
+    parts: dict[str, pl.DataFrame],
     *,
+    by: Sequence[str],
+    k: int,
     interval: str,
     confidence: float,
     n_resamples: int,
@@ -626,6 +570,8 @@ def _finish_units(
     counts are added up. ``partials`` must hold each (workflow, cell) once - a workflow is
     never split between shards.
     """
+    partials, slices, by = parts["partials"], parts["slices"], list(by)
+    state_keys = [c for c in by if c in slices.columns]
     counts = [pl.col(c).sum() for c in _STATE_COUNTS]
     slices = slices.group_by(list(state_keys)).agg(counts) if state_keys else slices.select(counts)
     cells = partials.group_by(by).agg(
@@ -801,7 +747,7 @@ def compare_agents(
             f"parameter `confidence` is {confidence!r}; a one-sided interval needs a confidence "
             "above 0.5."
         )
-    cells = list(as_columns("by", by))
+    cells = list(column_names("by", by))
     _check_agents(cells, a, b)
     options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
     statistics: dict[str, Any] = {
@@ -1139,7 +1085,7 @@ def awareness_split(
     >>> out.filter(pl.col("scope") == "macro")["interpretation"].to_list()
     ['association, not an effect']
     """
-    columns = as_columns("by", by)
+    columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
     stages = _restriction_stages(columns, 1, **flags)
     stages.append(
