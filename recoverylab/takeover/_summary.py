@@ -153,17 +153,8 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
         (root.n_unique() - (root.null_count() > 0).cast(pl.UInt32))
         .cast(pl.Int64)
         .alias("root_causes"),
-        *(
-            pl.col(c).sum().cast(pl.Int64)
-            for c in (
-                "attempts",
-                "excluded_attempts",
-                "excluded_not_common_state",
-                "excluded_not_common_sample",
-                *_FUNNEL_COUNTS,
-            )
-        ),
-        *(_stable_sum(pl.col(c)).alias(c) for c in ("pass_at_1_sum", "pass_at_k_sum")),
+        *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:]),
+        *(_stable_sum(pl.col(c)).alias(c) for c in _SUMS),
     )
 
 
@@ -181,9 +172,10 @@ def _bootstrap_intervals(
     """Add ``<rate>_ci_low/_ci_high`` from a workflow-clustered bootstrap of every rate.
 
     Percentile intervals come from :func:`stats.cluster_bootstrap_ratios`: one resample of a
-    cell's workflows serves all of its rates, and all cells with the same workflows; cells
-    holding at least half of the workflows share one coupled stream (see that function), so
-    adding a rate never moves an interval.
+    cell's workflows serves all of its rates, and all cells with the same workflows
+    (ARCHITECTURE §4: the same intervals for a fraction of the draws); cells holding at least
+    half of the workflows share one coupled stream (see that function), so adding a rate never
+    moves an interval.
     BCa intervals go through :func:`stats.cluster_bootstrap` with cells (``*by``, rate).
     A workflow with attempts in a cell is one cluster of that cell for
     every rate (a workflow with no aware attempt still counts, with 0/0, for the conditional
@@ -192,8 +184,6 @@ def _bootstrap_intervals(
     metric = "__rate"
     clusters = partials.filter(pl.col("attempted_states") > 0)
     if ci_method == "percentile":
-        # One resample of a cell's workflows serves all its rates, and every cell with the same
-        # workflows (ARCHITECTURE §4): the same intervals for a fraction of the draws.
         boot = stats.cluster_bootstrap_ratios(
             clusters,
             cells=list(by),
@@ -515,7 +505,11 @@ def _summary_partial(
 
 
 def _plan_inputs(states: object, attempts: object) -> tuple[plan.Input, ...]:
-    """Return both tables as plan inputs, clustered by workflow (an attempt by its state's)."""
+    """Return both tables as plan inputs, clustered by workflow (an attempt by its state's).
+
+    A state is keyed by the smallest workflow among the rows of its ``state_id``, so a
+    duplicated state lands in one shard.
+    """
     return (
         plan.Input("states", states, "workflow_id", "states", via=("states", "state_id")),
         plan.Input("attempts", attempts, "workflow_id", "attempts", via=("states", "state_id")),
@@ -525,7 +519,13 @@ def _plan_inputs(states: object, attempts: object) -> tuple[plan.Input, ...]:
 def _restriction_stages(
     columns: tuple[str, ...], k: int, *, common_states: bool, common_sample: bool
 ) -> list[plan.Stage]:
-    """Return the stages before the scored units: checks, common agents, common depths."""
+    """Return the stages before the scored units: checks, common agents, common depths.
+
+    The workflow is the resampling cluster (:func:`_plan_inputs`). What no shard can know is
+    decided over all shards first: the root causes and the first repeat (no shuffle needed);
+    for ``common_states`` the agents with a scored unit; for ``common_sample`` the depths with
+    a scored unit per group.
+    """
     stages = [
         plan.Stage(
             "takeover checks",
@@ -606,40 +606,23 @@ def _finish_units(
 
 
 def _summary_columns(by: Sequence[str]) -> list[str]:
-    def rate(name: str) -> list[str]:
-        return [name, f"{name}_ci_low", f"{name}_ci_high"]
+    """Output order: keys, counts, then each rate (with its interval) after its counts."""
+
+    def rates(first: int, stop: int) -> list[str]:
+        return [f"{r}{end}" for r, _, _ in RATES[first:stop] for end in ("", "_ci_low", "_ci_high")]
 
     return [
         *by,
         "k",
         *_STATE_COUNTS,
-        "attempted_states",
-        "root_causes",
+        *_COUNTS[:2],
         "workflows",
-        "attempts",
-        "excluded_attempts",
-        "excluded_not_common_state",
-        "excluded_not_common_sample",
-        *rate("ear"),
-        *rate("pass_at_1"),
-        *rate("pass_at_k"),
-        "n_aware",
-        "n_fixed",
-        "n_derived",
-        "n_passed",
-        *rate("aware_rate"),
-        *rate("fixed_rate"),
-        *rate("derived_rate"),
-        *rate("pass_rate"),
-        "aware_fixed",
-        "aware_fixed_derived",
-        "aware_fixed_derived_passed",
-        "off_funnel_fixed",
-        "off_funnel_derived",
-        "off_funnel_passed",
-        *rate("fixed_given_aware_rate"),
-        *rate("derived_given_fixed_rate"),
-        *rate("pass_given_derived_rate"),
+        *_COUNTS[2:6],
+        *rates(0, 3),
+        *_FUNNEL_COUNTS[:4],
+        *rates(3, 7),
+        *_FUNNEL_COUNTS[4:],
+        *rates(7, 10),
     ]
 
 
@@ -935,19 +918,15 @@ _COMPARE_COUNTS = (
     "b_better_states",
 )
 _COMPARE_COLUMNS = (
-    "common_states",
-    "root_causes",
+    *_COMPARE_COUNTS[:2],
     "workflows",
-    "only_a_states",
-    "only_b_states",
-    "excluded_not_common_sample",
+    *_COMPARE_COUNTS[2:5],
     "pass_at_k_a",
     "pass_at_k_b",
     "difference",
     "ci_low",
     "ci_high",
-    "a_better_states",
-    "b_better_states",
+    *_COMPARE_COUNTS[5:],
     "p_value",
     "p_method",
 )
@@ -1108,6 +1087,7 @@ def _check_confidence(confidence: object) -> None:
     stats.check_resampling(confidence=confidence, n_resamples=1, seed=0)
 
 
+_SIDES = ("aware", "unaware")
 _AWARENESS_COUNTS = ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
 
 
@@ -1120,15 +1100,8 @@ def _awareness_partial(
     common_sample: bool,
 ) -> dict[str, pl.LazyFrame]:
     """Aware and unaware attempts and passes per ``by`` cell (additive over workflows)."""
-    inputs = load(frames["states"], frames["attempts"], by)
-    frame = scored_units(
-        inputs,
-        1,
-        common_sample=common_sample,
-        common_states=common_states,
-        agents=state["agents"],
-        depths=state["depths"],
-        found=checked_units(inputs, 1, base=state["base"], roots=False),
+    frame, _ = scored_shard(
+        frames, state, by=by, k=1, common_states=common_states, common_sample=common_sample
     )
     counts = (
         frame.filter(pl.col("excluded").is_null())
@@ -1152,29 +1125,20 @@ def _awareness_finish(
         parts["counts"]
         .group_by(keys)
         .agg(pl.col(c).sum() for c in _AWARENESS_COUNTS)
-        .with_columns(
-            _rate("aware_passed", "aware_attempts").alias("aware_pass_rate"),
-            _rate("unaware_passed", "unaware_attempts").alias("unaware_pass_rate"),
-        )
+        .with_columns(_rate(f"{s}_passed", f"{s}_attempts").alias(f"{s}_pass_rate") for s in _SIDES)
         .with_columns((pl.col("aware_pass_rate") - pl.col("unaware_pass_rate")).alias("difference"))
     )
-    aware_ci = stats.wilson_exprs("aware_passed", "aware_attempts", confidence)
-    unaware_ci = stats.wilson_exprs("unaware_passed", "unaware_attempts", confidence)
+    cis = {s: stats.wilson_exprs(f"{s}_passed", f"{s}_attempts", confidence) for s in _SIDES}
     agent_rows = per_agent.with_columns(
         pl.lit("agent").alias("scope"),
         pl.lit(1, dtype=pl.Int64).alias("agents"),
-        aware_ci.low.alias("aware_pass_rate_ci_low"),
-        aware_ci.high.alias("aware_pass_rate_ci_high"),
-        unaware_ci.low.alias("unaware_pass_rate_ci_low"),
-        unaware_ci.high.alias("unaware_pass_rate_ci_high"),
+        *(ci.low.alias(f"{s}_pass_rate_ci_low") for s, ci in cis.items()),
+        *(ci.high.alias(f"{s}_pass_rate_ci_high") for s, ci in cis.items()),
     )
     both = per_agent.filter(pl.col("difference").is_not_null())
     macro_aggs = [
         pl.len().cast(pl.Int64).alias("agents"),
-        *(
-            pl.col(c).sum()
-            for c in ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
-        ),
+        *(pl.col(c).sum() for c in _AWARENESS_COUNTS),
         *(
             _stable_mean(pl.col(c)).alias(c)
             for c in ("aware_pass_rate", "unaware_pass_rate", "difference")
@@ -1185,25 +1149,26 @@ def _awareness_finish(
         pl.lit("macro").alias("scope"),
         pl.lit(None, dtype=pl.String).alias("agent"),
         *(
-            pl.lit(None, dtype=pl.Float64).alias(f"{r}_ci_{side}")
-            for r in ("aware_pass_rate", "unaware_pass_rate")
-            for side in ("low", "high")
+            pl.lit(None, dtype=pl.Float64).alias(f"{s}_pass_rate_ci_{end}")
+            for s in _SIDES
+            for end in ("low", "high")
         ),
     )
     order = [
         "scope",
         *keys,
         "agents",
-        "aware_attempts",
-        "aware_passed",
-        "aware_pass_rate",
-        "aware_pass_rate_ci_low",
-        "aware_pass_rate_ci_high",
-        "unaware_attempts",
-        "unaware_passed",
-        "unaware_pass_rate",
-        "unaware_pass_rate_ci_low",
-        "unaware_pass_rate_ci_high",
+        *(
+            f"{s}_{column}"
+            for s in _SIDES
+            for column in (
+                "attempts",
+                "passed",
+                "pass_rate",
+                "pass_rate_ci_low",
+                "pass_rate_ci_high",
+            )
+        ),
         "difference",
     ]
     schema = agent_rows.collect_schema()
