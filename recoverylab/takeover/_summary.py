@@ -231,16 +231,6 @@ def _single(part: pl.DataFrame) -> pl.DataFrame:
     return pl.DataFrame([pl.Series(c, [None], dtype=part.schema[c]) for c in part.columns])
 
 
-def _wilson_intervals(
-    cells: pl.DataFrame, rates: Sequence[tuple[str, str, str]], confidence: float
-) -> pl.DataFrame:
-    exprs = []
-    for name, num, den in rates:
-        low, high = stats.wilson_exprs(num, den, confidence)
-        exprs += [low.alias(f"{name}_ci_low"), high.alias(f"{name}_ci_high")]
-    return cells.with_columns(exprs)
-
-
 def summarize(
     states: object,
     attempts: object,
@@ -414,43 +404,24 @@ def _first_combine(parts: dict[str, pl.DataFrame], state: Any) -> dict[str, Any]
     return {"base": parts["first"].get_column("repeat").min(), "agents": None, "depths": None}
 
 
-def _units(
-    frames: Mapping[str, pl.LazyFrame], by: Sequence[str], k: int, base: int
-) -> tuple[Inputs, pl.LazyFrame]:
-    # The checks stage validated every row; the one pass of checked_units does the rest.
-    inputs = load(frames["states"], frames["attempts"], by, checks="schema")
-    return inputs, checked_units(inputs, k, base=base, roots=False)
-
-
-def _agents_partial(
-    frames: Mapping[str, pl.LazyFrame], state: dict[str, Any], *, by: Sequence[str], k: int
-) -> dict[str, pl.LazyFrame]:
-    _, found = _units(frames, by, k, state["base"])
-    return {"agents": restriction_partials(found, _group(by))["agents"]}
-
-
-def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
-    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
-
-
-def _depths_partial(
+def _restriction_partial(
     frames: Mapping[str, pl.LazyFrame],
     state: dict[str, Any],
     *,
     by: Sequence[str],
     k: int,
     common_states: bool,
+    name: str,
 ) -> dict[str, pl.LazyFrame]:
-    inputs, found = _units(frames, by, k, state["base"])
-    found = restrict(
-        found,
-        group=_group(by),
-        pair=["state_id", *inputs.unit_keys[1:]],
-        common_states=common_states,
-        common_sample=False,
-        agents=state["agents"],
+    """One shard's share of a whole-table restriction (``name``: agents or depths)."""
+    frame, _ = scored_shard(
+        frames, state, by=by, k=k, common_states=common_states, common_sample=False
     )
-    return {"depths": restriction_partials(found, _group(by))["depths"]}
+    return {name: restriction_partials(frame, _group(by))[name]}
+
+
+def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
+    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
 
 
 def _depths_combine(
@@ -479,7 +450,8 @@ def scored_shard(
     Shared by the summary's and the reliability's partial stages: the shard's rows are checked
     against the whole table's root causes and restricted to its common agents and depths.
     """
-    inputs, found = _units(frames, by, k, state["base"])
+    # The checks stage validated every row; the one pass of checked_units does the rest.
+    inputs = load(frames["states"], frames["attempts"], by, checks="schema")
     frame = scored_units(
         inputs,
         k,
@@ -487,7 +459,7 @@ def scored_shard(
         common_states=common_states,
         agents=state["agents"],
         depths=state["depths"],
-        found=found,
+        found=checked_units(inputs, k, base=state["base"], roots=False),
     )
     return frame, inputs
 
@@ -538,7 +510,9 @@ def _restriction_stages(
         stages.append(
             plan.Stage(
                 "agents with scored units",
-                functools.partial(_agents_partial, by=columns, k=k),
+                functools.partial(
+                    _restriction_partial, by=columns, k=k, common_states=False, name="agents"
+                ),
                 _agents_combine,
             )
         )
@@ -546,7 +520,13 @@ def _restriction_stages(
         stages.append(
             plan.Stage(
                 "depths with scored units",
-                functools.partial(_depths_partial, by=columns, k=k, common_states=common_states),
+                functools.partial(
+                    _restriction_partial,
+                    by=columns,
+                    k=k,
+                    common_states=common_states,
+                    name="depths",
+                ),
                 functools.partial(_depths_combine, by=columns),
             )
         )
@@ -586,7 +566,11 @@ def _finish_units(
     ).with_columns(pl.col("ear").alias("aware_rate"))
     with_ci = [r for r in RATES if r[0] != "aware_rate"]
     if interval == "wilson":
-        cells = _wilson_intervals(cells, with_ci, confidence)
+        cis = {name: stats.wilson_exprs(num, den, confidence) for name, num, den in with_ci}
+        cells = cells.with_columns(
+            *(ci.low.alias(f"{name}_ci_low") for name, ci in cis.items()),
+            *(ci.high.alias(f"{name}_ci_high") for name, ci in cis.items()),
+        )
     else:
         cells = _bootstrap_intervals(
             partials,
@@ -1077,14 +1061,12 @@ def awareness_split(
         plan.Plan(
             inputs=_plan_inputs(states, attempts),
             stages=tuple(stages),
-            check=functools.partial(_check_confidence, confidence),
+            check=functools.partial(
+                stats.check_resampling, confidence=confidence, n_resamples=1, seed=0
+            ),
             finish=functools.partial(_awareness_finish, by=columns, confidence=confidence),
         ),
     )
-
-
-def _check_confidence(confidence: object) -> None:
-    stats.check_resampling(confidence=confidence, n_resamples=1, seed=0)
 
 
 _SIDES = ("aware", "unaware")
