@@ -83,15 +83,12 @@ def load(
 ) -> Inputs:
     """Validate both tables and sort the ``by`` columns into state-level and attempt-level keys.
 
-    A ``by`` column found in `states` is a state-level key (depth, split, source_agent, ...); one
-    found only in `attempts` is an attempt-level key and becomes part of the unit, like ``agent``
-    (the same state attempted at two budgets is two units). Attempt-level keys also join the
-    duplicate check of `attempts`.
-
-    ``checks="schema"`` skips the data checks of `attempts` (the large table) for a stage that
-    follows one that ran them on every row; such a stage reads the attempts with
-    :func:`checked_units`, whose one pass also finds duplicate keys (which a split of the
-    table by row position can hide from the first stage).
+    A ``by`` column of `states` is a state-level key (depth, split, ...); one only in `attempts`
+    becomes part of the unit, like ``agent`` (a state attempted at two budgets is two units),
+    and joins the duplicate check of `attempts`. ``checks="schema"`` skips the data checks of
+    `attempts` for a stage after one that ran them on every row; it reads the attempts with
+    :func:`checked_units`, whose one pass also finds duplicate keys (which a split of the table
+    by row position can hide from the first stage).
     """
     columns = column_names("by", by)
     if "agent" not in columns:
@@ -131,17 +128,10 @@ def load(
 def attempt_facts(inputs: Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Check the rows of `attempts` in the one pass that finds its first repeat and its agents.
 
-    For ``inputs`` loaded with ``checks="schema"``: the data checks of :func:`validate` (nulls,
-    labels, row rules, empty table; same errors) are summed in the same pass as the first
-    repeat and the distinct agents, so the table is read once. Duplicate keys are left to the
-    units pass of a later stage (:func:`checked_units` or a fully validated load), which sees
-    each unit whole even where this pass sees the rows split by position.
-
-    Returns
-    -------
-    tuple of polars.DataFrame
-        One row with ``repeat`` (the first repeat; null for no rows) and the distinct values
-        of ``agent`` (as strings).
+    For ``inputs`` loaded with ``checks="schema"``: the data checks of :func:`validate` (same
+    errors) are summed in the pass that finds the first repeat (one row, ``repeat``; null for
+    no rows) and the distinct agents (strings), returned as two frames. Duplicate keys are left
+    to the units pass of a later stage (:func:`checked_units`), which sees each unit whole.
     """
     attempts = inputs.attempts
     contract = spec("attempts")
@@ -172,16 +162,11 @@ def check_consistency(
 ) -> None:
     """Raise a one-line error for inputs that are valid one by one but not together.
 
-    Checked (in this order): attempts of unknown states, root causes under more than one
-    workflow, units whose repeats have gaps, and units with fewer than ``k`` repeats on an
-    eligible state. Each check is a small aggregation; all run in one ``collect_all``.
-
-    ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard of a
-    distributed run: the shard holds whole workflows, so the root-cause check and the first
-    repeat are decided over all shards (see :func:`check_roots`).
-
-    ``per_unit``: the attempts counted per unit by :func:`checked_units` (which calls this),
-    so that the checks read the small per-unit table instead of the attempts.
+    In this order: attempts of unknown states, root causes under more than one workflow, units
+    whose repeats have gaps, units with fewer than ``k`` repeats on an eligible state; all in
+    one ``collect_all`` over ``per_unit`` (the small per-unit table of :func:`checked_units`).
+    ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard: the
+    root-cause check and the first repeat are decided over all shards (:func:`check_roots`).
     """
     states = inputs.states
     unit = ["state_id", *inputs.unit_keys]
@@ -235,9 +220,10 @@ def check_consistency(
     if rows:
         n = int(unknown_summary_df["states"][0])
         raise InputError(
-            f"attempts: {rows} row{_s(rows)} refer to {n} state{_s(n)} that {_are(n)} not in "
-            f"`states` (state_id {format_keys(unknown_keys_df['state_id'], n)}); every attempt "
-            "must take over a known state. Hint: pass the states table the attempts were run on."
+            f"attempts: {rows} row{_s(rows)} refer to {n} state{_s(n)} that "
+            f"{'is' if n == 1 else 'are'} not in `states` (state_id "
+            f"{format_keys(unknown_keys_df['state_id'], n)}); every attempt must take over a known "
+            "state. Hint: pass the states table the attempts were run on."
         )
     _raise_split_roots(int(split_root_n.item()), split_root_keys)
     label = "/".join(unit)
@@ -255,10 +241,10 @@ def check_consistency(
     if n:
         fewest = int(short_n["fewest"][0])
         raise ParameterError(
-            f"parameter `k` is {k} but {n} {pairs} unit{_s(n)} on eligible states {_have(n)} "
-            f"fewer repeats ({label} {format_keys(short_keys.rows(), n)}; fewest: {fewest}); "
-            f"pass@k needs at least k repeats of every scored unit. Hint: lower `k` to {fewest} "
-            "or drop those units."
+            f"parameter `k` is {k} but {n} {pairs} unit{_s(n)} on eligible states "
+            f"{'has' if n == 1 else 'have'} fewer repeats ({label} "
+            f"{format_keys(short_keys.rows(), n)}; fewest: {fewest}); pass@k needs at least k "
+            f"repeats of every scored unit. Hint: lower `k` to {fewest} or drop those units."
         )
 
 
@@ -267,11 +253,9 @@ def checked_units(
 ) -> pl.LazyFrame:
     """Run :func:`check_consistency` and return :func:`units`, reading the attempts once.
 
-    One group-by of the attempts per unit gives both the unit counts and what the checks need
-    (first and last repeat, distinct repeats); it is collected once (one row per unit, far
-    fewer than attempts), checked, and the units are built from it. The distinct repeats also
-    catch duplicate (state_id, agent, repeat) keys, with :func:`validate`'s message, for
-    inputs loaded with ``checks="schema"``.
+    One group-by per unit, collected once (far fewer rows than attempts), gives the unit counts
+    and what the checks need (first and last repeat; distinct repeats, which also catch duplicate
+    (state_id, agent, repeat) keys, with :func:`validate`'s message, after ``checks="schema"``).
     """
     unit = ["state_id", *inputs.unit_keys]
     per_unit = (
@@ -329,14 +313,6 @@ def check_roots(states: pl.LazyFrame) -> None:
 
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
-
-
-def _are(n: int) -> str:
-    return "is" if n == 1 else "are"
-
-
-def _have(n: int) -> str:
-    return "has" if n == 1 else "have"
 
 
 def pass_at_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
@@ -404,8 +380,7 @@ def unit_aggregates() -> list[pl.Expr]:
 def units(inputs: Inputs, k: int, *, per_unit: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason.
 
-    ``per_unit``: the attempts aggregated per unit by :func:`unit_aggregates` (see
-    :func:`checked_units`).
+    ``per_unit``: the attempts aggregated by :func:`unit_aggregates` (see :func:`checked_units`).
     """
     state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
     joined = per_unit.join(inputs.states.select(state_columns), on="state_id", how="inner")
@@ -435,14 +410,12 @@ def restrict(
 
     common_states: a unit's state (with its non-agent attempt keys, ``pair``) must have been
     attempted by every agent that has a scored unit anywhere in the frame.
-    common_sample: within each ``group`` (the result row keys without depth), a root cause is kept
-    only if it has a scored unit at every depth that has one in that group, so every depth row
-    of the group is computed on the same root causes. Applied after common_states.
-
-    A shard of a distributed run holds only some workflows, so "anywhere in the frame" and
-    "every depth of the group" are decided over all shards and passed in: ``agents`` (agents
-    with a scored unit) and ``depths`` (the ``group`` columns and ``__depths``, the depths with a
-    scored unit after common_states; see :func:`restriction_partials`).
+    common_sample: within each ``group`` (the row keys without depth), a root cause is kept only
+    if it has a scored unit at every depth that has one in that group, so every depth row of the
+    group is computed on the same root causes. Applied after common_states.
+    A shard holds only some workflows, so both are decided over all shards and passed in:
+    ``agents`` (agents with a scored unit) and ``depths`` (the ``group`` columns and
+    ``__depths``, the depths with a scored unit after common_states; :func:`restriction_partials`).
     """
     open_ = pl.col("excluded").is_null()
     if common_states:
@@ -484,10 +457,9 @@ def _with_depths(frame: pl.LazyFrame, group: Sequence[str], depths: pl.DataFrame
 def restriction_partials(frame: pl.LazyFrame, group: Sequence[str]) -> dict[str, pl.LazyFrame]:
     """Return one shard's share of the globals of :func:`restrict`, as distinct values.
 
-    ``agents``: the agents with a scored unit; ``depths``: distinct (``group``, depth) with a
-    scored unit. On units before any restriction, the union over shards of ``agents``, counted,
-    is the ``agents`` argument of :func:`restrict`; on units after common_states, the union of
-    ``depths`` counted per group is its ``depths`` argument (column ``__depths``).
+    ``agents``: the agents with a scored unit (before any restriction; their number over all
+    shards is the ``agents`` of :func:`restrict`); ``depths``: distinct (``group``, depth) with a
+    scored unit (after common_states; counted per group over all shards, its ``depths``).
     """
     scored = frame.filter(pl.col("excluded").is_null())
     return {
@@ -573,11 +545,7 @@ def scored_units(
     depths: pl.DataFrame | None = None,
     found: pl.LazyFrame,
 ) -> pl.LazyFrame:
-    """Units with restrictions applied (the body of :func:`score`, after the checks).
-
-    ``agents`` and ``depths``: the globals of :func:`restrict`, for a shard of a distributed run.
-    ``found``: the checked units (:func:`checked_units`).
-    """
+    """Restrict checked units ``found`` (:func:`restrict`; ``agents``, ``depths``: a shard's)."""
     return restrict(
         found,
         group=[c for c in inputs.by if c != "depth"],
