@@ -82,6 +82,7 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
         pl.len().cast(pl.Int64).alias("annotated"),
         surfaced.sum().cast(pl.Int64).alias("surfaced"),
         (~surfaced).sum().cast(pl.Int64).alias("never_surfaced"),
+        (surfaced.sum() / pl.len()).alias("surfaced_rate"),
         steps.median().alias("median_latency"),
         steps.mean().alias("mean_latency"),
         steps.quantile(0.25, interpolation="linear").alias("latency_q25"),
@@ -94,28 +95,12 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
     grouped = lazy.group_by(keys).agg(aggregates) if keys else lazy.select(aggregates)
     low, high = stats.wilson_exprs("at_final_step", "surfaced", confidence)
     result = grouped.with_columns(
-        (pl.col("surfaced") / pl.col("annotated")).alias("surfaced_rate"),
         pl.when(pl.col("surfaced") > 0)
         .then(pl.col("at_final_step") / pl.col("surfaced"))
         .alias("final_step_rate"),
         low.alias("final_step_rate_ci_low"),
         high.alias("final_step_rate_ci_high"),
         (pl.col("at_final_step") / pl.col("annotated")).alias("final_step_annotated_rate"),
-    ).select(
-        *keys,
-        "annotated",
-        "surfaced",
-        "never_surfaced",
-        "surfaced_rate",
-        "median_latency",
-        "mean_latency",
-        "latency_q25",
-        "latency_q75",
-        "at_final_step",
-        "final_step_rate",
-        "final_step_rate_ci_low",
-        "final_step_rate_ci_high",
-        "final_step_annotated_rate",
     )
     if keys:
         result = result.sort(sort_keys(schema, keys), nulls_last=False)
