@@ -177,10 +177,6 @@ def check_consistency(
         pl.col(_LAST).alias("hi"),
     )
     unknown = units.join(states.select("state_id"), on="state_id", how="anti")
-    unknown_summary = unknown.select(
-        pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
-    )
-    unknown_keys = unknown.select(pl.col("state_id").unique().sort().head(5))
     split_root = _split_roots(states if roots else states.clear())
     base_query = (
         units.select(pl.col("lo").min().alias("base"))
@@ -192,59 +188,51 @@ def check_consistency(
     )
     eligible = states.filter(pl.col("replay_ok") & pl.col("expected_ok")).select("state_id")
     short = units.join(eligible, on="state_id", how="semi").filter(pl.col("n") < k)
-    (
-        unknown_summary_df,
-        unknown_keys_df,
-        split_root_n,
-        split_root_keys,
-        gaps_n,
-        gaps_keys,
-        base_df,
-        short_n,
-        short_keys,
-    ) = pl.collect_all(
-        [
-            unknown_summary,
-            unknown_keys,
-            split_root.select(pl.len()),
-            split_root.select(pl.col("root_cause_id").sort().head(5)),
-            gaps.select(pl.len()),
-            gaps.sort(unit).head(5).select(unit),
-            base_query,
-            short.select(pl.len(), pl.col("n").min().alias("fewest")),
-            short.sort(unit).head(5).select(unit),
-        ],
-        engine="streaming",
+    queries = {
+        "unknown": unknown.select(
+            pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
+        ),
+        "unknown_keys": unknown.select(pl.col("state_id").unique().sort().head(5)),
+        "split_root": split_root.select(pl.len()),
+        "split_root_keys": split_root.select(pl.col("root_cause_id").sort().head(5)),
+        "gaps": gaps.select(pl.len()),
+        "gaps_keys": gaps.sort(unit).head(5).select(unit),
+        "base": base_query,
+        "short": short.select(pl.len(), pl.col("n").min().alias("fewest")),
+        "short_keys": short.sort(unit).head(5).select(unit),
+    }
+    got = dict(
+        zip(queries, pl.collect_all(list(queries.values()), engine="streaming"), strict=True)
     )
-    rows = int(unknown_summary_df["rows"][0])
+    rows = int(got["unknown"]["rows"][0])
     if rows:
-        n = int(unknown_summary_df["states"][0])
+        n = int(got["unknown"]["states"][0])
         raise InputError(
             f"attempts: {rows} row{_s(rows)} refer to {n} state{_s(n)} that "
             f"{'is' if n == 1 else 'are'} not in `states` (state_id "
-            f"{format_keys(unknown_keys_df['state_id'], n)}); every attempt must take over a known "
-            "state. Hint: pass the states table the attempts were run on."
+            f"{format_keys(got['unknown_keys']['state_id'], n)}); every attempt must take over a "
+            "known state. Hint: pass the states table the attempts were run on."
         )
-    _raise_split_roots(int(split_root_n.item()), split_root_keys)
+    _raise_split_roots(int(got["split_root"].item()), got["split_root_keys"])
     label = "/".join(unit)
     pairs = f"({', '.join(unit)})"
-    n = int(gaps_n.item())
+    n = int(got["gaps"].item())
     if n:
-        first = int(base_df["base"][0])
+        first = int(got["base"]["base"][0])
         raise InputError(
             f"attempts: column `repeat` has gaps in {n} {pairs} unit{_s(n)} ({label} "
-            f"{format_keys(gaps_keys.rows(), n)}); the repeats of every unit must run "
+            f"{format_keys(got['gaps_keys'].rows(), n)}); the repeats of every unit must run "
             f"{first}, {first + 1}, ... without gaps (the first repeat in the table is {first}). "
             "Hint: a missing repeat is usually a crashed run; rerun it or drop the unit."
         )
-    n = int(short_n["len"][0])
+    n = int(got["short"]["len"][0])
     if n:
-        fewest = int(short_n["fewest"][0])
+        fewest = int(got["short"]["fewest"][0])
         raise ParameterError(
             f"parameter `k` is {k} but {n} {pairs} unit{_s(n)} on eligible states "
             f"{'has' if n == 1 else 'have'} fewer repeats ({label} "
-            f"{format_keys(short_keys.rows(), n)}; fewest: {fewest}); pass@k needs at least k "
-            f"repeats of every scored unit. Hint: lower `k` to {fewest} or drop those units."
+            f"{format_keys(got['short_keys'].rows(), n)}; fewest: {fewest}); pass@k needs at least "
+            f"k repeats of every scored unit. Hint: lower `k` to {fewest} or drop those units."
         )
 
 

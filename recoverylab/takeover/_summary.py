@@ -224,13 +224,6 @@ def _bootstrap_intervals(
     return cells
 
 
-def _single(part: pl.DataFrame) -> pl.DataFrame:
-    """Return a one-cell result, or one row of nulls when the cell had no data."""
-    if part.height:
-        return part
-    return pl.DataFrame([pl.Series(c, [None], dtype=part.schema[c]) for c in part.columns])
-
-
 def summarize(
     states: object,
     attempts: object,
@@ -940,12 +933,13 @@ def _compare_finish(
         (pl.col("common_states") > 0).sum().cast(pl.Int64).alias("workflows"),
     ]
     table = partials.group_by(cells).agg(aggregates) if cells else partials.select(aggregates)
+    # stats needs at least one cell column; a constant one stands for "the whole table".
+    stat_cells = cells or ["__all"]
     table = table.with_columns(
         _rate("sum_a", "common_states").alias("pass_at_k_a"),
         _rate("sum_b", "common_states").alias("pass_at_k_b"),
+        pl.lit(0).alias("__all"),
     ).with_columns((pl.col("pass_at_k_a") - pl.col("pass_at_k_b")).alias("difference"))
-    # stats needs at least one cell column; a constant one stands for "the whole table".
-    stat_cells = cells or ["__all"]
     clusters = partials.filter(pl.col("common_states") > 0).with_columns(
         pl.col("common_states").cast(pl.Float64).alias("n_a"),
         pl.col("common_states").cast(pl.Float64).alias("n_b"),
@@ -961,7 +955,7 @@ def _compare_finish(
         ci_method=ci_method,
         seed=seed,
     ).select(
-        *cells,
+        *stat_cells,
         pl.lit(-1.0).alias("ci_low") if alternative == "less" else pl.col("ci_low").fill_nan(None),
         pl.lit(1.0).alias("ci_high")
         if alternative == "greater"
@@ -974,11 +968,8 @@ def _compare_finish(
         n_resamples=sign_flips,
         seed=seed,
         alternative=alternative,
-    ).select(*cells, "p_value", "p_method")
-    if cells:
-        table = _join(_join(table, boot, cells), tests, cells)
-    else:
-        table = table.hstack(_single(boot)).hstack(_single(tests))
+    ).select(*stat_cells, "p_value", "p_method")
+    table = _join(_join(table, boot, stat_cells), tests, stat_cells)
     labels = [
         pl.lit(a).alias("a"),
         pl.lit(b).alias("b"),
