@@ -12,19 +12,8 @@ import polars as pl
 
 from recoverylab import stats
 from recoverylab._errors import InputError, ParameterError, format_keys
-from recoverylab.schema import column_names, validate
-from recoverylab.takeover._inputs import sort_keys
-
-
-def _check_by(schema: pl.Schema, by: Sequence[str], table: str) -> list[str]:
-    columns = list(column_names("by", by))
-    missing = [c for c in columns if c not in schema]
-    if missing:
-        raise ParameterError(
-            f"parameter `by` names `{missing[0]}`, which is not a column of `{table}` "
-            f"(columns: {', '.join(schema.names())})."
-        )
-    return columns
+from recoverylab.schema import validate
+from recoverylab.takeover._inputs import check_by, sort_keys
 
 
 def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.95) -> pl.LazyFrame:
@@ -75,7 +64,7 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
         raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
     lazy = validate(failures, "failures")
     schema = lazy.collect_schema()
-    keys = _check_by(schema, by, "failures")
+    keys = check_by(schema, by, "failures")
     surfaced = pl.col("surfaced_step").is_not_null()
     steps = (pl.col("surfaced_step") - pl.col("root_cause_step")).filter(surfaced)
     aggregates = [

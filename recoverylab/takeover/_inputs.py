@@ -583,16 +583,20 @@ def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFra
     >>> eligibility(states).collect()["eligible_states"].to_list()
     [1, 0]
     """
-    columns = column_names("by", by)
     lazy = validate(states, "states")
-    schema = lazy.collect_schema()
+    return eligibility_counts(lazy, check_by(lazy.collect_schema(), by, "states"))
+
+
+def check_by(schema: pl.Schema, by: object, table: str) -> list[str]:
+    """Return the ``by`` columns, each of which must be a column of ``table``."""
+    columns = list(column_names("by", by))
     missing = [c for c in columns if c not in schema]
     if missing:
         raise ParameterError(
-            f"parameter `by` names `{missing[0]}`, which is not a column of `states` "
+            f"parameter `by` names `{missing[0]}`, which is not a column of `{table}` "
             f"(columns: {', '.join(schema.names())})."
         )
-    return eligibility_counts(lazy, columns)
+    return columns
 
 
 def eligibility_counts(states: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:

@@ -247,7 +247,7 @@ def reliability_plan(
         stages=tuple(stages),
         check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
         finish=functools.partial(
-            _plan_finish, by=list(columns), k=k, count="attempted_states", settings=settings
+            _finish, by=list(columns), k=k, count="attempted_states", settings=settings
         ),
     )
 
@@ -268,7 +268,7 @@ def _plan_partial(
     return {"partials": _partials(frame, list(inputs.by), k)}
 
 
-def _plan_finish(
+def _finish(
     parts: dict[str, pl.DataFrame],
     *,
     by: list[str],
@@ -276,22 +276,15 @@ def _plan_finish(
     count: str,
     settings: dict[str, object],
 ) -> pl.DataFrame:
-    return _finish(parts["partials"], by, k, count, settings)
-
-
-def _finish(
-    partials: pl.DataFrame, by: list[str], k: int, count: str, settings: dict[str, object]
-) -> pl.DataFrame:
     """Cells with their unit count and the three statistics with bootstrap intervals."""
-    partials = partials.with_columns(pl.col("__one").alias("__units"))
+    partials = parts["partials"].with_columns(pl.col("__one").alias("__units"))
     cells = partials.group_by(by).agg(pl.col("__units").sum().cast(pl.Int64).alias(count))
     cells = cells.select(*by, pl.lit(k, pl.Int64).alias("k"), count)
-    parts = [
+    for part in (
         _interval(partials, by, ["__hat", "__units"], stats.ratio, "pass_hat_k", settings),
         _interval(partials, by, ["__flip", "__units"], stats.ratio, "flip_rate", settings),
         _interval(partials, by, list(_ICC_VALUES), stats.icc_oneway, "repeat_icc", settings),
-    ]
-    for part in parts:
+    ):
         cells = cells.join(part, on=by, how="left", nulls_equal=True)
     ordered = cells.select(*by, "k", count, *RELIABILITY_COLUMNS)
     return ordered.sort(sort_keys(ordered.schema, by), nulls_last=False)
@@ -493,7 +486,7 @@ def _units_finish(
     cells = by or ["__cell"]
     units = units.with_columns(pl.lit("all").alias("__cell")) if not by else units
     partials = _partials(units, cells, k, cluster=cluster).collect(engine="streaming")
-    out = _finish(partials, cells, k, "units", settings)
+    out = _finish({"partials": partials}, by=cells, k=k, count="units", settings=settings)
     return out if by else out.drop("__cell")
 
 
