@@ -230,12 +230,6 @@ def reliability_plan(
     """
     columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages = _summary._restriction_stages(columns, k, **flags)
-    stages.append(
-        plan.Stage(
-            "reliability partials", functools.partial(_plan_partial, by=columns, k=k, **flags)
-        )
-    )
     settings: dict[str, object] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
@@ -244,7 +238,7 @@ def reliability_plan(
     }
     return plan.Plan(
         inputs=_summary._plan_inputs(states, attempts),
-        stages=tuple(stages),
+        stages=_summary.workflow_stages(columns, k, "reliability partials", _plan_partial, **flags),
         check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
         finish=functools.partial(
             _finish, by=list(columns), k=k, count="attempted_states", settings=settings

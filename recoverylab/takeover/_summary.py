@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -340,12 +340,6 @@ def summarize(
     """
     columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages = _restriction_stages(columns, k, **flags)
-    stages.append(
-        plan.Stage(
-            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
-        )
-    )
     settings: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
@@ -356,7 +350,7 @@ def summarize(
         engine,
         plan.Plan(
             inputs=_plan_inputs(states, attempts),
-            stages=tuple(stages),
+            stages=workflow_stages(columns, k, "takeover partials", _summary_partial, **flags),
             check=functools.partial(
                 check_settings, k, confidence, n_resamples, seed, ci_method, interval
             ),
@@ -481,10 +475,16 @@ def _plan_inputs(states: object, attempts: object) -> tuple[plan.Input, ...]:
     )
 
 
-def _restriction_stages(
-    columns: tuple[str, ...], k: int, *, common_states: bool, common_sample: bool
-) -> list[plan.Stage]:
-    """Return the stages before the scored units: checks, common agents, common depths.
+def workflow_stages(
+    columns: tuple[str, ...],
+    k: int,
+    name: str,
+    partial: Callable[..., dict[str, pl.LazyFrame]],
+    *,
+    common_states: bool,
+    common_sample: bool,
+) -> tuple[plan.Stage, ...]:
+    """Return the stages: checks, common agents, common depths, then ``partial`` (``name``).
 
     The workflow is the resampling cluster (:func:`_plan_inputs`). What no shard can know is
     decided over all shards first: the root causes and the first repeat (no shuffle needed);
@@ -523,7 +523,9 @@ def _restriction_stages(
                 functools.partial(_depths_combine, by=columns),
             )
         )
-    return stages
+    flags = {"common_states": common_states, "common_sample": common_sample}
+    stages.append(plan.Stage(name, functools.partial(partial, by=columns, k=k, **flags)))
+    return tuple(stages)
 
 
 def _finish_units(
@@ -1041,17 +1043,13 @@ def awareness_split(
     """
     columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages = _restriction_stages(columns, 1, **flags)
-    stages.append(
-        plan.Stage(
-            "aware and unaware attempts", functools.partial(_awareness_partial, by=columns, **flags)
-        )
-    )
     return plan.run(
         engine,
         plan.Plan(
             inputs=_plan_inputs(states, attempts),
-            stages=tuple(stages),
+            stages=workflow_stages(
+                columns, 1, "aware and unaware attempts", _awareness_partial, **flags
+            ),
             check=functools.partial(
                 stats.check_resampling, confidence=confidence, n_resamples=1, seed=0
             ),
@@ -1069,12 +1067,13 @@ def _awareness_partial(
     state: dict[str, Any],
     *,
     by: Sequence[str],
+    k: int,
     common_states: bool,
     common_sample: bool,
 ) -> dict[str, pl.LazyFrame]:
     """Aware and unaware attempts and passes per ``by`` cell (additive over workflows)."""
     frame, _ = scored_shard(
-        frames, state, by=by, k=1, common_states=common_states, common_sample=common_sample
+        frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
     )
     counts = (
         frame.filter(pl.col("excluded").is_null())
