@@ -222,12 +222,7 @@ def reliability_plan(
     ci_method: str = "percentile",
     seed: int = 0,
 ) -> plan.Plan:
-    """Return the plan of :func:`reliability` (ARCHITECTURE §7).
-
-    The stages of :func:`recoverylab.takeover.summarize` that decide over all shards (root
-    causes, first repeat, common agents and depths) come first; then the per-(workflow, cell)
-    partials of the scored units; the finish bootstraps over workflows.
-    """
+    """Return the plan of :func:`reliability` (ARCHITECTURE §7; stages: ``workflow_stages``)."""
     columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
     settings: dict[str, object] = {
@@ -368,13 +363,7 @@ def repeats_plan(
     ci_method: str = "percentile",
     seed: int = 0,
 ) -> plan.Plan:
-    """Return the plan of :func:`repeats_reliability` (ARCHITECTURE §7).
-
-    Trials are clustered by ``cluster``. One stage counts trials and passes per (unit,
-    cluster); the combine adds them up per unit (a unit found in two clusters is refused
-    there) and checks every unit; the finish sums the units per (cluster, cell) and
-    bootstraps over clusters.
-    """
+    """Return the plan of :func:`repeats_reliability` (ARCHITECTURE §7; clusters: ``cluster``)."""
     columns: dict[str, Any] = {
         "unit": tuple(unit),
         "cluster": cluster,
@@ -454,7 +443,7 @@ def _units_combine(
     by: tuple[str, ...],
     k: int,
 ) -> pl.DataFrame:
-    """Per unit: repeats and passes over every shard, after checking the outcome and k."""
+    """Per unit: repeats and passes over every shard; then check nulls, one cluster a unit, k."""
     keys = _unit_keys(unit, by)
     per_unit = (
         parts["units"]

@@ -171,15 +171,13 @@ def _bootstrap_intervals(
 ) -> pl.DataFrame:
     """Add ``<rate>_ci_low/_ci_high`` from a workflow-clustered bootstrap of every rate.
 
-    Percentile intervals come from :func:`stats.cluster_bootstrap_ratios`: one resample of a
-    cell's workflows serves all of its rates, and all cells with the same workflows
-    (ARCHITECTURE §4: the same intervals for a fraction of the draws); cells holding at least
-    half of the workflows share one coupled stream (see that function), so adding a rate never
-    moves an interval.
-    BCa intervals go through :func:`stats.cluster_bootstrap` with cells (``*by``, rate).
-    A workflow with attempts in a cell is one cluster of that cell for
-    every rate (a workflow with no aware attempt still counts, with 0/0, for the conditional
-    rates: the number of informative workflows is part of the sampling variation).
+    Percentile: :func:`stats.cluster_bootstrap_ratios`; one resample of a cell's workflows serves
+    all its rates and all cells with the same workflows (ARCHITECTURE §4: the same intervals for
+    a fraction of the draws), and cells holding at least half of the workflows share one coupled
+    stream, so adding a rate never moves an interval. BCa: :func:`stats.cluster_bootstrap` with
+    cells (``*by``, rate). A workflow with attempts in a cell is a cluster of every rate (with
+    0/0 for a conditional rate it does not inform: the number of informative workflows is part
+    of the sampling variation).
     """
     metric = "__rate"
     clusters = partials.filter(pl.col("attempted_states") > 0)
@@ -373,8 +371,7 @@ def _first_partial(
 ) -> dict[str, pl.LazyFrame | pl.DataFrame]:
     """Check a shard's contracts; return its root-cause pairs, first repeat and agents.
 
-    `attempts` is read once (:func:`attempt_facts`); its duplicate keys are found by the
-    units pass of every later stage.
+    `attempts` is read once (:func:`attempt_facts`); later stages' units find duplicate keys.
     """
     inputs = load(frames["states"], frames["attempts"], by, checks="schema")
     first, agents = attempt_facts(inputs)
@@ -432,11 +429,7 @@ def scored_shard(
     common_states: bool,
     common_sample: bool,
 ) -> tuple[pl.LazyFrame, Inputs]:
-    """One shard's scored units under the whole-table restrictions in ``state``.
-
-    Shared by the summary's and the reliability's partial stages: the shard's rows are checked
-    against the whole table's root causes and restricted to its common agents and depths.
-    """
+    """One shard's checked units under the whole-table restrictions in ``state`` (every stage)."""
     # The checks stage validated every row; the one pass of checked_units does the rest.
     inputs = load(frames["states"], frames["attempts"], by, checks="schema")
     frame = scored_units(
@@ -541,9 +534,8 @@ def _finish_units(
 ) -> pl.DataFrame:
     """Sum per-workflow partials into cells, join the slice counts, add rates and intervals.
 
-    ``slices`` may hold several rows per slice (one per shard of a distributed run): its
-    counts are added up. ``partials`` must hold each (workflow, cell) once - a workflow is
-    never split between shards.
+    ``slices`` may hold a row per slice and shard (their counts are added); ``partials`` holds
+    each (workflow, cell) once: a workflow is never split between shards.
     """
     partials, slices, by = parts["partials"], parts["slices"], list(by)
     state_keys = [c for c in by if c in slices.columns]
