@@ -113,10 +113,9 @@ def leakage(states: object, *, split: str = "split") -> pl.LazyFrame:
     Returns
     -------
     polars.LazyFrame
-        One row per leaked entity, sorted by ``kind`` and
-        ``id``: ``kind`` (``workflow_id`` or ``root_cause_id``), ``id``, ``n_splits``,
-        ``splits`` (sorted list, nulls first) and ``states``. Empty (with these columns) when
-        nothing leaks.
+        One row per leaked entity, sorted by ``kind`` and ``id``: ``kind`` (``workflow_id`` or
+        ``root_cause_id``), ``id``, ``n_splits``, ``splits`` (sorted list, nulls first) and
+        ``states``. Empty (with these columns) when nothing leaks.
 
     Raises
     ------
@@ -180,10 +179,9 @@ def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame:
     Returns
     -------
     polars.LazyFrame
-        One row per workflow, sorted: ``workflow_id``,
-        ``mutations``, ``executed``, ``caught``, ``catch_rate`` (caught / executed; null when
-        nothing was executed), ``passes_gate`` and ``reason`` (null when it passes, else
-        ``low_catch_rate`` or ``no_executed_mutations``).
+        One row per workflow, sorted: ``workflow_id``, ``mutations``, ``executed``, ``caught``,
+        ``catch_rate`` (caught / executed; null when nothing was executed), ``passes_gate`` and
+        ``reason`` (null when it passes, else ``low_catch_rate`` or ``no_executed_mutations``).
 
     Raises
     ------

@@ -486,12 +486,11 @@ def score(
     Returns
     -------
     polars.LazyFrame
-        One row per unit with ``state_id``,
-        the unit keys, ``workflow_id``, ``root_cause_id``, ``depth``, the state-level keys,
-        ``repeats``, ``n_passed``, ``n_aware``, ``n_fixed``, ``n_derived``, ``aware_fixed``,
-        ``aware_fixed_derived``, ``aware_fixed_derived_passed``, ``aware_passed``,
-        ``unaware_passed``, ``pass_at_1`` (n_passed / repeats), ``pass_at_k`` and ``excluded``
-        (null when scored, else ``replay_mismatch``, ``missing_expected``,
+        One row per unit with ``state_id``, the unit keys, ``workflow_id``, ``root_cause_id``,
+        ``depth``, the state-level keys, ``repeats``, ``n_passed``, ``n_aware``, ``n_fixed``,
+        ``n_derived``, ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed``,
+        ``aware_passed``, ``unaware_passed``, ``pass_at_1`` (n_passed / repeats), ``pass_at_k`` and
+        ``excluded`` (null when scored, else ``replay_mismatch``, ``missing_expected``,
         ``not_common_state`` or ``not_common_sample``).
 
     Raises

@@ -91,12 +91,11 @@ _FIXED_POINT = 2.0**60
 def _stable_sum(expr: pl.Expr) -> pl.Expr:
     """Sum non-negative floats exactly, so the result never depends on row order.
 
-    polars adds floats in whatever order its threads see them (and drops a ``sort`` before a
-    plain ``sum``), so the last bits of a float sum could change with the input's row order.
-    Each value is scaled by 2**60 to a 128-bit integer (exact for values of 2**-8 or more;
-    smaller ones lose less than 2**-60) and the integers are added, which no order changes;
-    the total is rounded to a float once. As fast as a plain sum, within a few times 2**-60
-    of the exact sum of the values.
+    polars adds floats in whatever order its threads see them (and drops a ``sort`` before a plain
+    ``sum``), so the last bits of a float sum could change with the input's row order. Each value is
+    scaled by 2**60 to a 128-bit integer (exact for values of 2**-8 or more; smaller ones lose less
+    than 2**-60) and the integers are added, which no order changes; the total is rounded to a float
+    once. As fast as a plain sum, within a few times 2**-60 of the exact sum of the values.
     """
     return (expr * _FIXED_POINT).cast(pl.Int128).sum().cast(pl.Float64) / _FIXED_POINT
 
@@ -284,9 +283,8 @@ def summarize(
         depth), so every depth row of a group is computed on the same root causes. Removed
         states are counted in ``excluded_not_common_sample``.
     common_states
-        Keep only states attempted by every agent in the table (common-state comparison).
-        Removed units are counted in ``excluded_not_common_state``. Applied before
-        ``common_sample``.
+        Keep only states attempted by every agent in the table (common-state comparison). Removed
+        units are counted in ``excluded_not_common_state``. Applied before ``common_sample``.
     interval
         ``"bootstrap"``: cluster bootstrap over workflows (percentile or BCa, ``ci_method``);
         ``"wilson"``: Wilson score intervals, which treat the denominator as independent
@@ -656,14 +654,13 @@ def compare_agents(
     Returns
     -------
     polars.DataFrame
-        One row per ``by`` cell where either agent attempted an eligible state, sorted:
-        the ``by`` keys, ``a``, ``b`` (the two agents), ``k``, ``common_states`` (paired states: the
+        One row per ``by`` cell where either agent attempted an eligible state, sorted: the ``by``
+        keys, ``a``, ``b`` (the two agents), ``k``, ``common_states`` (paired states: the
         denominator), ``root_causes``, ``workflows`` (clusters), ``only_a_states``,
-        ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``,
-        ``pass_at_k_a``, ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``,
-        ``a_better_states``, ``b_better_states`` (states where a's pass@k is higher / lower),
-        ``p_value``, ``p_method`` (and ``p_adjusted`` with ``adjust``). Statistics are null
-        for a cell without paired states.
+        ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``, ``pass_at_k_a``,
+        ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``, ``a_better_states``,
+        ``b_better_states`` (states where a's pass@k is higher / lower), ``p_value``, ``p_method``
+        (and ``p_adjusted`` with ``adjust``). Statistics are null for a cell without paired states.
 
     Raises
     ------
@@ -1011,14 +1008,13 @@ def awareness_split(
     Returns
     -------
     polars.DataFrame
-        Per-agent rows (``scope = "agent"``) and, per
-        combination of the other ``by`` keys, one macro row (``scope = "macro"``, ``agent``
-        null). Columns: ``scope``, the ``by`` keys, ``agents`` (agents averaged: 1 on agent
-        rows; on macro rows the agents that have both aware and unaware attempts),
-        ``aware_attempts``, ``aware_passed``, ``aware_pass_rate`` (+ ``_ci_low``/``_ci_high``),
-        ``unaware_attempts``, ``unaware_passed``, ``unaware_pass_rate`` (+ CIs),
-        ``difference`` (aware − unaware; on macro rows the mean of the per-agent differences),
-        ``interpretation``. Macro rows have null intervals.
+        Per-agent rows (``scope = "agent"``) and, per combination of the other ``by`` keys, one
+        macro row (``scope = "macro"``, ``agent`` null). Columns: ``scope``, the ``by`` keys,
+        ``agents`` (agents averaged: 1 on agent rows; on macro rows the agents that have both aware
+        and unaware attempts), ``aware_attempts``, ``aware_passed``, ``aware_pass_rate`` (+
+        ``_ci_low``/``_ci_high``), ``unaware_attempts``, ``unaware_passed``, ``unaware_pass_rate``
+        (+ CIs), ``difference`` (aware − unaware; on macro rows the mean of the per-agent
+        differences), ``interpretation``. Macro rows have null intervals.
 
     Raises
     ------
