@@ -582,8 +582,9 @@ def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFra
     >>> eligibility(states).collect()["eligible_states"].to_list()
     [1, 0]
     """
+    columns = column_names("by", by)  # a bad `by` is reported before a bad table
     lazy = validate(states, "states")
-    return eligibility_counts(lazy, check_by(lazy.collect_schema(), by, "states"))
+    return eligibility_counts(lazy, check_by(lazy.collect_schema(), columns, "states"))
 
 
 def check_by(schema: pl.Schema, by: object, table: str) -> list[str]:
