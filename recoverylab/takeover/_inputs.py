@@ -177,7 +177,6 @@ def check_consistency(
         pl.col(_LAST).alias("hi"),
     )
     unknown = units.join(states.select("state_id"), on="state_id", how="anti")
-    split_root = _split_roots(states if roots else states.clear())
     base_query = (
         units.select(pl.col("lo").min().alias("base"))
         if base is None
@@ -193,8 +192,6 @@ def check_consistency(
             pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
         ),
         "unknown_keys": unknown.select(pl.col("state_id").unique().sort().head(5)),
-        "split_root": split_root.select(pl.len()),
-        "split_root_keys": split_root.select(pl.col("root_cause_id").sort().head(5)),
         "gaps": gaps.select(pl.len()),
         "gaps_keys": gaps.sort(unit).head(5).select(unit),
         "base": base_query,
@@ -213,7 +210,8 @@ def check_consistency(
             f"{format_keys(got['unknown_keys']['state_id'], n)}); every attempt must take over a "
             "known state. Hint: pass the states table the attempts were run on."
         )
-    _raise_split_roots(int(got["split_root"].item()), got["split_root_keys"])
+    if roots:
+        check_roots(states)
     label = "/".join(unit)
     pairs = f"({', '.join(unit)})"
     n = int(got["gaps"].item())
@@ -268,35 +266,27 @@ def checked_units(
     return units(inputs, k, per_unit=per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT))
 
 
-def _split_roots(states: pl.LazyFrame) -> pl.LazyFrame:
-    """Root causes whose states name more than one workflow."""
-    return (
+def check_roots(states: pl.LazyFrame) -> None:
+    """Raise for root causes whose states name more than one workflow.
+
+    Distinct (root_cause_id, workflow_id) pairs gathered from every shard give the same answer
+    as the whole `states` table.
+    """
+    split_root = (
         states.group_by("root_cause_id")
         .agg(pl.col("workflow_id").n_unique().alias("workflows"))
         .filter(pl.col("workflows") > 1)
     )
-
-
-def _raise_split_roots(n: int, keys: pl.DataFrame) -> None:
+    count, keys = pl.collect_all(
+        [split_root.select(pl.len()), split_root.select(pl.col("root_cause_id").sort().head(5))]
+    )
+    n = int(count.item())
     if n:
         raise InputError(
             f"states: {n} root cause{_s(n)} appear{'s' if n == 1 else ''} under more than one "
             f"workflow (root_cause_id {format_keys(keys['root_cause_id'], n)}); all "
             "states of one root cause must share one `workflow_id`."
         )
-
-
-def check_roots(states: pl.LazyFrame) -> None:
-    """Raise the root-cause check of :func:`check_consistency` on (root_cause_id, workflow_id).
-
-    Distinct (root_cause_id, workflow_id) pairs gathered from every shard give the same answer
-    as the whole `states` table.
-    """
-    split_root = _split_roots(states)
-    count, keys = pl.collect_all(
-        [split_root.select(pl.len()), split_root.select(pl.col("root_cause_id").sort().head(5))]
-    )
-    _raise_split_roots(int(count.item()), keys)
 
 
 def _s(n: int) -> str:
