@@ -508,13 +508,12 @@ def score(
     inputs = load(states, attempts, by)
     found = checked_units(inputs, k)
     return scored_units(
-        inputs, k, common_sample=common_sample, common_states=common_states, found=found
+        inputs, common_sample=common_sample, common_states=common_states, found=found
     )
 
 
 def scored_units(
     inputs: Inputs,
-    k: int,
     *,
     common_sample: bool,
     common_states: bool,

@@ -432,7 +432,6 @@ def scored_shard(
     inputs = load(frames["states"], frames["attempts"], by, checks="schema")
     frame = scored_units(
         inputs,
-        k,
         common_sample=common_sample,
         common_states=common_states,
         agents=state["agents"],
