@@ -47,16 +47,10 @@ __all__ = [
 ]
 
 #: Columns :func:`reliability` adds after the ``by`` keys.
-RELIABILITY_COLUMNS = (
-    "pass_hat_k",
-    "pass_hat_k_ci_low",
-    "pass_hat_k_ci_high",
-    "flip_rate",
-    "flip_rate_ci_low",
-    "flip_rate_ci_high",
-    "repeat_icc",
-    "repeat_icc_ci_low",
-    "repeat_icc_ci_high",
+RELIABILITY_COLUMNS = tuple(
+    f"{name}{end}"
+    for name in ("pass_hat_k", "flip_rate", "repeat_icc")
+    for end in ("", "_ci_low", "_ci_high")
 )
 
 _ICC_VALUES = ("__s2m", "__s", "__q", "__m", "__m2", "__one")
@@ -464,10 +458,11 @@ def _units_finish(
     per_unit: pl.DataFrame, *, by: list[str], cluster: str, k: int, settings: dict[str, object]
 ) -> pl.DataFrame:
     """Sum the units per (cluster, cell); bootstrap the three statistics over clusters."""
-    units = per_unit.lazy().with_columns(pl.lit(None, pl.String).alias("excluded"))
     # One cell for the whole table when there are no keys (joins need a key).
     cells = by or ["__cell"]
-    units = units.with_columns(pl.lit("all").alias("__cell")) if not by else units
+    units = per_unit.lazy().with_columns(
+        pl.lit(None, pl.String).alias("excluded"), pl.lit("all").alias("__cell")
+    )
     partials = _partials(units, cells, k, cluster=cluster).collect(engine="streaming")
     out = _finish({"partials": partials}, by=cells, k=k, count="units", settings=settings)
     return out if by else out.drop("__cell")
