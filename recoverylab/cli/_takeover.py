@@ -61,28 +61,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_grouping(
         parser, by_help="row keys, comma separated (default agent,depth; must include agent)"
     )
-    parser.add_argument(
-        "--common-sample",
-        action="store_true",
-        help="keep only root causes scored at every depth (same sample in every depth row)",
-    )
-    parser.add_argument(
-        "--common-states",
-        action="store_true",
-        help="keep only states attempted by every agent",
-    )
-    parser.add_argument(
-        "--interval",
-        choices=("bootstrap", "wilson"),
-        default="bootstrap",
-        help="interval of the rates: workflow cluster bootstrap (default) or Wilson",
-    )
-    parser.add_argument(
-        "--ci-method",
-        choices=("percentile", "bca"),
-        default="percentile",
-        help="bootstrap interval method (default percentile)",
-    )
+    restriction = "keep only root causes scored at every depth (same sample in every depth row)"
+    for flag, text in (
+        ("--common-sample", restriction),
+        ("--common-states", "keep only states attempted by every agent"),
+    ):
+        parser.add_argument(flag, action="store_true", help=text)
+    interval = "interval of the rates: workflow cluster bootstrap (default) or Wilson"
+    for flag, choices, text in (
+        ("--interval", ("bootstrap", "wilson"), interval),
+        ("--ci-method", ("percentile", "bca"), "bootstrap interval method (default percentile)"),
+    ):
+        parser.add_argument(flag, choices=choices, default=choices[0], help=text)
     parser.add_argument(
         "--compare",
         type=split_list,
@@ -194,14 +184,14 @@ def tables(
     *,
     failures: pl.LazyFrame | None,
     mutations: pl.LazyFrame | None,
-    by: tuple[str, ...],
-    k: int,
-    common_sample: bool,
-    common_states: bool,
-    interval: str,
-    ci_method: str,
+    by: tuple[str, ...] = ("agent", "depth"),
+    k: int = 3,
+    common_sample: bool = False,
+    common_states: bool = False,
+    interval: str = "bootstrap",
+    ci_method: str = "percentile",
     compare: tuple[str, ...] | None,
-    min_catch: float,
+    min_catch: float = 0.5,
     n_resamples: int,
     confidence: float,
     seed: int,
@@ -217,8 +207,9 @@ def tables(
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
 
-    scope: dict[str, Any] = {"k": k, "common_sample": common_sample}
+    restrictions: dict[str, Any] = {"common_sample": common_sample, "common_states": common_states}
     settings: dict[str, Any] = {
+        "k": k,
         "confidence": confidence,
         "n_resamples": n_resamples,
         "ci_method": ci_method,
@@ -230,28 +221,23 @@ def tables(
     progress(f"summarising by {', '.join(by)} ({interval} intervals)")
     on_spark = engine != "polars" and sources is not None
     inputs: tuple[object, object] = sources if on_spark and sources else (states, attempts)
-    both = {**scope, "common_states": common_states}
     frames["summary"] = takeover.summarize(
-        inputs[0], inputs[1], by=by, interval=interval, engine=engine, **both, **settings
+        inputs[0], inputs[1], by=by, interval=interval, engine=engine, **restrictions, **settings
     )
     progress("pass^k, flip rate and ICC of repeats")
     frames["reliability"] = takeover.reliability(
-        inputs[0], inputs[1], by=by, engine=engine, **both, **settings
+        inputs[0], inputs[1], by=by, engine=engine, **restrictions, **settings
     )
     progress("aware vs unaware pass rates (association)")
     frames["awareness"] = takeover.awareness_split(
-        states,
-        attempts,
-        by=by,
-        common_sample=common_sample,
-        common_states=common_states,
-        confidence=confidence,
+        states, attempts, by=by, confidence=confidence, **restrictions
     )
     if compare is not None:
         a, b = compare
+        pair_by = tuple(c for c in by if c != "agent")
         progress(f"comparing {a} and {b} on common states")
         frames["comparison"] = takeover.compare_agents(
-            states, attempts, a, b, by=tuple(c for c in by if c != "agent"), **scope, **settings
+            states, attempts, a, b, by=pair_by, common_sample=common_sample, **settings
         )
     return {
         **frames,
@@ -302,14 +288,7 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
         source["attempts"],
         failures=source["failures"],
         mutations=source["mutations"],
-        by=("agent", "depth"),
-        k=3,
-        common_sample=False,
-        common_states=False,
-        interval="bootstrap",
-        ci_method="percentile",
         compare=DEMO_PAIR,
-        min_catch=0.5,
         progress=lambda message: progress(f"takeover: {message}"),
         **settings,
     )

@@ -57,8 +57,7 @@ def _metric_title(metric: str, k: int | None) -> str:
 
 def _rows(summary: object, chart: str, columns: Sequence[str]) -> tuple[pl.DataFrame, list[str]]:
     frame = prepare(summary, ("agent", "k", *columns), chart, _SUMMARIZE)
-    keys = keys_before(frame, "k")
-    return frame, keys
+    return frame, keys_before(frame, "k")
 
 
 def depth_rates(

@@ -13,18 +13,7 @@ import polars as pl
 from recoverylab import stats
 from recoverylab._errors import InputError, ParameterError, format_keys
 from recoverylab.schema import validate
-from recoverylab.takeover._inputs import as_columns, sort_keys
-
-
-def _check_by(schema: pl.Schema, by: Sequence[str], table: str) -> list[str]:
-    columns = list(as_columns("by", by))
-    missing = [c for c in columns if c not in schema]
-    if missing:
-        raise ParameterError(
-            f"parameter `by` names `{missing[0]}`, which is not a column of `{table}` "
-            f"(columns: {', '.join(schema.names())})."
-        )
-    return columns
+from recoverylab.takeover._inputs import check_by, sort_keys
 
 
 def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.95) -> pl.LazyFrame:
@@ -75,13 +64,14 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
         raise ParameterError(f"parameter `confidence` is {confidence!r}; it must be in (0, 1).")
     lazy = validate(failures, "failures")
     schema = lazy.collect_schema()
-    keys = _check_by(schema, by, "failures")
+    keys = check_by(schema, by, "failures")
     surfaced = pl.col("surfaced_step").is_not_null()
     steps = (pl.col("surfaced_step") - pl.col("root_cause_step")).filter(surfaced)
     aggregates = [
         pl.len().cast(pl.Int64).alias("annotated"),
         surfaced.sum().cast(pl.Int64).alias("surfaced"),
         (~surfaced).sum().cast(pl.Int64).alias("never_surfaced"),
+        (surfaced.sum() / pl.len()).alias("surfaced_rate"),
         steps.median().alias("median_latency"),
         steps.mean().alias("mean_latency"),
         steps.quantile(0.25, interpolation="linear").alias("latency_q25"),
@@ -94,28 +84,12 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
     grouped = lazy.group_by(keys).agg(aggregates) if keys else lazy.select(aggregates)
     low, high = stats.wilson_exprs("at_final_step", "surfaced", confidence)
     result = grouped.with_columns(
-        (pl.col("surfaced") / pl.col("annotated")).alias("surfaced_rate"),
         pl.when(pl.col("surfaced") > 0)
         .then(pl.col("at_final_step") / pl.col("surfaced"))
         .alias("final_step_rate"),
         low.alias("final_step_rate_ci_low"),
         high.alias("final_step_rate_ci_high"),
         (pl.col("at_final_step") / pl.col("annotated")).alias("final_step_annotated_rate"),
-    ).select(
-        *keys,
-        "annotated",
-        "surfaced",
-        "never_surfaced",
-        "surfaced_rate",
-        "median_latency",
-        "mean_latency",
-        "latency_q25",
-        "latency_q75",
-        "at_final_step",
-        "final_step_rate",
-        "final_step_rate_ci_low",
-        "final_step_rate_ci_high",
-        "final_step_annotated_rate",
     )
     if keys:
         result = result.sort(sort_keys(schema, keys), nulls_last=False)
@@ -139,10 +113,9 @@ def leakage(states: object, *, split: str = "split") -> pl.LazyFrame:
     Returns
     -------
     polars.LazyFrame
-        One row per leaked entity, sorted by ``kind`` and
-        ``id``: ``kind`` (``workflow_id`` or ``root_cause_id``), ``id``, ``n_splits``,
-        ``splits`` (sorted list, nulls first) and ``states``. Empty (with these columns) when
-        nothing leaks.
+        One row per leaked entity, sorted by ``kind`` and ``id``: ``kind`` (``workflow_id`` or
+        ``root_cause_id``), ``id``, ``n_splits``, ``splits`` (sorted list, nulls first) and
+        ``states``. Empty (with these columns) when nothing leaks.
 
     Raises
     ------
@@ -206,10 +179,9 @@ def verifier_gate(mutations: object, *, min_catch: float = 0.5) -> pl.LazyFrame:
     Returns
     -------
     polars.LazyFrame
-        One row per workflow, sorted: ``workflow_id``,
-        ``mutations``, ``executed``, ``caught``, ``catch_rate`` (caught / executed; null when
-        nothing was executed), ``passes_gate`` and ``reason`` (null when it passes, else
-        ``low_catch_rate`` or ``no_executed_mutations``).
+        One row per workflow, sorted: ``workflow_id``, ``mutations``, ``executed``, ``caught``,
+        ``catch_rate`` (caught / executed; null when nothing was executed), ``passes_gate`` and
+        ``reason`` (null when it passes, else ``low_catch_rate`` or ``no_executed_mutations``).
 
     Raises
     ------

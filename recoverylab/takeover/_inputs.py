@@ -14,7 +14,8 @@ from typing import Literal
 
 import polars as pl
 
-from recoverylab._errors import InputError, ParameterError, format_keys
+from recoverylab import stats
+from recoverylab._errors import InputError, ParameterError, format_keys, require_one_of
 from recoverylab.schema import (
     column_names,
     data_checks,
@@ -50,16 +51,27 @@ class Inputs:
     unit_keys: tuple[str, ...]
 
 
-def as_columns(name: str, value: object) -> tuple[str, ...]:
-    """Normalise a column list parameter (see :func:`recoverylab.schema.column_names`)."""
-    return column_names(name, value)
-
-
 def check_k(k: object) -> int:
     """Return ``k`` if it is a positive integer, else raise :class:`ParameterError`."""
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise ParameterError(f"parameter `k` is {k!r}; it must be a positive integer.")
     return k
+
+
+def check_settings(
+    k: object,
+    confidence: object,
+    n_resamples: object,
+    seed: object,
+    ci_method: object,
+    interval: object = "bootstrap",
+) -> None:
+    """Check ``k``, ``interval`` and the bootstrap settings before any data is read."""
+    check_k(k)
+    require_one_of("interval", interval, ("bootstrap", "wilson"))
+    stats.check_resampling(
+        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+    )
 
 
 def load(
@@ -71,17 +83,14 @@ def load(
 ) -> Inputs:
     """Validate both tables and sort the ``by`` columns into state-level and attempt-level keys.
 
-    A ``by`` column found in `states` is a state-level key (depth, split, source_agent, ...); one
-    found only in `attempts` is an attempt-level key and becomes part of the unit, like ``agent``
-    (the same state attempted at two budgets is two units). Attempt-level keys also join the
-    duplicate check of `attempts`.
-
-    ``checks="schema"`` skips the data checks of `attempts` (the large table) for a stage that
-    follows one that ran them on every row; such a stage reads the attempts with
-    :func:`checked_units`, whose one pass also finds duplicate keys (which a split of the
-    table by row position can hide from the first stage).
+    A ``by`` column of `states` is a state-level key (depth, split, ...); one only in `attempts`
+    becomes part of the unit, like ``agent`` (a state attempted at two budgets is two units),
+    and joins the duplicate check of `attempts`. ``checks="schema"`` skips the data checks of
+    `attempts` for a stage after one that ran them on every row; it reads the attempts with
+    :func:`checked_units`, whose one pass also finds duplicate keys (which a split of the table
+    by row position can hide from the first stage).
     """
-    columns = as_columns("by", by)
+    columns = column_names("by", by)
     if "agent" not in columns:
         raise ParameterError(
             f"parameter `by` is {list(columns)}; it must include `agent`, because pass@k and the "
@@ -119,17 +128,10 @@ def load(
 def attempt_facts(inputs: Inputs) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Check the rows of `attempts` in the one pass that finds its first repeat and its agents.
 
-    For ``inputs`` loaded with ``checks="schema"``: the data checks of :func:`validate` (nulls,
-    labels, row rules, empty table; same errors) are summed in the same pass as the first
-    repeat and the distinct agents, so the table is read once. Duplicate keys are left to the
-    units pass of a later stage (:func:`checked_units` or a fully validated load), which sees
-    each unit whole even where this pass sees the rows split by position.
-
-    Returns
-    -------
-    tuple of polars.DataFrame
-        One row with ``repeat`` (the first repeat; null for no rows) and the distinct values
-        of ``agent`` (as strings).
+    For ``inputs`` loaded with ``checks="schema"``: the data checks of :func:`validate` (same
+    errors) are summed in the pass that finds the first repeat (one row, ``repeat``; null for
+    no rows) and the distinct agents (strings), returned as two frames. Duplicate keys are left
+    to the units pass of a later stage (:func:`checked_units`), which sees each unit whole.
     """
     attempts = inputs.attempts
     contract = spec("attempts")
@@ -160,16 +162,11 @@ def check_consistency(
 ) -> None:
     """Raise a one-line error for inputs that are valid one by one but not together.
 
-    Checked (in this order): attempts of unknown states, root causes under more than one
-    workflow, units whose repeats have gaps, and units with fewer than ``k`` repeats on an
-    eligible state. Each check is a small aggregation; all run in one ``collect_all``.
-
-    ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard of a
-    distributed run: the shard holds whole workflows, so the root-cause check and the first
-    repeat are decided over all shards (see :func:`check_roots`).
-
-    ``per_unit``: the attempts counted per unit by :func:`checked_units` (which calls this),
-    so that the checks read the small per-unit table instead of the attempts.
+    In this order: attempts of unknown states, root causes under more than one workflow, units
+    whose repeats have gaps, units with fewer than ``k`` repeats on an eligible state; all in
+    one ``collect_all`` over ``per_unit`` (the small per-unit table of :func:`checked_units`).
+    ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard: the
+    root-cause check and the first repeat are decided over all shards (:func:`check_roots`).
     """
     states = inputs.states
     unit = ["state_id", *inputs.unit_keys]
@@ -180,11 +177,6 @@ def check_consistency(
         pl.col(_LAST).alias("hi"),
     )
     unknown = units.join(states.select("state_id"), on="state_id", how="anti")
-    unknown_summary = unknown.select(
-        pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
-    )
-    unknown_keys = unknown.select(pl.col("state_id").unique().sort().head(5))
-    split_root = _split_roots(states if roots else states.clear())
     base_query = (
         units.select(pl.col("lo").min().alias("base"))
         if base is None
@@ -195,58 +187,50 @@ def check_consistency(
     )
     eligible = states.filter(pl.col("replay_ok") & pl.col("expected_ok")).select("state_id")
     short = units.join(eligible, on="state_id", how="semi").filter(pl.col("n") < k)
-    (
-        unknown_summary_df,
-        unknown_keys_df,
-        split_root_n,
-        split_root_keys,
-        gaps_n,
-        gaps_keys,
-        base_df,
-        short_n,
-        short_keys,
-    ) = pl.collect_all(
-        [
-            unknown_summary,
-            unknown_keys,
-            split_root.select(pl.len()),
-            split_root.select(pl.col("root_cause_id").sort().head(5)),
-            gaps.select(pl.len()),
-            gaps.sort(unit).head(5).select(unit),
-            base_query,
-            short.select(pl.len(), pl.col("n").min().alias("fewest")),
-            short.sort(unit).head(5).select(unit),
-        ],
-        engine="streaming",
+    queries = {
+        "unknown": unknown.select(
+            pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
+        ),
+        "unknown_keys": unknown.select(pl.col("state_id").unique().sort().head(5)),
+        "gaps": gaps.select(pl.len()),
+        "gaps_keys": gaps.sort(unit).head(5).select(unit),
+        "base": base_query,
+        "short": short.select(pl.len(), pl.col("n").min().alias("fewest")),
+        "short_keys": short.sort(unit).head(5).select(unit),
+    }
+    got = dict(
+        zip(queries, pl.collect_all(list(queries.values()), engine="streaming"), strict=True)
     )
-    rows = int(unknown_summary_df["rows"][0])
+    rows = int(got["unknown"]["rows"][0])
     if rows:
-        n = int(unknown_summary_df["states"][0])
+        n = int(got["unknown"]["states"][0])
         raise InputError(
-            f"attempts: {rows} row{_s(rows)} refer to {n} state{_s(n)} that {_are(n)} not in "
-            f"`states` (state_id {format_keys(unknown_keys_df['state_id'], n)}); every attempt "
-            "must take over a known state. Hint: pass the states table the attempts were run on."
+            f"attempts: {rows} row{_s(rows)} refer to {n} state{_s(n)} that "
+            f"{'is' if n == 1 else 'are'} not in `states` (state_id "
+            f"{format_keys(got['unknown_keys']['state_id'], n)}); every attempt must take over a "
+            "known state. Hint: pass the states table the attempts were run on."
         )
-    _raise_split_roots(int(split_root_n.item()), split_root_keys)
+    if roots:
+        check_roots(states)
     label = "/".join(unit)
     pairs = f"({', '.join(unit)})"
-    n = int(gaps_n.item())
+    n = int(got["gaps"].item())
     if n:
-        first = int(base_df["base"][0])
+        first = int(got["base"]["base"][0])
         raise InputError(
             f"attempts: column `repeat` has gaps in {n} {pairs} unit{_s(n)} ({label} "
-            f"{format_keys(gaps_keys.rows(), n)}); the repeats of every unit must run "
+            f"{format_keys(got['gaps_keys'].rows(), n)}); the repeats of every unit must run "
             f"{first}, {first + 1}, ... without gaps (the first repeat in the table is {first}). "
             "Hint: a missing repeat is usually a crashed run; rerun it or drop the unit."
         )
-    n = int(short_n["len"][0])
+    n = int(got["short"]["len"][0])
     if n:
-        fewest = int(short_n["fewest"][0])
+        fewest = int(got["short"]["fewest"][0])
         raise ParameterError(
-            f"parameter `k` is {k} but {n} {pairs} unit{_s(n)} on eligible states {_have(n)} "
-            f"fewer repeats ({label} {format_keys(short_keys.rows(), n)}; fewest: {fewest}); "
-            f"pass@k needs at least k repeats of every scored unit. Hint: lower `k` to {fewest} "
-            "or drop those units."
+            f"parameter `k` is {k} but {n} {pairs} unit{_s(n)} on eligible states "
+            f"{'has' if n == 1 else 'have'} fewer repeats ({label} "
+            f"{format_keys(got['short_keys'].rows(), n)}; fewest: {fewest}); pass@k needs at least "
+            f"k repeats of every scored unit. Hint: lower `k` to {fewest} or drop those units."
         )
 
 
@@ -255,11 +239,9 @@ def checked_units(
 ) -> pl.LazyFrame:
     """Run :func:`check_consistency` and return :func:`units`, reading the attempts once.
 
-    One group-by of the attempts per unit gives both the unit counts and what the checks need
-    (first and last repeat, distinct repeats); it is collected once (one row per unit, far
-    fewer than attempts), checked, and the units are built from it. The distinct repeats also
-    catch duplicate (state_id, agent, repeat) keys, with :func:`validate`'s message, for
-    inputs loaded with ``checks="schema"``.
+    One group-by per unit, collected once (far fewer rows than attempts), gives the unit counts
+    and what the checks need (first and last repeat; distinct repeats, which also catch duplicate
+    (state_id, agent, repeat) keys, with :func:`validate`'s message, after ``checks="schema"``).
     """
     unit = ["state_id", *inputs.unit_keys]
     per_unit = (
@@ -284,16 +266,21 @@ def checked_units(
     return units(inputs, k, per_unit=per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT))
 
 
-def _split_roots(states: pl.LazyFrame) -> pl.LazyFrame:
-    """Root causes whose states name more than one workflow."""
-    return (
+def check_roots(states: pl.LazyFrame) -> None:
+    """Raise for root causes whose states name more than one workflow.
+
+    Distinct (root_cause_id, workflow_id) pairs gathered from every shard give the same answer
+    as the whole `states` table.
+    """
+    split_root = (
         states.group_by("root_cause_id")
         .agg(pl.col("workflow_id").n_unique().alias("workflows"))
         .filter(pl.col("workflows") > 1)
     )
-
-
-def _raise_split_roots(n: int, keys: pl.DataFrame) -> None:
+    count, keys = pl.collect_all(
+        [split_root.select(pl.len()), split_root.select(pl.col("root_cause_id").sort().head(5))]
+    )
+    n = int(count.item())
     if n:
         raise InputError(
             f"states: {n} root cause{_s(n)} appear{'s' if n == 1 else ''} under more than one "
@@ -302,29 +289,8 @@ def _raise_split_roots(n: int, keys: pl.DataFrame) -> None:
         )
 
 
-def check_roots(states: pl.LazyFrame) -> None:
-    """Raise the root-cause check of :func:`check_consistency` on (root_cause_id, workflow_id).
-
-    Distinct (root_cause_id, workflow_id) pairs gathered from every shard give the same answer
-    as the whole `states` table.
-    """
-    split_root = _split_roots(states)
-    count, keys = pl.collect_all(
-        [split_root.select(pl.len()), split_root.select(pl.col("root_cause_id").sort().head(5))]
-    )
-    _raise_split_roots(int(count.item()), keys)
-
-
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
-
-
-def _are(n: int) -> str:
-    return "is" if n == 1 else "are"
-
-
-def _have(n: int) -> str:
-    return "has" if n == 1 else "have"
 
 
 def pass_at_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
@@ -392,8 +358,7 @@ def unit_aggregates() -> list[pl.Expr]:
 def units(inputs: Inputs, k: int, *, per_unit: pl.LazyFrame) -> pl.LazyFrame:
     """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason.
 
-    ``per_unit``: the attempts aggregated per unit by :func:`unit_aggregates` (see
-    :func:`checked_units`).
+    ``per_unit``: the attempts aggregated by :func:`unit_aggregates` (see :func:`checked_units`).
     """
     state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
     joined = per_unit.join(inputs.states.select(state_columns), on="state_id", how="inner")
@@ -423,14 +388,12 @@ def restrict(
 
     common_states: a unit's state (with its non-agent attempt keys, ``pair``) must have been
     attempted by every agent that has a scored unit anywhere in the frame.
-    common_sample: within each ``group`` (the result row keys without depth), a root cause is kept
-    only if it has a scored unit at every depth that has one in that group, so every depth row
-    of the group is computed on the same root causes. Applied after common_states.
-
-    A shard of a distributed run holds only some workflows, so "anywhere in the frame" and
-    "every depth of the group" are decided over all shards and passed in: ``agents`` (agents
-    with a scored unit) and ``depths`` (the ``group`` columns and ``__depths``, the depths with a
-    scored unit after common_states; see :func:`restriction_partials`).
+    common_sample: within each ``group`` (the row keys without depth), a root cause is kept only
+    if it has a scored unit at every depth that has one in that group, so every depth row of the
+    group is computed on the same root causes. Applied after common_states.
+    A shard holds only some workflows, so both are decided over all shards and passed in:
+    ``agents`` (agents with a scored unit) and ``depths`` (the ``group`` columns and
+    ``__depths``, the depths with a scored unit after common_states; :func:`restriction_partials`).
     """
     open_ = pl.col("excluded").is_null()
     if common_states:
@@ -472,10 +435,9 @@ def _with_depths(frame: pl.LazyFrame, group: Sequence[str], depths: pl.DataFrame
 def restriction_partials(frame: pl.LazyFrame, group: Sequence[str]) -> dict[str, pl.LazyFrame]:
     """Return one shard's share of the globals of :func:`restrict`, as distinct values.
 
-    ``agents``: the agents with a scored unit; ``depths``: distinct (``group``, depth) with a
-    scored unit. On units before any restriction, the union over shards of ``agents``, counted,
-    is the ``agents`` argument of :func:`restrict`; on units after common_states, the union of
-    ``depths`` counted per group is its ``depths`` argument (column ``__depths``).
+    ``agents``: the agents with a scored unit (before any restriction; their number over all
+    shards is the ``agents`` of :func:`restrict`); ``depths``: distinct (``group``, depth) with a
+    scored unit (after common_states; counted per group over all shards, its ``depths``).
     """
     scored = frame.filter(pl.col("excluded").is_null())
     return {
@@ -514,12 +476,11 @@ def score(
     Returns
     -------
     polars.LazyFrame
-        One row per unit with ``state_id``,
-        the unit keys, ``workflow_id``, ``root_cause_id``, ``depth``, the state-level keys,
-        ``repeats``, ``n_passed``, ``n_aware``, ``n_fixed``, ``n_derived``, ``aware_fixed``,
-        ``aware_fixed_derived``, ``aware_fixed_derived_passed``, ``aware_passed``,
-        ``unaware_passed``, ``pass_at_1`` (n_passed / repeats), ``pass_at_k`` and ``excluded``
-        (null when scored, else ``replay_mismatch``, ``missing_expected``,
+        One row per unit with ``state_id``, the unit keys, ``workflow_id``, ``root_cause_id``,
+        ``depth``, the state-level keys, ``repeats``, ``n_passed``, ``n_aware``, ``n_fixed``,
+        ``n_derived``, ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed``,
+        ``aware_passed``, ``unaware_passed``, ``pass_at_1`` (n_passed / repeats), ``pass_at_k`` and
+        ``excluded`` (null when scored, else ``replay_mismatch``, ``missing_expected``,
         ``not_common_state`` or ``not_common_sample``).
 
     Raises
@@ -547,13 +508,12 @@ def score(
     inputs = load(states, attempts, by)
     found = checked_units(inputs, k)
     return scored_units(
-        inputs, k, common_sample=common_sample, common_states=common_states, found=found
+        inputs, common_sample=common_sample, common_states=common_states, found=found
     )
 
 
 def scored_units(
     inputs: Inputs,
-    k: int,
     *,
     common_sample: bool,
     common_states: bool,
@@ -561,11 +521,7 @@ def scored_units(
     depths: pl.DataFrame | None = None,
     found: pl.LazyFrame,
 ) -> pl.LazyFrame:
-    """Units with restrictions applied (the body of :func:`score`, after the checks).
-
-    ``agents`` and ``depths``: the globals of :func:`restrict`, for a shard of a distributed run.
-    ``found``: the checked units (:func:`checked_units`).
-    """
+    """Restrict checked units ``found`` (:func:`restrict`; ``agents``, ``depths``: a shard's)."""
     return restrict(
         found,
         group=[c for c in inputs.by if c != "depth"],
@@ -615,16 +571,21 @@ def eligibility(states: object, *, by: Sequence[str] = ("depth",)) -> pl.LazyFra
     >>> eligibility(states).collect()["eligible_states"].to_list()
     [1, 0]
     """
-    columns = as_columns("by", by)
+    columns = column_names("by", by)  # a bad `by` is reported before a bad table
     lazy = validate(states, "states")
-    schema = lazy.collect_schema()
+    return eligibility_counts(lazy, check_by(lazy.collect_schema(), columns, "states"))
+
+
+def check_by(schema: pl.Schema, by: object, table: str) -> list[str]:
+    """Return the ``by`` columns, each of which must be a column of ``table``."""
+    columns = list(column_names("by", by))
     missing = [c for c in columns if c not in schema]
     if missing:
         raise ParameterError(
-            f"parameter `by` names `{missing[0]}`, which is not a column of `states` "
+            f"parameter `by` names `{missing[0]}`, which is not a column of `{table}` "
             f"(columns: {', '.join(schema.names())})."
         )
-    return eligibility_counts(lazy, columns)
+    return columns
 
 
 def eligibility_counts(states: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:

@@ -29,15 +29,12 @@ from recoverylab._errors import (
     SchemaError,
     format_keys,
 )
+from recoverylab.schema import column_names
 
 # A module import (never a name): `_summary` imports this module too, and its stages that decide
 # over all shards (root causes, first repeat, common agents and depths) are used at call time.
 from recoverylab.takeover import _summary
-from recoverylab.takeover._inputs import (
-    as_columns,
-    check_k,
-    sort_keys,
-)
+from recoverylab.takeover._inputs import check_k, check_settings, sort_keys
 
 __all__ = [
     "RELIABILITY_COLUMNS",
@@ -50,16 +47,10 @@ __all__ = [
 ]
 
 #: Columns :func:`reliability` adds after the ``by`` keys.
-RELIABILITY_COLUMNS = (
-    "pass_hat_k",
-    "pass_hat_k_ci_low",
-    "pass_hat_k_ci_high",
-    "flip_rate",
-    "flip_rate_ci_low",
-    "flip_rate_ci_high",
-    "repeat_icc",
-    "repeat_icc_ci_low",
-    "repeat_icc_ci_high",
+RELIABILITY_COLUMNS = tuple(
+    f"{name}{end}"
+    for name in ("pass_hat_k", "flip_rate", "repeat_icc")
+    for end in ("", "_ci_low", "_ci_high")
 )
 
 _ICC_VALUES = ("__s2m", "__s", "__q", "__m", "__m2", "__one")
@@ -225,20 +216,9 @@ def reliability_plan(
     ci_method: str = "percentile",
     seed: int = 0,
 ) -> plan.Plan:
-    """Return the plan of :func:`reliability` (ARCHITECTURE §7).
-
-    The stages of :func:`recoverylab.takeover.summarize` that decide over all shards (root
-    causes, first repeat, common agents and depths) come first; then the per-(workflow, cell)
-    partials of the scored units; the finish bootstraps over workflows.
-    """
-    columns = as_columns("by", by)
+    """Return the plan of :func:`reliability` (ARCHITECTURE §7; stages: ``workflow_stages``)."""
+    columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages = _summary._restriction_stages(columns, k, **flags)
-    stages.append(
-        plan.Stage(
-            "reliability partials", functools.partial(_plan_partial, by=columns, k=k, **flags)
-        )
-    )
     settings: dict[str, object] = {
         "n_resamples": n_resamples,
         "confidence": confidence,
@@ -247,21 +227,11 @@ def reliability_plan(
     }
     return plan.Plan(
         inputs=_summary._plan_inputs(states, attempts),
-        stages=tuple(stages),
-        check=functools.partial(_check, k, confidence, n_resamples, seed, ci_method),
+        stages=_summary.workflow_stages(columns, k, "reliability partials", _plan_partial, **flags),
+        check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
         finish=functools.partial(
-            _plan_finish, by=list(columns), k=k, count="attempted_states", settings=settings
+            _finish, by=list(columns), k=k, count="attempted_states", settings=settings
         ),
-    )
-
-
-def _check(
-    k: object, confidence: object, n_resamples: object, seed: object, ci_method: object
-) -> None:
-    """Check the parameters before any data is read."""
-    check_k(k)
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
     )
 
 
@@ -281,7 +251,7 @@ def _plan_partial(
     return {"partials": _partials(frame, list(inputs.by), k)}
 
 
-def _plan_finish(
+def _finish(
     parts: dict[str, pl.DataFrame],
     *,
     by: list[str],
@@ -289,22 +259,15 @@ def _plan_finish(
     count: str,
     settings: dict[str, object],
 ) -> pl.DataFrame:
-    return _finish(parts["partials"], by, k, count, settings)
-
-
-def _finish(
-    partials: pl.DataFrame, by: list[str], k: int, count: str, settings: dict[str, object]
-) -> pl.DataFrame:
     """Cells with their unit count and the three statistics with bootstrap intervals."""
-    partials = partials.with_columns(pl.col("__one").alias("__units"))
+    partials = parts["partials"].with_columns(pl.col("__one").alias("__units"))
     cells = partials.group_by(by).agg(pl.col("__units").sum().cast(pl.Int64).alias(count))
     cells = cells.select(*by, pl.lit(k, pl.Int64).alias("k"), count)
-    parts = [
+    for part in (
         _interval(partials, by, ["__hat", "__units"], stats.ratio, "pass_hat_k", settings),
         _interval(partials, by, ["__flip", "__units"], stats.ratio, "flip_rate", settings),
         _interval(partials, by, list(_ICC_VALUES), stats.icc_oneway, "repeat_icc", settings),
-    ]
-    for part in parts:
+    ):
         cells = cells.join(part, on=by, how="left", nulls_equal=True)
     ordered = cells.select(*by, "k", count, *RELIABILITY_COLUMNS)
     return ordered.sort(sort_keys(ordered.schema, by), nulls_last=False)
@@ -394,13 +357,7 @@ def repeats_plan(
     ci_method: str = "percentile",
     seed: int = 0,
 ) -> plan.Plan:
-    """Return the plan of :func:`repeats_reliability` (ARCHITECTURE §7).
-
-    Trials are clustered by ``cluster``. One stage counts trials and passes per (unit,
-    cluster); the combine adds them up per unit (a unit found in two clusters is refused
-    there) and checks every unit; the finish sums the units per (cluster, cell) and
-    bootstraps over clusters.
-    """
+    """Return the plan of :func:`repeats_reliability` (ARCHITECTURE §7; clusters: ``cluster``)."""
     columns: dict[str, Any] = {
         "unit": tuple(unit),
         "cluster": cluster,
@@ -415,7 +372,7 @@ def repeats_plan(
     }
     return plan.Plan(
         inputs=(plan.Input("trials", trials, key=functools.partial(_trials_key, **columns)),),
-        check=functools.partial(_check, k, confidence, n_resamples, seed, ci_method),
+        check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
         stages=(
             plan.Stage(
                 "counting trials per unit",
@@ -480,7 +437,7 @@ def _units_combine(
     by: tuple[str, ...],
     k: int,
 ) -> pl.DataFrame:
-    """Per unit: repeats and passes over every shard, after checking the outcome and k."""
+    """Per unit: repeats and passes over every shard; then check nulls, one cluster a unit, k."""
     keys = _unit_keys(unit, by)
     per_unit = (
         parts["units"]
@@ -501,12 +458,13 @@ def _units_finish(
     per_unit: pl.DataFrame, *, by: list[str], cluster: str, k: int, settings: dict[str, object]
 ) -> pl.DataFrame:
     """Sum the units per (cluster, cell); bootstrap the three statistics over clusters."""
-    units = per_unit.lazy().with_columns(pl.lit(None, pl.String).alias("excluded"))
     # One cell for the whole table when there are no keys (joins need a key).
     cells = by or ["__cell"]
-    units = units.with_columns(pl.lit("all").alias("__cell")) if not by else units
+    units = per_unit.lazy().with_columns(
+        pl.lit(None, pl.String).alias("excluded"), pl.lit("all").alias("__cell")
+    )
     partials = _partials(units, cells, k, cluster=cluster).collect(engine="streaming")
-    out = _finish(partials, cells, k, "units", settings)
+    out = _finish({"partials": partials}, by=cells, k=k, count="units", settings=settings)
     return out if by else out.drop("__cell")
 
 

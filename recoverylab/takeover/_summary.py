@@ -9,22 +9,23 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
 
 from recoverylab import plan, stats
-from recoverylab._errors import ParameterError, format_keys, require_one_of
+from recoverylab._errors import ParameterError, format_keys
+from recoverylab.schema import column_names
 from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
     NOT_COMMON,
     REJECTED,
     Inputs,
-    as_columns,
     attempt_facts,
     check_k,
     check_roots,
+    check_settings,
     checked_units,
     eligibility_counts,
     load,
@@ -37,8 +38,6 @@ from recoverylab.takeover._inputs import (
 #: Label of results that split attempts by an outcome observed after the run (seed: the authors'
 #: aware/unaware pass rates are an association, not a randomised intervention).
 INTERPRETATION = "association, not an effect"
-
-_INTERVALS = ("bootstrap", "wilson")
 
 #: (rate, numerator, denominator) of every rate in :func:`summarize`, in output order.
 RATES = (
@@ -85,15 +84,6 @@ _STATE_COUNTS = (
 )
 
 
-def _check_statistics(
-    interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str = "percentile"
-) -> None:
-    require_one_of("interval", interval, _INTERVALS)
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
-    )
-
-
 #: Fixed-point scale of :func:`_stable_sum`: a float in [2**-8, 2**67) times 2**60 is an integer.
 _FIXED_POINT = 2.0**60
 
@@ -101,12 +91,11 @@ _FIXED_POINT = 2.0**60
 def _stable_sum(expr: pl.Expr) -> pl.Expr:
     """Sum non-negative floats exactly, so the result never depends on row order.
 
-    polars adds floats in whatever order its threads see them (and drops a ``sort`` before a
-    plain ``sum``), so the last bits of a float sum could change with the input's row order.
-    Each value is scaled by 2**60 to a 128-bit integer (exact for values of 2**-8 or more;
-    smaller ones lose less than 2**-60) and the integers are added, which no order changes;
-    the total is rounded to a float once. As fast as a plain sum, within a few times 2**-60
-    of the exact sum of the values.
+    polars adds floats in whatever order its threads see them (and drops a ``sort`` before a plain
+    ``sum``), so the last bits of a float sum could change with the input's row order. Each value is
+    scaled by 2**60 to a 128-bit integer (exact for values of 2**-8 or more; smaller ones lose less
+    than 2**-60) and the integers are added, which no order changes; the total is rounded to a float
+    once. As fast as a plain sum, within a few times 2**-60 of the exact sum of the values.
     """
     return (expr * _FIXED_POINT).cast(pl.Int128).sum().cast(pl.Float64) / _FIXED_POINT
 
@@ -163,17 +152,8 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
         (root.n_unique() - (root.null_count() > 0).cast(pl.UInt32))
         .cast(pl.Int64)
         .alias("root_causes"),
-        *(
-            pl.col(c).sum().cast(pl.Int64)
-            for c in (
-                "attempts",
-                "excluded_attempts",
-                "excluded_not_common_state",
-                "excluded_not_common_sample",
-                *_FUNNEL_COUNTS,
-            )
-        ),
-        *(_stable_sum(pl.col(c)).alias(c) for c in ("pass_at_1_sum", "pass_at_k_sum")),
+        *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:]),
+        *(_stable_sum(pl.col(c)).alias(c) for c in _SUMS),
     )
 
 
@@ -190,20 +170,17 @@ def _bootstrap_intervals(
 ) -> pl.DataFrame:
     """Add ``<rate>_ci_low/_ci_high`` from a workflow-clustered bootstrap of every rate.
 
-    Percentile intervals come from :func:`stats.cluster_bootstrap_ratios`: one resample of a
-    cell's workflows serves all of its rates, and all cells with the same workflows; cells
-    holding at least half of the workflows share one coupled stream (see that function), so
-    adding a rate never moves an interval.
-    BCa intervals go through :func:`stats.cluster_bootstrap` with cells (``*by``, rate).
-    A workflow with attempts in a cell is one cluster of that cell for
-    every rate (a workflow with no aware attempt still counts, with 0/0, for the conditional
-    rates: the number of informative workflows is part of the sampling variation).
+    Percentile: :func:`stats.cluster_bootstrap_ratios`; one resample of a cell's workflows serves
+    all its rates and all cells with the same workflows (ARCHITECTURE §4: the same intervals for
+    a fraction of the draws), and cells holding at least half of the workflows share one coupled
+    stream, so adding a rate never moves an interval. BCa: :func:`stats.cluster_bootstrap` with
+    cells (``*by``, rate). A workflow with attempts in a cell is a cluster of every rate (with
+    0/0 for a conditional rate it does not inform: the number of informative workflows is part
+    of the sampling variation).
     """
     metric = "__rate"
     clusters = partials.filter(pl.col("attempted_states") > 0)
     if ci_method == "percentile":
-        # One resample of a cell's workflows serves all its rates, and every cell with the same
-        # workflows (ARCHITECTURE §4): the same intervals for a fraction of the draws.
         boot = stats.cluster_bootstrap_ratios(
             clusters,
             cells=list(by),
@@ -242,23 +219,6 @@ def _bootstrap_intervals(
         )
         cells = _join(cells, part, by)
     return cells
-
-
-def _single(part: pl.DataFrame) -> pl.DataFrame:
-    """Return a one-cell result, or one row of nulls when the cell had no data."""
-    if part.height:
-        return part
-    return pl.DataFrame([pl.Series(c, [None], dtype=part.schema[c]) for c in part.columns])
-
-
-def _wilson_intervals(
-    cells: pl.DataFrame, rates: Sequence[tuple[str, str, str]], confidence: float
-) -> pl.DataFrame:
-    exprs = []
-    for name, num, den in rates:
-        low, high = stats.wilson_exprs(num, den, confidence)
-        exprs += [low.alias(f"{name}_ci_low"), high.alias(f"{name}_ci_high")]
-    return cells.with_columns(exprs)
 
 
 def summarize(
@@ -323,9 +283,8 @@ def summarize(
         depth), so every depth row of a group is computed on the same root causes. Removed
         states are counted in ``excluded_not_common_sample``.
     common_states
-        Keep only states attempted by every agent in the table (common-state comparison).
-        Removed units are counted in ``excluded_not_common_state``. Applied before
-        ``common_sample``.
+        Keep only states attempted by every agent in the table (common-state comparison). Removed
+        units are counted in ``excluded_not_common_state``. Applied before ``common_sample``.
     interval
         ``"bootstrap"``: cluster bootstrap over workflows (percentile or BCa, ``ci_method``);
         ``"wilson"``: Wilson score intervals, which treat the denominator as independent
@@ -375,20 +334,30 @@ def summarize(
     >>> out.select("agent", "depth", "attempted_states", "pass_at_k").height > 0
     True
     """
-    options: dict[str, Any] = {
-        "by": by,
-        "k": k,
-        "common_sample": common_sample,
-        "common_states": common_states,
+    columns = column_names("by", by)
+    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
+    settings: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
         "ci_method": ci_method,
         "seed": seed,
     }
-    result = plan.run(engine, summary_plan(states, attempts, interval=interval, **options))
+    result = plan.run(
+        engine,
+        plan.Plan(
+            inputs=_plan_inputs(states, attempts),
+            stages=workflow_stages(columns, k, "takeover partials", _summary_partial, **flags),
+            check=functools.partial(
+                check_settings, k, confidence, n_resamples, seed, ci_method, interval
+            ),
+            finish=functools.partial(_finish_units, by=columns, k=k, interval=interval, **settings),
+        ),
+    )
     if not reliability:
         return result
-    return _reliability.join_reliability(result, states, attempts, engine=engine, **options)
+    return _reliability.join_reliability(
+        result, states, attempts, engine=engine, by=by, k=k, **flags, **settings
+    )
 
 
 def _group(by: Sequence[str]) -> list[str]:
@@ -400,8 +369,7 @@ def _first_partial(
 ) -> dict[str, pl.LazyFrame | pl.DataFrame]:
     """Check a shard's contracts; return its root-cause pairs, first repeat and agents.
 
-    `attempts` is read once (:func:`attempt_facts`); its duplicate keys are found by the
-    units pass of every later stage.
+    `attempts` is read once (:func:`attempt_facts`); later stages' units find duplicate keys.
     """
     inputs = load(frames["states"], frames["attempts"], by, checks="schema")
     first, agents = attempt_facts(inputs)
@@ -418,43 +386,24 @@ def _first_combine(parts: dict[str, pl.DataFrame], state: Any) -> dict[str, Any]
     return {"base": parts["first"].get_column("repeat").min(), "agents": None, "depths": None}
 
 
-def _units(
-    frames: Mapping[str, pl.LazyFrame], by: Sequence[str], k: int, base: int
-) -> tuple[Inputs, pl.LazyFrame]:
-    # The checks stage validated every row; the one pass of checked_units does the rest.
-    inputs = load(frames["states"], frames["attempts"], by, checks="schema")
-    return inputs, checked_units(inputs, k, base=base, roots=False)
-
-
-def _agents_partial(
-    frames: Mapping[str, pl.LazyFrame], state: dict[str, Any], *, by: Sequence[str], k: int
-) -> dict[str, pl.LazyFrame]:
-    _, found = _units(frames, by, k, state["base"])
-    return {"agents": restriction_partials(found, _group(by))["agents"]}
-
-
-def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
-    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
-
-
-def _depths_partial(
+def _restriction_partial(
     frames: Mapping[str, pl.LazyFrame],
     state: dict[str, Any],
     *,
     by: Sequence[str],
     k: int,
     common_states: bool,
+    name: str,
 ) -> dict[str, pl.LazyFrame]:
-    inputs, found = _units(frames, by, k, state["base"])
-    found = restrict(
-        found,
-        group=_group(by),
-        pair=["state_id", *inputs.unit_keys[1:]],
-        common_states=common_states,
-        common_sample=False,
-        agents=state["agents"],
+    """One shard's share of a whole-table restriction (``name``: agents or depths)."""
+    frame, _ = scored_shard(
+        frames, state, by=by, k=k, common_states=common_states, common_sample=False
     )
-    return {"depths": restriction_partials(found, _group(by))["depths"]}
+    return {name: restriction_partials(frame, _group(by))[name]}
+
+
+def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
+    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
 
 
 def _depths_combine(
@@ -478,20 +427,16 @@ def scored_shard(
     common_states: bool,
     common_sample: bool,
 ) -> tuple[pl.LazyFrame, Inputs]:
-    """One shard's scored units under the whole-table restrictions in ``state``.
-
-    Shared by the summary's and the reliability's partial stages: the shard's rows are checked
-    against the whole table's root causes and restricted to its common agents and depths.
-    """
-    inputs, found = _units(frames, by, k, state["base"])
+    """One shard's checked units under the whole-table restrictions in ``state`` (every stage)."""
+    # The checks stage validated every row; the one pass of checked_units does the rest.
+    inputs = load(frames["states"], frames["attempts"], by, checks="schema")
     frame = scored_units(
         inputs,
-        k,
         common_sample=common_sample,
         common_states=common_states,
         agents=state["agents"],
         depths=state["depths"],
-        found=found,
+        found=checked_units(inputs, k, base=state["base"], roots=False),
     )
     return frame, inputs
 
@@ -508,78 +453,34 @@ def _summary_partial(
     }
 
 
-def _summary_done(
-    parts: dict[str, pl.DataFrame], *, by: Sequence[str], k: int, **options: Any
-) -> pl.DataFrame:
-    slices = parts["slices"]
-    state_keys = [c for c in by if c in slices.columns]
-    return _finish_units(parts["partials"], slices, list(by), state_keys, k, **options)
-
-
-def _plan_check(
-    k: object, interval: str, confidence: float, n_resamples: int, seed: int, ci_method: str
-) -> None:
-    check_k(k)
-    _check_statistics(interval, confidence, n_resamples, seed, ci_method)
-
-
-def summary_plan(
-    states: object,
-    attempts: object,
-    *,
-    by: Sequence[str] = ("agent", "depth"),
-    k: int = 3,
-    common_sample: bool = False,
-    common_states: bool = False,
-    interval: str = "bootstrap",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    ci_method: str = "percentile",
-    seed: int = 0,
-) -> plan.Plan:
-    """Return the plan of :func:`summarize` (ARCHITECTURE §7).
-
-    The workflow is the resampling cluster: `states` are keyed by workflow (a state by the
-    smallest workflow among the rows of its ``state_id``, so a duplicated state lands in one
-    shard) and `attempts` by their state's. What no shard can know is decided over all shards
-    first: the root causes and the first repeat (no shuffle needed); for ``common_states`` the
-    agents with a scored unit; for ``common_sample`` the depths with a scored unit per group.
-    """
-    columns = as_columns("by", by)
-    flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages = _restriction_stages(columns, k, **flags)
-    stages.append(
-        plan.Stage(
-            "takeover partials", functools.partial(_summary_partial, by=columns, k=k, **flags)
-        )
-    )
-    options: dict[str, Any] = {
-        "interval": interval,
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "ci_method": ci_method,
-        "seed": seed,
-    }
-    return plan.Plan(
-        inputs=_plan_inputs(states, attempts),
-        stages=tuple(stages),
-        check=functools.partial(_plan_check, k, interval, confidence, n_resamples, seed, ci_method),
-        finish=functools.partial(_summary_done, by=columns, k=k, **options),
-    )
-
-
 def _plan_inputs(states: object, attempts: object) -> tuple[plan.Input, ...]:
-    """Return both tables as plan inputs, clustered by workflow (an attempt by its state's)."""
+    """Return both tables as plan inputs, clustered by workflow (an attempt by its state's).
+
+    A state is keyed by the smallest workflow among the rows of its ``state_id``, so a
+    duplicated state lands in one shard.
+    """
     return (
         plan.Input("states", states, "workflow_id", "states", via=("states", "state_id")),
         plan.Input("attempts", attempts, "workflow_id", "attempts", via=("states", "state_id")),
     )
 
 
-def _restriction_stages(
-    columns: tuple[str, ...], k: int, *, common_states: bool, common_sample: bool
-) -> list[plan.Stage]:
-    """Return the stages before the scored units: checks, common agents, common depths."""
+def workflow_stages(
+    columns: tuple[str, ...],
+    k: int,
+    name: str,
+    partial: Callable[..., dict[str, pl.LazyFrame]],
+    *,
+    common_states: bool,
+    common_sample: bool,
+) -> tuple[plan.Stage, ...]:
+    """Return the stages: checks, common agents, common depths, then ``partial`` (``name``).
+
+    The workflow is the resampling cluster (:func:`_plan_inputs`). What no shard can know is
+    decided over all shards first: the root causes and the first repeat (no shuffle needed);
+    for ``common_states`` the agents with a scored unit; for ``common_sample`` the depths with
+    a scored unit per group.
+    """
     stages = [
         plan.Stage(
             "takeover checks",
@@ -592,7 +493,9 @@ def _restriction_stages(
         stages.append(
             plan.Stage(
                 "agents with scored units",
-                functools.partial(_agents_partial, by=columns, k=k),
+                functools.partial(
+                    _restriction_partial, by=columns, k=k, common_states=False, name="agents"
+                ),
                 _agents_combine,
             )
         )
@@ -600,20 +503,26 @@ def _restriction_stages(
         stages.append(
             plan.Stage(
                 "depths with scored units",
-                functools.partial(_depths_partial, by=columns, k=k, common_states=common_states),
+                functools.partial(
+                    _restriction_partial,
+                    by=columns,
+                    k=k,
+                    common_states=common_states,
+                    name="depths",
+                ),
                 functools.partial(_depths_combine, by=columns),
             )
         )
-    return stages
+    flags = {"common_states": common_states, "common_sample": common_sample}
+    stages.append(plan.Stage(name, functools.partial(partial, by=columns, k=k, **flags)))
+    return tuple(stages)
 
 
 def _finish_units(
-    partials: pl.DataFrame,
-    slices: pl.DataFrame,
-    by: list[str],
-    state_keys: Sequence[str],
-    k: int,
+    parts: dict[str, pl.DataFrame],
     *,
+    by: Sequence[str],
+    k: int,
     interval: str,
     confidence: float,
     n_resamples: int,
@@ -622,10 +531,11 @@ def _finish_units(
 ) -> pl.DataFrame:
     """Sum per-workflow partials into cells, join the slice counts, add rates and intervals.
 
-    ``slices`` may hold several rows per slice (one per shard of a distributed run): its
-    counts are added up. ``partials`` must hold each (workflow, cell) once - a workflow is
-    never split between shards.
+    ``slices`` may hold a row per slice and shard (their counts are added); ``partials`` holds
+    each (workflow, cell) once: a workflow is never split between shards.
     """
+    partials, slices, by = parts["partials"], parts["slices"], list(by)
+    state_keys = [c for c in by if c in slices.columns]
     counts = [pl.col(c).sum() for c in _STATE_COUNTS]
     slices = slices.group_by(list(state_keys)).agg(counts) if state_keys else slices.select(counts)
     cells = partials.group_by(by).agg(
@@ -640,7 +550,11 @@ def _finish_units(
     ).with_columns(pl.col("ear").alias("aware_rate"))
     with_ci = [r for r in RATES if r[0] != "aware_rate"]
     if interval == "wilson":
-        cells = _wilson_intervals(cells, with_ci, confidence)
+        cis = {name: stats.wilson_exprs(num, den, confidence) for name, num, den in with_ci}
+        cells = cells.with_columns(
+            *(ci.low.alias(f"{name}_ci_low") for name, ci in cis.items()),
+            *(ci.high.alias(f"{name}_ci_high") for name, ci in cis.items()),
+        )
     else:
         cells = _bootstrap_intervals(
             partials,
@@ -660,40 +574,23 @@ def _finish_units(
 
 
 def _summary_columns(by: Sequence[str]) -> list[str]:
-    def rate(name: str) -> list[str]:
-        return [name, f"{name}_ci_low", f"{name}_ci_high"]
+    """Output order: keys, counts, then each rate (with its interval) after its counts."""
+
+    def rates(first: int, stop: int) -> list[str]:
+        return [f"{r}{end}" for r, _, _ in RATES[first:stop] for end in ("", "_ci_low", "_ci_high")]
 
     return [
         *by,
         "k",
         *_STATE_COUNTS,
-        "attempted_states",
-        "root_causes",
+        *_COUNTS[:2],
         "workflows",
-        "attempts",
-        "excluded_attempts",
-        "excluded_not_common_state",
-        "excluded_not_common_sample",
-        *rate("ear"),
-        *rate("pass_at_1"),
-        *rate("pass_at_k"),
-        "n_aware",
-        "n_fixed",
-        "n_derived",
-        "n_passed",
-        *rate("aware_rate"),
-        *rate("fixed_rate"),
-        *rate("derived_rate"),
-        *rate("pass_rate"),
-        "aware_fixed",
-        "aware_fixed_derived",
-        "aware_fixed_derived_passed",
-        "off_funnel_fixed",
-        "off_funnel_derived",
-        "off_funnel_passed",
-        *rate("fixed_given_aware_rate"),
-        *rate("derived_given_fixed_rate"),
-        *rate("pass_given_derived_rate"),
+        *_COUNTS[2:6],
+        *rates(0, 3),
+        *_FUNNEL_COUNTS[:4],
+        *rates(3, 7),
+        *_FUNNEL_COUNTS[4:],
+        *rates(7, 10),
     ]
 
 
@@ -756,14 +653,13 @@ def compare_agents(
     Returns
     -------
     polars.DataFrame
-        One row per ``by`` cell where either agent attempted an eligible state, sorted:
-        the ``by`` keys, ``a``, ``b`` (the two agents), ``k``, ``common_states`` (paired states: the
+        One row per ``by`` cell where either agent attempted an eligible state, sorted: the ``by``
+        keys, ``a``, ``b`` (the two agents), ``k``, ``common_states`` (paired states: the
         denominator), ``root_causes``, ``workflows`` (clusters), ``only_a_states``,
-        ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``,
-        ``pass_at_k_a``, ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``,
-        ``a_better_states``, ``b_better_states`` (states where a's pass@k is higher / lower),
-        ``p_value``, ``p_method`` (and ``p_adjusted`` with ``adjust``). Statistics are null
-        for a cell without paired states.
+        ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``, ``pass_at_k_a``,
+        ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``, ``a_better_states``,
+        ``b_better_states`` (states where a's pass@k is higher / lower), ``p_value``, ``p_method``
+        (and ``p_adjusted`` with ``adjust``). Statistics are null for a cell without paired states.
 
     Raises
     ------
@@ -801,7 +697,7 @@ def compare_agents(
             f"parameter `confidence` is {confidence!r}; a one-sided interval needs a confidence "
             "above 0.5."
         )
-    cells = list(as_columns("by", by))
+    cells = list(column_names("by", by))
     _check_agents(cells, a, b)
     options: dict[str, Any] = {"by": cells, "k": k, "a": a, "b": b}
     statistics: dict[str, Any] = {
@@ -989,19 +885,15 @@ _COMPARE_COUNTS = (
     "b_better_states",
 )
 _COMPARE_COLUMNS = (
-    "common_states",
-    "root_causes",
+    *_COMPARE_COUNTS[:2],
     "workflows",
-    "only_a_states",
-    "only_b_states",
-    "excluded_not_common_sample",
+    *_COMPARE_COUNTS[2:5],
     "pass_at_k_a",
     "pass_at_k_b",
     "difference",
     "ci_low",
     "ci_high",
-    "a_better_states",
-    "b_better_states",
+    *_COMPARE_COUNTS[5:],
     "p_value",
     "p_method",
 )
@@ -1031,12 +923,13 @@ def _compare_finish(
         (pl.col("common_states") > 0).sum().cast(pl.Int64).alias("workflows"),
     ]
     table = partials.group_by(cells).agg(aggregates) if cells else partials.select(aggregates)
+    # stats needs at least one cell column; a constant one stands for "the whole table".
+    stat_cells = cells or ["__all"]
     table = table.with_columns(
         _rate("sum_a", "common_states").alias("pass_at_k_a"),
         _rate("sum_b", "common_states").alias("pass_at_k_b"),
+        pl.lit(0).alias("__all"),
     ).with_columns((pl.col("pass_at_k_a") - pl.col("pass_at_k_b")).alias("difference"))
-    # stats needs at least one cell column; a constant one stands for "the whole table".
-    stat_cells = cells or ["__all"]
     clusters = partials.filter(pl.col("common_states") > 0).with_columns(
         pl.col("common_states").cast(pl.Float64).alias("n_a"),
         pl.col("common_states").cast(pl.Float64).alias("n_b"),
@@ -1052,7 +945,7 @@ def _compare_finish(
         ci_method=ci_method,
         seed=seed,
     ).select(
-        *cells,
+        *stat_cells,
         pl.lit(-1.0).alias("ci_low") if alternative == "less" else pl.col("ci_low").fill_nan(None),
         pl.lit(1.0).alias("ci_high")
         if alternative == "greater"
@@ -1065,11 +958,8 @@ def _compare_finish(
         n_resamples=sign_flips,
         seed=seed,
         alternative=alternative,
-    ).select(*cells, "p_value", "p_method")
-    if cells:
-        table = _join(_join(table, boot, cells), tests, cells)
-    else:
-        table = table.hstack(_single(boot)).hstack(_single(tests))
+    ).select(*stat_cells, "p_value", "p_method")
+    table = _join(_join(table, boot, stat_cells), tests, stat_cells)
     labels = [
         pl.lit(a).alias("a"),
         pl.lit(b).alias("b"),
@@ -1117,14 +1007,13 @@ def awareness_split(
     Returns
     -------
     polars.DataFrame
-        Per-agent rows (``scope = "agent"``) and, per
-        combination of the other ``by`` keys, one macro row (``scope = "macro"``, ``agent``
-        null). Columns: ``scope``, the ``by`` keys, ``agents`` (agents averaged: 1 on agent
-        rows; on macro rows the agents that have both aware and unaware attempts),
-        ``aware_attempts``, ``aware_passed``, ``aware_pass_rate`` (+ ``_ci_low``/``_ci_high``),
-        ``unaware_attempts``, ``unaware_passed``, ``unaware_pass_rate`` (+ CIs),
-        ``difference`` (aware − unaware; on macro rows the mean of the per-agent differences),
-        ``interpretation``. Macro rows have null intervals.
+        Per-agent rows (``scope = "agent"``) and, per combination of the other ``by`` keys, one
+        macro row (``scope = "macro"``, ``agent`` null). Columns: ``scope``, the ``by`` keys,
+        ``agents`` (agents averaged: 1 on agent rows; on macro rows the agents that have both aware
+        and unaware attempts), ``aware_attempts``, ``aware_passed``, ``aware_pass_rate`` (+
+        ``_ci_low``/``_ci_high``), ``unaware_attempts``, ``unaware_passed``, ``unaware_pass_rate``
+        (+ CIs), ``difference`` (aware − unaware; on macro rows the mean of the per-agent
+        differences), ``interpretation``. Macro rows have null intervals.
 
     Raises
     ------
@@ -1139,29 +1028,24 @@ def awareness_split(
     >>> out.filter(pl.col("scope") == "macro")["interpretation"].to_list()
     ['association, not an effect']
     """
-    columns = as_columns("by", by)
+    columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
-    stages = _restriction_stages(columns, 1, **flags)
-    stages.append(
-        plan.Stage(
-            "aware and unaware attempts", functools.partial(_awareness_partial, by=columns, **flags)
-        )
-    )
     return plan.run(
         engine,
         plan.Plan(
             inputs=_plan_inputs(states, attempts),
-            stages=tuple(stages),
-            check=functools.partial(_check_confidence, confidence),
+            stages=workflow_stages(
+                columns, 1, "aware and unaware attempts", _awareness_partial, **flags
+            ),
+            check=functools.partial(
+                stats.check_resampling, confidence=confidence, n_resamples=1, seed=0
+            ),
             finish=functools.partial(_awareness_finish, by=columns, confidence=confidence),
         ),
     )
 
 
-def _check_confidence(confidence: object) -> None:
-    stats.check_resampling(confidence=confidence, n_resamples=1, seed=0)
-
-
+_SIDES = ("aware", "unaware")
 _AWARENESS_COUNTS = ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
 
 
@@ -1170,19 +1054,13 @@ def _awareness_partial(
     state: dict[str, Any],
     *,
     by: Sequence[str],
+    k: int,
     common_states: bool,
     common_sample: bool,
 ) -> dict[str, pl.LazyFrame]:
     """Aware and unaware attempts and passes per ``by`` cell (additive over workflows)."""
-    inputs = load(frames["states"], frames["attempts"], by)
-    frame = scored_units(
-        inputs,
-        1,
-        common_sample=common_sample,
-        common_states=common_states,
-        agents=state["agents"],
-        depths=state["depths"],
-        found=checked_units(inputs, 1, base=state["base"], roots=False),
+    frame, _ = scored_shard(
+        frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
     )
     counts = (
         frame.filter(pl.col("excluded").is_null())
@@ -1206,29 +1084,20 @@ def _awareness_finish(
         parts["counts"]
         .group_by(keys)
         .agg(pl.col(c).sum() for c in _AWARENESS_COUNTS)
-        .with_columns(
-            _rate("aware_passed", "aware_attempts").alias("aware_pass_rate"),
-            _rate("unaware_passed", "unaware_attempts").alias("unaware_pass_rate"),
-        )
+        .with_columns(_rate(f"{s}_passed", f"{s}_attempts").alias(f"{s}_pass_rate") for s in _SIDES)
         .with_columns((pl.col("aware_pass_rate") - pl.col("unaware_pass_rate")).alias("difference"))
     )
-    aware_ci = stats.wilson_exprs("aware_passed", "aware_attempts", confidence)
-    unaware_ci = stats.wilson_exprs("unaware_passed", "unaware_attempts", confidence)
+    cis = {s: stats.wilson_exprs(f"{s}_passed", f"{s}_attempts", confidence) for s in _SIDES}
     agent_rows = per_agent.with_columns(
         pl.lit("agent").alias("scope"),
         pl.lit(1, dtype=pl.Int64).alias("agents"),
-        aware_ci.low.alias("aware_pass_rate_ci_low"),
-        aware_ci.high.alias("aware_pass_rate_ci_high"),
-        unaware_ci.low.alias("unaware_pass_rate_ci_low"),
-        unaware_ci.high.alias("unaware_pass_rate_ci_high"),
+        *(ci.low.alias(f"{s}_pass_rate_ci_low") for s, ci in cis.items()),
+        *(ci.high.alias(f"{s}_pass_rate_ci_high") for s, ci in cis.items()),
     )
     both = per_agent.filter(pl.col("difference").is_not_null())
     macro_aggs = [
         pl.len().cast(pl.Int64).alias("agents"),
-        *(
-            pl.col(c).sum()
-            for c in ("aware_attempts", "aware_passed", "unaware_attempts", "unaware_passed")
-        ),
+        *(pl.col(c).sum() for c in _AWARENESS_COUNTS),
         *(
             _stable_mean(pl.col(c)).alias(c)
             for c in ("aware_pass_rate", "unaware_pass_rate", "difference")
@@ -1239,25 +1108,26 @@ def _awareness_finish(
         pl.lit("macro").alias("scope"),
         pl.lit(None, dtype=pl.String).alias("agent"),
         *(
-            pl.lit(None, dtype=pl.Float64).alias(f"{r}_ci_{side}")
-            for r in ("aware_pass_rate", "unaware_pass_rate")
-            for side in ("low", "high")
+            pl.lit(None, dtype=pl.Float64).alias(f"{s}_pass_rate_ci_{end}")
+            for s in _SIDES
+            for end in ("low", "high")
         ),
     )
     order = [
         "scope",
         *keys,
         "agents",
-        "aware_attempts",
-        "aware_passed",
-        "aware_pass_rate",
-        "aware_pass_rate_ci_low",
-        "aware_pass_rate_ci_high",
-        "unaware_attempts",
-        "unaware_passed",
-        "unaware_pass_rate",
-        "unaware_pass_rate_ci_low",
-        "unaware_pass_rate_ci_high",
+        *(
+            f"{s}_{column}"
+            for s in _SIDES
+            for column in (
+                "attempts",
+                "passed",
+                "pass_rate",
+                "pass_rate_ci_low",
+                "pass_rate_ci_high",
+            )
+        ),
         "difference",
     ]
     schema = agent_rows.collect_schema()
