@@ -41,8 +41,6 @@ __all__ = [
     "join_reliability",
     "pass_hat_k_expr",
     "reliability",
-    "reliability_plan",
-    "repeats_plan",
     "repeats_reliability",
 ]
 
@@ -186,37 +184,6 @@ def reliability(
     >>> bool((out["pass_hat_k"] <= 1).all())
     True
     """
-    return plan.run(
-        engine,
-        reliability_plan(
-            states,
-            attempts,
-            by=by,
-            k=k,
-            common_sample=common_sample,
-            common_states=common_states,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            ci_method=ci_method,
-            seed=seed,
-        ),
-    )
-
-
-def reliability_plan(
-    states: object,
-    attempts: object,
-    *,
-    by: Sequence[str] = ("agent", "depth"),
-    k: int = 3,
-    common_sample: bool = False,
-    common_states: bool = False,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    ci_method: str = "percentile",
-    seed: int = 0,
-) -> plan.Plan:
-    """Return the plan of :func:`reliability` (ARCHITECTURE §7; stages: ``workflow_stages``)."""
     columns = column_names("by", by)
     flags: dict[str, Any] = {"common_states": common_states, "common_sample": common_sample}
     settings: dict[str, object] = {
@@ -225,12 +192,17 @@ def reliability_plan(
         "ci_method": ci_method,
         "seed": seed,
     }
-    return plan.Plan(
-        inputs=_summary._plan_inputs(states, attempts),
-        stages=_summary.workflow_stages(columns, k, "reliability partials", _plan_partial, **flags),
-        check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
-        finish=functools.partial(
-            _finish, by=list(columns), k=k, count="attempted_states", settings=settings
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=_summary._plan_inputs(states, attempts),
+            stages=_summary.workflow_stages(
+                columns, k, "reliability partials", _plan_partial, **flags
+            ),
+            check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
+            finish=functools.partial(
+                _finish, by=list(columns), k=k, count="attempted_states", settings=settings
+            ),
         ),
     )
 
@@ -327,37 +299,6 @@ def repeats_reliability(
     >>> out.select("units", "pass_hat_k", "flip_rate").row(0)
     (2, 0.5, 0.5)
     """
-    return plan.run(
-        engine,
-        repeats_plan(
-            trials,
-            unit=unit,
-            cluster=cluster,
-            outcome=outcome,
-            by=by,
-            k=k,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            ci_method=ci_method,
-            seed=seed,
-        ),
-    )
-
-
-def repeats_plan(
-    trials: object,
-    *,
-    unit: Sequence[str],
-    cluster: str,
-    outcome: str = "passed",
-    by: Sequence[str] = (),
-    k: int = 3,
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    ci_method: str = "percentile",
-    seed: int = 0,
-) -> plan.Plan:
-    """Return the plan of :func:`repeats_reliability` (ARCHITECTURE §7; clusters: ``cluster``)."""
     columns: dict[str, Any] = {
         "unit": tuple(unit),
         "cluster": cluster,
@@ -370,18 +311,21 @@ def repeats_plan(
         "ci_method": ci_method,
         "seed": seed,
     }
-    return plan.Plan(
-        inputs=(plan.Input("trials", trials, key=functools.partial(_trials_key, **columns)),),
-        check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
-        stages=(
-            plan.Stage(
-                "counting trials per unit",
-                functools.partial(_trials_partial, **columns),
-                functools.partial(_units_combine, **columns, k=k),
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(plan.Input("trials", trials, key=functools.partial(_trials_key, **columns)),),
+            check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
+            stages=(
+                plan.Stage(
+                    "counting trials per unit",
+                    functools.partial(_trials_partial, **columns),
+                    functools.partial(_units_combine, **columns, k=k),
+                ),
             ),
-        ),
-        finish=functools.partial(
-            _units_finish, by=list(by), cluster=cluster, k=k, settings=settings
+            finish=functools.partial(
+                _units_finish, by=list(by), cluster=cluster, k=k, settings=settings
+            ),
         ),
     )
 
