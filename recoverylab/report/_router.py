@@ -182,25 +182,10 @@ def policy_gain(
         When no row has this reference.
     """
     alt = altair()
-    rows = slim(
-        _rows(evaluation, "policy_gain", reference).with_columns(
-            pp("gain"), pp("ci_low"), pp("ci_high"), pp("base_rate"), pp("policy_rate")
-        ),
-        [
-            "policy",
-            "reference",
-            "cond",
-            "gain_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "base_rate_pp",
-            "policy_rate_pp",
-            "n",
-            "rescue",
-            "harm",
-            "p_value",
-        ],
-    )
+    rates = ("gain", "ci_low", "ci_high", "base_rate", "policy_rate")
+    rows = _rows(evaluation, "policy_gain", reference).with_columns(*(pp(c) for c in rates))
+    keys = ("policy", "reference", "cond")
+    rows = slim(rows, [*keys, *(f"{c}_pp" for c in rates), "n", "rescue", "harm", "p_value"])
     several = rows["policy"].n_unique() > 1  # one policy: no legend with a single entry
     encoding: dict[str, Any] = {"x": x_band("cond", "condition", sort=_condition_order(rows))}
     if several:
@@ -304,27 +289,14 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     values = base.mark_text(baseline="bottom", dy=-2, fontSize=10).encode(
         y=alt.Y("rate_pp:Q"), text=alt.Text("rate_pp:Q", format=".1f")
     )
-    bars = (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            x=x_band("policy", "policy", sort=_policy_order(rows)),
-            xOffset=alt.XOffset("measure:N", sort=measures),
-            y=alt.Y("rate_pp:Q", title="rate (pp)"),
-            color=alt.Color(
-                "measure:N",
-                title="rate",
-                sort=measures,
-                scale=alt.Scale(range=[NEUTRAL, "#e7298a", "#66a61e", "#e6ab02"]),
-            ),
-            tooltip=[
-                tip_key("policy"),
-                tip_key("measure"),
-                tip_pp("rate_pp", "rate"),
-                tip_n("interventions", "interventions"),
-                tip_n("n", "n (episodes)"),
-            ],
-        )
+    bars = base.mark_bar().encode(
+        y=alt.Y("rate_pp:Q", title="rate (pp)"),
+        color=alt.Color(
+            "measure:N",
+            title="rate",
+            sort=measures,
+            scale=alt.Scale(range=[NEUTRAL, "#e7298a", "#66a61e", "#e6ab02"]),
+        ),
     )
     return alt.layer(bars, values).properties(
         width=alt.Step(30), height=200, title="How often each policy intervenes"
