@@ -1,17 +1,7 @@
 """The CIR router and its baselines as scikit-learn-style estimators (ARCHITECTURE §3.2).
 
-Every policy maps decision points to at most one refresh delay per episode:
-
-- :class:`Router`: three L2 logistic regressions (p_err, p0, p1; T-learner) and the sequential
-  rule with thresholds alpha, beta, gamma chosen on out-of-fold predictions.
-- :class:`AnomalyRouter`: the same error model, alpha only, chosen under the same objective and
-  clean-harm constraint.
-- :class:`RateMatchedAnomaly`: alpha only, chosen to match a target (the router's) OOF
-  intervention rate.
-- :class:`Never`: never refreshes.
-
-Fitted rule policies export to a small JSON rule (:meth:`to_json`) that
-:func:`recoverylab.router.apply_rule` applies in plain Python.
+Each maps decision points to at most one refresh delay per episode; a fitted rule policy exports
+a JSON rule (:meth:`to_json`) that :func:`recoverylab.router.apply_rule` applies in plain Python.
 """
 
 from __future__ import annotations

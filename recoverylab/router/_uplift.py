@@ -338,13 +338,11 @@ def _bootstrap(
     parts: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in scores}
     batch = max(1, _MAX_BATCH_ELEMENTS // len(tau))
     draws_left = n_resamples + 1
-    first = True
     while draws_left:
         size = min(batch, draws_left)
         counts = gen.multinomial(n_tasks, np.full(n_tasks, 1 / n_tasks), size=size).astype(float)
-        if first:  # row 0: the data as observed
+        if draws_left == n_resamples + 1:  # row 0: the data as observed
             counts[0] = 1.0
-            first = False
         weights = counts[:, task_codes]
         for name, (order, starts, sizes) in prepared.items():
             parts[name].append(_curves(tau[order], weights[:, order], starts, sizes, grid))
@@ -583,20 +581,6 @@ def _metric_frame(results: dict, confidence: float, points: int, tasks: int) -> 
         for metric in ("autoc", "qini"):
             diff = results[names[0]][metric] - results[other][metric]
             rows.append((names[0], other, metric, *_interval(diff, confidence), points, tasks))
-    schema = dict(
-        zip(
-            METRIC_COLUMNS,
-            (
-                pl.String,
-                pl.String,
-                pl.String,
-                pl.Float64,
-                pl.Float64,
-                pl.Float64,
-                pl.Int64,
-                pl.Int64,
-            ),
-            strict=True,
-        )
-    )
+    types = (pl.String,) * 3 + (pl.Float64,) * 3 + (pl.Int64,) * 2
+    schema = dict(zip(METRIC_COLUMNS, types, strict=True))
     return pl.DataFrame(rows, schema=schema, orient="row")
