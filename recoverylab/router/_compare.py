@@ -28,6 +28,7 @@ COLUMNS = (
     "condition",
     *POLICY_COLUMNS,
 )
+_INTERVENTION = ("interventions", "intervention_rate", "clean_touch_rate")
 
 
 def _named(policies: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
@@ -129,30 +130,26 @@ def _all_episodes(
     return episodes.join(decided, on=keys, how="left", nulls_equal=True)
 
 
-def _margins(
-    pairs_of_names: list[tuple[str, str]],
+def _rows(
     decisions: Mapping[str, pl.LazyFrame],
     forks: object,
-    **options: Any,
-) -> list[pl.DataFrame]:
-    """Paired margins ``policy - reference`` per condition and overall, clustered by task.
+    policy: str,
+    reference: str | None,
+    options: Any,
+) -> pl.DataFrame:
+    """Rows of ``policy`` over never recovering (``reference`` None) or over another policy.
 
-    Each is :func:`recoverylab.paired.evaluate_policy` with the reference policy's decisions
+    A margin is :func:`recoverylab.paired.evaluate_policy` with the reference policy's decisions
     as its baseline; the intervention columns belong to the policies' own rows, not a margin.
     """
     from recoverylab import paired
 
-    intervention = ("interventions", "intervention_rate", "clean_touch_rate")
-    return [
-        paired.evaluate_policy(
-            decisions[policy], forks, reference=decisions[reference], **options
-        ).select(
-            pl.lit(policy).alias("policy"),
-            pl.lit(reference).alias("reference"),
-            pl.exclude(intervention),
-        )
-        for policy, reference in pairs_of_names
-    ]
+    baseline = None if reference is None else decisions[reference]
+    return paired.evaluate_policy(decisions[policy], forks, reference=baseline, **options).select(
+        pl.lit(policy).alias("policy"),
+        pl.lit(reference or "never").alias("reference"),
+        pl.all() if reference is None else pl.exclude(_INTERVENTION),
+    )
 
 
 def compare(
@@ -238,15 +235,21 @@ def compare(
     >>> table.filter(pl.col("condition").is_null())["policy"].to_list()
     ['router', 'never']
     """
-    from recoverylab import paired
-
     require_one_of("alternative", alternative, stats.ALTERNATIVES)
     require_one_of("adjust", adjust, stats.ADJUST_METHODS)
 
     named = _named(policies)
     pair_by = tuple(_shared_setting(named, "pair_by", ()))
-    clean_label = _shared_setting(named, "clean_label", "clean")
-    method = _shared_setting(named, "method", "refresh")
+    options: dict[str, Any] = {
+        "pair_by": pair_by,
+        "clean_label": _shared_setting(named, "clean_label", "clean"),
+        "method": _shared_setting(named, "method", "refresh"),
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "engine": engine,
+        "alternative": alternative,
+    }
     margin_names = _margin_pairs(named, margins)
     points = _data.points(decision_points, pair_by)
     _warn_overlap(named, points.select("task_id").unique())
@@ -254,23 +257,8 @@ def compare(
         name: _all_episodes(policy.decide(points), points, forks, pair_by)
         for name, policy in named.items()
     }
-    options: dict[str, Any] = {
-        "pair_by": pair_by,
-        "method": method,
-        "clean_label": clean_label,
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "seed": seed,
-        "engine": engine,
-        "alternative": alternative,
-    }
-    rows = [
-        paired.evaluate_policy(decided, forks, **options).select(
-            pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all()
-        )
-        for name, decided in decisions.items()
-    ]
-    rows += _margins(margin_names, decisions, forks, **options)
+    pairs = [*((name, None) for name in named), *margin_names]
+    rows = [_rows(decisions, forks, policy, reference, options) for policy, reference in pairs]
     schema = {
         **dict.fromkeys(("policy", "reference", "condition"), pl.String),
         **dict.fromkeys(("n", "rescue", "harm", "interventions"), pl.Int64),
