@@ -1,9 +1,4 @@
-"""``recoverylab router fit|decide|evaluate``: the Causal Intervention Router (ARCHITECTURE §3.2).
-
-``fit`` learns a rule from training decision points and forks and writes it as JSON; ``decide``
-applies a rule to decision points; ``evaluate`` scores one or more rules on held-out forks
-(against never recovering, and the first rule against the others).
-"""
+"""``recoverylab router fit|decide|evaluate``: the CIR router (ARCHITECTURE §3.2)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""Policies scored side by side on held-out forks, with paired margins between them.
-
-Each policy's own rows come from :func:`recoverylab.paired.evaluate_policy` (gain over never
-recovering, with a task-level bootstrap CI and an exact sign-flip p-value). A *margin* compares
-two policies on the same episodes: per episode, the outcome under one minus the outcome under
-the other, summed per task, bootstrapped over tasks and sign-flip tested the same way.
-"""
+"""Policies scored side by side on held-out forks, with paired margins between them."""
 
 from __future__ import annotations
 

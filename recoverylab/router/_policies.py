@@ -449,13 +449,8 @@ class _RulePolicy(_Estimator, ABC):
         oof = _models.oof_predictions(data.x, labels, data.fold, self.folds, self.C)
         arrays = self._arrays(data, oof)
         thresholds, grid_size, extra = self._choose(arrays)
-        chosen = _search.first_delay(
-            arrays,
-            thresholds.alpha,
-            -np.inf if thresholds.beta is None else thresholds.beta,
-            -np.inf if thresholds.gamma is None else thresholds.gamma,
-        )
-        counts = _search.rule_counts(arrays, chosen)
+        off = (-np.inf if t is None else t for t in thresholds)  # None: the check is not made
+        counts = _search.rule_counts(arrays, _search.first_delay(arrays, *off))
         scaling = _models.Scaling.fit(data.x)
         x = scaling.transform(data.x)
         self.features_ = tuple(features)

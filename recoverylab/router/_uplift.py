@@ -222,19 +222,6 @@ _POLICY_SCORE = {
 }
 
 
-def _scorer_problem(name: str, scorer: object) -> str | None:
-    """Say why ``scorer`` cannot score points (None when it can; see :func:`uplift`)."""
-    kind = getattr(scorer, "kind", None)
-    if isinstance(scorer, str) or kind == "never":
-        return None
-    if _POLICY_SCORE.get(str(kind)) is None or not callable(getattr(scorer, "score", None)):
-        return (
-            f"parameter `scores`: {name!r} is a {type(scorer).__name__}; give a fitted Router, "
-            "AnomalyRouter, RateMatchedAnomaly, Never, or the name of a score column."
-        )
-    return None
-
-
 def _score_expr(name: str, scorer: object, points: pl.LazyFrame, at: list[str]) -> pl.LazyFrame:
     """Return the point keys ``at`` and ``__score`` for one named score (checked scorers)."""
     if isinstance(scorer, str):
@@ -263,11 +250,9 @@ def _points_partial(
 ) -> dict[str, pl.LazyFrame]:
     """Return one row per candidate point of a shard: keys, ``y0``, ``y1``, the scores.
 
-    ``y0`` and ``y1`` are null for a point without a paired outcome; the i-th score is column
-    ``__score{i}`` (a score's name may be any string). ``pairs`` is the per-task
-    stage of :func:`recoverylab.paired.pairs_plan` (labels as the router's: the pairs of the
-    shard's tasks against the whole table's design grid ``design``). The scorers run on the
-    shard's points: a score is a function of the point's own row.
+    ``y0``/``y1`` are null without a paired outcome; the i-th score is ``__score{i}`` (names may
+    be any string). ``pairs`` is the per-task stage of :func:`recoverylab.paired.pairs_plan`
+    (the shard's pairs against the whole table's ``design``); a score is a function of its row.
     """
     at = [*_data.episode_keys(pair_by), "delay"]
     points = _data.points(frames[_data.TABLE], pair_by)
@@ -295,10 +280,7 @@ def _score_column(i: int) -> str:
 def _labelled(points: pl.DataFrame, scores: int, at: list[str], method: str) -> pl.DataFrame:
     """Sort the combined candidate points and add τ = y1 − y0 (``__tau``).
 
-    Raises
-    ------
-    InputError
-        For points without a paired outcome or a finite score, or no candidate point at all.
+    Raises InputError for points without a paired outcome or a finite score, or no points.
     """
     frame = points.sort(at, nulls_last=True)
     _data.check_labels(frame, at, method)
@@ -376,9 +358,14 @@ def _check_uplift(
     if not isinstance(scores, Mapping) or not scores:
         raise ParameterError("parameter `scores` must be a non-empty mapping {name: scorer}.")
     for name, scorer in scores.items():
-        problem = _scorer_problem(name, scorer)
-        if problem is not None:
-            raise ParameterError(problem)
+        kind = getattr(scorer, "kind", None)
+        if isinstance(scorer, str) or kind == "never":
+            continue
+        if _POLICY_SCORE.get(str(kind)) is None or not callable(getattr(scorer, "score", None)):
+            raise ParameterError(
+                f"parameter `scores`: {name!r} is a {type(scorer).__name__}; give a fitted Router, "
+                "AnomalyRouter, RateMatchedAnomaly, Never, or the name of a score column."
+            )
 
 
 def uplift(
@@ -481,12 +468,10 @@ def uplift_plan(
     n_resamples: int = 2000,
     seed: int = 0,
 ) -> plan.Plan:
-    """Return the plan of :func:`uplift` (ARCHITECTURE §7).
+    """Return the plan of :func:`uplift` (ARCHITECTURE §7), clustered by task.
 
-    Decision points and forks are clustered by task. The first stage is the design grid of
-    :func:`recoverylab.paired.pairs_plan`; the second labels each shard's candidate points
-    with their pairs and scores them; the finish sorts the points and runs the task-clustered
-    bootstrap. ``clean_label`` does not change the effects (kept for the router's settings).
+    Stages: the design grid of :func:`recoverylab.paired.pairs_plan`, then each shard's points
+    labelled and scored; the finish bootstraps. ``clean_label`` does not change the effects.
     """
     keys = tuple(pair_by)
     named = dict(scores) if isinstance(scores, Mapping) else {}
