@@ -63,13 +63,8 @@ def fork_episodes(forks: object, pair_by: Sequence[str], tasks: pl.LazyFrame) ->
 def check_features(lazy: pl.LazyFrame, features: Sequence[str], pair_by: Sequence[str]) -> None:
     """Check that every feature is a numeric, non-key column of the decision points.
 
-    Raises
-    ------
-    ParameterError
-        No features, a feature named twice, a key column used as a feature, or names that are
-        not columns.
-    SchemaError
-        A feature column that is not numeric.
+    Raises ParameterError for no features, a feature named twice, a key column used as a
+    feature, or names that are not columns; SchemaError for a feature that is not numeric.
     """
     schema = lazy.collect_schema()
     keys = {*episode_keys(pair_by), "delay"}
@@ -113,12 +108,9 @@ def _bad_value(name: str) -> pl.Expr:
 
 
 def check_finite(lazy: pl.LazyFrame, features: Sequence[str], pair_by: Sequence[str]) -> None:
-    """Raise if a feature holds null, NaN or infinite values (one aggregation over the points).
+    """Raise SchemaError if a feature holds null, NaN or infinite values (one aggregation).
 
-    Raises
-    ------
-    SchemaError
-        Naming the first such feature, its count and up to five (task_id, condition, delay) keys.
+    The error names the first such feature, its count and up to five of its point keys.
     """
     counts = lazy.select([_bad_value(f).sum().alias(f) for f in features]).collect()
     for name in features:
@@ -152,18 +144,10 @@ def labelled_points(
 ) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """Join the decision points at the candidate delays to their paired outcomes and collect.
 
-    Returns
-    -------
-    tuple
-        The labelled points sorted by (task_id, condition, *pair_by, delay), with the feature
-        columns as Float64 and ``obs_error``, ``y0``, ``y1`` (Boolean); the number of decision
-        points ignored because their delay is not a candidate delay; and every episode key of
-        the training tasks (from the points and the forks), sorted.
-
-    Raises
-    ------
-    InputError
-        Decision points with no paired ``method`` outcome at their delay (missing label rows).
+    Returns the labelled points sorted by (task_id, condition, *pair_by, delay), features as
+    Float64 and ``obs_error``, ``y0``, ``y1`` (Boolean); the number of points ignored (delay not
+    a candidate); and every episode key of the training tasks (points and forks), sorted. Raises
+    InputError for points with no paired ``method`` outcome at their delay.
     """
     from recoverylab import paired
 
@@ -201,12 +185,9 @@ def labelled_points(
 
 
 def check_labels(frame: pl.DataFrame, at: Sequence[str], method: str) -> None:
-    """Raise if a candidate point of ``frame`` (sorted by ``at``) has no paired outcome.
+    """Raise InputError if a candidate point of ``frame`` (sorted by ``at``) has no outcome.
 
-    Raises
-    ------
-    InputError
-        Naming the count and up to five ``at`` keys of points with a null ``y0`` or ``y1``.
+    The error names the count and up to five ``at`` keys of points with a null ``y0`` or ``y1``.
     """
     missing = frame.filter(pl.col("y0").is_null() | pl.col("y1").is_null())
     if missing.height:

@@ -93,11 +93,6 @@ class Uplift(stats.ResultHtml):
     at: float
 
 
-# --------------------------------------------------------------------------------------------
-# The estimators on arrays (weights = task multiplicities; all ones for the estimate)
-# --------------------------------------------------------------------------------------------
-
-
 def _ordering(score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the decreasing-score order, the start of each tie group in it, and group sizes."""
     order = np.argsort(-score, kind="stable")
@@ -209,10 +204,6 @@ def rate_statistics(
     }
 
 
-# --------------------------------------------------------------------------------------------
-# Scores and effects of the decision points
-# --------------------------------------------------------------------------------------------
-
 #: The score column a fitted policy ranks by (its priority for a refresh).
 _POLICY_SCORE = {
     "router": "utility",
@@ -296,11 +287,6 @@ def _labelled(points: pl.DataFrame, scores: int, at: list[str], method: str) -> 
         raise InputError("decision_points: no candidate point at the given `delays`.")
     tau = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
     return frame.select(*at, tau.cast(pl.Float64).alias("__tau"), *names)
-
-
-# --------------------------------------------------------------------------------------------
-# Task-clustered bootstrap, shared draws across scores
-# --------------------------------------------------------------------------------------------
 
 
 def _bootstrap(
