@@ -251,27 +251,20 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     """
     alt = altair()
     rows = _rows(evaluation, "policy_rates", _NEVER)
-    overall = rows.filter(pl.col("condition").is_null()).select(
-        "policy",
+    fields = ("policy", "measure", "rate_pp", "n", "interventions", "order")
+    overall = rows.filter(pl.col("condition").is_null()).with_columns(
         pl.lit("intervention rate (all episodes)").alias("measure"),
         pp("intervention_rate", "rate_pp"),
-        pl.col("n"),
-        pl.col("interventions"),
         pl.lit(0).alias("order"),
     )
     clean = rows.filter(
         pl.col("condition").is_not_null() & pl.col("clean_touch_rate").is_not_null()
-    ).select(
-        "policy",
-        pl.concat_str(
-            pl.lit("clean-touch rate ("), pl.col("condition"), pl.lit(" episodes)")
-        ).alias("measure"),
+    ).with_columns(
+        pl.format("clean-touch rate ({} episodes)", "condition").alias("measure"),
         pp("clean_touch_rate", "rate_pp"),
-        pl.col("n"),
-        pl.col("interventions"),
         pl.lit(1).alias("order"),
     )
-    data = pl.concat([overall, clean])
+    data = pl.concat([overall.select(fields), clean.select(fields)])
     require_rows(overall, "policy_rates")
     measures = list(dict.fromkeys(data.sort("order")["measure"].to_list()))
     base = alt.Chart(data).encode(
