@@ -113,15 +113,9 @@ def _warn_overlap(named: Mapping[str, Any], test_tasks: pl.LazyFrame) -> None:
 def _all_episodes(
     decided: pl.LazyFrame, points: pl.LazyFrame, forks: object, pair_by: tuple[str, ...]
 ) -> pl.LazyFrame:
-    """Decisions for every episode of the evaluated tasks; null where the policy saw no point.
-
-    An episode of an evaluated task may have no decision point at all (its task ended before
-    the first candidate delay): it stays in the denominator with the no-recovery outcome.
-    """
-    keys = _data.episode_keys(pair_by)
-    in_forks = _data.fork_episodes(forks, pair_by, points.select("task_id").unique())
-    episodes = pl.concat([in_forks, decided.select(keys)]).unique()
-    return episodes.join(decided, on=keys, how="left", nulls_equal=True)
+    """Decisions for every episode of the evaluated tasks; null where the policy saw no point."""
+    episodes = _data.every_episode(forks, pair_by, points, decided)
+    return episodes.join(decided, on=_data.episode_keys(pair_by), how="left", nulls_equal=True)
 
 
 def _rows(

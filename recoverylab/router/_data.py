@@ -20,7 +20,7 @@ __all__ = [
     "check_finite",
     "check_labels",
     "episode_keys",
-    "fork_episodes",
+    "every_episode",
     "labelled_points",
     "points",
     "string_keys",
@@ -54,10 +54,18 @@ def string_keys(lazy: pl.LazyFrame, pair_by: Sequence[str]) -> pl.LazyFrame:
     return lazy.with_columns(categorical) if categorical else lazy
 
 
-def fork_episodes(forks: object, pair_by: Sequence[str], tasks: pl.LazyFrame) -> pl.LazyFrame:
-    """Episode keys of ``forks`` (schema-checked) whose task is among ``tasks``."""
+def every_episode(
+    forks: object, pair_by: Sequence[str], points: pl.LazyFrame, seen: pl.LazyFrame
+) -> pl.LazyFrame:
+    """Episode keys of ``seen`` and of ``forks`` (schema-checked) in the tasks of ``points``.
+
+    An episode with no candidate point (its task ended before the first candidate delay) still
+    counts: it stays in the denominators with the no-recovery outcome, never refreshed (§3.1).
+    """
+    keys = episode_keys(pair_by)
     lazy = string_keys(validate(forks, "forks", key=tuple(pair_by), checks="schema"), pair_by)
-    return lazy.select(episode_keys(pair_by)).join(tasks, on="task_id", how="semi")
+    in_forks = lazy.select(keys).join(points.select("task_id").unique(), on="task_id", how="semi")
+    return pl.concat([in_forks, seen.select(keys)]).unique()
 
 
 def check_features(lazy: pl.LazyFrame, features: Sequence[str], pair_by: Sequence[str]) -> None:
@@ -167,18 +175,7 @@ def labelled_points(
         .sort(at, nulls_last=True)
     )
     ignored = candidates.select((~pl.col("__candidate")).sum().alias("ignored"))
-    # Every episode of the training tasks counts, including those with no candidate point
-    # left (the task ended first): they stay in the denominators, never refreshed (§3.1).
-    episodes = (
-        pl.concat(
-            [
-                fork_episodes(forks, pair_by, lazy.select("task_id").unique()),
-                lazy.select(keys),
-            ]
-        )
-        .unique()
-        .sort(keys, nulls_last=True)
-    )
+    episodes = every_episode(forks, pair_by, lazy, lazy).sort(keys, nulls_last=True)
     frame, ignored_count, all_episodes = pl.collect_all([joined, ignored, episodes])
     check_labels(frame, at, method)
     return frame, int(ignored_count["ignored"][0]), all_episodes
