@@ -382,8 +382,6 @@ class _RulePolicy(_Estimator, ABC):
             out[data.episode, data.delay_index] = values
             return out
 
-        available = layout(np.ones(data.episode.shape[0], dtype=bool), fill=False)
-        p_err = layout(oof["p_err"])
         if "p0" in oof:
             p0, p1 = oof["p0"], oof["p1"]
             not_p0 = layout(1.0 - p0)
@@ -391,8 +389,8 @@ class _RulePolicy(_Estimator, ABC):
         else:
             not_p0 = utility = np.zeros(shape)
         return _search.EpisodeArrays(
-            available=available,
-            p_err=p_err,
+            available=layout(np.ones(data.episode.shape[0], dtype=bool), fill=False),
+            p_err=layout(oof["p_err"]),
             not_p0=not_p0,
             utility=utility,
             y0=layout(data.frame.get_column("y0").to_numpy().astype(bool), fill=False),
@@ -451,10 +449,9 @@ class _RulePolicy(_Estimator, ABC):
         thresholds, grid_size, extra = self._choose(arrays)
         off = (-np.inf if t is None else t for t in thresholds)  # None: the check is not made
         counts = _search.rule_counts(arrays, _search.first_delay(arrays, *off))
-        scaling = _models.Scaling.fit(data.x)
-        x = scaling.transform(data.x)
         self.features_ = tuple(features)
-        self.scaler_ = scaling
+        self.scaler_ = _models.Scaling.fit(data.x)
+        x = self.scaler_.transform(data.x)
         self.models_ = {name: _models.fit_logistic(x, y, self.C) for name, y in labels.items()}
         self.thresholds_ = thresholds
         self.train_tasks_ = data.tasks

@@ -540,12 +540,8 @@ def _metric_frame(results: dict, confidence: float, points: int, tasks: int) -> 
     rows = []
     for name, res in results.items():
         top = res["toc"][:, -1] + res["ate"]  # uplift@k: TOC at the share `at`, plus the ATE
-        for metric, values in (
-            ("autoc", res["autoc"]),
-            ("qini", res["qini"]),
-            ("uplift_at_k", top),
-            ("ate", res["ate"]),
-        ):
+        for metric in ("autoc", "qini", "uplift_at_k", "ate"):
+            values = top if metric == "uplift_at_k" else res[metric]
             rows.append((name, None, metric, *_interval(values, confidence), points, tasks))
     names = list(results)
     for other in names[1:]:
