@@ -49,10 +49,8 @@ _NEVER = "never"
 def _rows(evaluation: object, chart: str, reference: str) -> pl.DataFrame:
     """Return the rows of one reference, with ``policy`` (by keys folded in), ``cond`` labels."""
     frame = prepare(evaluation, _COLUMNS, chart, _SOURCE)
-    if "policy" not in frame.columns:
-        frame = frame.with_columns(pl.lit("policy").alias("policy"))
-    if "reference" not in frame.columns:
-        frame = frame.with_columns(pl.lit(_NEVER).alias("reference"))
+    defaults = {"policy": "policy", "reference": _NEVER}  # one policy against never
+    frame = frame.with_columns(pl.lit(v).alias(k) for k, v in defaults.items() if k not in frame)
     extra = [k for k in keys_before(frame, "n") if k not in ("policy", "reference", "condition")]
     rows = frame.filter(pl.col("reference") == reference)
     if rows.height == 0:
@@ -102,20 +100,14 @@ def policy_success(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin
     alt = altair()
     rows = _rows(evaluation, "policy_success", _NEVER)
     series = [("never recovering", "base_rate"), ("with the policy", "policy_rate")]
-    data = slim(
-        pl.concat(
-            [
-                rows.with_columns(
-                    pl.lit(name).alias("series"),
-                    pl.lit(order).alias("order"),
-                    pp(column, "rate_pp"),
-                    pp("gain"),
-                )
-                for order, (name, column) in enumerate(series)
-            ]
-        ),
-        ["policy", "cond", "series", "order", "rate_pp", "n", "gain_pp", "rescue", "harm"],
-    )
+    parts = [
+        rows.with_columns(
+            pl.lit(name).alias("series"), pl.lit(order).alias("order"), pp(column, "rate_pp")
+        )
+        for order, (name, column) in enumerate(series)
+    ]
+    fields = ["policy", "cond", "series", "order", "rate_pp", "n", "gain_pp", "rescue", "harm"]
+    data = slim(pl.concat(parts).with_columns(pp("gain")), fields)
     return (
         alt.Chart(data)
         .mark_bar()
