@@ -289,20 +289,11 @@ def evaluate_uplift(
     """Run :func:`recoverylab.router.uplift` with the labelling settings of the first rule."""
     from recoverylab.router import uplift
 
-    first = next(iter(named.values()))
-    return uplift(
-        named,
-        points,
-        forks,
-        delays=getattr(first, "delays", (1, 2, 4)),
-        method=getattr(first, "method", "refresh"),
-        clean_label=getattr(first, "clean_label", "clean"),
-        pair_by=getattr(first, "pair_by", ()),
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        engine=engine,
-    )
+    first = next(iter(named.values()))  # a setting it lacks keeps uplift's default
+    labelling = ("delays", "method", "clean_label", "pair_by")
+    settings: dict[str, Any] = {n: getattr(first, n) for n in labelling if hasattr(first, n)}
+    settings.update(confidence=confidence, n_resamples=n_resamples, seed=seed, engine=engine)
+    return uplift(named, points, forks, **settings)
 
 
 def demo(out_dir: Path, progress: Progress) -> list[Path]:
