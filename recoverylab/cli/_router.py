@@ -68,8 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Causal Intervention Router: learn when a refresh helps from paired forks, "
         "export the rule as JSON, apply it, and evaluate it on held-out tasks.",
     )
-    actions = parser.add_subparsers(dest="router_command", metavar="ACTION")
-    actions.required = True
+    actions = parser.add_subparsers(dest="router_command", metavar="ACTION", required=True)
 
     fit = actions.add_parser(
         "fit",
