@@ -135,7 +135,7 @@ def _rows(
     baseline = None if reference is None else decisions[reference]
     return paired.evaluate_policy(decisions[policy], forks, reference=baseline, **options).select(
         pl.lit(policy).alias("policy"),
-        pl.lit(reference or "never").alias("reference"),
+        pl.lit("never" if reference is None else reference).alias("reference"),
         pl.all() if reference is None else pl.exclude(_INTERVENTION),
     )
 
