@@ -157,8 +157,7 @@ class _Estimator:
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        signature = inspect.signature(cls.__init__)
-        return [p for p in signature.parameters if p != "self"]
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
     def get_params(self) -> dict[str, Any]:
         """Return the constructor parameters (scikit-learn convention)."""
@@ -826,10 +825,8 @@ class AnomalyRouter(_RulePolicy):
     def _choose(self, arrays):
         grids, counts = self._alpha_counts(arrays)
         best, _ = _search.choose(counts, eps=self.eps, n_clean=int(arrays.clean.sum()))
-        size = (len(grids[0]),)
-        if best is None:
-            return Thresholds(NEVER, None, None), size, {}
-        return Thresholds(float(grids[0][best[0]]), None, None), size, {}
+        alpha = NEVER if best is None else float(grids[0][best[0]])
+        return Thresholds(alpha, None, None), (len(grids[0]),), {}
 
 
 class RateMatchedAnomaly(AnomalyRouter):
