@@ -1,9 +1,4 @@
-"""``recoverylab router fit|decide|evaluate``: the Causal Intervention Router (ARCHITECTURE §3.2).
-
-``fit`` learns a rule from training decision points and forks and writes it as JSON; ``decide``
-applies a rule to decision points; ``evaluate`` scores one or more rules on held-out forks
-(against never recovering, and the first rule against the others).
-"""
+"""``recoverylab router fit|decide|evaluate``: the CIR router (ARCHITECTURE §3.2)."""
 
 from __future__ import annotations
 
@@ -73,8 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Causal Intervention Router: learn when a refresh helps from paired forks, "
         "export the rule as JSON, apply it, and evaluate it on held-out tasks.",
     )
-    actions = parser.add_subparsers(dest="router_command", metavar="ACTION")
-    actions.required = True
+    actions = parser.add_subparsers(dest="router_command", metavar="ACTION", required=True)
 
     fit = actions.add_parser(
         "fit",
@@ -120,7 +114,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     evaluate = _add_evaluate(actions)
     for action in (fit, decide, evaluate):
         _table.add_printing(action)
-    for action in (fit, decide, evaluate):  # the global flags work after the action too
+        # the global flags work after the action too
         action.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
         action.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
 
@@ -156,26 +150,23 @@ def _add_evaluate(actions: argparse._SubParsersAction) -> argparse.ArgumentParse
     return evaluate
 
 
-def _fit_policy(
-    policy: str,
-    decision_points: object,
-    forks: object,
-    features: tuple[str, ...],
-    params: dict,
-    progress: Progress,
-):
+def _fit_policy(args: argparse.Namespace, progress: Progress):
+    """Fit the policy ``--policy`` names on the training tables of ``args``."""
     from recoverylab.router import AnomalyRouter, RateMatchedAnomaly, Router
 
-    if policy == "anomaly":
-        params = {k: v for k, v in params.items() if k != "lam"}
+    names = ("C", "lam", "eps", "delays", "folds", "clean_label", "seed", "method", "pair_by")
+    params = {name: getattr(args, name) for name in names}
+    data = (read(args.decision_points), read(args.forks), args.features)
+    if args.policy == "anomaly":
+        del params["lam"]
         progress("fitting the anomaly baseline (out-of-fold, then all tasks)")
-        return AnomalyRouter(**params).fit(decision_points, forks, features)
+        return AnomalyRouter(**params).fit(*data)
     progress("fitting the router (out-of-fold, then all tasks)")
-    router = Router(**params).fit(decision_points, forks, features)
-    if policy == "router":
+    router = Router(**params).fit(*data)
+    if args.policy == "router":
         return router
     progress("fitting the rate-matched baseline")
-    return RateMatchedAnomaly.matching(router).fit(decision_points, forks, features)
+    return RateMatchedAnomaly.matching(router).fit(*data)
 
 
 def _report_frame(policy: object) -> pl.DataFrame:
@@ -206,25 +197,7 @@ def run_fit(args: argparse.Namespace) -> None:
     """Fit a rule and write it as JSON; print the fit report."""
     progress = Progress("router fit", quiet=args.quiet)
     guard_output(args.out, args)
-    params = {
-        "C": args.C,
-        "lam": args.lam,
-        "eps": args.eps,
-        "delays": args.delays,
-        "folds": args.folds,
-        "clean_label": args.clean_label,
-        "seed": args.seed,
-        "method": args.method,
-        "pair_by": args.pair_by,
-    }
-    policy = _fit_policy(
-        args.policy,
-        read(args.decision_points),
-        read(args.forks),
-        args.features,
-        params,
-        progress,
-    )
+    policy = _fit_policy(args, progress)
     policy.to_json(args.out)
     announce_written(f"wrote {args.out}")
     fmt, wide = _table.printing(args)
@@ -273,18 +246,11 @@ def run_evaluate(args: argparse.Namespace) -> None:
     # on Spark the paths go as they are: Spark reads the forks (and the points it scores)
     points = read(args.decision_points) if engine == "polars" else args.decision_points
     forks = read(args.forks) if engine == "polars" else args.forks
+    options = {"confidence": args.confidence, "n_resamples": args.resamples, "seed": args.seed}
     progress(f"deciding and scoring {len(named)} rule(s)")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        table = compare(
-            named,
-            points,
-            forks,
-            confidence=args.confidence,
-            n_resamples=args.resamples,
-            seed=args.seed,
-            engine=engine,
-        )
+        table = compare(named, points, forks, engine=engine, **options)
     for warning in caught:
         print(f"recoverylab router: warning: {warning.message}", file=sys.stderr)
     if args.no_uplift:
@@ -294,15 +260,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
         if target is not None:
             guard_output(target, args)
     progress("uplift: TOC, RATE (AUTOC, QINI) and uplift@k by task-clustered bootstrap")
-    result = evaluate_uplift(
-        named,
-        points,
-        forks,
-        confidence=args.confidence,
-        n_resamples=args.resamples,
-        seed=args.seed,
-        engine=engine,
-    )
+    result = evaluate_uplift(named, points, forks, engine=engine, **options)
     curves = result.curves.filter(((pl.col("q") * 100).round(0) % 10) == 0)
     results = (
         ("evaluation", table, args.out),
@@ -330,20 +288,11 @@ def evaluate_uplift(
     """Run :func:`recoverylab.router.uplift` with the labelling settings of the first rule."""
     from recoverylab.router import uplift
 
-    first = next(iter(named.values()))
-    return uplift(
-        named,
-        points,
-        forks,
-        delays=getattr(first, "delays", (1, 2, 4)),
-        method=getattr(first, "method", "refresh"),
-        clean_label=getattr(first, "clean_label", "clean"),
-        pair_by=getattr(first, "pair_by", ()),
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        engine=engine,
-    )
+    first = next(iter(named.values()))  # a setting it lacks keeps uplift's default
+    labelling = ("delays", "method", "clean_label", "pair_by")
+    settings: dict[str, Any] = {n: getattr(first, n) for n in labelling if hasattr(first, n)}
+    settings.update(confidence=confidence, n_resamples=n_resamples, seed=seed, engine=engine)
+    return uplift(named, points, forks, **settings)
 
 
 def demo(out_dir: Path, progress: Progress) -> list[Path]:
@@ -367,10 +316,11 @@ def demo(out_dir: Path, progress: Progress) -> list[Path]:
     )
 
     sample = samples_dir() / "router"
-    train_points = read(str(sample / "train" / "decision_points.parquet"))
-    train_forks = read(str(sample / "train" / "forks.parquet"))
-    test_points = read(str(sample / "test" / "decision_points.parquet"))
-    test_forks = read(str(sample / "test" / "forks.parquet"))
+    train_points, train_forks, test_points, test_forks = (
+        read(str(sample / part / f"{table}.parquet"))
+        for part in ("train", "test")
+        for table in ("decision_points", "forks")
+    )
     features = list(SAMPLE_FEATURES)
 
     progress("router: fitting the router and the anomaly baselines on the train sample")

@@ -49,10 +49,8 @@ _NEVER = "never"
 def _rows(evaluation: object, chart: str, reference: str) -> pl.DataFrame:
     """Return the rows of one reference, with ``policy`` (by keys folded in), ``cond`` labels."""
     frame = prepare(evaluation, _COLUMNS, chart, _SOURCE)
-    if "policy" not in frame.columns:
-        frame = frame.with_columns(pl.lit("policy").alias("policy"))
-    if "reference" not in frame.columns:
-        frame = frame.with_columns(pl.lit(_NEVER).alias("reference"))
+    defaults = {"policy": "policy", "reference": _NEVER}  # one policy against never
+    frame = frame.with_columns(pl.lit(v).alias(k) for k, v in defaults.items() if k not in frame)
     extra = [k for k in keys_before(frame, "n") if k not in ("policy", "reference", "condition")]
     rows = frame.filter(pl.col("reference") == reference)
     if rows.height == 0:
@@ -102,20 +100,14 @@ def policy_success(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin
     alt = altair()
     rows = _rows(evaluation, "policy_success", _NEVER)
     series = [("never recovering", "base_rate"), ("with the policy", "policy_rate")]
-    data = slim(
-        pl.concat(
-            [
-                rows.with_columns(
-                    pl.lit(name).alias("series"),
-                    pl.lit(order).alias("order"),
-                    pp(column, "rate_pp"),
-                    pp("gain"),
-                )
-                for order, (name, column) in enumerate(series)
-            ]
-        ),
-        ["policy", "cond", "series", "order", "rate_pp", "n", "gain_pp", "rescue", "harm"],
-    )
+    parts = [
+        rows.with_columns(
+            pl.lit(name).alias("series"), pl.lit(order).alias("order"), pp(column, "rate_pp")
+        )
+        for order, (name, column) in enumerate(series)
+    ]
+    fields = ["policy", "cond", "series", "order", "rate_pp", "n", "gain_pp", "rescue", "harm"]
+    data = slim(pl.concat(parts).with_columns(pp("gain")), fields)
     return (
         alt.Chart(data)
         .mark_bar()
@@ -182,25 +174,10 @@ def policy_gain(
         When no row has this reference.
     """
     alt = altair()
-    rows = slim(
-        _rows(evaluation, "policy_gain", reference).with_columns(
-            pp("gain"), pp("ci_low"), pp("ci_high"), pp("base_rate"), pp("policy_rate")
-        ),
-        [
-            "policy",
-            "reference",
-            "cond",
-            "gain_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "base_rate_pp",
-            "policy_rate_pp",
-            "n",
-            "rescue",
-            "harm",
-            "p_value",
-        ],
-    )
+    rates = ("gain", "ci_low", "ci_high", "base_rate", "policy_rate")
+    rows = _rows(evaluation, "policy_gain", reference).with_columns(*(pp(c) for c in rates))
+    keys = ("policy", "reference", "cond")
+    rows = slim(rows, [*keys, *(f"{c}_pp" for c in rates), "n", "rescue", "harm", "p_value"])
     several = rows["policy"].n_unique() > 1  # one policy: no legend with a single entry
     encoding: dict[str, Any] = {"x": x_band("cond", "condition", sort=_condition_order(rows))}
     if several:
@@ -266,27 +243,20 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     """
     alt = altair()
     rows = _rows(evaluation, "policy_rates", _NEVER)
-    overall = rows.filter(pl.col("condition").is_null()).select(
-        "policy",
+    fields = ("policy", "measure", "rate_pp", "n", "interventions", "order")
+    overall = rows.filter(pl.col("condition").is_null()).with_columns(
         pl.lit("intervention rate (all episodes)").alias("measure"),
         pp("intervention_rate", "rate_pp"),
-        pl.col("n"),
-        pl.col("interventions"),
         pl.lit(0).alias("order"),
     )
     clean = rows.filter(
         pl.col("condition").is_not_null() & pl.col("clean_touch_rate").is_not_null()
-    ).select(
-        "policy",
-        pl.concat_str(
-            pl.lit("clean-touch rate ("), pl.col("condition"), pl.lit(" episodes)")
-        ).alias("measure"),
+    ).with_columns(
+        pl.format("clean-touch rate ({} episodes)", "condition").alias("measure"),
         pp("clean_touch_rate", "rate_pp"),
-        pl.col("n"),
-        pl.col("interventions"),
         pl.lit(1).alias("order"),
     )
-    data = pl.concat([overall, clean])
+    data = pl.concat([overall.select(fields), clean.select(fields)])
     require_rows(overall, "policy_rates")
     measures = list(dict.fromkeys(data.sort("order")["measure"].to_list()))
     base = alt.Chart(data).encode(
@@ -304,27 +274,14 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     values = base.mark_text(baseline="bottom", dy=-2, fontSize=10).encode(
         y=alt.Y("rate_pp:Q"), text=alt.Text("rate_pp:Q", format=".1f")
     )
-    bars = (
-        alt.Chart(data)
-        .mark_bar()
-        .encode(
-            x=x_band("policy", "policy", sort=_policy_order(rows)),
-            xOffset=alt.XOffset("measure:N", sort=measures),
-            y=alt.Y("rate_pp:Q", title="rate (pp)"),
-            color=alt.Color(
-                "measure:N",
-                title="rate",
-                sort=measures,
-                scale=alt.Scale(range=[NEUTRAL, "#e7298a", "#66a61e", "#e6ab02"]),
-            ),
-            tooltip=[
-                tip_key("policy"),
-                tip_key("measure"),
-                tip_pp("rate_pp", "rate"),
-                tip_n("interventions", "interventions"),
-                tip_n("n", "n (episodes)"),
-            ],
-        )
+    bars = base.mark_bar().encode(
+        y=alt.Y("rate_pp:Q", title="rate (pp)"),
+        color=alt.Color(
+            "measure:N",
+            title="rate",
+            sort=measures,
+            scale=alt.Scale(range=[NEUTRAL, "#e7298a", "#66a61e", "#e6ab02"]),
+        ),
     )
     return alt.layer(bars, values).properties(
         width=alt.Step(30), height=200, title="How often each policy intervenes"

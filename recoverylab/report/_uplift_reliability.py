@@ -1,12 +1,4 @@
-"""Charts and sections of the router's uplift evaluation and of takeover reliability (pass^k).
-
-* :func:`toc_curves` draws :attr:`recoverylab.router.Uplift.curves` (TOC per policy with its
-  task-clustered band); :func:`toc_section` adds the RATE table of
-  :attr:`recoverylab.router.Uplift.metrics`.
-* :func:`pass_hat_k_by_depth` draws :func:`recoverylab.takeover.reliability` by depth (pass^k
-  with its workflow-clustered CI, per agent); :func:`reliability_section` adds the flip rate and
-  the ICC of repeats in the table.
-"""
+"""Charts and sections of the router's uplift (TOC, RATE) and of takeover reliability (pass^k)."""
 
 from __future__ import annotations
 

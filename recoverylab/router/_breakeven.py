@@ -1,12 +1,4 @@
-"""The break-even baseline: refresh when predicted failure is likelier than p*.
-
-A refresh pays on average exactly when the probability that the run fails without it exceeds
-p* = d / (r + d) (see :func:`recoverylab.paired.break_even`). The baseline takes a fitted
-:class:`~recoverylab.router.Router`'s failure model (1 − p0), learns p* per candidate delay from
-the training forks pooled over conditions (the condition is not known when deciding), and
-refreshes at the first candidate delay where 1 − p0 ≥ p*. It asks whether the router's harm
-model and thresholds add anything over "recover when failure is likely enough to pay".
-"""
+"""The break-even baseline: refresh when predicted failure is likelier than p*."""
 
 from __future__ import annotations
 
@@ -22,6 +14,12 @@ __all__ = ["BreakEven"]
 
 class BreakEven:
     """Refresh at the first candidate delay whose predicted failure probability reaches p*.
+
+    A refresh pays on average exactly when the probability that the run fails without it exceeds
+    p* = d / (r + d) (see :func:`recoverylab.paired.break_even`). The baseline takes the router's
+    failure model (1 − p0), learns p* per candidate delay from the training forks pooled over
+    conditions (the condition is not known when deciding), and asks whether the router's harm
+    model and thresholds add anything over "recover when failure is likely enough to pay".
 
     Parameters
     ----------

@@ -1,10 +1,4 @@
-"""Policies scored side by side on held-out forks, with paired margins between them.
-
-Each policy's own rows come from :func:`recoverylab.paired.evaluate_policy` (gain over never
-recovering, with a task-level bootstrap CI and an exact sign-flip p-value). A *margin* compares
-two policies on the same episodes: per episode, the outcome under one minus the outcome under
-the other, summed per task, bootstrapped over tasks and sign-flip tested the same way.
-"""
+"""Policies scored side by side on held-out forks, with paired margins between them."""
 
 from __future__ import annotations
 
@@ -28,6 +22,7 @@ COLUMNS = (
     "condition",
     *POLICY_COLUMNS,
 )
+_INTERVENTION = ("interventions", "intervention_rate", "clean_touch_rate")
 
 
 def _named(policies: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
@@ -118,41 +113,31 @@ def _warn_overlap(named: Mapping[str, Any], test_tasks: pl.LazyFrame) -> None:
 def _all_episodes(
     decided: pl.LazyFrame, points: pl.LazyFrame, forks: object, pair_by: tuple[str, ...]
 ) -> pl.LazyFrame:
-    """Decisions for every episode of the evaluated tasks; null where the policy saw no point.
-
-    An episode of an evaluated task may have no decision point at all (its task ended before
-    the first candidate delay): it stays in the denominator with the no-recovery outcome.
-    """
-    keys = _data.episode_keys(pair_by)
-    in_forks = _data.fork_episodes(forks, pair_by, points.select("task_id").unique())
-    episodes = pl.concat([in_forks, decided.select(keys)]).unique()
-    return episodes.join(decided, on=keys, how="left", nulls_equal=True)
+    """Decisions for every episode of the evaluated tasks; null where the policy saw no point."""
+    episodes = _data.every_episode(forks, pair_by, points, decided)
+    return episodes.join(decided, on=_data.episode_keys(pair_by), how="left", nulls_equal=True)
 
 
-def _margins(
-    pairs_of_names: list[tuple[str, str]],
+def _rows(
     decisions: Mapping[str, pl.LazyFrame],
     forks: object,
-    **options: Any,
-) -> list[pl.DataFrame]:
-    """Paired margins ``policy - reference`` per condition and overall, clustered by task.
+    policy: str,
+    reference: str | None,
+    options: Any,
+) -> pl.DataFrame:
+    """Rows of ``policy`` over never recovering (``reference`` None) or over another policy.
 
-    Each is :func:`recoverylab.paired.evaluate_policy` with the reference policy's decisions
+    A margin is :func:`recoverylab.paired.evaluate_policy` with the reference policy's decisions
     as its baseline; the intervention columns belong to the policies' own rows, not a margin.
     """
     from recoverylab import paired
 
-    intervention = ("interventions", "intervention_rate", "clean_touch_rate")
-    return [
-        paired.evaluate_policy(
-            decisions[policy], forks, reference=decisions[reference], **options
-        ).select(
-            pl.lit(policy).alias("policy"),
-            pl.lit(reference).alias("reference"),
-            pl.exclude(intervention),
-        )
-        for policy, reference in pairs_of_names
-    ]
+    baseline = None if reference is None else decisions[reference]
+    return paired.evaluate_policy(decisions[policy], forks, reference=baseline, **options).select(
+        pl.lit(policy).alias("policy"),
+        pl.lit("never" if reference is None else reference).alias("reference"),
+        pl.all() if reference is None else pl.exclude(_INTERVENTION),
+    )
 
 
 def compare(
@@ -238,15 +223,21 @@ def compare(
     >>> table.filter(pl.col("condition").is_null())["policy"].to_list()
     ['router', 'never']
     """
-    from recoverylab import paired
-
     require_one_of("alternative", alternative, stats.ALTERNATIVES)
     require_one_of("adjust", adjust, stats.ADJUST_METHODS)
 
     named = _named(policies)
     pair_by = tuple(_shared_setting(named, "pair_by", ()))
-    clean_label = _shared_setting(named, "clean_label", "clean")
-    method = _shared_setting(named, "method", "refresh")
+    options: dict[str, Any] = {
+        "pair_by": pair_by,
+        "clean_label": _shared_setting(named, "clean_label", "clean"),
+        "method": _shared_setting(named, "method", "refresh"),
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+        "engine": engine,
+        "alternative": alternative,
+    }
     margin_names = _margin_pairs(named, margins)
     points = _data.points(decision_points, pair_by)
     _warn_overlap(named, points.select("task_id").unique())
@@ -254,23 +245,8 @@ def compare(
         name: _all_episodes(policy.decide(points), points, forks, pair_by)
         for name, policy in named.items()
     }
-    options: dict[str, Any] = {
-        "pair_by": pair_by,
-        "method": method,
-        "clean_label": clean_label,
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "seed": seed,
-        "engine": engine,
-        "alternative": alternative,
-    }
-    rows = [
-        paired.evaluate_policy(decided, forks, **options).select(
-            pl.lit(name).alias("policy"), pl.lit("never").alias("reference"), pl.all()
-        )
-        for name, decided in decisions.items()
-    ]
-    rows += _margins(margin_names, decisions, forks, **options)
+    pairs = [*((name, None) for name in named), *margin_names]
+    rows = [_rows(decisions, forks, policy, reference, options) for policy, reference in pairs]
     schema = {
         **dict.fromkeys(("policy", "reference", "condition"), pl.String),
         **dict.fromkeys(("n", "rescue", "harm", "interventions"), pl.Int64),

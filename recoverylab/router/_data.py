@@ -20,7 +20,7 @@ __all__ = [
     "check_finite",
     "check_labels",
     "episode_keys",
-    "fork_episodes",
+    "every_episode",
     "labelled_points",
     "points",
     "string_keys",
@@ -54,22 +54,25 @@ def string_keys(lazy: pl.LazyFrame, pair_by: Sequence[str]) -> pl.LazyFrame:
     return lazy.with_columns(categorical) if categorical else lazy
 
 
-def fork_episodes(forks: object, pair_by: Sequence[str], tasks: pl.LazyFrame) -> pl.LazyFrame:
-    """Episode keys of ``forks`` (schema-checked) whose task is among ``tasks``."""
+def every_episode(
+    forks: object, pair_by: Sequence[str], points: pl.LazyFrame, seen: pl.LazyFrame
+) -> pl.LazyFrame:
+    """Episode keys of ``seen`` and of ``forks`` (schema-checked) in the tasks of ``points``.
+
+    An episode with no candidate point (its task ended before the first candidate delay) still
+    counts: it stays in the denominators with the no-recovery outcome, never refreshed (§3.1).
+    """
+    keys = episode_keys(pair_by)
     lazy = string_keys(validate(forks, "forks", key=tuple(pair_by), checks="schema"), pair_by)
-    return lazy.select(episode_keys(pair_by)).join(tasks, on="task_id", how="semi")
+    in_forks = lazy.select(keys).join(points.select("task_id").unique(), on="task_id", how="semi")
+    return pl.concat([in_forks, seen.select(keys)]).unique()
 
 
 def check_features(lazy: pl.LazyFrame, features: Sequence[str], pair_by: Sequence[str]) -> None:
     """Check that every feature is a numeric, non-key column of the decision points.
 
-    Raises
-    ------
-    ParameterError
-        No features, a feature named twice, a key column used as a feature, or names that are
-        not columns.
-    SchemaError
-        A feature column that is not numeric.
+    Raises ParameterError for no features, a feature named twice, a key column used as a
+    feature, or names that are not columns; SchemaError for a feature that is not numeric.
     """
     schema = lazy.collect_schema()
     keys = {*episode_keys(pair_by), "delay"}
@@ -113,12 +116,9 @@ def _bad_value(name: str) -> pl.Expr:
 
 
 def check_finite(lazy: pl.LazyFrame, features: Sequence[str], pair_by: Sequence[str]) -> None:
-    """Raise if a feature holds null, NaN or infinite values (one aggregation over the points).
+    """Raise SchemaError if a feature holds null, NaN or infinite values (one aggregation).
 
-    Raises
-    ------
-    SchemaError
-        Naming the first such feature, its count and up to five (task_id, condition, delay) keys.
+    The error names the first such feature, its count and up to five of its point keys.
     """
     counts = lazy.select([_bad_value(f).sum().alias(f) for f in features]).collect()
     for name in features:
@@ -152,18 +152,10 @@ def labelled_points(
 ) -> tuple[pl.DataFrame, int, pl.DataFrame]:
     """Join the decision points at the candidate delays to their paired outcomes and collect.
 
-    Returns
-    -------
-    tuple
-        The labelled points sorted by (task_id, condition, *pair_by, delay), with the feature
-        columns as Float64 and ``obs_error``, ``y0``, ``y1`` (Boolean); the number of decision
-        points ignored because their delay is not a candidate delay; and every episode key of
-        the training tasks (from the points and the forks), sorted.
-
-    Raises
-    ------
-    InputError
-        Decision points with no paired ``method`` outcome at their delay (missing label rows).
+    Returns the labelled points sorted by (task_id, condition, *pair_by, delay), features as
+    Float64 and ``obs_error``, ``y0``, ``y1`` (Boolean); the number of points ignored (delay not
+    a candidate); and every episode key of the training tasks (points and forks), sorted. Raises
+    InputError for points with no paired ``method`` outcome at their delay.
     """
     from recoverylab import paired
 
@@ -183,30 +175,16 @@ def labelled_points(
         .sort(at, nulls_last=True)
     )
     ignored = candidates.select((~pl.col("__candidate")).sum().alias("ignored"))
-    # Every episode of the training tasks counts, including those with no candidate point
-    # left (the task ended first): they stay in the denominators, never refreshed (§3.1).
-    episodes = (
-        pl.concat(
-            [
-                fork_episodes(forks, pair_by, lazy.select("task_id").unique()),
-                lazy.select(keys),
-            ]
-        )
-        .unique()
-        .sort(keys, nulls_last=True)
-    )
+    episodes = every_episode(forks, pair_by, lazy, lazy).sort(keys, nulls_last=True)
     frame, ignored_count, all_episodes = pl.collect_all([joined, ignored, episodes])
     check_labels(frame, at, method)
     return frame, int(ignored_count["ignored"][0]), all_episodes
 
 
 def check_labels(frame: pl.DataFrame, at: Sequence[str], method: str) -> None:
-    """Raise if a candidate point of ``frame`` (sorted by ``at``) has no paired outcome.
+    """Raise InputError if a candidate point of ``frame`` (sorted by ``at``) has no outcome.
 
-    Raises
-    ------
-    InputError
-        Naming the count and up to five ``at`` keys of points with a null ``y0`` or ``y1``.
+    The error names the count and up to five ``at`` keys of points with a null ``y0`` or ``y1``.
     """
     missing = frame.filter(pl.col("y0").is_null() | pl.col("y1").is_null())
     if missing.height:

@@ -89,17 +89,6 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return out
 
 
-def _logistic_regression() -> Any:
-    try:
-        from sklearn.linear_model import LogisticRegression
-    except ImportError as exc:
-        raise MissingDependencyError(
-            "fitting a router needs scikit-learn, which is not installed; "
-            "install it with `pip install 'recoverylab[router]'`."
-        ) from exc
-    return LogisticRegression
-
-
 def fit_logistic(x: np.ndarray, y: np.ndarray, c: float) -> LinearModel:
     """Fit an L2 logistic regression (scikit-learn) with inverse regularisation ``c``.
 
@@ -110,9 +99,16 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, c: float) -> LinearModel:
     if positives in (0, y.shape[0]):
         rate = min(max(positives / y.shape[0], _CLIP), 1 - _CLIP)
         return LinearModel(float(np.log(rate / (1 - rate))), (0.0,) * x.shape[1])
+    try:
+        from sklearn.linear_model import LogisticRegression
+    except ImportError as exc:
+        raise MissingDependencyError(
+            "fitting a router needs scikit-learn, which is not installed; "
+            "install it with `pip install 'recoverylab[router]'`."
+        ) from exc
     # Newton–Cholesky solves this small, dense, L2-penalised problem exactly and fast (few
     # features, many points); the optimum is the same as with any other solver.
-    model = _logistic_regression()(C=c, solver="newton-cholesky", max_iter=100)
+    model = LogisticRegression(C=c, solver="newton-cholesky", max_iter=100)
     model.fit(x, y)
     return LinearModel(float(model.intercept_[0]), tuple(map(float, model.coef_[0])))
 

@@ -1,17 +1,7 @@
 """The CIR router and its baselines as scikit-learn-style estimators (ARCHITECTURE §3.2).
 
-Every policy maps decision points to at most one refresh delay per episode:
-
-- :class:`Router`: three L2 logistic regressions (p_err, p0, p1; T-learner) and the sequential
-  rule with thresholds alpha, beta, gamma chosen on out-of-fold predictions.
-- :class:`AnomalyRouter`: the same error model, alpha only, chosen under the same objective and
-  clean-harm constraint.
-- :class:`RateMatchedAnomaly`: alpha only, chosen to match a target (the router's) OOF
-  intervention rate.
-- :class:`Never`: never refreshes.
-
-Fitted rule policies export to a small JSON rule (:meth:`to_json`) that
-:func:`recoverylab.router.apply_rule` applies in plain Python.
+Each maps decision points to at most one refresh delay per episode; a fitted rule policy exports
+a JSON rule (:meth:`to_json`) that :func:`recoverylab.router.apply_rule` applies in plain Python.
 """
 
 from __future__ import annotations
@@ -21,10 +11,10 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import KW_ONLY, asdict, dataclass, fields
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import numpy as np
 import polars as pl
@@ -119,21 +109,8 @@ class FitReport:
         return result_html(self, title=f"{self.policy} fit report (out-of-fold)")
 
 
-# ------------------------------------------------------------------------------------------------
-# Parameter constraints, declared once (scikit-learn style)
-# ------------------------------------------------------------------------------------------------
-
-
-def _positive(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-
-
-def _non_negative(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
-
-
-def _fraction(value: object) -> bool:
-    return _non_negative(value) and value <= 1  # type: ignore[operator]
+def _number(check: Callable[[float], bool]) -> Callable[[object], bool]:
+    return lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and check(v)
 
 
 def _int_at_least(low: int) -> Callable[[object], bool]:
@@ -157,10 +134,11 @@ def _label(value: object) -> bool:
     return isinstance(value, str) and value != ""
 
 
+# Parameter constraints, declared once (scikit-learn style).
 _CONSTRAINTS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "C": (_positive, "a number > 0"),
-    "lam": (_non_negative, "a number >= 0"),
-    "eps": (_fraction, "a fraction between 0 and 1"),
+    "C": (_number(lambda v: v > 0), "a number > 0"),
+    "lam": (_number(lambda v: v >= 0), "a number >= 0"),
+    "eps": (_number(lambda v: 0 <= v <= 1), "a fraction between 0 and 1"),
     "delays": (_delays, "a non-empty, strictly increasing list of integers >= 0"),
     "folds": (_int_at_least(2), "an integer >= 2"),
     "clean_label": (_label, "a non-empty string"),
@@ -168,7 +146,7 @@ _CONSTRAINTS: dict[str, tuple[Callable[[object], bool], str]] = {
     "seed": (_int_at_least(0), "an integer >= 0"),
     "pair_by": (_names, "a list of column names"),
     "n_grid": (_int_at_least(2), "an integer >= 2"),
-    "target_rate": (_fraction, "a fraction between 0 and 1"),
+    "target_rate": (_number(lambda v: 0 <= v <= 1), "a fraction between 0 and 1"),
 }
 
 
@@ -179,8 +157,7 @@ class _Estimator:
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        signature = inspect.signature(cls.__init__)
-        return [p for p in signature.parameters if p != "self"]
+        return [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
 
     def get_params(self) -> dict[str, Any]:
         """Return the constructor parameters (scikit-learn convention)."""
@@ -199,11 +176,7 @@ class _Estimator:
                 )
 
 
-# ------------------------------------------------------------------------------------------------
-# Never
-# ------------------------------------------------------------------------------------------------
-
-
+@dataclass(eq=False, repr=False)
 class Never(_Estimator):
     """The policy that never refreshes: every episode gets a null delay.
 
@@ -226,12 +199,9 @@ class Never(_Estimator):
 
     kind = "never"
 
-    def __init__(
-        self, pair_by: Sequence[str] = (), clean_label: str = "clean", method: str = "refresh"
-    ) -> None:
-        self.pair_by = pair_by
-        self.clean_label = clean_label
-        self.method = method
+    pair_by: Sequence[str] = ()
+    clean_label: str = "clean"
+    method: str = "refresh"
 
     def fit(self, decision_points: object = None, forks: object = None, features: object = None):
         """Nothing to learn; returns ``self`` (same interface as the other policies)."""
@@ -255,11 +225,6 @@ class Never(_Estimator):
             .with_columns(pl.lit(None, dtype=pl.Int64).alias("delay"))
             .sort(keys, nulls_last=True)
         )
-
-
-# ------------------------------------------------------------------------------------------------
-# Rule policies
-# ------------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -288,6 +253,9 @@ def _auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
     return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
 
 
+_Policy = TypeVar("_Policy", bound="_RulePolicy")
+
+
 class _RulePolicy(_Estimator, ABC):
     """Shared machinery of the policies that decide with logistic models and thresholds."""
 
@@ -304,8 +272,6 @@ class _RulePolicy(_Estimator, ABC):
     pair_by: Sequence[str]
     n_grid: int
 
-    # -- fitted state ---------------------------------------------------------------------------
-
     def _check_fitted(self, what: str) -> None:
         if not hasattr(self, "thresholds_"):
             raise NotFittedError(
@@ -313,8 +279,6 @@ class _RulePolicy(_Estimator, ABC):
                 f"forks, features=[...])` or load a rule with `{type(self).__name__}.from_json` "
                 f"before `{what}`."
             )
-
-    # -- data preparation -----------------------------------------------------------------------
 
     def _training(self, decision_points: object, forks: object, features: Sequence[str]):
         lazy = _data.points(decision_points, self.pair_by)
@@ -417,8 +381,6 @@ class _RulePolicy(_Estimator, ABC):
             out[data.episode, data.delay_index] = values
             return out
 
-        available = layout(np.ones(data.episode.shape[0], dtype=bool), fill=False)
-        p_err = layout(oof["p_err"])
         if "p0" in oof:
             p0, p1 = oof["p0"], oof["p1"]
             not_p0 = layout(1.0 - p0)
@@ -426,8 +388,8 @@ class _RulePolicy(_Estimator, ABC):
         else:
             not_p0 = utility = np.zeros(shape)
         return _search.EpisodeArrays(
-            available=available,
-            p_err=p_err,
+            available=layout(np.ones(data.episode.shape[0], dtype=bool), fill=False),
+            p_err=layout(oof["p_err"]),
             not_p0=not_p0,
             utility=utility,
             y0=layout(data.frame.get_column("y0").to_numpy().astype(bool), fill=False),
@@ -438,7 +400,44 @@ class _RulePolicy(_Estimator, ABC):
     def _lam(self) -> float:
         return 0.0
 
-    # -- the fit --------------------------------------------------------------------------------
+    @reads_inputs
+    def fit(
+        self: _Policy, decision_points: object, forks: object, features: Sequence[str]
+    ) -> _Policy:
+        """Learn the models and the thresholds on the training tasks.
+
+        The router learns its three models and (alpha, beta, gamma); the anomaly baselines the
+        error model and alpha (:class:`RateMatchedAnomaly`: the alpha closest to its target rate).
+
+        Parameters
+        ----------
+        decision_points
+            One row per (task_id, condition, *pair_by, delay) candidate point with the feature
+            columns (any table source).
+        forks
+            The paired forks of the same tasks (none rows and ``method`` rows at the delays).
+        features
+            Numeric feature columns visible before the decision.
+
+        Returns
+        -------
+        Router, AnomalyRouter or RateMatchedAnomaly
+            ``self``, fitted.
+
+        Raises
+        ------
+        ParameterError
+            Bad parameters, unknown or key feature names, more folds than tasks.
+        SchemaError
+            Invalid tables; non-numeric, non-finite or constant features.
+        InputError
+            Decision points without paired outcomes; training data without clean or without
+            non-clean episodes; a label with one class.
+        MissingDependencyError
+            scikit-learn is not installed.
+        """
+        self._fit(decision_points, forks, features)
+        return self
 
     def _fit(self, decision_points: object, forks: object, features: Sequence[str]) -> None:
         self._validate_params()
@@ -447,17 +446,11 @@ class _RulePolicy(_Estimator, ABC):
         oof = _models.oof_predictions(data.x, labels, data.fold, self.folds, self.C)
         arrays = self._arrays(data, oof)
         thresholds, grid_size, extra = self._choose(arrays)
-        chosen = _search.first_delay(
-            arrays,
-            thresholds.alpha,
-            -np.inf if thresholds.beta is None else thresholds.beta,
-            -np.inf if thresholds.gamma is None else thresholds.gamma,
-        )
-        counts = _search.rule_counts(arrays, chosen)
-        scaling = _models.Scaling.fit(data.x)
-        x = scaling.transform(data.x)
+        off = (-np.inf if t is None else t for t in thresholds)  # None: the check is not made
+        counts = _search.rule_counts(arrays, _search.first_delay(arrays, *off))
         self.features_ = tuple(features)
-        self.scaler_ = scaling
+        self.scaler_ = _models.Scaling.fit(data.x)
+        x = self.scaler_.transform(data.x)
         self.models_ = {name: _models.fit_logistic(x, y, self.C) for name, y in labels.items()}
         self.thresholds_ = thresholds
         self.train_tasks_ = data.tasks
@@ -497,8 +490,6 @@ class _RulePolicy(_Estimator, ABC):
         self, arrays: _search.EpisodeArrays
     ) -> tuple[Thresholds, tuple[int, ...], dict[str, Any]]:
         """Search the thresholds on the OOF episode arrays: (thresholds, grid shape, extra)."""
-
-    # -- scoring and deciding -------------------------------------------------------------------
 
     def _checked(self, decision_points: object) -> pl.LazyFrame:
         lazy = _data.points(decision_points, self.pair_by)
@@ -591,14 +582,11 @@ class _RulePolicy(_Estimator, ABC):
             .sort(keys, nulls_last=True)
         )
 
-    # -- export ---------------------------------------------------------------------------------
-
     def to_rule(self, *, include_tasks: bool = True) -> dict[str, Any]:
         """Return the fitted rule as a JSON-ready dictionary (see :meth:`to_json`)."""
         self._check_fitted("to_rule")
         from recoverylab import __version__
 
-        thresholds = self.thresholds_
         rule: dict[str, Any] = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
@@ -607,11 +595,7 @@ class _RulePolicy(_Estimator, ABC):
             "features": list(self.features_),
             "scaling": {"mean": list(self.scaler_.mean), "scale": list(self.scaler_.scale)},
             "models": {name: model.to_dict() for name, model in self.models_.items()},
-            "thresholds": {
-                "alpha": thresholds.alpha,
-                "beta": thresholds.beta,
-                "gamma": thresholds.gamma,
-            },
+            "thresholds": self.thresholds_._asdict(),
             "lam": self._lam(),
             "delays": list(self.delays),
             "params": {
@@ -712,6 +696,7 @@ def load_rule(path: str | os.PathLike[str]) -> _RulePolicy:
     return _RulePolicy.from_rule(_read_rule(path))
 
 
+@dataclass(eq=False, repr=False)
 class Router(_RulePolicy):
     """The Causal Intervention Router: refresh only where expected rescue outweighs harm.
 
@@ -778,67 +763,20 @@ class Router(_RulePolicy):
     kind = "router"
     _MODELS = ("p_err", "p0", "p1")
 
-    def __init__(
-        self,
-        C: float = 0.1,  # noqa: N803 (scikit-learn's and the paper's name)
-        lam: float = 2.0,
-        eps: float = 0.02,
-        delays: Sequence[int] = (1, 2, 4),
-        folds: int = 5,
-        clean_label: str = "clean",
-        seed: int = 0,
-        *,
-        method: str = "refresh",
-        pair_by: Sequence[str] = (),
-        n_grid: int = 41,
-    ) -> None:
-        self.C = C
-        self.lam = lam
-        self.eps = eps
-        self.delays = delays
-        self.folds = folds
-        self.clean_label = clean_label
-        self.seed = seed
-        self.method = method
-        self.pair_by = pair_by
-        self.n_grid = n_grid
+    C: float = 0.1
+    lam: float = 2.0
+    eps: float = 0.02
+    delays: Sequence[int] = (1, 2, 4)
+    folds: int = 5
+    clean_label: str = "clean"
+    seed: int = 0
+    _: KW_ONLY
+    method: str = "refresh"
+    pair_by: Sequence[str] = ()
+    n_grid: int = 41
 
     def _lam(self) -> float:
         return float(self.lam)
-
-    @reads_inputs
-    def fit(self, decision_points: object, forks: object, features: Sequence[str]) -> Router:
-        """Learn the three models and the thresholds on the training tasks.
-
-        Parameters
-        ----------
-        decision_points
-            One row per (task_id, condition, *pair_by, delay) candidate point with the feature
-            columns (any table source).
-        forks
-            The paired forks of the same tasks (none rows and ``method`` rows at the delays).
-        features
-            Numeric feature columns visible before the decision.
-
-        Returns
-        -------
-        Router
-            ``self``, fitted.
-
-        Raises
-        ------
-        ParameterError
-            Bad parameters, unknown or key feature names, more folds than tasks.
-        SchemaError
-            Invalid tables; non-numeric, non-finite or constant features.
-        InputError
-            Decision points without paired outcomes; training data without clean or without
-            non-clean episodes; a label with one class.
-        MissingDependencyError
-            scikit-learn is not installed.
-        """
-        self._fit(decision_points, forks, features)
-        return self
 
     def _choose(self, arrays):
         ok = arrays.available
@@ -852,10 +790,10 @@ class Router(_RulePolicy):
         size = tuple(len(g) for g in grids)
         if best is None:
             return Thresholds(NEVER, NEVER, NEVER), size, {}
-        a, b, g = (float(grid[i]) for grid, i in zip(grids, best, strict=True))
-        return Thresholds(a, b, g), size, {}
+        return Thresholds(*(float(grid[i]) for grid, i in zip(grids, best, strict=True))), size, {}
 
 
+@dataclass(eq=False, repr=False)
 class AnomalyRouter(_RulePolicy):
     """Sequential anomaly baseline: refresh at the first delay with ``p_err >= alpha``.
 
@@ -868,34 +806,16 @@ class AnomalyRouter(_RulePolicy):
     kind = "anomaly"
     _MODELS = ("p_err",)
 
-    def __init__(
-        self,
-        C: float = 0.1,  # noqa: N803 (scikit-learn's and the paper's name)
-        eps: float = 0.02,
-        delays: Sequence[int] = (1, 2, 4),
-        folds: int = 5,
-        clean_label: str = "clean",
-        seed: int = 0,
-        *,
-        method: str = "refresh",
-        pair_by: Sequence[str] = (),
-        n_grid: int = 201,
-    ) -> None:
-        self.C = C
-        self.eps = eps
-        self.delays = delays
-        self.folds = folds
-        self.clean_label = clean_label
-        self.seed = seed
-        self.method = method
-        self.pair_by = pair_by
-        self.n_grid = n_grid
-
-    @reads_inputs
-    def fit(self, decision_points: object, forks: object, features: Sequence[str]) -> AnomalyRouter:
-        """Learn the error model and alpha (see :meth:`Router.fit`)."""
-        self._fit(decision_points, forks, features)
-        return self
+    C: float = 0.1
+    eps: float = 0.02
+    delays: Sequence[int] = (1, 2, 4)
+    folds: int = 5
+    clean_label: str = "clean"
+    seed: int = 0
+    _: KW_ONLY
+    method: str = "refresh"
+    pair_by: Sequence[str] = ()
+    n_grid: int = 201
 
     def _alpha_counts(self, arrays):
         off = np.array([-np.inf])
@@ -905,10 +825,8 @@ class AnomalyRouter(_RulePolicy):
     def _choose(self, arrays):
         grids, counts = self._alpha_counts(arrays)
         best, _ = _search.choose(counts, eps=self.eps, n_clean=int(arrays.clean.sum()))
-        size = (len(grids[0]),)
-        if best is None:
-            return Thresholds(NEVER, None, None), size, {}
-        return Thresholds(float(grids[0][best[0]]), None, None), size, {}
+        alpha = NEVER if best is None else float(grids[0][best[0]])
+        return Thresholds(alpha, None, None), (len(grids[0]),), {}
 
 
 class RateMatchedAnomaly(AnomalyRouter):
@@ -959,26 +877,8 @@ class RateMatchedAnomaly(AnomalyRouter):
             If ``router`` is not fitted.
         """
         router._check_fitted("RateMatchedAnomaly.matching")
-        return cls(
-            target_rate=router.fit_report_.oof_intervention_rate,
-            C=router.C,
-            eps=router.eps,
-            delays=router.delays,
-            folds=router.folds,
-            clean_label=router.clean_label,
-            seed=router.seed,
-            method=router.method,
-            pair_by=router.pair_by,
-            n_grid=n_grid,
-        )
-
-    @reads_inputs
-    def fit(
-        self, decision_points: object, forks: object, features: Sequence[str]
-    ) -> RateMatchedAnomaly:
-        """Learn the error model and the rate-matched alpha (see :meth:`Router.fit`)."""
-        self._fit(decision_points, forks, features)
-        return self
+        params = {k: v for k, v in router.get_params().items() if k not in ("lam", "n_grid")}
+        return cls(target_rate=router.fit_report_.oof_intervention_rate, n_grid=n_grid, **params)
 
     def _choose(self, arrays):
         grids, counts = self._alpha_counts(arrays)

@@ -79,21 +79,15 @@ def apply_rule(
             f"not a {FORMAT} rule of version {FORMAT_VERSION} "
             f"(format {rule.get('format')!r}, version {rule.get('version')!r})"
         )
-    names = rule["features"]
-    scaling = rule["scaling"]
-    models = rule["models"]
-    thresholds = rule["thresholds"]
-    lam = float(rule["lam"])
-    alpha = thresholds["alpha"]
-    beta = thresholds["beta"]
-    gamma = thresholds["gamma"]
+    names, scaling, models = rule["features"], rule["scaling"], rule["models"]
+    thresholds, lam = rule["thresholds"], float(rule["lam"])
+    alpha, beta, gamma = thresholds["alpha"], thresholds["beta"], thresholds["gamma"]
     for delay in rule["delays"]:
         point = features_by_delay.get(delay)
         if point is None:
             continue
         x = []
-        means, scales = scaling["mean"], scaling["scale"]
-        for name, mean, scale in zip(names, means, scales, strict=True):
+        for name, mean, scale in zip(names, scaling["mean"], scaling["scale"], strict=True):
             if name not in point:
                 raise ValueError(f"feature {name!r} is missing at delay {delay}")
             value = float(point[name])

@@ -115,18 +115,9 @@ def grid_counts(
 ) -> GridCounts:
     """Count every statistic of the sequential rule for every threshold triple of ``grids``.
 
-    Parameters
-    ----------
-    arrays
-        Episodes × delays (delays in the order the rule checks them).
-    grids
-        Sorted candidate values of alpha, beta and gamma. A grid of ``[-inf]`` switches that
-        threshold off (the anomaly baselines).
-
-    Returns
-    -------
-    GridCounts
-        ``counts[name]`` has shape ``(len(alpha), len(beta), len(gamma))``; integer counts.
+    ``arrays`` has its delays in the order the rule checks them; ``grids`` are the sorted
+    candidate values of alpha, beta and gamma (a grid of ``[-inf]`` switches that threshold off:
+    the anomaly baselines). ``counts[name]``: integer counts of shape (len of each grid).
     """
     shape = tuple(len(g) for g in grids)
     size = int(np.prod(shape))
@@ -178,16 +169,11 @@ def rule_counts(arrays: EpisodeArrays, chosen: np.ndarray) -> dict[str, int]:
 def choose(
     counts: GridCounts, *, eps: float, n_clean: int
 ) -> tuple[tuple[int, int, int] | None, np.ndarray]:
-    """Pick the triple with the largest non-clean gain subject to clean harm <= ``eps``.
+    """Return the grid indices of the best feasible triple (or ``None``) and the feasibility mask.
 
-    Ties go to fewer interventions, then to larger thresholds (alpha, then beta, then gamma), so
-    the choice is deterministic. ``None`` (never refresh) is returned when no feasible triple has
-    a positive gain: never refreshing is always feasible with gain 0.
-
-    Returns
-    -------
-    tuple
-        The chosen grid indices (or ``None``) and the feasibility mask over the grid.
+    Best: the largest non-clean gain subject to clean harm <= ``eps``; ties go to fewer
+    interventions, then to larger thresholds (alpha, beta, gamma), so the choice is deterministic.
+    ``None`` (never refresh) when no feasible triple gains: never refreshing is feasible with 0.
     """
     gain = counts.counts["gain_nonclean"]
     feasible = counts.counts["clean_harm"] <= eps * n_clean + 1e-9

@@ -93,11 +93,6 @@ class Uplift(stats.ResultHtml):
     at: float
 
 
-# --------------------------------------------------------------------------------------------
-# The estimators on arrays (weights = task multiplicities; all ones for the estimate)
-# --------------------------------------------------------------------------------------------
-
-
 def _ordering(score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the decreasing-score order, the start of each tie group in it, and group sizes."""
     order = np.argsort(-score, kind="stable")
@@ -209,10 +204,6 @@ def rate_statistics(
     }
 
 
-# --------------------------------------------------------------------------------------------
-# Scores and effects of the decision points
-# --------------------------------------------------------------------------------------------
-
 #: The score column a fitted policy ranks by (its priority for a refresh).
 _POLICY_SCORE = {
     "router": "utility",
@@ -220,19 +211,6 @@ _POLICY_SCORE = {
     "rate_matched": "p_err",
     "break_even": "p_fail",
 }
-
-
-def _scorer_problem(name: str, scorer: object) -> str | None:
-    """Say why ``scorer`` cannot score points (None when it can; see :func:`uplift`)."""
-    kind = getattr(scorer, "kind", None)
-    if isinstance(scorer, str) or kind == "never":
-        return None
-    if _POLICY_SCORE.get(str(kind)) is None or not callable(getattr(scorer, "score", None)):
-        return (
-            f"parameter `scores`: {name!r} is a {type(scorer).__name__}; give a fitted Router, "
-            "AnomalyRouter, RateMatchedAnomaly, Never, or the name of a score column."
-        )
-    return None
 
 
 def _score_expr(name: str, scorer: object, points: pl.LazyFrame, at: list[str]) -> pl.LazyFrame:
@@ -263,11 +241,9 @@ def _points_partial(
 ) -> dict[str, pl.LazyFrame]:
     """Return one row per candidate point of a shard: keys, ``y0``, ``y1``, the scores.
 
-    ``y0`` and ``y1`` are null for a point without a paired outcome; the i-th score is column
-    ``__score{i}`` (a score's name may be any string). ``pairs`` is the per-task
-    stage of :func:`recoverylab.paired.pairs_plan` (labels as the router's: the pairs of the
-    shard's tasks against the whole table's design grid ``design``). The scorers run on the
-    shard's points: a score is a function of the point's own row.
+    ``y0``/``y1`` are null without a paired outcome; the i-th score is ``__score{i}`` (names may
+    be any string). ``pairs`` is the per-task stage of :func:`recoverylab.paired.pairs_plan`
+    (the shard's pairs against the whole table's ``design``); a score is a function of its row.
     """
     at = [*_data.episode_keys(pair_by), "delay"]
     points = _data.points(frames[_data.TABLE], pair_by)
@@ -295,10 +271,7 @@ def _score_column(i: int) -> str:
 def _labelled(points: pl.DataFrame, scores: int, at: list[str], method: str) -> pl.DataFrame:
     """Sort the combined candidate points and add τ = y1 − y0 (``__tau``).
 
-    Raises
-    ------
-    InputError
-        For points without a paired outcome or a finite score, or no candidate point at all.
+    Raises InputError for points without a paired outcome or a finite score, or no points.
     """
     frame = points.sort(at, nulls_last=True)
     _data.check_labels(frame, at, method)
@@ -314,11 +287,6 @@ def _labelled(points: pl.DataFrame, scores: int, at: list[str], method: str) -> 
         raise InputError("decision_points: no candidate point at the given `delays`.")
     tau = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
     return frame.select(*at, tau.cast(pl.Float64).alias("__tau"), *names)
-
-
-# --------------------------------------------------------------------------------------------
-# Task-clustered bootstrap, shared draws across scores
-# --------------------------------------------------------------------------------------------
 
 
 def _bootstrap(
@@ -338,13 +306,11 @@ def _bootstrap(
     parts: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in scores}
     batch = max(1, _MAX_BATCH_ELEMENTS // len(tau))
     draws_left = n_resamples + 1
-    first = True
     while draws_left:
         size = min(batch, draws_left)
         counts = gen.multinomial(n_tasks, np.full(n_tasks, 1 / n_tasks), size=size).astype(float)
-        if first:  # row 0: the data as observed
+        if draws_left == n_resamples + 1:  # row 0: the data as observed
             counts[0] = 1.0
-            first = False
         weights = counts[:, task_codes]
         for name, (order, starts, sizes) in prepared.items():
             parts[name].append(_curves(tau[order], weights[:, order], starts, sizes, grid))
@@ -378,9 +344,14 @@ def _check_uplift(
     if not isinstance(scores, Mapping) or not scores:
         raise ParameterError("parameter `scores` must be a non-empty mapping {name: scorer}.")
     for name, scorer in scores.items():
-        problem = _scorer_problem(name, scorer)
-        if problem is not None:
-            raise ParameterError(problem)
+        kind = getattr(scorer, "kind", None)
+        if isinstance(scorer, str) or kind == "never":
+            continue
+        if _POLICY_SCORE.get(str(kind)) is None or not callable(getattr(scorer, "score", None)):
+            raise ParameterError(
+                f"parameter `scores`: {name!r} is a {type(scorer).__name__}; give a fitted Router, "
+                "AnomalyRouter, RateMatchedAnomaly, Never, or the name of a score column."
+            )
 
 
 def uplift(
@@ -483,12 +454,10 @@ def uplift_plan(
     n_resamples: int = 2000,
     seed: int = 0,
 ) -> plan.Plan:
-    """Return the plan of :func:`uplift` (ARCHITECTURE §7).
+    """Return the plan of :func:`uplift` (ARCHITECTURE §7), clustered by task.
 
-    Decision points and forks are clustered by task. The first stage is the design grid of
-    :func:`recoverylab.paired.pairs_plan`; the second labels each shard's candidate points
-    with their pairs and scores them; the finish sorts the points and runs the task-clustered
-    bootstrap. ``clean_label`` does not change the effects (kept for the router's settings).
+    Stages: the design grid of :func:`recoverylab.paired.pairs_plan`, then each shard's points
+    labelled and scored; the finish bootstraps. ``clean_label`` does not change the effects.
     """
     keys = tuple(pair_by)
     named = dict(scores) if isinstance(scores, Mapping) else {}
@@ -571,32 +540,14 @@ def _metric_frame(results: dict, confidence: float, points: int, tasks: int) -> 
     rows = []
     for name, res in results.items():
         top = res["toc"][:, -1] + res["ate"]  # uplift@k: TOC at the share `at`, plus the ATE
-        for metric, values in (
-            ("autoc", res["autoc"]),
-            ("qini", res["qini"]),
-            ("uplift_at_k", top),
-            ("ate", res["ate"]),
-        ):
+        for metric in ("autoc", "qini", "uplift_at_k", "ate"):
+            values = top if metric == "uplift_at_k" else res[metric]
             rows.append((name, None, metric, *_interval(values, confidence), points, tasks))
     names = list(results)
     for other in names[1:]:
         for metric in ("autoc", "qini"):
             diff = results[names[0]][metric] - results[other][metric]
             rows.append((names[0], other, metric, *_interval(diff, confidence), points, tasks))
-    schema = dict(
-        zip(
-            METRIC_COLUMNS,
-            (
-                pl.String,
-                pl.String,
-                pl.String,
-                pl.Float64,
-                pl.Float64,
-                pl.Float64,
-                pl.Int64,
-                pl.Int64,
-            ),
-            strict=True,
-        )
-    )
+    types = (pl.String,) * 3 + (pl.Float64,) * 3 + (pl.Int64,) * 2
+    schema = dict(zip(METRIC_COLUMNS, types, strict=True))
     return pl.DataFrame(rows, schema=schema, orient="row")
