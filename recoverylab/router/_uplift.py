@@ -39,7 +39,6 @@ __all__ = [
     "Uplift",
     "rate_statistics",
     "uplift",
-    "uplift_plan",
 ]
 
 #: Columns of :attr:`Uplift.curves`.
@@ -420,45 +419,7 @@ def uplift(
     >>> res.metrics.filter(metric="autoc")["estimate"].item()
     0.25
     """
-    return plan.run(
-        engine,
-        uplift_plan(
-            scores,
-            decision_points,
-            forks,
-            delays=delays,
-            method=method,
-            clean_label=clean_label,
-            pair_by=pair_by,
-            q=q,
-            at=at,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-        ),
-    )
-
-
-def uplift_plan(
-    scores: Mapping[str, object],
-    decision_points: object,
-    forks: object,
-    *,
-    delays: Sequence[int] = (1, 2, 4),
-    method: str = "refresh",
-    clean_label: str = "clean",
-    pair_by: Sequence[str] = (),
-    q: Sequence[float] = _DEFAULT_Q,
-    at: float = 0.1,
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> plan.Plan:
-    """Return the plan of :func:`uplift` (ARCHITECTURE §7), clustered by task.
-
-    Stages: the design grid of :func:`recoverylab.paired.pairs_plan`, then each shard's points
-    labelled and scored; the finish bootstraps. ``clean_label`` does not change the effects.
-    """
+    # stages: the design grid of paired.pairs_plan, then each shard's points labelled and scored
     keys = tuple(pair_by)
     named = dict(scores) if isinstance(scores, Mapping) else {}
     pairing = paired.pairs_plan(forks, pair_by=keys)
@@ -469,28 +430,31 @@ def uplift_plan(
         "n_resamples": n_resamples,
         "seed": seed,
     }
-    return plan.Plan(
-        inputs=(
-            plan.Input(_data.TABLE, decision_points, key="task_id", contract=_data.TABLE),
-            *pairing.inputs,
-        ),
-        check=functools.partial(_check_uplift, scores, q, at, confidence, n_resamples, seed),
-        stages=(
-            design,
-            plan.Stage(
-                "labelling and scoring points per task",
-                functools.partial(
-                    _points_partial,
-                    pairs=pairs.partial,
-                    scores=named,
-                    delays=tuple(delays),
-                    method=method,
-                    pair_by=keys,
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(
+                plan.Input(_data.TABLE, decision_points, key="task_id", contract=_data.TABLE),
+                *pairing.inputs,
+            ),
+            check=functools.partial(_check_uplift, scores, q, at, confidence, n_resamples, seed),
+            stages=(
+                design,
+                plan.Stage(
+                    "labelling and scoring points per task",
+                    functools.partial(
+                        _points_partial,
+                        pairs=pairs.partial,
+                        scores=named,
+                        delays=tuple(delays),
+                        method=method,
+                        pair_by=keys,
+                    ),
                 ),
             ),
-        ),
-        finish=functools.partial(
-            _uplift_finish, names=list(named), q=q, method=method, pair_by=keys, **statistics
+            finish=functools.partial(
+                _uplift_finish, names=list(named), q=q, method=method, pair_by=keys, **statistics
+            ),
         ),
     )
 
