@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import polars as pl
 
 from recoverylab._diagnose import (
+    _one_line,
     check_text_file,
     record_files,
     translate_read_errors,
@@ -116,14 +117,12 @@ def scan(
     if in_memory is not None:
         return in_memory
     sources = path_list(source)
-    if sources is None and isinstance(source, Sequence) and not source:
-        raise SourceError(
-            "cannot read a table from an empty list of paths; give at least one path."
-        )
     if sources is None:
         raise SourceError(
-            f"cannot read a table from a {type(source).__name__}; give a path, a glob, a list of "
-            "paths, or a polars, pyarrow or pandas table."
+            "cannot read a table from an empty list of paths; give at least one path."
+            if isinstance(source, Sequence) and not source
+            else f"cannot read a table from a {type(source).__name__}; give a path, a glob, a "
+            "list of paths, or a polars, pyarrow or pandas table."
         )
     directories = [Path(s) for s in sources if Path(s).is_dir()]
     files = expand_paths([s for s in sources if not Path(s).is_dir()])
@@ -239,22 +238,14 @@ def _check_file(path: Path, fmt: str) -> None:
                 f"`{path}` is not a readable parquet file (its header or footer is damaged)."
             )
     if fmt in ("parquet", "ipc"):
-        kind, read_schema = (
-            ("parquet", pl.read_parquet_schema)
-            if fmt == "parquet"
-            else ("Arrow IPC", pl.read_ipc_schema)
-        )
+        kind = "parquet" if fmt == "parquet" else "Arrow IPC"
+        read_schema = pl.read_parquet_schema if fmt == "parquet" else pl.read_ipc_schema
         try:
             read_schema(path)
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise SourceError(
-                f"`{path}` is not a readable {kind} file ({_first_line(exc)})."
+                f"`{path}` is not a readable {kind} file ({_one_line(exc)})."
             ) from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _scan_files(
@@ -313,7 +304,7 @@ def _scan_one(path: Path, fmt: str) -> pl.LazyFrame:
             frame = pl.scan_ndjson(path, infer_schema_length=None)
         frame.collect_schema()
     except pl.exceptions.PolarsError as exc:
-        raise SourceError(f"`{path}` cannot be read as {fmt} ({_first_line(exc)}).") from None
+        raise SourceError(f"`{path}` cannot be read as {fmt} ({_one_line(exc)}).") from None
     return frame
 
 
@@ -340,7 +331,7 @@ def _scan_directory(
         return pl.scan_parquet(directory, hive_partitioning=hive_partitioning)
     except pl.exceptions.PolarsError as exc:
         raise SourceError(
-            f"`{directory}` is not a readable parquet dataset ({_first_line(exc)})."
+            f"`{directory}` is not a readable parquet dataset ({_one_line(exc)})."
         ) from exc
 
 
