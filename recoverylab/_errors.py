@@ -9,6 +9,7 @@ allowed, up to five offending keys, and a ``Hint:`` where the fix is obvious.
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterable, Sequence
 
 MAX_KEYS_SHOWN = 5
@@ -98,8 +99,6 @@ def renamed(function: str, given: dict[str, object], names: dict[str, str]) -> d
     >>> renamed("summarize", {}, {"method": "ci_method"})
     {}
     """
-    import warnings
-
     unknown = [k for k in given if k not in names]
     if unknown:
         raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")

@@ -41,14 +41,13 @@ def _temp_prefix(target: Path) -> str:
 
 
 def _process_is_gone(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # exists, owned by someone else
-        return False
+    if pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # exists, owned by someone else
+            pass
     return False
 
 
@@ -154,21 +153,14 @@ class OutputSet:
 
     def discard(self, temp: Path) -> None:
         """Remove one staged temporary (its writer failed) so it is never committed."""
-        for staged in list(self.staged):
-            if staged.temp == temp:
-                _remove(temp)
-                self.staged.remove(staged)
+        _remove(temp)
+        self.staged = [staged for staged in self.staged if staged.temp != temp]
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.commit()
         else:
             self.abort()
-
-    def _check_new(self, target: Path) -> None:
-        for staged in self.staged:
-            if staged.target.resolve() == target.resolve():
-                raise OutputError(f"`{target}` is named as two outputs of one command.")
 
     def stage_file(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary path (in the target directory) for ``target``'s content."""
@@ -179,7 +171,8 @@ class OutputSet:
         return self._stage(Path(target), is_dir=True)
 
     def _stage(self, target: Path, is_dir: bool) -> Path:
-        self._check_new(target)
+        if any(staged.target.resolve() == target.resolve() for staged in self.staged):
+            raise OutputError(f"`{target}` is named as two outputs of one command.")
         if self.guard is not None:
             self.guard(target)
         if not is_dir and target.is_dir():

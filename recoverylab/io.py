@@ -1,13 +1,9 @@
 """Reading any table source lazily, and writing results atomically.
 
-:func:`scan` turns every input form of ARCHITECTURE §1 into a ``pl.LazyFrame`` without reading the
-data: parquet files, globs, directories and hive-partitioned datasets, Arrow IPC, CSV, NDJSON, and
-in-memory polars, pyarrow and pandas objects. File problems (missing, empty, corrupt, unknown
-format) raise :class:`SourceError` naming the path, before any query runs: footers and headers are
-read eagerly, data is not.
-
-:func:`write_parquet` writes to a temporary file in the target directory and renames it into place,
-so a failed job leaves nothing at the target path and never damages a file already there.
+:func:`scan` turns every input form of ARCHITECTURE §1 into a ``pl.LazyFrame``, reading footers and
+headers now and data later, so a missing, empty, corrupt or unknown file raises :class:`SourceError`
+naming the path before any query runs. Writers write a temporary file and rename it into place: a
+failed job leaves nothing at the target path and never damages a file already there.
 """
 
 from __future__ import annotations
