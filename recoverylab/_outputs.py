@@ -3,12 +3,10 @@
 ARCHITECTURE §1.5 and §5: a failed job leaves no partial file, never clobbers an input, and its
 temporaries never outlive the next run. Every output is written under a temporary name in its
 target directory (``.NAME.<host>-<pid>.<random>.tmp``; dataset readers skip dot-files) and renamed
-onto its target only when every output of the job exists. A directory output (a dataset of part
-files) is staged whole, so an incomplete set of parts never passes for a complete dataset.
-
-A process killed with ``kill -9`` cannot clean up: the next write to the same target removes the
-temporaries of processes of this host that no longer run. A live process's temporaries are left
-alone, so two concurrent runs of the same outputs each finish complete (the later rename wins).
+onto its target only when every output of the job exists; a directory output (a dataset of part
+files) is staged whole, so an incomplete set of parts never passes for a complete dataset. The
+next write to a target removes the temporaries of this host's dead processes (``kill -9`` cannot
+clean up) and leaves a live one's alone: two concurrent runs each finish (the later rename wins).
 """
 
 from __future__ import annotations

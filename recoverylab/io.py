@@ -17,7 +17,6 @@ from typing import Any, BinaryIO
 import polars as pl
 
 from recoverylab._diagnose import (
-    _one_line,
     check_text_file,
     record_files,
     translate_read_errors,
@@ -240,8 +239,13 @@ def _check_file(path: Path, fmt: str) -> None:
             read_schema(path)
         except (pl.exceptions.PolarsError, OSError) as exc:
             raise SourceError(
-                f"`{path}` is not a readable {kind} file ({_one_line(exc)})."
+                f"`{path}` is not a readable {kind} file ({_first_line(exc)})."
             ) from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
 
 
 def _scan_files(
@@ -300,7 +304,7 @@ def _scan_one(path: Path, fmt: str) -> pl.LazyFrame:
             frame = pl.scan_ndjson(path, infer_schema_length=None)
         frame.collect_schema()
     except pl.exceptions.PolarsError as exc:
-        raise SourceError(f"`{path}` cannot be read as {fmt} ({_one_line(exc)}).") from None
+        raise SourceError(f"`{path}` cannot be read as {fmt} ({_first_line(exc)}).") from None
     return frame
 
 
@@ -327,7 +331,7 @@ def _scan_directory(
         return pl.scan_parquet(directory, hive_partitioning=hive_partitioning)
     except pl.exceptions.PolarsError as exc:
         raise SourceError(
-            f"`{directory}` is not a readable parquet dataset ({_one_line(exc)})."
+            f"`{directory}` is not a readable parquet dataset ({_first_line(exc)})."
         ) from exc
 
 

@@ -393,11 +393,9 @@ def spec(table: str | TableSpec) -> TableSpec:
     """Return the contract of ``table`` (a name of :data:`SPECS` or a spec itself)."""
     if isinstance(table, TableSpec):
         return table
-    try:
-        return SPECS[table]
-    except KeyError:
-        names = ", ".join(SPECS)
-        raise SchemaError(f"unknown table {table!r}; known tables: {names}.") from None
+    if table not in SPECS:
+        raise SchemaError(f"unknown table {table!r}; known tables: {', '.join(SPECS)}.")
+    return SPECS[table]
 
 
 def canonical_dtype(found: PolarsDataType, column: Column) -> pl.DataType | None:
