@@ -185,10 +185,9 @@ class OutputSet:
                 name = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent)
             else:
                 handle, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
+                os.close(handle)
         except OSError as exc:
             raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
-        if not is_dir:
-            os.close(handle)
         self.staged.append(_Staged(target, Path(name), is_dir=is_dir))
         return Path(name)
 

@@ -125,8 +125,7 @@ def scan(
     # one streaming pipeline (one scan per file, concatenated, costs several times the memory).
     read: list[tuple[Path, str]] = []
     frames = [_scan_directory(d, format, hive, read) for d in directories]
-    if files:
-        frames.extend(_scan_files(files, format, read))
+    frames.extend(_scan_files(files, format, read))  # no files: no frames
     frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     if verify:
         for path, fmt in read:
@@ -326,9 +325,8 @@ def _scan_directory(
     if fmt != "parquet":
         return pl.concat([_scan_one(p, fmt) for p in files], how="diagonal_relaxed")
     _check_dataset_schema(directory, files)
-    hive_partitioning = True if hive is None else hive
     try:
-        return pl.scan_parquet(directory, hive_partitioning=hive_partitioning)
+        return pl.scan_parquet(directory, hive_partitioning=True if hive is None else hive)
     except pl.exceptions.PolarsError as exc:
         raise SourceError(
             f"`{directory}` is not a readable parquet dataset ({_first_line(exc)})."
