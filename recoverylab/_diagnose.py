@@ -83,7 +83,7 @@ def _check_final_line_break(path: Path) -> None:
         handle.seek(size - 1)
         if handle.read(1) in (b"\n", b"\r"):
             return
-    with path.open("rb") as handle:
+        handle.seek(0)
         lines = sum(1 for _ in handle)
     raise SourceError(
         f"`{path}` line {lines}: the file ends inside a row (no final line break), so the row "

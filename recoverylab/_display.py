@@ -89,7 +89,6 @@ def decimal_text(
     The result keeps the column's name; a null stays null.
     """
     expr = pl.col(column) if isinstance(column, str) else column
-    name = column if isinstance(column, str) else None
     value = _positive_zero((expr.cast(pl.Float64) * scale).round(digits))
     if digits == 0:
         shown = value.cast(pl.Int64).cast(pl.String)
@@ -106,7 +105,7 @@ def decimal_text(
         )
     if signed:
         shown = pl.when(value > 0).then(pl.concat_str(pl.lit("+"), shown)).otherwise(shown)
-    return shown if name is None else shown.alias(name)
+    return shown.alias(column) if isinstance(column, str) else shown
 
 
 def pp_text(column: str | pl.Expr, *, signed: bool = False) -> pl.Expr:
@@ -124,8 +123,7 @@ def p_text(column: str | pl.Expr) -> pl.Expr:
     >>> frame.select(p_text("p"))["p"].to_list()
     ['0.29', '0.13', '0.049', '1.0', '< 0.001', None]
     """
-    expr = pl.col(column) if isinstance(column, str) else column
-    value = expr.cast(pl.Float64)
+    value = (pl.col(column) if isinstance(column, str) else column).cast(pl.Float64)
     # two significant digits, rounding half up (0.125 -> 0.13), as readers round
     exponent = value.log10().floor()
     scale = pl.lit(10.0).pow(pl.lit(1.0) - exponent)
@@ -186,9 +184,7 @@ STATISTIC_NOTES = ("ci_method", "p_method", "sparse", "interpretation")
 def _is_key(name: str, dtype: pl.DataType) -> bool:
     if name in STATISTIC_NOTES:
         return False
-    if dtype.is_integer():
-        return name in KEY_INTEGERS
-    return not dtype.is_numeric()
+    return name in KEY_INTEGERS if dtype.is_integer() else not dtype.is_numeric()
 
 
 def key_text(name: str, dtype: pl.DataType) -> pl.Expr:
@@ -198,8 +194,7 @@ def key_text(name: str, dtype: pl.DataType) -> pl.Expr:
         text = column.cast(pl.List(pl.String)).list.join(", ")
     else:
         text = column.cast(pl.String)
-    missing = ALL if name in GROUP_KEYS else MISSING
-    return text.fill_null(missing)
+    return text.fill_null(ALL if name in GROUP_KEYS else MISSING)
 
 
 def _interval(frame: pl.DataFrame, name: str) -> tuple[str, str] | None:
@@ -255,8 +250,7 @@ def shown_columns(frame: pl.DataFrame, *, wide: bool) -> list[Shown]:
     intervals) and the p-value. A table with no rate (counts only) shows every column.
     """
     schema = frame.schema
-    has_rates = any(dtype.is_float() and is_rate(name) for name, dtype in schema.items())
-    narrow = has_rates and not wide
+    narrow = not wide and any(dtype.is_float() and is_rate(name) for name, dtype in schema.items())
     shown: list[Shown] = []
     used: set[str] = set()
     for name, dtype in schema.items():

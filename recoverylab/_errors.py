@@ -9,6 +9,7 @@ allowed, up to five offending keys, and a ``Hint:`` where the fix is obvious.
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Iterable, Sequence
 
 MAX_KEYS_SHOWN = 5
@@ -87,19 +88,16 @@ def require_one_of(name: str, value: object, allowed: Sequence[object]) -> None:
 
 
 def renamed(function: str, given: dict[str, object], names: dict[str, str]) -> dict[str, object]:
-    """Map deprecated keyword names to their new names, with a warning (kept one release).
+    """Return the ``**deprecated`` keywords ``given`` to ``function`` under their new ``names``.
 
-    ``given`` holds the ``**deprecated`` keywords ``function`` received; ``names`` maps old name
-    -> new name. Returns the values under their new names; warns a DeprecationWarning for every
-    old name used, and raises TypeError (as Python would) for a keyword that is neither.
+    Warns a DeprecationWarning for every old name used (aliases are kept one release), and raises
+    TypeError (as Python would) for a keyword that is neither.
 
     Examples
     --------
     >>> renamed("summarize", {}, {"method": "ci_method"})
     {}
     """
-    import warnings
-
     unknown = [k for k in given if k not in names]
     if unknown:
         raise TypeError(f"{function}() got an unexpected keyword argument {unknown[0]!r}")

@@ -3,12 +3,10 @@
 ARCHITECTURE §1.5 and §5: a failed job leaves no partial file, never clobbers an input, and its
 temporaries never outlive the next run. Every output is written under a temporary name in its
 target directory (``.NAME.<host>-<pid>.<random>.tmp``; dataset readers skip dot-files) and renamed
-onto its target only when every output of the job exists. A directory output (a dataset of part
-files) is staged whole, so an incomplete set of parts never passes for a complete dataset.
-
-A process killed with ``kill -9`` cannot clean up: the next write to the same target removes the
-temporaries of processes of this host that no longer run. A live process's temporaries are left
-alone, so two concurrent runs of the same outputs each finish complete (the later rename wins).
+onto its target only when every output of the job exists; a directory output (a dataset of part
+files) is staged whole, so an incomplete set of parts never passes for a complete dataset. The
+next write to a target removes the temporaries of this host's dead processes (``kill -9`` cannot
+clean up) and leaves a live one's alone: two concurrent runs each finish (the later rename wins).
 """
 
 from __future__ import annotations
@@ -41,14 +39,13 @@ def _temp_prefix(target: Path) -> str:
 
 
 def _process_is_gone(pid: int) -> bool:
-    if pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # exists, owned by someone else
-        return False
+    if pid != os.getpid():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # exists, owned by someone else
+            pass
     return False
 
 
@@ -154,21 +151,14 @@ class OutputSet:
 
     def discard(self, temp: Path) -> None:
         """Remove one staged temporary (its writer failed) so it is never committed."""
-        for staged in list(self.staged):
-            if staged.temp == temp:
-                _remove(temp)
-                self.staged.remove(staged)
+        _remove(temp)
+        self.staged = [staged for staged in self.staged if staged.temp != temp]
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
             self.commit()
         else:
             self.abort()
-
-    def _check_new(self, target: Path) -> None:
-        for staged in self.staged:
-            if staged.target.resolve() == target.resolve():
-                raise OutputError(f"`{target}` is named as two outputs of one command.")
 
     def stage_file(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary path (in the target directory) for ``target``'s content."""
@@ -179,7 +169,8 @@ class OutputSet:
         return self._stage(Path(target), is_dir=True)
 
     def _stage(self, target: Path, is_dir: bool) -> Path:
-        self._check_new(target)
+        if any(staged.target.resolve() == target.resolve() for staged in self.staged):
+            raise OutputError(f"`{target}` is named as two outputs of one command.")
         if self.guard is not None:
             self.guard(target)
         if not is_dir and target.is_dir():
@@ -194,10 +185,9 @@ class OutputSet:
                 name = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent)
             else:
                 handle, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
+                os.close(handle)
         except OSError as exc:
             raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
-        if not is_dir:
-            os.close(handle)
         self.staged.append(_Staged(target, Path(name), is_dir=is_dir))
         return Path(name)
 

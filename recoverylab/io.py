@@ -1,13 +1,9 @@
 """Reading any table source lazily, and writing results atomically.
 
-:func:`scan` turns every input form of ARCHITECTURE §1 into a ``pl.LazyFrame`` without reading the
-data: parquet files, globs, directories and hive-partitioned datasets, Arrow IPC, CSV, NDJSON, and
-in-memory polars, pyarrow and pandas objects. File problems (missing, empty, corrupt, unknown
-format) raise :class:`SourceError` naming the path, before any query runs: footers and headers are
-read eagerly, data is not.
-
-:func:`write_parquet` writes to a temporary file in the target directory and renames it into place,
-so a failed job leaves nothing at the target path and never damages a file already there.
+:func:`scan` turns every input form of ARCHITECTURE §1 into a ``pl.LazyFrame``, reading footers and
+headers now and data later, so a missing, empty, corrupt or unknown file raises :class:`SourceError`
+naming the path before any query runs. Writers write a temporary file and rename it into place: a
+failed job leaves nothing at the target path and never damages a file already there.
 """
 
 from __future__ import annotations
@@ -116,14 +112,12 @@ def scan(
     if in_memory is not None:
         return in_memory
     sources = path_list(source)
-    if sources is None and isinstance(source, Sequence) and not source:
-        raise SourceError(
-            "cannot read a table from an empty list of paths; give at least one path."
-        )
     if sources is None:
         raise SourceError(
-            f"cannot read a table from a {type(source).__name__}; give a path, a glob, a list of "
-            "paths, or a polars, pyarrow or pandas table."
+            "cannot read a table from an empty list of paths; give at least one path."
+            if isinstance(source, Sequence) and not source
+            else f"cannot read a table from a {type(source).__name__}; give a path, a glob, a "
+            "list of paths, or a polars, pyarrow or pandas table."
         )
     directories = [Path(s) for s in sources if Path(s).is_dir()]
     files = expand_paths([s for s in sources if not Path(s).is_dir()])
@@ -131,8 +125,7 @@ def scan(
     # one streaming pipeline (one scan per file, concatenated, costs several times the memory).
     read: list[tuple[Path, str]] = []
     frames = [_scan_directory(d, format, hive, read) for d in directories]
-    if files:
-        frames.extend(_scan_files(files, format, read))
+    frames.extend(_scan_files(files, format, read))  # no files: no frames
     frame = frames[0] if len(frames) == 1 else pl.concat(frames, how="diagonal_relaxed")
     if verify:
         for path, fmt in read:
@@ -239,11 +232,8 @@ def _check_file(path: Path, fmt: str) -> None:
                 f"`{path}` is not a readable parquet file (its header or footer is damaged)."
             )
     if fmt in ("parquet", "ipc"):
-        kind, read_schema = (
-            ("parquet", pl.read_parquet_schema)
-            if fmt == "parquet"
-            else ("Arrow IPC", pl.read_ipc_schema)
-        )
+        kind = "parquet" if fmt == "parquet" else "Arrow IPC"
+        read_schema = pl.read_parquet_schema if fmt == "parquet" else pl.read_ipc_schema
         try:
             read_schema(path)
         except (pl.exceptions.PolarsError, OSError) as exc:
@@ -335,9 +325,8 @@ def _scan_directory(
     if fmt != "parquet":
         return pl.concat([_scan_one(p, fmt) for p in files], how="diagonal_relaxed")
     _check_dataset_schema(directory, files)
-    hive_partitioning = True if hive is None else hive
     try:
-        return pl.scan_parquet(directory, hive_partitioning=hive_partitioning)
+        return pl.scan_parquet(directory, hive_partitioning=True if hive is None else hive)
     except pl.exceptions.PolarsError as exc:
         raise SourceError(
             f"`{directory}` is not a readable parquet dataset ({_first_line(exc)})."

@@ -1,13 +1,8 @@
 """Declarative table contracts (ARCHITECTURE §3) and their validation.
 
-Every input table of recoverylab is described once here by a :class:`TableSpec`: its columns
-(required or optional, canonical type, nullability, allowed labels), its primary key and its row
-rules. :func:`validate` checks a frame against a spec and returns it as a LazyFrame with canonical
-types, or raises :class:`SchemaError` with a one-line message that names the table, the column,
-the problem and up to five offending keys.
-
-Checks on the data (nulls, labels, row rules, duplicate keys) are polars queries: one aggregation
-for all counts, a second small query only when something is wrong, to show offending keys.
+Every input table is described once here by a :class:`TableSpec` (columns, primary key, row
+rules). :func:`validate` checks the data with polars queries: one aggregation for all counts, a
+second small query only when something is wrong, to name up to five offending keys.
 """
 
 from __future__ import annotations
@@ -139,228 +134,202 @@ def _non_negative(column: str) -> Rule:
     )
 
 
-_FORKS = TableSpec(
-    name="forks",
-    description="CIR paired forks: one row per continuation branch forked from the same state.",
-    columns=(
-        Column("task_id", "str", identifier=True, meaning="cluster unit: the task instance"),
-        Column("condition", "str", meaning="observation condition (clean, stale1, ...)"),
-        Column("method", "str", meaning="recovery operation; `none` = no recovery"),
-        Column("delay", "int", nullable=True, meaning="actions from perturbation to recovery"),
-        Column("success", "bool", meaning="final outcome of this branch"),
-        Column("prefix_hash", "str", required=False, nullable=True),
-        Column("perturb_action", "int", required=False, nullable=True),
-        Column("end_action", "int", required=False, nullable=True),
-        Column("factual_success", "bool", required=False, nullable=True),
-    ),
-    key=("task_id", "condition", "method", "delay"),
-    rules=(
-        Rule(
-            "delay_on_recovery_rows",
-            (pl.col("method") != "none") & pl.col("delay").is_null(),
-            "column `delay` is null on {n} recovery row{s}",
-            "only `none` rows may leave it null",
-        ),
-        _non_negative("delay"),
-        _non_negative("perturb_action"),
-        _non_negative("end_action"),
-    ),
-)
-
-_DECISION_POINTS = TableSpec(
-    name="decision_points",
-    description="CIR router candidates: one row per (task, condition, delay) with features.",
-    columns=(
-        Column("task_id", "str", identifier=True),
-        Column("condition", "str"),
-        Column("delay", "int"),
-    ),
-    key=("task_id", "condition", "delay"),
-    rules=(_non_negative("delay"),),
-)
-
 #: Barrier regimes of a goal (AgentHeal; the seed instantiates every goal in all three).
 REGIMES = ("barrier_free", "recoverable", "unrecoverable")
 RELATIONS = ("copy", "other_version", "decoy")
 VERSION_CLAIMS = ("same", "other")
 
-_CASES = TableSpec(
-    name="cases",
-    description="AgentHeal evaluator annotations: one row per case.",
-    columns=(
-        Column("case_id", "str", identifier=True),
-        Column("regime", "str", labels=REGIMES),
-        Column("barrier", "str", nullable=True, meaning="the true barrier β"),
-        Column("needs_user_help", "bool"),
-        Column("goal_id", "str", required=False, identifier=True),
-        Column("family", "str", required=False, nullable=True),
-        Column("category", "str", required=False, nullable=True),
-    ),
-    key=("case_id",),
-)
-
-_RESOURCES = TableSpec(
-    name="resources",
-    description="AgentHeal resources of a case, with their relation to the requested work.",
-    columns=(
-        Column("case_id", "str", identifier=True),
-        Column("resource_id", "str", identifier=True),
-        Column("relation", "str", labels=RELATIONS),
-        Column("reachable", "bool", meaning="compliantly reachable"),
-    ),
-    key=("case_id", "resource_id"),
-)
-
-_EPISODES = TableSpec(
-    name="episodes",
-    description="AgentHeal agent records: one row per episode with the final report.",
-    columns=(
-        Column("episode_id", "str", identifier=True),
-        Column("case_id", "str", identifier=True),
-        Column("answer", "str", nullable=True, meaning="null = abstained"),
-        Column("version_claim", "str", nullable=True, labels=VERSION_CLAIMS),
-        Column("diagnosis", "str", nullable=True),
-        Column("requested_user", "bool"),
-        Column("model", "str", required=False, nullable=True),
-    ),
-    key=("episode_id",),
-)
-
-_STEPS = TableSpec(
-    name="steps",
-    description="AgentHeal actions: one row per (episode, step) with the policy audit.",
-    columns=(
-        Column("episode_id", "str", identifier=True),
-        Column("step", "int"),
-        Column("resource_id", "str", nullable=True, identifier=True),
-        Column("prohibited", "bool"),
-    ),
-    key=("episode_id", "step"),
-    rules=(_non_negative("step"),),
-    allow_empty=True,
-)
-
-_CITATIONS = TableSpec(
-    name="citations",
-    description="AgentHeal attribution: the sources S credited for an episode's answer.",
-    columns=(
-        Column("episode_id", "str", identifier=True),
-        Column("resource_id", "str", identifier=True),
-    ),
-    key=("episode_id", "resource_id"),
-    allow_empty=True,
-)
-
-_STATES = TableSpec(
-    name="states",
-    description="CUA-Recovery replayed error states: one row per takeover state.",
-    columns=(
-        Column("state_id", "str", identifier=True),
-        Column("workflow_id", "str", identifier=True),
-        Column("root_cause_id", "str", identifier=True),
-        Column("depth", "int"),
-        Column("replay_ok", "bool"),
-        Column("expected_ok", "bool"),
-        Column("split", "str", required=False, nullable=True),
-        Column("prefix_version", "str", required=False, nullable=True),
-        Column("snapshot_id", "str", required=False, nullable=True),
-        Column("action_space", "str", required=False, nullable=True),
-        Column("context_window", "any", required=False, nullable=True),
-        Column("verifier_version", "str", required=False, nullable=True),
-        Column("budget", "any", required=False, nullable=True),
-        Column("source_agent", "str", required=False, nullable=True),
-    ),
-    key=("state_id",),
-    rules=(_non_negative("depth"),),
-)
-
-_ATTEMPTS = TableSpec(
-    name="attempts",
-    description="CUA-Recovery takeover attempts: one row per (state, agent, repeat).",
-    columns=(
-        Column("state_id", "str", identifier=True),
-        Column("agent", "str"),
-        Column("repeat", "int"),
-        Column("aware", "bool"),
-        Column("root_cause_fixed", "bool"),
-        Column("derived_fixed", "bool"),
-        Column("passed", "bool"),
-        Column("steps", "int", required=False, nullable=True),
-        Column("cost", "float", required=False, nullable=True),
-        Column("seconds", "float", required=False, nullable=True),
-    ),
-    key=("state_id", "agent", "repeat"),
-    rules=(_non_negative("repeat"),),
-)
-
-_FAILURES = TableSpec(
-    name="failures",
-    description="CUA-Recovery failure annotations: where each root cause surfaced.",
-    columns=(
-        Column("root_cause_id", "str", identifier=True),
-        Column("root_cause_step", "int"),
-        Column("surfaced_step", "int", nullable=True, meaning="null = never surfaced"),
-        Column("final_step", "int"),
-    ),
-    key=("root_cause_id",),
-    rules=(
-        Rule(
-            "surfaced_before_root_cause",
-            pl.col("surfaced_step") < pl.col("root_cause_step"),
-            "column `surfaced_step` is before `root_cause_step` on {n} row{s}",
-            "a failure surfaces at or after its root cause",
+_CONTRACTS = (
+    TableSpec(
+        name="forks",
+        description="CIR paired forks: one row per continuation branch forked from the same state.",
+        columns=(
+            Column("task_id", "str", identifier=True, meaning="cluster unit: the task instance"),
+            Column("condition", "str", meaning="observation condition (clean, stale1, ...)"),
+            Column("method", "str", meaning="recovery operation; `none` = no recovery"),
+            Column("delay", "int", nullable=True, meaning="actions from perturbation to recovery"),
+            Column("success", "bool", meaning="final outcome of this branch"),
+            Column("prefix_hash", "str", required=False, nullable=True),
+            Column("perturb_action", "int", required=False, nullable=True),
+            Column("end_action", "int", required=False, nullable=True),
+            Column("factual_success", "bool", required=False, nullable=True),
         ),
-        Rule(
-            "surfaced_after_final",
-            pl.col("surfaced_step") > pl.col("final_step"),
-            "column `surfaced_step` is after `final_step` on {n} row{s}",
-            "a failure surfaces at or before the final step",
+        key=("task_id", "condition", "method", "delay"),
+        rules=(
+            Rule(
+                "delay_on_recovery_rows",
+                (pl.col("method") != "none") & pl.col("delay").is_null(),
+                "column `delay` is null on {n} recovery row{s}",
+                "only `none` rows may leave it null",
+            ),
+            _non_negative("delay"),
+            _non_negative("perturb_action"),
+            _non_negative("end_action"),
         ),
     ),
-)
-
-_MUTATIONS = TableSpec(
-    name="mutations",
-    description="CUA-Recovery verifier mutation tests: one row per (workflow, mutation).",
-    columns=(
-        Column("workflow_id", "str", identifier=True),
-        Column("mutation_id", "str", identifier=True),
-        Column("executed", "bool"),
-        Column("caught", "bool"),
+    TableSpec(
+        name="decisions",
+        description="A recovery policy's choices: at most one recovery point per episode.",
+        columns=(
+            Column("task_id", "str", identifier=True),
+            Column("condition", "str"),
+            Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
+        ),
+        key=("task_id", "condition"),
+        rules=(_non_negative("delay"),),
     ),
-    key=("workflow_id", "mutation_id"),
-)
-
-_DECISIONS = TableSpec(
-    name="decisions",
-    description="A recovery policy's choices: at most one recovery point per episode.",
-    columns=(
-        Column("task_id", "str", identifier=True),
-        Column("condition", "str"),
-        Column("delay", "int", nullable=True, meaning="chosen recovery delay; null = none"),
+    TableSpec(
+        name="decision_points",
+        description="CIR router candidates: one row per (task, condition, delay) with features.",
+        columns=(
+            Column("task_id", "str", identifier=True),
+            Column("condition", "str"),
+            Column("delay", "int"),
+        ),
+        key=("task_id", "condition", "delay"),
+        rules=(_non_negative("delay"),),
     ),
-    key=("task_id", "condition"),
-    rules=(_non_negative("delay"),),
+    TableSpec(
+        name="cases",
+        description="AgentHeal evaluator annotations: one row per case.",
+        columns=(
+            Column("case_id", "str", identifier=True),
+            Column("regime", "str", labels=REGIMES),
+            Column("barrier", "str", nullable=True, meaning="the true barrier β"),
+            Column("needs_user_help", "bool"),
+            Column("goal_id", "str", required=False, identifier=True),
+            Column("family", "str", required=False, nullable=True),
+            Column("category", "str", required=False, nullable=True),
+        ),
+        key=("case_id",),
+    ),
+    TableSpec(
+        name="resources",
+        description="AgentHeal resources of a case, with their relation to the requested work.",
+        columns=(
+            Column("case_id", "str", identifier=True),
+            Column("resource_id", "str", identifier=True),
+            Column("relation", "str", labels=RELATIONS),
+            Column("reachable", "bool", meaning="compliantly reachable"),
+        ),
+        key=("case_id", "resource_id"),
+    ),
+    TableSpec(
+        name="episodes",
+        description="AgentHeal agent records: one row per episode with the final report.",
+        columns=(
+            Column("episode_id", "str", identifier=True),
+            Column("case_id", "str", identifier=True),
+            Column("answer", "str", nullable=True, meaning="null = abstained"),
+            Column("version_claim", "str", nullable=True, labels=VERSION_CLAIMS),
+            Column("diagnosis", "str", nullable=True),
+            Column("requested_user", "bool"),
+            Column("model", "str", required=False, nullable=True),
+        ),
+        key=("episode_id",),
+    ),
+    TableSpec(
+        name="steps",
+        description="AgentHeal actions: one row per (episode, step) with the policy audit.",
+        columns=(
+            Column("episode_id", "str", identifier=True),
+            Column("step", "int"),
+            Column("resource_id", "str", nullable=True, identifier=True),
+            Column("prohibited", "bool"),
+        ),
+        key=("episode_id", "step"),
+        rules=(_non_negative("step"),),
+        allow_empty=True,
+    ),
+    TableSpec(
+        name="citations",
+        description="AgentHeal attribution: the sources S credited for an episode's answer.",
+        columns=(
+            Column("episode_id", "str", identifier=True),
+            Column("resource_id", "str", identifier=True),
+        ),
+        key=("episode_id", "resource_id"),
+        allow_empty=True,
+    ),
+    TableSpec(
+        name="states",
+        description="CUA-Recovery replayed error states: one row per takeover state.",
+        columns=(
+            Column("state_id", "str", identifier=True),
+            Column("workflow_id", "str", identifier=True),
+            Column("root_cause_id", "str", identifier=True),
+            Column("depth", "int"),
+            Column("replay_ok", "bool"),
+            Column("expected_ok", "bool"),
+            Column("split", "str", required=False, nullable=True),
+            Column("prefix_version", "str", required=False, nullable=True),
+            Column("snapshot_id", "str", required=False, nullable=True),
+            Column("action_space", "str", required=False, nullable=True),
+            Column("context_window", "any", required=False, nullable=True),
+            Column("verifier_version", "str", required=False, nullable=True),
+            Column("budget", "any", required=False, nullable=True),
+            Column("source_agent", "str", required=False, nullable=True),
+        ),
+        key=("state_id",),
+        rules=(_non_negative("depth"),),
+    ),
+    TableSpec(
+        name="attempts",
+        description="CUA-Recovery takeover attempts: one row per (state, agent, repeat).",
+        columns=(
+            Column("state_id", "str", identifier=True),
+            Column("agent", "str"),
+            Column("repeat", "int"),
+            Column("aware", "bool"),
+            Column("root_cause_fixed", "bool"),
+            Column("derived_fixed", "bool"),
+            Column("passed", "bool"),
+            Column("steps", "int", required=False, nullable=True),
+            Column("cost", "float", required=False, nullable=True),
+            Column("seconds", "float", required=False, nullable=True),
+        ),
+        key=("state_id", "agent", "repeat"),
+        rules=(_non_negative("repeat"),),
+    ),
+    TableSpec(
+        name="failures",
+        description="CUA-Recovery failure annotations: where each root cause surfaced.",
+        columns=(
+            Column("root_cause_id", "str", identifier=True),
+            Column("root_cause_step", "int"),
+            Column("surfaced_step", "int", nullable=True, meaning="null = never surfaced"),
+            Column("final_step", "int"),
+        ),
+        key=("root_cause_id",),
+        rules=(
+            Rule(
+                "surfaced_before_root_cause",
+                pl.col("surfaced_step") < pl.col("root_cause_step"),
+                "column `surfaced_step` is before `root_cause_step` on {n} row{s}",
+                "a failure surfaces at or after its root cause",
+            ),
+            Rule(
+                "surfaced_after_final",
+                pl.col("surfaced_step") > pl.col("final_step"),
+                "column `surfaced_step` is after `final_step` on {n} row{s}",
+                "a failure surfaces at or before the final step",
+            ),
+        ),
+    ),
+    TableSpec(
+        name="mutations",
+        description="CUA-Recovery verifier mutation tests: one row per (workflow, mutation).",
+        columns=(
+            Column("workflow_id", "str", identifier=True),
+            Column("mutation_id", "str", identifier=True),
+            Column("executed", "bool"),
+            Column("caught", "bool"),
+        ),
+        key=("workflow_id", "mutation_id"),
+    ),
 )
-
 #: Every table contract, by name.
-SPECS: Mapping[str, TableSpec] = {
-    s.name: s
-    for s in (
-        _FORKS,
-        _DECISIONS,
-        _DECISION_POINTS,
-        _CASES,
-        _RESOURCES,
-        _EPISODES,
-        _STEPS,
-        _CITATIONS,
-        _STATES,
-        _ATTEMPTS,
-        _FAILURES,
-        _MUTATIONS,
-    )
-}
+SPECS: Mapping[str, TableSpec] = {s.name: s for s in _CONTRACTS}
 
 
 #: True inside :func:`shard_scope`: the table being validated is one shard of a larger table.
@@ -424,11 +393,9 @@ def spec(table: str | TableSpec) -> TableSpec:
     """Return the contract of ``table`` (a name of :data:`SPECS` or a spec itself)."""
     if isinstance(table, TableSpec):
         return table
-    try:
-        return SPECS[table]
-    except KeyError:
-        names = ", ".join(SPECS)
-        raise SchemaError(f"unknown table {table!r}; known tables: {names}.") from None
+    if table not in SPECS:
+        raise SchemaError(f"unknown table {table!r}; known tables: {', '.join(SPECS)}.")
+    return SPECS[table]
 
 
 def canonical_dtype(found: PolarsDataType, column: Column) -> pl.DataType | None:
@@ -591,12 +558,10 @@ def _problem_exprs(contract: TableSpec, schema: pl.Schema) -> dict[str, tuple[pl
 
 
 def data_checks(contract: TableSpec, schema: pl.Schema) -> dict[str, pl.Expr]:
-    """Return the row-level violation expressions of the data checks, by check name.
+    """Return the row violation expression of each null, label and rule check, by check name.
 
-    One boolean expression per null, label and row-rule check that applies to the columns in
-    ``schema`` (duplicate keys and the empty table aside), in the order :func:`validate` reports
-    them. A query that already reads the table (e.g. a protocol's own aggregation) can sum them
-    and hand the totals to :func:`raise_data_problems`, instead of reading it a second time.
+    A query that already reads the table can sum them and hand the totals to
+    :func:`raise_data_problems` instead of reading it again (duplicates and emptiness aside).
     """
     return {name: expr for name, (expr, _, _) in _problem_exprs(contract, schema).items()}
 
@@ -608,12 +573,10 @@ def raise_data_problems(
     totals: Mapping[str, int],
     rows: int,
 ) -> None:
-    """Raise the error :func:`validate` raises, from precomputed violation counts.
+    """Raise the error :func:`validate` raises, from violation counts per :func:`data_checks` name.
 
-    ``totals``: violating rows per check name of :func:`data_checks`; ``rows``: rows in the table
-    (empty is an error unless the contract allows it); ``key``: the full key, contract key first.
-    ``lazy`` is read again only to name up to five offending keys of the first failed check (in
-    :func:`validate`'s order: empty table, then nulls, labels and row rules).
+    ``rows`` counts the table's rows; ``key`` is the full key. ``lazy`` is read again only to name
+    the offending keys of the first failed check.
     """
     if rows == 0:
         if contract.allow_empty or _SHARD.get():
@@ -656,20 +619,17 @@ def _check_data(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> 
 
 
 def check_unique_keys(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
-    """Raise :class:`SchemaError` if a key appears more than once (the duplicate check alone).
-
-    For callers that ran the other data checks themselves (see :func:`data_checks`).
-    """
+    """Raise :class:`SchemaError` if a key appears twice (for callers of :func:`data_checks`)."""
     sorted_hashes, repeats = _sorted_hashes(lazy, key)
     if repeats.collect(engine="streaming")["__repeats"][0]:
         _check_duplicates(lazy, contract, key, sorted_hashes)
 
 
 def _sorted_hashes(lazy: pl.LazyFrame, key: Sequence[str]) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Return one 64-bit key hash per row, sorted, and the count of equal neighbours.
+    """Return the sorted 64-bit key hashes and the count of equal neighbours.
 
-    This streams in a fraction of the memory of a group-by over the key columns (0.9 GB instead
-    of 8 GB at 50M forks rows); :func:`_check_duplicates` rules out hash collisions.
+    Streams in 0.9 GB where a group-by over the key takes 8 GB (50M forks rows); collisions are
+    ruled out by :func:`_check_duplicates`.
     """
     sorted_hashes = lazy.select(pl.struct(list(key)).hash().alias("__hash")).sort("__hash")
     repeats = sorted_hashes.select(
@@ -691,10 +651,9 @@ def _check_duplicates(
 
 
 def raise_duplicate_keys(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:
-    """Raise :class:`SchemaError` if a key appears more than once in ``lazy`` (exact check).
+    """Raise :func:`validate`'s error if a key appears twice in ``lazy`` (exact check).
 
-    ``lazy`` may be the whole table or only rows that can hold duplicates (e.g. the rows of the
-    clusters a cheaper test flagged); the message is the one :func:`validate` gives.
+    ``lazy`` may be the whole table or only the rows a cheaper test flagged.
     """
     duplicates = (
         lazy.group_by(list(key))
