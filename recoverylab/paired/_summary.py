@@ -16,6 +16,7 @@ Two phases (ARCHITECTURE §1.3):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -52,9 +53,6 @@ __all__ = [
     "summary_plan",
 ]
 
-_CI_METHODS = ("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca")
-_ALTERNATIVES = ("two-sided", "greater", "less")
-_ADJUST = (None, "holm", "bh")
 #: Result columns added by the statistics step after ``p_value`` (``p_adjusted`` with adjust=).
 STAT_COLUMNS = ("ci_method", "sparse")
 
@@ -80,27 +78,9 @@ _RESULT_COLUMNS = (
 )
 
 
-def _check_statistics(
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> None:
-    """Validate the resampling parameters before any data is read.
-
-    The statistics engine owns the rules; a one-type bootstrap applies them at no cost.
-    """
-    stats.check_resampling(
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
-        ci_methods=stats.PAIRED_CI_METHODS,
-        alternative=alternative,
-        adjust=adjust,
-    )
+def _check_statistics(**statistics: Any) -> None:
+    """Validate the resampling parameters before any data is read."""
+    stats.check_resampling(ci_methods=stats.PAIRED_CI_METHODS, **statistics)
 
 
 def _check_by(by_keys: Sequence[str]) -> None:
@@ -363,7 +343,8 @@ def finish(
     ParameterError
         For bad statistics parameters.
     """
-    _check_statistics(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    _check_statistics(**statistics)
     frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
     names = frame.collect_schema().names()
     by_keys = [c for c in names if c not in (*_TYPE_COLUMNS, *PARTIAL_COUNTS)]
@@ -389,64 +370,21 @@ def finish(
     types = added.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
     if progress is not None:
         progress(f"bootstrap and sign-flip over {counts.height} cells ({types.height} task types)")
-    result = _with_statistics(
-        counts,
-        types,
-        cells,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
-        alternative=alternative,
-        adjust=adjust,
+    tests = stats.paired_effect_cells(types, cells=cells, **statistics)
+    result = counts.join(
+        tests.rename({"n_clusters": "n_tasks"}), on=cells, how="left", nulls_equal=True
     )
     rescue, harm, kept = pl.col("rescue"), pl.col("harm"), pl.col("kept")
-    return result.select(
-        *cells,
-        "n",
-        pl.col("n_tasks").fill_null(0).cast(pl.Int64),
-        "rescue",
-        "harm",
-        "kept",
-        "unchanged",
-        "carried_forward",
-        _rate(harm + kept, "base_rate"),
-        _rate(rescue + kept, "recovery_rate"),
-        _rate(rescue - harm, "effect"),
-        "ci_low",
-        "ci_high",
-        "p_value",
-        *STAT_COLUMNS,
-        *(["p_adjusted"] if adjust is not None else []),
-        "unpaired",
-        "prefix_mismatch",
-    ).sort(cells, nulls_last=False)
-
-
-def _with_statistics(
-    counts: pl.DataFrame,
-    types: pl.DataFrame,
-    cells: list[str],
-    *,
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> pl.DataFrame:
-    """Join the per-cell interval, sign-flip p-value and interval method onto the counts."""
-    tests = stats.paired_effect_cells(
-        types,
-        cells=cells,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
-        alternative=alternative,
-        adjust=adjust,
-    ).rename({"n_clusters": "n_tasks"})
-    return counts.join(tests, on=cells, how="left", nulls_equal=True)
+    return (
+        result.with_columns(
+            pl.col("n_tasks").fill_null(0).cast(pl.Int64),
+            _rate(harm + kept, "base_rate"),
+            _rate(rescue + kept, "recovery_rate"),
+            _rate(rescue - harm, "effect"),
+        )
+        .select(*cells, *(c for c in _RESULT_COLUMNS if c != "p_adjusted" or adjust is not None))
+        .sort(cells, nulls_last=False)
+    )
 
 
 def _rate(numerator: pl.Expr, name: str) -> pl.Expr:
@@ -590,13 +528,19 @@ def summarize(
 
 
 def design_stage(
-    *, pair_by: str | Sequence[str] | None, by: str | Sequence[str] | None, cohort: str
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+    combine: plan.Combine | None = None,
 ) -> plan.Stage:
-    """Return the shared design stage, checking that no ``by`` key is also a result column.
+    """Return :func:`._shards.design_stage` checking that no ``by`` key is a result column.
 
-    See :func:`recoverylab.paired._shards.design_stage`.
+    ``combine`` (default: the grid, a Design) replaces the stage's combine: a verb's checks of
+    the whole table's grid.
     """
-    return _shards.design_stage(pair_by=pair_by, by=by, cohort=cohort, check_keys=_check_by)
+    stage = _shards.design_stage(pair_by=pair_by, by=by, cohort=cohort, check_keys=_check_by)
+    return stage if combine is None else dataclasses.replace(stage, combine=combine)
 
 
 def _summary_partial(
@@ -756,14 +700,30 @@ def contrast(
 
 
 def _contrast_check(a: object, b: object, **statistics: Any) -> None:
+    """Check the parameters of :func:`contrast` (before any data is read)."""
     _check_statistics(**statistics)
-    check_contrast(a, b)
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, str):
+            raise ParameterError(f"parameter `{name}` is {value!r}; it must be a condition label.")
+    if a == b:
+        raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
 
 
 def _contrast_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
+    """Read the design grid; check that both conditions have recovery rows."""
     design = design_of(parts["points"])
-    check_conditions(design, a, b)
+    known = design.conditions
+    for name, value in (("a", a), ("b", b)):
+        if value not in known:
+            raise ParameterError(
+                f"parameter `{name}` is {value!r}; forks has no recovery rows with that "
+                f"condition (conditions: {', '.join(known) or 'none'})."
+            )
     return design
+
+
+#: Per-task partials of :func:`contrast`: summed y1 - y0 and pairs, in condition a and b.
+_JOINT = ("d_a", "n_a", "d_b", "n_b")
 
 
 def _contrast_partial(
@@ -776,24 +736,31 @@ def _contrast_partial(
     a: str,
     b: str,
 ) -> dict[str, pl.DataFrame]:
+    """Count one shard's tasks by joint type (d_a, n_a, d_b, n_b) per (delay, method, *by*)."""
     table, by_keys = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
-    query, rows = contrast_query(table, design, by_keys, cohort, a, b)
-    types = query.collect(engine="streaming")
+    cells = ["delay", "method", *by_keys]
+    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
+        pl.col("condition").is_in([a, b])
+    )
+    valid = pl.col("reason").is_null()
+    diff = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
+    partial = []
+    for suffix, label in (("a", a), ("b", b)):
+        mine = valid & (pl.col("condition") == label)
+        partial += [
+            pl.when(mine).then(diff).otherwise(0).sum().cast(pl.Int64).alias(f"d_{suffix}"),
+            mine.sum().cast(pl.Int64).alias(f"n_{suffix}"),
+        ]
+    types = (
+        rows.group_by([*cells, "task_id"])
+        .agg(*partial, (pl.col("reason") == AFTER_END).sum().alias("__after_end"))
+        .group_by([*cells, *_JOINT])
+        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("__after_end").sum())
+        .collect(engine="streaming")
+    )
     if int(types["__after_end"].sum()):
         raise_after_end(rows, table)
     return {"types": types}
-
-
-def _contrast_finish(
-    parts: dict[str, pl.DataFrame],
-    *,
-    by: str | Sequence[str] | None,
-    a: str,
-    b: str,
-    **options: Any,
-) -> pl.DataFrame:
-    by_keys = list(key_names("by", by))
-    return contrast_finish(parts["types"], by_keys, a, b, **options)
 
 
 def contrast_plan(
@@ -815,17 +782,11 @@ def contrast_plan(
     """Return the plan of :func:`contrast`: design grid, then per-task joint types."""
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    design = design_stage(**keys)
     return plan.Plan(
         inputs=(_shards.forks_input(forks),),
         check=functools.partial(_contrast_check, a, b, **statistics),
         stages=(
-            plan.Stage(
-                design.label,
-                design.partial,
-                functools.partial(_contrast_design, a=a, b=b),
-                clustered=False,
-            ),
+            design_stage(**keys, combine=functools.partial(_contrast_design, a=a, b=b)),
             plan.Stage(
                 f"pairing {a} and {b} and counting per task",
                 functools.partial(_contrast_partial, a=a, b=b, **keys),
@@ -838,59 +799,12 @@ def contrast_plan(
     )
 
 
-def check_contrast(a: object, b: object) -> None:
-    """Check the two condition labels of :func:`contrast` (before any data is read)."""
-    for name, value in (("a", a), ("b", b)):
-        if not isinstance(value, str):
-            raise ParameterError(f"parameter `{name}` is {value!r}; it must be a condition label.")
-    if a == b:
-        raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
-
-
-def check_conditions(design: Design, a: str, b: str) -> None:
-    """Check that both conditions of :func:`contrast` have recovery rows."""
-    known = design.conditions
-    for name, value in (("a", a), ("b", b)):
-        if value not in known:
-            raise ParameterError(
-                f"parameter `{name}` is {value!r}; forks has no recovery rows with that "
-                f"condition (conditions: {', '.join(known) or 'none'})."
-            )
-
-
-def contrast_query(
-    table: Forks, design: Design, by_keys: Sequence[str], cohort: str, a: str, b: str
-) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Build the lazy per-task joint types of :func:`contrast`; also return the branch rows."""
-    cells = ["delay", "method", *by_keys]
-    rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
-        pl.col("condition").is_in([a, b])
-    )
-    valid = pl.col("reason").is_null()
-    diff = pl.col("y1").cast(pl.Int64) - pl.col("y0").cast(pl.Int64)
-    partial = []
-    for suffix, label in (("a", a), ("b", b)):
-        mine = valid & (pl.col("condition") == label)
-        partial += [
-            pl.when(mine).then(diff).otherwise(0).sum().cast(pl.Int64).alias(f"d_{suffix}"),
-            mine.sum().cast(pl.Int64).alias(f"n_{suffix}"),
-        ]
-    values = ["d_a", "n_a", "d_b", "n_b"]
-    query = (
-        rows.group_by([*cells, "task_id"])
-        .agg(*partial, (pl.col("reason") == AFTER_END).sum().alias("__after_end"))
-        .group_by([*cells, *values])
-        .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("__after_end").sum())
-    )
-    return query, rows
-
-
-def contrast_finish(
-    types: pl.DataFrame,
-    by_keys: Sequence[str],
+def _contrast_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    by: str | Sequence[str] | None,
     a: str,
     b: str,
-    *,
     confidence: float,
     n_resamples: int,
     seed: int,
@@ -899,18 +813,15 @@ def contrast_finish(
     alternative: str = "two-sided",
     adjust: str | None = None,
 ) -> pl.DataFrame:
-    """Turn the collected types of :func:`contrast_query` into the contrast rows.
-
-    ``types`` may hold the types of several shards of whole tasks: equal types are added up.
-    """
-    cells = ["delay", "method", *by_keys]
-    values = ["d_a", "n_a", "d_b", "n_b"]
+    """Turn the joint types into the contrast rows (equal types of several shards add up)."""
+    cells = ["delay", "method", *key_names("by", by)]
     types = (
-        types.group_by([*cells, *values])
+        parts["types"]
+        .group_by([*cells, *_JOINT])
         .agg(pl.col("count").sum())
         .filter((pl.col("n_a") + pl.col("n_b")) > 0)
     )
-    weighted = [(pl.col(v) * pl.col("count")).sum().alias(v) for v in values]
+    weighted = [(pl.col(v) * pl.col("count")).sum().alias(v) for v in _JOINT]
     counts = (
         types.group_by(cells)
         .agg(*weighted, pl.col("count").sum().alias("n_tasks"))
@@ -923,7 +834,7 @@ def contrast_finish(
     boot = stats.cluster_bootstrap(
         types,
         cells=cells,
-        values=values,
+        values=list(_JOINT),
         count="count",
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
@@ -1040,19 +951,14 @@ def rescue_overlap(
     method_a: Any = names.get("a", a)
     method_b: Any = names.get("b", b)
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    design = design_stage(**keys)
+    checked = functools.partial(_overlap_design, a=method_a, b=method_b)
     return plan.run(
         engine,
         plan.Plan(
             inputs=(_shards.forks_input(forks),),
             check=functools.partial(_check_methods, method_a, method_b),
             stages=(
-                plan.Stage(
-                    design.label,
-                    design.partial,
-                    functools.partial(_overlap_design, a=method_a, b=method_b),
-                    clustered=False,
-                ),
+                design_stage(**keys, combine=checked),
                 plan.Stage(
                     "rescues per episode",
                     functools.partial(_overlap_partial, a=method_a, b=method_b, **keys),
