@@ -147,20 +147,15 @@ def _check_rates(p10: object, p01: object) -> tuple[float, float]:
 
 
 def _check_design(pairs_per_task: object, icc: object) -> tuple[float, float]:
-    if isinstance(pairs_per_task, bool) or not isinstance(pairs_per_task, (int, float)):
-        raise ParameterError(
-            f"parameter `pairs_per_task` is {pairs_per_task!r}; it must be a number >= 1."
-        )
-    if not (math.isfinite(pairs_per_task) and pairs_per_task >= 1):
-        raise ParameterError(
-            f"parameter `pairs_per_task` is {pairs_per_task!r}; it must be a number >= 1."
-        )
+    m = pairs_per_task
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not (math.isfinite(m) and m >= 1):
+        raise ParameterError(f"parameter `pairs_per_task` is {m!r}; it must be a number >= 1.")
     if isinstance(icc, bool) or not isinstance(icc, (int, float)) or not 0 <= icc <= 1:
         raise ParameterError(
             f"parameter `icc` is {icc!r}; it must be a number in [0, 1]. Hint: a negative pilot "
             "estimate plans as 0."
         )
-    return float(pairs_per_task), float(icc)
+    return float(m), float(icc)
 
 
 def _check_test(alpha: object, power_: object, alternative: object) -> tuple[float, float, str]:
@@ -179,11 +174,7 @@ def _check_tasks(n_tasks: object) -> int:
 def _signed_effect(p10: float, p01: float, alternative: str) -> float:
     """Return the effect in the direction the test looks for (|δ| when two-sided)."""
     delta = p10 - p01
-    return (
-        abs(delta)
-        if alternative == "two-sided"
-        else (delta if alternative == "greater" else -delta)
-    )
+    return {"two-sided": abs(delta), "greater": delta}.get(alternative, -delta)
 
 
 # --------------------------------------------------------------------------------------------
@@ -286,6 +277,13 @@ def _exact_power(n: int, p10: float, p01: float, alpha: float, alt: str) -> floa
     return float(np.clip(weight @ reject, 0.0, 1.0))
 
 
+def _power(n: int, p10: float, p01: float, alpha: float, alt: str, m: float, icc: float) -> float:
+    """Exact power for one pair per task (up to ``_MAX_EXACT_TASKS``), else the approximation."""
+    if m == 1 and n <= _MAX_EXACT_TASKS:
+        return _exact_power(n, p10, p01, alpha, alt)
+    return _normal_power(n, p10, p01, alpha, alt, m, icc)
+
+
 def power(
     n_tasks: int,
     p10: float,
@@ -330,9 +328,7 @@ def power(
     a, b = _check_rates(p10, p01)
     alpha, _, alt = _check_test(alpha, 0.5, alternative)
     m, rho = _check_design(pairs_per_task, icc)
-    if m == 1 and n <= _MAX_EXACT_TASKS:
-        return _exact_power(n, a, b, alpha, alt)
-    return _normal_power(n, a, b, alpha, alt, m, rho)
+    return _power(n, a, b, alpha, alt, m, rho)
 
 
 def _normal_tasks(
@@ -418,12 +414,7 @@ def tasks_needed(
         while not reaches(n):
             n += 1
         return n
-    return _smallest_reaching(reaches, max(1, math.ceil(guess)))
-
-
-def _smallest_reaching(reaches: Callable[[int], bool], start: int) -> int:
-    """Smallest n >= 1 with ``reaches(n)`` for a monotone ``reaches``: doubling, then bisection."""
-    high = start
+    high = max(1, math.ceil(guess))  # monotone power: doubling, then bisection
     while not reaches(high):
         high *= 2
     return _bisect_smallest(reaches, high)
@@ -488,12 +479,7 @@ def mde(
         p10, p01 = (psi + delta) / 2, (psi - delta) / 2
         if alt == "less":
             p10, p01 = p01, p10
-        return power_of(n, p10, p01) - target
-
-    def power_of(n: int, p10: float, p01: float) -> float:
-        if m == 1 and n <= _MAX_EXACT_TASKS:
-            return _exact_power(n, p10, p01, alpha, alt)
-        return _normal_power(n, p10, p01, alpha, alt, m, rho)
+        return _power(n, p10, p01, alpha, alt, m, rho) - target
 
     if gap(psi) < 0:
         raise ParameterError(
@@ -673,11 +659,6 @@ def _pilot_partial(
     return {"partials": partials}
 
 
-def _check_pilot(confidence: object, n_resamples: object, seed: object) -> None:
-    """Check the bootstrap parameters before any data is read."""
-    stats.check_resampling(confidence=confidence, n_resamples=n_resamples, seed=seed)
-
-
 def pilot_plan(
     forks: object,
     *,
@@ -695,7 +676,9 @@ def pilot_plan(
     keys = tuple(by)
     return plan.Plan(
         inputs=(forks_input(forks),),
-        check=functools.partial(_check_pilot, confidence, n_resamples, seed),
+        check=functools.partial(
+            stats.check_resampling, confidence=confidence, n_resamples=n_resamples, seed=seed
+        ),
         stages=(
             design_stage(pair_by=pair_by),
             plan.Stage(
@@ -828,22 +811,15 @@ def _plan_row(
     row: dict[str, object] = {"design_effect": 1 + (m - 1) * rho}
     common: dict[str, Any] = {"alpha": alpha, "alternative": alt, "pairs_per_task": m}
     if p10 + p01 > 0 and _signed_effect(p10, p01, alt) > 0:
-        needed = tasks_needed(p10, p01, power=target, icc=rho, **common, **sim)
-        row["tasks_needed"] = needed
+        needed_at = functools.partial(tasks_needed, p10, p01, power=target, **common, **sim)
+        row["tasks_needed"] = needed = needed_at(icc=rho)
         if simulate:
             options = {**common, "pairs_per_task": int(m), **sim}
             row["planned_power"] = simulate_power(needed, p10, p01, icc=rho, **options).power
         else:
             row["planned_power"] = power(needed, p10, p01, icc=rho, **common)
         if rho_high is not None:
-            row["tasks_needed_icc_high"] = tasks_needed(
-                p10,
-                p01,
-                power=target,
-                icc=rho_high,
-                **common,
-                **sim,
-            )
+            row["tasks_needed_icc_high"] = needed_at(icc=rho_high)
     if n_tasks is not None:
         try:
             row["mde"] = mde(n_tasks, p10 + p01, power=target, icc=rho, **common)
