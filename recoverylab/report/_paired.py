@@ -43,19 +43,23 @@ __all__ = ["contrast", "effect", "rescue_harm", "rescue_overlap"]
 _CELL = ("condition", "delay", "method")
 _SUMMARY = (*_CELL, "n", "n_tasks", "rescue", "harm", "effect", "ci_low", "ci_high", "p_value")
 _SUMMARIZE = "recoverylab.paired.summarize"
+#: Chart fields of a summary cell: the effect and its interval in pp, and the tooltip counts.
+_PP = ("effect_pp", "ci_low_pp", "ci_high_pp")
+_TIPS = ("n_tasks", "rescue", "harm", "p_value")
 
 
-def _cells(summary: object, chart: str) -> tuple[pl.DataFrame, list[str]]:
-    """Cells with pairs (``n > 0``), their extra ``by`` keys folded into a ``group`` label."""
+def _cells(summary: object, chart: str, name: str) -> tuple[pl.DataFrame, list[str]]:
+    """Cells with pairs (``n > 0``) with :data:`_PP`; method and extra ``by`` keys as ``name``."""
     frame = prepare(summary, _SUMMARY, chart, _SUMMARIZE)
     extra = [k for k in keys_before(frame, "n") if k not in _CELL]
     # A cell whose recovery rows were all excluded has n = 0 and null rates: nothing to draw
     # (its exclusions are in the table and the provenance block).
     cells = frame.filter(pl.col("n") > 0)
     require_rows(cells, chart)
-    # the group reads as its values ("refresh · full"), as in every other legend; the key
+    # the label reads as its values ("refresh · full"), as in every other legend; the key
     # names are in the legend's or the facet's title
-    return cells.with_columns(label(extra, "group")), extra
+    effect = (pp("effect"), pp("ci_low"), pp("ci_high"))
+    return cells.with_columns(*effect, label(["method", *extra], name)), extra
 
 
 def _cell_tooltip() -> list[alt.Tooltip]:
@@ -153,15 +157,7 @@ def rescue_harm(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
 
 def _rescue_harm_data(summary: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFrame, list[str]]:
     """Rescue and harm shares of pairs, one row per cell × outcome; and the extra keys."""
-    cells, extra = _cells(summary, "rescue_harm")
-    cells = cells.with_columns(
-        pp("effect"),
-        pp("ci_low"),
-        pp("ci_high"),
-        pl.concat_str(pl.col("method"), pl.col("group"), separator=SEP).alias("panel")
-        if extra
-        else pl.col("method").alias("panel"),
-    )
+    cells, extra = _cells(summary, "rescue_harm", "panel")
     shares = [
         cells.with_columns(
             pl.lit(outcome).alias("outcome"),
@@ -170,25 +166,8 @@ def _rescue_harm_data(summary: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFram
         )
         for outcome, sign in (("rescue", 1), ("harm", -1))
     ]
-    data = slim(
-        pl.concat(shares),
-        [
-            *_CELL,
-            "panel",
-            "outcome",
-            "count",
-            "n",
-            "share_pp",
-            "effect_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "n_tasks",
-            "rescue",
-            "harm",
-            "p_value",
-        ],
-        [*_CELL, "panel", "outcome"],
-    )
+    fields = [*_CELL, "panel", "outcome", "count", "n", "share_pp", *_PP, *_TIPS]
+    data = slim(pl.concat(shares), fields, [*_CELL, "panel", "outcome"])
     return data, extra
 
 
@@ -215,30 +194,8 @@ def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         When no cell has pairs.
     """
     alt = altair()
-    cells, extra = _cells(summary, "effect")
-    data = slim(
-        cells.with_columns(
-            pp("effect"),
-            pp("ci_low"),
-            pp("ci_high"),
-            pl.concat_str(pl.col("method"), pl.col("group"), separator=SEP).alias("series")
-            if extra
-            else pl.col("method").alias("series"),
-        ),
-        [
-            *_CELL,
-            "series",
-            "effect_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "n",
-            "n_tasks",
-            "rescue",
-            "harm",
-            "p_value",
-        ],
-        [*_CELL, "series"],
-    )
+    cells, extra = _cells(summary, "effect", "series")
+    data = slim(cells, [*_CELL, "series", *_PP, "n", *_TIPS], [*_CELL, "series"])
     base = alt.Chart().encode(
         x=x_band("delay", "delay (actions)"),
         xOffset=alt.XOffset("series:N"),
