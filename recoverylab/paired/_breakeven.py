@@ -219,18 +219,12 @@ def _finish(
         pl.when(succeed > 0).then(harm / succeed).alias("harm_given_success"),
         ((rescue - harm) / n).alias("net_effect"),
     )
-    joined = rates.join(boot, on=cells, how="left", nulls_equal=True)
-    return joined.select(
-        *cells,
-        "n",
-        "p_fail",
-        "rescue_given_fail",
-        "harm_given_success",
-        "net_effect",
+    joined = rates.join(boot, on=cells, how="left", nulls_equal=True).with_columns(
         pl.col("estimate").fill_nan(None).alias("break_even"),
         pl.col("ci_low").fill_nan(None).alias("break_even_ci_low"),
         pl.col("ci_high").fill_nan(None).alias("break_even_ci_high"),
-    ).sort(cells, nulls_last=False)
+    )
+    return joined.select(*cells, "n", *BREAK_EVEN_COLUMNS).sort(cells, nulls_last=False)
 
 
 def join_break_even(summary: pl.DataFrame, forks: object, **options: object) -> pl.DataFrame:

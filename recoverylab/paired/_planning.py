@@ -401,19 +401,16 @@ def tasks_needed(
         simulated = _simulated_tasks(design, guess, n_sims, seed)
         if simulated is not None:
             return simulated
-    exact = m == 1 and guess <= _MAX_EXACT_TASKS
-
-    def reaches(n: int) -> bool:
-        if exact:
-            return _exact_power(n, a, b, alpha, alt) >= target
-        return _normal_power(n, a, b, alpha, alt, m, rho) >= target
-
-    if exact:
+    if m == 1 and guess <= _MAX_EXACT_TASKS:
         # the exact power is a sawtooth in n: walk up from below Connor's size
         n = max(1, math.floor(0.8 * guess))
-        while not reaches(n):
+        while _exact_power(n, a, b, alpha, alt) < target:
             n += 1
         return n
+
+    def reaches(n: int) -> bool:
+        return _normal_power(n, a, b, alpha, alt, m, rho) >= target
+
     high = max(1, math.ceil(guess))  # monotone power: doubling, then bisection
     while not reaches(high):
         high *= 2

@@ -155,32 +155,29 @@ def summary_query(
 
 
 def _partials_from_counts(counts: pl.LazyFrame, cells: Sequence[str]) -> pl.LazyFrame:
-    """Turn per-cell counts into partials: with one branch row per task, counts are types.
+    """Turn per-cell counts of the fast path into partials (see :func:`summary_query`).
 
-    With the pair_by keys among the cell keys, a task has one row per cell at most -- a pair,
-    a carried-forward pair or an excluded row -- so a cell's outcome counts are its type
-    histogram: (+1, 1) rescue, (-1, 1) harm, (0, 1) kept or unchanged, (0, 0) excluded.
+    A task has one row per cell at most, so an excluded row is type (0, 0).
     """
     excluded = ("unpaired", "prefix_mismatch", "after_end")
-    parts = []
-    for d, n, tasks, members in (
-        (1, 1, ("rescue",), ("rescue",)),
-        (-1, 1, ("harm",), ("harm",)),
-        (0, 1, ("kept", "unchanged"), ("kept", "unchanged", "carried_forward")),
-        (0, 0, excluded, excluded),
-    ):
-        parts.append(
-            counts.select(
-                *cells,
-                pl.lit(d, dtype=pl.Int64).alias("d"),
-                pl.lit(n, dtype=pl.Int64).alias("n"),
-                pl.sum_horizontal(*(pl.col(c) for c in tasks)).cast(pl.Int64).alias("count"),
-                *(
-                    (pl.col(c) if c in members else pl.lit(0)).cast(pl.Int64).alias(c)
-                    for c in PARTIAL_COUNTS
-                ),
-            )
+    parts = [
+        counts.select(
+            *cells,
+            pl.lit(d, dtype=pl.Int64).alias("d"),
+            pl.lit(n, dtype=pl.Int64).alias("n"),
+            pl.sum_horizontal(*(pl.col(c) for c in tasks)).cast(pl.Int64).alias("count"),
+            *(
+                (pl.col(c) if c in members else pl.lit(0)).cast(pl.Int64).alias(c)
+                for c in PARTIAL_COUNTS
+            ),
         )
+        for d, n, tasks, members in (
+            (1, 1, ("rescue",), ("rescue",)),
+            (-1, 1, ("harm",), ("harm",)),
+            (0, 1, ("kept", "unchanged"), ("kept", "unchanged", "carried_forward")),
+            (0, 0, excluded, excluded),
+        )
+    ]
     return pl.concat(parts, how="vertical").filter(pl.col("count") > 0)
 
 
@@ -299,10 +296,9 @@ def partials(
     >>> finish(part)["effect"].item()
     0.5
     """
-    lazy, _, _, _ = _partials(
+    return _partials(
         forks, by=by, pair_by=pair_by, cohort=cohort, design=design, progress=progress
-    )
-    return lazy
+    )[0]
 
 
 def finish(
