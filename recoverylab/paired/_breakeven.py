@@ -134,12 +134,7 @@ def break_even_plan(
     seed: int = 0,
     ci_method: str = "percentile",
 ) -> plan.Plan:
-    """Return the plan of :func:`break_even` (ARCHITECTURE §7).
-
-    Forks are clustered by task. A first stage reads the design grid of the whole table (a
-    shard's carried-forward pairs need every candidate point); the second counts each task's
-    pairs per cell by outcome; the finish bootstraps p* over those per-task counts.
-    """
+    """Return the plan of :func:`break_even`: design grid, per-task outcome counts, bootstrap."""
     keys: dict[str, Any] = {"by": tuple(by), "pair_by": pair_by, "cohort": cohort}
     statistics: dict[str, Any] = {
         "confidence": confidence,

@@ -20,12 +20,11 @@ where c = 0.5 is a continuity correction for the lattice of T (see ``_CONTINUITY
 m(ψ − δ²)(1 + (m − 1)ρ) whatever the model; the third and fourth moments, which carry the skew
 of rare, clustered discordant pairs, come from the shared-category model that
 :func:`simulate_power` simulates (each pair of a task keeps the task's category with
-probability √ρ). Treating √Q as a constant (the textbook design-effect formula) over-plans
-such designs by up to 10 % of the tasks. For m = 1 the power of the
-exact test is computed exactly (the test is the exact McNemar test conditional on the number of
-discordant pairs), and the tasks needed are the smallest n whose exact power reaches the
-target. :func:`simulate_power` checks a plan by simulating the exact test
-(``benchmarks/plan_power.py``).
+probability √ρ). Treating √Q as a constant (the textbook design-effect formula) over-plans such
+designs by up to 10 % of the tasks. For m = 1 the power of the exact test is computed exactly
+(the test is the exact McNemar test conditional on the number of discordant pairs), and the
+tasks needed are the smallest n whose exact power reaches the target. :func:`simulate_power`
+checks a plan by simulating the exact test (``benchmarks/plan_power.py``).
 """
 
 from __future__ import annotations
@@ -665,11 +664,7 @@ def pilot_plan(
     n_resamples: int = 2000,
     seed: int = 0,
 ) -> plan.Plan:
-    """Return the plan of :func:`pilot_rates` (ARCHITECTURE §7).
-
-    Forks are clustered by task: the design grid of the whole table first, then per (task,
-    cell) partials of the pairs; the finish sums them per cell and bootstraps the ICC.
-    """
+    """Return the plan of :func:`pilot_rates`: design grid, per-task partials, ICC bootstrap."""
     keys = tuple(by)
     return plan.Plan(
         inputs=(forks_input(forks),),

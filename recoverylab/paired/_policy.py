@@ -301,23 +301,12 @@ def evaluate_policy(
     >>> evaluate_policy(decisions, forks)["gain"].to_list()
     [1.0, 1.0]
     """
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    options: dict[str, Any] = {"method": method, "clean_label": clean_label, "reference": reference}
     return plan.run(
         engine,
         policy_plan(
-            decisions,
-            forks,
-            pair_by=pair_by,
-            by=by,
-            method=method,
-            clean_label=clean_label,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
-            progress=progress,
-            alternative=alternative,
-            adjust=adjust,
-            reference=reference,
+            decisions, forks, pair_by=pair_by, by=by, progress=progress, **options, **statistics
         ),
     )
 
@@ -345,11 +334,7 @@ def policy_plan(
     adjust: str | None = None,
     reference: object | None = None,
 ) -> plan.Plan:
-    """Return the plan of :func:`evaluate_policy` (ARCHITECTURE §7).
-
-    Decisions (and reference decisions) and forks are clustered by task, so each decision meets
-    its forks in one shard; the design grid of the whole forks table is read first.
-    """
+    """Return the plan of :func:`evaluate_policy`: all inputs clustered by task, grid first."""
     references: tuple[plan.Input, ...] = ()
     if reference is not None:
         references = (plan.Input("reference", reference, key="task_id", contract=DECISIONS),)
@@ -404,8 +389,7 @@ def _policy_partial(
 ) -> dict[str, pl.LazyFrame]:
     """Check one shard's decisions against its forks; build per-cell counts and per-task types.
 
-    Raises InputError for unusable decisions (this collects a few counts). With ``reference``
-    decisions, the baseline is the outcome under them instead of never recovering.
+    Raises InputError for unusable decisions (this collects a few counts).
     """
     design, method = state
     table, by_list = prepare(frames["forks"], pair_by=pair_by, by=by)
@@ -460,33 +444,18 @@ def policy_finish(
     parts: dict[str, pl.DataFrame],
     *,
     by: str | Sequence[str] | None,
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
     progress: Progress = None,
-    alternative: str = "two-sided",
     adjust: str | None = None,
+    **statistics: Any,
 ) -> pl.DataFrame:
-    """Turn the counts and types of :func:`_policy_partial` into the summary rows.
-
-    Both may hold the partials of several shards of whole tasks: equal rows are added up.
-    """
+    """Turn the counts and types of :func:`_policy_partial` (shards' rows add up) into rows."""
     by_keys = list(key_names("by", by))
     per_condition = ["condition", *by_keys]
     cell_counts = parts["counts"].group_by(per_condition).agg(pl.all().sum())
     types = parts["types"].group_by([*per_condition, "d", "n"]).agg(pl.col("count").sum())
     if progress is not None:
         progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
-    tests = stats.paired_effect_cells(
-        types,
-        cells=per_condition,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
-        alternative=alternative,
-    ).drop("n_clusters")
+    tests = stats.paired_effect_cells(types, cells=per_condition, **statistics).drop("n_clusters")
     n = pl.col("n")
     clean_touch = pl.when(pl.col("__clean") > 0).then(pl.col("__clean_touched") / pl.col("__clean"))
     result = (

@@ -1,16 +1,10 @@
 """Rescue/harm cells, condition contrasts and rescue overlap (ARCHITECTURE §1.3, §3.1, §4).
 
-Two phases (ARCHITECTURE §1.3):
-
-* :func:`partials` -- the lazy per-cluster partials of every cell: additive counts (pairs by
-  outcome, carried-forward pairs, exclusions by reason) and the histogram of per-task *types*
-  (``d`` = summed y1 - y0, ``n`` = pairs of the task in the cell) with their ``count``. Partials
-  of shards that each hold whole tasks add up row by row.
-* :func:`finish` -- adds partials up, then bootstraps each cell over its types (a multinomial
-  over types is exactly the task-level cluster bootstrap) and runs the exact sign-flip test.
-
-:func:`summarize` is ``finish(partials(...))``. The counting takes the bit-set path of
-:mod:`._bits` when it can (one group-by per task instead of a join), else the join of
+:func:`summarize` is ``finish(partials(...))``, the two phases of ARCHITECTURE §1.3: additive
+per-cell partials (counts, and the histogram of per-task *types* ``d`` = summed y1 - y0, ``n`` =
+pairs), then a bootstrap of each cell over its types (a multinomial over types is exactly the
+task-level cluster bootstrap) and the exact sign-flip test. The counting takes the bit-set path
+of :mod:`._bits` when it can (one group-by per task instead of a join), else the join of
 :mod:`._pairs`; both give the same partials.
 """
 
@@ -247,16 +241,12 @@ def partials(
 ) -> pl.LazyFrame:
     """Return the additive per-cell partials of :func:`summarize` (private, stable).
 
-    Phase one of ARCHITECTURE §1.3. Validates ``forks`` (the contract's data checks run inside
-    the counting queries), pairs its branches and aggregates them per cell to additive counts
-    and the histogram of per-task types. Rows of partials computed on shards that each hold
-    whole tasks (all rows of a task_id in one shard) can be concatenated and given to
-    :func:`finish`: equal rows add up, so the result equals one run over the whole table --
-    provided every shard is given the ``design`` of the whole table.
-
-    Some work runs eagerly (the contract checks, the design grid, the per-task bit sets of the
-    fast path); what is returned is small (a few rows per cell) and lazy only where the join
-    path is left to run.
+    Phase one of ARCHITECTURE §1.3: validates ``forks`` (the contract's data checks run inside
+    the counting queries), pairs its branches and counts them per cell. Partials of shards that
+    each hold whole tasks, concatenated, give :func:`finish` the result of one run over the
+    whole table (equal rows add up) -- provided every shard is given the whole table's
+    ``design``. Some work runs eagerly (contract checks, design grid, the fast path's per-task
+    bit sets); the result is small (a few rows per cell), lazy only where the join path runs.
 
     Parameters
     ----------
@@ -314,10 +304,9 @@ def finish(
 ) -> pl.DataFrame:
     """Turn partials into the cell summary of :func:`summarize` (private, stable).
 
-    Phase two of ARCHITECTURE §1.3: equal partial rows (of several shards) are added up, the
-    counts are summed per cell, and each cell is bootstrapped over its task types and given its
-    exact sign-flip p-value. The ``by`` keys are the columns besides condition, delay, method
-    and the partial columns.
+    Phase two of ARCHITECTURE §1.3: equal partial rows (of several shards) add up, counts are
+    summed per cell, and each cell gets its interval over its task types and its exact
+    sign-flip p-value. The ``by`` keys are the columns besides the cell and partial columns.
 
     Parameters
     ----------
@@ -490,21 +479,10 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     result = plan.run(
         engine,
-        summary_plan(
-            forks,
-            by=by,
-            pair_by=pair_by,
-            cohort=cohort,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
-            progress=progress,
-            alternative=alternative,
-            adjust=adjust,
-        ),
+        summary_plan(forks, by=by, pair_by=pair_by, cohort=cohort, progress=progress, **statistics),
     )
     if not break_even:
         return result
@@ -675,24 +653,9 @@ def contrast(
     >>> contrast(forks, "stale2", "clean")["difference"].item()
     2.0
     """
-    return plan.run(
-        engine,
-        contrast_plan(
-            forks,
-            a,
-            b,
-            by=by,
-            pair_by=pair_by,
-            cohort=cohort,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
-            progress=progress,
-            alternative=alternative,
-            adjust=adjust,
-        ),
-    )
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    keys: dict[str, Any] = {"by": by, "pair_by": pair_by, "cohort": cohort}
+    return plan.run(engine, contrast_plan(forks, a, b, **keys, progress=progress, **statistics))
 
 
 def _contrast_check(a: object, b: object, **statistics: Any) -> None:
