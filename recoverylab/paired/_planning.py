@@ -902,15 +902,8 @@ def plan_study(
     if pilot is None:
         a, b = _check_rates(p10, p01)
         m, rho = _check_design(1 if pairs_per_task is None else pairs_per_task, icc or 0.0)
-        base = pl.DataFrame(
-            {
-                "p10": [a],
-                "p01": [b],
-                "pairs_per_task": [m],
-                "icc": [rho if icc is not None else None],
-            },
-            schema=dict.fromkeys(("p10", "p01", "pairs_per_task", "icc"), pl.Float64),
-        ).with_columns(
+        row = {"p10": a, "p01": b, "pairs_per_task": m, "icc": rho if icc is not None else None}
+        base = pl.DataFrame([row], schema=dict.fromkeys(row, pl.Float64)).with_columns(
             pl.lit(None, pl.Float64).alias("icc_ci_low"),
             pl.lit(None, pl.Float64).alias("icc_ci_high"),
         )

@@ -668,15 +668,18 @@ def _contrast_check(a: object, b: object, **statistics: Any) -> None:
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
 
 
-def _contrast_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
-    """Read the design grid; check that both conditions have recovery rows."""
+def _labelled_design(
+    parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str, column: str
+) -> Design:
+    """Read the design grid; check that ``a`` and ``b`` are conditions/methods of its points."""
     design = design_of(parts["points"])
-    known = design.conditions
+    known = design.conditions if column == "condition" else design.methods
+    rows, empty = ("recovery rows", "none") if column == "condition" else ("rows", "")
     for name, value in (("a", a), ("b", b)):
         if value not in known:
             raise ParameterError(
-                f"parameter `{name}` is {value!r}; forks has no recovery rows with that "
-                f"condition (conditions: {', '.join(known) or 'none'})."
+                f"parameter `{name}` is {value!r}; forks has no {rows} with that {column} "
+                f"({column}s: {', '.join(known) or empty})."
             )
     return design
 
@@ -745,7 +748,9 @@ def contrast_plan(
         inputs=(_shards.forks_input(forks),),
         check=functools.partial(_contrast_check, a, b, **statistics),
         stages=(
-            design_stage(**keys, combine=functools.partial(_contrast_design, a=a, b=b)),
+            design_stage(
+                **keys, combine=functools.partial(_labelled_design, a=a, b=b, column="condition")
+            ),
             plan.Stage(
                 f"pairing {a} and {b} and counting per task",
                 functools.partial(_contrast_partial, a=a, b=b, **keys),
@@ -910,7 +915,7 @@ def rescue_overlap(
     method_a: Any = names.get("a", a)
     method_b: Any = names.get("b", b)
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    checked = functools.partial(_overlap_design, a=method_a, b=method_b)
+    checked = functools.partial(_labelled_design, a=method_a, b=method_b, column="method")
     return plan.run(
         engine,
         plan.Plan(
@@ -936,18 +941,6 @@ def _check_methods(a: object, b: object) -> None:
             )
     if a == b:
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two methods.")
-
-
-def _overlap_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
-    design = design_of(parts["points"])
-    known = design.methods
-    for name, value in (("a", a), ("b", b)):
-        if value not in known:
-            raise ParameterError(
-                f"parameter `{name}` is {value!r}; forks has no rows with that method "
-                f"(methods: {', '.join(known)})."
-            )
-    return design
 
 
 _OVERLAP_COUNTS = ("n_a", "n_b", "n_both", "rescue_a", "rescue_b", "rescue_both")
