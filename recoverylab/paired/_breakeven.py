@@ -155,14 +155,10 @@ def break_even_plan(
     )
 
 
-def _check(
-    *, cohort: object, confidence: object, n_resamples: object, seed: object, ci_method: object
-) -> None:
+def _check(*, cohort: object, **statistics: Any) -> None:
     """Check the parameters before any data is read."""
     require_one_of("cohort", cohort, COHORTS)
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
-    )
+    stats.check_resampling(**statistics)
 
 
 def _task_partial(

@@ -601,8 +601,7 @@ def simulate_power(
     m, rho = _check_design(pairs_per_task, icc)
     _check_simulation(m, n_sims)
     sums = _simulate_sums(np.random.default_rng(seed), n_sims, n, int(m), a, b, rho)
-    hits = _detections(sums, alpha, alt, {})
-    share = hits / n_sims
+    share = _detections(sums, alpha, alt, {}) / n_sims
     return SimulatedPower(
         power=share,
         se=math.sqrt(share * (1 - share) / n_sims),

@@ -47,9 +47,6 @@ __all__ = [
     "summary_plan",
 ]
 
-#: Result columns added by the statistics step after ``p_value`` (``p_adjusted`` with adjust=).
-STAT_COLUMNS = ("ci_method", "sparse")
-
 #: Result columns: a ``by`` key with one of these names would be overwritten.
 _RESULT_COLUMNS = (
     "n",
@@ -65,7 +62,8 @@ _RESULT_COLUMNS = (
     "ci_low",
     "ci_high",
     "p_value",
-    *STAT_COLUMNS,
+    "ci_method",
+    "sparse",
     "p_adjusted",
     "unpaired",
     "prefix_mismatch",

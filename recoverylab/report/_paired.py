@@ -58,7 +58,7 @@ def _cells(summary: object, chart: str, name: str) -> tuple[pl.DataFrame, list[s
     require_rows(cells, chart)
     # the label reads as its values ("refresh · full"), as in every other legend; the key
     # names are in the legend's or the facet's title
-    effect = (pp("effect"), pp("ci_low"), pp("ci_high"))
+    effect = (pp(c) for c in ("effect", "ci_low", "ci_high"))
     return cells.with_columns(*effect, label(["method", *extra], name)), extra
 
 
@@ -250,11 +250,7 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     extra = [k for k in keys_before(data, "n_tasks") if k not in ("a", "b", "delay", "method")]
     data = slim(
         data.with_columns(
-            pp("difference"),
-            pp("ci_low"),
-            pp("ci_high"),
-            pp("effect_a"),
-            pp("effect_b"),
+            *(pp(c) for c in ("difference", "ci_low", "ci_high", "effect_a", "effect_b")),
             label(["method", *extra], "series"),
             pl.concat_str(pl.col("a"), pl.lit(" − "), pl.col("b")).alias("contrast"),
         ),
@@ -324,20 +320,17 @@ def _overlap_data(frame: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFrame, pl.
             separator=SEP,
         ).alias("cell")
     )
+    both = pl.col("rescue_both")
     segments = [
-        ("only_a", pl.concat_str(pl.lit("only "), pl.col("a")), "rescue_a"),
-        ("both", pl.lit("both"), None),
-        ("only_b", pl.concat_str(pl.lit("only "), pl.col("b")), "rescue_b"),
+        (pl.concat_str(pl.lit("only "), pl.col("a")), pl.col("rescue_a") - both),
+        (pl.lit("both"), both),
+        (pl.concat_str(pl.lit("only "), pl.col("b")), pl.col("rescue_b") - both),
     ]
     parts = [
         data.with_columns(
-            name.alias("segment"),
-            pl.lit(order).alias("order"),
-            (pl.col(total) - pl.col("rescue_both") if total else pl.col("rescue_both")).alias(
-                "episodes"
-            ),
+            name.alias("segment"), pl.lit(order).alias("order"), episodes.alias("episodes")
         )
-        for order, (_, name, total) in enumerate(segments)
+        for order, (name, episodes) in enumerate(segments)
     ]
     long = slim(
         pl.concat(parts).filter(pl.col("episodes") > 0),
