@@ -178,26 +178,11 @@ def _task_partial(
     return {"per_task": per_task}
 
 
-def _finish(
-    parts: dict[str, pl.DataFrame],
-    *,
-    cells: list[str],
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-) -> pl.DataFrame:
+def _finish(parts: dict[str, pl.DataFrame], *, cells: list[str], **statistics: Any) -> pl.DataFrame:
     """Bootstrap p* over the per-task counts; add the cell rates."""
     per_task = parts["per_task"]
     boot = stats.cluster_bootstrap(
-        per_task,
-        cells=cells,
-        values=list(_COUNTS),
-        statistic=break_even_statistic,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
+        per_task, cells=cells, values=list(_COUNTS), statistic=break_even_statistic, **statistics
     )
     totals = per_task.group_by(cells).agg(pl.col(c).sum() for c in _COUNTS)
     rescue, unchanged, harm, kept = (pl.col(c) for c in _COUNTS)

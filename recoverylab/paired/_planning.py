@@ -121,11 +121,6 @@ class SimulatedPower(stats.ResultHtml):
     alternative: str
 
 
-# --------------------------------------------------------------------------------------------
-# Parameter checks (one helper per concern, before any computation)
-# --------------------------------------------------------------------------------------------
-
-
 def _check_fraction(name: str, value: object, *, open_low: bool = True) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if ok and (0 < float(value) < 1 if open_low else 0 <= float(value) < 1):  # type: ignore[arg-type]
@@ -174,11 +169,6 @@ def _signed_effect(p10: float, p01: float, alternative: str) -> float:
     """Return the effect in the direction the test looks for (|δ| when two-sided)."""
     delta = p10 - p01
     return {"two-sided": abs(delta), "greater": delta}.get(alternative, -delta)
-
-
-# --------------------------------------------------------------------------------------------
-# Power
-# --------------------------------------------------------------------------------------------
 
 
 def _sps() -> ModuleType:
@@ -487,11 +477,6 @@ def mde(
     return float(optimize.brentq(gap, 1e-9, psi, xtol=1e-7))
 
 
-# --------------------------------------------------------------------------------------------
-# Simulation of the exact test (the reference the planner is checked against)
-# --------------------------------------------------------------------------------------------
-
-
 def _simulate_sums(
     gen: np.random.Generator, n_sims: int, n: int, m: int, p10: float, p01: float, icc: float
 ) -> np.ndarray:
@@ -615,10 +600,6 @@ def simulate_power(
         alternative=alt,
     )
 
-
-# --------------------------------------------------------------------------------------------
-# From a pilot forks table
-# --------------------------------------------------------------------------------------------
 
 _PILOT_CELLS = ("condition", "delay", "method")
 
@@ -776,11 +757,6 @@ def _pilot_finish(
 
 
 _ICC_NAMES = (("estimate", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high"))
-
-
-# --------------------------------------------------------------------------------------------
-# The plan
-# --------------------------------------------------------------------------------------------
 
 
 def _plan_row(

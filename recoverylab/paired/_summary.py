@@ -329,9 +329,8 @@ def finish(
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     _check_statistics(**statistics)
     frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
-    names = frame.collect_schema().names()
-    by_keys = [c for c in names if c not in (*_TYPE_COLUMNS, *PARTIAL_COUNTS)]
-    by_keys = [c for c in by_keys if c not in ("condition", "delay", "method")]
+    fixed = ("condition", "delay", "method", *_TYPE_COLUMNS, *PARTIAL_COUNTS)
+    by_keys = [c for c in frame.collect_schema().names() if c not in fixed]
     cells = ["condition", "delay", "method", *by_keys]
     added = (
         frame.group_by([*cells, "d", "n"])
