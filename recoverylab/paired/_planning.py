@@ -646,11 +646,14 @@ def pilot_plan(
 ) -> plan.Plan:
     """Return the plan of :func:`pilot_rates`: design grid, per-task partials, ICC bootstrap."""
     keys = tuple(by)
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
     return plan.Plan(
         inputs=(forks_input(forks),),
-        check=functools.partial(
-            stats.check_resampling, confidence=confidence, n_resamples=n_resamples, seed=seed
-        ),
+        check=functools.partial(stats.check_resampling, **statistics),
         stages=(
             design_stage(pair_by=pair_by),
             plan.Stage(
@@ -658,9 +661,7 @@ def pilot_plan(
                 functools.partial(_pilot_partial, by=keys, pair_by=pair_by),
             ),
         ),
-        finish=functools.partial(
-            _pilot_finish, by=list(keys), confidence=confidence, n_resamples=n_resamples, seed=seed
-        ),
+        finish=functools.partial(_pilot_finish, by=list(keys), **statistics),
     )
 
 
@@ -720,7 +721,7 @@ def pilot_rates(
 
 
 def _pilot_finish(
-    parts: dict[str, pl.DataFrame], *, by: list[str], confidence: float, n_resamples: int, seed: int
+    parts: dict[str, pl.DataFrame], *, by: list[str], **statistics: Any
 ) -> pl.DataFrame:
     """Cells with their tasks, pairs, rates and the bootstrapped ICC of d."""
     partials = parts["partials"]
@@ -735,9 +736,7 @@ def _pilot_finish(
         cells=by,
         values=["sum_sq_over_m", "sum", "sum_sq", "__m", "m_sq", "one"],
         statistic=stats.icc_oneway,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
+        **statistics,
     ).select(
         *by,
         *(pl.col(c).fill_nan(None).alias(f"icc{s}") for c, s in _ICC_NAMES),
