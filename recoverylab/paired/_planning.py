@@ -57,7 +57,6 @@ __all__ = [
 ]
 
 Alternative = Literal["two-sided", "greater", "less"]
-_ALTERNATIVES = ("two-sided", "greater", "less")
 #: Largest planned size for which the m = 1 power is computed exactly (beyond it the normal
 #: approximation is accurate to well under a point).
 _MAX_EXACT_TASKS = 20_000
@@ -155,7 +154,7 @@ def _check_design(pairs_per_task: object, icc: object) -> tuple[float, float]:
 def _check_test(alpha: object, power_: object, alternative: object) -> tuple[float, float, str]:
     a = _check_fraction("alpha", alpha)
     b = _check_fraction("power", power_)
-    require_one_of("alternative", alternative, _ALTERNATIVES)
+    require_one_of("alternative", alternative, stats.ALTERNATIVES)
     return a, b, str(alternative)
 
 
@@ -320,14 +319,6 @@ def power(
     return _power(n, a, b, alpha, alt, m, rho)
 
 
-def _normal_tasks(
-    p10: float, p01: float, alpha: float, target: float, alt: str, m: float, icc: float
-) -> float:
-    effect = _signed_effect(p10, p01, alt)
-    s, e = _moments(p10 + p01, p10 - p01, m, icc)
-    return ((_z(alpha, alt) * e + float(_sps().norm.isf(1 - target)) * s) / (m * effect)) ** 2
-
-
 def tasks_needed(
     p10: float,
     p01: float,
@@ -345,9 +336,9 @@ def tasks_needed(
     With one pair per task: the smallest n whose exact power reaches ``power`` (searched from
     Connor's approximation). With several: the smallest n whose approximate power (the design
     effect 1 + (m − 1)ρ with the skew of the task sums, see the module docstring) reaches it;
-    or, with ``n_sims``, the smallest n whose power *simulated* with
-    the exact sign-flip test reaches the target (common random numbers: the studies of size n
-    are the first n tasks of the same simulated studies, so the search is monotone up to noise).
+    or, with ``n_sims``, the smallest n whose power *simulated* with the exact sign-flip test
+    reaches the target (common random numbers: the studies of size n are the first n tasks of
+    the same simulated studies, so the search is monotone up to noise).
 
     Parameters
     ----------
@@ -378,12 +369,15 @@ def tasks_needed(
     a, b = _check_rates(p10, p01)
     alpha, target, alt = _check_test(alpha, power, alternative)
     m, rho = _check_design(pairs_per_task, icc)
-    if _signed_effect(a, b, alt) <= 0:
+    effect = _signed_effect(a, b, alt)
+    if effect <= 0:
         raise ParameterError(
             f"parameters `p10` = {a!r} and `p01` = {b!r} give an effect of {a - b!r}, which a "
             f"{alt!r} test cannot detect. Hint: alternative='less' looks for harm > rescue."
         )
-    guess = _normal_tasks(a, b, alpha, target, alt, m, rho)
+    # Connor's normal-approximation size: where every search below starts
+    s, e = _moments(a + b, a - b, m, rho)
+    guess = ((_z(alpha, alt) * e + float(_sps().norm.isf(1 - target)) * s) / (m * effect)) ** 2
     if n_sims is not None and m > 1:
         _check_simulation(m, n_sims)
         design = (a, b, alpha, target, alt, int(m), rho)

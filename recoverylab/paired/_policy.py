@@ -58,23 +58,6 @@ RESULT_COLUMNS = (
 )
 
 
-def _recovery_method(design: Design, method: str | None) -> str:
-    known = design.methods
-    if method is None:
-        if len(known) == 1:
-            return known[0]
-        raise ParameterError(
-            f"parameter `method` is not given and forks has {len(known)} recovery methods "
-            f"({', '.join(known) or 'none'}); name the one the policy applies."
-        )
-    if method not in known:
-        raise ParameterError(
-            f"parameter `method` is {method!r}; forks has no recovery rows with that method "
-            f"(methods: {', '.join(known) or 'none'})."
-        )
-    return method
-
-
 def _choose(
     joined: pl.LazyFrame, points: pl.LazyFrame, episode: list[str], delay: str, tag: str
 ) -> pl.LazyFrame:
@@ -314,7 +297,20 @@ def evaluate_policy(
 def _policy_design(parts: dict[str, pl.DataFrame], state: Any, *, method: str | None) -> Any:
     """Read the design grid; resolve the recovery method the policy applies."""
     design = design_of(parts["points"])
-    return design, _recovery_method(design, method)
+    known = design.methods
+    if method is None:
+        if len(known) == 1:
+            return design, known[0]
+        raise ParameterError(
+            f"parameter `method` is not given and forks has {len(known)} recovery methods "
+            f"({', '.join(known) or 'none'}); name the one the policy applies."
+        )
+    if method not in known:
+        raise ParameterError(
+            f"parameter `method` is {method!r}; forks has no recovery rows with that method "
+            f"(methods: {', '.join(known) or 'none'})."
+        )
+    return design, method
 
 
 def policy_plan(
