@@ -196,24 +196,33 @@ def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     alt = altair()
     cells, extra = _cells(summary, "effect", "series")
     data = slim(cells, [*_CELL, "series", *_PP, "n", *_TIPS], [*_CELL, "series"])
-    base = alt.Chart().encode(
-        x=x_band("delay", "delay (actions)"),
-        xOffset=alt.XOffset("series:N"),
-        color=series_color(data, SEP.join(["method", *extra])),
-        tooltip=_cell_tooltip(),
-    )
-    rules = base.mark_rule(strokeWidth=2).encode(
-        y=alt.Y("ci_low_pp:Q", title="effect (pp), 95% CI", axis=zero_axis()),
-        y2="ci_high_pp:Q",
-    )
-    points = base.mark_point(filled=True, size=60).encode(y="effect_pp:Q")
+    base = _series_base(alt.Chart(), data, extra, _cell_tooltip())
     return (
-        alt.layer(rules, points, data=data)
+        alt.layer(*_with_interval(base, "effect_pp", "effect (pp), 95% CI", 60), data=data)
         .properties(width=200, height=200)
         .facet(column=alt.Column("condition:N", title="condition", header=facet_header()))
         .resolve_scale(x="independent", xOffset="independent")
         .properties(title="Effect of recovery (recovery − no recovery) with its CI")
     )
+
+
+def _series_base(
+    chart: alt.Chart, data: pl.DataFrame, extra: list[str], tooltip: list[alt.Tooltip]
+) -> alt.Chart:
+    """Encode delays on x with the ``series`` (method and extra keys) side by side."""
+    return chart.encode(
+        x=x_band("delay", "delay (actions)"),
+        xOffset=altair().XOffset("series:N"),
+        color=series_color(data, SEP.join(["method", *extra])),
+        tooltip=tooltip,
+    )
+
+
+def _with_interval(base: alt.Chart, value: str, title: str, size: int) -> list[alt.Chart]:
+    """Return the interval rule (``ci_low_pp`` to ``ci_high_pp``) and a point at ``value``."""
+    y = altair().Y("ci_low_pp:Q", title=title, axis=zero_axis())
+    rules = base.mark_rule(strokeWidth=2).encode(y=y, y2="ci_high_pp:Q")
+    return [rules, base.mark_point(filled=True, size=size).encode(y=f"{value}:Q")]
 
 
 def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
@@ -272,31 +281,23 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         ["contrast", "delay", "series"],
     )
     titles = data["contrast"].unique().sort().to_list()
-    base = alt.Chart(data).encode(
-        x=x_band("delay", "delay (actions)"),
-        xOffset=alt.XOffset("series:N"),
-        color=series_color(data, SEP.join(["method", *extra])),
-        tooltip=[
-            tip_key("contrast"),
-            tip_key("delay"),
-            tip_key("method"),
-            tip_pp("difference_pp", "difference"),
-            tip_pp("ci_low_pp", "CI low"),
-            tip_pp("ci_high_pp", "CI high"),
-            tip_pp("effect_a_pp", "effect a"),
-            tip_n("n_a", "n (pairs, a)"),
-            tip_pp("effect_b_pp", "effect b"),
-            tip_n("n_b", "n (pairs, b)"),
-            tip_n("n_tasks", "n (tasks)"),
-            tip_p(),
-        ],
-    )
-    rules = base.mark_rule(strokeWidth=2).encode(
-        y=alt.Y("ci_low_pp:Q", title="difference of effects (pp), 95% CI", axis=zero_axis()),
-        y2="ci_high_pp:Q",
-    )
-    points = base.mark_point(filled=True, size=70).encode(y="difference_pp:Q")
-    return alt.layer(rules, points).properties(
+    tooltip = [
+        tip_key("contrast"),
+        tip_key("delay"),
+        tip_key("method"),
+        tip_pp("difference_pp", "difference"),
+        tip_pp("ci_low_pp", "CI low"),
+        tip_pp("ci_high_pp", "CI high"),
+        tip_pp("effect_a_pp", "effect a"),
+        tip_n("n_a", "n (pairs, a)"),
+        tip_pp("effect_b_pp", "effect b"),
+        tip_n("n_b", "n (pairs, b)"),
+        tip_n("n_tasks", "n (tasks)"),
+        tip_p(),
+    ]
+    base = _series_base(alt.Chart(data), data, extra, tooltip)
+    title = "difference of effects (pp), 95% CI"
+    return alt.layer(*_with_interval(base, "difference_pp", title, 70)).properties(
         width=320, height=220, title=f"Contrast of effects: {', '.join(titles)}"
     )
 
