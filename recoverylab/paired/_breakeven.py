@@ -31,7 +31,6 @@ from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
 __all__ = [
     "BREAK_EVEN_COLUMNS",
     "break_even",
-    "break_even_plan",
     "break_even_statistic",
     "join_break_even",
 ]
@@ -108,33 +107,6 @@ def break_even(
     >>> break_even(forks, n_resamples=100).select("net_effect", "break_even").row(0)
     (0.0, 0.3333333333333333)
     """
-    return plan.run(
-        engine,
-        break_even_plan(
-            forks,
-            by=by,
-            pair_by=pair_by,
-            cohort=cohort,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
-        ),
-    )
-
-
-def break_even_plan(
-    forks: object,
-    *,
-    by: Sequence[str] = (),
-    pair_by: Sequence[str] = (),
-    cohort: Cohort = "full",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "percentile",
-) -> plan.Plan:
-    """Return the plan of :func:`break_even`: design grid, per-task outcome counts, bootstrap."""
     keys: dict[str, Any] = {"by": tuple(by), "pair_by": pair_by, "cohort": cohort}
     statistics: dict[str, Any] = {
         "confidence": confidence,
@@ -142,15 +114,18 @@ def break_even_plan(
         "seed": seed,
         "ci_method": ci_method,
     }
-    return plan.Plan(
-        inputs=(forks_input(forks),),
-        check=functools.partial(_check, cohort=cohort, **statistics),
-        stages=(
-            design_stage(pair_by=pair_by, cohort=cohort),
-            plan.Stage("counting outcomes per task", functools.partial(_task_partial, **keys)),
-        ),
-        finish=functools.partial(
-            _finish, cells=["condition", "delay", "method", *by], **statistics
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(forks_input(forks),),
+            check=functools.partial(_check, cohort=cohort, **statistics),
+            stages=(
+                design_stage(pair_by=pair_by, cohort=cohort),
+                plan.Stage("counting outcomes per task", functools.partial(_task_partial, **keys)),
+            ),
+            finish=functools.partial(
+                _finish, cells=["condition", "delay", "method", *by], **statistics
+            ),
         ),
     )
 

@@ -48,7 +48,6 @@ __all__ = [
     "PLAN_COLUMNS",
     "SimulatedPower",
     "mde",
-    "pilot_plan",
     "pilot_rates",
     "plan_study",
     "power",
@@ -629,36 +628,6 @@ def _pilot_partial(
     return {"partials": partials}
 
 
-def pilot_plan(
-    forks: object,
-    *,
-    by: Sequence[str] = _PILOT_CELLS,
-    pair_by: Sequence[str] = (),
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> plan.Plan:
-    """Return the plan of :func:`pilot_rates`: design grid, per-task partials, ICC bootstrap."""
-    keys = tuple(by)
-    statistics: dict[str, Any] = {
-        "confidence": confidence,
-        "n_resamples": n_resamples,
-        "seed": seed,
-    }
-    return plan.Plan(
-        inputs=(forks_input(forks),),
-        check=functools.partial(stats.check_resampling, **statistics),
-        stages=(
-            design_stage(pair_by=pair_by),
-            plan.Stage(
-                "pilot partials per task",
-                functools.partial(_pilot_partial, by=keys, pair_by=pair_by),
-            ),
-        ),
-        finish=functools.partial(_pilot_finish, by=list(keys), **statistics),
-    )
-
-
 def pilot_rates(
     forks: object,
     *,
@@ -701,15 +670,25 @@ def pilot_rates(
     >>> {"p10", "p01", "icc"} <= set(pilot.columns)
     True
     """
+    keys = tuple(by)
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
     return plan.run(
         engine,
-        pilot_plan(
-            forks,
-            by=by,
-            pair_by=pair_by,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
+        plan.Plan(
+            inputs=(forks_input(forks),),
+            check=functools.partial(stats.check_resampling, **statistics),
+            stages=(
+                design_stage(pair_by=pair_by),
+                plan.Stage(
+                    "pilot partials per task",
+                    functools.partial(_pilot_partial, by=keys, pair_by=pair_by),
+                ),
+            ),
+            finish=functools.partial(_pilot_finish, by=list(keys), **statistics),
         ),
     )
 

@@ -284,12 +284,32 @@ def evaluate_policy(
     >>> evaluate_policy(decisions, forks)["gain"].to_list()
     [1.0, 1.0]
     """
+    # decisions (and reference decisions) meet their forks in one shard: all clustered by task
+    references: tuple[plan.Input, ...] = ()
+    if reference is not None:
+        references = (plan.Input("reference", reference, key="task_id", contract=DECISIONS),)
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    options: dict[str, Any] = {"method": method, "clean_label": clean_label, "reference": reference}
+    checked = functools.partial(_policy_design, method=method)
     return plan.run(
         engine,
-        policy_plan(
-            decisions, forks, pair_by=pair_by, by=by, progress=progress, **options, **statistics
+        plan.Plan(
+            inputs=(
+                plan.Input("decisions", decisions, key="task_id", contract=DECISIONS),
+                forks_input(forks),
+                *references,
+            ),
+            check=functools.partial(check_policy, clean_label, **statistics),
+            stages=(
+                design_stage(pair_by=pair_by, by=by, cohort="full", combine=checked),
+                plan.Stage(
+                    "scoring decisions per task",
+                    functools.partial(
+                        _policy_partial, pair_by=pair_by, by=by, clean_label=clean_label
+                    ),
+                ),
+            ),
+            finish=functools.partial(policy_finish, by=by, progress=progress, **statistics),
+            progress=progress,
         ),
     )
 
@@ -311,48 +331,6 @@ def _policy_design(parts: dict[str, pl.DataFrame], state: Any, *, method: str | 
             f"(methods: {', '.join(known) or 'none'})."
         )
     return design, method
-
-
-def policy_plan(
-    decisions: object,
-    forks: object,
-    *,
-    pair_by: str | Sequence[str] | None = (),
-    by: str | Sequence[str] | None = (),
-    method: str | None = None,
-    clean_label: str = "clean",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "auto",
-    progress: Progress = None,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-    reference: object | None = None,
-) -> plan.Plan:
-    """Return the plan of :func:`evaluate_policy`: all inputs clustered by task, grid first."""
-    references: tuple[plan.Input, ...] = ()
-    if reference is not None:
-        references = (plan.Input("reference", reference, key="task_id", contract=DECISIONS),)
-    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    checked = functools.partial(_policy_design, method=method)
-    return plan.Plan(
-        inputs=(
-            plan.Input("decisions", decisions, key="task_id", contract=DECISIONS),
-            forks_input(forks),
-            *references,
-        ),
-        check=functools.partial(check_policy, clean_label, **statistics),
-        stages=(
-            design_stage(pair_by=pair_by, by=by, cohort="full", combine=checked),
-            plan.Stage(
-                "scoring decisions per task",
-                functools.partial(_policy_partial, pair_by=pair_by, by=by, clean_label=clean_label),
-            ),
-        ),
-        finish=functools.partial(policy_finish, by=by, progress=progress, **statistics),
-        progress=progress,
-    )
 
 
 def check_policy(clean_label: object, **statistics: Any) -> None:

@@ -39,12 +39,10 @@ from recoverylab.schema import SPECS, check_unique_keys
 
 __all__ = [
     "contrast",
-    "contrast_plan",
     "finish",
     "partials",
     "rescue_overlap",
     "summarize",
-    "summary_plan",
 ]
 
 #: Result columns: a ``by`` key with one of these names would be overwritten.
@@ -476,10 +474,20 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     result = plan.run(
         engine,
-        summary_plan(forks, by=by, pair_by=pair_by, cohort=cohort, progress=progress, **statistics),
+        plan.Plan(
+            inputs=(_shards.forks_input(forks),),
+            check=functools.partial(_check_statistics, **statistics),
+            stages=(
+                design_stage(**keys),
+                plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
+            ),
+            finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),
+            progress=progress,
+        ),
     )
     if not break_even:
         return result
@@ -549,35 +557,6 @@ def statistics_options(
         "alternative": alternative,
         "adjust": adjust,
     }
-
-
-def summary_plan(
-    forks: object,
-    *,
-    by: str | Sequence[str] | None = (),
-    pair_by: str | Sequence[str] | None = (),
-    cohort: Cohort = "full",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "auto",
-    progress: Progress = None,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> plan.Plan:
-    """Return the plan of :func:`summarize` (ARCHITECTURE §7): design grid, then partials."""
-    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    return plan.Plan(
-        inputs=(_shards.forks_input(forks),),
-        check=functools.partial(_check_statistics, **statistics),
-        stages=(
-            design_stage(**keys),
-            plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
-        ),
-        finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),
-        progress=progress,
-    )
 
 
 def contrast(
@@ -650,9 +629,27 @@ def contrast(
     >>> contrast(forks, "stale2", "clean")["difference"].item()
     2.0
     """
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    keys: dict[str, Any] = {"by": by, "pair_by": pair_by, "cohort": cohort}
-    return plan.run(engine, contrast_plan(forks, a, b, **keys, progress=progress, **statistics))
+    checked = functools.partial(_labelled_design, a=a, b=b, column="condition")
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(_shards.forks_input(forks),),
+            check=functools.partial(_contrast_check, a, b, **statistics),
+            stages=(
+                design_stage(**keys, combine=checked),
+                plan.Stage(
+                    f"pairing {a} and {b} and counting per task",
+                    functools.partial(_contrast_partial, a=a, b=b, **keys),
+                ),
+            ),
+            finish=functools.partial(
+                _contrast_finish, by=by, a=a, b=b, progress=progress, **statistics
+            ),
+            progress=progress,
+        ),
+    )
 
 
 def _contrast_check(a: object, b: object, **statistics: Any) -> None:
@@ -720,44 +717,6 @@ def _contrast_partial(
     if int(types["__after_end"].sum()):
         raise_after_end(rows, table)
     return {"types": types}
-
-
-def contrast_plan(
-    forks: object,
-    a: str,
-    b: str,
-    *,
-    by: str | Sequence[str] | None = (),
-    pair_by: str | Sequence[str] | None = (),
-    cohort: Cohort = "full",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "auto",
-    progress: Progress = None,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> plan.Plan:
-    """Return the plan of :func:`contrast`: design grid, then per-task joint types."""
-    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    return plan.Plan(
-        inputs=(_shards.forks_input(forks),),
-        check=functools.partial(_contrast_check, a, b, **statistics),
-        stages=(
-            design_stage(
-                **keys, combine=functools.partial(_labelled_design, a=a, b=b, column="condition")
-            ),
-            plan.Stage(
-                f"pairing {a} and {b} and counting per task",
-                functools.partial(_contrast_partial, a=a, b=b, **keys),
-            ),
-        ),
-        finish=functools.partial(
-            _contrast_finish, by=by, a=a, b=b, progress=progress, **statistics
-        ),
-        progress=progress,
-    )
 
 
 def _contrast_finish(
