@@ -31,7 +31,6 @@ from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
 __all__ = [
     "BREAK_EVEN_COLUMNS",
     "break_even",
-    "break_even_plan",
     "break_even_statistic",
     "join_break_even",
 ]
@@ -108,38 +107,6 @@ def break_even(
     >>> break_even(forks, n_resamples=100).select("net_effect", "break_even").row(0)
     (0.0, 0.3333333333333333)
     """
-    return plan.run(
-        engine,
-        break_even_plan(
-            forks,
-            by=by,
-            pair_by=pair_by,
-            cohort=cohort,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
-        ),
-    )
-
-
-def break_even_plan(
-    forks: object,
-    *,
-    by: Sequence[str] = (),
-    pair_by: Sequence[str] = (),
-    cohort: Cohort = "full",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "percentile",
-) -> plan.Plan:
-    """Return the plan of :func:`break_even` (ARCHITECTURE §7).
-
-    Forks are clustered by task. A first stage reads the design grid of the whole table (a
-    shard's carried-forward pairs need every candidate point); the second counts each task's
-    pairs per cell by outcome; the finish bootstraps p* over those per-task counts.
-    """
     keys: dict[str, Any] = {"by": tuple(by), "pair_by": pair_by, "cohort": cohort}
     statistics: dict[str, Any] = {
         "confidence": confidence,
@@ -147,27 +114,26 @@ def break_even_plan(
         "seed": seed,
         "ci_method": ci_method,
     }
-    return plan.Plan(
-        inputs=(forks_input(forks),),
-        check=functools.partial(_check, cohort=cohort, **statistics),
-        stages=(
-            design_stage(pair_by=pair_by, cohort=cohort),
-            plan.Stage("counting outcomes per task", functools.partial(_task_partial, **keys)),
-        ),
-        finish=functools.partial(
-            _finish, cells=["condition", "delay", "method", *by], **statistics
+    return plan.run(
+        engine,
+        plan.Plan(
+            inputs=(forks_input(forks),),
+            check=functools.partial(_check, cohort=cohort, **statistics),
+            stages=(
+                design_stage(pair_by=pair_by, cohort=cohort),
+                plan.Stage("counting outcomes per task", functools.partial(_task_partial, **keys)),
+            ),
+            finish=functools.partial(
+                _finish, cells=["condition", "delay", "method", *by], **statistics
+            ),
         ),
     )
 
 
-def _check(
-    *, cohort: object, confidence: object, n_resamples: object, seed: object, ci_method: object
-) -> None:
+def _check(*, cohort: object, **statistics: Any) -> None:
     """Check the parameters before any data is read."""
     require_one_of("cohort", cohort, COHORTS)
-    stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
-    )
+    stats.check_resampling(**statistics)
 
 
 def _task_partial(
@@ -187,26 +153,11 @@ def _task_partial(
     return {"per_task": per_task}
 
 
-def _finish(
-    parts: dict[str, pl.DataFrame],
-    *,
-    cells: list[str],
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-) -> pl.DataFrame:
+def _finish(parts: dict[str, pl.DataFrame], *, cells: list[str], **statistics: Any) -> pl.DataFrame:
     """Bootstrap p* over the per-task counts; add the cell rates."""
     per_task = parts["per_task"]
     boot = stats.cluster_bootstrap(
-        per_task,
-        cells=cells,
-        values=list(_COUNTS),
-        statistic=break_even_statistic,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
+        per_task, cells=cells, values=list(_COUNTS), statistic=break_even_statistic, **statistics
     )
     totals = per_task.group_by(cells).agg(pl.col(c).sum() for c in _COUNTS)
     rescue, unchanged, harm, kept = (pl.col(c) for c in _COUNTS)
@@ -219,18 +170,12 @@ def _finish(
         pl.when(succeed > 0).then(harm / succeed).alias("harm_given_success"),
         ((rescue - harm) / n).alias("net_effect"),
     )
-    joined = rates.join(boot, on=cells, how="left", nulls_equal=True)
-    return joined.select(
-        *cells,
-        "n",
-        "p_fail",
-        "rescue_given_fail",
-        "harm_given_success",
-        "net_effect",
+    joined = rates.join(boot, on=cells, how="left", nulls_equal=True).with_columns(
         pl.col("estimate").fill_nan(None).alias("break_even"),
         pl.col("ci_low").fill_nan(None).alias("break_even_ci_low"),
         pl.col("ci_high").fill_nan(None).alias("break_even_ci_high"),
-    ).sort(cells, nulls_last=False)
+    )
+    return joined.select(*cells, "n", *BREAK_EVEN_COLUMNS).sort(cells, nulls_last=False)
 
 
 def join_break_even(summary: pl.DataFrame, forks: object, **options: object) -> pl.DataFrame:

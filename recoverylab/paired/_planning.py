@@ -20,12 +20,11 @@ where c = 0.5 is a continuity correction for the lattice of T (see ``_CONTINUITY
 m(ψ − δ²)(1 + (m − 1)ρ) whatever the model; the third and fourth moments, which carry the skew
 of rare, clustered discordant pairs, come from the shared-category model that
 :func:`simulate_power` simulates (each pair of a task keeps the task's category with
-probability √ρ). Treating √Q as a constant (the textbook design-effect formula) over-plans
-such designs by up to 10 % of the tasks. For m = 1 the power of the
-exact test is computed exactly (the test is the exact McNemar test conditional on the number of
-discordant pairs), and the tasks needed are the smallest n whose exact power reaches the
-target. :func:`simulate_power` checks a plan by simulating the exact test
-(``benchmarks/plan_power.py``).
+probability √ρ). Treating √Q as a constant (the textbook design-effect formula) over-plans such
+designs by up to 10 % of the tasks. For m = 1 the power of the exact test is computed exactly
+(the test is the exact McNemar test conditional on the number of discordant pairs), and the
+tasks needed are the smallest n whose exact power reaches the target. :func:`simulate_power`
+checks a plan by simulating the exact test (``benchmarks/plan_power.py``).
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ __all__ = [
     "PLAN_COLUMNS",
     "SimulatedPower",
     "mde",
-    "pilot_plan",
     "pilot_rates",
     "plan_study",
     "power",
@@ -58,7 +56,6 @@ __all__ = [
 ]
 
 Alternative = Literal["two-sided", "greater", "less"]
-_ALTERNATIVES = ("two-sided", "greater", "less")
 #: Largest planned size for which the m = 1 power is computed exactly (beyond it the normal
 #: approximation is accurate to well under a point).
 _MAX_EXACT_TASKS = 20_000
@@ -122,11 +119,6 @@ class SimulatedPower(stats.ResultHtml):
     alternative: str
 
 
-# --------------------------------------------------------------------------------------------
-# Parameter checks (one helper per concern, before any computation)
-# --------------------------------------------------------------------------------------------
-
-
 def _check_fraction(name: str, value: object, *, open_low: bool = True) -> float:
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if ok and (0 < float(value) < 1 if open_low else 0 <= float(value) < 1):  # type: ignore[arg-type]
@@ -147,26 +139,21 @@ def _check_rates(p10: object, p01: object) -> tuple[float, float]:
 
 
 def _check_design(pairs_per_task: object, icc: object) -> tuple[float, float]:
-    if isinstance(pairs_per_task, bool) or not isinstance(pairs_per_task, (int, float)):
-        raise ParameterError(
-            f"parameter `pairs_per_task` is {pairs_per_task!r}; it must be a number >= 1."
-        )
-    if not (math.isfinite(pairs_per_task) and pairs_per_task >= 1):
-        raise ParameterError(
-            f"parameter `pairs_per_task` is {pairs_per_task!r}; it must be a number >= 1."
-        )
+    m = pairs_per_task
+    if isinstance(m, bool) or not isinstance(m, (int, float)) or not (math.isfinite(m) and m >= 1):
+        raise ParameterError(f"parameter `pairs_per_task` is {m!r}; it must be a number >= 1.")
     if isinstance(icc, bool) or not isinstance(icc, (int, float)) or not 0 <= icc <= 1:
         raise ParameterError(
             f"parameter `icc` is {icc!r}; it must be a number in [0, 1]. Hint: a negative pilot "
             "estimate plans as 0."
         )
-    return float(pairs_per_task), float(icc)
+    return float(m), float(icc)
 
 
 def _check_test(alpha: object, power_: object, alternative: object) -> tuple[float, float, str]:
     a = _check_fraction("alpha", alpha)
     b = _check_fraction("power", power_)
-    require_one_of("alternative", alternative, _ALTERNATIVES)
+    require_one_of("alternative", alternative, stats.ALTERNATIVES)
     return a, b, str(alternative)
 
 
@@ -179,16 +166,7 @@ def _check_tasks(n_tasks: object) -> int:
 def _signed_effect(p10: float, p01: float, alternative: str) -> float:
     """Return the effect in the direction the test looks for (|δ| when two-sided)."""
     delta = p10 - p01
-    return (
-        abs(delta)
-        if alternative == "two-sided"
-        else (delta if alternative == "greater" else -delta)
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# Power
-# --------------------------------------------------------------------------------------------
+    return {"two-sided": abs(delta), "greater": delta}.get(alternative, -delta)
 
 
 def _sps() -> ModuleType:
@@ -286,6 +264,13 @@ def _exact_power(n: int, p10: float, p01: float, alpha: float, alt: str) -> floa
     return float(np.clip(weight @ reject, 0.0, 1.0))
 
 
+def _power(n: int, p10: float, p01: float, alpha: float, alt: str, m: float, icc: float) -> float:
+    """Exact power for one pair per task (up to ``_MAX_EXACT_TASKS``), else the approximation."""
+    if m == 1 and n <= _MAX_EXACT_TASKS:
+        return _exact_power(n, p10, p01, alpha, alt)
+    return _normal_power(n, p10, p01, alpha, alt, m, icc)
+
+
 def power(
     n_tasks: int,
     p10: float,
@@ -330,17 +315,7 @@ def power(
     a, b = _check_rates(p10, p01)
     alpha, _, alt = _check_test(alpha, 0.5, alternative)
     m, rho = _check_design(pairs_per_task, icc)
-    if m == 1 and n <= _MAX_EXACT_TASKS:
-        return _exact_power(n, a, b, alpha, alt)
-    return _normal_power(n, a, b, alpha, alt, m, rho)
-
-
-def _normal_tasks(
-    p10: float, p01: float, alpha: float, target: float, alt: str, m: float, icc: float
-) -> float:
-    effect = _signed_effect(p10, p01, alt)
-    s, e = _moments(p10 + p01, p10 - p01, m, icc)
-    return ((_z(alpha, alt) * e + float(_sps().norm.isf(1 - target)) * s) / (m * effect)) ** 2
+    return _power(n, a, b, alpha, alt, m, rho)
 
 
 def tasks_needed(
@@ -360,9 +335,9 @@ def tasks_needed(
     With one pair per task: the smallest n whose exact power reaches ``power`` (searched from
     Connor's approximation). With several: the smallest n whose approximate power (the design
     effect 1 + (m − 1)ρ with the skew of the task sums, see the module docstring) reaches it;
-    or, with ``n_sims``, the smallest n whose power *simulated* with
-    the exact sign-flip test reaches the target (common random numbers: the studies of size n
-    are the first n tasks of the same simulated studies, so the search is monotone up to noise).
+    or, with ``n_sims``, the smallest n whose power *simulated* with the exact sign-flip test
+    reaches the target (common random numbers: the studies of size n are the first n tasks of
+    the same simulated studies, so the search is monotone up to noise).
 
     Parameters
     ----------
@@ -393,37 +368,32 @@ def tasks_needed(
     a, b = _check_rates(p10, p01)
     alpha, target, alt = _check_test(alpha, power, alternative)
     m, rho = _check_design(pairs_per_task, icc)
-    if _signed_effect(a, b, alt) <= 0:
+    effect = _signed_effect(a, b, alt)
+    if effect <= 0:
         raise ParameterError(
             f"parameters `p10` = {a!r} and `p01` = {b!r} give an effect of {a - b!r}, which a "
             f"{alt!r} test cannot detect. Hint: alternative='less' looks for harm > rescue."
         )
-    guess = _normal_tasks(a, b, alpha, target, alt, m, rho)
+    # Connor's normal-approximation size: where every search below starts
+    s, e = _moments(a + b, a - b, m, rho)
+    guess = ((_z(alpha, alt) * e + float(_sps().norm.isf(1 - target)) * s) / (m * effect)) ** 2
     if n_sims is not None and m > 1:
         _check_simulation(m, n_sims)
         design = (a, b, alpha, target, alt, int(m), rho)
         simulated = _simulated_tasks(design, guess, n_sims, seed)
         if simulated is not None:
             return simulated
-    exact = m == 1 and guess <= _MAX_EXACT_TASKS
-
-    def reaches(n: int) -> bool:
-        if exact:
-            return _exact_power(n, a, b, alpha, alt) >= target
-        return _normal_power(n, a, b, alpha, alt, m, rho) >= target
-
-    if exact:
+    if m == 1 and guess <= _MAX_EXACT_TASKS:
         # the exact power is a sawtooth in n: walk up from below Connor's size
         n = max(1, math.floor(0.8 * guess))
-        while not reaches(n):
+        while _exact_power(n, a, b, alpha, alt) < target:
             n += 1
         return n
-    return _smallest_reaching(reaches, max(1, math.ceil(guess)))
 
+    def reaches(n: int) -> bool:
+        return _normal_power(n, a, b, alpha, alt, m, rho) >= target
 
-def _smallest_reaching(reaches: Callable[[int], bool], start: int) -> int:
-    """Smallest n >= 1 with ``reaches(n)`` for a monotone ``reaches``: doubling, then bisection."""
-    high = start
+    high = max(1, math.ceil(guess))  # monotone power: doubling, then bisection
     while not reaches(high):
         high *= 2
     return _bisect_smallest(reaches, high)
@@ -488,12 +458,7 @@ def mde(
         p10, p01 = (psi + delta) / 2, (psi - delta) / 2
         if alt == "less":
             p10, p01 = p01, p10
-        return power_of(n, p10, p01) - target
-
-    def power_of(n: int, p10: float, p01: float) -> float:
-        if m == 1 and n <= _MAX_EXACT_TASKS:
-            return _exact_power(n, p10, p01, alpha, alt)
-        return _normal_power(n, p10, p01, alpha, alt, m, rho)
+        return _power(n, p10, p01, alpha, alt, m, rho) - target
 
     if gap(psi) < 0:
         raise ParameterError(
@@ -503,11 +468,6 @@ def mde(
     from scipy import optimize
 
     return float(optimize.brentq(gap, 1e-9, psi, xtol=1e-7))
-
-
-# --------------------------------------------------------------------------------------------
-# Simulation of the exact test (the reference the planner is checked against)
-# --------------------------------------------------------------------------------------------
 
 
 def _simulate_sums(
@@ -619,8 +579,7 @@ def simulate_power(
     m, rho = _check_design(pairs_per_task, icc)
     _check_simulation(m, n_sims)
     sums = _simulate_sums(np.random.default_rng(seed), n_sims, n, int(m), a, b, rho)
-    hits = _detections(sums, alpha, alt, {})
-    share = hits / n_sims
+    share = _detections(sums, alpha, alt, {}) / n_sims
     return SimulatedPower(
         power=share,
         se=math.sqrt(share * (1 - share) / n_sims),
@@ -634,10 +593,6 @@ def simulate_power(
         alternative=alt,
     )
 
-
-# --------------------------------------------------------------------------------------------
-# From a pilot forks table
-# --------------------------------------------------------------------------------------------
 
 _PILOT_CELLS = ("condition", "delay", "method")
 
@@ -671,42 +626,6 @@ def _pilot_partial(
         pl.lit(1.0).alias("one"),
     )
     return {"partials": partials}
-
-
-def _check_pilot(confidence: object, n_resamples: object, seed: object) -> None:
-    """Check the bootstrap parameters before any data is read."""
-    stats.check_resampling(confidence=confidence, n_resamples=n_resamples, seed=seed)
-
-
-def pilot_plan(
-    forks: object,
-    *,
-    by: Sequence[str] = _PILOT_CELLS,
-    pair_by: Sequence[str] = (),
-    confidence: float = 0.95,
-    n_resamples: int = 2000,
-    seed: int = 0,
-) -> plan.Plan:
-    """Return the plan of :func:`pilot_rates` (ARCHITECTURE §7).
-
-    Forks are clustered by task: the design grid of the whole table first, then per (task,
-    cell) partials of the pairs; the finish sums them per cell and bootstraps the ICC.
-    """
-    keys = tuple(by)
-    return plan.Plan(
-        inputs=(forks_input(forks),),
-        check=functools.partial(_check_pilot, confidence, n_resamples, seed),
-        stages=(
-            design_stage(pair_by=pair_by),
-            plan.Stage(
-                "pilot partials per task",
-                functools.partial(_pilot_partial, by=keys, pair_by=pair_by),
-            ),
-        ),
-        finish=functools.partial(
-            _pilot_finish, by=list(keys), confidence=confidence, n_resamples=n_resamples, seed=seed
-        ),
-    )
 
 
 def pilot_rates(
@@ -751,21 +670,31 @@ def pilot_rates(
     >>> {"p10", "p01", "icc"} <= set(pilot.columns)
     True
     """
+    keys = tuple(by)
+    statistics: dict[str, Any] = {
+        "confidence": confidence,
+        "n_resamples": n_resamples,
+        "seed": seed,
+    }
     return plan.run(
         engine,
-        pilot_plan(
-            forks,
-            by=by,
-            pair_by=pair_by,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
+        plan.Plan(
+            inputs=(forks_input(forks),),
+            check=functools.partial(stats.check_resampling, **statistics),
+            stages=(
+                design_stage(pair_by=pair_by),
+                plan.Stage(
+                    "pilot partials per task",
+                    functools.partial(_pilot_partial, by=keys, pair_by=pair_by),
+                ),
+            ),
+            finish=functools.partial(_pilot_finish, by=list(keys), **statistics),
         ),
     )
 
 
 def _pilot_finish(
-    parts: dict[str, pl.DataFrame], *, by: list[str], confidence: float, n_resamples: int, seed: int
+    parts: dict[str, pl.DataFrame], *, by: list[str], **statistics: Any
 ) -> pl.DataFrame:
     """Cells with their tasks, pairs, rates and the bootstrapped ICC of d."""
     partials = parts["partials"]
@@ -780,9 +709,7 @@ def _pilot_finish(
         cells=by,
         values=["sum_sq_over_m", "sum", "sum_sq", "__m", "m_sq", "one"],
         statistic=stats.icc_oneway,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        seed=seed,
+        **statistics,
     ).select(
         *by,
         *(pl.col(c).fill_nan(None).alias(f"icc{s}") for c, s in _ICC_NAMES),
@@ -804,11 +731,6 @@ def _pilot_finish(
 _ICC_NAMES = (("estimate", ""), ("ci_low", "_ci_low"), ("ci_high", "_ci_high"))
 
 
-# --------------------------------------------------------------------------------------------
-# The plan
-# --------------------------------------------------------------------------------------------
-
-
 def _plan_row(
     rates: tuple[float, float, float],
     icc: tuple[float | None, float | None],
@@ -828,22 +750,15 @@ def _plan_row(
     row: dict[str, object] = {"design_effect": 1 + (m - 1) * rho}
     common: dict[str, Any] = {"alpha": alpha, "alternative": alt, "pairs_per_task": m}
     if p10 + p01 > 0 and _signed_effect(p10, p01, alt) > 0:
-        needed = tasks_needed(p10, p01, power=target, icc=rho, **common, **sim)
-        row["tasks_needed"] = needed
+        needed_at = functools.partial(tasks_needed, p10, p01, power=target, **common, **sim)
+        row["tasks_needed"] = needed = needed_at(icc=rho)
         if simulate:
             options = {**common, "pairs_per_task": int(m), **sim}
             row["planned_power"] = simulate_power(needed, p10, p01, icc=rho, **options).power
         else:
             row["planned_power"] = power(needed, p10, p01, icc=rho, **common)
         if rho_high is not None:
-            row["tasks_needed_icc_high"] = tasks_needed(
-                p10,
-                p01,
-                power=target,
-                icc=rho_high,
-                **common,
-                **sim,
-            )
+            row["tasks_needed_icc_high"] = needed_at(icc=rho_high)
     if n_tasks is not None:
         try:
             row["mde"] = mde(n_tasks, p10 + p01, power=target, icc=rho, **common)
@@ -934,15 +849,8 @@ def plan_study(
     if pilot is None:
         a, b = _check_rates(p10, p01)
         m, rho = _check_design(1 if pairs_per_task is None else pairs_per_task, icc or 0.0)
-        base = pl.DataFrame(
-            {
-                "p10": [a],
-                "p01": [b],
-                "pairs_per_task": [m],
-                "icc": [rho if icc is not None else None],
-            },
-            schema=dict.fromkeys(("p10", "p01", "pairs_per_task", "icc"), pl.Float64),
-        ).with_columns(
+        row = {"p10": a, "p01": b, "pairs_per_task": m, "icc": rho if icc is not None else None}
+        base = pl.DataFrame([row], schema=dict.fromkeys(row, pl.Float64)).with_columns(
             pl.lit(None, pl.Float64).alias("icc_ci_low"),
             pl.lit(None, pl.Float64).alias("icc_ci_high"),
         )

@@ -32,7 +32,7 @@ from recoverylab.paired._summary import (
     design_stage,
     statistics_options,
 )
-from recoverylab.schema import SPECS, TableSpec, validate
+from recoverylab.schema import SPECS, validate
 
 __all__ = ["DECISIONS", "RESULT_COLUMNS", "evaluate_policy"]
 
@@ -56,23 +56,6 @@ RESULT_COLUMNS = (
     "ci_method",
     "sparse",
 )
-
-
-def _recovery_method(design: Design, method: str | None) -> str:
-    known = design.methods
-    if method is None:
-        if len(known) == 1:
-            return known[0]
-        raise ParameterError(
-            f"parameter `method` is not given and forks has {len(known)} recovery methods "
-            f"({', '.join(known) or 'none'}); name the one the policy applies."
-        )
-    if method not in known:
-        raise ParameterError(
-            f"parameter `method` is {method!r}; forks has no recovery rows with that method "
-            f"(methods: {', '.join(known) or 'none'})."
-        )
-    return method
 
 
 def _choose(
@@ -142,11 +125,6 @@ def _episodes(
         pl.col("policy_intervened").alias("intervened"),
         pl.col("__ref_listed").is_null().alias("__ref_missing"),
     )
-
-
-def _aggregate(frame: pl.LazyFrame, keys: list[str], aggs: list[pl.Expr]) -> pl.LazyFrame:
-    """Aggregate per ``keys``, or over the whole frame when there are none."""
-    return frame.group_by(keys).agg(aggs) if keys else frame.select(aggs)
 
 
 def _raise_bad(
@@ -306,30 +284,73 @@ def evaluate_policy(
     >>> evaluate_policy(decisions, forks)["gain"].to_list()
     [1.0, 1.0]
     """
+    # decisions (and reference decisions) meet their forks in one shard: all clustered by task
+    references: tuple[plan.Input, ...] = ()
+    if reference is not None:
+        references = (plan.Input("reference", reference, key="task_id", contract=DECISIONS),)
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    checked = functools.partial(_policy_design, method=method)
     return plan.run(
         engine,
-        policy_plan(
-            decisions,
-            forks,
-            pair_by=pair_by,
-            by=by,
-            method=method,
-            clean_label=clean_label,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
+        plan.Plan(
+            inputs=(
+                plan.Input("decisions", decisions, key="task_id", contract=DECISIONS),
+                forks_input(forks),
+                *references,
+            ),
+            check=functools.partial(check_policy, clean_label, **statistics),
+            stages=(
+                design_stage(pair_by=pair_by, by=by, cohort="full", combine=checked),
+                plan.Stage(
+                    "scoring decisions per task",
+                    functools.partial(
+                        _policy_partial, pair_by=pair_by, by=by, clean_label=clean_label
+                    ),
+                ),
+            ),
+            finish=functools.partial(policy_finish, by=by, progress=progress, **statistics),
             progress=progress,
-            alternative=alternative,
-            adjust=adjust,
-            reference=reference,
         ),
     )
 
 
 def _policy_design(parts: dict[str, pl.DataFrame], state: Any, *, method: str | None) -> Any:
+    """Read the design grid; resolve the recovery method the policy applies."""
     design = design_of(parts["points"])
-    return design, _recovery_method(design, method)
+    known = design.methods
+    if method is None:
+        if len(known) == 1:
+            return design, known[0]
+        raise ParameterError(
+            f"parameter `method` is not given and forks has {len(known)} recovery methods "
+            f"({', '.join(known) or 'none'}); name the one the policy applies."
+        )
+    if method not in known:
+        raise ParameterError(
+            f"parameter `method` is {method!r}; forks has no recovery rows with that method "
+            f"(methods: {', '.join(known) or 'none'})."
+        )
+    return design, method
+
+
+def check_policy(clean_label: object, **statistics: Any) -> None:
+    """Check the parameters of :func:`evaluate_policy` (before any data is read)."""
+    _check_statistics(**statistics)
+    if not isinstance(clean_label, str):
+        raise ParameterError(
+            f"parameter `clean_label` is {clean_label!r}; it must be a condition label."
+        )
+
+
+def choices(decisions: object, table: Forks, pair_keys: Sequence[str]) -> pl.LazyFrame:
+    """Validate a decisions table; return its episode keys (categoricals as strings) and delay."""
+    chosen = validate(decisions, DECISIONS, key=pair_keys).select(*table.episode, pl.col("delay"))
+    chosen_schema = chosen.collect_schema()
+    return chosen.with_columns(
+        pl.col(k).cast(pl.String)
+        for k in pair_keys
+        if isinstance(chosen_schema[k], (pl.Categorical, pl.Enum))
+    )
 
 
 def _policy_partial(
@@ -340,147 +361,17 @@ def _policy_partial(
     by: str | Sequence[str] | None,
     clean_label: str,
 ) -> dict[str, pl.LazyFrame]:
+    """Check one shard's decisions against its forks; build per-cell counts and per-task types.
+
+    Raises InputError for unusable decisions (this collects a few counts).
+    """
     design, method = state
-    table, by_keys, chosen = policy_inputs(
-        frames["decisions"], frames["forks"], pair_by=pair_by, by=by
-    )
-    reference = None
-    if "reference" in frames:
-        reference = choices(frames["reference"], table, key_names("pair_by", pair_by))
-    counts, types = policy_queries(
-        chosen, table, design, method, by_keys, clean_label, reference=reference
-    )
-    return {"counts": counts, "types": types}
-
-
-def _policy_finish(
-    parts: dict[str, pl.DataFrame], *, by: str | Sequence[str] | None, **options: Any
-) -> pl.DataFrame:
-    return policy_finish(parts["counts"], parts["types"], list(key_names("by", by)), **options)
-
-
-def policy_plan(
-    decisions: object,
-    forks: object,
-    *,
-    pair_by: str | Sequence[str] | None = (),
-    by: str | Sequence[str] | None = (),
-    method: str | None = None,
-    clean_label: str = "clean",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "auto",
-    progress: Progress = None,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-    reference: object | None = None,
-) -> plan.Plan:
-    """Return the plan of :func:`evaluate_policy` (ARCHITECTURE §7).
-
-    Decisions (and reference decisions) and forks are clustered by task, so each decision meets
-    its forks in one shard; the design grid of the whole forks table is read first.
-    """
-    references: tuple[plan.Input, ...] = ()
-    if reference is not None:
-        references = (plan.Input("reference", reference, key="task_id", contract=DECISIONS),)
-    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    design = design_stage(pair_by=pair_by, by=by, cohort="full")
-    return plan.Plan(
-        inputs=(
-            plan.Input("decisions", decisions, key="task_id", contract=DECISIONS),
-            forks_input(forks),
-            *references,
-        ),
-        check=functools.partial(check_policy, clean_label=clean_label, **statistics),
-        stages=(
-            plan.Stage(
-                design.label,
-                design.partial,
-                functools.partial(_policy_design, method=method),
-                clustered=False,
-                reads=("forks",),
-            ),
-            plan.Stage(
-                "scoring decisions per task",
-                functools.partial(_policy_partial, pair_by=pair_by, by=by, clean_label=clean_label),
-            ),
-        ),
-        finish=functools.partial(_policy_finish, by=by, progress=progress, **statistics),
-        progress=progress,
-    )
-
-
-def check_policy(
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-    clean_label: object,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> None:
-    """Check the parameters of :func:`evaluate_policy` (before any data is read)."""
-    _check_statistics(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    if not isinstance(clean_label, str):
-        raise ParameterError(
-            f"parameter `clean_label` is {clean_label!r}; it must be a condition label."
-        )
-
-
-def policy_inputs(
-    decisions: object,
-    forks: object,
-    *,
-    pair_by: str | Sequence[str] | None,
-    by: str | Sequence[str] | None,
-    contract: TableSpec = DECISIONS,
-    progress: Progress = None,
-) -> tuple[Forks, list[str], pl.LazyFrame]:
-    """Validate forks and decisions; return the forks, the ``by`` keys and the choices.
-
-    ``contract`` lets a shard of a distributed run accept a part without decisions.
-    """
-    table, by_list = prepare(forks, pair_by=pair_by, by=by, progress=progress)
-    chosen = choices(decisions, table, key_names("pair_by", pair_by), contract)
-    return table, list(by_list), chosen
-
-
-def choices(
-    decisions: object, table: Forks, pair_keys: Sequence[str], contract: TableSpec = DECISIONS
-) -> pl.LazyFrame:
-    """Validate a decisions table; return its episode keys (categoricals as strings) and delay."""
-    chosen = validate(decisions, contract, key=pair_keys).select(*table.episode, pl.col("delay"))
-    chosen_schema = chosen.collect_schema()
-    return chosen.with_columns(
-        pl.col(k).cast(pl.String)
-        for k in pair_keys
-        if isinstance(chosen_schema[k], (pl.Categorical, pl.Enum))
-    )
-
-
-def policy_queries(
-    chosen: pl.LazyFrame,
-    table: Forks,
-    design: Design,
-    method: str,
-    by_keys: list[str],
-    clean_label: str,
-    *,
-    progress: Progress = None,
-    reference: pl.LazyFrame | None = None,
-) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Check the decisions against the forks; build the per-cell counts and per-task types.
-
-    Raises InputError for unusable decisions (this collects a few counts). The two queries
-    are additive over shards of whole tasks (see :func:`policy_finish`). With ``reference``
-    decisions (validated like ``chosen``), the baseline is the outcome under them instead of
-    never recovering.
-    """
+    table, by_list = prepare(frames["forks"], pair_by=pair_by, by=by)
+    by_keys, pair_keys = list(by_list), key_names("pair_by", pair_by)
+    chosen = choices(frames["decisions"], table, pair_keys)
+    reference = choices(frames["reference"], table, pair_keys) if "reference" in frames else None
     episodes = _episodes(chosen, table, design, method, by_keys, reference)
     _check_choices(episodes, table, design, method, with_reference=reference is not None)
-    if progress is not None:
-        progress("scoring decisions per task")
     diff = pl.col("policy").cast(pl.Int64) - pl.col("reference").cast(pl.Int64)
     is_clean = pl.col("condition") == clean_label
     counts = [
@@ -496,10 +387,11 @@ def policy_queries(
     per_condition = ["condition", *by_keys]
     names = [c.meta.output_name() for c in counts]
     null_condition = pl.lit(None, dtype=pl.String).alias("condition")
+    overall = episodes.group_by(by_keys).agg(counts) if by_keys else episodes.select(counts)
     counts_query = pl.concat(
         [
             episodes.group_by(per_condition).agg(counts),
-            _aggregate(episodes, by_keys, counts).select(null_condition, *by_keys, *names),
+            overall.select(null_condition, *by_keys, *names),
         ],
         how="vertical",
     )
@@ -519,61 +411,37 @@ def policy_queries(
         ],
         how="vertical",
     )
-    return counts_query, types_query
+    return {"counts": counts_query, "types": types_query}
 
 
 def policy_finish(
-    cell_counts: pl.DataFrame,
-    types: pl.DataFrame,
-    by_keys: list[str],
+    parts: dict[str, pl.DataFrame],
     *,
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
+    by: str | Sequence[str] | None,
     progress: Progress = None,
-    alternative: str = "two-sided",
     adjust: str | None = None,
+    **statistics: Any,
 ) -> pl.DataFrame:
-    """Turn the collected counts and types of :func:`policy_queries` into the summary rows.
-
-    Both may hold the partials of several shards of whole tasks: equal rows are added up.
-    """
+    """Turn the counts and types of :func:`_policy_partial` (shards' rows add up) into rows."""
+    by_keys = list(key_names("by", by))
     per_condition = ["condition", *by_keys]
-    cell_counts = cell_counts.group_by(per_condition).agg(pl.all().sum())
-    types = types.group_by([*per_condition, "d", "n"]).agg(pl.col("count").sum())
+    cell_counts = parts["counts"].group_by(per_condition).agg(pl.all().sum())
+    types = parts["types"].group_by([*per_condition, "d", "n"]).agg(pl.col("count").sum())
     if progress is not None:
         progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
-    tests = stats.paired_effect_cells(
-        types,
-        cells=per_condition,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
-        alternative=alternative,
-    ).drop("n_clusters")
+    tests = stats.paired_effect_cells(types, cells=per_condition, **statistics).drop("n_clusters")
     n = pl.col("n")
     clean_touch = pl.when(pl.col("__clean") > 0).then(pl.col("__clean_touched") / pl.col("__clean"))
     result = (
         cell_counts.join(tests, on=per_condition, how="left", nulls_equal=True)
-        .select(
-            *per_condition,
-            "n",
+        .with_columns(
             (pl.col("__never") / n).alias("base_rate"),
             (pl.col("__policy") / n).alias("policy_rate"),
             ((pl.col("__policy") - pl.col("__never")) / n).alias("gain"),
-            "rescue",
-            "harm",
-            "interventions",
             (pl.col("interventions") / n).alias("intervention_rate"),
             clean_touch.alias("clean_touch_rate"),
-            "ci_low",
-            "ci_high",
-            "p_value",
-            "ci_method",
-            "sparse",
         )
+        .select(*per_condition, *RESULT_COLUMNS)
         .sort(
             [*by_keys, pl.col("condition").is_null(), "condition"],
             nulls_last=True,

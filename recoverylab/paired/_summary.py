@@ -1,21 +1,16 @@
 """Rescue/harm cells, condition contrasts and rescue overlap (ARCHITECTURE §1.3, §3.1, §4).
 
-Two phases (ARCHITECTURE §1.3):
-
-* :func:`partials` -- the lazy per-cluster partials of every cell: additive counts (pairs by
-  outcome, carried-forward pairs, exclusions by reason) and the histogram of per-task *types*
-  (``d`` = summed y1 - y0, ``n`` = pairs of the task in the cell) with their ``count``. Partials
-  of shards that each hold whole tasks add up row by row.
-* :func:`finish` -- adds partials up, then bootstraps each cell over its types (a multinomial
-  over types is exactly the task-level cluster bootstrap) and runs the exact sign-flip test.
-
-:func:`summarize` is ``finish(partials(...))``. The counting takes the bit-set path of
-:mod:`._bits` when it can (one group-by per task instead of a join), else the join of
+:func:`summarize` is ``finish(partials(...))``, the two phases of ARCHITECTURE §1.3: additive
+per-cell partials (counts, and the histogram of per-task *types* ``d`` = summed y1 - y0, ``n`` =
+pairs), then a bootstrap of each cell over its types (a multinomial over types is exactly the
+task-level cluster bootstrap) and the exact sign-flip test. The counting takes the bit-set path
+of :mod:`._bits` when it can (one group-by per task instead of a join), else the join of
 :mod:`._pairs`; both give the same partials.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,19 +39,11 @@ from recoverylab.schema import SPECS, check_unique_keys
 
 __all__ = [
     "contrast",
-    "contrast_plan",
     "finish",
     "partials",
     "rescue_overlap",
     "summarize",
-    "summary_plan",
 ]
-
-_CI_METHODS = ("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca")
-_ALTERNATIVES = ("two-sided", "greater", "less")
-_ADJUST = (None, "holm", "bh")
-#: Result columns added by the statistics step after ``p_value`` (``p_adjusted`` with adjust=).
-STAT_COLUMNS = ("ci_method", "sparse")
 
 #: Result columns: a ``by`` key with one of these names would be overwritten.
 _RESULT_COLUMNS = (
@@ -73,34 +60,17 @@ _RESULT_COLUMNS = (
     "ci_low",
     "ci_high",
     "p_value",
-    *STAT_COLUMNS,
+    "ci_method",
+    "sparse",
     "p_adjusted",
     "unpaired",
     "prefix_mismatch",
 )
 
 
-def _check_statistics(
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> None:
-    """Validate the resampling parameters before any data is read.
-
-    The statistics engine owns the rules; a one-type bootstrap applies them at no cost.
-    """
-    stats.check_resampling(
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
-        ci_methods=stats.PAIRED_CI_METHODS,
-        alternative=alternative,
-        adjust=adjust,
-    )
+def _check_statistics(**statistics: Any) -> None:
+    """Validate the resampling parameters before any data is read."""
+    stats.check_resampling(ci_methods=stats.PAIRED_CI_METHODS, **statistics)
 
 
 def _check_by(by_keys: Sequence[str]) -> None:
@@ -175,32 +145,29 @@ def summary_query(
 
 
 def _partials_from_counts(counts: pl.LazyFrame, cells: Sequence[str]) -> pl.LazyFrame:
-    """Turn per-cell counts into partials: with one branch row per task, counts are types.
+    """Turn per-cell counts of the fast path into partials (see :func:`summary_query`).
 
-    With the pair_by keys among the cell keys, a task has one row per cell at most -- a pair,
-    a carried-forward pair or an excluded row -- so a cell's outcome counts are its type
-    histogram: (+1, 1) rescue, (-1, 1) harm, (0, 1) kept or unchanged, (0, 0) excluded.
+    A task has one row per cell at most, so an excluded row is type (0, 0).
     """
     excluded = ("unpaired", "prefix_mismatch", "after_end")
-    parts = []
-    for d, n, tasks, members in (
-        (1, 1, ("rescue",), ("rescue",)),
-        (-1, 1, ("harm",), ("harm",)),
-        (0, 1, ("kept", "unchanged"), ("kept", "unchanged", "carried_forward")),
-        (0, 0, excluded, excluded),
-    ):
-        parts.append(
-            counts.select(
-                *cells,
-                pl.lit(d, dtype=pl.Int64).alias("d"),
-                pl.lit(n, dtype=pl.Int64).alias("n"),
-                pl.sum_horizontal(*(pl.col(c) for c in tasks)).cast(pl.Int64).alias("count"),
-                *(
-                    (pl.col(c) if c in members else pl.lit(0)).cast(pl.Int64).alias(c)
-                    for c in PARTIAL_COUNTS
-                ),
-            )
+    parts = [
+        counts.select(
+            *cells,
+            pl.lit(d, dtype=pl.Int64).alias("d"),
+            pl.lit(n, dtype=pl.Int64).alias("n"),
+            pl.sum_horizontal(*(pl.col(c) for c in tasks)).cast(pl.Int64).alias("count"),
+            *(
+                (pl.col(c) if c in members else pl.lit(0)).cast(pl.Int64).alias(c)
+                for c in PARTIAL_COUNTS
+            ),
         )
+        for d, n, tasks, members in (
+            (1, 1, ("rescue",), ("rescue",)),
+            (-1, 1, ("harm",), ("harm",)),
+            (0, 1, ("kept", "unchanged"), ("kept", "unchanged", "carried_forward")),
+            (0, 0, excluded, excluded),
+        )
+    ]
     return pl.concat(parts, how="vertical").filter(pl.col("count") > 0)
 
 
@@ -270,16 +237,12 @@ def partials(
 ) -> pl.LazyFrame:
     """Return the additive per-cell partials of :func:`summarize` (private, stable).
 
-    Phase one of ARCHITECTURE §1.3. Validates ``forks`` (the contract's data checks run inside
-    the counting queries), pairs its branches and aggregates them per cell to additive counts
-    and the histogram of per-task types. Rows of partials computed on shards that each hold
-    whole tasks (all rows of a task_id in one shard) can be concatenated and given to
-    :func:`finish`: equal rows add up, so the result equals one run over the whole table --
-    provided every shard is given the ``design`` of the whole table.
-
-    Some work runs eagerly (the contract checks, the design grid, the per-task bit sets of the
-    fast path); what is returned is small (a few rows per cell) and lazy only where the join
-    path is left to run.
+    Phase one of ARCHITECTURE §1.3: validates ``forks`` (the contract's data checks run inside
+    the counting queries), pairs its branches and counts them per cell. Partials of shards that
+    each hold whole tasks, concatenated, give :func:`finish` the result of one run over the
+    whole table (equal rows add up) -- provided every shard is given the whole table's
+    ``design``. Some work runs eagerly (contract checks, design grid, the fast path's per-task
+    bit sets); the result is small (a few rows per cell), lazy only where the join path runs.
 
     Parameters
     ----------
@@ -319,10 +282,9 @@ def partials(
     >>> finish(part)["effect"].item()
     0.5
     """
-    lazy, _, _, _ = _partials(
+    return _partials(
         forks, by=by, pair_by=pair_by, cohort=cohort, design=design, progress=progress
-    )
-    return lazy
+    )[0]
 
 
 def finish(
@@ -338,10 +300,9 @@ def finish(
 ) -> pl.DataFrame:
     """Turn partials into the cell summary of :func:`summarize` (private, stable).
 
-    Phase two of ARCHITECTURE §1.3: equal partial rows (of several shards) are added up, the
-    counts are summed per cell, and each cell is bootstrapped over its task types and given its
-    exact sign-flip p-value. The ``by`` keys are the columns besides condition, delay, method
-    and the partial columns.
+    Phase two of ARCHITECTURE §1.3: equal partial rows (of several shards) add up, counts are
+    summed per cell, and each cell gets its interval over its task types and its exact
+    sign-flip p-value. The ``by`` keys are the columns besides the cell and partial columns.
 
     Parameters
     ----------
@@ -363,11 +324,11 @@ def finish(
     ParameterError
         For bad statistics parameters.
     """
-    _check_statistics(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    _check_statistics(**statistics)
     frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
-    names = frame.collect_schema().names()
-    by_keys = [c for c in names if c not in (*_TYPE_COLUMNS, *PARTIAL_COUNTS)]
-    by_keys = [c for c in by_keys if c not in ("condition", "delay", "method")]
+    fixed = ("condition", "delay", "method", *_TYPE_COLUMNS, *PARTIAL_COUNTS)
+    by_keys = [c for c in frame.collect_schema().names() if c not in fixed]
     cells = ["condition", "delay", "method", *by_keys]
     added = (
         frame.group_by([*cells, "d", "n"])
@@ -389,64 +350,21 @@ def finish(
     types = added.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
     if progress is not None:
         progress(f"bootstrap and sign-flip over {counts.height} cells ({types.height} task types)")
-    result = _with_statistics(
-        counts,
-        types,
-        cells,
-        confidence=confidence,
-        n_resamples=n_resamples,
-        seed=seed,
-        ci_method=ci_method,
-        alternative=alternative,
-        adjust=adjust,
+    tests = stats.paired_effect_cells(types, cells=cells, **statistics)
+    result = counts.join(
+        tests.rename({"n_clusters": "n_tasks"}), on=cells, how="left", nulls_equal=True
     )
     rescue, harm, kept = pl.col("rescue"), pl.col("harm"), pl.col("kept")
-    return result.select(
-        *cells,
-        "n",
-        pl.col("n_tasks").fill_null(0).cast(pl.Int64),
-        "rescue",
-        "harm",
-        "kept",
-        "unchanged",
-        "carried_forward",
-        _rate(harm + kept, "base_rate"),
-        _rate(rescue + kept, "recovery_rate"),
-        _rate(rescue - harm, "effect"),
-        "ci_low",
-        "ci_high",
-        "p_value",
-        *STAT_COLUMNS,
-        *(["p_adjusted"] if adjust is not None else []),
-        "unpaired",
-        "prefix_mismatch",
-    ).sort(cells, nulls_last=False)
-
-
-def _with_statistics(
-    counts: pl.DataFrame,
-    types: pl.DataFrame,
-    cells: list[str],
-    *,
-    confidence: float,
-    n_resamples: int,
-    seed: int,
-    ci_method: str,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> pl.DataFrame:
-    """Join the per-cell interval, sign-flip p-value and interval method onto the counts."""
-    tests = stats.paired_effect_cells(
-        types,
-        cells=cells,
-        n_resamples=n_resamples,
-        confidence=confidence,
-        ci_method=ci_method,
-        seed=seed,
-        alternative=alternative,
-        adjust=adjust,
-    ).rename({"n_clusters": "n_tasks"})
-    return counts.join(tests, on=cells, how="left", nulls_equal=True)
+    return (
+        result.with_columns(
+            pl.col("n_tasks").fill_null(0).cast(pl.Int64),
+            _rate(harm + kept, "base_rate"),
+            _rate(rescue + kept, "recovery_rate"),
+            _rate(rescue - harm, "effect"),
+        )
+        .select(*cells, *(c for c in _RESULT_COLUMNS if c != "p_adjusted" or adjust is not None))
+        .sort(cells, nulls_last=False)
+    )
 
 
 def _rate(numerator: pl.Expr, name: str) -> pl.Expr:
@@ -556,20 +474,19 @@ def summarize(
     >>> summarize(forks).select("n", "rescue", "effect").row(0)
     (2, 1, 0.5)
     """
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     result = plan.run(
         engine,
-        summary_plan(
-            forks,
-            by=by,
-            pair_by=pair_by,
-            cohort=cohort,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
+        plan.Plan(
+            inputs=(_shards.forks_input(forks),),
+            check=functools.partial(_check_statistics, **statistics),
+            stages=(
+                design_stage(**keys),
+                plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
+            ),
+            finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),
             progress=progress,
-            alternative=alternative,
-            adjust=adjust,
         ),
     )
     if not break_even:
@@ -590,13 +507,19 @@ def summarize(
 
 
 def design_stage(
-    *, pair_by: str | Sequence[str] | None, by: str | Sequence[str] | None, cohort: str
+    *,
+    pair_by: str | Sequence[str] | None,
+    by: str | Sequence[str] | None,
+    cohort: str,
+    combine: plan.Combine | None = None,
 ) -> plan.Stage:
-    """Return the shared design stage, checking that no ``by`` key is also a result column.
+    """Return :func:`._shards.design_stage` checking that no ``by`` key is a result column.
 
-    See :func:`recoverylab.paired._shards.design_stage`.
+    ``combine`` (default: the grid, a Design) replaces the stage's combine: a verb's checks of
+    the whole table's grid.
     """
-    return _shards.design_stage(pair_by=pair_by, by=by, cohort=cohort, check_keys=_check_by)
+    stage = _shards.design_stage(pair_by=pair_by, by=by, cohort=cohort, check_keys=_check_by)
+    return stage if combine is None else dataclasses.replace(stage, combine=combine)
 
 
 def _summary_partial(
@@ -634,35 +557,6 @@ def statistics_options(
         "alternative": alternative,
         "adjust": adjust,
     }
-
-
-def summary_plan(
-    forks: object,
-    *,
-    by: str | Sequence[str] | None = (),
-    pair_by: str | Sequence[str] | None = (),
-    cohort: Cohort = "full",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "auto",
-    progress: Progress = None,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> plan.Plan:
-    """Return the plan of :func:`summarize` (ARCHITECTURE §7): design grid, then partials."""
-    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    return plan.Plan(
-        inputs=(_shards.forks_input(forks),),
-        check=functools.partial(_check_statistics, **statistics),
-        stages=(
-            design_stage(**keys),
-            plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
-        ),
-        finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),
-        progress=progress,
-    )
 
 
 def contrast(
@@ -735,35 +629,57 @@ def contrast(
     >>> contrast(forks, "stale2", "clean")["difference"].item()
     2.0
     """
+    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
+    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    checked = functools.partial(_labelled_design, a=a, b=b, column="condition")
     return plan.run(
         engine,
-        contrast_plan(
-            forks,
-            a,
-            b,
-            by=by,
-            pair_by=pair_by,
-            cohort=cohort,
-            confidence=confidence,
-            n_resamples=n_resamples,
-            seed=seed,
-            ci_method=ci_method,
+        plan.Plan(
+            inputs=(_shards.forks_input(forks),),
+            check=functools.partial(_contrast_check, a, b, **statistics),
+            stages=(
+                design_stage(**keys, combine=checked),
+                plan.Stage(
+                    f"pairing {a} and {b} and counting per task",
+                    functools.partial(_contrast_partial, a=a, b=b, **keys),
+                ),
+            ),
+            finish=functools.partial(
+                _contrast_finish, by=by, a=a, b=b, progress=progress, **statistics
+            ),
             progress=progress,
-            alternative=alternative,
-            adjust=adjust,
         ),
     )
 
 
 def _contrast_check(a: object, b: object, **statistics: Any) -> None:
+    """Check the parameters of :func:`contrast` (before any data is read)."""
     _check_statistics(**statistics)
-    check_contrast(a, b)
+    for name, value in (("a", a), ("b", b)):
+        if not isinstance(value, str):
+            raise ParameterError(f"parameter `{name}` is {value!r}; it must be a condition label.")
+    if a == b:
+        raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
 
 
-def _contrast_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
+def _labelled_design(
+    parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str, column: str
+) -> Design:
+    """Read the design grid; check that ``a`` and ``b`` are conditions/methods of its points."""
     design = design_of(parts["points"])
-    check_conditions(design, a, b)
+    known = design.conditions if column == "condition" else design.methods
+    rows, empty = ("recovery rows", "none") if column == "condition" else ("rows", "")
+    for name, value in (("a", a), ("b", b)):
+        if value not in known:
+            raise ParameterError(
+                f"parameter `{name}` is {value!r}; forks has no {rows} with that {column} "
+                f"({column}s: {', '.join(known) or empty})."
+            )
     return design
+
+
+#: Per-task partials of :func:`contrast`: summed y1 - y0 and pairs, in condition a and b.
+_JOINT = ("d_a", "n_a", "d_b", "n_b")
 
 
 def _contrast_partial(
@@ -776,92 +692,8 @@ def _contrast_partial(
     a: str,
     b: str,
 ) -> dict[str, pl.DataFrame]:
+    """Count one shard's tasks by joint type (d_a, n_a, d_b, n_b) per (delay, method, *by*)."""
     table, by_keys = prepare(frames["forks"], pair_by=pair_by, by=by, cohort=cohort)
-    query, rows = contrast_query(table, design, by_keys, cohort, a, b)
-    types = query.collect(engine="streaming")
-    if int(types["__after_end"].sum()):
-        raise_after_end(rows, table)
-    return {"types": types}
-
-
-def _contrast_finish(
-    parts: dict[str, pl.DataFrame],
-    *,
-    by: str | Sequence[str] | None,
-    a: str,
-    b: str,
-    **options: Any,
-) -> pl.DataFrame:
-    by_keys = list(key_names("by", by))
-    return contrast_finish(parts["types"], by_keys, a, b, **options)
-
-
-def contrast_plan(
-    forks: object,
-    a: str,
-    b: str,
-    *,
-    by: str | Sequence[str] | None = (),
-    pair_by: str | Sequence[str] | None = (),
-    cohort: Cohort = "full",
-    confidence: float = 0.95,
-    n_resamples: int = 10_000,
-    seed: int = 0,
-    ci_method: str = "auto",
-    progress: Progress = None,
-    alternative: str = "two-sided",
-    adjust: str | None = None,
-) -> plan.Plan:
-    """Return the plan of :func:`contrast`: design grid, then per-task joint types."""
-    keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    design = design_stage(**keys)
-    return plan.Plan(
-        inputs=(_shards.forks_input(forks),),
-        check=functools.partial(_contrast_check, a, b, **statistics),
-        stages=(
-            plan.Stage(
-                design.label,
-                design.partial,
-                functools.partial(_contrast_design, a=a, b=b),
-                clustered=False,
-            ),
-            plan.Stage(
-                f"pairing {a} and {b} and counting per task",
-                functools.partial(_contrast_partial, a=a, b=b, **keys),
-            ),
-        ),
-        finish=functools.partial(
-            _contrast_finish, by=by, a=a, b=b, progress=progress, **statistics
-        ),
-        progress=progress,
-    )
-
-
-def check_contrast(a: object, b: object) -> None:
-    """Check the two condition labels of :func:`contrast` (before any data is read)."""
-    for name, value in (("a", a), ("b", b)):
-        if not isinstance(value, str):
-            raise ParameterError(f"parameter `{name}` is {value!r}; it must be a condition label.")
-    if a == b:
-        raise ParameterError(f"parameters `a` and `b` are both {a!r}; contrast two conditions.")
-
-
-def check_conditions(design: Design, a: str, b: str) -> None:
-    """Check that both conditions of :func:`contrast` have recovery rows."""
-    known = design.conditions
-    for name, value in (("a", a), ("b", b)):
-        if value not in known:
-            raise ParameterError(
-                f"parameter `{name}` is {value!r}; forks has no recovery rows with that "
-                f"condition (conditions: {', '.join(known) or 'none'})."
-            )
-
-
-def contrast_query(
-    table: Forks, design: Design, by_keys: Sequence[str], cohort: str, a: str, b: str
-) -> tuple[pl.LazyFrame, pl.LazyFrame]:
-    """Build the lazy per-task joint types of :func:`contrast`; also return the branch rows."""
     cells = ["delay", "method", *by_keys]
     rows = apply_cohort(branch_rows(table, design, carry=by_keys), table, cohort).filter(
         pl.col("condition").is_in([a, b])
@@ -875,22 +707,24 @@ def contrast_query(
             pl.when(mine).then(diff).otherwise(0).sum().cast(pl.Int64).alias(f"d_{suffix}"),
             mine.sum().cast(pl.Int64).alias(f"n_{suffix}"),
         ]
-    values = ["d_a", "n_a", "d_b", "n_b"]
-    query = (
+    types = (
         rows.group_by([*cells, "task_id"])
         .agg(*partial, (pl.col("reason") == AFTER_END).sum().alias("__after_end"))
-        .group_by([*cells, *values])
+        .group_by([*cells, *_JOINT])
         .agg(pl.len().cast(pl.Int64).alias("count"), pl.col("__after_end").sum())
+        .collect(engine="streaming")
     )
-    return query, rows
+    if int(types["__after_end"].sum()):
+        raise_after_end(rows, table)
+    return {"types": types}
 
 
-def contrast_finish(
-    types: pl.DataFrame,
-    by_keys: Sequence[str],
+def _contrast_finish(
+    parts: dict[str, pl.DataFrame],
+    *,
+    by: str | Sequence[str] | None,
     a: str,
     b: str,
-    *,
     confidence: float,
     n_resamples: int,
     seed: int,
@@ -899,18 +733,15 @@ def contrast_finish(
     alternative: str = "two-sided",
     adjust: str | None = None,
 ) -> pl.DataFrame:
-    """Turn the collected types of :func:`contrast_query` into the contrast rows.
-
-    ``types`` may hold the types of several shards of whole tasks: equal types are added up.
-    """
-    cells = ["delay", "method", *by_keys]
-    values = ["d_a", "n_a", "d_b", "n_b"]
+    """Turn the joint types into the contrast rows (equal types of several shards add up)."""
+    cells = ["delay", "method", *key_names("by", by)]
     types = (
-        types.group_by([*cells, *values])
+        parts["types"]
+        .group_by([*cells, *_JOINT])
         .agg(pl.col("count").sum())
         .filter((pl.col("n_a") + pl.col("n_b")) > 0)
     )
-    weighted = [(pl.col(v) * pl.col("count")).sum().alias(v) for v in values]
+    weighted = [(pl.col(v) * pl.col("count")).sum().alias(v) for v in _JOINT]
     counts = (
         types.group_by(cells)
         .agg(*weighted, pl.col("count").sum().alias("n_tasks"))
@@ -923,7 +754,7 @@ def contrast_finish(
     boot = stats.cluster_bootstrap(
         types,
         cells=cells,
-        values=values,
+        values=list(_JOINT),
         count="count",
         statistic=stats.ratio_difference,
         n_resamples=n_resamples,
@@ -1040,19 +871,14 @@ def rescue_overlap(
     method_a: Any = names.get("a", a)
     method_b: Any = names.get("b", b)
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
-    design = design_stage(**keys)
+    checked = functools.partial(_labelled_design, a=method_a, b=method_b, column="method")
     return plan.run(
         engine,
         plan.Plan(
             inputs=(_shards.forks_input(forks),),
             check=functools.partial(_check_methods, method_a, method_b),
             stages=(
-                plan.Stage(
-                    design.label,
-                    design.partial,
-                    functools.partial(_overlap_design, a=method_a, b=method_b),
-                    clustered=False,
-                ),
+                design_stage(**keys, combine=checked),
                 plan.Stage(
                     "rescues per episode",
                     functools.partial(_overlap_partial, a=method_a, b=method_b, **keys),
@@ -1071,18 +897,6 @@ def _check_methods(a: object, b: object) -> None:
             )
     if a == b:
         raise ParameterError(f"parameters `a` and `b` are both {a!r}; compare two methods.")
-
-
-def _overlap_design(parts: dict[str, pl.DataFrame], state: Any, *, a: str, b: str) -> Design:
-    design = design_of(parts["points"])
-    known = design.methods
-    for name, value in (("a", a), ("b", b)):
-        if value not in known:
-            raise ParameterError(
-                f"parameter `{name}` is {value!r}; forks has no rows with that method "
-                f"(methods: {', '.join(known)})."
-            )
-    return design
 
 
 _OVERLAP_COUNTS = ("n_a", "n_b", "n_both", "rescue_a", "rescue_b", "rescue_both")

@@ -43,19 +43,23 @@ __all__ = ["contrast", "effect", "rescue_harm", "rescue_overlap"]
 _CELL = ("condition", "delay", "method")
 _SUMMARY = (*_CELL, "n", "n_tasks", "rescue", "harm", "effect", "ci_low", "ci_high", "p_value")
 _SUMMARIZE = "recoverylab.paired.summarize"
+#: Chart fields of a summary cell: the effect and its interval in pp, and the tooltip counts.
+_PP = ("effect_pp", "ci_low_pp", "ci_high_pp")
+_TIPS = ("n_tasks", "rescue", "harm", "p_value")
 
 
-def _cells(summary: object, chart: str) -> tuple[pl.DataFrame, list[str]]:
-    """Cells with pairs (``n > 0``), their extra ``by`` keys folded into a ``group`` label."""
+def _cells(summary: object, chart: str, name: str) -> tuple[pl.DataFrame, list[str]]:
+    """Cells with pairs (``n > 0``) with :data:`_PP`; method and extra ``by`` keys as ``name``."""
     frame = prepare(summary, _SUMMARY, chart, _SUMMARIZE)
     extra = [k for k in keys_before(frame, "n") if k not in _CELL]
     # A cell whose recovery rows were all excluded has n = 0 and null rates: nothing to draw
     # (its exclusions are in the table and the provenance block).
     cells = frame.filter(pl.col("n") > 0)
     require_rows(cells, chart)
-    # the group reads as its values ("refresh · full"), as in every other legend; the key
+    # the label reads as its values ("refresh · full"), as in every other legend; the key
     # names are in the legend's or the facet's title
-    return cells.with_columns(label(extra, "group")), extra
+    effect = (pp(c) for c in ("effect", "ci_low", "ci_high"))
+    return cells.with_columns(*effect, label(["method", *extra], name)), extra
 
 
 def _cell_tooltip() -> list[alt.Tooltip]:
@@ -153,15 +157,7 @@ def rescue_harm(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
 
 def _rescue_harm_data(summary: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFrame, list[str]]:
     """Rescue and harm shares of pairs, one row per cell × outcome; and the extra keys."""
-    cells, extra = _cells(summary, "rescue_harm")
-    cells = cells.with_columns(
-        pp("effect"),
-        pp("ci_low"),
-        pp("ci_high"),
-        pl.concat_str(pl.col("method"), pl.col("group"), separator=SEP).alias("panel")
-        if extra
-        else pl.col("method").alias("panel"),
-    )
+    cells, extra = _cells(summary, "rescue_harm", "panel")
     shares = [
         cells.with_columns(
             pl.lit(outcome).alias("outcome"),
@@ -170,25 +166,8 @@ def _rescue_harm_data(summary: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFram
         )
         for outcome, sign in (("rescue", 1), ("harm", -1))
     ]
-    data = slim(
-        pl.concat(shares),
-        [
-            *_CELL,
-            "panel",
-            "outcome",
-            "count",
-            "n",
-            "share_pp",
-            "effect_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "n_tasks",
-            "rescue",
-            "harm",
-            "p_value",
-        ],
-        [*_CELL, "panel", "outcome"],
-    )
+    fields = [*_CELL, "panel", "outcome", "count", "n", "share_pp", *_PP, *_TIPS]
+    data = slim(pl.concat(shares), fields, [*_CELL, "panel", "outcome"])
     return data, extra
 
 
@@ -215,48 +194,35 @@ def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         When no cell has pairs.
     """
     alt = altair()
-    cells, extra = _cells(summary, "effect")
-    data = slim(
-        cells.with_columns(
-            pp("effect"),
-            pp("ci_low"),
-            pp("ci_high"),
-            pl.concat_str(pl.col("method"), pl.col("group"), separator=SEP).alias("series")
-            if extra
-            else pl.col("method").alias("series"),
-        ),
-        [
-            *_CELL,
-            "series",
-            "effect_pp",
-            "ci_low_pp",
-            "ci_high_pp",
-            "n",
-            "n_tasks",
-            "rescue",
-            "harm",
-            "p_value",
-        ],
-        [*_CELL, "series"],
-    )
-    base = alt.Chart().encode(
-        x=x_band("delay", "delay (actions)"),
-        xOffset=alt.XOffset("series:N"),
-        color=series_color(data, SEP.join(["method", *extra])),
-        tooltip=_cell_tooltip(),
-    )
-    rules = base.mark_rule(strokeWidth=2).encode(
-        y=alt.Y("ci_low_pp:Q", title="effect (pp), 95% CI", axis=zero_axis()),
-        y2="ci_high_pp:Q",
-    )
-    points = base.mark_point(filled=True, size=60).encode(y="effect_pp:Q")
+    cells, extra = _cells(summary, "effect", "series")
+    data = slim(cells, [*_CELL, "series", *_PP, "n", *_TIPS], [*_CELL, "series"])
+    base = _series_base(alt.Chart(), data, extra, _cell_tooltip())
     return (
-        alt.layer(rules, points, data=data)
+        alt.layer(*_with_interval(base, "effect_pp", "effect (pp), 95% CI", 60), data=data)
         .properties(width=200, height=200)
         .facet(column=alt.Column("condition:N", title="condition", header=facet_header()))
         .resolve_scale(x="independent", xOffset="independent")
         .properties(title="Effect of recovery (recovery − no recovery) with its CI")
     )
+
+
+def _series_base(
+    chart: alt.Chart, data: pl.DataFrame, extra: list[str], tooltip: list[alt.Tooltip]
+) -> alt.Chart:
+    """Encode delays on x with the ``series`` (method and extra keys) side by side."""
+    return chart.encode(
+        x=x_band("delay", "delay (actions)"),
+        xOffset=altair().XOffset("series:N"),
+        color=series_color(data, SEP.join(["method", *extra])),
+        tooltip=tooltip,
+    )
+
+
+def _with_interval(base: alt.Chart, value: str, title: str, size: int) -> list[alt.Chart]:
+    """Return the interval rule (``ci_low_pp`` to ``ci_high_pp``) and a point at ``value``."""
+    y = altair().Y("ci_low_pp:Q", title=title, axis=zero_axis())
+    rules = base.mark_rule(strokeWidth=2).encode(y=y, y2="ci_high_pp:Q")
+    return [rules, base.mark_point(filled=True, size=size).encode(y=f"{value}:Q")]
 
 
 def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
@@ -293,11 +259,7 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     extra = [k for k in keys_before(data, "n_tasks") if k not in ("a", "b", "delay", "method")]
     data = slim(
         data.with_columns(
-            pp("difference"),
-            pp("ci_low"),
-            pp("ci_high"),
-            pp("effect_a"),
-            pp("effect_b"),
+            *(pp(c) for c in ("difference", "ci_low", "ci_high", "effect_a", "effect_b")),
             label(["method", *extra], "series"),
             pl.concat_str(pl.col("a"), pl.lit(" − "), pl.col("b")).alias("contrast"),
         ),
@@ -319,31 +281,23 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         ["contrast", "delay", "series"],
     )
     titles = data["contrast"].unique().sort().to_list()
-    base = alt.Chart(data).encode(
-        x=x_band("delay", "delay (actions)"),
-        xOffset=alt.XOffset("series:N"),
-        color=series_color(data, SEP.join(["method", *extra])),
-        tooltip=[
-            tip_key("contrast"),
-            tip_key("delay"),
-            tip_key("method"),
-            tip_pp("difference_pp", "difference"),
-            tip_pp("ci_low_pp", "CI low"),
-            tip_pp("ci_high_pp", "CI high"),
-            tip_pp("effect_a_pp", "effect a"),
-            tip_n("n_a", "n (pairs, a)"),
-            tip_pp("effect_b_pp", "effect b"),
-            tip_n("n_b", "n (pairs, b)"),
-            tip_n("n_tasks", "n (tasks)"),
-            tip_p(),
-        ],
-    )
-    rules = base.mark_rule(strokeWidth=2).encode(
-        y=alt.Y("ci_low_pp:Q", title="difference of effects (pp), 95% CI", axis=zero_axis()),
-        y2="ci_high_pp:Q",
-    )
-    points = base.mark_point(filled=True, size=70).encode(y="difference_pp:Q")
-    return alt.layer(rules, points).properties(
+    tooltip = [
+        tip_key("contrast"),
+        tip_key("delay"),
+        tip_key("method"),
+        tip_pp("difference_pp", "difference"),
+        tip_pp("ci_low_pp", "CI low"),
+        tip_pp("ci_high_pp", "CI high"),
+        tip_pp("effect_a_pp", "effect a"),
+        tip_n("n_a", "n (pairs, a)"),
+        tip_pp("effect_b_pp", "effect b"),
+        tip_n("n_b", "n (pairs, b)"),
+        tip_n("n_tasks", "n (tasks)"),
+        tip_p(),
+    ]
+    base = _series_base(alt.Chart(data), data, extra, tooltip)
+    title = "difference of effects (pp), 95% CI"
+    return alt.layer(*_with_interval(base, "difference_pp", title, 70)).properties(
         width=320, height=220, title=f"Contrast of effects: {', '.join(titles)}"
     )
 
@@ -367,20 +321,17 @@ def _overlap_data(frame: pl.DataFrame | pl.LazyFrame) -> tuple[pl.DataFrame, pl.
             separator=SEP,
         ).alias("cell")
     )
+    both = pl.col("rescue_both")
     segments = [
-        ("only_a", pl.concat_str(pl.lit("only "), pl.col("a")), "rescue_a"),
-        ("both", pl.lit("both"), None),
-        ("only_b", pl.concat_str(pl.lit("only "), pl.col("b")), "rescue_b"),
+        (pl.concat_str(pl.lit("only "), pl.col("a")), pl.col("rescue_a") - both),
+        (pl.lit("both"), both),
+        (pl.concat_str(pl.lit("only "), pl.col("b")), pl.col("rescue_b") - both),
     ]
     parts = [
         data.with_columns(
-            name.alias("segment"),
-            pl.lit(order).alias("order"),
-            (pl.col(total) - pl.col("rescue_both") if total else pl.col("rescue_both")).alias(
-                "episodes"
-            ),
+            name.alias("segment"), pl.lit(order).alias("order"), episodes.alias("episodes")
         )
-        for order, (_, name, total) in enumerate(segments)
+        for order, (name, episodes) in enumerate(segments)
     ]
     long = slim(
         pl.concat(parts).filter(pl.col("episodes") > 0),
