@@ -14,7 +14,6 @@ other programs; ``markdown`` writes every column as the text view shows it.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shutil
 from collections.abc import Mapping
@@ -204,18 +203,11 @@ def render_many(
     """Render several named result tables: one JSON object, or titled sections."""
     if fmt == "json":
         return json.dumps({name: frame.to_dicts() for name, frame in frames.items()}, default=str)
-    out = io.StringIO()
-    for i, (name, frame) in enumerate(frames.items()):
-        if i:
-            out.write("\n\n")
-        title = (
-            f"# {name}"
-            if fmt == "csv"
-            else (f"## {name}\n" if fmt == "markdown" else f"== {name}\n")
-        )
-        out.write(title + "\n")
-        out.write(render(frame, fmt, wide=wide, width=width))
-    return out.getvalue()
+    title = {"csv": "# {}\n", "markdown": "## {}\n\n"}.get(fmt, "== {}\n\n")
+    return "\n\n".join(
+        title.format(name) + render(frame, fmt, wide=wide, width=width)
+        for name, frame in frames.items()
+    )
 
 
 def printing(args: argparse.Namespace) -> tuple[str, bool]:

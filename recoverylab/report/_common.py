@@ -9,16 +9,13 @@ carries its denominator in the tooltip, titled ``n (...)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 import polars.selectors as cs
 
 from recoverylab._errors import InputError, ParameterError, SchemaError
-from recoverylab.report import _deps
-
-if TYPE_CHECKING:
-    from types import ModuleType
+from recoverylab.report._deps import altair
 
 #: Colours shared by all charts (colour-blind safe).
 RESCUE = "#1b9e77"
@@ -29,11 +26,6 @@ GREY = "#9e9e9e"
 ALL = "all"
 #: Separator of joined key values in labels.
 SEP = " · "
-
-
-def altair() -> ModuleType:
-    """Return altair, or raise :class:`MissingDependencyError` naming the extra."""
-    return _deps.altair()
 
 
 def as_frame(frame: object, chart: str) -> pl.DataFrame:

@@ -8,6 +8,7 @@ drawn says so in the page, in place of the chart.
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import os
 import re
@@ -204,29 +205,19 @@ def render_html(sections: Sequence[Section], *, title: str = "recoverylab report
             f"section keys must be unique; {', '.join(duplicated)} appear more than once."
         )
     vl_convert = _deps.vl_convert()
-    specs: dict[str, Any] = {}
+    specs = {f"chart-{s.key}": s.chart.to_dict() for s in sections if s.chart is not None}
     body: list[str] = []
     toc: list[str] = []
-    group = None
-    for section in sections:
-        if section.group != group:
-            if group is not None:
-                toc.append("</ul></li>")
-            group = section.group
-            anchor = f"group-{section.key}"
-            body.append(f'<h2 id="{anchor}">{html.escape(group)}</h2>')
-            toc.append(f'<li><a href="#{anchor}">{html.escape(group)}</a><ul>')
-        toc.append(f'<li><a href="#{section.key}">{html.escape(section.title)}</a></li>')
-        chart_html = ""
-        if section.chart is not None:
-            chart_id = f"chart-{section.key}"
-            specs[chart_id] = section.chart.to_dict()
-            chart_html = (
-                f'<div class="chart" id="{chart_id}" role="img" '
-                f'aria-label="{html.escape(section.title)}"></div>'
-            )
-        body.append(section.body_html(chart_html))
-    toc.append("</ul></li>")
+    for group, grouped in itertools.groupby(sections, key=lambda s: s.group):
+        members = list(grouped)
+        anchor = f"group-{members[0].key}"
+        body.append(f'<h2 id="{anchor}">{html.escape(group)}</h2>')
+        items = "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in members)
+        toc.append(f'<li><a href="#{anchor}">{html.escape(group)}</a><ul>{items}</ul></li>')
+        for section in members:
+            label = html.escape(section.title)
+            chart = f'<div class="chart" id="chart-{section.key}" role="img" aria-label="{label}">'
+            body.append(section.body_html("" if section.chart is None else chart + "</div>"))
     bundle = vl_convert.javascript_bundle(**_vl_version())
     spec_json = json.dumps(specs, separators=(",", ":"), allow_nan=False)
     return _PAGE.format(

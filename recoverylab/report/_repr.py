@@ -8,6 +8,7 @@ import html
 import polars as pl
 
 from recoverylab._display import shown_columns
+from recoverylab.report._tables import _escape
 
 __all__ = ["ResultTable", "show"]
 
@@ -84,12 +85,6 @@ class ResultTable:
 
     def __repr__(self) -> str:
         return f"ResultTable({self.frame.height} rows × {self.frame.width} columns)"
-
-
-def _escape(expr: pl.Expr) -> pl.Expr:
-    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
-        expr = expr.str.replace_all(old, new, literal=True)
-    return expr
 
 
 def show(frame: pl.DataFrame | pl.LazyFrame, *, wide: bool = False) -> ResultTable:
