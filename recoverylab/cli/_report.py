@@ -124,10 +124,9 @@ def _provenance(
 ) -> Provenance:
     from recoverylab.report import Provenance
 
-    reasons = () if excluded is None else _rows_by_reason(excluded)
     return Provenance(
         inputs=tuple(_input(name, paths) for name, paths in inputs),
-        exclusions=reasons,
+        exclusions=() if excluded is None else _rows_by_reason(excluded),
         seed=seed,
         n_resamples=n_resamples,
         confidence=confidence,
@@ -202,9 +201,8 @@ def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         report.rescue_harm_section(summary, provenance),
         report.effect_section(summary, provenance),
     ]
-    conditions = set(summary["condition"].to_list())
     pair = args.contrast
-    if pair is None and {"stale2", "clean"} <= conditions:
+    if pair is None and {"stale2", "clean"} <= set(summary["condition"].to_list()):
         pair = ("stale2", "clean")
     if pair:
         if len(pair) != 2:

@@ -121,12 +121,10 @@ def ordered(values: Sequence[str], known: Sequence[str]) -> list[str]:
 def zero_axis(title: str | None = None) -> Any:
     """Return a value axis whose zero grid line is drawn dark (a baseline without extra marks)."""
     alt = altair()
-    options: dict[str, Any] = {
-        "gridColor": alt.condition("datum.value === 0", alt.value("#555555"), alt.value("#e6e6e6"))
-    }
-    if title is not None:
-        options["title"] = title
-    return alt.Axis(**options)
+    return alt.Axis(
+        gridColor=alt.condition("datum.value === 0", alt.value("#555555"), alt.value("#e6e6e6")),
+        title=alt.Undefined if title is None else title,
+    )
 
 
 def series_color(data: pl.DataFrame, title: str, field: str = "series") -> Any:
@@ -164,6 +162,5 @@ def slim(frame: pl.DataFrame, fields: Sequence[str], order: Sequence[str] = ()) 
     Sorting makes the chart independent of the input's row order (the same results give the
     same specification, byte for byte).
     """
-    kept = list(dict.fromkeys(fields))
-    data = frame.select(kept)
+    data = frame.select(list(dict.fromkeys(fields)))
     return data.sort(list(order), nulls_last=True, maintain_order=True) if order else data

@@ -292,8 +292,6 @@ _CSS = """
 .recoverylab .chart { margin: 8px 0 12px; min-height: 40px; max-width: 100%; }
 .recoverylab .chart .vega-embed { max-width: 100%; }
 .recoverylab .chart svg { max-width: 100%; height: auto; }
-.recoverylab .chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b;
-  padding: 8px 12px; }
 .recoverylab .table-wrap { max-width: 100%; overflow-x: auto; }
 .recoverylab table.result { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
 .recoverylab table.result th, .recoverylab table.result td { border-bottom: 1px solid var(--line);

@@ -49,19 +49,18 @@ class ResultTable:
     def to_html(self) -> str:
         """Render the table as HTML (a ``<table class="recoverylab-table">``)."""
         shown = shown_columns(self.frame, wide=self.wide)
-        escaped = [_escape(c.cells).alias(str(i)) for i, c in enumerate(shown)]
         cells = [
             pl.concat_str(
                 pl.lit(f'<td class="{"key" if c.key else "value"}">'),
-                pl.col(str(i)),
+                _escape(c.cells),
                 pl.lit("</td>"),
             )
-            for i, c in enumerate(shown)
+            for c in shown
         ]
         rows = (
-            self.frame.select(escaped)
-            .select(pl.concat_str([pl.lit("<tr>"), *cells, pl.lit("</tr>")]).str.join(""))
-            .item()
+            self.frame.select(
+                pl.concat_str([pl.lit("<tr>"), *cells, pl.lit("</tr>")]).str.join("")
+            ).item()
             if self.frame.height
             else ""
         )
