@@ -355,9 +355,8 @@ DEMO_SETTINGS: dict[str, dict[str, Any]] = {
 
 def _with_cohort(frame: pl.DataFrame, cohort: str, before: str) -> pl.DataFrame:
     """Insert a ``cohort`` key column before the first result column."""
-    columns = frame.columns
-    at = columns.index(before)
-    return frame.select(*columns[:at], pl.lit(cohort).alias("cohort"), *columns[at:])
+    at = frame.columns.index(before)
+    return frame.select(*frame.columns[:at], pl.lit(cohort).alias("cohort"), *frame.columns[at:])
 
 
 class _Demo:

@@ -77,11 +77,7 @@ class Provenance:
             + "</li>"
             for i in self.inputs
         )
-        exclusions = (
-            ", ".join(f"{html.escape(reason)}: {count:,}" for reason, count in self.exclusions)
-            if self.exclusions
-            else "none"
-        )
+        exclusions = ", ".join(f"{html.escape(r)}: {n:,}" for r, n in self.exclusions) or "none"
         resampling = (
             "none"
             if self.n_resamples is None
