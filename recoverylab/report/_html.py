@@ -151,10 +151,8 @@ class Section:
 
 def _vl_version() -> dict[str, str]:
     """Return the Vega-Lite version of altair's schema when vl-convert has it (else its default)."""
-    altair = _deps.altair()
-    wanted = ".".join(altair.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    available = _deps.vl_convert().get_vegalite_versions()
-    return {"vl_version": wanted} if wanted in available else {}
+    wanted = ".".join(_deps.altair().SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    return {"vl_version": wanted} if wanted in _deps.vl_convert().get_vegalite_versions() else {}
 
 
 def _script_safe(bundle: str) -> str:
@@ -215,7 +213,6 @@ def render_html(sections: Sequence[Section], *, title: str = "recoverylab report
             chart = f'<div class="chart" id="chart-{section.key}" role="img" aria-label="{label}">'
             body.append(section.body_html("" if section.chart is None else chart + "</div>"))
     bundle = vl_convert.javascript_bundle(**_vl_version())
-    spec_json = json.dumps(specs, separators=(",", ":"), allow_nan=False)
     return _PAGE.format(
         title=html.escape(title),
         version=html.escape(_version()),
@@ -223,7 +220,7 @@ def render_html(sections: Sequence[Section], *, title: str = "recoverylab report
         toc="".join(toc),
         body="".join(body),
         bundle=_script_safe(bundle),
-        specs=_json_safe(spec_json),
+        specs=_json_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
         script=_SCRIPT,
     )
 

@@ -108,5 +108,4 @@ def show(frame: pl.DataFrame | pl.LazyFrame, *, wide: bool = False) -> ResultTab
     >>> ">all</td>" in table.to_html() and "+3.0" in table.to_html()
     True
     """
-    eager = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
-    return ResultTable(eager, wide=wide)
+    return ResultTable(frame.collect() if isinstance(frame, pl.LazyFrame) else frame, wide=wide)
