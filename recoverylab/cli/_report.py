@@ -247,7 +247,8 @@ def _policy(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
 
 
 def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
-    from recoverylab.cli._router import _load_named
+    from recoverylab import report
+    from recoverylab.cli._router import _load_named, evaluate_uplift
     from recoverylab.router import Never, compare
 
     source = args.router_forks or args.forks
@@ -269,9 +270,6 @@ def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         settings=[("rules", _shown(args.rule))],
     )
     progress("router: uplift (TOC, RATE) on the held-out tasks")
-    from recoverylab import report
-    from recoverylab.cli._router import evaluate_uplift
-
     scored = {name: policy for name, policy in named.items() if name != "never"}
     lift = evaluate_uplift(scored, read(args.decision_points), read(source), **stats)
     return [
