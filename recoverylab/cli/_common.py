@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -83,11 +83,6 @@ def read(paths: Sequence[str] | str) -> pl.LazyFrame:
     )
 
 
-def is_output_option(name: str) -> bool:
-    """Whether a parsed option names an output (``out``, ``out_dir``, ``*_out``)."""
-    return name in ("out", "out_dir") or name.endswith("_out")
-
-
 @dataclass(frozen=True)
 class Inputs:
     """What a command's input arguments resolve to: files, directories and glob patterns."""
@@ -103,7 +98,7 @@ class Inputs:
         directories: set[Path] = set()
         patterns: list[str] = []
         for name, value in vars(args).items():
-            if is_output_option(name):
+            if name in ("out", "out_dir") or name.endswith("_out"):  # an output, not an input
                 continue
             for item in value if isinstance(value, (list, tuple)) else [value]:
                 if not isinstance(item, (str, Path)) or not str(item):
@@ -317,10 +312,3 @@ class Progress:
         if not self.quiet:
             elapsed = time.perf_counter() - self.start
             print(f"[{self.command} {elapsed:.1f}s] {message}", file=sys.stderr, flush=True)
-
-    def steps(self, items: Iterable[object], what: str) -> Iterable[object]:
-        """Yield ``items`` while reporting ``what i/n``."""
-        items = list(items)
-        for i, item in enumerate(items, 1):
-            self(f"{what} {i}/{len(items)}")
-            yield item

@@ -62,7 +62,6 @@ def run_plan(args: argparse.Namespace) -> None:
     pilot: object = None
     if args.pilot:  # Spark reads the paths itself
         pilot = read(args.pilot) if engine == "polars" else args.pilot
-    if pilot is not None:
         progress("estimating p10, p01 and the ICC from the pilot")
     if args.simulate:
         progress(f"sizing by {args.simulate} simulated studies per step (exact sign-flip test)")

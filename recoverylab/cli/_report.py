@@ -94,11 +94,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-# ------------------------------------------------------------------------------------------------
-# Provenance helpers
-# ------------------------------------------------------------------------------------------------
-
-
 def _shown(paths: Sequence[str | Path]) -> str:
     """Paths as given, those inside the shipped samples relative to the checkout."""
     shown = []
@@ -121,20 +116,27 @@ def _input(name: str, paths: Sequence[str | Path]) -> Input:
 def _provenance(
     inputs: Sequence[tuple[str, Sequence[str | Path]]],
     *,
-    seed: int | None,
-    n_resamples: int | None,
-    confidence: float | None,
+    seed: int | None = None,
+    n_resamples: int | None = None,
+    confidence: float | None = None,
     settings: Sequence[tuple[str, str]] = (),
+    excluded: pl.DataFrame | None = None,
 ) -> Provenance:
     from recoverylab.report import Provenance
 
     return Provenance(
         inputs=tuple(_input(name, paths) for name, paths in inputs),
+        exclusions=() if excluded is None else _rows_by_reason(excluded),
         seed=seed,
         n_resamples=n_resamples,
         confidence=confidence,
         settings=tuple(settings),
     )
+
+
+def _rows_by_reason(excluded: pl.DataFrame) -> tuple[tuple[str, int], ...]:
+    reasons = excluded.group_by("reason").agg(pl.col("rows").sum()).sort("reason")
+    return tuple(zip(reasons["reason"], reasons["rows"], strict=True))
 
 
 def _require_together(args: argparse.Namespace, names: Sequence[str], what: str) -> bool:
@@ -144,11 +146,6 @@ def _require_together(args: argparse.Namespace, names: Sequence[str], what: str)
         missing = ", ".join(f"--{n.replace('_', '-')}" for n in names if n not in given)
         raise ParameterError(f"{what} needs {missing} as well.")
     return bool(given)
-
-
-# ------------------------------------------------------------------------------------------------
-# The command
-# ------------------------------------------------------------------------------------------------
 
 
 def run(args: argparse.Namespace) -> None:
@@ -196,28 +193,22 @@ def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
 
     forks = read(args.forks)
     keys = {"pair_by": args.pair_by, "cohort": args.cohort}
-    settings = {
-        "n_resamples": stats["n_resamples"],
-        "confidence": stats["confidence"],
-        "seed": stats["seed"],
-    }
     cohort = [("cohort", args.cohort), ("pair_by", ", ".join(args.pair_by) or "none")]
     provenance = _provenance([("forks", args.forks)], **stats, settings=cohort)
     progress("paired: rescue and harm per cell")
-    summary = paired.summarize(forks, **keys, **settings)
+    summary = paired.summarize(forks, **keys, **stats)
     sections = [
         report.rescue_harm_section(summary, provenance),
         report.effect_section(summary, provenance),
     ]
-    conditions = set(summary["condition"].to_list())
     pair = args.contrast
-    if pair is None and {"stale2", "clean"} <= conditions:
+    if pair is None and {"stale2", "clean"} <= set(summary["condition"].to_list()):
         pair = ("stale2", "clean")
     if pair:
         if len(pair) != 2:
             raise ParameterError(f"`--contrast` is {','.join(pair)!r}; give two conditions.")
         progress(f"paired: contrast {pair[0]} - {pair[1]}")
-        contrast = paired.contrast(forks, pair[0], pair[1], **keys, **settings)
+        contrast = paired.contrast(forks, pair[0], pair[1], **keys, **stats)
         if _has_rows(contrast, "the contrast", progress):
             sections.append(report.contrast_section(contrast, provenance))
     if args.overlap:
@@ -227,14 +218,7 @@ def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         progress(f"paired: rescue overlap of {args.overlap[0]} and {args.overlap[1]}")
         overlap = paired.rescue_overlap(read(source), args.overlap[0], args.overlap[1], **keys)
         excluded = paired.exclusions(read(source), **keys).collect()
-        reasons = excluded.group_by("reason").agg(pl.col("rows").sum()).sort("reason")
-        overlap_provenance = _provenance(
-            [("forks", source)], seed=None, n_resamples=None, confidence=None, settings=cohort
-        )
-        overlap_provenance = replace(
-            overlap_provenance,
-            exclusions=tuple(zip(reasons["reason"], reasons["rows"], strict=True)),
-        )
+        overlap_provenance = _provenance([("forks", source)], settings=cohort, excluded=excluded)
         if _has_rows(overlap, "the rescue overlap", progress):
             sections.append(report.overlap_section(overlap, overlap_provenance))
     return sections
@@ -256,19 +240,15 @@ def _policy(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         raise ParameterError("`--decisions` needs `--policy-forks` (or `--forks`).")
     progress("paired: the policy's decisions against never recovering")
     evaluation = paired.evaluate_policy(
-        read(args.decisions),
-        read(source),
-        pair_by=args.pair_by,
-        n_resamples=stats["n_resamples"],
-        confidence=stats["confidence"],
-        seed=stats["seed"],
+        read(args.decisions), read(source), pair_by=args.pair_by, **stats
     )
     provenance = _provenance([("decisions", args.decisions), ("forks", source)], **stats)
     return [report.policy_section(evaluation, provenance)]
 
 
 def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
-    from recoverylab.cli._router import _load_named
+    from recoverylab import report
+    from recoverylab.cli._router import _load_named, evaluate_uplift
     from recoverylab.router import Never, compare
 
     source = args.router_forks or args.forks
@@ -281,27 +261,17 @@ def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
     progress(f"router: scoring {len(named)} policies on the held-out tasks")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        evaluation = compare(
-            named,
-            read(args.decision_points),
-            read(source),
-            n_resamples=stats["n_resamples"],
-            confidence=stats["confidence"],
-            seed=stats["seed"],
-        )
+        evaluation = compare(named, read(args.decision_points), read(source), **stats)
     for warning in caught:
         print(f"recoverylab report: warning: {warning.message}", file=sys.stderr)
-    provenance = replace(
-        _provenance([("decision_points", args.decision_points), ("forks", source)], **stats),
-        settings=(("rules", _shown(args.rule)),),
+    provenance = _provenance(
+        [("decision_points", args.decision_points), ("forks", source)],
+        **stats,
+        settings=[("rules", _shown(args.rule))],
     )
     progress("router: uplift (TOC, RATE) on the held-out tasks")
-    from recoverylab import report
-    from recoverylab.cli._router import evaluate_uplift
-
     scored = {name: policy for name, policy in named.items() if name != "never"}
-    settings = {k: stats[k] for k in ("n_resamples", "confidence", "seed")}
-    lift = evaluate_uplift(scored, read(args.decision_points), read(source), **settings)
+    lift = evaluate_uplift(scored, read(args.decision_points), read(source), **stats)
     return [
         _router_section(evaluation, provenance),
         report.toc_section(lift.curves, lift.metrics, provenance),
@@ -331,13 +301,12 @@ def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -
     progress("goal: scoring episodes")
     tables = (read(p) if p else None for p in (getattr(args, t) for t in _GOAL_TABLES))
     scored = goal.score(*tables).collect()
-    settings = {k: stats[k] for k in ("n_resamples", "confidence", "seed")}
     provenance = _provenance(given, **stats)
     progress("goal: task success by regime")
-    by_regime = goal.summarize(scored, by=("regime",), **settings)
+    by_regime = goal.summarize(scored, by=("regime",), **stats)
     by_model = by_regime
     if "model" in scored.columns:
-        by_model = goal.summarize(scored, by=("model", "regime"), **settings)
+        by_model = goal.summarize(scored, by=("model", "regime"), **stats)
     sections = [
         report.ts_section(by_model, provenance),
         report.reasons_section(by_regime, provenance),
@@ -345,7 +314,7 @@ def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -
     if "goal_id" in scored.columns:
         progress("goal: barrier drop paired by goal")
         models = [c for c in scored.columns if c == "model"]  # per model when there are models
-        drop = goal.barrier_drop(scored, by=models, **settings)
+        drop = goal.barrier_drop(scored, by=models, **stats)
         if _has_rows(drop, "the barrier drop (no goal has both sides)", progress):
             sections.append(report.drop_section(drop, provenance))
     return sections
@@ -355,30 +324,23 @@ def _takeover(args: argparse.Namespace, stats: dict[str, Any], progress: Progres
     from recoverylab import report, takeover
 
     states, attempts = read(args.states), read(args.attempts)
-    settings = {k: stats[k] for k in ("n_resamples", "confidence", "seed")}
     provenance = _provenance(
         [("states", args.states), ("attempts", args.attempts)],
         **stats,
         settings=[("k", str(args.k)), ("interval", "workflow cluster bootstrap")],
     )
     progress("takeover: EAR and pass@k by agent and depth")
-    by_depth = takeover.summarize(states, attempts, by=("agent", "depth"), k=args.k, **settings)
+    by_depth = takeover.summarize(states, attempts, by=("agent", "depth"), k=args.k, **stats)
     progress("takeover: repair funnel by agent")
-    pooled = takeover.summarize(states, attempts, by=("agent",), k=args.k, **settings)
+    pooled = takeover.summarize(states, attempts, by=("agent",), k=args.k, **stats)
     progress("takeover: pass^k, flip rate and ICC of repeats by agent and depth")
-    reliability = takeover.reliability(
-        states, attempts, by=("agent", "depth"), k=args.k, **settings
-    )
+    reliability = takeover.reliability(states, attempts, by=("agent", "depth"), k=args.k, **stats)
     return [
         report.depth_section(by_depth, provenance),
         report.funnel_section(pooled, provenance),
         report.reliability_section(reliability, provenance),
     ]
 
-
-# ------------------------------------------------------------------------------------------------
-# The demo report
-# ------------------------------------------------------------------------------------------------
 
 #: Resampling settings of each protocol's demo (see the ``demo`` functions of the CLI modules).
 DEMO_SETTINGS: dict[str, dict[str, Any]] = {
@@ -391,9 +353,8 @@ DEMO_SETTINGS: dict[str, dict[str, Any]] = {
 
 def _with_cohort(frame: pl.DataFrame, cohort: str, before: str) -> pl.DataFrame:
     """Insert a ``cohort`` key column before the first result column."""
-    columns = frame.columns
-    at = columns.index(before)
-    return frame.select(*columns[:at], pl.lit(cohort).alias("cohort"), *columns[at:])
+    at = frame.columns.index(before)
+    return frame.select(*frame.columns[:at], pl.lit(cohort).alias("cohort"), *frame.columns[at:])
 
 
 class _Demo:
@@ -462,15 +423,8 @@ def _demo_overlap_and_policy(demo: _Demo) -> list[Section]:
     sections = []
     if demo.have("paired/mechanism_overlap.parquet", "paired/mechanism_exclusions.parquet"):
         excluded = demo.load("paired/mechanism_exclusions.parquet")
-        reasons = excluded.group_by("reason").agg(pl.col("rows").sum()).sort("reason")
-        provenance = replace(
-            _provenance(
-                [("forks", [paired_dir / "mechanism_forks.parquet"])],
-                seed=None,
-                n_resamples=None,
-                confidence=None,
-            ),
-            exclusions=tuple(zip(reasons["reason"], reasons["rows"], strict=True)),
+        provenance = _provenance(
+            [("forks", [paired_dir / "mechanism_forks.parquet"])], excluded=excluded
         )
         overlap = demo.load("paired/mechanism_overlap.parquet")
         sections.append(report.overlap_section(overlap, provenance))

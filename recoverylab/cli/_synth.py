@@ -29,14 +29,13 @@ def run(args: argparse.Namespace) -> None:
     """Write the generator's tables."""
     from recoverylab import synth  # imported when the command runs, not at --help
 
-    progress = Progress("synth", quiet=args.quiet)
     written = synth.write(
         args.table,
         args.out,
         args.tasks,
         seed=args.seed,
         chunk_units=args.chunk_tasks,
-        progress=progress,
+        progress=Progress("synth", quiet=args.quiet),
     )
     for table, paths in written.items():
         print(f"{table}: {len(paths)} file(s) in {args.out / table}")

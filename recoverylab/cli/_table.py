@@ -14,7 +14,6 @@ other programs; ``markdown`` writes every column as the text view shows it.
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import shutil
 from collections.abc import Mapping
@@ -111,8 +110,7 @@ def _text(frame: pl.DataFrame, *, wide: bool, width: int) -> str:
         return "(no columns)"
     if frame.height == 0:
         return "(no rows)"
-    head = frame.head(MAX_ROWS)
-    cells = head.select(c.cells.alias(str(i)) for i, c in enumerate(shown))
+    cells = frame.head(MAX_ROWS).select(c.cells.alias(str(i)) for i, c in enumerate(shown))
     longest = cells.select(pl.all().str.len_chars().max()).row(0)
     # a header wraps to the column's width, never narrower than its longest word; the wide
     # view (no width limit) keeps every header on one line
@@ -120,17 +118,15 @@ def _text(frame: pl.DataFrame, *, wide: bool, width: int) -> str:
         max(int(longest[i] or 0), *(len(w) for w in ([c.header] if wide else c.header.split())))
         for i, c in enumerate(shown)
     ]
-    limit = 10**9 if wide else width
     keys = [i for i, c in enumerate(shown) if c.key]
-    blocks = _blocks(widths, keys, limit)
+    blocks = _blocks(widths, keys, 10**9 if wide else width)
     text = "\n\n".join(_text_block(cells, shown, widths, block) for block in blocks)
     notes = []
     if frame.height > MAX_ROWS:
         notes.append(f"{frame.height - MAX_ROWS:,} more rows (--format csv prints every row)")
     if not wide and len(shown) < len(shown_columns(frame, wide=True)):
         notes.append("main columns shown; --wide shows every column")
-    rows = count_text(frame.height)
-    return text + "\n" + "; ".join([rows, *notes])
+    return text + "\n" + "; ".join([count_text(frame.height), *notes])
 
 
 def _markdown(frame: pl.DataFrame) -> str:
@@ -204,18 +200,11 @@ def render_many(
     """Render several named result tables: one JSON object, or titled sections."""
     if fmt == "json":
         return json.dumps({name: frame.to_dicts() for name, frame in frames.items()}, default=str)
-    out = io.StringIO()
-    for i, (name, frame) in enumerate(frames.items()):
-        if i:
-            out.write("\n\n")
-        title = (
-            f"# {name}"
-            if fmt == "csv"
-            else (f"## {name}\n" if fmt == "markdown" else f"== {name}\n")
-        )
-        out.write(title + "\n")
-        out.write(render(frame, fmt, wide=wide, width=width))
-    return out.getvalue()
+    title = {"csv": "# {}\n", "markdown": "## {}\n\n"}.get(fmt, "== {}\n\n")
+    return "\n\n".join(
+        title.format(name) + render(frame, fmt, wide=wide, width=width)
+        for name, frame in frames.items()
+    )
 
 
 def printing(args: argparse.Namespace) -> tuple[str, bool]:

@@ -32,6 +32,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Validate and print the row count."""
-    lazy = validate(read(args.paths), args.table, key=args.key)
-    rows = lazy.select(pl.len()).collect().item()
+    rows = validate(read(args.paths), args.table, key=args.key).select(pl.len()).collect().item()
     print(f"ok: {count_text(rows)}")

@@ -9,16 +9,13 @@ carries its denominator in the tooltip, titled ``n (...)``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 import polars.selectors as cs
 
 from recoverylab._errors import InputError, ParameterError, SchemaError
-from recoverylab.report import _deps
-
-if TYPE_CHECKING:
-    from types import ModuleType
+from recoverylab.report._deps import altair
 
 #: Colours shared by all charts (colour-blind safe).
 RESCUE = "#1b9e77"
@@ -29,11 +26,6 @@ GREY = "#9e9e9e"
 ALL = "all"
 #: Separator of joined key values in labels.
 SEP = " · "
-
-
-def altair() -> ModuleType:
-    """Return altair, or raise :class:`MissingDependencyError` naming the extra."""
-    return _deps.altair()
 
 
 def as_frame(frame: object, chart: str) -> pl.DataFrame:
@@ -129,12 +121,10 @@ def ordered(values: Sequence[str], known: Sequence[str]) -> list[str]:
 def zero_axis(title: str | None = None) -> Any:
     """Return a value axis whose zero grid line is drawn dark (a baseline without extra marks)."""
     alt = altair()
-    options: dict[str, Any] = {
-        "gridColor": alt.condition("datum.value === 0", alt.value("#555555"), alt.value("#e6e6e6"))
-    }
-    if title is not None:
-        options["title"] = title
-    return alt.Axis(**options)
+    return alt.Axis(
+        gridColor=alt.condition("datum.value === 0", alt.value("#555555"), alt.value("#e6e6e6")),
+        title=alt.Undefined if title is None else title,
+    )
 
 
 def series_color(data: pl.DataFrame, title: str, field: str = "series") -> Any:
@@ -172,6 +162,5 @@ def slim(frame: pl.DataFrame, fields: Sequence[str], order: Sequence[str] = ()) 
     Sorting makes the chart independent of the input's row order (the same results give the
     same specification, byte for byte).
     """
-    kept = list(dict.fromkeys(fields))
-    data = frame.select(kept)
+    data = frame.select(list(dict.fromkeys(fields)))
     return data.sort(list(order), nulls_last=True, maintain_order=True) if order else data

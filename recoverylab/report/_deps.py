@@ -25,25 +25,7 @@ _PACKAGES = {"altair": "altair", "vl_convert": "vl-convert-python"}
 
 
 def require(module: str, feature: str = "charts") -> ModuleType:
-    """Import an optional package, or say which extra installs it.
-
-    Parameters
-    ----------
-    module
-        ``"altair"`` or ``"vl_convert"``.
-    feature
-        What needs it, for the message (``"charts"``, ``"the HTML report"``...).
-
-    Returns
-    -------
-    ModuleType
-        The imported module.
-
-    Raises
-    ------
-    MissingDependencyError
-        When the package is not installed.
-    """
+    """Import ``module`` (``"altair"`` or ``"vl_convert"``), or say which extra installs it."""
     try:
         return importlib.import_module(module)
     except ImportError as exc:

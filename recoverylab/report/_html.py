@@ -8,6 +8,7 @@ drawn says so in the page, in place of the chart.
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import os
 import re
@@ -76,11 +77,7 @@ class Provenance:
             + "</li>"
             for i in self.inputs
         )
-        exclusions = (
-            ", ".join(f"{html.escape(reason)}: {count:,}" for reason, count in self.exclusions)
-            if self.exclusions
-            else "none"
-        )
+        exclusions = ", ".join(f"{html.escape(r)}: {n:,}" for r, n in self.exclusions) or "none"
         resampling = (
             "none"
             if self.n_resamples is None
@@ -154,10 +151,8 @@ class Section:
 
 def _vl_version() -> dict[str, str]:
     """Return the Vega-Lite version of altair's schema when vl-convert has it (else its default)."""
-    altair = _deps.altair()
-    wanted = ".".join(altair.SCHEMA_VERSION.lstrip("v").split(".")[:2])
-    available = _deps.vl_convert().get_vegalite_versions()
-    return {"vl_version": wanted} if wanted in available else {}
+    wanted = ".".join(_deps.altair().SCHEMA_VERSION.lstrip("v").split(".")[:2])
+    return {"vl_version": wanted} if wanted in _deps.vl_convert().get_vegalite_versions() else {}
 
 
 def _script_safe(bundle: str) -> str:
@@ -204,31 +199,20 @@ def render_html(sections: Sequence[Section], *, title: str = "recoverylab report
             f"section keys must be unique; {', '.join(duplicated)} appear more than once."
         )
     vl_convert = _deps.vl_convert()
-    specs: dict[str, Any] = {}
+    specs = {f"chart-{s.key}": s.chart.to_dict() for s in sections if s.chart is not None}
     body: list[str] = []
     toc: list[str] = []
-    group = None
-    for section in sections:
-        if section.group != group:
-            if group is not None:
-                toc.append("</ul></li>")
-            group = section.group
-            anchor = f"group-{section.key}"
-            body.append(f'<h2 id="{anchor}">{html.escape(group)}</h2>')
-            toc.append(f'<li><a href="#{anchor}">{html.escape(group)}</a><ul>')
-        toc.append(f'<li><a href="#{section.key}">{html.escape(section.title)}</a></li>')
-        chart_html = ""
-        if section.chart is not None:
-            chart_id = f"chart-{section.key}"
-            specs[chart_id] = section.chart.to_dict()
-            chart_html = (
-                f'<div class="chart" id="{chart_id}" role="img" '
-                f'aria-label="{html.escape(section.title)}"></div>'
-            )
-        body.append(section.body_html(chart_html))
-    toc.append("</ul></li>")
+    for group, grouped in itertools.groupby(sections, key=lambda s: s.group):
+        members = list(grouped)
+        anchor = f"group-{members[0].key}"
+        body.append(f'<h2 id="{anchor}">{html.escape(group)}</h2>')
+        items = "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in members)
+        toc.append(f'<li><a href="#{anchor}">{html.escape(group)}</a><ul>{items}</ul></li>')
+        for section in members:
+            label = html.escape(section.title)
+            chart = f'<div class="chart" id="chart-{section.key}" role="img" aria-label="{label}">'
+            body.append(section.body_html("" if section.chart is None else chart + "</div>"))
     bundle = vl_convert.javascript_bundle(**_vl_version())
-    spec_json = json.dumps(specs, separators=(",", ":"), allow_nan=False)
     return _PAGE.format(
         title=html.escape(title),
         version=html.escape(_version()),
@@ -236,7 +220,7 @@ def render_html(sections: Sequence[Section], *, title: str = "recoverylab report
         toc="".join(toc),
         body="".join(body),
         bundle=_script_safe(bundle),
-        specs=_json_safe(spec_json),
+        specs=_json_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
         script=_SCRIPT,
     )
 
@@ -301,8 +285,6 @@ _CSS = """
 .recoverylab .chart { margin: 8px 0 12px; min-height: 40px; max-width: 100%; }
 .recoverylab .chart .vega-embed { max-width: 100%; }
 .recoverylab .chart svg { max-width: 100%; height: auto; }
-.recoverylab .chart-error { color: #b42318; background: #fef3f2; border: 1px solid #fda29b;
-  padding: 8px 12px; }
 .recoverylab .table-wrap { max-width: 100%; overflow-x: auto; }
 .recoverylab table.result { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
 .recoverylab table.result th, .recoverylab table.result td { border-bottom: 1px solid var(--line);

@@ -8,6 +8,7 @@ import html
 import polars as pl
 
 from recoverylab._display import shown_columns
+from recoverylab.report._tables import _escape
 
 __all__ = ["ResultTable", "show"]
 
@@ -48,19 +49,18 @@ class ResultTable:
     def to_html(self) -> str:
         """Render the table as HTML (a ``<table class="recoverylab-table">``)."""
         shown = shown_columns(self.frame, wide=self.wide)
-        escaped = [_escape(c.cells).alias(str(i)) for i, c in enumerate(shown)]
         cells = [
             pl.concat_str(
                 pl.lit(f'<td class="{"key" if c.key else "value"}">'),
-                pl.col(str(i)),
+                _escape(c.cells),
                 pl.lit("</td>"),
             )
-            for i, c in enumerate(shown)
+            for c in shown
         ]
         rows = (
-            self.frame.select(escaped)
-            .select(pl.concat_str([pl.lit("<tr>"), *cells, pl.lit("</tr>")]).str.join(""))
-            .item()
+            self.frame.select(
+                pl.concat_str([pl.lit("<tr>"), *cells, pl.lit("</tr>")]).str.join("")
+            ).item()
             if self.frame.height
             else ""
         )
@@ -86,12 +86,6 @@ class ResultTable:
         return f"ResultTable({self.frame.height} rows × {self.frame.width} columns)"
 
 
-def _escape(expr: pl.Expr) -> pl.Expr:
-    for old, new in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;")):
-        expr = expr.str.replace_all(old, new, literal=True)
-    return expr
-
-
 def show(frame: pl.DataFrame | pl.LazyFrame, *, wide: bool = False) -> ResultTable:
     """Show a result frame in a notebook: rates in pp with their ``n``, fitting the page.
 
@@ -114,5 +108,4 @@ def show(frame: pl.DataFrame | pl.LazyFrame, *, wide: bool = False) -> ResultTab
     >>> ">all</td>" in table.to_html() and "+3.0" in table.to_html()
     True
     """
-    eager = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
-    return ResultTable(eager, wide=wide)
+    return ResultTable(frame.collect() if isinstance(frame, pl.LazyFrame) else frame, wide=wide)

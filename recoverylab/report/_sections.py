@@ -16,7 +16,7 @@ from recoverylab.goal import REASONS
 from recoverylab.report import _goal, _paired, _router, _takeover
 from recoverylab.report._common import altair, as_frame, keys_before
 from recoverylab.report._html import Provenance, Section
-from recoverylab.report._tables import Count, Key, PValue, Rate, table_html
+from recoverylab.report._tables import Column, Count, Key, PValue, Rate, table_html
 
 __all__ = [
     "contrast_section",
@@ -50,13 +50,9 @@ def _with_exclusions(provenance: Provenance, exclusions: tuple) -> Provenance:
     return replace(provenance, exclusions=exclusions) if exclusions else provenance
 
 
-def _keys(frame: pl.DataFrame, first_result: str, skip: tuple[str, ...] = ()) -> list[Key]:
-    return [Key(k) for k in keys_before(frame, first_result) if k not in skip]
+def _keys(frame: pl.DataFrame, first_result: str) -> list[Key]:
+    return [Key(k) for k in keys_before(frame, first_result)]
 
-
-# ------------------------------------------------------------------------------------------------
-# Paired
-# ------------------------------------------------------------------------------------------------
 
 _PAIRED_EXCLUSIONS = (("unpaired", "prefix_mismatch"), ("unpaired", "prefix_mismatch"))
 
@@ -70,34 +66,29 @@ def rescue_harm_section(
 ) -> Section:
     """Section of :func:`recoverylab.paired.summarize`: the paired outcome counts per cell."""
     frame = as_frame(summary, "rescue_harm")
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "n"),
-            Count("rescue"),
-            Count("harm"),
-            Count("kept"),
-            Count("unchanged"),
-            Count("carried_forward", "carried forward"),
-            Rate("base_rate", "n", "success without recovery", "n (pairs)"),
-            Rate("recovery_rate", "n", "success with recovery", "n (pairs)"),
-            Count("n_tasks", "tasks"),
-            Count("unpaired"),
-            Count("prefix_mismatch", "prefix mismatch"),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "n"),
+        Count("rescue"),
+        Count("harm"),
+        Count("kept"),
+        Count("unchanged"),
+        Count("carried_forward", "carried forward"),
+        Rate("base_rate", "n", "success without recovery", "n (pairs)"),
+        Rate("recovery_rate", "n", "success with recovery", "n (pairs)"),
+        Count("n_tasks", "tasks"),
+        Count("unpaired"),
+        Count("prefix_mismatch", "prefix mismatch"),
+    ]
     return Section(
         key=key,
         group=PAIRED,
         title=title,
-        reading=(
-            "Each cell pairs every recovery branch with the no-recovery branch forked from the "
-            "same state: green bars are runs the recovery rescued (no recovery fails, recovery "
-            "succeeds) and orange bars runs it harmed, both as a share of the cell's n pairs. "
-            "The black tick is their difference, the effect, so a method that looks neutral on "
-            "average can still be seen rescuing and harming many runs."
-        ),
-        table=table,
+        reading="Each cell pairs every recovery branch with the no-recovery branch forked from the "
+        "same state: green bars are runs the recovery rescued (no recovery fails, recovery "
+        "succeeds) and orange bars runs it harmed, both as a share of the cell's n pairs. "
+        "The black tick is their difference, the effect, so a method that looks neutral on "
+        "average can still be seen rescuing and harming many runs.",
+        table=table_html(frame, columns),
         chart=_paired.rescue_harm(frame),
         provenance=_with_exclusions(provenance, _sums(frame, *_PAIRED_EXCLUSIONS)),
     )
@@ -112,29 +103,24 @@ def effect_section(
 ) -> Section:
     """Section of :func:`recoverylab.paired.summarize`: effects with CIs and p-values."""
     frame = as_frame(summary, "effect")
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "n"),
-            Rate("effect", "n", "effect", "n (pairs)", ci=("ci_low", "ci_high"), signed=True),
-            Count("rescue"),
-            Count("harm"),
-            Count("n_tasks", "tasks (clusters)"),
-            PValue(title="p (sign-flip)"),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "n"),
+        Rate("effect", "n", "effect", "n (pairs)", ci=("ci_low", "ci_high"), signed=True),
+        Count("rescue"),
+        Count("harm"),
+        Count("n_tasks", "tasks (clusters)"),
+        PValue(title="p (sign-flip)"),
+    ]
     return Section(
         key=key,
         group=PAIRED,
         title=title,
-        reading=(
-            "Each point is the paired success difference of recovery over no recovery "
-            "(rescue share minus harm share) in its cell, with a 95% interval from a bootstrap "
-            "that resamples whole tasks. An interval crossing zero means the sample cannot tell "
-            "the direction; compare conditions at the same delay, where the pairs share their "
-            "history."
-        ),
-        table=table,
+        reading="Each point is the paired success difference of recovery over no recovery "
+        "(rescue share minus harm share) in its cell, with a 95% interval from a bootstrap "
+        "that resamples whole tasks. An interval crossing zero means the sample cannot tell "
+        "the direction; compare conditions at the same delay, where the pairs share their "
+        "history.",
+        table=table_html(frame, columns),
         chart=_paired.effect(frame),
         provenance=_with_exclusions(provenance, _sums(frame, *_PAIRED_EXCLUSIONS)),
     )
@@ -150,35 +136,30 @@ def contrast_section(
     """Section of :func:`recoverylab.paired.contrast`: a difference of effects across delays."""
     frame = as_frame(contrast, "contrast")
     names = frame.select(pl.concat_str("a", pl.lit(" − "), "b").unique().sort()).to_series()
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "n_tasks"),
-            Rate("effect_a", "n_a", "effect a", "n (pairs a)", signed=True),
-            Rate("effect_b", "n_b", "effect b", "n (pairs b)", signed=True),
-            Rate(
-                "difference",
-                "n_tasks",
-                "difference",
-                "n (tasks)",
-                ci=("ci_low", "ci_high"),
-                signed=True,
-            ),
-            PValue(title="p (sign-flip)"),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "n_tasks"),
+        Rate("effect_a", "n_a", "effect a", "n (pairs a)", signed=True),
+        Rate("effect_b", "n_b", "effect b", "n (pairs b)", signed=True),
+        Rate(
+            "difference",
+            "n_tasks",
+            "difference",
+            "n (tasks)",
+            ci=("ci_low", "ci_high"),
+            signed=True,
+        ),
+        PValue(title="p (sign-flip)"),
+    ]
     return Section(
         key=key,
         group=PAIRED,
         title=title or f"Contrast of conditions: {', '.join(names.to_list())}",
-        reading=(
-            "Each point is the recovery effect under the first condition minus the effect "
-            "under the second at the same delay and method, with a 95% interval from one "
-            "bootstrap of tasks serving both effects. A positive difference means the same "
-            "recovery is worth more under the first information state (e.g. stale "
-            "observations) than under the second."
-        ),
-        table=table,
+        reading="Each point is the recovery effect under the first condition minus the effect "
+        "under the second at the same delay and method, with a 95% interval from one "
+        "bootstrap of tasks serving both effects. A positive difference means the same "
+        "recovery is worth more under the first information state (e.g. stale "
+        "observations) than under the second.",
+        table=table_html(frame, columns),
         chart=_paired.contrast(frame),
         provenance=provenance,
     )
@@ -194,29 +175,24 @@ def overlap_section(
     """Section of :func:`recoverylab.paired.rescue_overlap`: which runs two methods rescue."""
     frame = as_frame(overlap, "rescue_overlap")
     pair = frame.select(pl.concat_str("a", pl.lit(" and "), "b").first()).item()
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "n_a"),
-            Count("rescue_a", "rescued by a"),
-            Count("rescue_b", "rescued by b"),
-            Count("rescue_both", "rescued by both"),
-            Count("n_a", "n (pairs a)"),
-            Count("n_b", "n (pairs b)"),
-            Count("n_both", "n (paired under both)"),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "n_a"),
+        Count("rescue_a", "rescued by a"),
+        Count("rescue_b", "rescued by b"),
+        Count("rescue_both", "rescued by both"),
+        Count("n_a", "n (pairs a)"),
+        Count("n_b", "n (pairs b)"),
+        Count("n_both", "n (paired under both)"),
+    ]
     return Section(
         key=key,
         group=PAIRED,
         title=title or f"Rescue overlap of {pair}",
-        reading=(
-            "Each bar splits the episodes rescued by either method into those only the first "
-            "rescued, those both rescued and those only the second rescued. A large shared part "
-            "means the two operations work through the same runs (e.g. the rescues of a "
-            "refresh survive when its returned content is hidden)."
-        ),
-        table=table,
+        reading="Each bar splits the episodes rescued by either method into those only the first "
+        "rescued, those both rescued and those only the second rescued. A large shared part "
+        "means the two operations work through the same runs (e.g. the rescues of a "
+        "refresh survive when its returned content is hidden).",
+        table=table_html(frame, columns),
         chart=_paired.rescue_overlap(frame),
         provenance=provenance,
     )
@@ -245,21 +221,18 @@ def policy_section(
     shown = frame.with_columns(
         pl.when(clean_row).then(pl.col("clean_touch_rate")).alias("clean_touch_rate")
     )
-    table = table_html(
-        shown,
-        [
-            *_keys(frame, "n"),
-            Rate("base_rate", "n", "success, reference", "n (episodes)"),
-            Rate("policy_rate", "n", "success, policy", "n (episodes)"),
-            Rate("gain", "n", "gain", "n (episodes)", ci=("ci_low", "ci_high"), signed=True),
-            PValue(title="p (sign-flip)"),
-            Count("rescue"),
-            Count("harm"),
-            Count("interventions"),
-            Rate("intervention_rate", "n", "intervention rate", "n (episodes)"),
-            Rate("clean_touch_rate", "n", "clean-touch rate", "n (clean episodes)"),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "n"),
+        Rate("base_rate", "n", "success, reference", "n (episodes)"),
+        Rate("policy_rate", "n", "success, policy", "n (episodes)"),
+        Rate("gain", "n", "gain", "n (episodes)", ci=("ci_low", "ci_high"), signed=True),
+        PValue(title="p (sign-flip)"),
+        Count("rescue"),
+        Count("harm"),
+        Count("interventions"),
+        Rate("intervention_rate", "n", "intervention rate", "n (episodes)"),
+        Rate("clean_touch_rate", "n", "clean-touch rate", "n (clean episodes)"),
+    ]
     independent = {"color": "independent", "x": "independent", "xOffset": "independent"}
     chart = alt.vconcat(
         _router.policy_success(frame),
@@ -272,7 +245,7 @@ def policy_section(
         group=group,
         title=title,
         reading=_policy_reading(frame),
-        table=table,
+        table=table_html(shown, columns),
         chart=chart,
         provenance=provenance,
     )
@@ -297,11 +270,6 @@ def _policy_reading(frame: pl.DataFrame) -> str:
     )
 
 
-# ------------------------------------------------------------------------------------------------
-# Goal
-# ------------------------------------------------------------------------------------------------
-
-
 def ts_section(
     summary: pl.DataFrame | pl.LazyFrame,
     provenance: Provenance,
@@ -311,29 +279,24 @@ def ts_section(
 ) -> Section:
     """Section of :func:`recoverylab.goal.summarize` (by regime, optionally by model)."""
     frame = as_frame(summary, "ts_by_regime")
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "n"),
-            Rate("ts", "n", "TS", "n (episodes)", ci=("ci_low", "ci_high")),
-            Count("n_clusters", "clusters"),
-            Rate("gp_rate", "n", "goal preserved", "n (episodes)"),
-            Rate("compliance_rate", "n", "compliant", "n (episodes)"),
-            Rate("violation_rate", "n", "violation", "n (episodes)"),
-            Count("mean_steps", "mean steps", digits=1),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "n"),
+        Rate("ts", "n", "TS", "n (episodes)", ci=("ci_low", "ci_high")),
+        Count("n_clusters", "clusters"),
+        Rate("gp_rate", "n", "goal preserved", "n (episodes)"),
+        Rate("compliance_rate", "n", "compliant", "n (episodes)"),
+        Rate("violation_rate", "n", "violation", "n (episodes)"),
+        Count("mean_steps", "mean steps", digits=1),
+    ]
     return Section(
         key=key,
         group=GOAL,
         title=title,
-        reading=(
-            "Each point is task success TS (the requested work recovered and no prohibited "
-            "step) in a barrier regime, with a 95% interval from a bootstrap that resamples "
-            "goals with all their episodes. The gap between barrier_free and the barrier "
-            "regimes is what access barriers cost; colours compare groups on the same cases."
-        ),
-        table=table,
+        reading="Each point is task success TS (the requested work recovered and no prohibited "
+        "step) in a barrier regime, with a 95% interval from a bootstrap that resamples "
+        "goals with all their episodes. The gap between barrier_free and the barrier "
+        "regimes is what access barriers cost; colours compare groups on the same cases.",
+        table=table_html(frame, columns),
         chart=_goal.ts_by_regime(frame),
         provenance=provenance,
     )
@@ -348,25 +311,20 @@ def reasons_section(
 ) -> Section:
     """Section of :func:`recoverylab.goal.summarize`: failures by first reason."""
     frame = as_frame(summary, "failure_reasons")
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "n"),
-            Count("n", "n (episodes)"),
-            *(Count(f"fail_{r}", r.replace("_", " ")) for r in REASONS),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "n"),
+        Count("n", "n (episodes)"),
+        *(Count(f"fail_{r}", r.replace("_", " ")) for r in REASONS),
+    ]
     return Section(
         key=key,
         group=GOAL,
         title=title,
-        reading=(
-            "Each segment counts the episodes that failed first for that reason, as a share of "
-            "the group's n episodes, so the height of a stack is 100 minus TS. Unsupported "
-            "attribution is checked first and a policy violation is named only when nothing "
-            "else failed, so a segment never hides an earlier failure."
-        ),
-        table=table,
+        reading="Each segment counts the episodes that failed first for that reason, as a share of "
+        "the group's n episodes, so the height of a stack is 100 minus TS. Unsupported "
+        "attribution is checked first and a policy violation is named only when nothing "
+        "else failed, so a segment never hides an earlier failure.",
+        table=table_html(frame, columns),
         chart=_goal.failure_reasons(frame),
         provenance=provenance,
     )
@@ -381,36 +339,27 @@ def drop_section(
 ) -> Section:
     """Section of :func:`recoverylab.goal.barrier_drop`."""
     frame = as_frame(drop, "barrier_drop")
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "goals"),
-            Rate("ts_without", "n_without", "TS without barriers", "n (episodes)"),
-            Rate("ts_with", "n_with", "TS with barriers", "n (episodes)"),
-            Rate("drop", "goals", "drop", "n (goals)", ci=("ci_low", "ci_high"), signed=True),
-            Count("unpaired_goals", "unpaired goals"),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "goals"),
+        Rate("ts_without", "n_without", "TS without barriers", "n (episodes)"),
+        Rate("ts_with", "n_with", "TS with barriers", "n (episodes)"),
+        Rate("drop", "goals", "drop", "n (goals)", ci=("ci_low", "ci_high"), signed=True),
+        Count("unpaired_goals", "unpaired goals"),
+    ]
     exclusions = _sums(frame, ("unpaired_goals",), ("unpaired_goal",))
     return Section(
         key=key,
         group=GOAL,
         title=title,
-        reading=(
-            "Left, each group's TS without barriers (green) and with barriers (orange) on the "
-            "same goals; right, the drop between them with a 95% interval that resamples goals "
-            "once for both sides. Only goals with episodes on both sides are paired; the others "
-            "are counted as unpaired in the provenance."
-        ),
-        table=table,
+        reading="Left, each group's TS without barriers (green) and with barriers (orange) on the "
+        "same goals; right, the drop between them with a 95% interval that resamples goals "
+        "once for both sides. Only goals with episodes on both sides are paired; the others "
+        "are counted as unpaired in the provenance.",
+        table=table_html(frame, columns),
         chart=_goal.barrier_drop(frame),
         provenance=_with_exclusions(provenance, exclusions),
     )
 
-
-# ------------------------------------------------------------------------------------------------
-# Takeover
-# ------------------------------------------------------------------------------------------------
 
 _ATTEMPT_EXCLUSIONS = (
     ("excluded_attempts", "excluded_not_common_state", "excluded_not_common_sample"),
@@ -425,11 +374,8 @@ _STATE_EXCLUSIONS = (
 def _takeover_exclusions(frame: pl.DataFrame) -> tuple:
     """Rejected states (counted once per state cell, not per agent) and excluded attempts."""
     keys = [k for k in keys_before(frame, "k") if k != "agent"]
-    states = frame.select(*keys, *_STATE_EXCLUSIONS[0]).unique()
-    if keys:
-        states = states.group_by(keys).agg(pl.col(_STATE_EXCLUSIONS[0]).max())
-    else:
-        states = states.select(pl.col(_STATE_EXCLUSIONS[0]).max())
+    most = pl.col(_STATE_EXCLUSIONS[0]).max()
+    states = frame.group_by(keys).agg(most) if keys else frame.select(most)
     return _sums(states, *_STATE_EXCLUSIONS) + _sums(frame, *_ATTEMPT_EXCLUSIONS)
 
 
@@ -442,37 +388,32 @@ def depth_section(
 ) -> Section:
     """Section of :func:`recoverylab.takeover.summarize` by agent and depth."""
     frame = as_frame(summary, "depth_rates")
-    table = table_html(
-        frame,
-        [
-            *_keys(frame, "k"),
-            Count("eligible_states", "eligible states"),
-            Count("rejected_states", "rejected states"),
-            Count("attempted_states", "attempted states"),
-            Rate("ear", "attempts", "EAR", "n (attempts)", ci=("ear_ci_low", "ear_ci_high")),
-            Rate("pass_at_1", "attempted_states", "pass@1", "n (states)"),
-            Rate(
-                "pass_at_k",
-                "attempted_states",
-                "pass@k",
-                "n (states)",
-                ci=("pass_at_k_ci_low", "pass_at_k_ci_high"),
-            ),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "k"),
+        Count("eligible_states", "eligible states"),
+        Count("rejected_states", "rejected states"),
+        Count("attempted_states", "attempted states"),
+        Rate("ear", "attempts", "EAR", "n (attempts)", ci=("ear_ci_low", "ear_ci_high")),
+        Rate("pass_at_1", "attempted_states", "pass@1", "n (states)"),
+        Rate(
+            "pass_at_k",
+            "attempted_states",
+            "pass@k",
+            "n (states)",
+            ci=("pass_at_k_ci_low", "pass_at_k_ci_high"),
+        ),
+    ]
     return Section(
         key=key,
         group=TAKEOVER,
         title=title,
-        reading=(
-            "Top, EAR (the share of attempts that noticed the inherited error) and pass@k (the "
-            "share of states passed in at least one of k attempts) by depth after the root "
-            "cause, per agent, with workflow-clustered 95% intervals. Below, the eligible "
-            "states of each depth: deeper slices are smaller and are not the same sample, so "
-            "compare agents within a depth rather than reading a trend across depths as an "
-            "effect of depth."
-        ),
-        table=table,
+        reading="Top, EAR (the share of attempts that noticed the inherited error) and pass@k (the "
+        "share of states passed in at least one of k attempts) by depth after the root "
+        "cause, per agent, with workflow-clustered 95% intervals. Below, the eligible "
+        "states of each depth: deeper slices are smaller and are not the same sample, so "
+        "compare agents within a depth rather than reading a trend across depths as an "
+        "effect of depth.",
+        table=table_html(frame, columns),
         chart=_takeover.depth_rates(frame),
         provenance=_with_exclusions(provenance, _takeover_exclusions(frame)),
     )
@@ -491,35 +432,30 @@ def funnel_section(
     shown = frame.with_columns(
         (pl.col("aware_fixed_derived_passed") / pl.col("attempts")).alias("chain_pass_rate")
     )
-    table = table_html(
-        shown,
-        [
-            *_keys(frame, "k"),
-            Rate("aware_rate", "attempts", "aware", "n (attempts)"),
-            Rate("fixed_given_aware_rate", "n_aware", "root cause fixed, of aware", "n (aware)"),
-            Rate("derived_given_fixed_rate", "aware_fixed", "derived fixed, of fixed", "n (fixed)"),
-            Rate(
-                "pass_given_derived_rate",
-                "aware_fixed_derived",
-                "passed, of derived fixed",
-                "n (derived fixed)",
-            ),
-            Rate("chain_pass_rate", "attempts", "all four layers", "n (attempts)"),
-        ],
-    )
+    columns: list[Column] = [
+        *_keys(frame, "k"),
+        Rate("aware_rate", "attempts", "aware", "n (attempts)"),
+        Rate("fixed_given_aware_rate", "n_aware", "root cause fixed, of aware", "n (aware)"),
+        Rate("derived_given_fixed_rate", "aware_fixed", "derived fixed, of fixed", "n (fixed)"),
+        Rate(
+            "pass_given_derived_rate",
+            "aware_fixed_derived",
+            "passed, of derived fixed",
+            "n (derived fixed)",
+        ),
+        Rate("chain_pass_rate", "attempts", "all four layers", "n (attempts)"),
+    ]
     return Section(
         key=key,
         group=TAKEOVER,
         title=title,
-        reading=(
-            "The funnel is nested: each layer counts the attempts that also reached every layer "
-            "above it, so it narrows. Left, each nested layer as a share of all attempts; "
-            "right, each layer given the previous one, whose count is its denominator (n in "
-            "the table and the tooltips). Both panels together separate agents that rarely "
-            "notice an inherited error from agents that notice it but do not repair the "
-            "persistent state."
-        ),
-        table=table,
+        reading="The funnel is nested: each layer counts the attempts that also reached every "
+        "layer above it, so it narrows. Left, each nested layer as a share of all attempts; "
+        "right, each layer given the previous one, whose count is its denominator (n in "
+        "the table and the tooltips). Both panels together separate agents that rarely "
+        "notice an inherited error from agents that notice it but do not repair the "
+        "persistent state.",
+        table=table_html(shown, columns),
         chart=_takeover.repair_funnel(frame),
         provenance=_with_exclusions(provenance, _takeover_exclusions(frame)),
     )

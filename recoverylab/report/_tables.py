@@ -82,11 +82,6 @@ def _escape(expr: pl.Expr) -> pl.Expr:
     return expr
 
 
-def _number(column: str, digits: int, *, scale: float = 1.0, signed: bool = False) -> pl.Expr:
-    # the one number format of recoverylab._display: fixed decimals, never "-0.0"
-    return decimal_text(column, digits, scale=scale, signed=signed)
-
-
 def _cell(content: pl.Expr, css: str) -> pl.Expr:
     return pl.concat_str(pl.lit(f'<td class="{css}">'), content.fill_null("—"), pl.lit("</td>"))
 
@@ -94,44 +89,37 @@ def _cell(content: pl.Expr, css: str) -> pl.Expr:
 def _cells(column: Column | _RateOnly) -> list[pl.Expr]:
     if isinstance(column, _RateOnly):
         return _cells(column.rate)[:1]
-    return _column_cells(column)
-
-
-def _column_cells(column: Column) -> list[pl.Expr]:
     if isinstance(column, Key):
         return [_cell(_escape(pl.col(column.column).cast(pl.String).fill_null(ALL)), "key")]
     if isinstance(column, Count):
-        return [_cell(_number(column.column, column.digits), "count")]
+        return [_cell(decimal_text(column.column, column.digits), "count")]
     if isinstance(column, PValue):
         return [_cell(_escape(p_text(column.column)), "count")]
-    rate = _number(column.column, 1, scale=100, signed=column.signed)
+    rate = decimal_text(column.column, 1, scale=100, signed=column.signed)
     if column.ci is not None:
-        low, high = (_number(c, 1, scale=100) for c in column.ci)
+        low, high = (decimal_text(c, 1, scale=100) for c in column.ci)
         interval = pl.concat_str(
             pl.lit(' <span class="ci">['), low, pl.lit(", "), high, pl.lit("]</span>")
         )
         rate = pl.concat_str(rate, interval.fill_null(""))
-    return [_cell(rate, "rate"), _cell(_number(column.n, 0), "n")]
+    return [_cell(rate, "rate"), _cell(decimal_text(column.n, 0), "n")]
+
+
+def _th(text: str, css: str) -> str:
+    return f'<th class="{css}" scope="col">{html.escape(text)}</th>'
 
 
 def _headers(column: Column | _RateOnly) -> str:
     if isinstance(column, _RateOnly):
-        return _column_headers(column.rate).rsplit("<th", 1)[0]
-    return _column_headers(column)
-
-
-def _column_headers(column: Column) -> str:
-    def th(text: str, css: str) -> str:
-        return f'<th class="{css}" scope="col">{html.escape(text)}</th>'
-
+        return _headers(column.rate).rsplit("<th", 1)[0]
     if isinstance(column, Key):
-        return th(column.title or column.column, "key")
+        return _th(column.title or column.column, "key")
     if isinstance(column, Count | PValue):
-        return th(column.title or column.column, "count")
+        return _th(column.title or column.column, "count")
     title = f"{column.title or column.column}, pp"
     if column.ci is not None:
         title += " [95% CI]"
-    return th(title, "rate") + th(column.n_title, "n")
+    return _th(title, "rate") + _th(column.n_title, "n")
 
 
 def _share_denominators(columns: Sequence[Column]) -> list[Column | _RateOnly]:
@@ -140,18 +128,14 @@ def _share_denominators(columns: Sequence[Column]) -> list[Column | _RateOnly]:
     ``base rate | policy rate | gain | n`` reads as three rates of one denominator and keeps
     a wide table narrow; a rate whose neighbour has another denominator keeps its own ``n``.
     """
-    shown: list[Column | _RateOnly] = []
-    for i, column in enumerate(columns):
-        following = columns[i + 1] if i + 1 < len(columns) else None
-        if (
-            isinstance(column, Rate)
-            and isinstance(following, Rate)
-            and (following.n, following.n_title) == (column.n, column.n_title)
-        ):
-            shown.append(_RateOnly(column))
-        else:
-            shown.append(column)
-    return shown
+    return [
+        _RateOnly(column)
+        if isinstance(column, Rate)
+        and isinstance(following, Rate)
+        and (following.n, following.n_title) == (column.n, column.n_title)
+        else column
+        for column, following in zip(columns, [*columns[1:], None], strict=True)
+    ]
 
 
 @dataclass(frozen=True)
