@@ -38,26 +38,13 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
     from pyspark.sql import DataFrame as SparkFrame
 
-__all__ = [
-    "EXTRA",
-    "Partials",
-    "SparkEngine",
-    "Table",
-    "as_spark",
-    "empty_like",
-    "is_session",
-    "mapped",
-    "require_pyspark",
-    "run",
-    "session",
-]
+__all__ = ["EXTRA", "SparkEngine", "is_session", "require_pyspark", "session"]
 
 #: The pip extra that installs the Spark engine.
 EXTRA = "recoverylab[spark]"
 
 #: A partial query: the partition's tables (name -> frame) to named partial frames.
 PartialQuery = Callable[[dict[str, pl.DataFrame]], dict[str, pl.DataFrame]]
-Contract = str | schema.TableSpec | None
 
 _KEY = "__key"
 _TAG = "__table"
@@ -99,22 +86,6 @@ def is_session(engine: object) -> bool:
     """Whether ``engine`` is a SparkSession (classic or Spark Connect), without importing it."""
     kind = type(engine)
     return kind.__name__ == "SparkSession" and kind.__module__.startswith("pyspark.")
-
-
-def _is_spark_frame(source: object) -> bool:
-    kind = type(source)
-    return kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql")
-
-
-def check_session(spark: object) -> SparkSession:
-    """Return ``spark`` if it is a SparkSession, else raise ParameterError."""
-    require_pyspark()
-    if not is_session(spark):
-        raise ParameterError(
-            f"parameter `spark` is {type(spark).__name__}; it must be a SparkSession. "
-            "Hint: recoverylab.distributed.session() starts a local one."
-        )
-    return spark  # type: ignore[return-value]
 
 
 def session(
@@ -189,29 +160,26 @@ def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
     SourceError
         When Spark cannot find or read a path.
     """
-    if _is_spark_frame(source):
+    kind = type(source)
+    if kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql"):
         return source  # type: ignore[return-value]
     paths = path_list(source)
-    if paths is not None:
-        formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths}
-        if len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
-            return _read(spark, paths, formats.pop(), name)
+    formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths or ()}
+    if paths is not None and len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
+        errors = importlib.import_module("pyspark.errors")
+        try:
+            if formats == {"csv"}:
+                return spark.read.csv(paths, header=True, inferSchema=True)
+            if formats == {"ndjson"}:
+                return spark.read.json(paths)
+            return spark.read.parquet(*paths)
+        except errors.AnalysisException as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            message = f"{name}: Spark cannot read {', '.join(paths)}: {first}"
+            raise _errors.SourceError(message) from exc
     frame = scan(source).with_columns((cs.categorical() | cs.enum()).cast(pl.String)).collect()
     with quiet():
         return spark.createDataFrame(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
-
-
-def _read(spark: SparkSession, paths: list[str], fmt: str, name: str) -> SparkFrame:
-    errors = importlib.import_module("pyspark.errors")
-    try:
-        if fmt == "csv":
-            return spark.read.csv(paths, header=True, inferSchema=True)
-        if fmt == "ndjson":
-            return spark.read.json(paths)
-        return spark.read.parquet(*paths)
-    except errors.AnalysisException as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise _errors.SourceError(f"{name}: Spark cannot read {', '.join(paths)}: {first}") from exc
 
 
 def empty_like(frame: SparkFrame) -> pl.DataFrame:
@@ -233,60 +201,13 @@ def column(frame: SparkFrame, name: str) -> Column:
 
 @dataclass(frozen=True)
 class Table:
-    """One input table of a distributed run.
-
-    Attributes
-    ----------
-    name
-        Name the partial query receives the table under.
-    frame
-        The Spark DataFrame.
-    key
-        The cluster key as a Spark column: rows with equal keys (in every table) are processed
-        in one partition. ``None`` in a run without a shuffle.
-    contract
-        Table contract whose "table is empty" rule is checked over the whole table.
-    columns
-        The columns to ship (default: all columns of ``frame``; a join that attached the key
-        may have added others).
-    """
+    """One input of a Spark run: frame, cluster key (``None``: no shuffle), contract, columns."""
 
     name: str
     frame: Any
-    key: Any = None
-    contract: Contract = None
-    columns: tuple[str, ...] | None = None
-
-    @property
-    def shipped(self) -> tuple[str, ...]:
-        """The columns handed to the partial query (``columns``, or all of ``frame``'s)."""
-        return self.columns if self.columns is not None else tuple(self.frame.columns)
-
-    def empty(self) -> pl.DataFrame:
-        """Return an empty polars frame of the shipped columns (see :func:`empty_like`)."""
-        return empty_like(self.frame.select([column(self.frame, c) for c in self.shipped]))
-
-
-@dataclass(frozen=True)
-class Partials:
-    """What came back from the partitions.
-
-    Attributes
-    ----------
-    parts
-        The combined partial frames by name (rows of every partition, not yet re-aggregated).
-    rows
-        Input rows per table, summed over partitions.
-    partitions
-        Partitions that held rows (empty ones are skipped).
-    partial_rows
-        Partial rows collected to the driver: what crossed the network.
-    """
-
-    parts: dict[str, pl.DataFrame]
-    rows: dict[str, int]
-    partitions: int
-    partial_rows: int
+    key: Any
+    contract: str | schema.TableSpec | None
+    columns: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -309,7 +230,7 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
             frame.select(
                 key.alias(_KEY),
                 functions.lit(i).cast("int").alias(_TAG),
-                *(column(frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(table.shipped)),
+                *(column(frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(table.columns)),
             )
         )
     union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), pieces)
@@ -329,12 +250,6 @@ def _wire_schema(parts: Mapping[str, pl.Schema], envelope: bool) -> list[tuple[s
     if envelope:
         wire += [(_PART, pl.Int32()), (_META, pl.String())]
     return wire
-
-
-def _spark_schema(wire: Sequence[tuple[str, pl.DataType]]) -> Any:
-    types = importlib.import_module("pyspark.sql.pandas.types")
-    empty = pl.DataFrame(schema=dict(wire)).to_arrow(compat_level=pl.CompatLevel.oldest())
-    return types.from_arrow_schema(empty.schema, prefer_timestamp_ntz=True)
 
 
 def _split(data: pl.DataFrame, layout: _Layout) -> dict[str, pl.DataFrame]:
@@ -403,125 +318,39 @@ def _worker(
 
 
 def _job(
-    tables: Sequence[Table],
-    partial: PartialQuery,
-    *,
-    envelope: bool,
-    shuffle: bool,
-    partitions: int | None,
+    tables: Sequence[Table], stage: Stage, state: Any, partitions: int | None, *, envelope: bool
 ) -> tuple[_Layout, SparkFrame, dict[str, pl.Schema]]:
-    """Return the lazy ``mapInArrow`` job of ``partial`` over the co-partitioned tables.
+    """Return the lazy ``mapInArrow`` job of ``stage``'s partial over the co-partitioned tables.
 
     The partial's output schema is learnt by running it on empty tables of the input types.
+    Without ``envelope`` the job's output is the one part as it is (row-level verbs), and a
+    RecoveryLabError in a partition fails the Spark job.
     """
-    empties = {t.name: t.empty() for t in tables}
+    partial = functools.partial(_call, partial=stage.partial, state=state)
+    empties = {
+        t.name: empty_like(t.frame.select([column(t.frame, c) for c in t.columns])) for t in tables
+    }
     with schema.shard_scope():
         outputs = partial(empties)
     parts = {name: frame.schema for name, frame in outputs.items()}
     wire = _wire_schema(parts, envelope)
-    spark_schema = _spark_schema(wire)
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    empty = pl.DataFrame(schema=dict(wire)).to_arrow(compat_level=pl.CompatLevel.oldest())
+    spark_schema = types.from_arrow_schema(empty.schema, prefer_timestamp_ntz=True)
     target = _arrow_schema(tables[0].frame.sparkSession, spark_schema)
     layout = _Layout(
-        tables=tuple((t.name, t.shipped) for t in tables),
+        tables=tuple((t.name, t.columns) for t in tables),
         parts=tuple((name, tuple(s.names())) for name, s in parts.items()),
         wire=tuple(wire),
         envelope=envelope,
     )
-    union = _union(tables, shuffle, partitions)
+    union = _union(tables, stage.clustered, partitions)
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _worker(batches, layout=layout, partial=partial, target=target)
 
     with quiet():
         return layout, union.mapInArrow(apply, spark_schema), parts
-
-
-def mapped(
-    tables: Sequence[Table],
-    partial: PartialQuery,
-    *,
-    partitions: int | None = None,
-    shuffle: bool = True,
-) -> SparkFrame:
-    """Return the lazy Spark DataFrame of one partial query run per partition.
-
-    Unlike :func:`run` nothing is collected: the output (one part) stays distributed, e.g. the
-    scored episodes of :func:`recoverylab.goal.score`. A RecoveryLabError in a partition fails
-    the Spark job, so run the checks first (:func:`run` with a query that only checks).
-    """
-    return _job(tables, partial, envelope=False, shuffle=shuffle, partitions=partitions)[1]
-
-
-def run(
-    tables: Sequence[Table],
-    partial: PartialQuery,
-    *,
-    partitions: int | None = None,
-    shuffle: bool = True,
-    progress: Callable[[str], None] | None = None,
-    label: str = "partials",
-) -> Partials:
-    """Run ``partial`` on every partition of the co-partitioned tables; collect the partials.
-
-    Parameters
-    ----------
-    tables
-        The input tables with their cluster keys.
-    partial
-        Maps the partition's tables (name -> polars DataFrame) to named partial frames. It is
-        pickled to the workers (a module-level function or a functools.partial of one).
-    partitions
-        Number of partitions of the shuffle (default ``spark.sql.shuffle.partitions``).
-    shuffle
-        ``False`` runs on the tables' own partitions (for queries that need no cluster to be
-        whole, such as distinct design points).
-    progress
-        Optional callable receiving stage messages.
-    label
-        What is computed, for the progress messages.
-
-    Returns
-    -------
-    Partials
-
-    Raises
-    ------
-    SchemaError, InputError, ParameterError
-        The first error a partition's checks raised (with a note when several partitions
-        raised), or an empty table whose contract needs rows.
-    """
-    layout, job, parts = _job(
-        tables, partial, envelope=True, shuffle=shuffle, partitions=partitions
-    )
-    if progress is not None:
-        progress(f"spark: {label} on each partition")
-    errors = importlib.import_module("pyspark.errors")
-    try:
-        with quiet():
-            arrow = job.toArrow()
-    except errors.PythonException as exc:
-        missing = worker_import_error(exc)
-        if missing is None:
-            raise
-        raise missing from exc
-    data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
-    metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
-    rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
-    raise_empty(tables, rows, lambda t: empty_like(t.frame))
-    _raise_errors(metas)
-    collected = {
-        name: data.filter(pl.col(_PART) == i)
-        .select(pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns))
-        .cast(parts[name])
-        for i, (name, columns) in enumerate(layout.parts)
-    }
-    partial_rows = data.height - len(metas)
-    if progress is not None:
-        progress(
-            f"spark: collected {partial_rows} partial rows from {len(metas)} partitions "
-            f"({sum(rows.values())} input rows)"
-        )
-    return Partials(collected, rows, len(metas), partial_rows)
 
 
 def worker_import_error(exc: BaseException) -> MissingDependencyError | None:
@@ -560,33 +389,6 @@ def _call(
     return collect_parts(partial({n: f.lazy() for n, f in frames.items()}, state))
 
 
-def _tables(plan: Plan, frames: Mapping[str, SparkFrame]) -> list[Table]:
-    """Key every input by its cluster key (through another input where the plan says so)."""
-    functions = importlib.import_module("pyspark.sql.functions")
-    by_name = {i.name: i for i in plan.inputs}
-    tables = []
-    for table in plan.inputs:
-        frame = frames[table.name]
-        shipped = table.columns if table.columns is not None else tuple(frame.columns)
-        if table.via is not None:
-            other, on = table.via
-            owner = frames[other]
-            owner_key = by_name[other].key_column(empty_like(owner).schema) or on
-            mapping = owner.groupBy(column(owner, on).cast("string").alias("__via")).agg(
-                functions.min(column(owner, owner_key).cast("string")).alias("__key")
-            )
-            frame = frame.join(
-                mapping, column(frame, on).cast("string") == mapping["__via"], "left"
-            )
-            key = functions.col("__key")
-        elif table.key is not None:
-            key = column(frame, table.key_column(empty_like(frame).schema) or "").cast("string")
-        else:
-            key = None
-        tables.append(Table(table.name, frame, key, table.contract, shipped))
-    return tables
-
-
 @dataclass(frozen=True)
 class SparkEngine:
     """Run a plan on Spark: each stage's partial query once per co-partitioned partition.
@@ -607,28 +409,80 @@ class SparkEngine:
     spark: Any
     partitions: int | None = None
 
-    def _frames(self, plan: Plan) -> dict[str, SparkFrame]:
-        session = check_session(self.spark)
-        return {i.name: as_spark(session, i.source, i.name) for i in plan.inputs}
+    def _tables(self, plan: Plan) -> list[Table]:
+        """Read every input; key it by its cluster key (through another input where ``via``)."""
+        require_pyspark()
+        if not is_session(self.spark):
+            raise ParameterError(
+                f"parameter `spark` is {type(self.spark).__name__}; it must be a SparkSession. "
+                "Hint: recoverylab.distributed.session() starts a local one."
+            )
+        frames = {i.name: as_spark(self.spark, i.source, i.name) for i in plan.inputs}
+        functions = importlib.import_module("pyspark.sql.functions")
+        by_name = {i.name: i for i in plan.inputs}
+        tables = []
+        for table in plan.inputs:
+            frame = frames[table.name]
+            shipped = table.columns if table.columns is not None else tuple(frame.columns)
+            if table.via is not None:
+                other, on = table.via
+                owner = frames[other]
+                owner_key = by_name[other].key_column(empty_like(owner).schema) or on
+                mapping = owner.groupBy(column(owner, on).cast("string").alias("__via")).agg(
+                    functions.min(column(owner, owner_key).cast("string")).alias("__key")
+                )
+                frame = frame.join(
+                    mapping, column(frame, on).cast("string") == mapping["__via"], "left"
+                )
+                key = functions.col("__key")
+            elif table.key is not None:
+                key = column(frame, table.key_column(empty_like(frame).schema) or "").cast("string")
+            else:
+                key = None
+            tables.append(Table(table.name, frame, key, table.contract, shipped))
+        return tables
 
     def run(self, plan: Plan) -> Any:
-        """Run ``plan``; return its finish's result."""
-        cache: dict[str, Any] = {}
+        """Run ``plan``; return its finish's result.
+
+        Raises the first error a partition's checks raised (with a note when several partitions
+        raised), or the "table is empty" error of an input with no rows at all.
+        """
+        every: list[Table] = []
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
-            if "tables" not in cache:
-                cache["tables"] = _tables(plan, self._frames(plan))
-            partial = functools.partial(_call, partial=stage.partial, state=state)
-            names = {i.name for i in stage.read(plan.inputs)}
-            result = run(
-                [t for t in cache["tables"] if t.name in names],
-                partial,
-                partitions=self.partitions,
-                shuffle=stage.clustered,
-                progress=plan.progress,
-                label=stage.label,
-            )
-            return result.parts
+            if not every:
+                every.extend(self._tables(plan))
+            tables = _reads(plan, stage, every)
+            layout, job, parts = _job(tables, stage, state, self.partitions, envelope=True)
+            if plan.progress is not None:
+                plan.progress(f"spark: {stage.label} on each partition")
+            errors = importlib.import_module("pyspark.errors")
+            try:
+                with quiet():
+                    arrow = job.toArrow()
+            except errors.PythonException as exc:
+                missing = worker_import_error(exc)
+                if missing is None:
+                    raise
+                raise missing from exc
+            data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
+            metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
+            rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
+            raise_empty(tables, rows, lambda t: empty_like(t.frame))
+            _raise_errors(metas)
+            collected = {
+                name: data.filter(pl.col(_PART) == i)
+                .select(pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns))
+                .cast(parts[name])
+                for i, (name, columns) in enumerate(layout.parts)
+            }
+            if plan.progress is not None:
+                plan.progress(
+                    f"spark: collected {data.height - len(metas)} partial rows from {len(metas)} "
+                    f"partitions ({sum(rows.values())} input rows)"
+                )
+            return collected
 
         return plan.execute(run_stage)
 
@@ -639,10 +493,13 @@ class SparkEngine:
         RecoveryLabError inside the last stage fails the Spark job, so the plan's earlier
         stages should run the checks.
         """
-        tables = _tables(plan, self._frames(plan))
+        every = self._tables(plan)
         state = run_head(self, plan)
         last = plan.stages[-1]
-        partial = functools.partial(_call, partial=last.partial, state=state)
-        names = {i.name for i in last.read(plan.inputs)}
-        shipped = [t for t in tables if t.name in names]
-        return mapped(shipped, partial, partitions=self.partitions, shuffle=last.clustered)
+        return _job(_reads(plan, last, every), last, state, self.partitions, envelope=False)[1]
+
+
+def _reads(plan: Plan, stage: Stage, tables: list[Table]) -> list[Table]:
+    """Return the tables ``stage`` reads (only these are shipped)."""
+    names = {i.name for i in stage.read(plan.inputs)}
+    return [t for t in tables if t.name in names]
