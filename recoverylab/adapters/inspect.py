@@ -245,8 +245,10 @@ def takeover(
         steps) and ``excluded``.
     """
     sources = {"agent": parse_source("agent", agent), "depth": parse_source("depth", depth)}
-    for flag in _FLAGS:
-        sources[flag] = parse_source(flag, _metadata_flag(flag))
+    for flag in _FLAGS:  # a boolean sample metadata key, true when absent
+        sources[flag] = parse_source(
+            flag, lambda view, key=flag: view["sample_metadata"].get(key, True)
+        )
     for name, spec in (("state", state), ("workflow", workflow), ("root_cause", root_cause)):
         if spec is not None:
             sources[name] = parse_source(name, spec)
@@ -255,11 +257,6 @@ def takeover(
     rows = _rows(used, sources, None, False, score_fields=_score_fields(used, scores))
     states, attempts, excluded = _takeover_tables(rows)
     return InspectTakeover(states, attempts, pl.concat([superseded, excluded], how="vertical"))
-
-
-def _metadata_flag(key: str) -> Callable[[Mapping[str, Any]], Any]:
-    """Read a boolean sample metadata key, true when absent."""
-    return lambda view: view["sample_metadata"].get(key, True)
 
 
 def _marker(spec: str | None) -> tuple[Callable[[Any], Any] | None, bool]:
@@ -537,21 +534,14 @@ def _call(func: Callable[[Any], bool], value: Any) -> bool | None:
 
 def _reason(problems: list[str]) -> pl.Expr:
     """First exclusion reason of a row (sample error, limit, unmapped, then score problems)."""
-    expr = (
-        pl.when(pl.col("error").is_not_null())
-        .then(pl.lit("error"))
-        .when(pl.col("limit").is_not_null())
-        .then(pl.lit("limit"))
-        .when(pl.col("unmapped").is_not_null())
-        .then(pl.lit("unmapped"))
+    sample = (
+        pl.when(pl.col(c).is_not_null()).then(pl.lit(c)) for c in ("error", "limit", "unmapped")
     )
-    for column in problems:
-        expr = expr.when(pl.col(column).is_not_null()).then(pl.col(column))
-    return expr.otherwise(pl.lit(None, dtype=pl.String))
+    return pl.coalesce(*sample, *problems)
 
 
-def _detail() -> pl.Expr:
-    return (
+def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
+    detail = (
         pl.when(pl.col("reason") == "error")
         .then(pl.col("error"))
         .when(pl.col("reason") == "limit")
@@ -561,12 +551,9 @@ def _detail() -> pl.Expr:
         .when(pl.col("reason") == "recovery_not_applied")
         .then(pl.lit("the run ended before recovery; the none row carries it forward"))
     )
-
-
-def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
     return (
         rows.filter(pl.col("reason").is_not_null())
-        .select("log", "task_id", "epoch", "reason", _detail().cast(pl.String).alias("detail"))
+        .select("log", "task_id", "epoch", "reason", detail.cast(pl.String).alias("detail"))
         .cast(dict(EXCLUDED_SCHEMA))  # type: ignore[arg-type]
     )
 
@@ -574,21 +561,12 @@ def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
 def _forks_table(
     rows: pl.DataFrame, none_label: str, with_marker: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    rows = rows.with_columns(
-        pl.when(pl.col("method") == none_label)
-        .then(pl.lit("none"))
-        .otherwise(pl.col("method"))
-        .alias("method"),
-        _reason(["success__problem"]).alias("reason"),
-    )
+    method = pl.when(pl.col("method") == none_label).then(pl.lit("none")).otherwise("method")
+    reason = _reason(["success__problem"])
     if with_marker:
-        skipped = (pl.col("method") != "none") & (pl.col("marker") == False)  # noqa: E712
-        rows = rows.with_columns(
-            pl.when(pl.col("reason").is_null() & skipped)
-            .then(pl.lit("recovery_not_applied"))
-            .otherwise(pl.col("reason"))
-            .alias("reason")
-        )
+        skipped = (method != "none") & (pl.col("marker") == False)  # noqa: E712
+        reason = pl.coalesce(reason, pl.when(skipped).then(pl.lit("recovery_not_applied")))
+    rows = rows.with_columns(method.alias("method"), reason.alias("reason"))
     keys = ["task_id", "condition", "method", "delay"]
     extra = [c for c in ("model", "epoch") if rows[c].n_unique() > 1]
     table = rows.filter(pl.col("reason").is_null()).select(

@@ -58,11 +58,8 @@ def run_head(engine: Any, plan: Plan) -> Any:
         if plan.check is not None:
             plan.check()
         return plan.state
-    return engine.run(Plan(plan.inputs, first, _identity, plan.check, plan.state, plan.progress))
-
-
-def _identity(state: Any) -> Any:
-    return state
+    head = Plan(plan.inputs, first, lambda state: state, plan.check, plan.state, plan.progress)
+    return engine.run(head)
 
 
 def _owner_key(table: Input, frame: pl.LazyFrame) -> str:
@@ -152,7 +149,8 @@ class ShardedEngine:
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             shards = self._shards(plan, stage)
-            raise_empty(stage.read(plan.inputs), sum_rows(shards), lambda t: shards[0][t.name])
+            rows = {n: sum(s[n].height for s in shards) for n in shards[0]}
+            raise_empty(stage.read(plan.inputs), rows, lambda t: shards[0][t.name])
             busy = [s for s in shards if any(f.height for f in s.values())] or shards[:1]
             outputs = _per_shard(stage, busy, state)
             names = dict.fromkeys(n for out in outputs for n in out)
@@ -181,11 +179,6 @@ def _per_shard(
         return [
             collect_parts(stage.partial({n: f.lazy() for n, f in s.items()}, state)) for s in shards
         ]
-
-
-def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:
-    """Rows per input over all shards."""
-    return {n: sum(s[n].height for s in shards) for n in shards[0]}
 
 
 def raise_empty(

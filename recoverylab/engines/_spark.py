@@ -241,17 +241,6 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
     return union.repartition(count, _KEY).drop(_KEY)
 
 
-def _wire_schema(parts: Mapping[str, pl.Schema], envelope: bool) -> list[tuple[str, pl.DataType]]:
-    wire: list[tuple[str, pl.DataType]] = [
-        (f"__p{i}_{j}" if envelope else name, _WIRE.get(t, t))  # type: ignore[call-overload]
-        for i, part in enumerate(parts.values())
-        for j, (name, t) in enumerate(part.items())
-    ]
-    if envelope:
-        wire += [(_PART, pl.Int32()), (_META, pl.String())]
-    return wire
-
-
 def _split(data: pl.DataFrame, layout: _Layout) -> dict[str, pl.DataFrame]:
     frames = {}
     for i, (name, columns) in enumerate(layout.tables):
@@ -333,7 +322,13 @@ def _job(
     with schema.shard_scope():
         outputs = partial(empties)
     parts = {name: frame.schema for name, frame in outputs.items()}
-    wire = _wire_schema(parts, envelope)
+    wire: list[tuple[str, pl.DataType]] = [
+        (f"__p{i}_{j}" if envelope else name, _WIRE.get(t, t))  # type: ignore[call-overload]
+        for i, part in enumerate(parts.values())
+        for j, (name, t) in enumerate(part.items())
+    ]
+    if envelope:
+        wire += [(_PART, pl.Int32()), (_META, pl.String())]
     types = importlib.import_module("pyspark.sql.pandas.types")
     empty = pl.DataFrame(schema=dict(wire)).to_arrow(compat_level=pl.CompatLevel.oldest())
     spark_schema = types.from_arrow_schema(empty.schema, prefer_timestamp_ntz=True)

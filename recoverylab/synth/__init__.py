@@ -83,11 +83,8 @@ def generate(name: str, units: int, *, seed: int = 0, **options: object) -> Tabl
     >>> tables = synth.generate("forks", 10, seed=1)  # doctest: +SKIP
     """
     gen = get(name)
-    parts: dict[str, list[pl.DataFrame]] = {t: [] for t in gen.tables}
-    for tables in _blocks(units, seed, gen, options):
-        for table, frame in tables.items():
-            parts[table].append(frame)
-    return {t: pl.concat(frames, how="vertical_relaxed") for t, frames in parts.items()}
+    blocks = list(_blocks(units, seed, gen, options))
+    return {t: pl.concat([b[t] for b in blocks], how="vertical_relaxed") for t in gen.tables}
 
 
 def write(
