@@ -148,17 +148,11 @@ def session(
 
 
 def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
-    """Return a table source as a Spark DataFrame.
+    """Return a table source as a Spark DataFrame; raise SourceError where Spark cannot read it.
 
-    A Spark DataFrame is used as it is. Paths and globs of parquet files or directories (also
-    hive-partitioned), CSV (header row, types inferred by Spark) and NDJSON are read by Spark
-    itself, never passing through the driver. Anything else :func:`recoverylab.io.scan` reads
-    is loaded on the driver and shipped as Arrow, categoricals as strings (Spark has none).
-
-    Raises
-    ------
-    SourceError
-        When Spark cannot find or read a path.
+    Spark itself reads paths and globs of parquet (also hive-partitioned), CSV (header row, types
+    inferred) and NDJSON; anything else :func:`recoverylab.io.scan` reads is loaded on the driver
+    and shipped as Arrow, categoricals as strings (Spark has none).
     """
     kind = type(source)
     if kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql"):
@@ -241,12 +235,16 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
     return union.repartition(count, _KEY).drop(_KEY)
 
 
-def _split(data: pl.DataFrame, layout: _Layout) -> dict[str, pl.DataFrame]:
-    frames = {}
-    for i, (name, columns) in enumerate(layout.tables):
-        rows = data.filter(pl.col(_TAG) == i)
-        frames[name] = rows.select(pl.col(f"__t{i}_{j}").alias(c) for j, c in enumerate(columns))
-    return frames
+def _unpack(
+    data: pl.DataFrame, tag: str, prefix: str, frames: tuple[tuple[str, tuple[str, ...]], ...]
+) -> dict[str, pl.DataFrame]:
+    """Split a packed frame by tag: column ``j`` of part ``i`` is ``{prefix}{i}_{j}``."""
+    return {
+        name: data.filter(pl.col(tag) == i).select(
+            pl.col(f"{prefix}{i}_{j}").alias(c) for j, c in enumerate(columns)
+        )
+        for i, (name, columns) in enumerate(frames)
+    }
 
 
 def _pack(
@@ -283,7 +281,8 @@ def _worker(
     received = [b for b in batches if b.num_rows]
     if not received:  # an empty partition: nothing to check, nothing to report
         return
-    frames = _split(pl.from_arrow(pa.Table.from_batches(received)), layout)  # type: ignore[arg-type]
+    data: pl.DataFrame = pl.from_arrow(pa.Table.from_batches(received))  # type: ignore[assignment]
+    frames = _unpack(data, _TAG, "__t", layout.tables)
     meta: dict[str, Any] | None = None
     if layout.envelope:
         context = TaskContext.get()
@@ -311,9 +310,8 @@ def _job(
 ) -> tuple[_Layout, SparkFrame, dict[str, pl.Schema]]:
     """Return the lazy ``mapInArrow`` job of ``stage``'s partial over the co-partitioned tables.
 
-    The partial's output schema is learnt by running it on empty tables of the input types.
-    Without ``envelope`` the job's output is the one part as it is (row-level verbs), and a
-    RecoveryLabError in a partition fails the Spark job.
+    The output schema is learnt by running the partial on empty tables of the input types. No
+    ``envelope``: the one part as it is (row-level verbs); an error fails the Spark job.
     """
     partial = functools.partial(_call, partial=stage.partial, state=state)
     empties = {
@@ -467,10 +465,7 @@ class SparkEngine:
             raise_empty(tables, rows, lambda t: empty_like(t.frame))
             _raise_errors(metas)
             collected = {
-                name: data.filter(pl.col(_PART) == i)
-                .select(pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns))
-                .cast(parts[name])
-                for i, (name, columns) in enumerate(layout.parts)
+                n: f.cast(parts[n]) for n, f in _unpack(data, _PART, "__p", layout.parts).items()
             }
             if plan.progress is not None:
                 plan.progress(
