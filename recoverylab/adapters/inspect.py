@@ -170,11 +170,8 @@ def forks(
     >>> result = ri.forks("logs/", condition="task_arg:condition", method="task_arg:method",
     ...                   delay="task_arg:delay", epochs="forks")  # doctest: +SKIP
     """
-    sources = {
-        "condition": parse_source("condition", condition),
-        "method": parse_source("method", method),
-        "delay": parse_source("delay", delay),
-    }
+    labels = {"condition": condition, "method": method, "delay": delay}
+    sources = {name: parse_source(name, spec) for name, spec in labels.items()}
     if recovery_marker is not None:
         if perturb_action is None:
             raise ParameterError(

@@ -216,17 +216,14 @@ class _Layout:
 
 def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> SparkFrame:
     functions = importlib.import_module("pyspark.sql.functions")
-    pieces = []
-    for i, table in enumerate(tables):
-        frame = table.frame
-        key = table.key if table.key is not None else functions.lit(None).cast("string")
-        pieces.append(
-            frame.select(
-                key.alias(_KEY),
-                functions.lit(i).cast("int").alias(_TAG),
-                *(column(frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(table.columns)),
-            )
+    pieces = [
+        t.frame.select(
+            (t.key if t.key is not None else functions.lit(None).cast("string")).alias(_KEY),
+            functions.lit(i).cast("int").alias(_TAG),
+            *(column(t.frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(t.columns)),
         )
+        for i, t in enumerate(tables)
+    ]
     union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), pieces)
     if not shuffle:
         return union.drop(_KEY)
@@ -250,18 +247,15 @@ def _unpack(
 def _pack(
     outputs: Mapping[str, pl.DataFrame], meta: dict[str, Any] | None, layout: _Layout
 ) -> pl.DataFrame:
-    pieces = []
-    for i, (name, columns) in enumerate(layout.parts):
-        out = outputs.get(name)
-        if out is None or out.height == 0:
-            continue
-        pieces.append(
-            out.select(pl.col(c).alias(f"__p{i}_{j}") for j, c in enumerate(columns)).with_columns(
-                pl.lit(i, dtype=pl.Int32).alias(_PART)
-            )
-            if layout.envelope
-            else out.select(columns)
+    pieces = [
+        out.select(pl.col(c).alias(f"__p{i}_{j}") for j, c in enumerate(columns)).with_columns(
+            pl.lit(i, dtype=pl.Int32).alias(_PART)
         )
+        if layout.envelope
+        else out.select(columns)
+        for i, (name, columns) in enumerate(layout.parts)
+        if (out := outputs.get(name)) is not None and out.height
+    ]
     if meta is not None:
         pieces.append(pl.DataFrame({_META: [json.dumps(meta)]}))
     packed = pl.concat(pieces, how="diagonal") if pieces else pl.DataFrame()
