@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recoverylab._errors import ParameterError
+from recoverylab.adapters._inspect_read import Log
 
 __all__ = ["MISSING", "Source", "SourceSpec", "parse_source", "score_kind"]
 
@@ -47,20 +48,20 @@ class Source:
         """Whether the value can differ between the samples of one log."""
         return self.kind in ("sample_metadata", "callable")
 
-    def of_log(
-        self, location: str, task: str, args: dict[str, Any], model: str, metadata: dict[str, Any]
-    ) -> Any:
+    def of_log(self, log: Log) -> Any:
         """Return the value for a whole log (eval-level kinds); raise on a name it lacks."""
-        fixed = {"model": model, "task": task, "literal": self.name}
+        fixed = {"model": log.model, "task": log.task, "literal": self.name}
         if self.kind in fixed:
             return fixed[self.kind]
         table, what = (
-            (args, "task argument") if self.kind == "task_arg" else (metadata, "eval metadata key")
+            (log.task_args, "task argument")
+            if self.kind == "task_arg"
+            else (log.metadata, "eval metadata key")
         )
         if self.name not in table:
             have = ", ".join(sorted(map(str, table))) or "none"
             raise ParameterError(
-                f"inspect log `{location}`: `{self.param}` comes from {self.kind}:{self.name}, "
+                f"inspect log `{log.location}`: `{self.param}` comes from {self.kind}:{self.name}, "
                 f"but the log has no {what} `{self.name}` (it has: {have})."
             )
         return table[self.name]

@@ -376,11 +376,7 @@ def _rows(
     names = (*_ROW_COLUMNS, *sources, *(f"{f}__{p}" for f in wanted for p in parts))
     columns: dict[str, list[Any]] = {c: [] for c in names}
     for log in used:
-        per_log = {
-            k: s.of_log(log.location, log.task, log.task_args, log.model, log.metadata)
-            for k, s in sources.items()
-            if not s.per_sample
-        }
+        per_log = {k: s.of_log(log) for k, s in sources.items() if not s.per_sample}
         for s in log.samples:
             view = {
                 "task": log.task,
@@ -408,19 +404,14 @@ def _rows(
                 *(None if v is MISSING else v for v in values.values()),
             ]
             for scorer_name, key in wanted.values():
-                raw = _score_value(s.scores, scorer_name, key)
+                score = (s.scores or {}).get(scorer_name)
+                raw = None if score is None else score.value
+                if key is not None:  # a key of a dict-valued score
+                    raw = raw.get(key) if isinstance(raw, dict) else None
                 row += [*score_kind(raw), raw]
             for column, value in zip(names, row, strict=True):
                 columns[column].append(value)
     return _frame(columns, sources)
-
-
-def _score_value(scores: Any, name: str | None, key: str | None) -> Any:
-    score = (scores or {}).get(name)
-    value = None if score is None else score.value
-    if key is None:
-        return value
-    return value.get(key) if isinstance(value, dict) else None
 
 
 def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.DataFrame:
@@ -430,12 +421,9 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
     frame = pl.DataFrame(
         typed,
         schema_overrides={
-            "epoch": pl.Int64,
-            "turns": pl.Int64,
+            **dict.fromkeys(("epoch", "turns"), pl.Int64),
+            **dict.fromkeys(("error", "limit", "unmapped"), pl.String),
             "marker": pl.Boolean,
-            "error": pl.String,
-            "limit": pl.String,
-            "unmapped": pl.String,
             **{c: pl.Float64 for c in typed if c.endswith("__num")},
             **{c: pl.String for c in typed if c.endswith(("__letter", "__kind"))},
         },
@@ -486,7 +474,11 @@ def _convert(
     kind, letter, num = (pl.col(f"{field}__{p}") for p in ("kind", "letter", "num"))
     ok: pl.Expr
     if callable(success):
-        values = [_call(success, v) for v in rows[f"{field}__raw"].to_list()]
+        # a callable gives success only as a bool; a missing score stays missing
+        values = [
+            r if v is not None and isinstance(r := success(v), bool) else None
+            for v in rows[f"{field}__raw"].to_list()
+        ]
         rows = rows.with_columns(pl.Series(out, values, dtype=pl.Boolean))
         ok = pl.col(out)
     elif success is not None:
@@ -520,13 +512,6 @@ def _convert(
         .then(pl.lit("invalid_score"))
     )
     return rows.with_columns(ok.alias(out), problem.alias(f"{out}__problem"))
-
-
-def _call(func: Callable[[Any], bool], value: Any) -> bool | None:
-    if value is None:
-        return None
-    result = func(value)
-    return result if isinstance(result, bool) else None
 
 
 def _reason(problems: list[str]) -> pl.Expr:

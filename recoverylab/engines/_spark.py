@@ -304,8 +304,7 @@ def _job(
 ) -> tuple[_Layout, SparkFrame, dict[str, pl.Schema]]:
     """Return the lazy ``mapInArrow`` job of ``stage``'s partial over the co-partitioned tables.
 
-    The output schema is learnt by running the partial on empty tables of the input types. No
-    ``envelope``: the one part as it is (row-level verbs); an error fails the Spark job.
+    The output schema is learnt by running the partial on empty tables of the input types.
     """
     partial = functools.partial(_call, partial=stage.partial, state=state)
     empties = {
