@@ -1,9 +1,7 @@
 """Where each of our columns comes from in an inspect log, and how score values become booleans.
 
-A *source* is one of the string forms ``task_arg:NAME``, ``eval_metadata:NAME``,
-``sample_metadata:NAME``, ``model``, ``task``, ``literal:VALUE`` (the same in Python and on the
-command line) or a callable that receives a mapping with the keys ``task``, ``task_args``,
-``model``, ``eval_metadata``, ``sample_metadata``, ``id`` and ``epoch`` of one sample.
+The *sources* (string forms, the same in Python and on the command line, or a callable of one
+sample's view) are those :func:`recoverylab.adapters.inspect.forks` documents.
 """
 
 from __future__ import annotations
@@ -67,7 +65,7 @@ class Source:
         return table[self.name]
 
     def of_sample(self, view: Mapping[str, Any]) -> Any:
-        """Return the value for one sample (``view`` as the module docstring describes)."""
+        """Return the value for one sample (``view`` as :func:`~.inspect.forks` describes)."""
         if self.kind == "sample_metadata":
             return view["sample_metadata"].get(self.name, MISSING)
         assert self.func is not None

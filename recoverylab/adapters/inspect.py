@@ -561,22 +561,19 @@ def _forks_table(
             if with_marker
         ),
     )
-    _check_unique(table, [*keys, *extra])
-    excluded = _excluded(rows)
-    if with_marker:
-        _check_carried(rows, table, [*keys[:2], *extra])
-    return table.sort([*keys, *extra], nulls_last=True), excluded
-
-
-def _check_unique(table: pl.DataFrame, keys: list[str]) -> None:
-    dup = table.filter(pl.struct(keys).is_duplicated()).select(keys).unique()
+    branch = [*keys, *extra]
+    dup = table.filter(pl.struct(branch).is_duplicated()).select(branch).unique()
     if dup.height:
         raise InputError(
             f"inspect logs: {dup.height} branches appear in more than one log "
-            f"({'/'.join(keys)} {format_keys(dup.sort(keys, nulls_last=True).rows())}); two "
+            f"({'/'.join(branch)} {format_keys(dup.sort(branch, nulls_last=True).rows())}); two "
             "evals map to the same condition, method and delay. Hint: check the mapping, or "
             "remove the duplicate logs."
         )
+    excluded = _excluded(rows)
+    if with_marker:
+        _check_carried(rows, table, [*keys[:2], *extra])
+    return table.sort(branch, nulls_last=True), excluded
 
 
 def _check_carried(rows: pl.DataFrame, table: pl.DataFrame, episode: list[str]) -> None:
@@ -615,8 +612,7 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
                 for source in ("workflow", "root_cause")
             ),
             pl.col("depth").first(),
-            pl.col("replay_ok").all(),
-            pl.col("expected_ok").all(),
+            *(pl.col(flag).all() for flag in _FLAGS),
         )
         .sort("state_id")
     )

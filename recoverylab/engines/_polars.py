@@ -1,8 +1,6 @@
 """The polars engines: the whole tables at once (default), or split into k shards (tests).
 
-ARCHITECTURE §7. :class:`ShardedEngine` runs the partial query per shard of the cluster key and
-concatenates the partials before the combine, as Spark does per partition: tests prove with it,
-without Java, that every plan's partials are additive over clusters.
+ARCHITECTURE §7; :class:`ShardedEngine` proves, without Java, that every plan's partials add up.
 """
 
 from __future__ import annotations
@@ -82,11 +80,11 @@ def shard_keys(
         frame = frames[table.name]
         if table.via is not None:
             other, on = table.via
-            owner = by_name[other]
+            owner = _owner_key(by_name[other], frames[other])
             mapping = (
                 frames[other]
                 .group_by(pl.col(on).cast(pl.String).alias(_VIA))
-                .agg(pl.col(_owner_key(owner, frames[other])).cast(pl.String).min().alias(_KEY))
+                .agg(pl.col(owner).cast(pl.String).min().alias(_KEY))
             )
             frame = (
                 frame.with_columns(pl.col(on).cast(pl.String).alias(_VIA))

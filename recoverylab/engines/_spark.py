@@ -1,11 +1,10 @@
-"""Run a protocol's polars partial query once per co-partitioned Spark partition (internal).
+"""Run a plan's polars partial queries once per co-partitioned Spark partition (internal).
 
-ARCHITECTURE §1.3 and §7. The input tables are tagged, unioned and repartitioned by cluster key,
-so every row of a cluster, in every table, lands in one partition. ``mapInArrow`` hands each
-whole partition (as one polars frame, split back into the tables) to the partial query: one
-Python call per partition, never one per group. The partials return to the driver with a small
-per-partition record (rows seen, the error a check raised) for the plan's combine and finish.
-pyspark is imported only when a function here is called (the ``spark`` extra).
+ARCHITECTURE §1.3 and §7. The inputs are tagged, unioned and repartitioned by cluster key, so a
+cluster's rows (in every table) land in one partition; ``mapInArrow`` hands each partition whole
+to the partial query (one Python call per partition, never one per group). The partials return
+to the driver with a record per partition (rows seen, the error a check raised). pyspark is
+imported only when used (the ``spark`` extra).
 """
 
 from __future__ import annotations
@@ -141,10 +140,8 @@ def session(
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
     settings.update(config or {})
-    for name, value in settings.items():
-        builder = builder.config(name, value)
     with quiet():
-        return builder.getOrCreate()
+        return builder.config(map=settings).getOrCreate()
 
 
 def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
