@@ -185,8 +185,7 @@ def forks(
             f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
         )
     marker, full = _marker(recovery_marker)
-    read = read_logs(logs, marker, full=full, workers=workers)
-    used, superseded = _latest(read)
+    used, superseded = _latest(read_logs(logs, marker, full=full, workers=workers))
     rows = _rows(used, sources, scorer, marker is not None)
     rows = _convert(rows, "score", "success", success, _scorer_name(used, scorer))
     table, excluded = _forks_table(rows, none_label, marker is not None)
@@ -249,8 +248,7 @@ def takeover(
     for name, spec in (("state", state), ("workflow", workflow), ("root_cause", root_cause)):
         if spec is not None:
             sources[name] = parse_source(name, spec)
-    read = read_logs(logs, None, full=False, workers=workers)
-    used, superseded = _latest(read)
+    used, superseded = _latest(read_logs(logs, None, full=False, workers=workers))
     rows = _rows(used, sources, None, False, score_fields=_score_fields(used, scores))
     states, attempts, excluded = _takeover_tables(rows)
     return InspectTakeover(states, attempts, pl.concat([superseded, excluded], how="vertical"))
@@ -377,16 +375,14 @@ def _rows(
     columns: dict[str, list[Any]] = {c: [] for c in names}
     for log in used:
         per_log = {k: s.of_log(log) for k, s in sources.items() if not s.per_sample}
+        log_view = {
+            "task": log.task,
+            "task_args": log.task_args,
+            "model": log.model,
+            "eval_metadata": log.metadata,
+        }
         for s in log.samples:
-            view = {
-                "task": log.task,
-                "task_args": log.task_args,
-                "model": log.model,
-                "eval_metadata": log.metadata,
-                "sample_metadata": s.metadata or {},
-                "id": s.id,
-                "epoch": s.epoch,
-            }
+            view = {**log_view, "sample_metadata": s.metadata or {}, "id": s.id, "epoch": s.epoch}
             values = {
                 k: per_log[k] if k in per_log else src.of_sample(view) for k, src in sources.items()
             }
@@ -488,8 +484,7 @@ def _convert(
             )
         ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
     else:
-        kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
-        found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
+        found = rows.filter(~kind.is_in(["missing", "other"])).group_by(kind).len().sort(kind)
         if found.height > 1:
             shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
             raise ParameterError(

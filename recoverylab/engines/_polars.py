@@ -182,9 +182,9 @@ def _per_shard(
 def raise_empty(
     tables: Iterable[Any], rows: Mapping[str, int], empty: Callable[[Any], pl.DataFrame]
 ) -> None:
-    """Raise the contract's "table is empty" error for an input or table with no rows at all.
+    """Raise the "table is empty" error of an input with no rows in any shard (``rows``).
 
-    ``rows`` counts the rows of every shard; ``empty`` gives a frame of the input's columns.
+    ``empty(table)`` gives a frame of the input's columns.
     """
     for table in tables:
         if table.contract is not None and rows[table.name] == 0:

@@ -139,9 +139,8 @@ def session(
             # system interpreter, which may lack pyarrow (or recoverylab).
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
-    settings.update(config or {})
     with quiet():
-        return builder.config(map=settings).getOrCreate()
+        return builder.config(map={**settings, **(config or {})}).getOrCreate()
 
 
 def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
@@ -469,9 +468,8 @@ class SparkEngine:
     def rows(self, plan: Plan) -> SparkFrame:
         """Run every stage but the last; return the last stage's one part as a lazy Spark frame.
 
-        For row-level verbs (scored episodes): nothing of the result is collected. A
-        RecoveryLabError inside the last stage fails the Spark job, so the plan's earlier
-        stages should run the checks.
+        Nothing is collected (row-level verbs: scored episodes). An error in the last stage fails
+        the Spark job, so the plan's earlier stages should run the checks.
         """
         every = self._tables(plan)
         state = run_head(self, plan)
