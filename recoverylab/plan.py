@@ -1,20 +1,17 @@
 r"""What a protocol hands an engine: inputs, a parameter check, stages of partials, a finish.
 
-ARCHITECTURE §1.3 and §7. Every aggregating verb of recoverylab is a :class:`Plan`:
+ARCHITECTURE §1.3 and §7. Every aggregating verb of recoverylab is a :class:`Plan`: its input
+tables (each with the cluster key that keeps a cluster's rows together, and the contract whose
+"table is empty" rule holds for the whole table); a parameter check run before any data is
+read; one or more :class:`Stage`\\ s (a *partial* query over one shard -- whole clusters of every
+input -- that returns small named frames, and a *combine* of every shard's partials,
+concatenated, into the state the next stage and the finish receive); a *finish* that turns the
+last state into the result (statistics included).
 
-* its input tables, each with the cluster key that keeps a cluster's rows together and the
-  table contract whose "table is empty" rule is a property of the whole table;
-* a parameter check that runs before any data is read;
-* one or more :class:`Stage`\\ s: a *partial* query over the rows of one shard (whole clusters
-  of every input) that returns small named frames, and a *combine* that turns the partials of
-  every shard (concatenated) into the state the next stage and the finish receive;
-* a *finish* that turns the last state into the result (statistics included).
-
-An engine (:mod:`recoverylab.engines`) runs a plan: polars on the whole tables, sharded
-polars (tests prove additivity with it), or Spark through ``mapInArrow``. A protocol builds
-plans and never imports an engine; :func:`run` resolves the ``engine=`` argument of a verb.
-Partial queries are pickled to Spark's workers: they must be module-level functions (or
-``functools.partial`` of one) and the state they receive must pickle.
+An engine (:mod:`recoverylab.engines`) runs a plan: polars on the whole tables, sharded polars
+(tests prove additivity with it), or Spark through ``mapInArrow``. A protocol builds plans and
+never imports an engine; :func:`run` resolves a verb's ``engine=``. Partial queries are pickled
+to Spark's workers: module-level functions (or ``functools.partial`` of one) whose state pickles.
 """
 
 from __future__ import annotations

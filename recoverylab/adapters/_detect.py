@@ -30,9 +30,7 @@ def looks_like_inspect_log(path: str | os.PathLike[str]) -> bool:
     if suffix not in (".eval", ".json") or not candidate.is_file():
         return False
     try:
-        if suffix == ".eval":
-            if not zipfile.is_zipfile(candidate):
-                return False
+        if suffix == ".eval":  # not a zip: BadZipFile
             with zipfile.ZipFile(candidate) as archive:
                 names = set(archive.namelist())
             return any(name in names for name in _EVAL_MEMBERS)

@@ -68,12 +68,9 @@ def read_logs(
     items = list(logs) if isinstance(logs, (list, tuple)) else [logs]
     in_memory = [_from_object(i, marker) for i in items if isinstance(i, EvalLog)]
     locations = _locations([i for i in items if not isinstance(i, EvalLog)])
-    if not locations:
-        return in_memory
     threads = workers or min(8, os.cpu_count() or 1, len(locations))
     with ThreadPoolExecutor(max_workers=max(threads, 1)) as pool:
-        read = list(pool.map(lambda loc: _read_file(loc, marker, full), locations))
-    return in_memory + read
+        return in_memory + list(pool.map(lambda loc: _read_file(loc, marker, full), locations))
 
 
 def _locations(items: Sequence[object]) -> list[str]:

@@ -1,9 +1,7 @@
 """Where each of our columns comes from in an inspect log, and how score values become booleans.
 
-A *source* is one of the string forms ``task_arg:NAME``, ``eval_metadata:NAME``,
-``sample_metadata:NAME``, ``model``, ``task``, ``literal:VALUE`` (the same in Python and on the
-command line) or a callable that receives a mapping with the keys ``task``, ``task_args``,
-``model``, ``eval_metadata``, ``sample_metadata``, ``id`` and ``epoch`` of one sample.
+The *sources* (string forms, the same in Python and on the command line, or a callable of one
+sample's view) are those :func:`recoverylab.adapters.inspect.forks` documents.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from recoverylab._errors import ParameterError
+from recoverylab.adapters._inspect_read import Log
 
 __all__ = ["MISSING", "Source", "SourceSpec", "parse_source", "score_kind"]
 
@@ -47,26 +46,26 @@ class Source:
         """Whether the value can differ between the samples of one log."""
         return self.kind in ("sample_metadata", "callable")
 
-    def of_log(
-        self, location: str, task: str, args: dict[str, Any], model: str, metadata: dict[str, Any]
-    ) -> Any:
+    def of_log(self, log: Log) -> Any:
         """Return the value for a whole log (eval-level kinds); raise on a name it lacks."""
-        fixed = {"model": model, "task": task, "literal": self.name}
+        fixed = {"model": log.model, "task": log.task, "literal": self.name}
         if self.kind in fixed:
             return fixed[self.kind]
         table, what = (
-            (args, "task argument") if self.kind == "task_arg" else (metadata, "eval metadata key")
+            (log.task_args, "task argument")
+            if self.kind == "task_arg"
+            else (log.metadata, "eval metadata key")
         )
         if self.name not in table:
             have = ", ".join(sorted(map(str, table))) or "none"
             raise ParameterError(
-                f"inspect log `{location}`: `{self.param}` comes from {self.kind}:{self.name}, "
+                f"inspect log `{log.location}`: `{self.param}` comes from {self.kind}:{self.name}, "
                 f"but the log has no {what} `{self.name}` (it has: {have})."
             )
         return table[self.name]
 
     def of_sample(self, view: Mapping[str, Any]) -> Any:
-        """Return the value for one sample (``view`` as the module docstring describes)."""
+        """Return the value for one sample (``view`` as :func:`~.inspect.forks` describes)."""
         if self.kind == "sample_metadata":
             return view["sample_metadata"].get(self.name, MISSING)
         assert self.func is not None

@@ -170,11 +170,8 @@ def forks(
     >>> result = ri.forks("logs/", condition="task_arg:condition", method="task_arg:method",
     ...                   delay="task_arg:delay", epochs="forks")  # doctest: +SKIP
     """
-    sources = {
-        "condition": parse_source("condition", condition),
-        "method": parse_source("method", method),
-        "delay": parse_source("delay", delay),
-    }
+    labels = {"condition": condition, "method": method, "delay": delay}
+    sources = {name: parse_source(name, spec) for name, spec in labels.items()}
     if recovery_marker is not None:
         if perturb_action is None:
             raise ParameterError(
@@ -188,8 +185,7 @@ def forks(
             f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
         )
     marker, full = _marker(recovery_marker)
-    read = read_logs(logs, marker, full=full, workers=workers)
-    used, superseded = _latest(read)
+    used, superseded = _latest(read_logs(logs, marker, full=full, workers=workers))
     rows = _rows(used, sources, scorer, marker is not None)
     rows = _convert(rows, "score", "success", success, _scorer_name(used, scorer))
     table, excluded = _forks_table(rows, none_label, marker is not None)
@@ -245,21 +241,17 @@ def takeover(
         steps) and ``excluded``.
     """
     sources = {"agent": parse_source("agent", agent), "depth": parse_source("depth", depth)}
-    for flag in _FLAGS:
-        sources[flag] = parse_source(flag, _metadata_flag(flag))
+    for flag in _FLAGS:  # a boolean sample metadata key, true when absent
+        sources[flag] = parse_source(
+            flag, lambda view, key=flag: view["sample_metadata"].get(key, True)
+        )
     for name, spec in (("state", state), ("workflow", workflow), ("root_cause", root_cause)):
         if spec is not None:
             sources[name] = parse_source(name, spec)
-    read = read_logs(logs, None, full=False, workers=workers)
-    used, superseded = _latest(read)
+    used, superseded = _latest(read_logs(logs, None, full=False, workers=workers))
     rows = _rows(used, sources, None, False, score_fields=_score_fields(used, scores))
     states, attempts, excluded = _takeover_tables(rows)
     return InspectTakeover(states, attempts, pl.concat([superseded, excluded], how="vertical"))
-
-
-def _metadata_flag(key: str) -> Callable[[Mapping[str, Any]], Any]:
-    """Read a boolean sample metadata key, true when absent."""
-    return lambda view: view["sample_metadata"].get(key, True)
 
 
 def _marker(spec: str | None) -> tuple[Callable[[Any], Any] | None, bool]:
@@ -382,21 +374,15 @@ def _rows(
     names = (*_ROW_COLUMNS, *sources, *(f"{f}__{p}" for f in wanted for p in parts))
     columns: dict[str, list[Any]] = {c: [] for c in names}
     for log in used:
-        per_log = {
-            k: s.of_log(log.location, log.task, log.task_args, log.model, log.metadata)
-            for k, s in sources.items()
-            if not s.per_sample
+        per_log = {k: s.of_log(log) for k, s in sources.items() if not s.per_sample}
+        log_view = {
+            "task": log.task,
+            "task_args": log.task_args,
+            "model": log.model,
+            "eval_metadata": log.metadata,
         }
         for s in log.samples:
-            view = {
-                "task": log.task,
-                "task_args": log.task_args,
-                "model": log.model,
-                "eval_metadata": log.metadata,
-                "sample_metadata": s.metadata or {},
-                "id": s.id,
-                "epoch": s.epoch,
-            }
+            view = {**log_view, "sample_metadata": s.metadata or {}, "id": s.id, "epoch": s.epoch}
             values = {
                 k: per_log[k] if k in per_log else src.of_sample(view) for k, src in sources.items()
             }
@@ -414,19 +400,14 @@ def _rows(
                 *(None if v is MISSING else v for v in values.values()),
             ]
             for scorer_name, key in wanted.values():
-                raw = _score_value(s.scores, scorer_name, key)
+                score = (s.scores or {}).get(scorer_name)
+                raw = None if score is None else score.value
+                if key is not None:  # a key of a dict-valued score
+                    raw = raw.get(key) if isinstance(raw, dict) else None
                 row += [*score_kind(raw), raw]
             for column, value in zip(names, row, strict=True):
                 columns[column].append(value)
     return _frame(columns, sources)
-
-
-def _score_value(scores: Any, name: str | None, key: str | None) -> Any:
-    score = (scores or {}).get(name)
-    value = None if score is None else score.value
-    if key is None:
-        return value
-    return value.get(key) if isinstance(value, dict) else None
 
 
 def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.DataFrame:
@@ -436,12 +417,9 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
     frame = pl.DataFrame(
         typed,
         schema_overrides={
-            "epoch": pl.Int64,
-            "turns": pl.Int64,
+            **dict.fromkeys(("epoch", "turns"), pl.Int64),
+            **dict.fromkeys(("error", "limit", "unmapped"), pl.String),
             "marker": pl.Boolean,
-            "error": pl.String,
-            "limit": pl.String,
-            "unmapped": pl.String,
             **{c: pl.Float64 for c in typed if c.endswith("__num")},
             **{c: pl.String for c in typed if c.endswith(("__letter", "__kind"))},
         },
@@ -492,7 +470,11 @@ def _convert(
     kind, letter, num = (pl.col(f"{field}__{p}") for p in ("kind", "letter", "num"))
     ok: pl.Expr
     if callable(success):
-        values = [_call(success, v) for v in rows[f"{field}__raw"].to_list()]
+        # a callable gives success only as a bool; a missing score stays missing
+        values = [
+            r if v is not None and isinstance(r := success(v), bool) else None
+            for v in rows[f"{field}__raw"].to_list()
+        ]
         rows = rows.with_columns(pl.Series(out, values, dtype=pl.Boolean))
         ok = pl.col(out)
     elif success is not None:
@@ -502,8 +484,7 @@ def _convert(
             )
         ok = pl.when(kind.is_in(["letter", "bool", "number"])).then(num >= success).otherwise(None)
     else:
-        kinds = rows.filter(~pl.col(f"{field}__kind").is_in(["missing", "other"]))
-        found = kinds.group_by(f"{field}__kind").len().sort(f"{field}__kind")
+        found = rows.filter(~kind.is_in(["missing", "other"])).group_by(kind).len().sort(kind)
         if found.height > 1:
             shown = ", ".join(f"{k} in {n} samples" for k, n in found.iter_rows())
             raise ParameterError(
@@ -528,30 +509,16 @@ def _convert(
     return rows.with_columns(ok.alias(out), problem.alias(f"{out}__problem"))
 
 
-def _call(func: Callable[[Any], bool], value: Any) -> bool | None:
-    if value is None:
-        return None
-    result = func(value)
-    return result if isinstance(result, bool) else None
-
-
 def _reason(problems: list[str]) -> pl.Expr:
     """First exclusion reason of a row (sample error, limit, unmapped, then score problems)."""
-    expr = (
-        pl.when(pl.col("error").is_not_null())
-        .then(pl.lit("error"))
-        .when(pl.col("limit").is_not_null())
-        .then(pl.lit("limit"))
-        .when(pl.col("unmapped").is_not_null())
-        .then(pl.lit("unmapped"))
+    sample = (
+        pl.when(pl.col(c).is_not_null()).then(pl.lit(c)) for c in ("error", "limit", "unmapped")
     )
-    for column in problems:
-        expr = expr.when(pl.col(column).is_not_null()).then(pl.col(column))
-    return expr.otherwise(pl.lit(None, dtype=pl.String))
+    return pl.coalesce(*sample, *problems)
 
 
-def _detail() -> pl.Expr:
-    return (
+def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
+    detail = (
         pl.when(pl.col("reason") == "error")
         .then(pl.col("error"))
         .when(pl.col("reason") == "limit")
@@ -561,12 +528,9 @@ def _detail() -> pl.Expr:
         .when(pl.col("reason") == "recovery_not_applied")
         .then(pl.lit("the run ended before recovery; the none row carries it forward"))
     )
-
-
-def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
     return (
         rows.filter(pl.col("reason").is_not_null())
-        .select("log", "task_id", "epoch", "reason", _detail().cast(pl.String).alias("detail"))
+        .select("log", "task_id", "epoch", "reason", detail.cast(pl.String).alias("detail"))
         .cast(dict(EXCLUDED_SCHEMA))  # type: ignore[arg-type]
     )
 
@@ -574,21 +538,12 @@ def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
 def _forks_table(
     rows: pl.DataFrame, none_label: str, with_marker: bool
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    rows = rows.with_columns(
-        pl.when(pl.col("method") == none_label)
-        .then(pl.lit("none"))
-        .otherwise(pl.col("method"))
-        .alias("method"),
-        _reason(["success__problem"]).alias("reason"),
-    )
+    method = pl.when(pl.col("method") == none_label).then(pl.lit("none")).otherwise("method")
+    reason = _reason(["success__problem"])
     if with_marker:
-        skipped = (pl.col("method") != "none") & (pl.col("marker") == False)  # noqa: E712
-        rows = rows.with_columns(
-            pl.when(pl.col("reason").is_null() & skipped)
-            .then(pl.lit("recovery_not_applied"))
-            .otherwise(pl.col("reason"))
-            .alias("reason")
-        )
+        skipped = (method != "none") & (pl.col("marker") == False)  # noqa: E712
+        reason = pl.coalesce(reason, pl.when(skipped).then(pl.lit("recovery_not_applied")))
+    rows = rows.with_columns(method.alias("method"), reason.alias("reason"))
     keys = ["task_id", "condition", "method", "delay"]
     extra = [c for c in ("model", "epoch") if rows[c].n_unique() > 1]
     table = rows.filter(pl.col("reason").is_null()).select(
@@ -601,22 +556,19 @@ def _forks_table(
             if with_marker
         ),
     )
-    _check_unique(table, [*keys, *extra])
-    excluded = _excluded(rows)
-    if with_marker:
-        _check_carried(rows, table, [*keys[:2], *extra])
-    return table.sort([*keys, *extra], nulls_last=True), excluded
-
-
-def _check_unique(table: pl.DataFrame, keys: list[str]) -> None:
-    dup = table.filter(pl.struct(keys).is_duplicated()).select(keys).unique()
+    branch = [*keys, *extra]
+    dup = table.filter(pl.struct(branch).is_duplicated()).select(branch).unique()
     if dup.height:
         raise InputError(
             f"inspect logs: {dup.height} branches appear in more than one log "
-            f"({'/'.join(keys)} {format_keys(dup.sort(keys, nulls_last=True).rows())}); two "
+            f"({'/'.join(branch)} {format_keys(dup.sort(branch, nulls_last=True).rows())}); two "
             "evals map to the same condition, method and delay. Hint: check the mapping, or "
             "remove the duplicate logs."
         )
+    excluded = _excluded(rows)
+    if with_marker:
+        _check_carried(rows, table, [*keys[:2], *extra])
+    return table.sort(branch, nulls_last=True), excluded
 
 
 def _check_carried(rows: pl.DataFrame, table: pl.DataFrame, episode: list[str]) -> None:
@@ -655,8 +607,7 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
                 for source in ("workflow", "root_cause")
             ),
             pl.col("depth").first(),
-            pl.col("replay_ok").all(),
-            pl.col("expected_ok").all(),
+            *(pl.col(flag).all() for flag in _FLAGS),
         )
         .sort("state_id")
     )

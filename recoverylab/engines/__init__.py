@@ -3,11 +3,9 @@
 Every aggregating verb of recoverylab builds a :class:`recoverylab.plan.Plan` and hands it to
 the engine its ``engine=`` argument names:
 
-* ``"polars"`` (default) -- :class:`PolarsEngine`: each stage once over the whole tables, on
-  polars' streaming engine.
-* :class:`ShardedEngine` ``(k)`` -- splits every input by its cluster key into ``k`` shards
-  and runs the partial queries per shard; the results equal the polars engine's, which tests
-  use to prove that every plan's partials add up, without Java.
+* ``"polars"`` (default) -- :class:`PolarsEngine`: each stage once over the whole tables, streaming.
+* :class:`ShardedEngine` ``(k)`` -- splits every input by its cluster key into ``k`` shards and
+  runs the partial queries per shard; equal results prove, without Java, that partials add up.
 * a SparkSession (or ``"spark"`` for the active one), or :class:`SparkEngine` ``(spark,
   partitions=...)`` -- the inputs are co-partitioned by cluster key and each stage's partial
   query runs once per partition through ``mapInArrow``. Paths are read by Spark itself. The

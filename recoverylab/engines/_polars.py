@@ -1,8 +1,6 @@
 """The polars engines: the whole tables at once (default), or split into k shards (tests).
 
-ARCHITECTURE §7. :class:`ShardedEngine` runs the partial query per shard of the cluster key and
-concatenates the partials before the combine, as Spark does per partition: tests prove with it,
-without Java, that every plan's partials are additive over clusters.
+ARCHITECTURE §7; :class:`ShardedEngine` proves, without Java, that every plan's partials add up.
 """
 
 from __future__ import annotations
@@ -58,11 +56,8 @@ def run_head(engine: Any, plan: Plan) -> Any:
         if plan.check is not None:
             plan.check()
         return plan.state
-    return engine.run(Plan(plan.inputs, first, _identity, plan.check, plan.state, plan.progress))
-
-
-def _identity(state: Any) -> Any:
-    return state
+    head = Plan(plan.inputs, first, lambda state: state, plan.check, plan.state, plan.progress)
+    return engine.run(head)
 
 
 def _owner_key(table: Input, frame: pl.LazyFrame) -> str:
@@ -85,11 +80,11 @@ def shard_keys(
         frame = frames[table.name]
         if table.via is not None:
             other, on = table.via
-            owner = by_name[other]
+            owner = _owner_key(by_name[other], frames[other])
             mapping = (
                 frames[other]
                 .group_by(pl.col(on).cast(pl.String).alias(_VIA))
-                .agg(pl.col(_owner_key(owner, frames[other])).cast(pl.String).min().alias(_KEY))
+                .agg(pl.col(owner).cast(pl.String).min().alias(_KEY))
             )
             frame = (
                 frame.with_columns(pl.col(on).cast(pl.String).alias(_VIA))
@@ -152,7 +147,8 @@ class ShardedEngine:
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             shards = self._shards(plan, stage)
-            raise_empty(stage.read(plan.inputs), sum_rows(shards), lambda t: shards[0][t.name])
+            rows = {n: sum(s[n].height for s in shards) for n in shards[0]}
+            raise_empty(stage.read(plan.inputs), rows, lambda t: shards[0][t.name])
             busy = [s for s in shards if any(f.height for f in s.values())] or shards[:1]
             outputs = _per_shard(stage, busy, state)
             names = dict.fromkeys(n for out in outputs for n in out)
@@ -183,17 +179,12 @@ def _per_shard(
         ]
 
 
-def sum_rows(shards: list[dict[str, pl.DataFrame]]) -> dict[str, int]:
-    """Rows per input over all shards."""
-    return {n: sum(s[n].height for s in shards) for n in shards[0]}
-
-
 def raise_empty(
     tables: Iterable[Any], rows: Mapping[str, int], empty: Callable[[Any], pl.DataFrame]
 ) -> None:
-    """Raise the contract's "table is empty" error for an input or table with no rows at all.
+    """Raise the "table is empty" error of an input with no rows in any shard (``rows``).
 
-    ``rows`` counts the rows of every shard; ``empty`` gives a frame of the input's columns.
+    ``empty(table)`` gives a frame of the input's columns.
     """
     for table in tables:
         if table.contract is not None and rows[table.name] == 0:

@@ -1,11 +1,10 @@
-"""Run a protocol's polars partial query once per co-partitioned Spark partition (internal).
+"""Run a plan's polars partial queries once per co-partitioned Spark partition (internal).
 
-ARCHITECTURE §1.3 and §7. The input tables are tagged, unioned and repartitioned by cluster key,
-so every row of a cluster, in every table, lands in one partition. ``mapInArrow`` hands each
-whole partition (as one polars frame, split back into the tables) to the partial query: one
-Python call per partition, never one per group. The partials return to the driver with a small
-per-partition record (rows seen, the error a check raised) for the plan's combine and finish.
-pyspark is imported only when a function here is called (the ``spark`` extra).
+ARCHITECTURE §1.3 and §7. The inputs are tagged, unioned and repartitioned by cluster key, so a
+cluster's rows (in every table) land in one partition; ``mapInArrow`` hands each partition whole
+to the partial query (one Python call per partition, never one per group). The partials return
+to the driver with a record per partition (rows seen, the error a check raised). pyspark is
+imported only when used (the ``spark`` extra).
 """
 
 from __future__ import annotations
@@ -38,26 +37,13 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, SparkSession
     from pyspark.sql import DataFrame as SparkFrame
 
-__all__ = [
-    "EXTRA",
-    "Partials",
-    "SparkEngine",
-    "Table",
-    "as_spark",
-    "empty_like",
-    "is_session",
-    "mapped",
-    "require_pyspark",
-    "run",
-    "session",
-]
+__all__ = ["EXTRA", "SparkEngine", "is_session", "require_pyspark", "session"]
 
 #: The pip extra that installs the Spark engine.
 EXTRA = "recoverylab[spark]"
 
 #: A partial query: the partition's tables (name -> frame) to named partial frames.
 PartialQuery = Callable[[dict[str, pl.DataFrame]], dict[str, pl.DataFrame]]
-Contract = str | schema.TableSpec | None
 
 _KEY = "__key"
 _TAG = "__table"
@@ -99,22 +85,6 @@ def is_session(engine: object) -> bool:
     """Whether ``engine`` is a SparkSession (classic or Spark Connect), without importing it."""
     kind = type(engine)
     return kind.__name__ == "SparkSession" and kind.__module__.startswith("pyspark.")
-
-
-def _is_spark_frame(source: object) -> bool:
-    kind = type(source)
-    return kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql")
-
-
-def check_session(spark: object) -> SparkSession:
-    """Return ``spark`` if it is a SparkSession, else raise ParameterError."""
-    require_pyspark()
-    if not is_session(spark):
-        raise ParameterError(
-            f"parameter `spark` is {type(spark).__name__}; it must be a SparkSession. "
-            "Hint: recoverylab.distributed.session() starts a local one."
-        )
-    return spark  # type: ignore[return-value]
 
 
 def session(
@@ -169,49 +139,37 @@ def session(
             # system interpreter, which may lack pyarrow (or recoverylab).
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
-    settings.update(config or {})
-    for name, value in settings.items():
-        builder = builder.config(name, value)
     with quiet():
-        return builder.getOrCreate()
+        return builder.config(map={**settings, **(config or {})}).getOrCreate()
 
 
 def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
-    """Return a table source as a Spark DataFrame.
+    """Return a table source as a Spark DataFrame; raise SourceError where Spark cannot read it.
 
-    A Spark DataFrame is used as it is. Paths and globs of parquet files or directories (also
-    hive-partitioned), CSV (header row, types inferred by Spark) and NDJSON are read by Spark
-    itself, never passing through the driver. Anything else :func:`recoverylab.io.scan` reads
-    is loaded on the driver and shipped as Arrow, categoricals as strings (Spark has none).
-
-    Raises
-    ------
-    SourceError
-        When Spark cannot find or read a path.
+    Spark itself reads paths and globs of parquet (also hive-partitioned), CSV (header row, types
+    inferred) and NDJSON; anything else :func:`recoverylab.io.scan` reads is loaded on the driver
+    and shipped as Arrow, categoricals as strings (Spark has none).
     """
-    if _is_spark_frame(source):
+    kind = type(source)
+    if kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql"):
         return source  # type: ignore[return-value]
     paths = path_list(source)
-    if paths is not None:
-        formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths}
-        if len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
-            return _read(spark, paths, formats.pop(), name)
+    formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths or ()}
+    if paths is not None and len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
+        errors = importlib.import_module("pyspark.errors")
+        try:
+            if formats == {"csv"}:
+                return spark.read.csv(paths, header=True, inferSchema=True)
+            if formats == {"ndjson"}:
+                return spark.read.json(paths)
+            return spark.read.parquet(*paths)
+        except errors.AnalysisException as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            message = f"{name}: Spark cannot read {', '.join(paths)}: {first}"
+            raise _errors.SourceError(message) from exc
     frame = scan(source).with_columns((cs.categorical() | cs.enum()).cast(pl.String)).collect()
     with quiet():
         return spark.createDataFrame(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
-
-
-def _read(spark: SparkSession, paths: list[str], fmt: str, name: str) -> SparkFrame:
-    errors = importlib.import_module("pyspark.errors")
-    try:
-        if fmt == "csv":
-            return spark.read.csv(paths, header=True, inferSchema=True)
-        if fmt == "ndjson":
-            return spark.read.json(paths)
-        return spark.read.parquet(*paths)
-    except errors.AnalysisException as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise _errors.SourceError(f"{name}: Spark cannot read {', '.join(paths)}: {first}") from exc
 
 
 def empty_like(frame: SparkFrame) -> pl.DataFrame:
@@ -233,60 +191,13 @@ def column(frame: SparkFrame, name: str) -> Column:
 
 @dataclass(frozen=True)
 class Table:
-    """One input table of a distributed run.
-
-    Attributes
-    ----------
-    name
-        Name the partial query receives the table under.
-    frame
-        The Spark DataFrame.
-    key
-        The cluster key as a Spark column: rows with equal keys (in every table) are processed
-        in one partition. ``None`` in a run without a shuffle.
-    contract
-        Table contract whose "table is empty" rule is checked over the whole table.
-    columns
-        The columns to ship (default: all columns of ``frame``; a join that attached the key
-        may have added others).
-    """
+    """One input of a Spark run: frame, cluster key (``None``: no shuffle), contract, columns."""
 
     name: str
     frame: Any
-    key: Any = None
-    contract: Contract = None
-    columns: tuple[str, ...] | None = None
-
-    @property
-    def shipped(self) -> tuple[str, ...]:
-        """The columns handed to the partial query (``columns``, or all of ``frame``'s)."""
-        return self.columns if self.columns is not None else tuple(self.frame.columns)
-
-    def empty(self) -> pl.DataFrame:
-        """Return an empty polars frame of the shipped columns (see :func:`empty_like`)."""
-        return empty_like(self.frame.select([column(self.frame, c) for c in self.shipped]))
-
-
-@dataclass(frozen=True)
-class Partials:
-    """What came back from the partitions.
-
-    Attributes
-    ----------
-    parts
-        The combined partial frames by name (rows of every partition, not yet re-aggregated).
-    rows
-        Input rows per table, summed over partitions.
-    partitions
-        Partitions that held rows (empty ones are skipped).
-    partial_rows
-        Partial rows collected to the driver: what crossed the network.
-    """
-
-    parts: dict[str, pl.DataFrame]
-    rows: dict[str, int]
-    partitions: int
-    partial_rows: int
+    key: Any
+    contract: str | schema.TableSpec | None
+    columns: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -301,17 +212,14 @@ class _Layout:
 
 def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> SparkFrame:
     functions = importlib.import_module("pyspark.sql.functions")
-    pieces = []
-    for i, table in enumerate(tables):
-        frame = table.frame
-        key = table.key if table.key is not None else functions.lit(None).cast("string")
-        pieces.append(
-            frame.select(
-                key.alias(_KEY),
-                functions.lit(i).cast("int").alias(_TAG),
-                *(column(frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(table.shipped)),
-            )
+    pieces = [
+        t.frame.select(
+            (t.key if t.key is not None else functions.lit(None).cast("string")).alias(_KEY),
+            functions.lit(i).cast("int").alias(_TAG),
+            *(column(t.frame, c).alias(f"__t{i}_{j}") for j, c in enumerate(t.columns)),
         )
+        for i, t in enumerate(tables)
+    ]
     union = functools.reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), pieces)
     if not shuffle:
         return union.drop(_KEY)
@@ -320,46 +228,30 @@ def _union(tables: Sequence[Table], shuffle: bool, partitions: int | None) -> Sp
     return union.repartition(count, _KEY).drop(_KEY)
 
 
-def _wire_schema(parts: Mapping[str, pl.Schema], envelope: bool) -> list[tuple[str, pl.DataType]]:
-    wire: list[tuple[str, pl.DataType]] = [
-        (f"__p{i}_{j}" if envelope else name, _WIRE.get(t, t))  # type: ignore[call-overload]
-        for i, part in enumerate(parts.values())
-        for j, (name, t) in enumerate(part.items())
-    ]
-    if envelope:
-        wire += [(_PART, pl.Int32()), (_META, pl.String())]
-    return wire
-
-
-def _spark_schema(wire: Sequence[tuple[str, pl.DataType]]) -> Any:
-    types = importlib.import_module("pyspark.sql.pandas.types")
-    empty = pl.DataFrame(schema=dict(wire)).to_arrow(compat_level=pl.CompatLevel.oldest())
-    return types.from_arrow_schema(empty.schema, prefer_timestamp_ntz=True)
-
-
-def _split(data: pl.DataFrame, layout: _Layout) -> dict[str, pl.DataFrame]:
-    frames = {}
-    for i, (name, columns) in enumerate(layout.tables):
-        rows = data.filter(pl.col(_TAG) == i)
-        frames[name] = rows.select(pl.col(f"__t{i}_{j}").alias(c) for j, c in enumerate(columns))
-    return frames
+def _unpack(
+    data: pl.DataFrame, tag: str, prefix: str, frames: tuple[tuple[str, tuple[str, ...]], ...]
+) -> dict[str, pl.DataFrame]:
+    """Split a packed frame by tag: column ``j`` of part ``i`` is ``{prefix}{i}_{j}``."""
+    return {
+        name: data.filter(pl.col(tag) == i).select(
+            pl.col(f"{prefix}{i}_{j}").alias(c) for j, c in enumerate(columns)
+        )
+        for i, (name, columns) in enumerate(frames)
+    }
 
 
 def _pack(
     outputs: Mapping[str, pl.DataFrame], meta: dict[str, Any] | None, layout: _Layout
 ) -> pl.DataFrame:
-    pieces = []
-    for i, (name, columns) in enumerate(layout.parts):
-        out = outputs.get(name)
-        if out is None or out.height == 0:
-            continue
-        pieces.append(
-            out.select(pl.col(c).alias(f"__p{i}_{j}") for j, c in enumerate(columns)).with_columns(
-                pl.lit(i, dtype=pl.Int32).alias(_PART)
-            )
-            if layout.envelope
-            else out.select(columns)
+    pieces = [
+        out.select(pl.col(c).alias(f"__p{i}_{j}") for j, c in enumerate(columns)).with_columns(
+            pl.lit(i, dtype=pl.Int32).alias(_PART)
         )
+        if layout.envelope
+        else out.select(columns)
+        for i, (name, columns) in enumerate(layout.parts)
+        if (out := outputs.get(name)) is not None and out.height
+    ]
     if meta is not None:
         pieces.append(pl.DataFrame({_META: [json.dumps(meta)]}))
     packed = pl.concat(pieces, how="diagonal") if pieces else pl.DataFrame()
@@ -379,7 +271,8 @@ def _worker(
     received = [b for b in batches if b.num_rows]
     if not received:  # an empty partition: nothing to check, nothing to report
         return
-    frames = _split(pl.from_arrow(pa.Table.from_batches(received)), layout)  # type: ignore[arg-type]
+    data: pl.DataFrame = pl.from_arrow(pa.Table.from_batches(received))  # type: ignore[assignment]
+    frames = _unpack(data, _TAG, "__t", layout.tables)
     meta: dict[str, Any] | None = None
     if layout.envelope:
         context = TaskContext.get()
@@ -403,125 +296,43 @@ def _worker(
 
 
 def _job(
-    tables: Sequence[Table],
-    partial: PartialQuery,
-    *,
-    envelope: bool,
-    shuffle: bool,
-    partitions: int | None,
+    tables: Sequence[Table], stage: Stage, state: Any, partitions: int | None, *, envelope: bool
 ) -> tuple[_Layout, SparkFrame, dict[str, pl.Schema]]:
-    """Return the lazy ``mapInArrow`` job of ``partial`` over the co-partitioned tables.
+    """Return the lazy ``mapInArrow`` job of ``stage``'s partial over the co-partitioned tables.
 
-    The partial's output schema is learnt by running it on empty tables of the input types.
+    The output schema is learnt by running the partial on empty tables of the input types.
     """
-    empties = {t.name: t.empty() for t in tables}
+    partial = functools.partial(_call, partial=stage.partial, state=state)
+    empties = {
+        t.name: empty_like(t.frame.select([column(t.frame, c) for c in t.columns])) for t in tables
+    }
     with schema.shard_scope():
         outputs = partial(empties)
     parts = {name: frame.schema for name, frame in outputs.items()}
-    wire = _wire_schema(parts, envelope)
-    spark_schema = _spark_schema(wire)
+    wire: list[tuple[str, pl.DataType]] = [
+        (f"__p{i}_{j}" if envelope else name, _WIRE.get(t, t))  # type: ignore[call-overload]
+        for i, part in enumerate(parts.values())
+        for j, (name, t) in enumerate(part.items())
+    ]
+    if envelope:
+        wire += [(_PART, pl.Int32()), (_META, pl.String())]
+    types = importlib.import_module("pyspark.sql.pandas.types")
+    empty = pl.DataFrame(schema=dict(wire)).to_arrow(compat_level=pl.CompatLevel.oldest())
+    spark_schema = types.from_arrow_schema(empty.schema, prefer_timestamp_ntz=True)
     target = _arrow_schema(tables[0].frame.sparkSession, spark_schema)
     layout = _Layout(
-        tables=tuple((t.name, t.shipped) for t in tables),
+        tables=tuple((t.name, t.columns) for t in tables),
         parts=tuple((name, tuple(s.names())) for name, s in parts.items()),
         wire=tuple(wire),
         envelope=envelope,
     )
-    union = _union(tables, shuffle, partitions)
+    union = _union(tables, stage.clustered, partitions)
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         return _worker(batches, layout=layout, partial=partial, target=target)
 
     with quiet():
         return layout, union.mapInArrow(apply, spark_schema), parts
-
-
-def mapped(
-    tables: Sequence[Table],
-    partial: PartialQuery,
-    *,
-    partitions: int | None = None,
-    shuffle: bool = True,
-) -> SparkFrame:
-    """Return the lazy Spark DataFrame of one partial query run per partition.
-
-    Unlike :func:`run` nothing is collected: the output (one part) stays distributed, e.g. the
-    scored episodes of :func:`recoverylab.goal.score`. A RecoveryLabError in a partition fails
-    the Spark job, so run the checks first (:func:`run` with a query that only checks).
-    """
-    return _job(tables, partial, envelope=False, shuffle=shuffle, partitions=partitions)[1]
-
-
-def run(
-    tables: Sequence[Table],
-    partial: PartialQuery,
-    *,
-    partitions: int | None = None,
-    shuffle: bool = True,
-    progress: Callable[[str], None] | None = None,
-    label: str = "partials",
-) -> Partials:
-    """Run ``partial`` on every partition of the co-partitioned tables; collect the partials.
-
-    Parameters
-    ----------
-    tables
-        The input tables with their cluster keys.
-    partial
-        Maps the partition's tables (name -> polars DataFrame) to named partial frames. It is
-        pickled to the workers (a module-level function or a functools.partial of one).
-    partitions
-        Number of partitions of the shuffle (default ``spark.sql.shuffle.partitions``).
-    shuffle
-        ``False`` runs on the tables' own partitions (for queries that need no cluster to be
-        whole, such as distinct design points).
-    progress
-        Optional callable receiving stage messages.
-    label
-        What is computed, for the progress messages.
-
-    Returns
-    -------
-    Partials
-
-    Raises
-    ------
-    SchemaError, InputError, ParameterError
-        The first error a partition's checks raised (with a note when several partitions
-        raised), or an empty table whose contract needs rows.
-    """
-    layout, job, parts = _job(
-        tables, partial, envelope=True, shuffle=shuffle, partitions=partitions
-    )
-    if progress is not None:
-        progress(f"spark: {label} on each partition")
-    errors = importlib.import_module("pyspark.errors")
-    try:
-        with quiet():
-            arrow = job.toArrow()
-    except errors.PythonException as exc:
-        missing = worker_import_error(exc)
-        if missing is None:
-            raise
-        raise missing from exc
-    data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
-    metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
-    rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
-    raise_empty(tables, rows, lambda t: empty_like(t.frame))
-    _raise_errors(metas)
-    collected = {
-        name: data.filter(pl.col(_PART) == i)
-        .select(pl.col(f"__p{i}_{j}").alias(c) for j, c in enumerate(columns))
-        .cast(parts[name])
-        for i, (name, columns) in enumerate(layout.parts)
-    }
-    partial_rows = data.height - len(metas)
-    if progress is not None:
-        progress(
-            f"spark: collected {partial_rows} partial rows from {len(metas)} partitions "
-            f"({sum(rows.values())} input rows)"
-        )
-    return Partials(collected, rows, len(metas), partial_rows)
 
 
 def worker_import_error(exc: BaseException) -> MissingDependencyError | None:
@@ -560,33 +371,6 @@ def _call(
     return collect_parts(partial({n: f.lazy() for n, f in frames.items()}, state))
 
 
-def _tables(plan: Plan, frames: Mapping[str, SparkFrame]) -> list[Table]:
-    """Key every input by its cluster key (through another input where the plan says so)."""
-    functions = importlib.import_module("pyspark.sql.functions")
-    by_name = {i.name: i for i in plan.inputs}
-    tables = []
-    for table in plan.inputs:
-        frame = frames[table.name]
-        shipped = table.columns if table.columns is not None else tuple(frame.columns)
-        if table.via is not None:
-            other, on = table.via
-            owner = frames[other]
-            owner_key = by_name[other].key_column(empty_like(owner).schema) or on
-            mapping = owner.groupBy(column(owner, on).cast("string").alias("__via")).agg(
-                functions.min(column(owner, owner_key).cast("string")).alias("__key")
-            )
-            frame = frame.join(
-                mapping, column(frame, on).cast("string") == mapping["__via"], "left"
-            )
-            key = functions.col("__key")
-        elif table.key is not None:
-            key = column(frame, table.key_column(empty_like(frame).schema) or "").cast("string")
-        else:
-            key = None
-        tables.append(Table(table.name, frame, key, table.contract, shipped))
-    return tables
-
-
 @dataclass(frozen=True)
 class SparkEngine:
     """Run a plan on Spark: each stage's partial query once per co-partitioned partition.
@@ -607,42 +391,93 @@ class SparkEngine:
     spark: Any
     partitions: int | None = None
 
-    def _frames(self, plan: Plan) -> dict[str, SparkFrame]:
-        session = check_session(self.spark)
-        return {i.name: as_spark(session, i.source, i.name) for i in plan.inputs}
+    def _tables(self, plan: Plan) -> list[Table]:
+        """Read every input; key it by its cluster key (through another input where ``via``)."""
+        require_pyspark()
+        if not is_session(self.spark):
+            raise ParameterError(
+                f"parameter `spark` is {type(self.spark).__name__}; it must be a SparkSession. "
+                "Hint: recoverylab.distributed.session() starts a local one."
+            )
+        frames = {i.name: as_spark(self.spark, i.source, i.name) for i in plan.inputs}
+        functions = importlib.import_module("pyspark.sql.functions")
+        by_name = {i.name: i for i in plan.inputs}
+        tables = []
+        for table in plan.inputs:
+            frame = frames[table.name]
+            shipped = table.columns if table.columns is not None else tuple(frame.columns)
+            if table.via is not None:
+                other, on = table.via
+                owner = frames[other]
+                owner_key = by_name[other].key_column(empty_like(owner).schema) or on
+                mapping = owner.groupBy(column(owner, on).cast("string").alias("__via")).agg(
+                    functions.min(column(owner, owner_key).cast("string")).alias("__key")
+                )
+                frame = frame.join(
+                    mapping, column(frame, on).cast("string") == mapping["__via"], "left"
+                )
+                key = functions.col("__key")
+            elif table.key is not None:
+                key = column(frame, table.key_column(empty_like(frame).schema) or "").cast("string")
+            else:
+                key = None
+            tables.append(Table(table.name, frame, key, table.contract, shipped))
+        return tables
 
     def run(self, plan: Plan) -> Any:
-        """Run ``plan``; return its finish's result."""
-        cache: dict[str, Any] = {}
+        """Run ``plan``; return its finish's result.
+
+        Raises the first error a partition's checks raised (with a note when several partitions
+        raised), or the "table is empty" error of an input with no rows at all.
+        """
+        every: list[Table] = []
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
-            if "tables" not in cache:
-                cache["tables"] = _tables(plan, self._frames(plan))
-            partial = functools.partial(_call, partial=stage.partial, state=state)
-            names = {i.name for i in stage.read(plan.inputs)}
-            result = run(
-                [t for t in cache["tables"] if t.name in names],
-                partial,
-                partitions=self.partitions,
-                shuffle=stage.clustered,
-                progress=plan.progress,
-                label=stage.label,
-            )
-            return result.parts
+            if not every:
+                every.extend(self._tables(plan))
+            tables = _reads(plan, stage, every)
+            layout, job, parts = _job(tables, stage, state, self.partitions, envelope=True)
+            if plan.progress is not None:
+                plan.progress(f"spark: {stage.label} on each partition")
+            errors = importlib.import_module("pyspark.errors")
+            try:
+                with quiet():
+                    arrow = job.toArrow()
+            except errors.PythonException as exc:
+                missing = worker_import_error(exc)
+                if missing is None:
+                    raise
+                raise missing from exc
+            data: pl.DataFrame = pl.from_arrow(arrow)  # type: ignore[assignment]
+            metas = [json.loads(m) for m in data.get_column(_META).drop_nulls().to_list()]
+            rows = {t.name: sum(m["rows"][t.name] for m in metas) for t in tables}
+            raise_empty(tables, rows, lambda t: empty_like(t.frame))
+            _raise_errors(metas)
+            collected = {
+                n: f.cast(parts[n]) for n, f in _unpack(data, _PART, "__p", layout.parts).items()
+            }
+            if plan.progress is not None:
+                plan.progress(
+                    f"spark: collected {data.height - len(metas)} partial rows from {len(metas)} "
+                    f"partitions ({sum(rows.values())} input rows)"
+                )
+            return collected
 
         return plan.execute(run_stage)
 
     def rows(self, plan: Plan) -> SparkFrame:
         """Run every stage but the last; return the last stage's one part as a lazy Spark frame.
 
-        For row-level verbs (scored episodes): nothing of the result is collected. A
-        RecoveryLabError inside the last stage fails the Spark job, so the plan's earlier
-        stages should run the checks.
+        Nothing is collected (row-level verbs: scored episodes). An error in the last stage fails
+        the Spark job, so the plan's earlier stages should run the checks.
         """
-        tables = _tables(plan, self._frames(plan))
+        every = self._tables(plan)
         state = run_head(self, plan)
         last = plan.stages[-1]
-        partial = functools.partial(_call, partial=last.partial, state=state)
-        names = {i.name for i in last.read(plan.inputs)}
-        shipped = [t for t in tables if t.name in names]
-        return mapped(shipped, partial, partitions=self.partitions, shuffle=last.clustered)
+        return _job(_reads(plan, last, every), last, state, self.partitions, envelope=False)[1]
+
+
+def _reads(plan: Plan, stage: Stage, tables: list[Table]) -> list[Table]:
+    """Return the tables ``stage`` reads (only these are shipped)."""
+    names = {i.name for i in stage.read(plan.inputs)}
+    return [t for t in tables if t.name in names]

@@ -10,6 +10,7 @@ forks table never has to fit in memory.
 from __future__ import annotations
 
 import importlib
+import itertools
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -83,11 +84,8 @@ def generate(name: str, units: int, *, seed: int = 0, **options: object) -> Tabl
     >>> tables = synth.generate("forks", 10, seed=1)  # doctest: +SKIP
     """
     gen = get(name)
-    parts: dict[str, list[pl.DataFrame]] = {t: [] for t in gen.tables}
-    for tables in _blocks(units, seed, gen, options):
-        for table, frame in tables.items():
-            parts[table].append(frame)
-    return {t: pl.concat(frames, how="vertical_relaxed") for t, frames in parts.items()}
+    blocks = list(_blocks(units, seed, gen, options))
+    return {t: pl.concat([b[t] for b in blocks], how="vertical_relaxed") for t in gen.tables}
 
 
 def write(
@@ -128,26 +126,19 @@ def write(
     per_file = max(1, -(-chunk_units // BLOCK))
     out = Path(out_dir)
     written: dict[str, list[Path]] = {t: [] for t in gen.tables}
-    pending: dict[str, list[pl.DataFrame]] = {t: [] for t in gen.tables}
-    n_blocks = -(-units // BLOCK)
+    blocks = _blocks(units, seed, gen, options)
+    done = 0
     # Each table's directory is staged whole and renamed into place at the end: a killed run
     # leaves no incomplete dataset, and parts of an earlier, larger run never mix with these.
     with ExitStack() as stack:
         staging = {t: stack.enter_context(atomic_dir(out / t)) for t in gen.tables}
-
-        def flush() -> None:
-            for table, frames in pending.items():
-                if frames:
-                    part = f"part-{len(written[table]):05d}.parquet"
-                    pl.concat(frames, how="vertical_relaxed").write_parquet(staging[table] / part)
-                    written[table].append(out / table / part)
-                    frames.clear()
-
-        for index, tables in enumerate(_blocks(units, seed, gen, options), 1):
-            for table, frame in tables.items():
-                pending[table].append(frame)
-            if index % per_file == 0 or index == n_blocks:
-                flush()
-                if progress is not None:
-                    progress(f"{name}: {min(index * BLOCK, units)}/{units} units written")
+        while chunk := list(itertools.islice(blocks, per_file)):
+            done += len(chunk)
+            for table, files in written.items():
+                part = f"part-{len(files):05d}.parquet"
+                frame = pl.concat([b[table] for b in chunk], how="vertical_relaxed")
+                frame.write_parquet(staging[table] / part)
+                files.append(out / table / part)
+            if progress is not None:
+                progress(f"{name}: {min(done * BLOCK, units)}/{units} units written")
     return written

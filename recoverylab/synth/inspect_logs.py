@@ -107,12 +107,12 @@ def write_inspect_logs(
         raise ParameterError(
             f"parameter `log_format` is {log_format!r}; it must be 'eval' or 'json'."
         )
-    inspect = _inspect()
+    run_eval, recovery, model = _inspect()
     errors = {k: list(v) for k, v in (errors or {}).items()}
     arms: list[tuple[str, int | None]] = [("none", None)]
     arms += [(m, d) for m in methods for d in delays]
     tasks = [
-        inspect["task"](condition=c, method=m, delay=d, samples=samples, failing=errors.get(c, []))
+        recovery(condition=c, method=m, delay=d, samples=samples, failing=errors.get(c, []))
         for c in conditions
         for m, d in arms
     ]
@@ -120,9 +120,9 @@ def write_inspect_logs(
         # inspect's own retry setup trips a tenacity deprecation (not ours to fix); under
         # warnings-as-errors it would turn every sample into an error.
         warnings.filterwarnings("ignore", message="The 'initial' parameter is deprecated")
-        logs = inspect["eval"](
+        logs = run_eval(
             tasks,
-            model=inspect["model"],
+            model=model,
             epochs=epochs,
             log_dir=os.fspath(out_dir),
             log_format=log_format,
@@ -134,8 +134,8 @@ def write_inspect_logs(
     return [Path(log.location) for log in logs]
 
 
-def _inspect() -> dict[str, Any]:
-    """Build the task, solver, scorer and mock model (inspect_ai imported lazily)."""
+def _inspect() -> tuple[Any, Any, Any]:
+    """Return inspect's ``eval``, the task and the mock model (inspect_ai imported lazily)."""
     try:
         from inspect_ai import Task, eval, task
         from inspect_ai.dataset import Sample
@@ -195,8 +195,4 @@ def _inspect() -> dict[str, Any]:
             name="recovery",
         )
 
-    return {
-        "eval": eval,
-        "task": recovery,
-        "model": get_model("mockllm/model", custom_outputs=answer),
-    }
+    return eval, recovery, get_model("mockllm/model", custom_outputs=answer)
