@@ -1234,6 +1234,11 @@ def test_hashed_keys_give_the_result_of_the_string_keys(goals, seed, order) -> N
     assert expected.equals(score_frames(frames))
 
 
+def _prefix_colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
+    """A stand-in for goal's id hash under which "x-<id>" has the hash of "<id>"."""
+    return ids.str.strip_prefix("x-").hash(seed)
+
+
 def test_colliding_hashes_fall_back_to_the_string_keys(monkeypatch) -> None:
     frames = synthetic(12, 3)
     expected = score_frames(frames)
@@ -1265,10 +1270,7 @@ def test_a_step_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -> No
     )
     frames["steps"] = pl.concat([frames["steps"], extra])
 
-    def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
-        return ids.str.strip_prefix("x-").hash(seed)  # "x-<id>" has the hash of "<id>"
-
-    monkeypatch.setattr(goal, "_id_hash", colliding)
+    monkeypatch.setattr(goal, "_id_hash", _prefix_colliding)
     with pytest.raises(InputError, match=r"^steps: rows of 1 unknown episode \(episode_id x-"):
         goal.score(*(frames[t] for t in TABLES))
 
@@ -1279,10 +1281,7 @@ def test_a_citation_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -
     extra = frames["citations"].head(1).with_columns(pl.lit(f"x-{first}").alias("episode_id"))
     frames["citations"] = pl.concat([frames["citations"], extra])
 
-    def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
-        return ids.str.strip_prefix("x-").hash(seed)  # "x-<id>" has the hash of "<id>"
-
-    monkeypatch.setattr(goal, "_id_hash", colliding)
+    monkeypatch.setattr(goal, "_id_hash", _prefix_colliding)
     with pytest.raises(InputError, match=r"^citations: rows of 1 unknown episode \(episode_id x-"):
         goal.score(*(frames[t] for t in TABLES))
 
