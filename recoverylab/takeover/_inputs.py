@@ -198,6 +198,8 @@ def check_consistency(
         "short": short.select(pl.len(), pl.col("n").min().alias("fewest")),
         "short_keys": short.sort(unit).head(5).select(unit),
     }
+    if roots:
+        queries["roots"], queries["roots_keys"] = _root_queries(states)
     got = dict(
         zip(queries, pl.collect_all(list(queries.values()), engine="streaming"), strict=True)
     )
@@ -211,7 +213,7 @@ def check_consistency(
             "known state. Hint: pass the states table the attempts were run on."
         )
     if roots:
-        check_roots(states)
+        _raise_split_roots(got["roots"], got["roots_keys"])
     label = "/".join(unit)
     pairs = f"({', '.join(unit)})"
     n = int(got["gaps"].item())
@@ -272,14 +274,20 @@ def check_roots(states: pl.LazyFrame) -> None:
     Distinct (root_cause_id, workflow_id) pairs gathered from every shard give the same answer
     as the whole `states` table.
     """
+    _raise_split_roots(*pl.collect_all(_root_queries(states)))
+
+
+def _root_queries(states: pl.LazyFrame) -> list[pl.LazyFrame]:
+    """Count and first keys of the root causes under more than one workflow."""
     split_root = (
         states.group_by("root_cause_id")
         .agg(pl.col("workflow_id").n_unique().alias("workflows"))
         .filter(pl.col("workflows") > 1)
     )
-    count, keys = pl.collect_all(
-        [split_root.select(pl.len()), split_root.select(pl.col("root_cause_id").sort().head(5))]
-    )
+    return [split_root.select(pl.len()), split_root.select(pl.col("root_cause_id").sort().head(5))]
+
+
+def _raise_split_roots(count: pl.DataFrame, keys: pl.DataFrame) -> None:
     n = int(count.item())
     if n:
         raise InputError(
