@@ -394,13 +394,18 @@ def pairs(
     return pair_rows(table, design_grid(table), cohort)
 
 
-def pair_rows(table: Forks, design: Design, cohort: str = "full") -> pl.LazyFrame:
+def pair_rows(
+    table: Forks, design: Design, cohort: str = "full", carry: Sequence[str] | None = None
+) -> pl.LazyFrame:
     """Return the rows of :func:`pairs` of a prepared table (or shard) against ``design``.
 
     ``design``: the whole table's grid, so a shard's carried-forward pairs are right (§7).
+    ``carry``: the extra columns kept (default: every column outside the contract).
     """
-    extras = [c for c in table.lf.collect_schema().names() if c not in (*_CONTRACT, *table.pair_by)]
-    rows = apply_cohort(branch_rows(table, design, carry=extras), table, cohort)
+    if carry is None:
+        names = table.lf.collect_schema().names()
+        carry = [c for c in names if c not in (*_CONTRACT, *table.pair_by)]
+    rows = apply_cohort(branch_rows(table, design, carry=carry), table, cohort)
     raise_after_end(rows, table)
     head = [*table.episode, "method", "delay", "y0", "y1"]
     return rows.filter(pl.col("reason").is_null()).select(

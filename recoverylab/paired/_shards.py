@@ -22,15 +22,11 @@ from recoverylab.paired._pairs import (
     COHORTS,
     Cohort,
     Design,
-    apply_cohort,
-    branch_rows,
     check_by_columns,
     design_of,
     design_points,
-    outcome_expr,
     pair_rows,
     prepare,
-    raise_after_end,
 )
 
 __all__ = ["design_stage", "forks_input", "pairs_plan", "shard_pairs"]
@@ -104,9 +100,7 @@ def shard_pairs(
     """
     table, _ = prepare(forks, pair_by=pair_by, cohort=cohort)
     check_by_columns(carry, sorted(table.columns))
-    rows = apply_cohort(branch_rows(table, design, carry=carry), table, cohort)
-    raise_after_end(rows, table)
-    return rows.filter(pl.col("reason").is_null()).with_columns(outcome_expr().alias("outcome"))
+    return pair_rows(table, design, cohort, carry=carry)
 
 
 def _pairs_partial(
