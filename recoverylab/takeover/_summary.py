@@ -792,7 +792,7 @@ def _per_state(
     b: str,
 ) -> tuple[pl.LazyFrame, list[str]]:
     """Each eligible state's pass@k of ``a`` and of ``b``; unpaired states marked excluded."""
-    inputs = load(frames["states"], frames["attempts"], ("agent", *by))
+    inputs = load(frames["states"], frames["attempts"], ("agent", *by), checks="schema")
     pair = ["state_id", *inputs.unit_keys[1:]]
     state_cols = ["workflow_id", "root_cause_id", "depth"]
     carried = [c for c in inputs.state_keys if c not in state_cols]
