@@ -101,7 +101,11 @@ def _stable_sum(expr: pl.Expr) -> pl.Expr:
 
 
 def _stable_mean(expr: pl.Expr) -> pl.Expr:
-    """Mean of floats in sorted order (see :func:`_stable_sum`)."""
+    """Mean of floats added in sorted order, so that row order cannot change its last bits.
+
+    For the few per-agent rows of a macro cell, whose values (differences) may be negative,
+    which :func:`_stable_sum` does not take.
+    """
     return expr.sort().implode().list.mean()
 
 
