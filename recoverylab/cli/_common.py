@@ -83,6 +83,11 @@ def read(paths: Sequence[str] | str) -> pl.LazyFrame:
     )
 
 
+def source(paths: Sequence[str] | str, engine: object) -> object:
+    """Return a command's input paths as polars reads them, or as given for Spark to read."""
+    return read(paths) if engine == "polars" else paths
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What a command's input arguments resolve to: files, directories and glob patterns."""

@@ -16,8 +16,8 @@ from recoverylab.cli._common import (
     add_statistics,
     emit,
     guard_output,
-    read,
     samples_dir,
+    source,
     split_list,
     write_output,
 )
@@ -163,7 +163,7 @@ def run_paired(args: argparse.Namespace) -> None:
     engine = spark_cli.engine_from(args)
     if engine != "polars":
         spark_cli.refuse(args, ("overlap", "pairs_out", "exclusions_out"))
-    forks = read(args.forks) if engine == "polars" else args.forks
+    forks = source(args.forks, engine)
     keys: dict[str, Any] = {"by": args.by, "pair_by": args.pair_by, "cohort": args.cohort}
     summary = paired.summarize(
         forks,
@@ -204,7 +204,7 @@ def run_contrast(args: argparse.Namespace) -> None:
         guard_output(args.out, args)
     engine = spark_cli.engine_from(args)
     result = paired.contrast(
-        read(args.forks) if engine == "polars" else args.forks,
+        source(args.forks, engine),
         args.a,
         args.b,
         by=args.by,
@@ -226,10 +226,9 @@ def run_policy(args: argparse.Namespace) -> None:
     if args.out is not None:
         guard_output(args.out, args)
     engine = spark_cli.engine_from(args)
-    polars = engine == "polars"
     result = paired.evaluate_policy(
-        read(args.decisions) if polars else args.decisions,
-        read(args.forks) if polars else args.forks,
+        source(args.decisions, engine),
+        source(args.forks, engine),
         pair_by=args.pair_by,
         by=args.by,
         method=args.method,

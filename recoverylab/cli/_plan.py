@@ -7,7 +7,7 @@ from pathlib import Path
 
 from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli import _table
-from recoverylab.cli._common import Progress, add_statistics, emit, read, split_list
+from recoverylab.cli._common import Progress, add_statistics, emit, source, split_list
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -61,7 +61,7 @@ def run_plan(args: argparse.Namespace) -> None:
     engine = spark_cli.engine_from(args)
     pilot: object = None
     if args.pilot:  # Spark reads the paths itself
-        pilot = read(args.pilot) if engine == "polars" else args.pilot
+        pilot = source(args.pilot, engine)
         progress("estimating p10, p01 and the ICC from the pilot")
     if args.simulate:
         progress(f"sizing by {args.simulate} simulated studies per step (exact sign-flip test)")

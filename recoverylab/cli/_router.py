@@ -23,6 +23,7 @@ from recoverylab.cli._common import (
     guard_output,
     read,
     samples_dir,
+    source,
     split_list,
     write_output,
 )
@@ -244,8 +245,8 @@ def run_evaluate(args: argparse.Namespace) -> None:
     named = _load_named(args.rule)
     engine = spark_cli.engine_from(args)
     # on Spark the paths go as they are: Spark reads the forks (and the points it scores)
-    points = read(args.decision_points) if engine == "polars" else args.decision_points
-    forks = read(args.forks) if engine == "polars" else args.forks
+    points = source(args.decision_points, engine)
+    forks = source(args.forks, engine)
     options = {"confidence": args.confidence, "n_resamples": args.resamples, "seed": args.seed}
     progress(f"deciding and scoring {len(named)} rule(s)")
     with warnings.catch_warnings(record=True) as caught:
