@@ -7,7 +7,8 @@ distinct cluster *types* (rows of partial values) with probabilities ``count / K
 §4): a cell of a million tasks but three types costs three numbers per resample. Polars appears
 only in the frame-facing wrappers (:func:`cluster_bootstrap`, :func:`sign_flip_cells`,
 :func:`wilson_exprs`). Randomness is per cell (:func:`cell_rng`: the seed and a stable hash of
-the cell key), so a cell's result does not depend on the other cells, their order or the machine.
+the cell key), so a cell's result does not depend on the other cells, their order or the machine
+(except the coupled workflow sets of :func:`cluster_bootstrap_ratios`, drawn together).
 """
 
 from __future__ import annotations
@@ -1240,7 +1241,7 @@ def _shared_resample_sums(
     outs = [np.empty((n_resamples, b.shape[1]), dtype=np.float64) for b in blocks]
     shared = []
     for block, out in zip(blocks, outs, strict=True):
-        types, counts = np.unique(block, axis=0, return_counts=True)
+        types, counts = _merge_types(block, np.ones(n_rows, dtype=np.int64))
         if types.shape[0] * _TYPE_DRAW_COST < n_rows:
             batch = max(1, _MAX_BATCH_ELEMENTS // types.shape[0])
             for start in range(0, n_resamples, batch):
