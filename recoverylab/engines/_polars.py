@@ -44,20 +44,20 @@ class PolarsEngine:
 
     def rows(self, plan: Plan) -> pl.LazyFrame:
         """Run every stage but the last; return the last stage's one part, lazily."""
-        state = run_head(self, plan)
+        state = run_head(self.run, plan)
         (out,) = plan.stages[-1].partial(_scan_inputs(plan), state).values()
         return out.lazy()
 
 
-def run_head(engine: Any, plan: Plan) -> Any:
-    """Run the check and every stage of ``plan`` but the last; return the state."""
+def run_head(run: Callable[[Plan], Any], plan: Plan) -> Any:
+    """Run the check and every stage of ``plan`` but the last through ``run``; return the state."""
     first = plan.stages[:-1]
     if not first:
         if plan.check is not None:
             plan.check()
         return plan.state
     head = Plan(plan.inputs, first, lambda state: state, plan.check, plan.state, plan.progress)
-    return engine.run(head)
+    return run(head)
 
 
 def _owner_key(table: Input, frame: pl.LazyFrame) -> str:
@@ -161,7 +161,7 @@ class ShardedEngine:
 
     def rows(self, plan: Plan) -> pl.LazyFrame:
         """Run every stage but the last; return the last stage's part of every shard, lazily."""
-        state = run_head(self, plan)
+        state = run_head(self.run, plan)
         last = plan.stages[-1]
         outputs = _per_shard(last, self._shards(plan, last), state)
         return pl.concat(

@@ -430,7 +430,10 @@ class SparkEngine:
         Raises the first error a partition's checks raised (with a note when several partitions
         raised), or the "table is empty" error of an input with no rows at all.
         """
-        every: list[Table] = []
+        return self._execute(plan, [])
+
+    def _execute(self, plan: Plan, every: list[Table]) -> Any:
+        """Run ``plan``, reading its inputs into ``every`` at the first stage (unless read)."""
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             if not every:
@@ -471,10 +474,11 @@ class SparkEngine:
         Nothing is collected (row-level verbs: scored episodes). An error in the last stage fails
         the Spark job, so the plan's earlier stages should run the checks.
         """
-        every = self._tables(plan)
-        state = run_head(self, plan)
+        every: list[Table] = []
+        state = run_head(lambda head: self._execute(head, every), plan)  # reads the inputs once
         last = plan.stages[-1]
-        return _job(_reads(plan, last, every), last, state, self.partitions, envelope=False)[1]
+        tables = _reads(plan, last, every or self._tables(plan))
+        return _job(tables, last, state, self.partitions, envelope=False)[1]
 
 
 def _reads(plan: Plan, stage: Stage, tables: list[Table]) -> list[Table]:
