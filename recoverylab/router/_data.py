@@ -22,6 +22,7 @@ __all__ = [
     "episode_keys",
     "every_episode",
     "labelled_points",
+    "method_outcomes",
     "points",
     "string_keys",
 ]
@@ -140,6 +141,13 @@ def check_finite(lazy: pl.LazyFrame, features: Sequence[str], pair_by: Sequence[
             )
 
 
+def method_outcomes(pairs: pl.LazyFrame, at: Sequence[str], method: str) -> pl.LazyFrame:
+    """Return the paired outcomes ``y0``/``y1`` (Boolean) of ``method`` at each point ``at``."""
+    return pairs.filter(pl.col("method") == method).select(
+        *at, pl.col("y0").cast(pl.Boolean), pl.col("y1").cast(pl.Boolean)
+    )
+
+
 def labelled_points(
     lazy: pl.LazyFrame,
     forks: object,
@@ -161,11 +169,7 @@ def labelled_points(
 
     keys = episode_keys(pair_by)
     at = [*keys, "delay"]
-    outcomes = (
-        paired.pairs(forks, pair_by=tuple(pair_by))
-        .filter(pl.col("method") == method)
-        .select(*at, pl.col("y0").cast(pl.Boolean), pl.col("y1").cast(pl.Boolean))
-    )
+    outcomes = method_outcomes(paired.pairs(forks, pair_by=tuple(pair_by)), at, method)
     candidates = lazy.with_columns(pl.col("delay").is_in(list(delays)).alias("__candidate"))
     joined = (
         candidates.filter("__candidate")

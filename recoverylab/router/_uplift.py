@@ -246,12 +246,7 @@ def _points_partial(
     """
     at = [*_data.episode_keys(pair_by), "delay"]
     points = _data.points(frames[_data.TABLE], pair_by)
-    outcomes = (
-        pairs(frames, design)["pairs"]
-        .lazy()
-        .filter(pl.col("method") == method)
-        .select(*at, pl.col("y0").cast(pl.Boolean), pl.col("y1").cast(pl.Boolean))
-    )
+    outcomes = _data.method_outcomes(pairs(frames, design)["pairs"].lazy(), at, method)
     frame = (
         points.filter(pl.col("delay").is_in(list(delays)))
         .select(at)
