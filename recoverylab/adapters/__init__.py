@@ -7,6 +7,8 @@ and know no protocol.
 
 - :mod:`recoverylab.adapters.inspect`: inspect_ai evaluation logs (extra ``[inspect]``):
   :func:`~recoverylab.adapters.inspect.forks` and :func:`~recoverylab.adapters.inspect.takeover`.
+- :class:`Imported` and :class:`ReadReport`: what every adapter returns (tables, ``excluded``,
+  and a report of the files read, logs used and superseded, units excluded by reason, rows).
 - :func:`looks_like_inspect_log`: recognise an inspect log without importing inspect_ai (used by
   :mod:`recoverylab.io` to point at ``recoverylab import inspect``).
 """
@@ -14,5 +16,6 @@ and know no protocol.
 from __future__ import annotations
 
 from recoverylab.adapters._detect import inspect_log_hint, looks_like_inspect_log
+from recoverylab.adapters._report import Imported, ReadReport, Superseded
 
-__all__ = ["inspect_log_hint", "looks_like_inspect_log"]
+__all__ = ["Imported", "ReadReport", "Superseded", "inspect_log_hint", "looks_like_inspect_log"]

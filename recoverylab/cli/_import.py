@@ -1,117 +1,70 @@
-"""``recoverylab import inspect LOGS...``: real evaluation logs in, our tables out (§8)."""
+"""``recoverylab import FORMAT LOGS...``: real harness logs in, our tables out (ARCHITECTURE §8).
+
+Each format is one module ``recoverylab.cli._import_<format>`` exposing ``HELP`` (one line),
+``DESCRIPTION``, ``TARGETS`` (the ``--to`` choices, the first being the default),
+``add_arguments(parser)`` and ``convert(args) -> adapters.Imported``. This module adds the options
+every format shares (``LOGS...``, ``--to``, ``--out DIR``, ``--report-out FILE``), writes the tables
+and ``excluded.parquet`` as one staged set, and prints the read report on stderr.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-import warnings
 from pathlib import Path
-
-import polars as pl
+from types import ModuleType
 
 from recoverylab._errors import ParameterError
-from recoverylab.cli._common import emit_many
 
-_SOURCE_HELP = (
-    "task_arg:NAME, eval_metadata:NAME, sample_metadata:NAME, model, task or literal:VALUE"
-)
+#: The formats ``recoverylab import`` knows, in the order ``--help`` lists them.
+FORMATS = ("inspect",)
+
+
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(f"recoverylab.cli._import_{name}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``import`` subcommand (one format so far: ``inspect``)."""
+    """Add the ``import`` subcommand with one sub-subcommand per log format."""
     parser = subparsers.add_parser(
         "import",
-        help="read real evaluation logs (inspect_ai) into forks or takeover tables",
-        description="Read inspect_ai evaluation logs (.eval or .json: files, directories or "
-        "globs) through inspect_ai and write our tables plus excluded.parquet (samples that "
-        "errored, hit a limit, or have no usable score, by reason) into --out DIR. Needs the "
-        "[inspect] extra.",
+        help="read real harness logs (" + ", ".join(FORMATS) + ") into our tables",
+        description="Read real harness logs into forks, takeover or trials tables, plus "
+        "excluded.parquet (units that could not be used, by reason, never counted as failures), "
+        "into --out DIR; a read report goes to stderr (--quiet silences it) and to --report-out.",
     )
-    parser.add_argument("format", choices=("inspect",), help="log format")
-    parser.add_argument("logs", nargs="+", help="log files, directories or globs")
-    parser.add_argument("--to", choices=("forks", "takeover"), default="forks")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
-    parser.add_argument("--condition", help=f"forks: where condition comes from ({_SOURCE_HELP})")
-    parser.add_argument("--method", help="forks: where method comes from")
-    parser.add_argument("--delay", help="forks: where delay comes from")
-    parser.add_argument("--none-label", default="none", help="method of the no-recovery arm")
-    parser.add_argument("--scorer", help="score to read (default: the only one)")
-    parser.add_argument(
-        "--success", type=float, help="success threshold for numeric or letter scores"
-    )
-    parser.add_argument(
-        "--recovery-marker", help="store:KEY, sample_metadata:KEY or event:NAME (carry-forward)"
-    )
-    parser.add_argument("--perturb-action", help="where perturb_action comes from")
-    parser.add_argument("--epochs", choices=("forks", "independent"), help="what epochs are")
-    parser.add_argument("--state", help="takeover: where the state key comes from")
-    parser.add_argument("--agent", default="model", help="takeover: where the agent comes from")
-    parser.add_argument("--workflow", help="takeover: where workflow_id comes from")
-    parser.add_argument("--root-cause", help="takeover: where root_cause_id comes from")
-    parser.add_argument(
-        "--depth", default="sample_metadata:depth", help="takeover: where depth comes from"
-    )
-    parser.set_defaults(func=run)
+    formats = parser.add_subparsers(dest="format", metavar="FORMAT")
+    formats.required = True
+    for name in FORMATS:
+        module = _module(name)
+        sub = formats.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
+        sub.add_argument("logs", nargs="+", help="log files, directories or globs")
+        sub.add_argument("--to", choices=module.TARGETS, default=module.TARGETS[0])
+        sub.add_argument("--out", type=Path, required=True, help="output directory")
+        sub.add_argument("--report-out", type=Path, help="write the read report here (JSON)")
+        module.add_arguments(sub)
+        sub.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> None:
-    """Convert the logs and write the tables and ``excluded.parquet`` into ``--out``."""
-    _guard_out(args.out, args.logs)
-    from recoverylab.adapters import inspect as adapter
+    """Convert the logs and write the tables, ``excluded.parquet`` and the report."""
+    from recoverylab._outputs import atomic_file
+    from recoverylab.cli._common import announce_written, emit_many, guard_output
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", adapter.EpochWarning)
-        if args.to == "forks":
-            missing = [f"--{n}" for n in ("condition", "method", "delay") if not getattr(args, n)]
-            if missing:
-                raise ParameterError(f"import inspect --to forks needs {', '.join(missing)}.")
-            result = adapter.forks(
-                args.logs,
-                condition=args.condition,
-                method=args.method,
-                delay=args.delay,
-                none_label=args.none_label,
-                scorer=args.scorer,
-                success=args.success,
-                recovery_marker=args.recovery_marker,
-                perturb_action=args.perturb_action,
-                epochs=args.epochs,
-            )
-            tables = {"forks": result.forks, "excluded": result.excluded}
-            hint = f" (pair by {', '.join(result.pair_by)})" if result.pair_by else ""
-        else:
-            taken = adapter.takeover(
-                args.logs,
-                state=args.state,
-                agent=args.agent,
-                workflow=args.workflow,
-                root_cause=args.root_cause,
-                depth=args.depth,
-            )
-            tables = {
-                "states": taken.states,
-                "attempts": taken.attempts,
-                "excluded": taken.excluded,
-            }
-            hint = ""
-    for warning in caught:
-        if not args.quiet:
-            print(f"warning: {warning.message}", file=sys.stderr)
-    emit_many(tables, args.out, args)
-    if not args.quiet:
-        print(_summary(tables) + hint, file=sys.stderr)
+    guard_out(args.out, args.logs)
+    result = _module(args.format).convert(args)
+    emit_many(result.outputs(), args.out, args)
+    if args.report_out is not None:
+        guard_output(args.report_out, args)
+        with atomic_file(args.report_out) as handle:
+            handle.write(result.report.to_json().encode("utf-8"))
+        announce_written(f"wrote {args.report_out}")
+    if not getattr(args, "quiet", False):
+        print(result.report.render(), file=sys.stderr)
 
 
-def _summary(tables: dict[str, pl.DataFrame]) -> str:
-    """E.g. ``forks: 54 rows; excluded: 18 (error 6, recovery_not_applied 12)``."""
-    excluded = tables["excluded"]
-    reasons = excluded.group_by("reason").len().sort("reason").rows()
-    detail = ", ".join(f"{r} {n}" for r, n in reasons)
-    used = "; ".join(f"{k}: {v.height} rows" for k, v in tables.items() if k != "excluded")
-    return f"{used}; excluded: {excluded.height}" + (f" ({detail})" if detail else "")
-
-
-def _guard_out(out: Path, logs: list[str]) -> None:
+def guard_out(out: Path, logs: list[str]) -> None:
     """Refuse an output directory that is, or lies inside, an input directory."""
     target = out.resolve()
     for entry in logs:
