@@ -7,7 +7,7 @@ import sys
 import warnings
 
 from recoverylab._errors import ParameterError
-from recoverylab.adapters._report import Imported
+from recoverylab.adapters import Imported
 
 HELP = "inspect_ai evaluation logs (.eval or .json)"
 DESCRIPTION = (
@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def convert(args: argparse.Namespace) -> Imported:
     """Read the logs with :mod:`recoverylab.adapters.inspect`; print its warnings on stderr."""
     from recoverylab.adapters import inspect as adapter
-    from recoverylab.adapters._report import ReadReport
+    from recoverylab.adapters import ReadReport
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", adapter.EpochWarning)
