@@ -47,8 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def convert(args: argparse.Namespace) -> Imported:
     """Read the logs with :mod:`recoverylab.adapters.inspect`; print its warnings on stderr."""
-    from recoverylab.adapters import inspect as adapter
     from recoverylab.adapters import ReadReport
+    from recoverylab.adapters import inspect as adapter
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", adapter.EpochWarning)
