@@ -327,7 +327,7 @@ def _takeover(args: argparse.Namespace, stats: dict[str, Any], progress: Progres
     provenance = _provenance(
         [("states", args.states), ("attempts", args.attempts)],
         **stats,
-        settings=[("k", str(args.k)), ("interval", "workflow cluster bootstrap")],
+        settings=[("k", str(args.k))],
     )
     progress("takeover: EAR and pass@k by agent and depth")
     by_depth = takeover.summarize(states, attempts, by=("agent", "depth"), k=args.k, **stats)
@@ -500,7 +500,7 @@ def _demo_takeover(demo: _Demo, progress: Callable[[str], None]) -> list[Section
     provenance = _provenance(
         [(name, [takeover_dir / f"{name}.parquet"]) for name in _TAKEOVER_TABLES],
         **DEMO_SETTINGS["takeover"],
-        settings=[("k", "3"), ("interval", "workflow cluster bootstrap (percentile)")],
+        settings=[("k", "3")],
     )
     sections = [
         report.depth_section(demo.load("takeover/summary.parquet"), provenance),
