@@ -229,3 +229,24 @@ def test_provenance_of_intervals_that_drew_nothing() -> None:
     block = report.Provenance(n_resamples=0).to_html()
     assert "<dt>resampling</dt><dd>none drawn (0 resamples)</dd>" in block
     assert "97.5% intervals" in report.Provenance(n_resamples=5, confidence=0.975).to_html()
+
+
+def test_cli_help_names_the_methods_the_defaults_compute() -> None:
+    from recoverylab.cli import build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    helper = commands["paired"]
+    options = {a.dest: a for a in helper._actions}
+    assert tuple(options["ci_method"].choices) == REQUESTED
+    assert options["ci_method"].default == "auto"
+    # the default computes the test-based intervals the description names, drawing nothing
+    assert set(computed(summary("auto"))) | set(computed(policy("auto"))) == {
+        "fay-lumbard",
+        "cluster-melded",
+    }
+    assert "Fay-Lumbard" in helper.description
+    assert "cluster meld" in helper.description
+    assert "cluster-bootstrap interval" not in helper.description
+    assert (
+        "exact intervals, such as the default paired ones, draw none" in options["resamples"].help
+    )
