@@ -430,7 +430,8 @@ def policy_finish(
     cell_counts = parts["counts"].group_by(per_condition).agg(pl.all().sum())
     types = parts["types"].group_by([*per_condition, "d", "n"]).agg(pl.col("count").sum())
     if progress is not None:
-        progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
+        method = statistics.get("ci_method", "auto")
+        progress(f"{method} intervals and sign-flip tests over {cell_counts.height} rows")
     tests = stats.paired_effect_cells(types, cells=per_condition, **statistics).drop("n_clusters")
     n = pl.col("n")
     clean_touch = pl.when(pl.col("__clean") > 0).then(pl.col("__clean_touched") / pl.col("__clean"))

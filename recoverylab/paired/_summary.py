@@ -350,7 +350,10 @@ def finish(
     )
     types = added.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
     if progress is not None:
-        progress(f"bootstrap and sign-flip over {counts.height} cells ({types.height} task types)")
+        progress(
+            f"{ci_method} intervals and sign-flip tests over {counts.height} cells "
+            f"({types.height} task types)"
+        )
     tests = stats.paired_effect_cells(types, cells=cells, **statistics)
     result = counts.join(
         tests.rename({"n_clusters": "n_tasks"}), on=cells, how="left", nulls_equal=True
