@@ -3,7 +3,9 @@
 Each builder takes result frames exactly as the protocol functions return them and a
 :class:`Provenance` describing where they came from (inputs, seed, resamples, settings). Where a
 frame itself counts excluded rows (``unpaired``, ``prefix_mismatch``, rejected states, unpaired
-goals...), the builder adds those counts by reason to the provenance block.
+goals...), the builder adds those counts by reason to the provenance block. What the words say
+about methods comes from the frame too (:mod:`._methods`): the interval method of each cell
+(``ci_method``), the resamples actually drawn (0 when no interval resampled), the test.
 """
 
 from __future__ import annotations
@@ -408,7 +410,12 @@ def depth_section(
     key: str = "takeover-depth",
     title: str = "EAR and pass@k by depth, with each depth's denominator",
 ) -> Section:
-    """Section of :func:`recoverylab.takeover.summarize` by agent and depth."""
+    """Section of :func:`recoverylab.takeover.summarize` by agent and depth.
+
+    A takeover summary has no ``ci_method`` column: its intervals are described as the
+    workflow bootstrap, :func:`~recoverylab.takeover.summarize`'s default (and what
+    ``recoverylab report`` computes); a summary made with ``interval="wilson"`` does not say so.
+    """
     frame = as_frame(summary, "depth_rates")
     methods = Methods.of(frame, "workflows")
     columns: list[Column] = [
