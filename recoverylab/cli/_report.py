@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run each protocol whose inputs are given and write one HTML file that "
         "opens with no network: per result its table (rates in percentage points, n beside "
         "every rate), its chart, how to read them, and a provenance block (inputs, row counts, "
-        "exclusions by reason, seed, resamples, version). Needs the report extra: "
-        "pip install 'recoverylab[report]'.",
+        "exclusions by reason, seed, each cell's interval method and the resamples it drew, the "
+        "test, version). Needs the report extra: pip install 'recoverylab[report]'.",
     )
     paired = parser.add_argument_group("CIR paired forks")
     paired.add_argument("--forks", nargs="+", help="forks table (paths or globs)")
