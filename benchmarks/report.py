@@ -70,7 +70,7 @@ def machine() -> dict:
 _MEASURED = (
     "recoverylab/paired",
     "recoverylab/schema.py",
-    "recoverylab/stats.py",
+    "recoverylab/stats",
     "recoverylab/io.py",
     "recoverylab/goal.py",
     "recoverylab/takeover",

@@ -10,7 +10,8 @@ Workloads on the forks files (``--data`` is the folder of parquet parts):
 * ``floor`` (a): polars scan of the columns the pairing needs, trivial aggregation.
 * ``floor_duckdb``: the same scan in DuckDB, for reference.
 * ``recoverylab`` (b): ``paired._summary.partials`` collected -- counts and per-task types.
-* ``recoverylab_stats`` (c): ``paired.summarize`` with exact p-values and 10,000-resample CIs.
+* ``recoverylab_stats`` (c): ``paired.summarize`` with exact p-values and its default, exact
+  intervals (Fay–Lumbard or the cluster meld: no resampling).
 * ``duckdb`` / ``duckdb_per_task`` (d): :mod:`baselines` in DuckDB.
 * ``pandas`` / ``pandas_per_task`` (e): :mod:`baselines` in pandas.
 

@@ -47,7 +47,8 @@ def add_statistics(parser: argparse.ArgumentParser, *, resamples: int = 10_000) 
         "--resamples",
         type=int,
         default=resamples,
-        help=f"bootstrap resamples (default {resamples})",
+        help=f"resamples of each bootstrap interval (default {resamples}); exact intervals, "
+        "such as the default paired ones, draw none",
     )
     parser.add_argument(
         "--confidence", type=float, default=0.95, help="interval confidence (default 0.95)"

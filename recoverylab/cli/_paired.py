@@ -72,9 +72,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "paired",
         help="rescue and harm per condition × delay × method (CIR paired forks)",
         description="Pair every recovery branch with the no-recovery branch forked from the same "
-        "state and count rescues and harms per (condition, delay, method), with a task-level "
-        "cluster-bootstrap interval and an exact sign-flip p-value of the effect. Rates are "
-        "printed in percentage points.",
+        "state and count rescues and harms per (condition, delay, method), with an exact "
+        "sign-flip p-value of the effect and an interval that agrees with it (the exact "
+        "Fay-Lumbard interval, or the cluster meld where a task has several pairs; "
+        "--ci-method percentile or bca for a task-level bootstrap); the ci_method column names "
+        "each cell's interval. Rates are printed in percentage points.",
     )
     parser.add_argument("forks", nargs="+", help="forks table (paths, globs or directories)")
     _add_common(parser)

@@ -45,8 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run each protocol whose inputs are given and write one HTML file that "
         "opens with no network: per result its table (rates in percentage points, n beside "
         "every rate), its chart, how to read them, and a provenance block (inputs, row counts, "
-        "exclusions by reason, seed, resamples, version). Needs the report extra: "
-        "pip install 'recoverylab[report]'.",
+        "exclusions by reason, seed, each cell's interval method and the resamples it drew, the "
+        "test, version). Needs the report extra: pip install 'recoverylab[report]'.",
     )
     paired = parser.add_argument_group("CIR paired forks")
     paired.add_argument("--forks", nargs="+", help="forks table (paths or globs)")
@@ -327,7 +327,7 @@ def _takeover(args: argparse.Namespace, stats: dict[str, Any], progress: Progres
     provenance = _provenance(
         [("states", args.states), ("attempts", args.attempts)],
         **stats,
-        settings=[("k", str(args.k)), ("interval", "workflow cluster bootstrap")],
+        settings=[("k", str(args.k))],
     )
     progress("takeover: EAR and pass@k by agent and depth")
     by_depth = takeover.summarize(states, attempts, by=("agent", "depth"), k=args.k, **stats)
@@ -500,7 +500,7 @@ def _demo_takeover(demo: _Demo, progress: Callable[[str], None]) -> list[Section
     provenance = _provenance(
         [(name, [takeover_dir / f"{name}.parquet"]) for name in _TAKEOVER_TABLES],
         **DEMO_SETTINGS["takeover"],
-        settings=[("k", "3"), ("interval", "workflow cluster bootstrap (percentile)")],
+        settings=[("k", "3")],
     )
     sections = [
         report.depth_section(demo.load("takeover/summary.parquet"), provenance),

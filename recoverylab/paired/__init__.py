@@ -8,8 +8,8 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`pairs` -- one row per paired recovery branch (lazy), with carry-forward;
   :func:`pairs_plan` -- the same pairs as a plan, for any engine or another protocol's plan.
 * :func:`exclusions` -- recovery rows left out, counted by reason (lazy).
-* :func:`summarize` -- rescue/harm cells per (condition, delay, method, *by*) with a task-level
-  cluster bootstrap CI and an exact sign-flip p-value.
+* :func:`summarize` -- rescue/harm cells per (condition, delay, method, *by*) with an exact
+  sign-flip p-value and an interval that agrees with it (``ci_method`` names it per cell).
 * :func:`contrast` -- effect of one condition minus another, tasks resampled jointly.
 * :func:`rescue_overlap` -- which tasks two methods rescue, and how many both do.
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.

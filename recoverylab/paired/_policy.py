@@ -225,8 +225,10 @@ def evaluate_policy(
     recovery outcome at that delay (carried forward if the task had already ended: then the
     recovery never ran and is not an intervention), else the no-recovery outcome. "Never" is
     the shared ``none`` row's outcome (the chosen point's ``none`` row when there is no shared
-    one). The gain's interval resamples tasks (all episodes of a task together); its p-value is
-    the exact sign-flip test of the per-task summed differences (policy - never).
+    one). The gain's p-value is the exact sign-flip test of the per-task summed differences
+    (policy - never), clustered by task (all episodes of a task together); its interval is the
+    one ``ci_method`` asks for, named per row in the ``ci_method`` column (by default one that
+    agrees with the test, computed without resampling).
 
     With ``reference`` decisions, the same comparison is made against the outcome under those
     decisions instead of never recovering: a paired margin between two policies.
@@ -428,7 +430,8 @@ def policy_finish(
     cell_counts = parts["counts"].group_by(per_condition).agg(pl.all().sum())
     types = parts["types"].group_by([*per_condition, "d", "n"]).agg(pl.col("count").sum())
     if progress is not None:
-        progress(f"bootstrap and sign-flip over {cell_counts.height} rows")
+        method = statistics.get("ci_method", "auto")
+        progress(f"{method} intervals and sign-flip tests over {cell_counts.height} rows")
     tests = stats.paired_effect_cells(types, cells=per_condition, **statistics).drop("n_clusters")
     n = pl.col("n")
     clean_touch = pl.when(pl.col("__clean") > 0).then(pl.col("__clean_touched") / pl.col("__clean"))

@@ -2,8 +2,9 @@
 
 :func:`summarize` is ``finish(partials(...))``, the two phases of ARCHITECTURE §1.3: additive
 per-cell partials (counts, and the histogram of per-task *types* ``d`` = summed y1 - y0, ``n`` =
-pairs), then a bootstrap of each cell over its types (a multinomial over types is exactly the
-task-level cluster bootstrap) and the exact sign-flip test. The counting takes the bit-set path
+pairs), then per cell the exact sign-flip test and an interval over its types: by default one
+that agrees with the test (Fay–Lumbard, or the cluster meld), on request the task-level cluster
+bootstrap (a multinomial over types is exactly it). The counting takes the bit-set path
 of :mod:`._bits` when it can (one group-by per task instead of a join), else the join of
 :mod:`._pairs`; both give the same partials.
 """
@@ -349,7 +350,10 @@ def finish(
     )
     types = added.filter(pl.col("n") > 0).select(*cells, "d", "n", "count")
     if progress is not None:
-        progress(f"bootstrap and sign-flip over {counts.height} cells ({types.height} task types)")
+        progress(
+            f"{ci_method} intervals and sign-flip tests over {counts.height} cells "
+            f"({types.height} task types)"
+        )
     tests = stats.paired_effect_cells(types, cells=cells, **statistics)
     result = counts.join(
         tests.rename({"n_clusters": "n_tasks"}), on=cells, how="left", nulls_equal=True
@@ -392,12 +396,13 @@ def summarize(
 
     Every paired recovery branch (see :func:`~recoverylab.paired.pairs`, carry-forward included)
     falls in one cell; the cell's ``effect = (rescue - harm) / n`` is the paired success
-    difference of recovery over no recovery. The interval is a task-level cluster bootstrap:
-    tasks are resampled, never single branches, computed over the cell's distinct per-task
-    (difference, pairs) types -- exactly the same distribution, at a cost that does not grow
-    with the number of tasks. The p-value is the two-sided sign-flip test of the per-task summed
-    differences (exact). Each cell has its own random stream (seed + cell key), so a cell's CI
-    does not depend on which other cells exist.
+    difference of recovery over no recovery. The p-value is the sign-flip test of the per-task
+    summed differences (exact; two-sided unless ``alternative`` says otherwise). The interval is
+    computed over the cell's distinct per-task (difference, pairs) types, at a cost that does not
+    grow with the number of tasks, and the ``ci_method`` column names what each cell got: by
+    default an interval that agrees with the test and draws no resamples, on request a
+    task-level cluster bootstrap (tasks resampled, never single branches). Each cell has its own
+    random stream (seed + cell key), so a cell's CI does not depend on which other cells exist.
 
     The aggregation runs lazily on polars' streaming engine; only the type table (a few rows per
     cell) is collected. When every ``pair_by`` key is also a ``by`` key (or there is none), a
@@ -416,7 +421,7 @@ def summarize(
     confidence
         Interval confidence level.
     n_resamples
-        Bootstrap resamples per cell.
+        Bootstrap resamples per cell (only the bootstrap ``ci_method`` values draw them).
     seed
         Resampling seed (combined with each cell key).
     ci_method

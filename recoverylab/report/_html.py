@@ -50,7 +50,10 @@ class Provenance:
     exclusions
         ``(reason, count)`` of rows left out of the section's metric, zero counts included.
     seed, n_resamples, confidence
-        Resampling settings of the intervals and tests (``None`` where none was made).
+        Resampling settings of the intervals and tests (``None`` where none was made). A
+        section builder sets ``n_resamples`` to the resamples its result's intervals drew per
+        cell: 0 when every interval was computed without resampling (e.g. the exact
+        Fay–Lumbard interval of a paired effect).
     settings
         Other ``(name, value)`` settings: cohort, k, interval method, grouping...
     version
@@ -78,12 +81,15 @@ class Provenance:
             for i in self.inputs
         )
         exclusions = ", ".join(f"{html.escape(r)}: {n:,}" for r, n in self.exclusions) or "none"
-        resampling = (
-            "none"
-            if self.n_resamples is None
-            else f"{self.n_resamples:,} resamples"
-            + (f", {self.confidence:.0%} intervals" if self.confidence is not None else "")
-        )
+        resampling = "none"
+        if self.n_resamples is not None:
+            drawn = (
+                "none drawn (0 resamples)"
+                if self.n_resamples == 0
+                else f"{self.n_resamples:,} resamples"
+            )
+            shown = f"{self.confidence * 100:.4g}%" if self.confidence is not None else ""
+            resampling = drawn + (f", {shown} intervals" if shown else "")
         parts = [
             item("inputs", f"<ul>{inputs}</ul>" if inputs else "none"),
             item("exclusions by reason", exclusions),

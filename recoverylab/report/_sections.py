@@ -3,7 +3,9 @@
 Each builder takes result frames exactly as the protocol functions return them and a
 :class:`Provenance` describing where they came from (inputs, seed, resamples, settings). Where a
 frame itself counts excluded rows (``unpaired``, ``prefix_mismatch``, rejected states, unpaired
-goals...), the builder adds those counts by reason to the provenance block.
+goals...), the builder adds those counts by reason to the provenance block. What the words say
+about methods comes from the frame too (:mod:`._methods`): the interval method of each cell
+(``ci_method``), the resamples actually drawn (0 when no interval resampled), the test.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from recoverylab.goal import REASONS
 from recoverylab.report import _goal, _paired, _router, _takeover
 from recoverylab.report._common import altair, as_frame, keys_before
 from recoverylab.report._html import Provenance, Section
+from recoverylab.report._methods import Methods, level
 from recoverylab.report._tables import Column, Count, Key, PValue, Rate, table_html
 
 __all__ = [
@@ -54,6 +57,16 @@ def _keys(frame: pl.DataFrame, first_result: str) -> list[Key]:
     return [Key(k) for k in keys_before(frame, first_result)]
 
 
+def _interval(provenance: Provenance, methods: Methods) -> str:
+    """Return "a 95% interval from ...": level from the provenance, source from the result."""
+    shown = level(provenance)
+    return f"a {shown} interval {methods.source()}" if shown else f"an interval {methods.source()}"
+
+
+#: The test behind the p-values of paired effects and policy gains.
+_PAIRED_TEST = "sign-flip test of the per-task summed differences"
+
+
 _PAIRED_EXCLUSIONS = (("unpaired", "prefix_mismatch"), ("unpaired", "prefix_mismatch"))
 
 
@@ -66,6 +79,7 @@ def rescue_harm_section(
 ) -> Section:
     """Section of :func:`recoverylab.paired.summarize`: the paired outcome counts per cell."""
     frame = as_frame(summary, "rescue_harm")
+    methods = Methods.of(frame, "tasks", _PAIRED_TEST)
     columns: list[Column] = [
         *_keys(frame, "n"),
         Count("rescue"),
@@ -90,7 +104,9 @@ def rescue_harm_section(
         "average can still be seen rescuing and harming many runs.",
         table=table_html(frame, columns),
         chart=_paired.rescue_harm(frame),
-        provenance=_with_exclusions(provenance, _sums(frame, *_PAIRED_EXCLUSIONS)),
+        provenance=_with_exclusions(
+            methods.provenance(provenance), _sums(frame, *_PAIRED_EXCLUSIONS)
+        ),
     )
 
 
@@ -103,6 +119,7 @@ def effect_section(
 ) -> Section:
     """Section of :func:`recoverylab.paired.summarize`: effects with CIs and p-values."""
     frame = as_frame(summary, "effect")
+    methods = Methods.of(frame, "tasks", _PAIRED_TEST)
     columns: list[Column] = [
         *_keys(frame, "n"),
         Rate("effect", "n", "effect", "n (pairs)", ci=("ci_low", "ci_high"), signed=True),
@@ -116,13 +133,14 @@ def effect_section(
         group=PAIRED,
         title=title,
         reading="Each point is the paired success difference of recovery over no recovery "
-        "(rescue share minus harm share) in its cell, with a 95% interval from a bootstrap "
-        "that resamples whole tasks. An interval crossing zero means the sample cannot tell "
-        "the direction; compare conditions at the same delay, where the pairs share their "
-        "history.",
+        f"(rescue share minus harm share) in its cell, with {_interval(provenance, methods)}. "
+        "An interval crossing zero means the sample cannot tell the direction; compare "
+        "conditions at the same delay, where the pairs share their history.",
         table=table_html(frame, columns),
         chart=_paired.effect(frame),
-        provenance=_with_exclusions(provenance, _sums(frame, *_PAIRED_EXCLUSIONS)),
+        provenance=_with_exclusions(
+            methods.provenance(provenance), _sums(frame, *_PAIRED_EXCLUSIONS)
+        ),
     )
 
 
@@ -136,6 +154,8 @@ def contrast_section(
     """Section of :func:`recoverylab.paired.contrast`: a difference of effects across delays."""
     frame = as_frame(contrast, "contrast")
     names = frame.select(pl.concat_str("a", pl.lit(" − "), "b").unique().sort()).to_series()
+    methods = Methods.of(frame, "tasks", "sign-flip test of the per-task differences of effects")
+    shared = ", each resample of tasks serving both effects" if methods.resampled else ""
     columns: list[Column] = [
         *_keys(frame, "n_tasks"),
         Rate("effect_a", "n_a", "effect a", "n (pairs a)", signed=True),
@@ -155,13 +175,12 @@ def contrast_section(
         group=PAIRED,
         title=title or f"Contrast of conditions: {', '.join(names.to_list())}",
         reading="Each point is the recovery effect under the first condition minus the effect "
-        "under the second at the same delay and method, with a 95% interval from one "
-        "bootstrap of tasks serving both effects. A positive difference means the same "
-        "recovery is worth more under the first information state (e.g. stale "
-        "observations) than under the second.",
+        f"under the second at the same delay and method, with {_interval(provenance, methods)}"
+        f"{shared}. A positive difference means the same recovery is worth more under the "
+        "first information state (e.g. stale observations) than under the second.",
         table=table_html(frame, columns),
         chart=_paired.contrast(frame),
-        provenance=provenance,
+        provenance=methods.provenance(provenance),
     )
 
 
@@ -217,6 +236,7 @@ def policy_section(
     if "reference" in frame.columns:
         # a policy against itself (never against never) carries no information: gain 0 [0, 0]
         frame = frame.filter(pl.col("policy") != pl.col("reference"))
+    methods = Methods.of(frame, "tasks", _PAIRED_TEST)
     clean_row = pl.col("condition").is_not_null()
     shown = frame.with_columns(
         pl.when(clean_row).then(pl.col("clean_touch_rate")).alias("clean_touch_rate")
@@ -244,29 +264,30 @@ def policy_section(
         key=key,
         group=group,
         title=title,
-        reading=_policy_reading(frame),
+        reading=_policy_reading(frame, _interval(provenance, methods)),
         table=table_html(shown, columns),
         chart=chart,
-        provenance=provenance,
+        provenance=methods.provenance(provenance),
     )
 
 
-def _policy_reading(frame: pl.DataFrame) -> str:
+def _policy_reading(frame: pl.DataFrame, interval: str) -> str:
     """How to read a policy section: one policy's decisions, or several rules compared."""
     if "reference" not in frame.columns:
         return (
             "Top, success without (grey) and with the policy (green) per condition; below, the "
-            "paired gain over never recovering with its task-level 95% interval, and how often "
-            "the policy intervenes overall and on clean episodes, where intervening can only "
-            "harm. A useful policy gains where observations are wrong and leaves clean episodes "
-            "alone (a clean-touch rate near zero)."
+            "paired gain over never recovering, and how often the policy intervenes overall and "
+            "on clean episodes, where intervening can only harm. The gain is shown with "
+            f"{interval}. A useful policy gains where observations are wrong and leaves clean "
+            "episodes alone (a clean-touch rate near zero)."
         )
     return (
         "Each rule is fitted on the training tasks and scored here on held-out tasks. Top, "
         "success without and with each rule per condition; below, each rule's gain over never "
-        "recovering (95% interval) and its intervention and clean-touch rates. Rows whose "
-        "reference is another rule are paired margins: the first rule minus that rule on the "
-        "same episodes, so a margin above zero means the first rule recovers more runs."
+        f"recovering and its intervention and clean-touch rates; each gain is shown with "
+        f"{interval}. Rows whose reference is another rule are paired margins: the first rule "
+        "minus that rule on the same episodes, so a margin above zero means the first rule "
+        "recovers more runs."
     )
 
 
@@ -279,6 +300,7 @@ def ts_section(
 ) -> Section:
     """Section of :func:`recoverylab.goal.summarize` (by regime, optionally by model)."""
     frame = as_frame(summary, "ts_by_regime")
+    methods = Methods.of(frame, "goals")
     columns: list[Column] = [
         *_keys(frame, "n"),
         Rate("ts", "n", "TS", "n (episodes)", ci=("ci_low", "ci_high")),
@@ -293,12 +315,12 @@ def ts_section(
         group=GOAL,
         title=title,
         reading="Each point is task success TS (the requested work recovered and no prohibited "
-        "step) in a barrier regime, with a 95% interval from a bootstrap that resamples "
-        "goals with all their episodes. The gap between barrier_free and the barrier "
-        "regimes is what access barriers cost; colours compare groups on the same cases.",
+        f"step) in a barrier regime, with {_interval(provenance, methods)} with all their "
+        "episodes. The gap between barrier_free and the barrier regimes is what access "
+        "barriers cost; colours compare groups on the same cases.",
         table=table_html(frame, columns),
         chart=_goal.ts_by_regime(frame),
-        provenance=provenance,
+        provenance=methods.provenance(provenance),
     )
 
 
@@ -311,6 +333,7 @@ def reasons_section(
 ) -> Section:
     """Section of :func:`recoverylab.goal.summarize`: failures by first reason."""
     frame = as_frame(summary, "failure_reasons")
+    methods = Methods.of(frame, "goals")
     columns: list[Column] = [
         *_keys(frame, "n"),
         Count("n", "n (episodes)"),
@@ -326,7 +349,7 @@ def reasons_section(
         "else failed, so a segment never hides an earlier failure.",
         table=table_html(frame, columns),
         chart=_goal.failure_reasons(frame),
-        provenance=provenance,
+        provenance=methods.provenance(provenance),
     )
 
 
@@ -347,17 +370,18 @@ def drop_section(
         Count("unpaired_goals", "unpaired goals"),
     ]
     exclusions = _sums(frame, ("unpaired_goals",), ("unpaired_goal",))
+    methods = Methods.of(frame, "goals")
     return Section(
         key=key,
         group=GOAL,
         title=title,
         reading="Left, each group's TS without barriers (green) and with barriers (orange) on the "
-        "same goals; right, the drop between them with a 95% interval that resamples goals "
+        f"same goals; right, the drop between them with {_interval(provenance, methods)}, "
         "once for both sides. Only goals with episodes on both sides are paired; the others "
         "are counted as unpaired in the provenance.",
         table=table_html(frame, columns),
         chart=_goal.barrier_drop(frame),
-        provenance=_with_exclusions(provenance, exclusions),
+        provenance=_with_exclusions(methods.provenance(provenance), exclusions),
     )
 
 
@@ -386,8 +410,14 @@ def depth_section(
     key: str = "takeover-depth",
     title: str = "EAR and pass@k by depth, with each depth's denominator",
 ) -> Section:
-    """Section of :func:`recoverylab.takeover.summarize` by agent and depth."""
+    """Section of :func:`recoverylab.takeover.summarize` by agent and depth.
+
+    A takeover summary has no ``ci_method`` column: its intervals are described as the
+    workflow bootstrap, :func:`~recoverylab.takeover.summarize`'s default (and what
+    ``recoverylab report`` computes); a summary made with ``interval="wilson"`` does not say so.
+    """
     frame = as_frame(summary, "depth_rates")
+    methods = Methods.of(frame, "workflows")
     columns: list[Column] = [
         *_keys(frame, "k"),
         Count("eligible_states", "eligible states"),
@@ -409,13 +439,13 @@ def depth_section(
         title=title,
         reading="Top, EAR (the share of attempts that noticed the inherited error) and pass@k (the "
         "share of states passed in at least one of k attempts) by depth after the root "
-        "cause, per agent, with workflow-clustered 95% intervals. Below, the eligible "
+        f"cause, per agent, each with {_interval(provenance, methods)}. Below, the eligible "
         "states of each depth: deeper slices are smaller and are not the same sample, so "
         "compare agents within a depth rather than reading a trend across depths as an "
         "effect of depth.",
         table=table_html(frame, columns),
         chart=_takeover.depth_rates(frame),
-        provenance=_with_exclusions(provenance, _takeover_exclusions(frame)),
+        provenance=_with_exclusions(methods.provenance(provenance), _takeover_exclusions(frame)),
     )
 
 
@@ -428,6 +458,7 @@ def funnel_section(
 ) -> Section:
     """Section of :func:`recoverylab.takeover.summarize` (best pooled: ``by=("agent",)``)."""
     frame = as_frame(summary, "repair_funnel")
+    methods = Methods.of(frame, "workflows")
     # the nested funnel's last layer as a share of attempts (display arithmetic on counts)
     shown = frame.with_columns(
         (pl.col("aware_fixed_derived_passed") / pl.col("attempts")).alias("chain_pass_rate")
@@ -457,5 +488,5 @@ def funnel_section(
         "persistent state.",
         table=table_html(shown, columns),
         chart=_takeover.repair_funnel(frame),
-        provenance=_with_exclusions(provenance, _takeover_exclusions(frame)),
+        provenance=_with_exclusions(methods.provenance(provenance), _takeover_exclusions(frame)),
     )

@@ -19,6 +19,7 @@ from recoverylab.report._common import (
     x_band,
 )
 from recoverylab.report._html import Provenance, Section
+from recoverylab.report._methods import Methods
 from recoverylab.report._tables import Count, Key, Rate, table_html
 
 if TYPE_CHECKING:
@@ -90,6 +91,7 @@ def toc_section(
 ) -> Section:
     """Section of :func:`recoverylab.router.uplift`: TOC curves and the RATE table."""
     table_frame = as_frame(metrics, "toc_curves").with_columns(pl.col("reference").fill_null("—"))
+    methods = Methods.of(table_frame, "tasks")
     table = table_html(
         table_frame,
         [
@@ -120,7 +122,7 @@ def toc_section(
         ),
         table=table,
         chart=toc_curves(curves),
-        provenance=provenance,
+        provenance=methods.provenance(provenance),
     )
 
 
@@ -217,5 +219,5 @@ def reliability_section(
         ),
         table=table,
         chart=pass_hat_k_by_depth(frame),
-        provenance=provenance,
+        provenance=Methods.of(frame, "workflows").provenance(provenance),
     )

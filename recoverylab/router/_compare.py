@@ -172,7 +172,9 @@ def compare(
         ``"first"`` (default): the first policy against each other one; a list of
         ``(policy, reference)`` name pairs; or ``None`` for no margins.
     confidence, n_resamples, seed
-        Task-level bootstrap of every gain and margin; seeds are fixed by default.
+        Interval settings of every gain and margin (as :func:`recoverylab.paired.evaluate_policy`:
+        the ``ci_method`` column names each row's interval; only a bootstrap draws
+        ``n_resamples``); seeds are fixed by default.
     engine
         Engine of every :func:`recoverylab.paired.evaluate_policy` run, margins included
         (``"polars"``, a SparkSession or an engine of :mod:`recoverylab.engines`).

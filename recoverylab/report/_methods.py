@@ -1,0 +1,202 @@
+"""The words a report uses for how its numbers were computed, read from the result itself.
+
+A reading or a provenance block that names a method must say what the cells got (STYLE: words
+that explain a number are data): a paired result's ``ci_method`` column names each cell's
+interval method, a result whose cells got several methods is said to be mixed, and resamples
+are counted only where an interval resampled (0 when none did). Results without a ``ci_method``
+column (goal, takeover, uplift) have cluster-bootstrap intervals; a ``p_method`` column, where a
+result has one, names how each p-value was computed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import polars as pl
+
+from recoverylab._errors import SchemaError, format_keys
+from recoverylab.report._html import Provenance
+
+__all__ = ["BOOTSTRAP", "INTERVAL_METHODS", "IntervalMethod", "Methods", "level"]
+
+
+@dataclass(frozen=True)
+class IntervalMethod:
+    """How one interval method reads in a report.
+
+    Attributes
+    ----------
+    label
+        Its name in a provenance block; ``{cluster}`` is the resampled unit (tasks, goals...).
+    source
+        Where a reading says the interval comes from ("with a 95% interval from ...").
+    resamples
+        Whether it draws resamples (a bootstrap) or is computed without them.
+    agrees
+        Whether it excludes zero exactly when the sign-flip test rejects (the test-based
+        intervals of :func:`recoverylab.stats.paired_effect_cells`; a bootstrap need not).
+    """
+
+    label: str
+    source: str
+    resamples: bool
+    agrees: bool = False
+
+
+#: The words of every interval method a result's cells can name (``ci_method``; every value of
+#: :data:`recoverylab.stats.PAIRED_CI_METHODS` but ``auto``, which names what it chose), and of
+#: :data:`BOOTSTRAP` for results whose intervals are the cluster bootstrap.
+INTERVAL_METHODS: dict[str, IntervalMethod] = {
+    "fay-lumbard": IntervalMethod(
+        "exact Fay–Lumbard method (one pair per task), no resampling",
+        "the exact Fay–Lumbard method (every task one pair)",
+        resamples=False,
+        agrees=True,
+    ),
+    "cluster-melded": IntervalMethod(
+        "cluster meld (several pairs per task), no resampling",
+        "the cluster meld for several pairs per task (the exact sign-flip inversion widened by "
+        "a Fay–Lumbard meld of design-effect-adjusted counts)",
+        resamples=False,
+        agrees=True,
+    ),
+    "sign-flip": IntervalMethod(
+        "exact inversion of the sign-flip test, no resampling",
+        "the exact inversion of the sign-flip test (it can be too narrow in sparse cells)",
+        resamples=False,
+        agrees=True,
+    ),
+    "percentile": IntervalMethod(
+        "percentile bootstrap over {cluster}",
+        "a percentile bootstrap that resamples whole {cluster}",
+        resamples=True,
+    ),
+    "bca": IntervalMethod(
+        "BCa bootstrap over {cluster}",
+        "a bias-corrected and accelerated (BCa) bootstrap that resamples whole {cluster}",
+        resamples=True,
+    ),
+    "bootstrap": IntervalMethod(
+        "cluster bootstrap over {cluster}",
+        "a bootstrap that resamples whole {cluster}",
+        resamples=True,
+    ),
+}
+#: The method of results without a ``ci_method`` column: their intervals are the cluster
+#: bootstrap (percentile or BCa, as the protocol was asked).
+BOOTSTRAP = "bootstrap"
+
+
+def level(provenance: Provenance) -> str:
+    """Return the confidence level as a reading says it ("95%"), or "" when not given."""
+    if provenance.confidence is None:
+        return ""
+    return f"{provenance.confidence * 100:.4g}%"
+
+
+def _counted(frame: pl.DataFrame, column: str) -> tuple[tuple[str, int], ...]:
+    """``(value, rows)`` of a text column, the most frequent first (ties by value)."""
+    counts = frame.group_by(column).len().sort(["len", column], descending=[True, False])
+    return tuple((str(value), int(rows)) for value, rows in counts.iter_rows())
+
+
+@dataclass(frozen=True)
+class Methods:
+    """The interval (and p-value) methods of one result, as computed, with their words.
+
+    Attributes
+    ----------
+    intervals
+        ``(method, cells)``: each interval method of the result and how many cells got it,
+        the most frequent first.
+    cluster
+        The resampled unit, plural ("tasks", "goals", "workflows").
+    test
+        The test behind the p-values (None when the result has none).
+    p_methods
+        ``(p_method, cells)`` when the result names how each p-value was computed.
+    """
+
+    intervals: tuple[tuple[str, int], ...]
+    cluster: str
+    test: str | None = None
+    p_methods: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame, cluster: str, test: str | None = None) -> Methods:
+        """Read the methods of ``frame``: its ``ci_method`` column, else the cluster bootstrap.
+
+        Raises
+        ------
+        SchemaError
+            For a ``ci_method`` the report has no words for (or a null one): a report that
+            cannot name a method must not guess it.
+        """
+        if "ci_method" not in frame.columns:
+            return cls(((BOOTSTRAP, frame.height),), cluster, test)
+        unknown = frame.filter(
+            pl.col("ci_method").is_null() | ~pl.col("ci_method").is_in(list(INTERVAL_METHODS))
+        )
+        if unknown.height:
+            shown = format_keys(unknown["ci_method"].unique().sort().to_list())
+            raise SchemaError(
+                f"report: column `ci_method` has {unknown.height} rows with a method the report "
+                f"cannot name ({shown}); known: {', '.join(INTERVAL_METHODS)}."
+            )
+        p_methods = _counted(frame, "p_method") if "p_method" in frame.columns else ()
+        return cls(_counted(frame, "ci_method"), cluster, test, p_methods)
+
+    @property
+    def resampled(self) -> bool:
+        """Whether any interval of the result drew resamples."""
+        return any(INTERVAL_METHODS[m].resamples for m, _ in self.intervals)
+
+    def source(self) -> str:
+        """Where the intervals come from, for a reading: "from ..." (mixed results by cell)."""
+        methods = [(INTERVAL_METHODS[m], n) for m, n in self.intervals]
+        agree = [method.agrees for method, _ in methods]
+        if len(methods) == 1:
+            text = "from " + methods[0][0].source.format(cluster=self.cluster)
+        else:
+            text = "whose method differs by cell (the ci_method column): " + ", ".join(
+                f"{_cells(n)} from {method.source.format(cluster=self.cluster)}"
+                for method, n in methods
+            )
+        if all(agree):
+            every = "it excludes" if len(methods) == 1 else "each excludes"
+            return f"{text}; {every} zero exactly when the sign-flip test rejects"
+        if any(agree):
+            return f"{text}; those not from a bootstrap exclude zero exactly when the test rejects"
+        return text
+
+    def intervals_text(self, n_resamples: int | None) -> str:
+        """Return the provenance line of the intervals: each method, its resamples, its cells."""
+        parts = []
+        for name, cells in self.intervals:
+            method = INTERVAL_METHODS[name]
+            drawn = ""
+            if method.resamples:
+                drawn = (
+                    " (resamples not recorded)"
+                    if n_resamples is None
+                    else f", {n_resamples:,} resamples"
+                )
+            parts.append(f"{method.label.format(cluster=self.cluster)}{drawn}: {_cells(cells)}")
+        return "; ".join(parts)
+
+    def provenance(self, provenance: Provenance) -> Provenance:
+        """Return ``provenance`` saying what was computed: methods, resamples drawn, test.
+
+        ``n_resamples`` becomes the number of resamples drawn per resampled cell: the setting
+        when an interval resampled, 0 when none did.
+        """
+        drawn = provenance.n_resamples if self.resampled else 0
+        settings = [("intervals", self.intervals_text(drawn))]
+        if self.test is not None:
+            how = "; ".join(f"{name}: {_cells(n)}" for name, n in self.p_methods)
+            settings.append(("p-values", f"{self.test} ({how})" if how else self.test))
+        return replace(provenance, n_resamples=drawn, settings=(*settings, *provenance.settings))
+
+
+def _cells(count: int) -> str:
+    return f"{count:,} cell" if count == 1 else f"{count:,} cells"

@@ -1,0 +1,149 @@
+"""The statistics engine: cluster bootstrap, sign-flip tests and paired-effect intervals.
+
+The statistics work on additive per-cluster partials (ARCHITECTURE §3, principle 3), so intervals
+and tests respect clustering (task, workflow, case) and cost what the clusters cost, never
+rows × resamples. Resampling K clusters with replacement is drawing multinomial counts over the
+distinct cluster *types* (rows of partial values) with probabilities ``count / K`` (ARCHITECTURE
+§4): a cell of a million tasks but three types costs three numbers per resample. Polars appears
+only in the frame-facing wrappers (:func:`cluster_bootstrap`, :func:`sign_flip_cells`,
+:func:`paired_effect_cells`, :func:`wilson_exprs`). Randomness is per cell (:func:`cell_rng`: the
+seed and a stable hash of the cell key), so a cell's result does not depend on the other cells,
+their order or the machine (except the coupled workflow sets of
+:func:`cluster_bootstrap_ratios`, drawn together).
+
+One public namespace over topic modules (each says what it holds and why); other packages
+import from ``recoverylab.stats`` only, never from a topic module:
+
+* ``_checks``: the shared vocabularies (``ci_method``, ``alternative``, ``adjust``) and
+  :func:`check_resampling`; ``_cells``: frames of partials to per-cell type tables.
+* ``_streams``: :func:`cell_rng` and clusters merged into types; ``_limits``: size limits.
+* ``_column_sums``: :func:`ratio`, :func:`ratio_difference`; ``_reliability``:
+  :func:`icc_oneway`.
+* ``_bootstrap``: :func:`bootstrap_types`, :func:`cluster_bootstrap` (percentile, BCa);
+  ``_bootstrap_ratios`` and ``_shared_draws``: :func:`cluster_bootstrap_ratios`.
+* ``_signflip``: :func:`sign_flip_test`, :func:`sign_flip_cells`; ``_distributions``: the
+  distribution functions computed without scipy.
+* ``_paired_intervals``: :func:`fay_lumbard_interval`, :func:`sign_flip_interval`,
+  :func:`cluster_melded_interval` (``_meld``: their quadrature); ``_paired_effect``:
+  :func:`paired_effect_cells`, :func:`agree_with_test`.
+* ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
+  :func:`wilson_interval`, :func:`wilson_exprs`.
+* ``_results``: the result dataclasses and :func:`result_html`.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+from recoverylab.stats import _limits
+from recoverylab.stats._bootstrap import _acceleration as _acceleration
+from recoverylab.stats._bootstrap import bootstrap_types, cluster_bootstrap
+from recoverylab.stats._bootstrap_ratios import cluster_bootstrap_ratios
+from recoverylab.stats._checks import (
+    ADJUST_METHODS,
+    ALTERNATIVES,
+    CI_METHODS,
+    PAIRED_CI_METHODS,
+    check_resampling,
+)
+from recoverylab.stats._classical import mcnemar_exact, wilson_exprs, wilson_interval
+from recoverylab.stats._column_sums import Statistic as Statistic
+from recoverylab.stats._column_sums import ratio, ratio_difference
+from recoverylab.stats._distributions import _binomial_half_pmf as _binomial_half_pmf
+from recoverylab.stats._distributions import _binomial_half_two_sided as _binomial_half_two_sided
+from recoverylab.stats._distributions import _fft_convolve as _fft_convolve
+from recoverylab.stats._distributions import _normal_cdf as _normal_cdf
+from recoverylab.stats._distributions import _normal_quantile as _normal_quantile
+from recoverylab.stats._distributions import _special as _special
+from recoverylab.stats._meld import _meld_cdf as _meld_cdf
+from recoverylab.stats._meld import _meld_quantile as _meld_quantile
+from recoverylab.stats._meld import _meld_setup as _meld_setup
+from recoverylab.stats._multiplicity import adjust_p_values
+from recoverylab.stats._paired_effect import SPARSE_CLUSTERS as SPARSE_CLUSTERS
+from recoverylab.stats._paired_effect import SPARSE_NONZERO_CLUSTERS as SPARSE_NONZERO_CLUSTERS
+from recoverylab.stats._paired_effect import agree_with_test, paired_effect_cells
+from recoverylab.stats._paired_intervals import _melded_bounds as _melded_bounds
+from recoverylab.stats._paired_intervals import (
+    cluster_melded_interval,
+    effective_melded_interval,
+    fay_lumbard_interval,
+    sign_flip_interval,
+)
+from recoverylab.stats._reliability import ICC_COLUMNS as ICC_COLUMNS
+from recoverylab.stats._reliability import icc_oneway
+from recoverylab.stats._results import (
+    BootstrapResult,
+    Interval,
+    IntervalExprs,
+    ResultHtml,
+    SignFlipResult,
+    TestResult,
+    result_html,
+)
+from recoverylab.stats._shared_draws import _coupled_resample_sums as _coupled_resample_sums
+from recoverylab.stats._shared_draws import _shared_resample_sums as _shared_resample_sums
+from recoverylab.stats._signflip import sign_flip_cells, sign_flip_test
+from recoverylab.stats._streams import _merge_types as _merge_types
+from recoverylab.stats._streams import cell_rng
+
+__all__ = [
+    "ADJUST_METHODS",
+    "ALTERNATIVES",
+    "CI_METHODS",
+    "PAIRED_CI_METHODS",
+    "BootstrapResult",
+    "Interval",
+    "IntervalExprs",
+    "ResultHtml",
+    "SignFlipResult",
+    "TestResult",
+    "adjust_p_values",
+    "agree_with_test",
+    "bootstrap_types",
+    "cell_rng",
+    "check_resampling",
+    "cluster_bootstrap",
+    "cluster_bootstrap_ratios",
+    "cluster_melded_interval",
+    "effective_melded_interval",
+    "fay_lumbard_interval",
+    "icc_oneway",
+    "mcnemar_exact",
+    "paired_effect_cells",
+    "ratio",
+    "ratio_difference",
+    "result_html",
+    "sign_flip_cells",
+    "sign_flip_interval",
+    "sign_flip_test",
+    "wilson_exprs",
+    "wilson_interval",
+]
+
+
+def _limit(name: str) -> property:
+    """Return the size limit ``_limits.<name>`` as a property read and set there."""
+    return property(
+        lambda _: getattr(_limits, name),
+        lambda _, value: setattr(_limits, name, value),
+        doc=f"``_limits.{name}``, the value every topic module reads.",
+    )
+
+
+class _Namespace(types.ModuleType):
+    """``recoverylab.stats`` itself: its size limits are read from and set in ``_limits``.
+
+    The topic modules read a limit from ``_limits`` when they run, so one value serves them all;
+    setting ``stats._MAX_LATTICE`` (as a test's monkeypatch does) sets that value, instead of a
+    copy here that no code reads.
+    """
+
+    _MAX_BATCH_ELEMENTS = _limit("MAX_BATCH_ELEMENTS")
+    _MAX_ENUMERATION = _limit("MAX_ENUMERATION")
+    _MAX_LATTICE = _limit("MAX_LATTICE")
+    _DIRECT_CONVOLVE_MAX = _limit("DIRECT_CONVOLVE_MAX")
+    _SCIPY_MC_MAX_CLUSTERS = _limit("SCIPY_MC_MAX_CLUSTERS")
+
+
+sys.modules[__name__].__class__ = _Namespace

@@ -1,0 +1,179 @@
+"""Percentile cluster-bootstrap intervals of many ratios in many cells, from shared draws.
+
+The takeover protocol reports several ratios (EAR, pass rates...) per cell, clustered by
+workflow: :func:`cluster_bootstrap_ratios` resamples a cell's clusters once for all its ratios,
+and cells on the same cluster set share the draw (``_shared_draws``), so the cost grows with the
+cluster sets, not with cells × ratios. Each ratio's distribution is that of the cluster bootstrap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from recoverylab._errors import ParameterError
+from recoverylab.stats._bootstrap import _percentile_interval
+from recoverylab.stats._cells import _column_names
+from recoverylab.stats._checks import _check_confidence, _check_n_resamples, _check_seed
+from recoverylab.stats._shared_draws import _coupled_resample_sums, _shared_resample_sums
+from recoverylab.stats._streams import cell_rng
+
+
+def cluster_bootstrap_ratios(
+    partials: pl.DataFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    ratios: Sequence[tuple[str, str, str]],
+    n_resamples: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> pl.DataFrame:
+    """Percentile cluster-bootstrap intervals of several ratios in many cells, draws shared.
+
+    The intervals of :func:`cluster_bootstrap` with :func:`ratio` (percentile) for every
+    ``(cell, ratio)``: a cell's K clusters are resampled and each ratio is Σ numerator /
+    Σ denominator over the resample. The draw is shared: all ratios of a cell, and all cells on
+    the same set of clusters, use one resample (one matrix product for every column). Sets
+    holding at least half of all the clusters of the call are coupled to one resample of all of
+    them (:func:`_coupled_resample_sums`), so uniform draws are made and counted once and only
+    a few corrections per resample are set by set. Each ratio's distribution is exactly that of
+    :func:`cluster_bootstrap`; only the stream differs: coupled sets share ``cell_rng(seed,
+    ())`` (their intervals depend on all the clusters of the call), a smaller set uses
+    :func:`cell_rng` with its first cell's key. Row order does not matter.
+
+    Parameters
+    ----------
+    partials
+        One row per (cluster, cell): the ``cells`` columns, ``cluster`` and the numerator and
+        denominator columns of ``ratios`` (numeric, no nulls).
+    cells
+        Key columns of a cell (may be empty).
+    cluster
+        The cluster key column (unique within a cell).
+    ratios
+        ``(name, numerator, denominator)`` triples.
+    n_resamples, confidence, seed
+        As in :func:`cluster_bootstrap`.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per (cell, ratio) whose denominator sums to more than 0: the cell columns,
+        ``ratio`` (the name), ``estimate``, ``ci_low``, ``ci_high`` (Float64; NaN when every
+        resample is undefined) and ``n_clusters`` (Int64).
+
+    Raises
+    ------
+    ParameterError
+        For a bad parameter, a missing column or a cluster listed twice in a cell.
+
+    Examples
+    --------
+    >>> frame = pl.DataFrame({"w": ["a", "b", "c"], "k": [1, 0, 2], "n": [1, 1, 2]})
+    >>> out = cluster_bootstrap_ratios(
+    ...     frame, cells=[], cluster="w", ratios=[("rate", "k", "n")], n_resamples=200
+    ... )
+    >>> out["estimate"].to_list()
+    [0.75]
+    """
+    cells_l = _column_names("cells", cells)
+    n_resamples = _check_n_resamples(n_resamples)
+    confidence = _check_confidence(confidence)
+    seed = _check_seed("seed", seed)
+    columns = list(dict.fromkeys(c for _, num, den in ratios for c in (num, den)))
+    missing = [c for c in [*cells_l, cluster, *columns] if c not in partials.columns]
+    if missing:
+        raise ParameterError(f"columns {missing} are not in `partials` ({partials.columns}).")
+    keys = list(dict.fromkeys([*cells_l, cluster]))  # the cluster may be a cell key itself
+    frame = partials.select(*keys, *(pl.col(c).cast(pl.Float64) for c in columns))
+    frame = frame.sort(keys, nulls_last=False)
+    if frame.select(pl.struct(*keys).is_duplicated().any()).item():
+        raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
+    # Every cluster's position among all clusters of the call (sorted, so row order is moot).
+    universe = frame.select(cluster).unique().sort(cluster, nulls_last=False).with_row_index("__at")
+    frame = frame.join(universe, on=cluster, how="left", nulls_equal=True, maintain_order="left")
+    parts: list[tuple[tuple[Any, ...], pl.DataFrame]] = (
+        list(frame.partition_by(cells_l, as_dict=True, maintain_order=True).items())
+        if cells_l
+        else ([((), frame)] if frame.height else [])
+    )
+    groups: dict[bytes, list[tuple[tuple, np.ndarray]]] = {}
+    members: dict[bytes, np.ndarray] = {}
+    for key, part in parts:
+        at = part.get_column("__at").to_numpy().astype(np.int64)
+        members.setdefault(at.tobytes(), at)
+        groups.setdefault(at.tobytes(), []).append((key, part.select(columns).to_numpy()))
+    sums = _ratio_resample_sums(groups, members, universe.height, n_resamples, seed)
+    rows = [
+        (*key, *row)
+        for at_key, cells_of_set in groups.items()
+        for (key, values), block in zip(cells_of_set, sums[at_key], strict=True)
+        for row in _ratio_rows(values, block, columns, ratios, confidence)
+    ]
+    schema: dict[str, Any] = {
+        **{c: partials.schema[c] for c in cells_l},
+        "ratio": pl.String,
+        **dict.fromkeys(["estimate", "ci_low", "ci_high"], pl.Float64),
+        "n_clusters": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _ratio_rows(
+    values: np.ndarray,
+    block: np.ndarray,
+    columns: list[str],
+    ratios: Sequence[tuple[str, str, str]],
+    confidence: float,
+) -> list[tuple[str, float, float, float, int]]:
+    """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio."""
+    totals = values.sum(axis=0)
+    rows = []
+    for name, num, den in ratios:
+        a, b = columns.index(num), columns.index(den)
+        if totals[b] > 0:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
+            rows.append((name, float(totals[a] / totals[b]), low, high, values.shape[0]))
+    return rows
+
+
+#: A set holding at least this share of the clusters of a call is coupled to the resample of
+#: them all (:func:`_coupled_resample_sums`); a smaller one draws alone, so that no product
+#: runs over many clusters it does not hold.
+_COUPLED_SHARE = 0.5
+
+
+def _ratio_resample_sums(
+    groups: dict[bytes, list[tuple[tuple, np.ndarray]]],
+    members: dict[bytes, np.ndarray],
+    n_universe: int,
+    n_resamples: int,
+    seed: int,
+) -> dict[bytes, list[np.ndarray]]:
+    """Resampled column sums of every cell, keyed by its cluster set (one block per cell).
+
+    Large sets are coupled to one resample of all ``n_universe`` clusters, drawn from
+    ``cell_rng(seed, ())``; small sets draw alone from ``cell_rng(seed, first cell key)``.
+    """
+    large = [s for s in groups if members[s].size >= _COUPLED_SHARE * n_universe]
+    out: dict[bytes, list[np.ndarray]] = {}
+    if large:
+        coupled = _coupled_resample_sums(
+            [(members[s], np.hstack([v for _, v in groups[s]])) for s in large],
+            n_universe,
+            n_resamples,
+            cell_rng(seed, ()),
+        )
+        for s, sums in zip(large, coupled, strict=True):
+            widths = np.cumsum([v.shape[1] for _, v in groups[s]])[:-1]
+            out[s] = np.hsplit(sums, widths)
+    for s, cells_of_set in groups.items():
+        if s not in out:
+            blocks = [values for _, values in cells_of_set]
+            out[s] = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+    return out

@@ -1,0 +1,493 @@
+"""Intervals for paired proportions and clustered paired effects that agree with the test.
+
+* :func:`fay_lumbard_interval`: one pair per cluster, the exact McNemar-compatible meld.
+* :func:`sign_flip_interval`: the exact inversion of the sign-flip test (half-sampling).
+* :func:`cluster_melded_interval`: several pairs per cluster, the hull of that inversion and a
+  meld on design-effect-adjusted counts (:func:`effective_melded_interval`).
+
+These are the ``ci_method`` values of :func:`~recoverylab.stats.paired_effect_cells` other
+than the bootstrap; none of them resamples.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from recoverylab._errors import ParameterError, require_one_of
+from recoverylab.stats import _limits
+from recoverylab.stats._checks import ALTERNATIVES, _check_confidence, _check_counts, _numeric_array
+from recoverylab.stats._distributions import _binomial_half_pmf, _normal_quantile, _special
+from recoverylab.stats._meld import _meld_quantile
+from recoverylab.stats._multiplicity import _alpha_per_side
+from recoverylab.stats._results import Interval
+from recoverylab.stats._streams import _merge_types
+
+
+def fay_lumbard_interval(
+    rescue: np.ndarray | int,
+    harm: np.ndarray | int,
+    n: np.ndarray | int,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Interval for a difference of matched proportions, compatible with the exact McNemar test.
+
+    Of n pairs, ``rescue`` (only the recovery branch succeeds) and ``harm`` (only the
+    no-recovery branch succeeds): θ = ψ·(2φ − 1), ψ the chance a pair is discordant, φ the
+    chance a discordant pair is a rescue. As Fay & Lumbard (2021; ``mcnemarExactDP`` of R's
+    exact2x2), the exact confidence distributions of ψ (Beta(m, n − m + 1), Beta(m + 1, n − m),
+    m = rescue + harm) and φ (Beta(x, m − x + 1), Beta(x + 1, m − x)) are *melded*: the lower
+    bound is the smaller α-quantile of T·(2B − 1) over both ψ distributions T with the lower φ
+    distribution B, the upper bound the larger (1 − α)-quantile with the upper one. As T > 0,
+    the lower bound is above zero exactly when P(B < ½) < α (the one-sided exact binomial test
+    rejects): zero is outside exactly when the exact McNemar p-value is below 1 − confidence.
+    The quantiles come from deterministic quadrature (no Monte Carlo noise).
+
+    Parameters
+    ----------
+    rescue, harm, n
+        Counts (scalars or arrays that broadcast); rescue + harm <= n.
+    confidence
+        Confidence level in (0, 1).
+    alternative
+        ``"two-sided"`` (central interval, α/2 per side), ``"greater"`` (lower bound only, the
+        upper is 1) or ``"less"`` (upper bound only, the lower is −1).
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` (floats for scalar inputs); NaN where n == 0.
+
+    Raises
+    ------
+    ParameterError
+        For negative or non-integer counts, rescue + harm > n, a confidence outside (0, 1) or
+        an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = fay_lumbard_interval(0, 1, 100)
+    >>> round(ci.low, 4), round(ci.high, 4)
+    (-0.0545, 0.0295)
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    x, m, total = _matched_counts_iv(rescue, harm, n)
+    alpha = _alpha_per_side(confidence, alternative)
+    low, high = _melded_bounds(x, m, m, total, alpha, alternative)
+    if low.ndim == 0:
+        return Interval(low=float(low), high=float(high))
+    return Interval(low=low, high=high)
+
+
+#: Effective counts within this of 0 (or of their total) are 0 (or the total): a beta with a
+#: shape parameter below it lies within 1e-300 of its end with probability above 1 - 1e-9 (its
+#: quantiles are the point mass's), and scipy's beta functions overflow near the tiniest doubles.
+_TINY_COUNT = 1e-12
+
+
+def _snap_count(part: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Return ``part`` with values within :data:`_TINY_COUNT` of 0 or of ``total`` snapped."""
+    part = np.where(part < _TINY_COUNT, 0.0, part)
+    return np.where((total - part < _TINY_COUNT) & (part > 0), total, part)
+
+
+def _melded_bounds(
+    x: np.ndarray,
+    m_phi: np.ndarray,
+    m_psi: np.ndarray,
+    n_psi: np.ndarray,
+    alpha: float,
+    alternative: str,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Meld the beta confidence distributions of φ (x of m_phi) and ψ (m_psi of n_psi).
+
+    Counts may be effective (non-integer) sizes. The two or four quantiles of every cell (two
+    ψ distributions per bounded side) are searched in one batch.
+    """
+    x, m_phi, m_psi, n_psi = np.broadcast_arrays(x, m_phi, m_psi, n_psi)
+    shape = x.shape
+    x, m_phi, m_psi, n_psi = (np.ravel(v).astype(np.float64) for v in (x, m_phi, m_psi, n_psi))
+    m_phi = _snap_count(m_phi, m_phi)
+    x, m_psi = _snap_count(x, m_phi), _snap_count(m_psi, n_psi)
+    psi = ((m_psi, n_psi - m_psi + 1), (m_psi + 1, n_psi - m_psi))
+    sides = []  # (φ distribution, level) per bounded side
+    if alternative != "less":
+        sides.append(((x, m_phi - x + 1), alpha))
+    if alternative != "greater":
+        sides.append(((x + 1, m_phi - x), 1 - alpha))
+    jobs = [(t, b, level) for b, level in sides for t in psi]
+    quantiles = _meld_quantile(
+        np.concatenate([t[0] for t, _, _ in jobs]),
+        np.concatenate([t[1] for t, _, _ in jobs]),
+        np.concatenate([b[0] for _, b, _ in jobs]),
+        np.concatenate([b[1] for _, b, _ in jobs]),
+        np.repeat([level for _, _, level in jobs], x.size),
+    ).reshape(len(jobs), x.size)
+    low, high = np.full(x.size, -1.0), np.full(x.size, 1.0)
+    if alternative != "less":
+        low = np.minimum(quantiles[0], quantiles[1])
+    if alternative != "greater":
+        high = np.maximum(quantiles[-2], quantiles[-1])
+    empty = n_psi == 0
+    low, high = np.where(empty, np.nan, low), np.where(empty, np.nan, high)
+    return low.reshape(shape), high.reshape(shape)
+
+
+def cluster_melded_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Interval for a clustered paired effect: the sign-flip inversion widened by a meld.
+
+    With several pairs per cluster, :func:`sign_flip_interval` alone under-covers when few
+    clusters carry a nonzero difference (it cannot move beyond the signs it saw). This is the
+    hull of it and the Fay–Lumbard meld (:func:`fay_lumbard_interval`) on *effective* counts:
+    θ = ψ·(2φ − 1), ψ = Σ|d| / Σn, φ = Σd⁺ / Σ|d|; each count is divided by its cluster design
+    effect (cluster-robust over binomial variance of the ratio, in [1, largest cluster size];
+    that size when it cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn
+    & Graubard 1998). The paired-effect step then puts zero on the side the sign-flip test
+    decides, so the result never contradicts the test.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the integer summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence, alternative
+        As :func:`sign_flip_interval`.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        As :func:`sign_flip_interval`.
+
+    Examples
+    --------
+    >>> ci = cluster_melded_interval([[2, 4], [0, 4], [-1, 4]], [5, 20, 2])
+    >>> bool(ci.low < 0.074 < ci.high)
+    True
+    """
+    meld = effective_melded_interval(values, counts, confidence=confidence, alternative=alternative)
+    try:
+        exact = sign_flip_interval(values, counts, confidence=confidence, alternative=alternative)
+    except ParameterError:
+        if math.isnan(float(meld.low)):
+            raise
+        # too large a lattice for the exact inversion: there the meld alone is wide enough,
+        # and agree_with_test still aligns it with the p-value
+        return meld
+    if math.isnan(float(exact.low)):
+        return exact
+    return Interval(
+        low=float(min(float(meld.low), float(exact.low))),
+        high=float(max(float(meld.high), float(exact.high))),
+    )
+
+
+def effective_melded_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> Interval:
+    """Return the Fay–Lumbard meld on design-effect-adjusted counts.
+
+    One half of :func:`cluster_melded_interval`, which describes the effective counts.
+
+    Parameters
+    ----------
+    values, counts, confidence, alternative
+        As :func:`cluster_melded_interval` (non-integer ``values`` allowed).
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        For a confidence outside (0, 1) or an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = effective_melded_interval([[2, 4], [0, 4], [-1, 4]], [5, 20, 2])
+    >>> bool(ci.low < 0.074 < ci.high)
+    True
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    array = _numeric_array("values", values).astype(np.float64)
+    c = np.ones(array.shape[0]) if counts is None else np.asarray(counts, dtype=np.float64)
+    d, pairs = array[:, 0], array[:, 1]
+    if float(c @ pairs) == 0:
+        return Interval(low=math.nan, high=math.nan)
+    alpha = _alpha_per_side(confidence, alternative)
+    effective = _effective_counts(d, pairs, c, alpha)
+    x, m_phi, m_psi, n_psi = (np.asarray(v, dtype=np.float64) for v in effective)
+    low, high = _melded_bounds(x, m_phi, m_psi, n_psi, alpha, alternative)
+    return Interval(low=float(low), high=float(high))
+
+
+def _effective_counts(
+    d: np.ndarray, pairs: np.ndarray, c: np.ndarray, alpha: float
+) -> tuple[float, float, float, float]:
+    """Return effective (rescue units, discordant units for φ, discordant for ψ, pairs)."""
+    up, units = np.maximum(d, 0.0), np.abs(d)
+    clusters = float(c.sum())
+    total_up, total_units, total_pairs = float(c @ up), float(c @ units), float(c @ pairs)
+    nonzero = float(c[units > 0].sum())
+
+    def design_effect(w: np.ndarray, num: np.ndarray, den: np.ndarray, cap: float) -> float:
+        n_clusters = float(w.sum())
+        top, bottom = float(w @ num), float(w @ den)
+        share = top / bottom
+        binomial = share * (1 - share) / bottom
+        if n_clusters < 2 or binomial <= 0:
+            return cap
+        robust = n_clusters / (n_clusters - 1) * float(w @ (num - share * den) ** 2) / bottom**2
+        return min(max(robust / binomial, 1.0), cap)
+
+    def few(n_clusters: float) -> float:
+        if n_clusters < 2:
+            return 1.0
+        z = _normal_quantile(1 - alpha)
+        return (z / float(_special().stdtrit(n_clusters - 1, 1 - alpha))) ** 2
+
+    scale_psi = few(clusters) / design_effect(c, units, pairs, float(pairs.max()))
+    if total_units > 0:
+        kept = units > 0
+        cap = float(units[kept].max())
+        deff_phi = design_effect(c[kept], up[kept], units[kept], cap)
+        scale_phi = few(nonzero) / deff_phi
+    else:
+        scale_phi = 1.0
+    return (
+        total_up * scale_phi,
+        total_units * scale_phi,
+        total_units * scale_psi,
+        total_pairs * scale_psi,
+    )
+
+
+def _matched_counts_iv(
+    rescue: object, harm: object, n: object
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate matched-pair counts and return (rescue, discordant, n) as float arrays."""
+    arrays = []
+    for name, value in (("rescue", rescue), ("harm", harm), ("n", n)):
+        array = _numeric_array(name, value).astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(array) | (array < 0) | (array != np.round(array))
+        if bad.any():
+            raise ParameterError(
+                f"parameter `{name}` holds {int(bad.sum())} values that are not non-negative "
+                "integer counts."
+            )
+        arrays.append(array)
+    try:
+        x, harms, total = np.broadcast_arrays(*arrays)
+    except ValueError as exc:
+        raise ParameterError(
+            "parameters `rescue`, `harm` and `n` have shapes that do not broadcast together."
+        ) from exc
+    m = x + harms
+    if (m > total).any():
+        raise ParameterError(
+            "parameters `rescue` and `harm` add up to more than `n` for "
+            f"{int((m > total).sum())} entries; discordant pairs are a subset of the n pairs."
+        )
+    return x, m, total
+
+
+#: Hoeffding half-width, in √m, of the window kept for Binomial(m, ½): outside it < 3e-14.
+_HALF_SAMPLE_WIDTH = 4.0
+
+#: Mass below which an edge of the joint (D, N) pmf is trimmed (far below any α used).
+_TRIM_MASS = 1e-16
+
+
+def sign_flip_interval(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None = None,
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+    limits: tuple[float, float] = (-1.0, 1.0),
+) -> Interval:
+    """Interval for a clustered paired effect Σd / Σn by inverting the sign-flip test (exact).
+
+    θ = Σdᵢ / Σnᵢ over clusters i with summed difference dᵢ over nᵢ pairs. δ is kept when the
+    sign-flip test of eᵢ = dᵢ − δ·nᵢ does not reject at 1 − confidence. Flipping the signs of a
+    random set S gives T* ≥ T exactly when Σ_{i∈S} eᵢ ≤ 0, so the one-sided p-value is
+    P(Q ≤ δ), Q = Σ_S d / Σ_S n the effect on a random half of the clusters (each in S with
+    chance ½; S empty counts on both sides). The interval is the pair of α-quantiles of Q (a
+    *half-sampling* interval), and zero lies outside it exactly when the sign-flip test of the
+    dᵢ rejects (the symmetric null's two-sided p is twice the smaller one-sided one). Q's law is
+    exact: (Σ_S d, Σ_S n) = Σₜ Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer
+    lattice (mass beyond 4·√mₜ of mₜ/2, below 3e-14, dropped): the cost grows with the types
+    and √(clusters), never with rows.
+
+    Parameters
+    ----------
+    values
+        Array of shape (T, 2): per cluster type, the integer summed difference d and pairs n.
+    counts
+        Clusters per type (positive integers); None means one cluster per row.
+    confidence
+        Confidence level in (0, 1).
+    alternative
+        ``"two-sided"``, ``"greater"`` (lower bound only; the upper is ``limits[1]``) or
+        ``"less"`` (upper bound only).
+    limits
+        The range of the effect; a bound the test cannot reach (too few clusters) is the limit.
+
+    Returns
+    -------
+    Interval
+        ``low`` and ``high`` as floats; NaN when no cluster has a pair.
+
+    Raises
+    ------
+    ParameterError
+        For a bad shape, non-integer or negative pairs, non-integer differences, bad counts,
+        a confidence outside (0, 1) or an unknown alternative.
+
+    Examples
+    --------
+    >>> ci = sign_flip_interval([[1, 1], [0, 1], [-1, 1]], [12, 30, 3])
+    >>> round(ci.low, 4), round(ci.high, 4)
+    (0.0435, 0.3636)
+    """
+    confidence = _check_confidence(confidence)
+    require_one_of("alternative", alternative, ALTERNATIVES)
+    array = _numeric_array("values", values).astype(np.float64)
+    if array.ndim != 2 or array.shape[1] != 2 or array.shape[0] == 0:
+        raise ParameterError(
+            f"parameter `values` has shape {array.shape}; it must be (T, 2): one row per cluster "
+            "type with its summed difference and its number of pairs."
+        )
+    bad = ~np.isfinite(array).all(axis=1) | (array != np.round(array)).any(axis=1)
+    bad |= array[:, 1] < 0
+    if bad.any():
+        raise ParameterError(
+            f"parameter `values` has {int(bad.sum())} rows that are not integer (difference, "
+            "pairs) with pairs >= 0; the exact inversion needs integer partials."
+        )
+    c = (
+        np.ones(array.shape[0], dtype=np.int64)
+        if counts is None
+        else _check_counts(counts, array.shape[0], "rows in `values`")
+    )
+    types, c = _merge_types(array, c)
+    keep = (types != 0).any(axis=1)
+    types, c = types[keep].astype(np.int64), c[keep]
+    if types.size == 0 or int(c @ types[:, 1]) == 0:
+        return Interval(low=math.nan, high=math.nan)
+    try:
+        ratios, mass, empty = _half_sample_distribution(types, c)
+    except _LatticeTooLargeError:
+        raise ParameterError(
+            "the sign-flip inversion of this cell needs a lattice of more than "
+            f"{_limits.MAX_LATTICE} points (many clusters with large, varied per-cluster sizes). "
+            "Hint: use "
+            "cluster_melded_interval, which falls back to the meld, or the bootstrap."
+        ) from None
+    alpha = _alpha_per_side(confidence, alternative)
+    low, high = float(limits[0]), float(limits[1])
+    if alternative != "less":
+        low = _half_sample_bound(ratios, mass, alpha - empty, low)
+    if alternative != "greater":
+        high = -_half_sample_bound(-ratios[::-1], mass[::-1], alpha - empty, -high)
+    return Interval(low=low, high=high)
+
+
+def _half_sample_bound(ratios: np.ndarray, mass: np.ndarray, needed: float, limit: float) -> float:
+    """Return the first sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
+    if needed <= 0:
+        return limit
+    cumulated = np.cumsum(mass)
+    index = int(np.searchsorted(cumulated, needed * (1 - 1e-12), side="left"))
+    if index >= ratios.size:
+        return limit
+    return float(max(ratios[index], limit))
+
+
+def _half_sample_distribution(
+    types: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Distribution of Q = Σ Kₜdₜ / Σ Kₜnₜ: sorted ratios, their masses, and P(Σ Kₜnₜ = 0)."""
+    d_gcd = int(np.gcd.reduce(np.abs(types[:, 0]))) or 1
+    n_gcd = int(np.gcd.reduce(types[:, 1])) or 1
+    joint, d_offset = _joint_half_sample_pmf(types[:, 0] // d_gcd, types[:, 1] // n_gcd, counts)
+    d_values = (d_offset + np.arange(joint.shape[0]))[:, np.newaxis]
+    n_values = np.arange(joint.shape[1])[np.newaxis, :]
+    empty = float(joint[:, 0].sum())
+    positive = (joint > 0) & (n_values > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio_grid = (d_values * d_gcd) / (n_values * n_gcd)
+    ratios, mass = ratio_grid[positive], joint[positive]
+    order = np.argsort(ratios, kind="stable")
+    return ratios[order], mass[order], empty
+
+
+def _joint_half_sample_pmf(
+    d: np.ndarray, n: np.ndarray, counts: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Joint pmf of (Σ Kₜdₜ, Σ Kₜnₜ) as a 2-D array, rows from ``d_offset``, columns from 0."""
+    from scipy import signal  # a slow import, kept off `import recoverylab`
+
+    # The untrimmed lattice bounds every intermediate one: refuse before any work.
+    widths = np.minimum(counts, 2 * _HALF_SAMPLE_WIDTH * np.sqrt(counts) + 3)
+    if float(np.abs(d) @ widths + 1) * float(n @ widths + 1) > _limits.MAX_LATTICE:
+        raise _LatticeTooLargeError
+    joint, d_offset = np.ones((1, 1)), 0
+    for step_d, step_n, size in zip(d.tolist(), n.tolist(), counts.tolist(), strict=True):
+        half = _HALF_SAMPLE_WIDTH * math.sqrt(size) + 1.0
+        lo, hi = max(0, math.floor(size / 2 - half)), min(size, math.ceil(size / 2 + half))
+        k = np.arange(lo, hi + 1)
+        shape = (abs(step_d) * (hi - lo) + 1, step_n * (hi - lo) + 1)
+        grown = (joint.shape[0] + shape[0] - 1) * (joint.shape[1] + shape[1] + step_n * lo - 1)
+        if shape[0] * shape[1] > _limits.MAX_LATTICE or grown > _limits.MAX_LATTICE:
+            raise _LatticeTooLargeError
+        piece = np.zeros(shape)
+        rows = (k - lo) * abs(step_d) if step_d >= 0 else (hi - k) * abs(step_d)
+        piece[rows, (k - lo) * step_n] = _binomial_half_pmf(size, lo, hi)
+        piece_offset = step_d * lo if step_d >= 0 else step_d * hi
+        if joint.size * piece.size <= _limits.DIRECT_CONVOLVE_MAX:
+            joint = signal.convolve(joint, piece, method="direct")
+        else:
+            joint = np.clip(signal.fftconvolve(joint, piece), 0.0, None)
+        d_offset += piece_offset
+        # Column j of the joint is Σ Kn = j + (column offset); keep columns absolute from 0.
+        joint = np.pad(joint, ((0, 0), (step_n * lo, 0)))[:, : joint.shape[1] + step_n * lo]
+        joint, trimmed = _trim_rows(joint)
+        d_offset += trimmed
+    return joint, d_offset
+
+
+class _LatticeTooLargeError(Exception):
+    """The joint (Σd, Σn) lattice of a half-sample distribution would exceed _limits.MAX_LATTICE."""
+
+
+def _trim_rows(joint: np.ndarray) -> tuple[np.ndarray, int]:
+    """Drop leading/trailing rows and trailing columns whose mass is negligible."""
+    rows = np.flatnonzero(joint.sum(axis=1) > _TRIM_MASS)
+    columns = np.flatnonzero(joint.sum(axis=0) > _TRIM_MASS)
+    if rows.size == 0:
+        return joint, 0
+    return joint[rows[0] : rows[-1] + 1, : columns[-1] + 1], int(rows[0])

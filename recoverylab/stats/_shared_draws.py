@@ -1,0 +1,216 @@
+"""Resampled column sums for several blocks or cluster sets drawn from one stream.
+
+The engine of :func:`~recoverylab.stats.cluster_bootstrap_ratios`: blocks on the same clusters
+share one draw of cluster indices (:func:`_shared_resample_sums`), and large cluster sets are
+coupled to one resample of every cluster of the call (:func:`_coupled_resample_sums`), each set
+corrected to an exact resample of its own clusters. Separate from the interval code because it
+is about drawing fast and exactly, not about which interval is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+from recoverylab.stats import _limits
+from recoverylab.stats._streams import _merge_types
+
+#: Drawing a multinomial over T cluster types costs about this many times more per type than
+#: drawing one uniform cluster index and counting it (numpy's binomial against an integer).
+_TYPE_DRAW_COST = 25
+
+
+def _coupled_resample_sums(
+    sets: list[tuple[np.ndarray, np.ndarray]],
+    n_universe: int,
+    n_resamples: int,
+    gen: np.random.Generator,
+) -> list[np.ndarray]:
+    """Column sums of each set's rows over ``n_resamples`` resamples, all drawn from one stream.
+
+    ``sets``: per set, the positions of its K_s clusters among the ``n_universe`` of the call
+    and a (K_s, C) block of their values. Each resample is one stream of ``n_universe`` uniform
+    draws over all clusters (counted once, one matrix product for every set). Draws landing in
+    a set are uniform over it wherever they fall, so the set keeps the first K_s of them and
+    tops up from its own clusters when fewer landed: exactly a resample of its own clusters.
+    Only the corrections (about the sd of a Binomial(N, K_s/N) per resample) are set by set.
+    """
+    widths = [block.shape[1] for _, block in sets]
+    edges = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+    design = np.zeros((n_universe, int(edges[-1]) + len(sets)))
+    for i, (where, block) in enumerate(sets):
+        design[where, edges[i] : edges[i + 1]] = block
+        design[where, edges[-1] + i] = 1.0  # counts the draws that land in the set
+    product = _ExactProduct(design, n_universe)
+    coupled = [_CoupledSet(where, block, n_universe) for where, block in sets]
+    outs = [np.empty((n_resamples, w), dtype=np.float64) for w in widths]
+    batch = max(1, min(256, _limits.MAX_BATCH_ELEMENTS // n_universe))
+    with _one_blas_thread():
+        for start in range(0, n_resamples, batch):
+            _coupled_batch(start, min(batch, n_resamples - start), coupled, product, outs, gen)
+    return outs
+
+
+def _coupled_batch(
+    start: int,
+    size: int,
+    coupled: list[_CoupledSet],
+    product: _ExactProduct,
+    outs: list[np.ndarray],
+    gen: np.random.Generator,
+) -> None:
+    """Fill rows ``start:start + size`` of every set's sums (see :func:`_coupled_resample_sums`)."""
+    n_universe = coupled[0].position.size
+    draws = gen.integers(0, n_universe, size=(size, n_universe), dtype=np.int32)
+    offsets = (np.arange(size, dtype=np.int64) * n_universe)[:, np.newaxis]
+    counts = np.bincount((draws + offsets).reshape(-1), minlength=size * n_universe)
+    sums = product(counts.reshape(size, n_universe))
+    landed_at = sums.shape[1] - len(coupled)
+    edge = 0
+    for i, (one, out) in enumerate(zip(coupled, outs, strict=True)):
+        width = out.shape[1]
+        out[start : start + size] = sums[:, edge : edge + width]
+        edge += width
+        if one.k < n_universe:
+            landed = np.rint(sums[:, landed_at + i]).astype(np.int64)
+            out[start : start + size] += one.correction(draws, landed, gen)
+
+
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """Run the block's matrix products on one BLAS thread.
+
+    The products are many and mid-sized: on a shared machine BLAS threads wait on each other
+    (measured: 5-6x the CPU of one thread, same wall time, at a load of 10 on 2 cores).
+    """
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
+class _ExactProduct:
+    """``counts @ design`` in float32 for the columns where that is exact, float64 for the rest.
+
+    Integer columns whose resampled sums stay below 2**24 sum exactly in float32, at half the cost.
+    """
+
+    def __init__(self, design: np.ndarray, n_draws: int) -> None:
+        integral = (design == np.round(design)).all(axis=0)
+        small = np.abs(design).max(axis=0, initial=0.0) * n_draws < 2.0**24
+        self.exact = integral & small
+        self.single = np.ascontiguousarray(design[:, self.exact], dtype=np.float32)
+        self.double = np.ascontiguousarray(design[:, ~self.exact])
+        self.width = design.shape[1]
+
+    def __call__(self, counts: np.ndarray) -> np.ndarray:
+        out = np.empty((counts.shape[0], self.width), dtype=np.float64)
+        if self.single.shape[1]:
+            out[:, self.exact] = counts.astype(np.float32) @ self.single
+        if self.double.shape[1]:
+            out[:, ~self.exact] = counts.astype(np.float64) @ self.double
+        return out
+
+
+class _CoupledSet:
+    """One set of clusters inside the stream of :func:`_coupled_resample_sums`."""
+
+    def __init__(self, where: np.ndarray, block: np.ndarray, n_universe: int) -> None:
+        self.k = where.size
+        self.block = block
+        self.position = np.full(n_universe, -1, dtype=np.int64)
+        self.position[where] = np.arange(self.k)
+        self.inside = self.position >= 0
+
+    def correction(
+        self, draws: np.ndarray, landed: np.ndarray, gen: np.random.Generator
+    ) -> np.ndarray:
+        """Return the change of the row sums that makes each row exactly K_s draws of the set.
+
+        ``draws``: (B, N) uniform draws; ``landed``: how many per row fell in the set. A row
+        with too many drops its last surplus draws in the set; one with too few draws more.
+        """
+        surplus = landed - self.k
+        rows, picks, signs = [], [], []
+        short = np.flatnonzero(surplus < 0)
+        if short.size:
+            need = -surplus[short]
+            rows.append(np.repeat(short, need))
+            picks.append(gen.integers(0, self.k, size=int(need.sum())))
+            signs.append(np.ones(int(need.sum())))
+        over = np.flatnonzero(surplus > 0)
+        if over.size:
+            row, cluster = self._last_landed(draws, over, surplus[over])
+            rows.append(over[row])
+            picks.append(self.position[cluster])
+            signs.append(-np.ones(row.size))
+        correction = np.zeros((draws.shape[0], self.block.shape[1]), dtype=np.float64)
+        if not rows:
+            return correction
+        row_of = np.concatenate(rows)
+        order = np.argsort(row_of, kind="stable")
+        row_of = row_of[order]
+        values = self.block[np.concatenate(picks)[order]] * np.concatenate(signs)[order, None]
+        starts = np.flatnonzero(np.concatenate([[True], row_of[1:] != row_of[:-1]]))
+        correction[row_of[starts]] = np.add.reduceat(values, starts, axis=0)
+        return correction
+
+    def _last_landed(
+        self, draws: np.ndarray, over: np.ndarray, surplus: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(row of ``over``, cluster) of each row's last ``surplus`` draws in the set.
+
+        Only a tail of each row is searched, widened until every row has enough of them.
+        """
+        n_universe = draws.shape[1]
+        most = int(surplus.max())
+        width = min(n_universe, math.ceil((most + 4 * math.sqrt(most) + 16) * n_universe / self.k))
+        while True:
+            tail = draws[over, n_universe - width :]
+            hit = self.inside[tail]
+            if width == n_universe or (hit.sum(axis=1) >= surplus).all():
+                break
+            width = min(n_universe, 2 * width)
+        # hits at or after each position
+        later = np.cumsum(hit[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
+        row, column = np.nonzero(hit & (later <= surplus[:, np.newaxis]))
+        return row, tail[row, column]
+
+
+def _shared_resample_sums(
+    blocks: list[np.ndarray], n_resamples: int, gen: np.random.Generator
+) -> list[np.ndarray]:
+    """Column sums of each block over ``n_resamples`` resamples of the (shared) rows.
+
+    Every block holds one row per cluster, the same clusters in the same order. A block with
+    few types (equal rows, ARCHITECTURE §4) draws a multinomial over them (one binomial per type
+    and resample); the others share one draw of K uniform cluster indices per resample, counted
+    per cluster, times each block. Both are exact; the products stay small (per block, in small
+    batches), where BLAS threads would only wait on a busy machine.
+    """
+    n_rows = blocks[0].shape[0]
+    outs = [np.empty((n_resamples, b.shape[1]), dtype=np.float64) for b in blocks]
+    shared = []
+    for block, out in zip(blocks, outs, strict=True):
+        types, counts = _merge_types(block, np.ones(n_rows, dtype=np.int64))
+        if types.shape[0] * _TYPE_DRAW_COST < n_rows:
+            batch = max(1, _limits.MAX_BATCH_ELEMENTS // types.shape[0])
+            for start in range(0, n_resamples, batch):
+                size = min(batch, n_resamples - start)
+                draws = gen.multinomial(n_rows, counts / n_rows, size=size)
+                out[start : start + size] = draws.astype(np.float64) @ types
+        else:
+            shared.append((block, out))
+    batch = max(1, min(32, _limits.MAX_BATCH_ELEMENTS // n_rows))
+    for start in range(0, n_resamples if shared else 0, batch):
+        size = min(batch, n_resamples - start)
+        offsets = (np.arange(size, dtype=np.int64) * n_rows)[:, np.newaxis]
+        picks = (gen.integers(0, n_rows, size=(size, n_rows)) + offsets).reshape(-1)
+        drawn = np.bincount(picks, minlength=size * n_rows).reshape(size, n_rows)
+        drawn_f = drawn.astype(np.float64)
+        for block, out in shared:
+            out[start : start + size] = drawn_f @ block
+    return outs
