@@ -56,7 +56,7 @@ from typing import Any, Literal, NamedTuple
 
 import polars as pl
 
-from recoverylab import plan, stats
+from recoverylab import engines, plan, stats
 from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import (
     InputError,
@@ -436,7 +436,7 @@ def score(
     )
     stages = (first, plan.Stage("scoring episodes", _score_partial))
     # a row-level plan: the engine returns the last stage's part and runs no finish
-    return plan.rows(engine, plan.Plan(inputs, stages, finish=lambda state: state))
+    return engines.rows(engine, plan.Plan(inputs, stages, finish=lambda state: state))
 
 
 def _unnested(
@@ -1137,7 +1137,7 @@ def _run_bootstrap(
     statistics |= renamed(verb, deprecated, {"method": "ci_method"})
     stats.check_resampling(**statistics)
     done = functools.partial(finish, **statistics)
-    return plan.run(engine, plan.Plan(inputs=(source,), stages=(stage,), finish=done))
+    return engines.run(engine, plan.Plan(inputs=(source,), stages=(stage,), finish=done))
 
 
 def _default_cluster(schema: pl.Schema) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab import plan, stats
+from recoverylab import engines, plan, stats
 from recoverylab._errors import InputError, ParameterError, renamed
 from recoverylab.paired import _bits, _breakeven, _shards
 from recoverylab.paired import _rules as rules
@@ -476,7 +476,7 @@ def summarize(
     """
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
-    result = plan.run(
+    result = engines.run(
         engine,
         plan.Plan(
             inputs=(_shards.forks_input(forks),),
@@ -632,7 +632,7 @@ def contrast(
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     checked = functools.partial(_labelled_design, a=a, b=b, column="condition")
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
             inputs=(_shards.forks_input(forks),),
@@ -872,7 +872,7 @@ def rescue_overlap(
     method_b: Any = names.get("b", b)
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     checked = functools.partial(_labelled_design, a=method_a, b=method_b, column="method")
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
             inputs=(_shards.forks_input(forks),),

@@ -42,7 +42,7 @@ Examples
 >>> chart.save("ts.svg")  # doctest: +SKIP
 """
 
-from recoverylab.report._deps import EXTRA, chart_renderer
+from recoverylab.report._deps import EXTRA, chart_renderer, check_extra
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
@@ -101,6 +101,7 @@ __all__ = [
     "Section",
     "barrier_drop",
     "chart_renderer",
+    "check_extra",
     "contrast",
     "contrast_section",
     "depth_rates",
