@@ -1,5 +1,9 @@
 """Engines run plans: polars (default), sharded polars (tests) and Spark (ARCHITECTURE §7).
 
+Layout: ``_polars`` (PolarsEngine, ShardedEngine), ``_spark`` (SparkEngine, session); here
+:func:`resolve`, :func:`run` and :func:`rows` turn a verb's ``engine=`` into an engine and run the
+plan. May import plan, io, schema and _errors; never a protocol. The plan never imports it.
+
 Every aggregating verb of recoverylab builds a :class:`recoverylab.plan.Plan` and hands it to
 the engine its ``engine=`` argument names:
 

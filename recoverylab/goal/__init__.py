@@ -1,8 +1,8 @@
 """Goal-preserving recovery under access barriers (AgentHeal protocol, ARCHITECTURE §3.3).
 
-Layout: ``_tables`` (constants, GoalTables, from_nested), ``_rules`` (seed Eq. 1-2 as
-expressions and the annotation checks), ``_score`` (score), ``_summary`` (summarize, barrier_drop).
-May import the core (plan, stats, schema, io, _errors) and the engines package's public run.
+Layout: ``_tables`` (constants, GoalTables, from_nested), ``_rules`` (seed Eq. 1-2 as expressions,
+annotation checks), ``_score`` (score), ``_summary`` (summarize, barrier_drop). May import the core
+(plan, stats, schema, io, _errors) and ``engines.run``; never another protocol or an engine module.
 
 An evaluator annotates each *case* (a user goal instantiated in a barrier regime) and the
 *resources* the agent could reach; the agent's records are its *episodes* (final report), *steps*

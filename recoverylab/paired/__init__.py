@@ -1,5 +1,9 @@
 """Paired counterfactual recovery evaluation (CIR protocol, ARCHITECTURE §3.1).
 
+Layout: ``_pairs``/``_rules``/``_bits`` (pairing), ``_shards`` (pairs_plan), ``_summary`` and
+``_contrast`` (cells), ``_policy``, ``_breakeven``, ``_planning``. May import the core (plan, stats,
+schema, io, _errors) and ``engines.run``; never another protocol or an engine module.
+
 From the same execution state a run is forked twice: once without recovery (``method="none"``)
 and once with a recovery operation at some delay. Pairing the two branches separates what one
 average success rate hides: the runs a recovery *rescued* (no-recovery fails, recovery succeeds)

@@ -1,5 +1,9 @@
 """Charts and the self-contained HTML report (the optional ``report`` extra).
 
+Layout: ``_deps`` (optional packages), a chart module per protocol, ``_sections``, ``_tables``,
+``_repr`` and ``_html``. May import the protocols' public API, stats, io and _errors; never an
+engine or the cli. No protocol imports the report.
+
 Install with ``pip install 'recoverylab[report]'`` (altair and vl-convert-python). Importing this
 module is cheap and never imports altair; a chart function used without the extra raises
 :class:`~recoverylab.MissingDependencyError` naming it.
