@@ -72,7 +72,7 @@ _MEASURED = (
     "recoverylab/schema.py",
     "recoverylab/stats",
     "recoverylab/io.py",
-    "recoverylab/goal.py",
+    "recoverylab/goal",
     "recoverylab/takeover",
     "recoverylab/router",
     "recoverylab/synth",

@@ -1,5 +1,9 @@
 """recoverylab: measure how well AI agents and their harnesses recover from errors.
 
+Layout (README "Layout", ARCHITECTURE §2): the public face. It re-exports the core (schema, io,
+_errors) and loads the protocol, engine, report and synth packages on first use; dependencies
+point one way, cli -> protocols -> plan/stats/schema/io, with no import circles.
+
 Three published evaluation protocols on one engine of lazy polars queries and scipy tests:
 paired counterfactual recovery (``recoverylab.paired``, ``recoverylab.router``), goal preservation
 under access barriers (``recoverylab.goal``) and takeover from replayed error states

@@ -9,14 +9,14 @@ concatenated, into the state the next stage and the finish receive); a *finish* 
 last state into the result (statistics included).
 
 An engine (:mod:`recoverylab.engines`) runs a plan: polars on the whole tables, sharded polars
-(tests prove additivity with it), or Spark through ``mapInArrow``. A protocol builds plans and
-never imports an engine; :func:`run` resolves a verb's ``engine=``. Partial queries are pickled
+(tests prove additivity with it), or Spark through ``mapInArrow``. A protocol builds plans; the
+caller chooses the engine (:func:`recoverylab.engines.run` resolves a verb's ``engine=``), and
+this module imports none. Partial queries are pickled
 to Spark's workers: module-level functions (or ``functools.partial`` of one) whose state pickles.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import polars as pl
 
 from recoverylab._diagnose import translate_read_errors
+from recoverylab._errors import ParameterError
 
 if TYPE_CHECKING:
     from recoverylab.schema import TableSpec
@@ -162,13 +163,16 @@ def collect_parts(outputs: Mapping[str, pl.LazyFrame | pl.DataFrame]) -> dict[st
 
 
 def run(engine: object, plan: Plan) -> Any:
-    """Run ``plan`` on the engine an ``engine=`` argument names.
+    """Run ``plan`` on ``engine``, an engine object the caller chose.
+
+    The plan never chooses its engine: a verb's ``engine=`` argument (``"polars"``, ``"spark"``,
+    a SparkSession) is resolved by :func:`recoverylab.engines.run`, which calls this.
 
     Parameters
     ----------
     engine
-        An engine object (anything with ``run(plan)``), a SparkSession, ``"spark"`` (the active
-        session) or ``"polars"``.
+        An engine object: anything with ``run(plan)``
+        (:func:`recoverylab.engines.resolve` makes one from a name or a SparkSession).
     plan
         The plan.
 
@@ -180,18 +184,29 @@ def run(engine: object, plan: Plan) -> Any:
     Raises
     ------
     ParameterError
-        For an ``engine`` that is none of these.
+        For an ``engine`` without a ``run`` method.
     """
-    engines = importlib.import_module("recoverylab.engines")
+    runner = _method(engine, "run")
     # an engine error on a damaged input becomes our error naming the file (and line)
     with translate_read_errors([table.source for table in plan.inputs]):
-        return engines.resolve(engine).run(plan)
+        return runner(plan)
 
 
 def rows(engine: object, plan: Plan) -> Any:
-    """Run a row-level plan: every stage but the last, then the last stage's one part, lazily.
+    """Run a row-level plan on ``engine`` lazily: every stage but the last, then its one part.
 
-    Returns a polars LazyFrame on the polars engines and a lazy Spark DataFrame on Spark.
+    ``engine`` is an engine object, as for :func:`run`. Returns a polars LazyFrame on the
+    polars engines and a lazy Spark DataFrame on Spark.
     """
-    engines = importlib.import_module("recoverylab.engines")
-    return engines.resolve(engine).rows(plan)
+    return _method(engine, "rows")(plan)
+
+
+def _method(engine: object, name: str) -> Callable[[Plan], Any]:
+    method = getattr(engine, name, None)
+    if isinstance(engine, str) or not callable(method):
+        raise ParameterError(
+            f"parameter `engine` is {engine!r}; plan.{name} needs an engine object. "
+            "Hint: recoverylab.engines.resolve turns 'polars', 'spark' or a SparkSession into "
+            f"one, and recoverylab.engines.{name} resolves and runs in one call."
+        )
+    return method

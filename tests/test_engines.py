@@ -590,6 +590,21 @@ def test_paired_summary_equals_polars(
     same(expected, got)
 
 
+def test_the_caller_chooses_the_engine_not_the_plan() -> None:
+    """engines.run resolves an ``engine=`` name; plan.run takes only an engine object."""
+    keys = ["task_id", "condition", "model", "method", "delay"]
+    pairing = paired.pairs_plan(_tables()["forks"])
+    expected = plan.run(PolarsEngine(), pairing).sort(keys)
+    assert_frame_equal(engines.run("polars", pairing).sort(keys), expected, check_exact=True)
+    got = engines.rows("polars", pairing).collect().sort(keys)
+    assert_frame_equal(got, expected, check_exact=True)
+    for verb in (plan.run, plan.rows):
+        with pytest.raises(ParameterError, match=r"^parameter `engine` is 'polars'; plan\.r"):
+            verb("polars", pairing)
+    with pytest.raises(ParameterError, match="parameter `engine` is 3; it must be 'polars'"):
+        engines.run(3, pairing)
+
+
 @settings(max_examples=5, deadline=None)
 @example(k=7, order=0, pair_by=())
 @given(k=st.integers(1, 9), order=st.integers(0, 2**16), pair_by=st.sampled_from([(), ("model",)]))

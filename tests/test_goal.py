@@ -14,6 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from recoverylab import InputError, ParameterError, SchemaError, goal, synth
+from recoverylab.goal import _rules as goal_rules
+from recoverylab.goal import _score as goal_score
 from recoverylab.schema import validate
 from recoverylab.synth import _goal as synth_goal
 
@@ -1227,7 +1229,7 @@ def test_hashed_keys_give_the_result_of_the_string_keys(goals, seed, order) -> N
     permuted = {k: shuffled(v, order + i) for i, (k, v) in enumerate(frames.items())}
     lazy = goal.score(*(permuted[t] for t in TABLES))
     assert ".hash(" in lazy.explain()
-    strings = goal._score_frames({t: permuted[t].lazy() for t in TABLES}, hashed=())
+    strings = goal_score._score_frames({t: permuted[t].lazy() for t in TABLES}, hashed=())
     assert ".hash(" not in strings.explain()
     expected = strings.collect().sort("episode_id")
     assert lazy.collect().sort("episode_id").equals(expected)
@@ -1247,7 +1249,7 @@ def test_colliding_hashes_fall_back_to_the_string_keys(monkeypatch) -> None:
     def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
         return ids.str.len_bytes().cast(pl.UInt64) % 3  # many ids on one "hash"
 
-    monkeypatch.setattr(goal, "_id_hash", colliding)
+    monkeypatch.setattr(goal_rules, "_id_hash", colliding)
     for checks in ("full", "schema"):
         lazy = goal.score(*(frames[t] for t in TABLES), checks=checks)
         assert ".hash(" not in lazy.explain()
@@ -1270,7 +1272,7 @@ def test_a_step_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -> No
     )
     frames["steps"] = pl.concat([frames["steps"], extra])
 
-    monkeypatch.setattr(goal, "_id_hash", _prefix_colliding)
+    monkeypatch.setattr(goal_rules, "_id_hash", _prefix_colliding)
     with pytest.raises(InputError, match=r"^steps: rows of 1 unknown episode \(episode_id x-"):
         goal.score(*(frames[t] for t in TABLES))
 
@@ -1281,7 +1283,7 @@ def test_a_citation_whose_id_shares_a_known_hash_is_still_unknown(monkeypatch) -
     extra = frames["citations"].head(1).with_columns(pl.lit(f"x-{first}").alias("episode_id"))
     frames["citations"] = pl.concat([frames["citations"], extra])
 
-    monkeypatch.setattr(goal, "_id_hash", _prefix_colliding)
+    monkeypatch.setattr(goal_rules, "_id_hash", _prefix_colliding)
     with pytest.raises(InputError, match=r"^citations: rows of 1 unknown episode \(episode_id x-"):
         goal.score(*(frames[t] for t in TABLES))
 
@@ -1312,7 +1314,7 @@ def test_a_cited_source_listed_only_under_a_colliding_case_is_unlisted(monkeypat
     def colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
         return (ids.str.len_bytes() * 0 + 7).cast(pl.UInt64)  # every id on one "hash"
 
-    monkeypatch.setattr(goal, "_id_hash", colliding)
+    monkeypatch.setattr(goal_rules, "_id_hash", colliding)
     with pytest.raises(InputError, match=r"^citations: 1 citation of resources that the episode"):
         goal.score(*(frames[t] for t in TABLES))
 

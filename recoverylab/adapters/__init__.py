@@ -1,5 +1,9 @@
 """Real log formats in: adapters turn them into recoverylab's tables (ARCHITECTURE §8).
 
+Layout: one module per log format (``inspect``; its reading in ``_inspect_read``), the shared
+``_mapping`` and ``_report`` (:class:`ReadReport`). May import the core (schema, io, _errors);
+knows no protocol and no engine, and the core imports no adapter.
+
 An adapter reads a log format through the format's own library, lets the caller say where each of
 our columns comes from, and reports what it could not use (errored samples, missing scores,
 unmapped labels) in an ``excluded`` table, never counting it as a failure. Adapters produce tables

@@ -1,5 +1,9 @@
 """The ``recoverylab`` command line (ARCHITECTURE §5).
 
+Layout: one private module per subcommand (``_paired``, ``_router``, ``_goal``, ``_takeover``,
+``_report``, ...) and their shared options (``_common``, ``_engine``, ``_table``). May import any
+package's public API and the shared layer, never another package's private module; none imports it.
+
 One entry point with a subcommand per protocol. Each subcommand lives in its own private module
 (``_paired``, ``_goal``, ...) that exposes ``register(subparsers)``; a module that can show its
 protocol on the shipped samples also exposes ``demo(out_dir, progress)``, which ``recoverylab demo``

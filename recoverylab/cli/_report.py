@@ -182,10 +182,9 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _check_extra() -> None:
-    from recoverylab.report import _deps
+    from recoverylab import report
 
-    _deps.altair()
-    _deps.vl_convert()
+    report.check_extra()
 
 
 def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:

@@ -1,5 +1,9 @@
 """Engines run plans: polars (default), sharded polars (tests) and Spark (ARCHITECTURE §7).
 
+Layout: ``_polars`` (PolarsEngine, ShardedEngine), ``_spark`` (SparkEngine, session); here
+:func:`resolve`, :func:`run` and :func:`rows` turn a verb's ``engine=`` into an engine and run the
+plan. May import plan, io, schema and _errors; never a protocol. The plan never imports it.
+
 Every aggregating verb of recoverylab builds a :class:`recoverylab.plan.Plan` and hands it to
 the engine its ``engine=`` argument names:
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from recoverylab import plan as _plan
 from recoverylab._errors import ParameterError
 from recoverylab.engines._polars import PolarsEngine, ShardedEngine
 from recoverylab.engines._spark import (
@@ -36,6 +41,7 @@ from recoverylab.engines._spark import (
     require_pyspark,
     session,
 )
+from recoverylab.plan import Plan
 
 __all__ = [
     "EXTRA",
@@ -43,7 +49,10 @@ __all__ = [
     "ShardedEngine",
     "SparkEngine",
     "is_session",
+    "require_pyspark",
     "resolve",
+    "rows",
+    "run",
     "session",
 ]
 
@@ -87,3 +96,30 @@ def resolve(engine: object) -> Any:
         f"parameter `engine` is {engine!r}; it must be 'polars', 'spark', a SparkSession or "
         "an engine (recoverylab.engines)."
     )
+
+
+def run(engine: object, plan: Plan) -> Any:
+    """Run ``plan`` on the engine an ``engine=`` argument names (see :func:`resolve`).
+
+    Every verb hands its plan here with the ``engine=`` its caller chose; the plan itself
+    never chooses (ARCHITECTURE §2).
+
+    Returns
+    -------
+    Any
+        What the plan's finish returns.
+
+    Raises
+    ------
+    ParameterError
+        For an ``engine`` that :func:`resolve` refuses.
+    """
+    return _plan.run(resolve(engine), plan)
+
+
+def rows(engine: object, plan: Plan) -> Any:
+    """Run a row-level plan (:func:`recoverylab.plan.rows`) on the engine ``engine`` names.
+
+    Returns a polars LazyFrame on the polars engines and a lazy Spark DataFrame on Spark.
+    """
+    return _plan.rows(resolve(engine), plan)

@@ -1,5 +1,9 @@
 """Paired counterfactual recovery evaluation (CIR protocol, ARCHITECTURE §3.1).
 
+Layout: ``_pairs``/``_rules``/``_bits`` (pairing), ``_shards`` (pairs_plan), ``_summary`` and
+``_contrast`` (cells), ``_policy``, ``_breakeven``, ``_planning``. May import the core (plan, stats,
+schema, io, _errors) and ``engines.run``; never another protocol or an engine module.
+
 From the same execution state a run is forked twice: once without recovery (``method="none"``)
 and once with a recovery operation at some delay. Pairing the two branches separates what one
 average success rate hides: the runs a recovery *rescued* (no-recovery fails, recovery succeeds)
@@ -21,7 +25,7 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 """
 
 from recoverylab._diagnose import reads_inputs
-from recoverylab.paired import _breakeven, _pairs, _planning, _policy, _summary
+from recoverylab.paired import _breakeven, _contrast, _pairs, _planning, _policy, _summary
 from recoverylab.paired._breakeven import BREAK_EVEN_COLUMNS
 from recoverylab.paired._pairs import Cohort
 from recoverylab.paired._planning import (
@@ -38,8 +42,8 @@ from recoverylab.paired._shards import pairs_plan
 exclusions = reads_inputs(_pairs.exclusions)
 pairs = reads_inputs(_pairs.pairs)
 evaluate_policy = reads_inputs(_policy.evaluate_policy)
-contrast = reads_inputs(_summary.contrast)
-rescue_overlap = reads_inputs(_summary.rescue_overlap)
+contrast = reads_inputs(_contrast.contrast)
+rescue_overlap = reads_inputs(_contrast.rescue_overlap)
 summarize = reads_inputs(_summary.summarize)
 break_even = reads_inputs(_breakeven.break_even)
 pilot_rates = reads_inputs(_planning.pilot_rates)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from recoverylab import plan, stats
+from recoverylab import engines, plan, stats
 from recoverylab._errors import require_one_of
 from recoverylab.paired._pairs import COHORTS, Cohort, Design
 from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
@@ -114,7 +114,7 @@ def break_even(
         "seed": seed,
         "ci_method": ci_method,
     }
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
             inputs=(forks_input(forks),),

@@ -39,7 +39,7 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from recoverylab import plan, stats
+from recoverylab import engines, plan, stats
 from recoverylab._errors import ParameterError, require_one_of
 from recoverylab.paired._pairs import Design
 from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
@@ -676,7 +676,7 @@ def pilot_rates(
         "n_resamples": n_resamples,
         "seed": seed,
     }
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
             inputs=(forks_input(forks),),

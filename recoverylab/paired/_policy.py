@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab import plan, stats
+from recoverylab import engines, plan, stats
 from recoverylab._errors import InputError, ParameterError, format_keys
 from recoverylab.paired._pairs import (
     Design,
@@ -292,7 +292,7 @@ def evaluate_policy(
         references = (plan.Input("reference", reference, key="task_id", contract=DECISIONS),)
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
     checked = functools.partial(_policy_design, method=method)
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
             inputs=(

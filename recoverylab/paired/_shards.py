@@ -122,8 +122,8 @@ def pairs_plan(
     Forks are clustered by task (input ``"forks"``). Two stages: the design grid of the whole
     table (reading only ``forks``, with no shuffle; its state is the grid), then each shard's
     pairs against that grid (one part, ``"pairs"``), so a shard's carried-forward pairs are
-    those of the whole table. ``plan.rows(engine, pairs_plan(forks))`` gives the rows of
-    ``pairs(forks)`` on any engine (in another order); ``plan.run`` collects them. A verb that
+    those of the whole table. ``engines.rows(engine, pairs_plan(forks))`` gives the rows of
+    ``pairs(forks)`` on any engine (in another order); ``engines.run`` collects them. A verb that
     needs the pairs inside its own plan reuses the first stage as it is, and calls the second
     stage's ``partial`` on its shard in its own per-task stage (state: the grid), as
     :func:`recoverylab.router.uplift` does.

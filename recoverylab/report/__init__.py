@@ -1,5 +1,9 @@
 """Charts and the self-contained HTML report (the optional ``report`` extra).
 
+Layout: ``_deps`` (optional packages), a chart module per protocol, ``_sections``, ``_tables``,
+``_repr`` and ``_html``. May import the protocols' public API, stats, io and _errors; never an
+engine or the cli. No protocol imports the report.
+
 Install with ``pip install 'recoverylab[report]'`` (altair and vl-convert-python). Importing this
 module is cheap and never imports altair; a chart function used without the extra raises
 :class:`~recoverylab.MissingDependencyError` naming it.
@@ -42,7 +46,7 @@ Examples
 >>> chart.save("ts.svg")  # doctest: +SKIP
 """
 
-from recoverylab.report._deps import EXTRA, chart_renderer
+from recoverylab.report._deps import EXTRA, chart_renderer, check_extra
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
@@ -101,6 +105,7 @@ __all__ = [
     "Section",
     "barrier_drop",
     "chart_renderer",
+    "check_extra",
     "contrast",
     "contrast_section",
     "depth_rates",

@@ -90,3 +90,13 @@ def chart_renderer(name: str = OFFLINE_RENDERER, **options: Any) -> None:
 def vl_convert(feature: str = "the HTML report") -> ModuleType:
     """Return the ``vl_convert`` module (see :func:`require`)."""
     return require("vl_convert", feature)
+
+
+def check_extra() -> None:
+    """Raise :class:`MissingDependencyError` unless the ``report`` extra is installed.
+
+    A command that will write a report calls this before any work, so a missing package is
+    reported in one line before minutes of statistics.
+    """
+    altair()
+    vl_convert()

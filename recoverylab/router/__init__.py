@@ -1,5 +1,9 @@
 """Causal Intervention Router (CIR, ARCHITECTURE §3.2): learn when recovery helps.
 
+Layout: ``_data`` (labels), ``_training``/``_models``/``_search`` (fitting), ``_policies`` (Router,
+baselines), ``_rule`` (the JSON rule), ``_compare``, ``_uplift``, ``_breakeven``. May import the
+core, ``engines.run`` and paired's public API; never goal, takeover or an engine module.
+
 Paired forks say after the fact whether a refresh rescued or harmed an episode; a harness has to
 decide before either outcome is known. The router turns paired evidence into a deployable rule:
 three logistic models estimate, from features visible before the decision, the probability of an

@@ -14,21 +14,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, asdict, dataclass, fields
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar, cast
 
 import numpy as np
 import polars as pl
 
 from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import (
-    InputError,
     NotFittedError,
     ParameterError,
-    SchemaError,
     SourceError,
 )
 from recoverylab.io import atomic_file
-from recoverylab.router import _data, _models, _search
+from recoverylab.router import _data, _models, _search, _training
 from recoverylab.router._rule import FORMAT, FORMAT_VERSION
 from recoverylab.stats import result_html
 
@@ -227,37 +225,15 @@ class Never(_Estimator):
         )
 
 
-@dataclass(frozen=True)
-class _Training:
-    """Collected training data: the labelled points and their episode × delay layout."""
-
-    frame: pl.DataFrame
-    x: np.ndarray
-    fold: np.ndarray
-    episode: np.ndarray
-    delay_index: np.ndarray
-    clean: np.ndarray
-    n_tasks: int
-    n_ignored: int
-    tasks: pl.Series
+_Policy = TypeVar("_Policy", bound="_RuleFitting")
 
 
-def _auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
-    """Area under the ROC curve from ranks (ties count one half); ``None`` with one class."""
-    positives = int(labels.sum())
-    negatives = labels.shape[0] - positives
-    if positives == 0 or negatives == 0:
-        return None
-    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
-    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]  # average ranks of ties, from 1
-    return float((ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives))
+class _RuleState(_Estimator):
+    """The parameters every rule policy stores, its learned state, and the fitted check.
 
-
-_Policy = TypeVar("_Policy", bound="_RulePolicy")
-
-
-class _RulePolicy(_Estimator, ABC):
-    """Shared machinery of the policies that decide with logistic models and thresholds."""
+    Learned state (scikit-learn style, trailing underscore): ``features_``, ``scaler_``,
+    ``models_`` (name -> logistic model), ``thresholds_``, ``train_tasks_``, ``fit_report_``.
+    """
 
     _MODELS: ClassVar[tuple[str, ...]] = ()
 
@@ -272,6 +248,13 @@ class _RulePolicy(_Estimator, ABC):
     pair_by: Sequence[str]
     n_grid: int
 
+    features_: tuple[str, ...]
+    scaler_: _models.Scaling
+    models_: dict[str, _models.LinearModel]
+    thresholds_: Thresholds
+    train_tasks_: pl.Series
+    fit_report_: FitReport
+
     def _check_fitted(self, what: str) -> None:
         if not hasattr(self, "thresholds_"):
             raise NotFittedError(
@@ -280,125 +263,12 @@ class _RulePolicy(_Estimator, ABC):
                 f"before `{what}`."
             )
 
-    def _training(self, decision_points: object, forks: object, features: Sequence[str]):
-        lazy = _data.points(decision_points, self.pair_by)
-        _data.check_features(lazy, features, self.pair_by)
-        features = tuple(features)
-        frame, n_ignored, episodes = _data.labelled_points(
-            lazy,
-            forks,
-            features=features,
-            delays=self.delays,
-            pair_by=self.pair_by,
-            method=self.method,
-            clean_label=self.clean_label,
-        )
-        if frame.height == 0:
-            raise InputError(
-                f"decision_points: no decision point is at a candidate delay "
-                f"({', '.join(map(str, self.delays))}); check the `delays` parameter."
-            )
-        _data.check_finite(frame.lazy(), features, self.pair_by)
-        self._check_constant(frame, features)
-        keys = _data.episode_keys(self.pair_by)
-        episodes = episodes.with_row_index("__e")
-        tasks = frame.get_column("task_id").unique().sort()
-        n_tasks = tasks.len()
-        if self.folds > n_tasks:
-            raise ParameterError(
-                f"{type(self).__name__}: parameter `folds` is {self.folds} but the training data "
-                f"has {n_tasks} task{'s' if n_tasks != 1 else ''}; folds are grouped by task, so "
-                "use at most that many."
-            )
-        layout = frame.select(keys).join(
-            episodes, on=keys, how="left", nulls_equal=True, maintain_order="left"
-        )
-        task_index = (
-            frame.select(pl.col("task_id").rank("dense").cast(pl.Int64) - 1).to_series().to_numpy()
-        )
-        episode = layout.get_column("__e").to_numpy().astype(np.int64)
-        delay_index = (
-            frame.get_column("delay")
-            .replace_strict(list(self.delays), list(range(len(self.delays))))
-            .to_numpy()
-        )
-        clean = (episodes.get_column("condition") == self.clean_label).to_numpy()
-        n_clean = int(clean.sum())
-        if n_clean == 0 or n_clean == clean.shape[0]:
-            which = "clean" if n_clean == 0 else "non-clean"
-            raise InputError(
-                f"decision_points: the training data has no {which} episodes (clean label "
-                f"{self.clean_label!r}); the thresholds are chosen to gain on non-clean episodes "
-                "under a limit on clean harm, which needs both. Hint: check `clean_label`."
-            )
-        return _Training(
-            frame=frame,
-            x=frame.select(features).to_numpy().astype(np.float64),
-            fold=_models.task_folds(task_index, n_tasks, self.folds, self.seed),
-            episode=episode,
-            delay_index=delay_index,
-            clean=clean,
-            n_tasks=n_tasks,
-            n_ignored=n_ignored,
-            tasks=tasks,
-        )
-
-    @staticmethod
-    def _check_constant(frame: pl.DataFrame, features: Sequence[str]) -> None:
-        spread = frame.select(
-            *(pl.col(f).n_unique().alias(f) for f in features),
-            *(pl.col(f).first().alias(f"__first_{f}") for f in features),
-        )
-        for name in features:
-            if spread[name][0] == 1:
-                value = spread[f"__first_{name}"][0]
-                raise SchemaError(
-                    f"decision_points: feature `{name}` is constant (every training point has "
-                    f"{value!r}); a constant feature carries no signal and cannot be "
-                    "standardised. Hint: leave it out of `features`."
-                )
-
-    def _labels(self, data: _Training) -> dict[str, np.ndarray]:
-        columns = {"p_err": "obs_error", "p0": "y0", "p1": "y1"}
-        labels = {}
-        for name in self._MODELS:
-            y = data.frame.get_column(columns[name]).to_numpy().astype(bool)
-            positives = int(y.sum())
-            if positives in (0, y.shape[0]):
-                value = "true" if positives else "false"
-                raise InputError(
-                    f"decision_points: label `{columns[name]}` is {value} on every training point; "
-                    f"the `{name}` model needs both outcomes."
-                )
-            labels[name] = y
-        return labels
-
-    def _arrays(self, data: _Training, oof: Mapping[str, np.ndarray]) -> _search.EpisodeArrays:
-        shape = (data.clean.shape[0], len(self.delays))
-
-        def layout(values: np.ndarray, fill: float | bool = 0.0) -> np.ndarray:
-            out = np.full(shape, fill, dtype=np.asarray(values).dtype)
-            out[data.episode, data.delay_index] = values
-            return out
-
-        if "p0" in oof:
-            p0, p1 = oof["p0"], oof["p1"]
-            not_p0 = layout(1.0 - p0)
-            utility = layout((1.0 - p0) * p1 - self._lam() * p0 * (1.0 - p1))
-        else:
-            not_p0 = utility = np.zeros(shape)
-        return _search.EpisodeArrays(
-            available=layout(np.ones(data.episode.shape[0], dtype=bool), fill=False),
-            p_err=layout(oof["p_err"]),
-            not_p0=not_p0,
-            utility=utility,
-            y0=layout(data.frame.get_column("y0").to_numpy().astype(bool), fill=False),
-            y1=layout(data.frame.get_column("y1").to_numpy().astype(bool), fill=False),
-            clean=data.clean,
-        )
-
     def _lam(self) -> float:
         return 0.0
+
+
+class _RuleFitting(_RuleState, ABC):
+    """Fitting: out-of-fold model predictions, the threshold search, the refit and its report."""
 
     @reads_inputs
     def fit(
@@ -441,10 +311,10 @@ class _RulePolicy(_Estimator, ABC):
 
     def _fit(self, decision_points: object, forks: object, features: Sequence[str]) -> None:
         self._validate_params()
-        data = self._training(decision_points, forks, features)
-        labels = self._labels(data)
+        data = _training.training(self, decision_points, forks, features, owner=type(self).__name__)
+        labels = _training.model_labels(data, self._MODELS)
         oof = _models.oof_predictions(data.x, labels, data.fold, self.folds, self.C)
-        arrays = self._arrays(data, oof)
+        arrays = _training.episode_arrays(data, oof, len(self.delays), self._lam())
         thresholds, grid_size, extra = self._choose(arrays)
         off = (-np.inf if t is None else t for t in thresholds)  # None: the check is not made
         counts = _search.rule_counts(arrays, _search.first_delay(arrays, *off))
@@ -456,7 +326,7 @@ class _RulePolicy(_Estimator, ABC):
         self.train_tasks_ = data.tasks
         n_episodes = arrays.n_episodes
         n_clean = int(arrays.clean.sum())
-        aucs = {name: _auc(oof[name], labels[name]) for name in labels}
+        aucs = {name: _training.auc(oof[name], labels[name]) for name in labels}
         self.fit_report_ = FitReport(
             policy=self.kind,
             n_tasks=data.n_tasks,
@@ -490,6 +360,10 @@ class _RulePolicy(_Estimator, ABC):
         self, arrays: _search.EpisodeArrays
     ) -> tuple[Thresholds, tuple[int, ...], dict[str, Any]]:
         """Search the thresholds on the OOF episode arrays: (thresholds, grid shape, extra)."""
+
+
+class _RuleDeciding(_RuleState):
+    """Deciding: the frozen models' scores and the sequential rule, as lazy polars queries."""
 
     def _checked(self, decision_points: object) -> pl.LazyFrame:
         lazy = _data.points(decision_points, self.pair_by)
@@ -582,6 +456,10 @@ class _RulePolicy(_Estimator, ABC):
             .sort(keys, nulls_last=True)
         )
 
+
+class _RuleExport(_RuleState):
+    """Export: the fitted rule as a JSON-ready dictionary or file, and back."""
+
     def to_rule(self, *, include_tasks: bool = True) -> dict[str, Any]:
         """Return the fitted rule as a JSON-ready dictionary (see :meth:`to_json`)."""
         self._check_fitted("to_rule")
@@ -635,7 +513,8 @@ class _RulePolicy(_Estimator, ABC):
                 f"{rule.get('format')!r}, version {rule.get('version')!r})."
             )
         kind = rule.get("policy")
-        target = _KINDS.get(kind, cls) if cls is _RulePolicy else cls  # type: ignore[arg-type]
+        base = cast("type[_RulePolicy]", cls)  # the export piece only ever serves a rule policy
+        target = _KINDS.get(str(kind), base) if cls is _RulePolicy else base
         if kind != target.kind:
             raise SourceError(
                 f"the rule is a {kind!r} policy, not {target.kind!r}; load it with "
@@ -670,6 +549,15 @@ class _RulePolicy(_Estimator, ABC):
             A missing or unreadable file, or a rule of another format, version or policy kind.
         """
         return cls.from_rule(_read_rule(path))
+
+
+class _RulePolicy(_RuleFitting, _RuleDeciding, _RuleExport):
+    """A policy that decides with logistic models and thresholds: fitted, deciding, exported.
+
+    Its pieces: :class:`_RuleState` (parameters and learned state), :class:`_RuleFitting`,
+    :class:`_RuleDeciding` and :class:`_RuleExport`; the subclasses choose the models
+    (``_MODELS``) and the threshold search (``_choose``).
+    """
 
 
 def _read_rule(path: str | os.PathLike[str]) -> dict[str, Any]:

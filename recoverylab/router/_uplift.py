@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from recoverylab import paired, plan, stats
+from recoverylab import engines, paired, plan, stats
 from recoverylab._errors import InputError, ParameterError
 from recoverylab.router import _data
 
@@ -425,7 +425,7 @@ def uplift(
         "n_resamples": n_resamples,
         "seed": seed,
     }
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
             inputs=(

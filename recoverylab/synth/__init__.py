@@ -1,5 +1,9 @@
 """Synthetic run logs with known ground truth, for tests, ``data_samples/`` and ``benchmarks/``.
 
+Layout: one private generator per protocol (``_forks``, ``_router``, ``_goal``, ``_takeover``)
+and :mod:`recoverylab.synth.inspect_logs` (genuine inspect_ai logs). May import the core and the
+protocols' public API; among recoverylab's packages only the cli imports it.
+
 Each generator makes the tables of one protocol for a range of cluster units (tasks, cases,
 workflows), in fixed blocks of :data:`BLOCK` with a random stream from ``(seed, block index)``:
 the same seed gives the same rows however the output is chunked, and any machine can make any

@@ -1,5 +1,9 @@
 """Takeover from replayed error states (CUA-Recovery protocol, ARCHITECTURE §3.4).
 
+Layout: ``_inputs`` (contracts, scored units), ``_stages`` (the stages every plan shares),
+``_summary``, ``_compare``, ``_awareness``, ``_reliability``, ``_annotations``. May import the core
+(plan, stats, schema, io, _errors) and ``engines.run``; never another protocol or an engine module.
+
 Long-horizon agents inherit errors that are already written into files and databases. A takeover
 benchmark replays a trajectory to a point ``depth`` steps after a controlled root cause, checks
 that the replayed state matches the original, and hands it to a recovery agent. This module asks,
@@ -32,10 +36,18 @@ True
 """
 
 from recoverylab._diagnose import reads_inputs
-from recoverylab.takeover import _annotations, _inputs, _reliability, _summary
+from recoverylab.takeover import (
+    _annotations,
+    _awareness,
+    _compare,
+    _inputs,
+    _reliability,
+    _summary,
+)
+from recoverylab.takeover._awareness import INTERPRETATION
 from recoverylab.takeover._inputs import FLAGS, pass_at_k_expr
 from recoverylab.takeover._reliability import RELIABILITY_COLUMNS, pass_hat_k_expr
-from recoverylab.takeover._summary import INTERPRETATION, RATES
+from recoverylab.takeover._summary import RATES
 
 # Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
 latency = reads_inputs(_annotations.latency)
@@ -43,8 +55,8 @@ leakage = reads_inputs(_annotations.leakage)
 verifier_gate = reads_inputs(_annotations.verifier_gate)
 eligibility = reads_inputs(_inputs.eligibility)
 score = reads_inputs(_inputs.score)
-awareness_split = reads_inputs(_summary.awareness_split)
-compare_agents = reads_inputs(_summary.compare_agents)
+awareness_split = reads_inputs(_awareness.awareness_split)
+compare_agents = reads_inputs(_compare.compare_agents)
 summarize = reads_inputs(_summary.summarize)
 reliability = reads_inputs(_reliability.reliability)
 repeats_reliability = reads_inputs(_reliability.repeats_reliability)

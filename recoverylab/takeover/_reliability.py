@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab import plan, stats
+from recoverylab import engines, plan, stats
 from recoverylab._errors import (
     InputError,
     ParameterError,
@@ -30,10 +30,7 @@ from recoverylab._errors import (
     format_keys,
 )
 from recoverylab.schema import column_names
-
-# A module import (never a name): `_summary` imports this module too, and its stages that decide
-# over all shards (root causes, first repeat, common agents and depths) are used at call time.
-from recoverylab.takeover import _summary
+from recoverylab.takeover import _stages
 from recoverylab.takeover._inputs import check_k, check_settings, sort_keys
 
 __all__ = [
@@ -192,11 +189,11 @@ def reliability(
         "ci_method": ci_method,
         "seed": seed,
     }
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
-            inputs=_summary._plan_inputs(states, attempts),
-            stages=_summary.workflow_stages(
+            inputs=_stages.plan_inputs(states, attempts),
+            stages=_stages.workflow_stages(
                 columns, k, "reliability partials", _plan_partial, **flags
             ),
             check=functools.partial(check_settings, k, confidence, n_resamples, seed, ci_method),
@@ -217,7 +214,7 @@ def _plan_partial(
     common_sample: bool,
 ) -> dict[str, pl.LazyFrame]:
     """Per (workflow, cell) partials of one shard's scored units."""
-    frame, inputs = _summary.scored_shard(
+    frame, inputs = _stages.scored_shard(
         frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
     )
     return {"partials": _partials(frame, list(inputs.by), k)}
@@ -311,7 +308,7 @@ def repeats_reliability(
         "ci_method": ci_method,
         "seed": seed,
     }
-    return plan.run(
+    return engines.run(
         engine,
         plan.Plan(
             inputs=(plan.Input("trials", trials, key=functools.partial(_trials_key, **columns)),),
