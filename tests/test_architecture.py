@@ -318,7 +318,6 @@ LONG_BODIES = {
     "recoverylab/synth/_goal.py:block": "one random pass; data_samples pin its floats",
     "recoverylab/synth/_takeover.py:block": "one random pass; data_samples pin its floats",
 }
-STATS_REASON = "issue 29: stats.py becomes a package of topic modules on another branch"
 
 
 def _files() -> list[Path]:
@@ -346,20 +345,7 @@ def test_no_function_or_class_body_over_150_lines() -> None:
     assert {name for name, _ in _long_bodies()} == set(LONG_BODIES)  # no stale exemption
 
 
-@pytest.mark.parametrize(
-    "stats",
-    [
-        pytest.param(False, id="package"),
-        pytest.param(
-            True, id="stats.py", marks=pytest.mark.xfail(strict=True, reason=STATS_REASON)
-        ),
-    ],
-)
-def test_no_file_over_900_lines(stats: bool) -> None:
+def test_no_file_over_900_lines() -> None:
     sizes = {_relative(p): len(p.read_text(encoding="utf-8").splitlines()) for p in _files()}
-    over = {
-        name: n
-        for name, n in sizes.items()
-        if n > MAX_FILE_LINES and (name == "recoverylab/stats.py") == stats
-    }
+    over = {name: n for name, n in sizes.items() if n > MAX_FILE_LINES}
     assert over == {}
