@@ -280,3 +280,24 @@ def test_cli_bad_map_is_one_line_exit_2_nothing_written(
     assert lines[0].startswith("recoverylab import: error:")
     assert words in lines[0]
     assert not (tmp_path / "out").exists()
+
+
+def test_csv_ids_feeding_text_columns_stay_text(tmp_path: Path) -> None:
+    """`007` read from a CSV column mapped to task_id stays `007` (never the integer 7)."""
+    log = tmp_path / "runs.csv"
+    log.write_text("task,cond,arm,wait,score\n007,c,none,,1\n007,c,retry,1,0\n010,c,none,,0\n")
+    mapping = {
+        "task_id": "task",
+        "condition": "cond",
+        "method": "arm",
+        "delay": "wait",
+        "success": "score >= 1",
+    }
+    forks = table.read(log, mapping=mapping).tables["forks"]
+    assert forks["task_id"].to_list() == ["007", "007", "010"]
+    composite = table.read(log, mapping={**mapping, "task_id": "CONCAT(cond, '-', task)"})
+    assert composite.tables["forks"]["task_id"].to_list() == ["c-007", "c-007", "c-010"]
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("task,cond\n007,c,extra\n")
+    with pytest.raises(SourceError, match=r"ragged\.csv"):
+        table.read(ragged, mapping=mapping)

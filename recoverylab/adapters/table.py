@@ -40,6 +40,7 @@ from pathlib import Path
 import polars as pl
 
 from recoverylab import io
+from recoverylab._diagnose import check_text_file
 from recoverylab._errors import InputError, ParameterError, SchemaError, SourceError
 from recoverylab.adapters._report import Imported, ReadReport
 from recoverylab.adapters._trials import TRIALS
@@ -304,9 +305,10 @@ def _files(logs: object) -> list[Path]:
     return list(dict.fromkeys(files))
 
 
-def _scan_log(path: Path) -> pl.LazyFrame:
-    """One log file as a frame: a JSON array document, or anything :func:`io.scan` reads."""
-    if path.suffix.lower() == ".json":
+def _scan_log(path: Path, text: frozenset[str]) -> pl.LazyFrame:
+    """Return one log file as a frame (JSON array, CSV keeping `text` columns text, io.scan)."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
         with path.open("rb") as handle:
             head = handle.read(4096).lstrip()
         if head.startswith(b"["):
@@ -317,7 +319,35 @@ def _scan_log(path: Path) -> pl.LazyFrame:
                     f"`{path}` cannot be read as a JSON array ({_first_line(exc)})."
                 ) from None
         return io.scan(path, format="ndjson")
+    if suffix in (".csv", ".tsv") and path.is_file() and path.stat().st_size > 0:
+        separator = "\t" if suffix == ".tsv" else ","
+        check_text_file(path, "csv", separator)
+        overrides = {name: pl.String() for name in sorted(text | _contract_text())}
+        try:
+            frame = pl.scan_csv(
+                path, separator=separator, infer_schema_length=None, schema_overrides=overrides
+            )
+            frame.collect_schema()
+        except pl.exceptions.PolarsError as exc:
+            raise SourceError(f"`{path}` cannot be read as csv ({_first_line(exc)}).") from None
+        return frame
     return io.scan(path)
+
+
+def _contract_text() -> set[str]:
+    return {c.name for t in (*SPECS.values(), TRIALS) for c in t.columns if c.kind == "str"}
+
+
+def _text_sources(to: str, mapping: Mapping[str, str]) -> frozenset[str]:
+    """Log columns that feed our text columns: read from CSV as text, so ``007`` stays ``007``."""
+    if to not in TARGETS:
+        return frozenset()
+    kinds = {c.name: c.kind for t in TARGETS[to] for c in _contract(t).columns}
+    roots: set[str] = set()
+    for name, text in mapping.items():
+        if kinds.get(name, "str") == "str":
+            roots.update(parse_expression(name, text).meta.root_names())
+    return frozenset(roots)
 
 
 def read(
@@ -363,7 +393,8 @@ def read(
     [True, False]
     """
     files = _files(logs)
-    frames = [_scan_log(p).with_columns(pl.lit(str(p)).alias(_LOG)) for p in files]
+    text = _text_sources(to, mapping or {})
+    frames = [_scan_log(p, text).with_columns(pl.lit(str(p)).alias(_LOG)) for p in files]
     try:
         frame = pl.concat(frames, how="diagonal_relaxed")
     except pl.exceptions.PolarsError as exc:
