@@ -17,7 +17,8 @@ every ``TerminationReason`` occurs, rewards are partial (0, 0.5, 1; tau2 counts 
 ``resumed=True`` a run was stopped and resumed the way tau2's checkpoint resume works
 (``runner/checkpoint.py``: infrastructure errors are re-run, every other simulation is kept): the
 file given holds an infrastructure-error simulation *and* its retry for some (task, trial), and a
-copy of the checkpoint taken before the resume is written beside it as ``*.checkpoint.json``.
+copy of the checkpoint taken before the resume is written to
+``checkpoints/<name>.checkpoint.json`` (json layout).
 """
 
 from __future__ import annotations
