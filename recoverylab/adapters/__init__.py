@@ -11,6 +11,14 @@ and know no protocol.
 
 - :mod:`recoverylab.adapters.inspect`: inspect_ai evaluation logs (extra ``[inspect]``):
   :func:`~recoverylab.adapters.inspect.forks` and :func:`~recoverylab.adapters.inspect.takeover`.
+- :mod:`recoverylab.adapters.tau2`: tau2-bench results (one JSON, or ``results.json`` +
+  ``simulations/``) read by its data model's field names, without tau2-bench:
+  :func:`~recoverylab.adapters.tau2.read` gives ``trials`` (one row per task trial; tau2's
+  non-evaluable terminations excluded by reason) or ``forks``.
+- :mod:`recoverylab.adapters.table`: any JSON/JSONL/CSV/parquet run log, each column given as a
+  polars SQL expression (``mapping={"success": "reward >= 1"}``), checked against the target
+  contract before any row is read: :func:`~recoverylab.adapters.table.read` gives ``forks``,
+  ``takeover`` (``states``, ``attempts``) or ``trials``.
 - :class:`Imported` and :class:`ReadReport`: what every adapter returns (tables, ``excluded``,
   and a report of the files read, logs used and superseded, units excluded by reason, rows).
 - :func:`looks_like_inspect_log`: recognise an inspect log without importing inspect_ai (used by

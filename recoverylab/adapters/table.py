@@ -1,0 +1,411 @@
+"""Any other run log, no code: columns as polars SQL expressions (``recoverylab import table``).
+
+A custom harness writes JSON, JSONL, CSV or parquet run logs whose columns are not ours. Instead of
+hand-written glue (where ids, trials and errored runs are easy to get silently wrong), the user
+says where each of our columns comes from as a *polars SQL expression* over the log's columns::
+
+    --map success="reward >= 1"
+    --map delay="CAST(meta.delay AS BIGINT)"     # a nested JSON field: struct.field
+    --map method="COALESCE(meta.arm, 'none')"
+
+Columns whose names already match need no ``--map``; a mapped name that is not a column of the
+target is carried as an extra column (e.g. ``--map model=run.model``).
+
+Safety: an expression is parsed by :func:`polars.sql_expr` and nothing else -- no Python is ever
+evaluated; anything polars SQL cannot parse is refused. Validation happens before any row is
+read in full: the log's schema is resolved lazily and every expression's result type is checked
+against the target contract (:data:`recoverylab.schema.SPECS`, or
+:data:`~recoverylab.adapters._trials.TRIALS` for ``trials``). A required column with neither a
+same-named column nor a map, an expression naming a missing column or struct field, or a result
+of the wrong type is one clear error naming it; then the rows are checked by
+:func:`recoverylab.schema.validate` (nulls in keys, duplicate keys, empty tables).
+
+Exclusions: ``exclude={"infrastructure": "status = 'sandbox_error'", ...}`` (CLI:
+``--exclude REASON=EXPR``, repeatable) sends the rows where the boolean expression is true to
+``excluded`` with that reason (the first matching reason wins, in the order given), never counted
+as failures.
+
+Targets: ``forks`` (the ``forks`` table), ``trials`` (one row per task attempt) and ``takeover``
+(one log row per attempt: ``attempts``, and ``states`` as the distinct state columns; a state whose
+rows disagree is a duplicate-key error). ``excluded`` has ``log`` (the file), ``task_id`` (or
+``state_id``; null when unmapped), ``reason`` and ``detail`` (the expression that excluded it).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from recoverylab import io
+from recoverylab._diagnose import check_text_file
+from recoverylab._errors import InputError, ParameterError, SchemaError, SourceError
+from recoverylab.adapters._report import Imported, ReadReport
+from recoverylab.adapters._trials import TRIALS
+from recoverylab.schema import SPECS, TableSpec, canonical_dtype, validate
+
+__all__ = ["EXCLUDED_SCHEMA", "TARGETS", "from_frame", "parse_expression", "read"]
+
+#: The tables each ``to=`` target writes.
+TARGETS: Mapping[str, tuple[str, ...]] = {
+    "forks": ("forks",),
+    "takeover": ("states", "attempts"),
+    "trials": ("trials",),
+}
+#: Columns of the ``excluded`` table of a mapped import.
+EXCLUDED_SCHEMA: Mapping[str, pl.DataType] = {
+    "log": pl.String(),
+    "task_id": pl.String(),
+    "reason": pl.String(),
+    "detail": pl.String(),
+}
+#: Suffixes read from a directory.
+_SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
+_LOG = "__log"
+_SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR"}
+_REASON = "__reason"
+
+
+def _contract(name: str) -> TableSpec:
+    return TRIALS if name == "trials" else SPECS[name]
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def parse_expression(name: str, text: str, what: str = "map") -> pl.Expr:
+    """Parse one polars SQL expression; anything polars SQL cannot parse is refused.
+
+    Raises
+    ------
+    ParameterError
+        An empty or unparsable expression (the message quotes it and says why).
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ParameterError(
+            f"table: {what} `{name}` has an empty expression; give a polars SQL "
+            "expression such as `reward >= 1`."
+        )
+    try:
+        return pl.sql_expr(text)
+    except pl.exceptions.PolarsError as exc:
+        raise ParameterError(
+            f"table: {what} `{name}={text}` is not a polars SQL expression ({_first_line(exc)})."
+        ) from None
+
+
+def _evaluation_problem(exc: pl.exceptions.PolarsError) -> str:
+    if isinstance(exc, pl.exceptions.StructFieldNotFoundError):
+        return f"the log has no struct field `{_first_line(exc)}`"
+    if isinstance(exc, pl.exceptions.ColumnNotFoundError):
+        return _first_line(exc).replace('"', "`").replace(f", `{_LOG}`", "")
+    return _first_line(exc)
+
+
+def _result_type(lazy: pl.LazyFrame, name: str, expr: pl.Expr, origin: str) -> pl.DataType:
+    """Return the type ``expr`` yields on the log (schema only, no rows read)."""
+    try:
+        return lazy.select(expr.alias(name)).collect_schema()[name]
+    except pl.exceptions.PolarsError as exc:
+        raise SchemaError(
+            f"table: {origin} cannot be evaluated on the logs: {_evaluation_problem(exc)}."
+        ) from None
+
+
+def _origin(name: str, mapping: Mapping[str, str]) -> str:
+    return f"map `{name}={mapping[name]}`" if name in mapping else f"column `{name}`"
+
+
+def _target_columns(
+    contracts: Sequence[TableSpec], names: set[str], mapping: Mapping[str, str], to: str
+) -> list[str]:
+    """Contract columns to build (required, and optional ones present); refuse missing ones."""
+    missing = [
+        column.name
+        for contract in contracts
+        for column in contract.columns
+        if column.required and column.name not in names
+    ]
+    if missing:
+        missing = list(dict.fromkeys(missing))
+        maps = " ".join(f"--map {m}=EXPR" for m in missing)
+        raise SchemaError(
+            f"table: `{to}` needs {', '.join(f'`{m}`' for m in missing)}, which the logs do not "
+            f"have and no map gives (log columns: {', '.join(sorted(names - set(mapping)))}). "
+            f"Hint: add {maps}."
+        )
+    wanted = [c.name for contract in contracts for c in contract.columns if c.name in names]
+    return list(dict.fromkeys([*wanted, *mapping]))
+
+
+def _typed_projection(
+    lazy: pl.LazyFrame,
+    columns: list[str],
+    contracts: Sequence[TableSpec],
+    exprs: Mapping[str, pl.Expr],
+    mapping: Mapping[str, str],
+) -> list[pl.Expr]:
+    """One expression per output column, cast to its contract type; wrong types refused."""
+    specs = {c.name: c for contract in contracts for c in contract.columns}
+    projection = []
+    for name in columns:
+        expr = exprs.get(name, pl.col(name))
+        found = _result_type(lazy, name, expr, _origin(name, mapping))
+        column = specs.get(name)
+        if column is None or column.dtype is None:
+            projection.append(expr.alias(name))
+            continue
+        target = canonical_dtype(found, column)
+        if target is None:
+            sql_type = _SQL_TYPES.get(column.kind, "VARCHAR")
+            hint = (
+                "compare it, e.g. `reward >= 1`"
+                if column.kind == "bool"
+                else f"cast it, e.g. `CAST(... AS {sql_type})`"
+            )
+            raise SchemaError(
+                f"table: {_origin(name, mapping)} yields {found}; `{name}` must be "
+                f"{column.kind}. Hint: {hint}."
+            )
+        projection.append(expr.cast(target).alias(name))
+    return projection
+
+
+def _exclusion_reason(lazy: pl.LazyFrame, exclude: Mapping[str, str]) -> tuple[pl.Expr, pl.Expr]:
+    """Return each row's exclusion ``reason`` and ``detail`` (null: kept); first match wins."""
+    reason: pl.Expr = pl.lit(None, pl.String)
+    detail: pl.Expr = pl.lit(None, pl.String)
+    for label, text in reversed(list(exclude.items())):
+        if not str(label).strip():
+            raise ParameterError("table: an exclusion has an empty reason; use REASON=EXPR.")
+        expr = parse_expression(label, text, "exclusion")
+        found = _result_type(lazy, "__x", expr, f"exclusion `{label}={text}`")
+        if found not in (pl.Boolean, pl.Null):
+            raise SchemaError(
+                f"table: exclusion `{label}={text}` yields {found}; it must be a boolean "
+                "condition (e.g. `status = 'error'`)."
+            )
+        hit = expr.fill_null(False)
+        reason = pl.when(hit).then(pl.lit(str(label))).otherwise(reason)
+        detail = pl.when(hit).then(pl.lit(text)).otherwise(detail)
+    return reason, detail
+
+
+def from_frame(
+    frame: pl.LazyFrame,
+    *,
+    to: str,
+    mapping: Mapping[str, str] | None = None,
+    exclude: Mapping[str, str] | None = None,
+    key: Sequence[str] = (),
+    log: str | None = None,
+) -> tuple[dict[str, pl.DataFrame], pl.DataFrame]:
+    """Map a frame of log rows to the ``to`` tables and the ``excluded`` rows.
+
+    Parameters
+    ----------
+    frame
+        The log rows (lazy; only its schema is read before every check has passed).
+    to
+        ``"forks"``, ``"takeover"`` or ``"trials"``.
+    mapping
+        Our column -> polars SQL expression over the log's columns.
+    exclude
+        Reason -> boolean polars SQL expression; matching rows go to ``excluded``.
+    key
+        Extra key columns (e.g. ``model``, ``attempt``): part of the duplicate check.
+    log
+        A column of ``frame`` naming the file each row came from (for ``excluded``).
+
+    Returns
+    -------
+    tuple
+        The tables by name (sorted by their keys) and the ``excluded`` rows.
+    """
+    if to not in TARGETS:
+        raise ParameterError(f"table: `to` is {to!r}; it must be one of {', '.join(TARGETS)}.")
+    mapping = dict(mapping or {})
+    exprs = {name: parse_expression(name, text) for name, text in mapping.items()}
+    contracts = [_contract(t) for t in TARGETS[to]]
+    try:
+        schema = frame.collect_schema()
+    except pl.exceptions.PolarsError as exc:
+        raise SourceError(f"table: the logs cannot be read ({_first_line(exc)}).") from None
+    names = (set(schema.names()) - {log}) | set(mapping)
+    columns = _target_columns(contracts, names, mapping, to)
+    columns = list(dict.fromkeys([*columns, *(k for k in key if k in names)]))
+    absent = [k for k in key if k not in names]
+    if absent:
+        raise ParameterError(f"table: key column `{absent[0]}` is not in the logs or the map.")
+    projection = _typed_projection(frame, columns, contracts, exprs, mapping)
+    reason, detail = _exclusion_reason(frame, exclude or {})
+    source = pl.col(log) if log else pl.lit(None, pl.String)
+    try:
+        rows = frame.select(
+            *projection, reason.alias(_REASON), detail.alias("detail"), source.alias(_LOG)
+        ).collect()
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"table: mapping the logs failed: {_first_line(exc)}.") from None
+    kept = rows.filter(pl.col(_REASON).is_null()).drop(_REASON, "detail", _LOG)
+    tables = {
+        contract.name: _table(kept, contract, [c for c in columns if c in kept.columns], key, to)
+        for contract in contracts
+    }
+    return tables, _excluded(rows)
+
+
+def _table(
+    kept: pl.DataFrame, contract: TableSpec, columns: list[str], key: Sequence[str], to: str
+) -> pl.DataFrame:
+    """One target table: its columns (``states``: distinct rows), validated, sorted by key."""
+    if to == "takeover" and contract.name == "states":
+        table = kept.select([c.name for c in contract.columns if c.name in kept.columns]).unique()
+        extra_key: Sequence[str] = ()
+    else:
+        states_only = {c.name for c in SPECS["states"].columns} - {"state_id"}
+        skip = states_only if to == "takeover" else set()
+        table = kept.select([c for c in columns if c not in skip])
+        extra_key = [k for k in key if k in table.columns]
+    checked = validate(table, contract, key=extra_key).collect()
+    order = [*contract.key, *(k for k in extra_key if k not in contract.key)]
+    return checked.sort(order, nulls_last=False)
+
+
+def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
+    out = rows.filter(pl.col(_REASON).is_not_null())
+    task = next((c for c in ("task_id", "state_id") if c in out.columns), None)
+    task_expr = pl.col(task).cast(pl.String) if task else pl.lit(None, pl.String)
+    return out.select(
+        pl.col(_LOG).alias("log"),
+        task_expr.alias("task_id"),
+        pl.col(_REASON).alias("reason"),
+        pl.col("detail"),
+    ).sort("log", "task_id", "reason", nulls_last=False)
+
+
+def _files(logs: object) -> list[Path]:
+    """Every log file: files and globs as given, directories searched for known suffixes."""
+    entries = [logs] if isinstance(logs, (str, os.PathLike)) else list(logs)  # type: ignore[call-overload]
+    if not entries:
+        raise SourceError("table: no logs given; give files, directories or globs.")
+    files: list[Path] = []
+    for entry in entries:
+        path = Path(entry)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in _SUFFIXES)
+            if not found:
+                raise SourceError(f"`{path}` holds no {', '.join(_SUFFIXES)} file.")
+            files.extend(found)
+        else:
+            files.extend(io.expand_paths([entry]))
+    return list(dict.fromkeys(files))
+
+
+def _scan_log(path: Path, text: frozenset[str]) -> pl.LazyFrame:
+    """Return one log file as a frame (JSON array, CSV keeping `text` columns text, io.scan)."""
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        with path.open("rb") as handle:
+            head = handle.read(4096).lstrip()
+        if head.startswith(b"["):
+            try:
+                return pl.read_json(path, infer_schema_length=None).lazy()
+            except pl.exceptions.PolarsError as exc:
+                raise SourceError(
+                    f"`{path}` cannot be read as a JSON array ({_first_line(exc)})."
+                ) from None
+        return io.scan(path, format="ndjson")
+    if suffix in (".csv", ".tsv") and path.is_file() and path.stat().st_size > 0:
+        separator = "\t" if suffix == ".tsv" else ","
+        check_text_file(path, "csv", separator)
+        overrides = {name: pl.String() for name in sorted(text | _contract_text())}
+        try:
+            frame = pl.scan_csv(
+                path, separator=separator, infer_schema_length=None, schema_overrides=overrides
+            )
+            frame.collect_schema()
+        except pl.exceptions.PolarsError as exc:
+            raise SourceError(f"`{path}` cannot be read as csv ({_first_line(exc)}).") from None
+        return frame
+    return io.scan(path)
+
+
+def _contract_text() -> set[str]:
+    return {c.name for t in (*SPECS.values(), TRIALS) for c in t.columns if c.kind == "str"}
+
+
+def _text_sources(to: str, mapping: Mapping[str, str]) -> frozenset[str]:
+    """Log columns that feed our text columns: read from CSV as text, so ``007`` stays ``007``."""
+    if to not in TARGETS:
+        return frozenset()
+    kinds = {c.name: c.kind for t in TARGETS[to] for c in _contract(t).columns}
+    roots: set[str] = set()
+    for name, text in mapping.items():
+        if kinds.get(name, "str") == "str":
+            roots.update(parse_expression(name, text).meta.root_names())
+    return frozenset(roots)
+
+
+def read(
+    logs: object,
+    *,
+    to: str = "forks",
+    mapping: Mapping[str, str] | None = None,
+    exclude: Mapping[str, str] | None = None,
+    key: Sequence[str] = (),
+) -> Imported:
+    """Read JSON/JSONL/CSV/parquet run logs into our tables through polars SQL expressions.
+
+    Parameters
+    ----------
+    logs
+        A file, directory or glob, or a list of them. ``.json`` is a JSON array or JSON lines.
+    to, mapping, exclude, key
+        As in :func:`from_frame`.
+
+    Returns
+    -------
+    Imported
+        The tables, ``excluded`` (log, task_id, reason, detail) and the read report.
+
+    Raises
+    ------
+    SchemaError
+        A required column with neither a column nor a map, a map naming a missing field or
+        yielding the wrong type, a null key, a duplicate key (one line, nothing returned).
+    ParameterError
+        An expression polars SQL cannot parse, an unknown target.
+    SourceError
+        A log that cannot be read.
+
+    Examples
+    --------
+    >>> import polars as pl, tempfile, pathlib
+    >>> log = pathlib.Path(tempfile.mkdtemp()) / "runs.jsonl"
+    >>> pl.DataFrame({"task": ["a", "b"], "reward": [1.0, 0.0], "try": [0, 0]}).write_ndjson(log)
+    >>> out = read(log, to="trials", mapping={"task_id": "task", "attempt": 'CAST("try" AS BIGINT)',
+    ...                                        "success": "reward >= 1"})
+    >>> out.tables["trials"]["success"].to_list()
+    [True, False]
+    """
+    files = _files(logs)
+    text = _text_sources(to, mapping or {})
+    frames = [_scan_log(p, text).with_columns(pl.lit(str(p)).alias(_LOG)) for p in files]
+    try:
+        frame = pl.concat(frames, how="diagonal_relaxed")
+    except pl.exceptions.PolarsError as exc:
+        raise SourceError(f"table: the logs do not share a schema ({_first_line(exc)}).") from None
+    tables, excluded = from_frame(frame, to=to, mapping=mapping, exclude=exclude, key=key, log=_LOG)
+    used = tuple(str(p) for p in files)
+    report = ReadReport(
+        format="table",
+        files_read=used,
+        used=used,
+        unit="rows",
+        hint=f"pair by {', '.join(key)}" if key and to == "forks" else "",
+    ).with_tables(tables, excluded)
+    return Imported(tables, excluded, report)
