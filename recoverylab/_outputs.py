@@ -238,6 +238,7 @@ class OutputSet:
         return self._stage(target, is_dir=True)
 
     def _stage(self, given: str | os.PathLike[str], is_dir: bool) -> Path:
+        raise_if_stopped()  # nothing new is staged once a stop signal arrived
         target = Path(given)
         if any(staged.target.resolve() == target.resolve() for staged in self.staged):
             raise OutputError(f"`{target}` is named as two outputs of one command.")
@@ -294,9 +295,10 @@ class OutputSet:
         last step) a stop signal after the commit is ignored: the run's work is done.
         """
         with held():
-            self.staged = [entry for staged in self.staged for entry in _expand_tree(staged)]
             done: list[tuple[_Staged, Path | None]] = []
             try:
+                raise_if_stopped()  # a stopped run never commits, even if its exception was lost
+                self.staged = [entry for staged in self.staged for entry in _expand_tree(staged)]
                 for staged in self.staged:
                     _public_permissions(staged.temp)
                     done.append((staged, _swap_in(staged)))

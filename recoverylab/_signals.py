@@ -9,8 +9,11 @@ removes every staged temporary and leaves every target at its previous version.
 An exception raised at an arbitrary point could still land between creating a temporary and
 recording it, or between two renames of a commit. The output code therefore marks those few
 filesystem steps with :func:`held`: a signal that arrives inside waits for the block to end (or
-for :func:`raise_if_stopped`, where a commit still can put everything back). After the command's
-outputs are committed, :func:`finish` makes later signals no-ops: the work is done and stays done.
+for :func:`raise_if_stopped`, where a commit still can put everything back). And third-party code
+may swallow the exception (numpy's lazy imports do, when the signal lands inside one), so a
+received signal is remembered: :func:`raise_if_stopped` raises it again before anything is
+staged or committed, and a stopped run never commits. After the command's outputs are committed,
+:func:`finish` makes later signals no-ops: the work is done and stays done.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import FrameType
 
 __all__ = ["STOP_SIGNALS", "Stopped", "finish", "held", "raise_if_stopped", "stopping_on_signals"]
@@ -57,7 +60,8 @@ class Stopped(KeyboardInterrupt):
 @dataclass
 class _State:
     depth: int = 0  # > 0: inside a held block, signals wait
-    pending: list[int] = field(default_factory=list)
+    received: int | None = None  # the first stop signal of the run
+    pending: bool = False  # it arrived in a held block and was not raised yet
     finished: bool = False  # the outputs are committed: later signals change nothing
 
 
@@ -67,8 +71,10 @@ _STATE = _State()
 def _on_signal(signum: int, _frame: FrameType | None) -> None:
     if _STATE.finished:
         return
+    if _STATE.received is None:
+        _STATE.received = signum
     if _STATE.depth:
-        _STATE.pending.append(signum)
+        _STATE.pending = True
         return
     raise Stopped(signum)
 
@@ -106,19 +112,23 @@ def held() -> Iterator[None]:
         yield
     finally:
         _STATE.depth -= 1
-        if not _STATE.depth:
-            raise_if_stopped()
+        if not _STATE.depth and _STATE.pending:
+            _STATE.pending = False
+            raise Stopped(_STATE.received or signal.SIGTERM)
 
 
 def raise_if_stopped() -> None:
-    """Raise :class:`Stopped` now if a stop signal arrived inside a held block."""
-    if _STATE.pending and not _STATE.finished:
-        signum = _STATE.pending[0]
-        _STATE.pending.clear()
-        raise Stopped(signum)
+    """Raise :class:`Stopped` if a stop signal was received in this run (even if raised before).
+
+    Called before anything is staged and at the last moment of a commit at which every output
+    can still be put back, so a signal whose exception something swallowed still stops the run.
+    """
+    if _STATE.received is not None and not _STATE.finished:
+        _STATE.pending = False
+        raise Stopped(_STATE.received)
 
 
 def finish() -> None:
     """Mark the run's outputs as committed: a stop signal from now on is ignored."""
     _STATE.finished = True
-    _STATE.pending.clear()
+    _STATE.pending = False

@@ -1,0 +1,225 @@
+"""Stop signals: SIGTERM, SIGHUP and SIGPIPE stop a run like SIGINT, and nothing is half-written.
+
+Issue 26: SIGTERM (what batch schedulers and Kubernetes send) during ``paired --pairs-out`` left
+``.pairs.parquet.<host>-<pid>.<rand>.tmp`` behind, and only kill -9 and SIGINT were handled. A
+stopped run must leave every target absent or at its previous version, no temporaries, and an
+exit status that says it was stopped (128 + the signal's number, one line on stderr; a closed
+stdout pipe ends the run quietly).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from recoverylab import _signals
+from recoverylab._outputs import OutputSet, atomic_file
+from recoverylab._signals import Stopped, held, stopping_on_signals
+from tests.conftest import SAMPLES
+
+FORKS = SAMPLES / "paired" / "main_forks.parquet"
+PREVIOUS = b"previous version"
+
+
+def _start(*args: object, cwd: Path, stdout: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "recoverylab", "--quiet", *map(str, args)],
+        cwd=cwd,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _finish(process: subprocess.Popen[bytes]) -> tuple[int, bytes]:
+    """Wait for ``process``; return its exit status and what it wrote on stderr."""
+    _, err = process.communicate()
+    return process.returncode, err
+
+
+def _temporaries(root: Path) -> list[Path]:
+    return [p for p in root.rglob(".*") if p.name.endswith((".tmp", ".old"))]
+
+
+def _big_forks(path: Path, copies: int = 60) -> Path:
+    """The sample forks many times over, some `none` rows dropped so exclusions are written."""
+    forks = pl.read_parquet(FORKS)
+    big = pl.concat([forks.with_columns(pl.col("task_id") + f"-{i}") for i in range(copies)])
+    big = big.filter(~((pl.col("method") == "none") & pl.col("task_id").str.ends_with("-7")))
+    big.write_parquet(path)
+    return path
+
+
+def _state(outs: dict[str, Path]) -> dict[str, bytes | None]:
+    return {name: p.read_bytes() if p.exists() else None for name, p in outs.items()}
+
+
+# --- the mechanism, in-process ------------------------------------------------------------------
+
+
+def test_a_signal_in_a_held_block_waits_for_its_end() -> None:
+    with stopping_on_signals():
+        steps = []
+        with pytest.raises(Stopped) as stopped, held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            steps.append("after the signal")  # still runs: the signal waits
+        assert steps == ["after the signal"]
+        assert stopped.value.signum == signal.SIGTERM
+        assert stopped.value.exit_status == 143
+        assert stopped.value.name == "SIGTERM"
+
+
+def test_handlers_are_put_back_after_the_run() -> None:
+    before = {s: signal.getsignal(s) for s in _signals.STOP_SIGNALS}
+    with stopping_on_signals():
+        assert all(signal.getsignal(s) is not before[s] for s in _signals.STOP_SIGNALS)
+    assert {s: signal.getsignal(s) for s in _signals.STOP_SIGNALS} == before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE, signal.SIGINT])
+def test_a_signal_during_a_write_removes_the_staged_outputs(tmp_path: Path, signum: int) -> None:
+    (tmp_path / "a.txt").write_bytes(PREVIOUS)
+    with stopping_on_signals(), pytest.raises(Stopped) as stopped, OutputSet() as outputs:
+        outputs.stage_file(tmp_path / "a.txt").write_text("new a")
+        with outputs.activate(), atomic_file(tmp_path / "b.txt") as out:
+            out.write(b"new b")
+            os.kill(os.getpid(), signum)
+    assert stopped.value.signum == signum
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt"]
+    assert (tmp_path / "a.txt").read_bytes() == PREVIOUS
+
+
+@pytest.mark.parametrize("hit", [0, 1, 2])
+def test_a_signal_during_the_commit_puts_every_output_back(tmp_path, monkeypatch, hit) -> None:
+    """The renames are not cut in two: the signal waits, then every output is put back."""
+    names = ("a.txt", "b.txt", "c.txt")
+    (tmp_path / "a.txt").write_bytes(PREVIOUS)
+    (tmp_path / "c.txt").write_bytes(PREVIOUS)
+    replace = os.replace
+    calls: list[str] = []
+
+    def replace_then_signal(src: object, dst: object) -> None:
+        replace(src, dst)
+        calls.append(str(dst))
+        if len(calls) == hit + 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with stopping_on_signals(), pytest.raises(Stopped):
+        outputs = OutputSet()
+        for name in names:
+            outputs.stage_file(tmp_path / name).write_text(f"new {name}")
+        monkeypatch.setattr(os, "replace", replace_then_signal)
+        outputs.commit()
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "c.txt"]
+    assert (tmp_path / "a.txt").read_bytes() == (tmp_path / "c.txt").read_bytes() == PREVIOUS
+
+
+def test_a_signal_after_the_final_commit_changes_nothing(tmp_path: Path) -> None:
+    with stopping_on_signals():
+        outputs = OutputSet()
+        outputs.stage_file(tmp_path / "a.txt").write_text("new a")
+        outputs.commit(final=True)
+        os.kill(os.getpid(), signal.SIGTERM)  # ignored: the work is done
+        time.sleep(0.01)
+    assert (tmp_path / "a.txt").read_text() == "new a"
+
+
+def test_main_says_the_run_was_stopped(cli, tmp_path, monkeypatch) -> None:
+    from recoverylab.cli import _paired
+
+    def stopped_run(args: object) -> None:
+        with atomic_file(tmp_path / "cells.parquet") as out:
+            out.write(b"half")
+            os.kill(os.getpid(), signal.SIGHUP)
+
+    monkeypatch.setattr(_paired, "run_paired", stopped_run)  # registered when main builds
+    result = cli("paired", FORKS, "--out", tmp_path / "cells.parquet")
+    assert (result.code, result.err) == (129, "recoverylab paired: stopped by SIGHUP\n")
+    assert list(tmp_path.iterdir()) == []
+    assert signal.getsignal(signal.SIGHUP) is signal.SIG_DFL  # put back after the run
+
+
+# --- timed kills of real runs ---------------------------------------------------------------------
+
+
+def test_sigterm_at_random_moments_of_a_multi_output_run(tmp_path: Path) -> None:
+    """20 seeded, timed SIGTERMs: each leaves every target previous (or, after the commit, new)."""
+    big = _big_forks(tmp_path / "forks.parquet")
+    outs = {name: tmp_path / f"{name}.parquet" for name in ("pairs", "exclusions", "cells")}
+    args = ("paired", big, "--pairs-out", outs["pairs"], "--exclusions-out",
+            outs["exclusions"], "--out", outs["cells"], "--resamples", "1000")  # fmt: skip
+    start = time.monotonic()
+    code, err = _finish(_start(*args, cwd=tmp_path))
+    assert code == 0, err
+    duration = time.monotonic() - start
+    new = _state(outs)
+    assert all(new.values())
+    rng = random.Random(26)
+    stopped = 0
+    for _ in range(20):
+        for path in outs.values():
+            path.write_bytes(PREVIOUS)
+        process = _start(*args, cwd=tmp_path)
+        time.sleep(rng.uniform(0.3, 1.1) * duration)
+        process.send_signal(signal.SIGTERM)
+        code, err = _finish(process)
+        state = _state(outs)
+        assert not _temporaries(tmp_path)
+        if code == 143:  # stopped by our handler: one line, nothing written
+            stopped += 1
+            assert err == b"recoverylab paired: stopped by SIGTERM\n"
+            assert state == dict.fromkeys(outs, PREVIOUS)
+        elif code == 0:  # the signal came after the commit: the complete new result
+            assert state == new
+        else:  # before the handlers were installed (interpreter start-up), or after main
+            assert code == -signal.SIGTERM
+            assert state in (dict.fromkeys(outs, PREVIOUS), new)
+    assert stopped >= 5  # most kills landed while the command worked
+
+
+def test_a_closed_stdout_pipe_ends_the_run_quietly_and_writes_nothing(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.parquet"
+    process = _start("paired", FORKS, "--pairs-out", pairs, "--resamples", "50",
+                     cwd=tmp_path, stdout=subprocess.PIPE)  # fmt: skip
+    process.stdout.close()  # type: ignore[union-attr]  # the reader went away (`| head` ended)
+    assert _finish(process) == (128 + signal.SIGPIPE, b"")  # no traceback, no line
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("signum", "said"),
+    [
+        (signal.SIGTERM, b"recoverylab synth: stopped by SIGTERM\n"),
+        (signal.SIGHUP, b"recoverylab synth: stopped by SIGHUP\n"),
+        (signal.SIGPIPE, b""),  # like any Unix tool whose reader went away: quiet
+    ],
+)
+def test_a_signal_during_synth_keeps_the_previous_dataset(tmp_path, signum, said) -> None:
+    """synth renames each dataset into place whole; stopped, it leaves the previous one."""
+    out = tmp_path / "out"
+    assert _finish(_start("synth", "forks", "--tasks", 200, "--out", out, cwd=tmp_path))[0] == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    process = _start("synth", "forks", "--tasks", 300_000, "--chunk-tasks", 2_000,
+                     "--seed", 1, "--out", out, cwd=tmp_path)  # fmt: skip
+    _wait_for_temporaries(process, tmp_path)
+    process.send_signal(signum)
+    assert _finish(process) == (128 + signum, said)
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert not _temporaries(tmp_path)
+
+
+def _wait_for_temporaries(process: subprocess.Popen[bytes], root: Path) -> None:
+    """Return once the run has staged an output (it is mid-work), or fail if it ended first."""
+    deadline = time.monotonic() + 30
+    while not _temporaries(root):
+        assert process.poll() is None, "the run ended before it staged anything"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
