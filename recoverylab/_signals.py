@@ -3,8 +3,9 @@
 Batch schedulers and Kubernetes stop a job with SIGTERM, a closed terminal sends SIGHUP, a closed
 pipe downstream sends SIGPIPE and Ctrl-C sends SIGINT. While :func:`stopping_on_signals` is active
 (the command line's ``main`` enters it first), each of these raises :class:`Stopped` in the main
-thread, so the running command unwinds like any failure: its :class:`~recoverylab._outputs.OutputSet`
-removes every staged temporary and leaves every target at its previous version.
+thread, so the running command unwinds like any failure: its output set
+(:class:`~recoverylab._outputs.OutputSet`) removes every staged temporary and leaves every target
+at its previous version.
 
 An exception raised at an arbitrary point could still land between creating a temporary and
 recording it, or between two renames of a commit. The output code therefore marks those few
@@ -22,14 +23,16 @@ import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 
 __all__ = ["STOP_SIGNALS", "Stopped", "finish", "held", "raise_if_stopped", "stopping_on_signals"]
 
 #: The signals that stop a run (those this platform has), in the order they are installed.
 STOP_SIGNALS: tuple[signal.Signals, ...] = tuple(
-    getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE") if hasattr(signal, name)
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGPIPE")
+    if hasattr(signal, name)
 )
 
 
@@ -64,6 +67,11 @@ class _State:
     pending: bool = False  # it arrived in a held block and was not raised yet
     finished: bool = False  # the outputs are committed: later signals change nothing
 
+    def load(self, other: _State) -> None:
+        """Take every field of ``other`` (a fresh state for a run, or the saved one after it)."""
+        self.depth, self.received = other.depth, other.received
+        self.pending, self.finished = other.pending, other.finished
+
 
 _STATE = _State()
 
@@ -89,15 +97,15 @@ def stopping_on_signals() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    global _STATE
-    saved, _STATE = _STATE, _State()
+    saved = replace(_STATE)
+    _STATE.load(_State())
     previous = {signum: signal.signal(signum, _on_signal) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        _STATE = saved
+        _STATE.load(saved)
 
 
 @contextmanager

@@ -440,9 +440,12 @@ def write_to(
             frame.sink_parquet(out)
             return
         frame = frame.collect(engine="streaming")
+    frame = frame.rechunk()  # one chunk: IPC record batches must not follow the thread count
     if fmt == "json":
         out.write(frame.write_json().encode())
-    else:  # write_parquet, write_ipc, write_csv, write_ndjson
+    elif fmt == "ipc":  # plain Arrow strings: string views keep buffer layouts of the input files
+        frame.write_ipc(out, compat_level=pl.CompatLevel.oldest())
+    else:  # write_parquet, write_csv, write_ndjson
         getattr(frame, f"write_{fmt}")(out)
 
 

@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 ok, 2 bad input, 128 + n stopped by signal n).
+    """Run the command line; return the exit status (0 ok, 2 bad input, 128 + n: signal n).
 
     SIGINT, SIGTERM, SIGHUP and SIGPIPE stop the run like a failure (nothing is written, every
     staged output is removed): one line on stderr and status 128 + the signal's number; a closed

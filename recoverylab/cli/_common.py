@@ -20,6 +20,7 @@ import polars as pl
 from recoverylab._display import count_text
 from recoverylab._errors import OutputError, ParameterError
 from recoverylab._outputs import target_problem
+from recoverylab._signals import raise_if_stopped
 from recoverylab.cli import _table
 from recoverylab.io import OutputSet, atomic_file, output_format, scan, write_to
 
@@ -116,8 +117,8 @@ def check_output_targets(parser: argparse.ArgumentParser) -> None:
     directory goes), a device, a FIFO or a socket is refused with one line before any work (see
     :func:`command_outputs`). Options with ``metavar="DIR"`` are directory outputs.
     """
-    for action in parser._actions:  # noqa: SLF001 - argparse keeps no public list of actions
-        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+    for action in parser._actions:  # argparse keeps no public list of a parser's actions
+        if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 check_output_targets(sub)
         elif is_output_option(action.dest) and action.type is Path and action.option_strings:
@@ -362,7 +363,12 @@ class Progress:
         self.start = time.perf_counter()
 
     def __call__(self, message: str) -> None:
-        """Print one stage line, e.g. ``[paired 1.2s] bootstrap over 48 cells``."""
+        """Print one stage line, e.g. ``[paired 1.2s] bootstrap over 48 cells``.
+
+        Each stage is also a checkpoint: a stop signal whose exception third-party code swallowed
+        stops the run here rather than at the commit.
+        """
+        raise_if_stopped()
         if not self.quiet:
             elapsed = time.perf_counter() - self.start
             print(f"[{self.command} {elapsed:.1f}s] {message}", file=sys.stderr, flush=True)
