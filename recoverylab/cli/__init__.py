@@ -56,9 +56,12 @@ INPUT_FORMATS = tuple(sorted(set(FORMATS.values())))
 def _expected() -> tuple[type[BaseException], ...]:
     """Errors that mean "bad input or option": one line on stderr and exit 2, no traceback.
 
-    Resolved when an exception is being handled, so pyarrow is not imported to build it.
+    Resolved when an exception is being handled, so pyarrow is not imported to build it; Spark's
+    own errors (an input it cannot analyse, say a missing column) count once pyspark is loaded.
     """
-    return (*engine_errors(), RecoveryLabError, OSError)
+    spark = sys.modules.get("pyspark.errors")
+    extra = (spark.PySparkException,) if spark is not None else ()
+    return (*engine_errors(), *extra, RecoveryLabError, OSError)
 
 
 def command_modules() -> list[ModuleType]:
