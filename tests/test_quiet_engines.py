@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from recoverylab import engines
 from recoverylab.cli import _engine
 from recoverylab.engines import _spark
 from tests.conftest import REPO
@@ -49,8 +50,8 @@ def _fake_spark(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
         return SimpleNamespace(sparkContext=SimpleNamespace(setLogLevel=lambda level: None))
 
     no_active = SimpleNamespace(SparkSession=SimpleNamespace(getActiveSession=lambda: None))
-    monkeypatch.setattr(_spark, "session", session)
-    monkeypatch.setattr(_spark, "require_pyspark", lambda: no_active)
+    monkeypatch.setattr(engines, "session", session)
+    monkeypatch.setattr(engines, "require_pyspark", lambda: no_active)
     monkeypatch.setattr(_engine.atexit, "register", lambda f, **kw: started.append(kw))
     return started
 

@@ -55,7 +55,7 @@ def engine_from(args: argparse.Namespace) -> object:
         if args.spark_master is not None:
             raise ParameterError("`--spark-master` needs `--engine spark`.")
         return "polars"
-    from recoverylab.engines._spark import jvm_log, require_pyspark, session
+    from recoverylab.engines import jvm_log, require_pyspark, session
 
     active = require_pyspark().SparkSession.getActiveSession()
     if active is not None and args.spark_master is None:

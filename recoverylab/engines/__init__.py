@@ -33,6 +33,7 @@ from recoverylab.engines._spark import (
     EXTRA,
     SparkEngine,
     is_session,
+    jvm_log,
     require_pyspark,
     session,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "ShardedEngine",
     "SparkEngine",
     "is_session",
+    "jvm_log",
     "resolve",
     "session",
 ]
