@@ -98,7 +98,7 @@ _SPECIAL_KINDS = (
 
 
 def target_problem(
-    target: str | os.PathLike[str], *, directory: bool = False, what: str = "this output"
+    target: str | os.PathLike[str], *, directory: bool | None = False, what: str = "this output"
 ) -> str | None:
     """Why ``target`` cannot be written as a file (or a ``directory``), or ``None`` when it can.
 
@@ -111,7 +111,8 @@ def target_problem(
     target
         The output path as given (a ``str`` keeps a trailing slash; a ``Path`` drops it).
     directory
-        Whether the output is a directory (a dataset, a tree of files) rather than one file.
+        Whether the output is a directory (a dataset, a tree of files) rather than one file;
+        ``None``: either (only special files are refused).
     what
         How the message names the output, e.g. ``"`--out`"``.
 
@@ -123,7 +124,7 @@ def target_problem(
     True
     """
     text = os.fspath(target)
-    if not directory and text.endswith(("/", os.sep)):
+    if directory is False and text.endswith(("/", os.sep)):
         return (
             f"`{text}` ends with a slash, which names a directory, but {what} is one file. "
             f"Hint: name the file, e.g. `{text}result.parquet`."
@@ -133,9 +134,11 @@ def target_problem(
     except (OSError, ValueError):  # absent (the usual case) or unreadable: writing will say
         return None
     if stat.S_ISDIR(mode):
-        return None if directory else f"cannot write `{text}`: it is a directory."
+        return None if directory is not False else f"cannot write `{text}`: it is a directory."
     if stat.S_ISREG(mode):
-        return f"cannot write directory `{text}`: a file is in the way." if directory else None
+        if directory is True:
+            return f"cannot write directory `{text}`: a file is in the way."
+        return None
     kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "not a regular file")
     return f"`{text}` is {kind}, not a regular file; outputs replace only files and directories."
 

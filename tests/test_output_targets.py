@@ -57,10 +57,12 @@ def test_every_output_option_checks_its_target() -> None:
         ("synth", "--out"),
         ("takeover", "--out-dir"),
     }
+    either = {(c, a.option_strings[0]) for c, a in actions if a.metavar == "PATH"}
+    assert either == {("goal", "--episodes-out")}  # a parquet directory with --engine spark
     for command, action in actions:
         assert callable(action.type), (command, action.option_strings)
         given = action.type("results/")  # type: ignore[misc]
-        if action.metavar == "DIR":
+        if action.metavar in ("DIR", "PATH"):
             assert given == Path("results"), command
         else:
             assert isinstance(given, RefusedTarget), (command, action.option_strings)

@@ -102,7 +102,7 @@ class RefusedTarget:
     message: str
 
 
-def _output_type(option: str, *, directory: bool) -> Callable[[str], Path | RefusedTarget]:
+def _output_type(option: str, *, directory: bool | None) -> Callable[[str], Path | RefusedTarget]:
     def convert(text: str) -> Path | RefusedTarget:
         problem = target_problem(text, directory=directory, what=f"`{option}`")
         return Path(text) if problem is None else RefusedTarget(problem)
@@ -110,19 +110,25 @@ def _output_type(option: str, *, directory: bool) -> Callable[[str], Path | Refu
     return convert
 
 
+#: ``metavar`` -> what an output option writes: a directory, either (by engine), else one file.
+_OUTPUT_KINDS: dict[str | None, bool | None] = {"DIR": True, "PATH": None}
+
+
 def check_output_targets(parser: argparse.ArgumentParser) -> None:
     """Make every output option of ``parser`` (and its subcommands) check its target as parsed.
 
     A file output given with a trailing slash, a directory where a file goes (or a file where a
     directory goes), a device, a FIFO or a socket is refused with one line before any work (see
-    :func:`command_outputs`). Options with ``metavar="DIR"`` are directory outputs.
+    :func:`command_outputs`). Options with ``metavar="DIR"`` are directory outputs, those with
+    ``metavar="PATH"`` a file or a directory (``goal --episodes-out``: Spark writes a directory).
     """
     for action in parser._actions:  # argparse keeps no public list of a parser's actions
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
                 check_output_targets(sub)
         elif is_output_option(action.dest) and action.type is Path and action.option_strings:
-            action.type = _output_type(action.option_strings[0], directory=action.metavar == "DIR")
+            directory = _OUTPUT_KINDS.get(action.metavar, False)  # type: ignore[arg-type]
+            action.type = _output_type(action.option_strings[0], directory=directory)
 
 
 @dataclass(frozen=True)
