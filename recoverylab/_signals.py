@@ -99,8 +99,11 @@ def stopping_on_signals() -> Iterator[None]:
         return
     saved = replace(_STATE)
     _STATE.load(_State())
-    previous = {signum: signal.signal(signum, _on_signal) for signum in STOP_SIGNALS}
+    previous = {}
     try:
+        with held():  # a signal that arrives while the handlers go in waits for all of them
+            for signum in STOP_SIGNALS:
+                previous[signum] = signal.signal(signum, _on_signal)
         yield
     finally:
         for signum, handler in previous.items():

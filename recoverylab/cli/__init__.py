@@ -111,16 +111,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     pipe on stdout (SIGPIPE) ends the run quietly, as it does for other Unix tools.
     """
     command = None
-    with stopping_on_signals():
-        try:
+    try:
+        with stopping_on_signals():
             parser = build_parser()
             check_output_targets(parser)
             args = parser.parse_args(argv)
             command = args.command
             configure_printing()
             return _run(args)
-        except (KeyboardInterrupt, BrokenPipeError) as exc:
-            return _stopped(command, exc)
+    except (KeyboardInterrupt, BrokenPipeError) as exc:
+        return _stopped(command, exc)
 
 
 def _run(args: argparse.Namespace) -> int:
