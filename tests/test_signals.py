@@ -9,6 +9,7 @@ stdout pipe ends the run quietly).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -23,7 +24,7 @@ import pytest
 from recoverylab import _signals
 from recoverylab._outputs import OutputSet, atomic_file
 from recoverylab._signals import Stopped, held, stopping_on_signals
-from tests.conftest import SAMPLES
+from tests.conftest import REPO, SAMPLES
 
 FORKS = SAMPLES / "paired" / "main_forks.parquet"
 PREVIOUS = b"previous version"
@@ -160,43 +161,95 @@ def test_main_says_the_run_was_stopped(cli, tmp_path, monkeypatch) -> None:
 # --- timed kills of real runs ---------------------------------------------------------------------
 
 
+def _kill_server() -> None:
+    """Run in a subprocess: fork the command once per delay and SIGTERM it; print JSON results.
+
+    The command runs as it does from the shell (``main`` in a fresh child, its own handlers),
+    but the interpreter, polars and recoverylab are imported once, before the forks (none of
+    them has started a thread pool yet), so 20 timed kills cost seconds rather than a minute.
+    """
+    config = json.loads(sys.stdin.read())
+    import recoverylab.paired  # noqa: F401 - imported once here, not in every child
+    from recoverylab.cli import main
+
+    outs = {name: Path(path) for name, path in config["outs"].items()}
+    root, errors = Path(config["root"]), Path(config["root"]) / "stderr.txt"
+
+    def run(delay: float | None) -> tuple[int, bytes]:
+        sys.stdout.flush()
+        errors.write_bytes(b"")
+        pid = os.fork()
+        if pid == 0:  # the child: the command, with stderr kept for the parent
+            code = 1
+            try:
+                os.dup2(os.open(errors, os.O_WRONLY), 2)
+                os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+                code = main(config["argv"])
+            finally:
+                os._exit(code)
+        if delay is not None:
+            time.sleep(delay)
+            os.kill(pid, signal.SIGTERM)
+        _, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status), errors.read_bytes()
+
+    start = time.monotonic()
+    code, err = run(None)
+    duration = time.monotonic() - start
+    new = _state(outs)
+    print(json.dumps({"code": code, "err": err.decode(), "duration": duration}), flush=True)
+    rng = random.Random(config["seed"])
+    for _ in range(config["kills"]):
+        for path in outs.values():
+            path.write_bytes(PREVIOUS)
+        code, err = run(rng.uniform(0.05, 1.1) * duration)
+        state = _state(outs)
+        labels = {
+            name: "previous" if state[name] == PREVIOUS else "new" if state[name] == new[name]
+            else "other"
+            for name in outs
+        }  # fmt: skip
+        temporaries = [p.name for p in _temporaries(root)]
+        record = {"code": code, "err": err.decode(), "state": labels, "temporaries": temporaries}
+        print(json.dumps(record), flush=True)
+
+
 def test_sigterm_at_random_moments_of_a_multi_output_run(tmp_path: Path) -> None:
     """20 seeded, timed SIGTERMs: each leaves every target previous (or, after the commit, new)."""
     big = _big_forks(tmp_path / "forks.parquet")
     outs = {name: tmp_path / f"{name}.parquet" for name in ("pairs", "exclusions", "cells")}
-    args = ("paired", big, "--pairs-out", outs["pairs"], "--exclusions-out",
-            outs["exclusions"], "--out", outs["cells"], "--resamples", "200")  # fmt: skip
-    start = time.monotonic()
-    code, err = _finish(_start(*args, cwd=tmp_path))
-    assert code == 0, err
-    duration = time.monotonic() - start
-    new = _state(outs)
-    assert all(new.values())
-    rng = random.Random(26)
+    argv = ["--quiet", "paired", str(big), "--pairs-out", str(outs["pairs"]), "--exclusions-out",
+            str(outs["exclusions"]), "--out", str(outs["cells"]), "--resamples", "200"]  # fmt: skip
+    config = {"outs": {k: str(v) for k, v in outs.items()}, "root": str(tmp_path), "argv": argv,
+              "seed": 26, "kills": 20}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", "from tests.test_signals import _kill_server; _kill_server()"],
+        input=json.dumps(config).encode(),
+        capture_output=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    reference, *kills = [json.loads(line) for line in done.stdout.decode().splitlines()]
+    assert (reference["code"], reference["err"]) == (0, "")
+    assert len(kills) == 20
     stopped = 0
-    for _ in range(20):
-        for path in outs.values():
-            path.write_bytes(PREVIOUS)
-        process = _start(*args, cwd=tmp_path)
-        time.sleep(rng.uniform(0.3, 1.1) * duration)
-        process.send_signal(signal.SIGTERM)
-        code, err = _finish(process)
-        state = _state(outs)
-        assert not _temporaries(tmp_path)
-        if code == 143:  # stopped by our handler: one line, nothing written
+    for kill in kills:
+        assert kill["temporaries"] == [], kill
+        if kill["code"] == 143:  # stopped by our handler: one line, nothing written
             stopped += 1
-            # one line; before the arguments are parsed it cannot name the command yet
-            assert err in (
-                b"recoverylab paired: stopped by SIGTERM\n",
-                b"recoverylab: stopped by SIGTERM\n",
-            )
-            assert state == dict.fromkeys(outs, PREVIOUS)
-        elif code == 0:  # the signal came after the commit: the complete new result
-            assert state == new
-        else:  # before the handlers were installed (interpreter start-up), or after main
-            assert code == -signal.SIGTERM
-            assert state in (dict.fromkeys(outs, PREVIOUS), new)
-    assert stopped >= 5  # most kills landed while the command worked
+            # one line; a kill before the arguments are parsed cannot name the command yet
+            assert kill["err"] in (
+                f"recoverylab{c}: stopped by SIGTERM\n" for c in (" paired", "")
+            ), kill
+            assert set(kill["state"].values()) == {"previous"}, kill
+        elif kill["code"] == -signal.SIGTERM:  # before main installed the handlers: nothing staged
+            assert (kill["err"], set(kill["state"].values())) == ("", {"previous"}), kill
+        else:  # the signal came after the commit: the complete new result
+            assert kill["code"] == 0, kill
+            assert set(kill["state"].values()) == {"new"}, kill
+    assert stopped >= 10  # most kills landed while the command worked
 
 
 def test_a_closed_stdout_pipe_ends_the_run_quietly_and_writes_nothing(tmp_path: Path) -> None:
