@@ -100,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
         sub.add_argument("--input-format", choices=INPUT_FORMATS, default=argparse.SUPPRESS)
         sub.add_argument("--verify-inputs", action="store_true", default=argparse.SUPPRESS)
+    check_output_targets(parser)  # every output option checks its target as it is parsed
     return parser
 
 
@@ -113,9 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = None
     try:
         with stopping_on_signals():
-            parser = build_parser()
-            check_output_targets(parser)
-            args = parser.parse_args(argv)
+            args = build_parser().parse_args(argv)
             command = args.command
             configure_printing()
             return _run(args)
