@@ -55,14 +55,14 @@ def test_every_output_option_checks_its_target() -> None:
     assert either == {("goal", "--episodes-out")}  # a parquet directory with --engine spark
     for command, action in actions:
         assert callable(action.type), (command, action.option_strings)
-        given = action.type("results/")  # type: ignore[misc]
+        given = action.type("results/")
         if action.metavar in ("DIR", "PATH"):
             assert given == Path("results"), command
         else:
             assert isinstance(given, RefusedTarget), (command, action.option_strings)
             assert "ends with a slash" in given.message
             assert f"`{action.option_strings[0]}` is one file" in given.message
-        assert action.type("results/x.parquet") == Path("results/x.parquet")  # type: ignore[misc]
+        assert action.type("results/x.parquet") == Path("results/x.parquet")
 
 
 def test_a_trailing_slash_on_a_file_output_is_refused_before_any_work(cli, tmp_path) -> None:

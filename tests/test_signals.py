@@ -116,7 +116,7 @@ def test_a_signal_during_the_commit_puts_every_output_back(tmp_path, monkeypatch
     replace = os.replace
     calls: list[str] = []
 
-    def replace_then_signal(src: object, dst: object) -> None:
+    def replace_then_signal(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
         replace(src, dst)
         calls.append(str(dst))
         if len(calls) == hit + 1:

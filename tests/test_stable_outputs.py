@@ -175,4 +175,4 @@ def test_stable_order_sorts_every_column_left_to_right_with_nulls_last(lazy: boo
     assert result["condition"].to_list() == ["clean", "clean", "stale", "stale", None]
     assert result["delay"].to_list() == [1, None, 1, 1, 2]
     assert result["scores"].to_list() == [[1.0, 2.0], [0.5], [1.5], [2.0], [1.0]]
-    assert stable_order(pl.DataFrame()).shape == (0, 0)
+    assert stable_order(pl.DataFrame()).collect_schema() == pl.Schema()
