@@ -39,9 +39,10 @@ def test_console_output_of_a_child_goes_to_the_log(tmp_path: Path, capfd) -> Non
     assert log.read_text().split() == ["child-out", "child-err", "native-err"]
 
 
-def _fake_spark(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+def _fake_spark(monkeypatch: pytest.MonkeyPatch, scratch: Path) -> list[Path]:
     """Replace session() with one that 'starts a JVM' writing a warning to its log."""
     started: list[Path] = []
+    monkeypatch.setattr(_engine.tempfile, "gettempdir", lambda: str(scratch))
 
     def session(master: object, *, log: Path) -> object:
         log.write_text("WARN Utils: Your hostname resolves to a loopback address\n")
@@ -57,11 +58,14 @@ def _fake_spark(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
 
 @pytest.mark.parametrize("debug", [True, False])
-def test_debug_names_the_spark_log_and_otherwise_it_is_removed(monkeypatch, capsys, debug) -> None:
-    started = _fake_spark(monkeypatch)
+def test_debug_names_the_spark_log_and_otherwise_it_is_removed(
+    monkeypatch, capsys, tmp_path, debug
+) -> None:
+    started = _fake_spark(monkeypatch, tmp_path)
     args = argparse.Namespace(engine="spark", spark_master=None, debug=debug, command="paired")
     _engine.engine_from(args)
     log = started[0]
+    assert log.parent == tmp_path
     err = capsys.readouterr().err
     if debug:
         assert err == f"recoverylab paired: Spark log: {log}\n"
