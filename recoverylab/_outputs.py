@@ -7,6 +7,12 @@ onto its target only when every output of the job exists; a directory output (a 
 files) is staged whole, so an incomplete set of parts never passes for a complete dataset. The
 next write to a target removes the temporaries of this host's dead processes (``kill -9`` cannot
 clean up) and leaves a live one's alone: two concurrent runs each finish (the later rename wins).
+
+A stop signal (SIGINT, SIGTERM, SIGHUP, SIGPIPE; see :mod:`recoverylab._signals`) unwinds a run like
+any failure: the set removes its temporaries. The steps that must not be cut in two (creating a
+temporary and recording it, the renames of a commit) hold the signal until they end; a signal
+during a commit puts every output back to its previous version. A target that is neither a
+regular file nor a directory (a device, a FIFO, a socket) is refused, never replaced.
 """
 
 from __future__ import annotations
@@ -17,17 +23,26 @@ import os
 import re
 import shutil
 import socket
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
 from recoverylab._errors import OutputError
+from recoverylab._signals import finish, held, raise_if_stopped
 
-__all__ = ["OutputSet", "atomic_dir", "atomic_file", "remove_stale_temporaries", "scratch_dir"]
+__all__ = [
+    "OutputSet",
+    "atomic_dir",
+    "atomic_file",
+    "remove_stale_temporaries",
+    "scratch_dir",
+    "target_problem",
+]
 
 _DIRECTORY_ATTEMPTS = 20
 _HOST = hashlib.sha1(socket.gethostname().encode()).hexdigest()[:6]
@@ -72,6 +87,60 @@ def remove_stale_temporaries(target: str | os.PathLike[str]) -> list[Path]:
         _remove(entry)
         removed.append(entry)
     return removed
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def target_problem(
+    target: str | os.PathLike[str], *, directory: bool | None = False, what: str = "this output"
+) -> str | None:
+    """Why ``target`` cannot be written as a file (or a ``directory``), or ``None`` when it can.
+
+    Only regular files and directories are ever replaced: a rename onto a device, a FIFO or a
+    socket (or a link to one) would replace the special file itself with our output. A file
+    target given with a trailing slash names a directory, so it is refused rather than guessed.
+
+    Parameters
+    ----------
+    target
+        The output path as given (a ``str`` keeps a trailing slash; a ``Path`` drops it).
+    directory
+        Whether the output is a directory (a dataset, a tree of files) rather than one file;
+        ``None``: either (only special files are refused).
+    what
+        How the message names the output, e.g. ``"`--out`"``.
+
+    Examples
+    --------
+    >>> target_problem("/dev/null").split(";")[0]
+    '`/dev/null` is a character device, not a regular file'
+    >>> target_problem("cells_dir/") is not None
+    True
+    """
+    text = os.fspath(target)
+    if directory is False and text.endswith(("/", os.sep)):
+        return (
+            f"`{text}` ends with a slash, which names a directory, but {what} is one file. "
+            f"Hint: name the file, e.g. `{text}result.parquet`."
+        )
+    try:
+        mode = os.stat(text).st_mode
+    except (OSError, ValueError):  # absent (the usual case) or unreadable: writing will say
+        return None
+    if stat.S_ISDIR(mode):
+        return None if directory is not False else f"cannot write `{text}`: it is a directory."
+    if stat.S_ISREG(mode):
+        if directory is True:
+            return f"cannot write directory `{text}`: a file is in the way."
+        return None
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "not a regular file")
+    return f"`{text}` is {kind}, not a regular file; outputs replace only files and directories."
 
 
 def _public_permissions(path: Path) -> None:
@@ -151,8 +220,9 @@ class OutputSet:
 
     def discard(self, temp: Path) -> None:
         """Remove one staged temporary (its writer failed) so it is never committed."""
-        _remove(temp)
-        self.staged = [staged for staged in self.staged if staged.temp != temp]
+        with held():
+            _remove(temp)
+            self.staged = [staged for staged in self.staged if staged.temp != temp]
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
@@ -162,33 +232,35 @@ class OutputSet:
 
     def stage_file(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary path (in the target directory) for ``target``'s content."""
-        return self._stage(Path(target), is_dir=False)
+        return self._stage(target, is_dir=False)
 
     def stage_dir(self, target: str | os.PathLike[str]) -> Path:
         """Return a temporary directory whose whole content replaces directory ``target``."""
-        return self._stage(Path(target), is_dir=True)
+        return self._stage(target, is_dir=True)
 
-    def _stage(self, target: Path, is_dir: bool) -> Path:
+    def _stage(self, given: str | os.PathLike[str], is_dir: bool) -> Path:
+        raise_if_stopped()  # nothing new is staged once a stop signal arrived
+        target = Path(given)
         if any(staged.target.resolve() == target.resolve() for staged in self.staged):
             raise OutputError(f"`{target}` is named as two outputs of one command.")
         if self.guard is not None:
             self.guard(target)
-        if not is_dir and target.is_dir():
-            raise OutputError(f"cannot write `{target}`: it is a directory.")
-        if is_dir and target.exists() and not target.is_dir():
-            raise OutputError(f"cannot write directory `{target}`: a file is in the way.")
+        problem = target_problem(given, directory=is_dir)
+        if problem is not None:
+            raise OutputError(problem)
         _prepare_parent(target)
         remove_stale_temporaries(target)
         prefix = _temp_prefix(target)
-        try:
-            if is_dir:
-                name = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent)
-            else:
-                handle, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
-                os.close(handle)
-        except OSError as exc:
-            raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
-        self.staged.append(_Staged(target, Path(name), is_dir=is_dir))
+        with held():  # a stop signal must not fall between creating the temporary and recording it
+            try:
+                if is_dir:
+                    name = tempfile.mkdtemp(prefix=prefix, suffix=".tmp", dir=target.parent)
+                else:
+                    handle, name = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
+                    os.close(handle)
+            except OSError as exc:
+                raise OutputError(f"cannot write `{target}` ({exc.strerror or exc}).") from exc
+            self.staged.append(_Staged(target, Path(name), is_dir=is_dir))
         return Path(name)
 
     def stage_tree(self, target: str | os.PathLike[str]) -> Path:
@@ -210,34 +282,44 @@ class OutputSet:
 
     def abort(self) -> None:
         """Remove every temporary; no target is touched."""
-        for staged in self.staged:
-            _remove(staged.temp)
-        self.staged.clear()
+        with held():
+            for staged in self.staged:
+                _remove(staged.temp)
+            self.staged.clear()
 
-    def commit(self) -> list[Path]:
+    def commit(self, *, final: bool = False) -> list[Path]:
         """Rename every staged output onto its target; return the committed targets.
 
-        On a failure part-way, the outputs already renamed are put back to their previous versions
-        (or removed when they had none) and :class:`OutputError` names the output that failed.
+        On a failure part-way, or a stop signal during the renames, the outputs already renamed
+        are put back to their previous versions (or removed when they had none); a failure raises
+        :class:`OutputError` naming the output that failed. With ``final`` (the command line's
+        last step) a stop signal after the commit is ignored: the run's work is done.
         """
-        self.staged = [entry for staged in self.staged for entry in _expand_tree(staged)]
-        done: list[tuple[_Staged, Path | None]] = []
-        try:
-            for staged in self.staged:
-                _public_permissions(staged.temp)
-                done.append((staged, _swap_in(staged)))
-        except OSError as exc:
-            failed = self.staged[len(done)].target
-            for staged, backup in reversed(done):
-                if not staged.merge:  # a tree's own directory stays; its entries are restored
-                    _restore(staged.target, backup)
-            self.abort()
-            raise OutputError(f"cannot write `{failed}` ({exc.strerror or exc}).") from exc
-        for _, backup in done:
-            if backup is not None:
-                _remove(backup)
-        self.committed.extend(s.target for s in self.staged)
-        self.staged.clear()
+        with held():
+            done: list[tuple[_Staged, Path | None]] = []
+            try:
+                raise_if_stopped()  # a stopped run never commits, even if its exception was lost
+                self.staged = [entry for staged in self.staged for entry in _expand_tree(staged)]
+                for staged in self.staged:
+                    _public_permissions(staged.temp)
+                    done.append((staged, _swap_in(staged)))
+                raise_if_stopped()  # the last moment at which everything can still be put back
+            except BaseException as exc:
+                failed = self.staged[len(done)].target if len(done) < len(self.staged) else None
+                for staged, backup in reversed(done):
+                    if not staged.merge:  # a tree's own directory stays; its entries are restored
+                        _restore(staged.target, backup)
+                self.abort()
+                if isinstance(exc, OSError):
+                    raise OutputError(f"cannot write `{failed}` ({exc.strerror or exc}).") from exc
+                raise
+            if final:
+                finish()
+            for _, backup in done:
+                if backup is not None:
+                    _remove(backup)
+            self.committed.extend(s.target for s in self.staged)
+            self.staged.clear()
         return list(self.committed)
 
 
@@ -356,8 +438,8 @@ def scratch_dir(near: str | os.PathLike[str] | None = None) -> Iterator[Path]:
     parent.mkdir(parents=True, exist_ok=True)
     anchor = parent / "recoverylab-scratch"
     remove_stale_temporaries(anchor)
-    path = Path(tempfile.mkdtemp(prefix=_temp_prefix(anchor), suffix=".tmp", dir=parent))
-    try:
+    with ExitStack() as cleanup:
+        with held():  # a stop signal must not fall between creating it and arranging its removal
+            path = Path(tempfile.mkdtemp(prefix=_temp_prefix(anchor), suffix=".tmp", dir=parent))
+            cleanup.callback(shutil.rmtree, path, ignore_errors=True)
         yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)

@@ -23,6 +23,7 @@ from recoverylab._diagnose import (
     verify_file,
 )
 from recoverylab._errors import ParameterError, SourceError
+from recoverylab._order import stable_order
 from recoverylab._outputs import OutputSet, atomic_file, remove_stale_temporaries
 from recoverylab.adapters._detect import inspect_log_hint, looks_like_inspect_log
 
@@ -417,6 +418,10 @@ def write_to(
 ) -> None:
     """Write ``frame`` to an open binary handle in format ``fmt`` (LazyFrames stream to parquet).
 
+    Rows are written in one deterministic order, sorted by every column left to right (see
+    :mod:`recoverylab._order`), so the same result gives the same bytes whatever the thread
+    count, the order of the input rows or the number of input files.
+
     Raises
     ------
     ParameterError
@@ -429,14 +434,18 @@ def write_to(
                 f"`{target}` is CSV, which cannot hold the nested column `{nested[0]}`; write "
                 ".parquet, .arrow, .ndjson or .json instead."
             )
+    frame = stable_order(frame)
     if isinstance(frame, pl.LazyFrame):
         if fmt == "parquet":
             frame.sink_parquet(out)
             return
         frame = frame.collect(engine="streaming")
+    frame = frame.rechunk()  # one chunk: IPC record batches must not follow the thread count
     if fmt == "json":
         out.write(frame.write_json().encode())
-    else:  # write_parquet, write_ipc, write_csv, write_ndjson
+    elif fmt == "ipc":  # plain Arrow strings: string views keep buffer layouts of the input files
+        frame.write_ipc(out, compat_level=pl.CompatLevel.oldest())
+    else:  # write_parquet, write_csv, write_ndjson
         getattr(frame, f"write_{fmt}")(out)
 
 

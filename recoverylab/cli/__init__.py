@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -25,8 +27,10 @@ from types import ModuleType
 
 from recoverylab._diagnose import engine_errors
 from recoverylab._errors import RecoveryLabError
+from recoverylab._signals import Stopped, stopping_on_signals
 from recoverylab.cli._common import (
     Inputs,
+    check_output_targets,
     command_outputs,
     configure_printing,
     native_stderr_filtered,
@@ -56,9 +60,12 @@ INPUT_FORMATS = tuple(sorted(set(FORMATS.values())))
 def _expected() -> tuple[type[BaseException], ...]:
     """Errors that mean "bad input or option": one line on stderr and exit 2, no traceback.
 
-    Resolved when an exception is being handled, so pyarrow is not imported to build it.
+    Resolved when an exception is being handled, so pyarrow is not imported to build it; Spark's
+    own errors (an input it cannot analyse, say a missing column) count once pyspark is loaded.
     """
-    return (*engine_errors(), RecoveryLabError, OSError)
+    spark = sys.modules.get("pyspark.errors")
+    extra = (spark.PySparkException,) if spark is not None else ()
+    return (*engine_errors(), *extra, RecoveryLabError, OSError)
 
 
 def command_modules() -> list[ModuleType]:
@@ -97,13 +104,29 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
         sub.add_argument("--input-format", choices=INPUT_FORMATS, default=argparse.SUPPRESS)
         sub.add_argument("--verify-inputs", action="store_true", default=argparse.SUPPRESS)
+    check_output_targets(parser)  # every output option checks its target as it is parsed
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 ok, 2 bad input)."""
-    args = build_parser().parse_args(argv)
-    configure_printing()
+    """Run the command line; return the exit status (0 ok, 2 bad input, 128 + n: signal n).
+
+    SIGINT, SIGTERM, SIGHUP and SIGPIPE stop the run like a failure (nothing is written, every
+    staged output is removed): one line on stderr and status 128 + the signal's number; a closed
+    pipe on stdout (SIGPIPE) ends the run quietly, as it does for other Unix tools.
+    """
+    command = None
+    try:
+        with stopping_on_signals():
+            args = build_parser().parse_args(argv)
+            command = args.command
+            configure_printing()
+            return _run(args)
+    except (KeyboardInterrupt, BrokenPipeError) as exc:
+        return _stopped(command, exc)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         # every output is staged and committed at the end, or none; an engine error is
         # explained by finding the input file (and line) that caused it
@@ -113,15 +136,38 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack.enter_context(command_outputs(args))
             stack.enter_context(translate_read_errors(_input_files(args)))
             args.func(args)
+    except BrokenPipeError:
+        raise  # stdout closed downstream: the run stops quietly (see main)
     except _expected() as exc:
         if args.debug:
             raise
         print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print(f"recoverylab {args.command}: interrupted", file=sys.stderr)
-        return 130
     return 0
+
+
+def _stopped(command: str | None, exc: BaseException) -> int:
+    """Say (in one line) that a signal stopped the run; return the shell's status for it."""
+    name = f"recoverylab {command}" if command else "recoverylab"
+    signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+    if isinstance(exc, BrokenPipeError) or signum == getattr(signal, "SIGPIPE", None):
+        _silence_stdout()
+        return 128 + getattr(signal, "SIGPIPE", 13)
+    if signum == signal.SIGINT:
+        print(f"{name}: interrupted", file=sys.stderr)
+    else:
+        print(f"{name}: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+    return 128 + signum
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so flushing it at exit does not fail again on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no real stdout (e.g. captured in tests)
+        pass
 
 
 def _input_files(args: argparse.Namespace) -> list[Path]:

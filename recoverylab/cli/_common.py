@@ -9,7 +9,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -18,7 +18,9 @@ from pathlib import Path
 import polars as pl
 
 from recoverylab._display import count_text
-from recoverylab._errors import ParameterError
+from recoverylab._errors import OutputError, ParameterError
+from recoverylab._outputs import target_problem
+from recoverylab._signals import raise_if_stopped
 from recoverylab.cli import _table
 from recoverylab.io import OutputSet, atomic_file, output_format, scan, write_to
 
@@ -89,6 +91,47 @@ def source(paths: Sequence[str] | str, engine: object) -> object:
     return read(paths) if engine == "polars" else paths
 
 
+def is_output_option(dest: str) -> bool:
+    """Whether a parsed option names an output (``--out``, ``--out-dir``, ``--*-out``)."""
+    return dest in ("out", "out_dir") or dest.endswith("_out")
+
+
+@dataclass(frozen=True)
+class RefusedTarget:
+    """An output argument refused as it was parsed; the command stops with ``message`` at once."""
+
+    message: str
+
+
+def _output_type(option: str, *, directory: bool | None) -> Callable[[str], Path | RefusedTarget]:
+    def convert(text: str) -> Path | RefusedTarget:
+        problem = target_problem(text, directory=directory, what=f"`{option}`")
+        return Path(text) if problem is None else RefusedTarget(problem)
+
+    return convert
+
+
+#: ``metavar`` -> what an output option writes: a directory, either (by engine), else one file.
+_OUTPUT_KINDS: dict[str | None, bool | None] = {"DIR": True, "PATH": None}
+
+
+def check_output_targets(parser: argparse.ArgumentParser) -> None:
+    """Make every output option of ``parser`` (and its subcommands) check its target as parsed.
+
+    A file output given with a trailing slash, a directory where a file goes (or a file where a
+    directory goes), a device, a FIFO or a socket is refused with one line before any work (see
+    :func:`command_outputs`). Options with ``metavar="DIR"`` are directory outputs, those with
+    ``metavar="PATH"`` a file or a directory (``goal --episodes-out``: Spark writes a directory).
+    """
+    for action in parser._actions:  # argparse keeps no public list of a parser's actions
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                check_output_targets(sub)
+        elif is_output_option(action.dest) and action.type is Path and action.option_strings:
+            directory = _OUTPUT_KINDS.get(action.metavar, False)  # type: ignore[arg-type]
+            action.type = _output_type(action.option_strings[0], directory=directory)
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What a command's input arguments resolve to: files, directories and glob patterns."""
@@ -104,7 +147,7 @@ class Inputs:
         directories: set[Path] = set()
         patterns: list[str] = []
         for name, value in vars(args).items():
-            if name in ("out", "out_dir") or name.endswith("_out"):  # an output, not an input
+            if is_output_option(name):
                 continue
             for item in value if isinstance(value, (list, tuple)) else [value]:
                 if not isinstance(item, (str, Path)) or not str(item):
@@ -154,20 +197,33 @@ def command_outputs(args: argparse.Namespace) -> Iterator[OutputSet]:
 
     Every atomic write made inside (by the command or the library functions it calls) joins
     one :class:`~recoverylab.io.OutputSet` whose guard refuses outputs that would touch an input.
-    The "wrote ..." messages are printed after the commit, unless ``--quiet``.
+    An output refused as it was parsed (:func:`check_output_targets`) stops the command before
+    any work. A failure or a stop signal (:mod:`recoverylab._signals`) removes every staged
+    output; a signal after the commit is ignored. The "wrote ..." messages are printed after the
+    commit, unless ``--quiet``.
     """
+    refused = [v for v in vars(args).values() if isinstance(v, RefusedTarget)]
+    if refused:
+        raise OutputError(refused[0].message)
     guard = Inputs.of(args).check
     messages: list[str] = []
     format_token = _INPUT_FORMAT.set(getattr(args, "input_format", None))
     verify_token = _VERIFY.set(bool(getattr(args, "verify_inputs", False)))
     written_token = _WRITTEN.set(messages)
+    outputs = OutputSet(guard=guard)
     try:
-        with OutputSet(guard=guard) as outputs, outputs.activate():
-            outputs_token = _OUTPUTS.set(outputs)
-            try:
-                yield outputs
-            finally:
-                _OUTPUTS.reset(outputs_token)
+        try:
+            with outputs.activate():
+                outputs_token = _OUTPUTS.set(outputs)
+                try:
+                    yield outputs
+                finally:
+                    _OUTPUTS.reset(outputs_token)
+                sys.stdout.flush()  # a closed pipe downstream stops the run before the commit
+        except BaseException:
+            outputs.abort()
+            raise
+        outputs.commit(final=True)  # the last step: a stop signal after it changes nothing
     finally:
         _WRITTEN.reset(written_token)
         _INPUT_FORMAT.reset(format_token)
@@ -314,7 +370,12 @@ class Progress:
         self.start = time.perf_counter()
 
     def __call__(self, message: str) -> None:
-        """Print one stage line, e.g. ``[paired 1.2s] bootstrap over 48 cells``."""
+        """Print one stage line, e.g. ``[paired 1.2s] bootstrap over 48 cells``.
+
+        Each stage is also a checkpoint: a stop signal whose exception third-party code swallowed
+        stops the run here rather than at the commit.
+        """
+        raise_if_stopped()
         if not self.quiet:
             elapsed = time.perf_counter() - self.start
             print(f"[{self.command} {elapsed:.1f}s] {message}", file=sys.stderr, flush=True)

@@ -21,7 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report.html into DIR.",
     )
     parser.add_argument(
-        "--out", type=Path, default=Path("demo_out"), help="output directory (default demo_out)"
+        "--out",
+        type=Path,
+        default=Path("demo_out"),
+        metavar="DIR",
+        help="output directory (default demo_out)",
     )
     parser.set_defaults(func=run)
 

@@ -9,6 +9,10 @@ used.
 from __future__ import annotations
 
 import argparse
+import atexit
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,18 +45,29 @@ def add_engine(parser: argparse.ArgumentParser) -> None:
 
 
 def engine_from(args: argparse.Namespace) -> object:
-    """Return ``"polars"`` or a SparkSession for the parsed ``--engine``/``--spark-master``."""
+    """Return ``"polars"`` or a SparkSession for the parsed ``--engine``/``--spark-master``.
+
+    The JVM's console output (its warnings, log4j lines) goes to a log file, never to stderr,
+    so a failed run still prints one line: with ``--debug`` the log is kept and named on stderr,
+    otherwise it is removed when the process ends.
+    """
     if args.engine == "polars":
         if args.spark_master is not None:
             raise ParameterError("`--spark-master` needs `--engine spark`.")
         return "polars"
-    from recoverylab.engines import require_pyspark, session
+    from recoverylab.engines import jvm_log, require_pyspark, session
 
     active = require_pyspark().SparkSession.getActiveSession()
     if active is not None and args.spark_master is None:
         return active
-    spark = session(args.spark_master)
+    log = Path(tempfile.gettempdir()) / f"recoverylab-spark-{os.getpid()}.log"
+    spark = session(args.spark_master, log=log)
     spark.sparkContext.setLogLevel("ERROR")
+    if jvm_log() == log:  # this run started the JVM: its console output went to the log
+        if args.debug:
+            print(f"recoverylab {args.command}: Spark log: {log}", file=sys.stderr)
+        else:
+            atexit.register(log.unlink, missing_ok=True)
     return spark
 
 

@@ -63,7 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "grouped by model when present) to this parquet file",
         ),
     ):
-        parser.add_argument(option, type=Path, help=text)
+        # --episodes-out is a file with polars and a parquet directory with --engine spark
+        metavar = "PATH" if option == "--episodes-out" else None
+        parser.add_argument(option, type=Path, metavar=metavar, help=text)
     _table.add_printing(parser)
     parser.set_defaults(func=run)
 

@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub = formats.add_parser(name, help=module.HELP, description=module.DESCRIPTION)
         sub.add_argument("logs", nargs="+", help="log files, directories or globs")
         sub.add_argument("--to", choices=module.TARGETS, default=module.TARGETS[0])
-        sub.add_argument("--out", type=Path, required=True, help="output directory")
+        sub.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
         sub.add_argument("--report-out", type=Path, help="write the read report here (JSON)")
         module.add_arguments(sub)
         sub.set_defaults(func=run)

@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("table", help="generator name (forks, decision_points, goal, takeover)")
     parser.add_argument("--tasks", type=int, default=1000, help="cluster units (default 1000)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--out", type=Path, required=True, help="output directory")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     parser.add_argument(
         "--chunk-tasks", type=int, default=100_000, help="units per output file (default 100000)"
     )

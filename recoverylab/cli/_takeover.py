@@ -88,7 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_statistics(parser)
     spark_cli.add_engine(parser)
-    parser.add_argument("--out-dir", type=Path, help="write one parquet file per result table here")
+    parser.add_argument(
+        "--out-dir", type=Path, metavar="DIR", help="write one parquet file per result table here"
+    )
     _table.add_printing(parser)
     parser.set_defaults(func=run)
 

@@ -38,6 +38,7 @@ from recoverylab.engines._spark import (
     EXTRA,
     SparkEngine,
     is_session,
+    jvm_log,
     require_pyspark,
     session,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "ShardedEngine",
     "SparkEngine",
     "is_session",
+    "jvm_log",
     "require_pyspark",
     "resolve",
     "rows",

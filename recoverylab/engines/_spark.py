@@ -9,6 +9,7 @@ imported only when used (the ``spark`` extra).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -87,11 +88,43 @@ def is_session(engine: object) -> bool:
     return kind.__name__ == "SparkSession" and kind.__module__.startswith("pyspark.")
 
 
+#: Where the console output of the JVM this process started goes (None: inherited stderr).
+_JVM_LOG: list[Path] = []
+
+
+def jvm_log() -> Path | None:
+    """Return the file the JVM started by :func:`session` writes its console log to, if any."""
+    return _JVM_LOG[0] if _JVM_LOG else None
+
+
+@contextmanager
+def _console_to(log: Path) -> Iterator[None]:
+    """Point file descriptors 1 and 2 at ``log`` while the block runs (a child inherits them).
+
+    The JVM that pyspark launches writes its warnings and log4j's console output to the
+    descriptors it inherits, for as long as it lives; Python's own streams are flushed first and
+    restored after.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    try:
+        with log.open("ab") as target:
+            os.dup2(target.fileno(), 1)
+            os.dup2(target.fileno(), 2)
+        yield
+    finally:
+        for fd, copy in zip((1, 2), saved, strict=True):
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
 def session(
     master: str | None = None,
     *,
     app_name: str = "recoverylab",
     config: Mapping[str, str] | None = None,
+    log: str | os.PathLike[str] | None = None,
 ) -> SparkSession:
     """Start (or return the running) SparkSession with settings that suit recoverylab.
 
@@ -110,6 +143,10 @@ def session(
         Application name shown by the cluster manager.
     config
         Extra Spark settings, e.g. ``{"spark.driver.memory": "1g"}``.
+    log
+        A file for the console output (JVM warnings, log4j lines) of the JVM this call starts,
+        so none reaches stderr; :func:`jvm_log` returns it. A JVM that already runs in this
+        process keeps where it writes. ``None`` (default): the JVM writes to stderr.
 
     Returns
     -------
@@ -139,8 +176,15 @@ def session(
             # system interpreter, which may lack pyarrow (or recoverylab).
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             settings["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
-    with quiet():
-        return builder.config(map={**settings, **(config or {})}).getOrCreate()
+    builder = builder.config(map={**settings, **(config or {})})
+    starts_jvm = (
+        log is not None and importlib.import_module("pyspark").SparkContext._gateway is None
+    )
+    with quiet(), _console_to(Path(log)) if starts_jvm else contextlib.nullcontext():  # type: ignore[arg-type]
+        spark = builder.getOrCreate()
+    if starts_jvm:
+        _JVM_LOG[:] = [Path(log)]  # type: ignore[arg-type]
+    return spark
 
 
 def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
