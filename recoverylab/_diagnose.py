@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import functools
-import glob
 import json
 import os
 import sys
@@ -24,12 +23,14 @@ from typing import Any, TypeVar, cast
 import polars as pl
 
 from recoverylab._errors import EngineError, RecoveryLabError, SourceError
+from recoverylab._resolve import resolve_paths
 
 __all__ = [
     "check_text_file",
     "decode_errors",
     "diagnose",
     "engine_errors",
+    "file_columns",
     "files_of",
     "reads_inputs",
     "record_files",
@@ -41,13 +42,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: id(LazyFrame) -> the files it scans (kept while the frame lives).
 _PROVENANCE: dict[int, tuple[tuple[Path, str], ...]] = {}
+#: id(LazyFrame) -> the columns each of its files holds (hive keys included).
+_COLUMNS: dict[int, tuple[tuple[Path, frozenset[str]], ...]] = {}
 
 
-def record_files(frame: pl.LazyFrame, files: Iterable[tuple[Path, str]]) -> pl.LazyFrame:
-    """Remember which (file, format) pairs ``frame`` reads, for :func:`diagnose` after a failure."""
+def record_files(
+    frame: pl.LazyFrame,
+    files: Iterable[tuple[Path, str]],
+    columns: Iterable[tuple[Path, frozenset[str]]] = (),
+) -> pl.LazyFrame:
+    """Remember which (file, format) pairs ``frame`` reads, and the columns each file holds.
+
+    :func:`diagnose` uses the files after a failure; validation uses the columns to name the file
+    that lacks a required column (its rows would otherwise just hold nulls).
+    """
     key = id(frame)
     _PROVENANCE[key] = tuple(files)
+    _COLUMNS[key] = tuple(columns)
     weakref.finalize(frame, _PROVENANCE.pop, key, None)
+    weakref.finalize(frame, _COLUMNS.pop, key, None)
     return frame
 
 
@@ -56,22 +69,35 @@ def files_of(frame: object) -> tuple[tuple[Path, str], ...]:
     return _PROVENANCE.get(id(frame), ())
 
 
+def file_columns(frame: object) -> tuple[tuple[Path, frozenset[str]], ...]:
+    """Return (file, its columns) for each file a LazyFrame returned by ``scan`` reads (or none)."""
+    return _COLUMNS.get(id(frame), ())
+
+
 def _one_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
 
-def check_text_file(path: Path, fmt: str, separator: str = ",") -> None:
+def check_text_file(path: Path, fmt: str, separator: str = ",") -> frozenset[str]:
     """Raise :class:`SourceError` naming the line of the first structural problem of a text file.
 
     CSV: every row has as many fields as the header (a ragged row is an error, never cut or padded)
     and every quote is closed. NDJSON: every non-blank line is one JSON object.
+
+    Returns
+    -------
+    frozenset[str]
+        The CSV columns that hold no value on any row: the reader types them as null rather than
+        text, so a file where an integer column happens to be empty combines with the others.
     """
+    empty: frozenset[str] = frozenset()
     if fmt == "csv":
-        _check_csv(path, separator)
+        empty = _check_csv(path, separator)
     elif fmt == "ndjson":
         _check_ndjson(path)
     _check_final_line_break(path)
+    return empty
 
 
 def _check_final_line_break(path: Path) -> None:
@@ -91,15 +117,16 @@ def _check_final_line_break(path: Path) -> None:
     )
 
 
-def _check_csv(path: Path, separator: str) -> None:
+def _check_csv(path: Path, separator: str) -> frozenset[str]:
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
         reader = csv.reader(handle, delimiter=separator, strict=True)
         row_start = 1
         try:
             header = next(reader, None)
             if header is None:
-                return
+                return frozenset()
             width = len(header)
+            unseen = set(range(width))  # columns with no value so far
             row_start = reader.line_num + 1
             for row in reader:
                 if row and len(row) != width:
@@ -107,12 +134,15 @@ def _check_csv(path: Path, separator: str) -> None:
                         f"`{path}` line {row_start}: a row has {len(row)} fields where the header "
                         f"has {width}; every row must have one value per column."
                     )
+                if unseen and row:
+                    unseen.difference_update([i for i in unseen if row[i]])
                 row_start = reader.line_num + 1
         except csv.Error as exc:
             raise SourceError(
                 f"`{path}` line {row_start}: the row cannot be parsed as CSV ({exc}); check for "
                 "an unclosed quote."
             ) from None
+    return frozenset(header[i] for i in unseen)
 
 
 def _check_ndjson(path: Path) -> None:
@@ -194,9 +224,12 @@ def decode_errors() -> tuple[type[BaseException], ...]:
 
 
 def sources_files(sources: Iterable[object]) -> list[tuple[Path, str]]:
-    """Return the known files behind LazyFrames (from ``scan``), paths, globs and directories."""
-    from recoverylab.io import FORMATS, format_of_path
+    """Return the files behind LazyFrames (from ``scan``), paths, globs and directories.
 
+    Paths are listed by the same resolver :func:`recoverylab.io.scan` reads with, so the file
+    diagnosed is a file that was read; a path the resolver refuses is skipped here (its own
+    error is raised when it is read).
+    """
     found: list[tuple[Path, str]] = []
     for source in sources:
         if isinstance(source, pl.LazyFrame):
@@ -204,15 +237,11 @@ def sources_files(sources: Iterable[object]) -> list[tuple[Path, str]]:
         elif isinstance(source, (list, tuple)):
             found.extend(sources_files(source))
         elif isinstance(source, (str, os.PathLike)):
-            text = os.fspath(source)
-            paths = [Path(p) for p in glob.glob(text)] if glob.has_magic(text) else [Path(text)]
-            for path in paths:
-                files = sorted(path.rglob("*")) if path.is_dir() else [path]
-                found.extend(
-                    (file, format_of_path(file))
-                    for file in files
-                    if file.is_file() and file.suffix.lower() in FORMATS
-                )
+            try:
+                files = resolve_paths([os.fspath(source)], hive=False)
+            except SourceError:
+                continue
+            found.extend((file.path, file.format) for file in files)
     return found
 
 
