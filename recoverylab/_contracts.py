@@ -8,6 +8,7 @@ Import the names from :mod:`recoverylab.schema`, which re-exports them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
@@ -324,10 +325,12 @@ _CONTRACTS = (
 SPECS: Mapping[str, TableSpec] = {s.name: s for s in _CONTRACTS}
 
 
-def text_columns() -> dict[str, pl.DataType]:
+@functools.cache
+def text_columns() -> Mapping[str, pl.DataType]:
     """Return the contract columns that hold text, as ``{name: pl.String()}``.
 
-    Text readers use it as a type override, so an identifier such as ``007`` read from CSV stays
+    The mapping is computed once and shared: do not change it. Text readers use it as a type
+    override, so an identifier such as ``007`` read from CSV stays
     ``"007"`` instead of becoming the integer 7 (ARCHITECTURE §1.5).
 
     Examples

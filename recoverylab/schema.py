@@ -28,7 +28,13 @@ from recoverylab._contracts import (  # the label sets stay importable from here
     TableSpec,
 )
 from recoverylab._diagnose import file_columns, reads_inputs
-from recoverylab._errors import ParameterError, RecoveryLabError, SchemaError, format_keys
+from recoverylab._errors import (
+    ParameterError,
+    RecoveryLabError,
+    SchemaError,
+    SourceError,
+    format_keys,
+)
 from recoverylab.io import scan
 
 __all__ = [
@@ -235,8 +241,8 @@ def _check_files_hold(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str
         if absent:
             names = ", ".join(f"`{c}`" for c in absent)
             noun = "column" if len(absent) == 1 else "columns"
-            raise SchemaError(
-                f"{contract.name}: `{path}` lacks the required {noun} {names} that other input "
+            raise SourceError(
+                f"{contract.name}: `{path}` lacks {noun} {names} (required), which other input "
                 "files hold; every file of the table must hold every required column."
             )
 
