@@ -65,7 +65,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import polars as pl
 
@@ -328,11 +328,20 @@ def _unify(files: list[InputFile], schemas: dict[Path, pl.Schema]) -> pl.Schema:
         distinct.setdefault(tuple(schemas[file.path].items()), file.path)
     empties = [pl.DataFrame(schema=schemas[path]) for path in distinct.values()]
     try:
-        return pl.concat(empties, how="diagonal_relaxed").schema
+        types = pl.concat(empties, how="diagonal_relaxed").schema
     except pl.exceptions.PolarsError:
-        pass
+        _raise_incompatible(list(distinct.values()), schemas)
+    # The order of the widest file (the first of them), then columns only other files hold:
+    # which file lacks an optional column does not change the order.
+    widest = max(distinct.values(), key=lambda path: len(schemas[path]))
+    order = [*schemas[widest], *(name for name in types if name not in schemas[widest])]
+    return pl.Schema({name: types[name] for name in order})
+
+
+def _raise_incompatible(paths: list[Path], schemas: dict[Path, pl.Schema]) -> NoReturn:
+    """Raise the error naming two files whose types of one column have no common supertype."""
     seen: dict[str, tuple[pl.DataType, Path]] = {}
-    for path in distinct.values():
+    for path in paths:
         for name, dtype in schemas[path].items():
             if name in seen and seen[name][0] != dtype and dtype != pl.Null:
                 first_type, first_path = seen[name]
