@@ -9,8 +9,8 @@ naming the path before any query runs. The same rows give the same frame in ever
 input               what is read
 ==================  ==========================================================================
 DataFrame,          used as given (an Arrow Table, RecordBatch or chunked table and a pandas
-LazyFrame, Arrow,   frame are converted; a pyarrow Dataset is scanned lazily).
-pandas
+LazyFrame, Arrow,   frame are converted, Arrow dictionary strings to String; a pyarrow
+pandas              Dataset is scanned lazily).
 file                the file, in the format its suffix names (``.parquet``/``.pq``, ``.arrow``/
                     ``.ipc``/``.feather``, ``.csv``/``.tsv``, ``.ndjson``/``.jsonl``/``.json``,
                     each optionally ``.gz``) or ``format=``; named explicitly, it is read even if
@@ -36,7 +36,8 @@ symbolic links      followed; a link that cannot be followed (a loop, a missing 
 schemas             files may hold different columns, in any order: the result has every column
                     any file holds (first seen, in reading order), a column absent from a file is
                     null on its rows, and each column takes the common supertype of its types
-                    (Int32 and Int64 give Int64; Categorical and String give String). Acceptance
+                    (Int32 and Int64 give Int64); dictionary-encoded (Categorical) strings are
+                    read as String, since the encoding is storage, not meaning. Acceptance
                     never depends on how the files are named or ordered. A *required* column of a
                     contract missing from some file is an error naming that file
                     (:func:`recoverylab.schema.validate`), not a column of nulls.
@@ -207,10 +208,13 @@ def _scan_in_memory(source: object) -> pl.LazyFrame | None:
         import pyarrow.dataset as ds
 
         if isinstance(source, ds.Dataset):
-            return pl.scan_pyarrow_dataset(source)
-        if isinstance(source, (pa.Table, pa.RecordBatch)):
-            return pl.from_arrow(source).lazy()  # type: ignore[union-attr]
-        return None
+            frame = pl.scan_pyarrow_dataset(source)
+        elif isinstance(source, (pa.Table, pa.RecordBatch)):
+            frame = pl.from_arrow(source).lazy()  # type: ignore[union-attr]
+        else:
+            return None
+        # Arrow dictionary arrays are an encoding of strings, read as String like files' are.
+        return frame.with_columns(pl.col(pl.Categorical).cast(pl.String))
     if module == "pandas":
         return pl.from_pandas(source).lazy()
     return None
@@ -333,6 +337,10 @@ def _unify(files: list[InputFile], schemas: dict[Path, pl.Schema]) -> pl.Schema:
         _raise_incompatible(list(distinct.values()), schemas)
     # The order of the widest file (the first of them), then columns only other files hold:
     # which file lacks an optional column does not change the order.
+    # Dictionary encoding is how a file stores strings, not what they mean: read them as String.
+    types = pl.Schema(
+        {n: pl.String() if d in (pl.Categorical, pl.Enum) else d for n, d in types.items()}
+    )
     widest = max(distinct.values(), key=lambda path: len(schemas[path]))
     order = [*schemas[widest], *(name for name in types if name not in schemas[widest])]
     return pl.Schema({name: types[name] for name in order})
