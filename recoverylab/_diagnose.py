@@ -17,6 +17,7 @@ import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -26,6 +27,7 @@ from recoverylab._errors import EngineError, RecoveryLabError, SourceError
 from recoverylab._resolve import resolve_paths
 
 __all__ = [
+    "TextShape",
     "check_text_file",
     "decode_errors",
     "diagnose",
@@ -79,25 +81,33 @@ def _one_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def check_text_file(path: Path, fmt: str, separator: str = ",") -> frozenset[str]:
+@dataclass(frozen=True)
+class TextShape:
+    """What the structural check of a text file learned: its columns, and those never filled.
+
+    ``columns``: the CSV header, or the NDJSON keys in first-seen order. ``empty``: the CSV
+    columns that hold no value on any row; a reader types them as null rather than text, so a
+    file where an integer column happens to be empty combines with the other files.
+    """
+
+    columns: tuple[str, ...]
+    empty: frozenset[str]
+
+
+def check_text_file(path: Path, fmt: str, separator: str = ",") -> TextShape:
     """Raise :class:`SourceError` naming the line of the first structural problem of a text file.
 
     CSV: every row has as many fields as the header (a ragged row is an error, never cut or padded)
-    and every quote is closed. NDJSON: every non-blank line is one JSON object.
-
-    Returns
-    -------
-    frozenset[str]
-        The CSV columns that hold no value on any row: the reader types them as null rather than
-        text, so a file where an integer column happens to be empty combines with the others.
+    and every quote is closed. NDJSON: every non-blank line is one JSON object. Returns the
+    file's :class:`TextShape`.
     """
-    empty: frozenset[str] = frozenset()
+    shape = TextShape((), frozenset())
     if fmt == "csv":
-        empty = _check_csv(path, separator)
+        shape = _check_csv(path, separator)
     elif fmt == "ndjson":
-        _check_ndjson(path)
+        shape = _check_ndjson(path)
     _check_final_line_break(path)
-    return empty
+    return shape
 
 
 def _check_final_line_break(path: Path) -> None:
@@ -117,14 +127,14 @@ def _check_final_line_break(path: Path) -> None:
     )
 
 
-def _check_csv(path: Path, separator: str) -> frozenset[str]:
+def _check_csv(path: Path, separator: str) -> TextShape:
     with path.open(newline="", encoding="utf-8", errors="replace") as handle:
         reader = csv.reader(handle, delimiter=separator, strict=True)
         row_start = 1
         try:
             header = next(reader, None)
             if header is None:
-                return frozenset()
+                return TextShape((), frozenset())
             width = len(header)
             unseen = set(range(width))  # columns with no value so far
             row_start = reader.line_num + 1
@@ -142,10 +152,11 @@ def _check_csv(path: Path, separator: str) -> frozenset[str]:
                 f"`{path}` line {row_start}: the row cannot be parsed as CSV ({exc}); check for "
                 "an unclosed quote."
             ) from None
-    return frozenset(header[i] for i in unseen)
+    return TextShape(tuple(header), frozenset(header[i] for i in unseen))
 
 
-def _check_ndjson(path: Path) -> None:
+def _check_ndjson(path: Path) -> TextShape:
+    keys: dict[str, None] = {}
     with path.open(encoding="utf-8", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -161,6 +172,8 @@ def _check_ndjson(path: Path) -> None:
                     f"`{path}` line {number}: a JSON {type(value).__name__} where each line must "
                     "be one object (a row)."
                 )
+            keys.update(dict.fromkeys(value))
+    return TextShape(tuple(keys), frozenset())
 
 
 def verify_file(path: Path, fmt: str) -> None:

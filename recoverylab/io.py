@@ -72,6 +72,7 @@ import polars as pl
 
 from recoverylab._contracts import text_columns
 from recoverylab._diagnose import (
+    TextShape,
     check_text_file,
     record_files,
     translate_read_errors,
@@ -100,6 +101,8 @@ __all__ = [
 ]
 
 _PARQUET_MAGIC = b"PAR1"
+#: Bytes of text files held in memory once read (beyond it, text files are scanned lazily).
+EAGER_TEXT_BYTES = 256 * 2**20
 #: The column naming each row's file while hive values are joined on (dropped after).
 _FILE = "__recoverylab_file__"
 
@@ -243,18 +246,18 @@ def _first_line(exc: BaseException) -> str:
 
 @dataclass
 class _Group:
-    """Files of one format and one layout of columns, read by one scan."""
+    """Files of one format and one layout of columns, read by one scan (or held in memory)."""
 
     format: str
     separator: str
     schema: pl.Schema  # the columns as the files hold them (text: as inferred per file)
     files: list[InputFile]
+    data: pl.DataFrame | None = None  # small text files: their rows, read at scan time
 
 
 def _file_schema(file: InputFile) -> tuple[pl.Schema, str]:
     """Return a file's columns (text files: inferred, empty columns null) and its separator."""
     path, fmt = file.path, file.format
-    _check_file(path, fmt)
     separator = _separator(path)
     try:
         if fmt == "parquet":
@@ -264,12 +267,68 @@ def _file_schema(file: InputFile) -> tuple[pl.Schema, str]:
     except (pl.exceptions.PolarsError, OSError) as exc:
         kind = "parquet" if fmt == "parquet" else "Arrow IPC"
         raise SourceError(f"`{path}` is not a readable {kind} file ({_first_line(exc)}).") from exc
-    empty = check_text_file(path, fmt, separator)
+    empty = check_text_file(path, fmt, separator).empty
     try:
         schema = _text_scan(path, fmt, separator, None).collect_schema()
     except pl.exceptions.PolarsError as exc:
         raise SourceError(f"`{path}` cannot be read as {fmt} ({_first_line(exc)}).") from None
     return pl.Schema({n: pl.Null() if n in empty else d for n, d in schema.items()}), separator
+
+
+def _held_in_memory(file: InputFile, budget: int) -> bool:
+    """Whether a text file is read now, with the others of its header, rather than scanned.
+
+    Text is parsed whole at scan time anyway (the structural check); holding small files'
+    rows saves opening every file again on every later query, which made many small files
+    cost far more than their rows. Hive files keep the per-file scan (their rows are tagged
+    with their file), as do compressed files and text beyond the budget.
+    """
+    name = file.path.name.lower()
+    return (
+        file.format in ("csv", "ndjson")
+        and not file.hive
+        and not name.endswith(".gz")
+        and file.path.stat().st_size <= budget
+    )
+
+
+def _read_together(
+    fmt: str, separator: str, members: list[tuple[InputFile, TextShape]]
+) -> pl.DataFrame:
+    """Parse text files of one header as one text: their bytes joined, headers but the first cut.
+
+    Types are inferred from every row of every file, so a column empty in one file takes the
+    type of the others; a CSV column empty in every file is typed null.
+    """
+    buffer = bytearray()
+    for index, (file, _) in enumerate(members):
+        data = file.path.read_bytes()
+        if fmt == "csv" and index:
+            data = data[data.find(b"\n") + 1 :]
+        buffer += data
+        if not buffer.endswith(b"\n"):
+            buffer += b"\n"
+    try:
+        if fmt == "csv":
+            frame = pl.read_csv(
+                bytes(buffer),
+                separator=separator,
+                infer_schema_length=None,
+                schema_overrides=text_columns(),
+            )
+        else:
+            frame = pl.read_ndjson(bytes(buffer), infer_schema_length=None)
+    except pl.exceptions.PolarsError as exc:
+        for file, _ in members:  # name the file that cannot be read on its own
+            _file_schema(file)
+        first = members[0][0].path
+        raise SourceError(
+            f"`{first}` and the files like it cannot be read as {fmt} ({_first_line(exc)})."
+        ) from None
+    empty = frozenset.intersection(*(shape.empty for _, shape in members))
+    if empty:
+        frame = frame.with_columns(pl.lit(None).alias(name) for name in empty)  # typed null
+    return frame
 
 
 def _separator(path: Path) -> str:
@@ -301,19 +360,24 @@ def _read(files: list[InputFile]) -> tuple[pl.LazyFrame, list[tuple[Path, frozen
     """Read resolved files as one frame: one scan per group, schemas unified, hive joined."""
     groups: dict[tuple[object, ...], _Group] = {}
     schemas: dict[Path, pl.Schema] = {}
+    small: dict[tuple[str, str, tuple[str, ...]], list[tuple[InputFile, TextShape]]] = {}
+    budget = EAGER_TEXT_BYTES
     for file in files:
-        schema, separator = _file_schema(file)
-        schemas[file.path] = schema
-        # Binary files of one exact schema share a scan; text files are read with the unified
-        # types, so one header (CSV, by position) or one set of names (NDJSON) is enough.
-        layout: tuple[object, ...] = (file.format, separator, tuple(schema.items()))
-        if file.format == "csv":
-            layout = (file.format, separator, tuple(schema))
-        elif file.format == "ndjson":
-            layout = (file.format, separator, tuple(sorted(schema)))
-        group = groups.setdefault(layout, _Group(file.format, separator, pl.Schema(), []))
-        group.schema = pl.Schema({**schema, **group.schema})
-        group.files.append(file)
+        _check_file(file.path, file.format)
+        separator = _separator(file.path)
+        if _held_in_memory(file, budget):  # small text: read now, with the others of its header
+            shape = check_text_file(file.path, file.format, separator)
+            budget -= file.path.stat().st_size
+            header = shape.columns if file.format == "csv" else ()
+            small.setdefault((file.format, separator, header), []).append((file, shape))
+            continue
+        schemas[file.path] = _join_scan_group(file, groups)
+    for key, members in small.items():
+        data = _read_together(key[0], key[1], members)
+        for file, shape in members:
+            schemas[file.path] = pl.Schema({name: data.schema[name] for name in shape.columns})
+        group_files = [file for file, _ in members]
+        groups[("memory", key)] = _Group(key[0], key[1], data.schema, group_files, data)
     unified = _unify(files, schemas)
     hive = _hive_table(files, schemas, unified)
     frames = [_scan_group(group, unified) for group in groups.values()]
@@ -323,6 +387,24 @@ def _read(files: list[InputFile]) -> tuple[pl.LazyFrame, list[tuple[Path, frozen
     frame = frame.select([*unified, *(c for c in _hive_keys(files) if c not in unified)])
     columns = [(f.path, frozenset(schemas[f.path]) | {k for k, _ in f.hive}) for f in files]
     return frame, columns
+
+
+def _join_scan_group(file: InputFile, groups: dict[tuple[object, ...], _Group]) -> pl.Schema:
+    """Add a file to the scan group of its layout; return its schema.
+
+    Binary files of one exact schema share a scan; text files are read with the unified types,
+    so one header (CSV, by position) or one set of names (NDJSON) is enough.
+    """
+    schema, separator = _file_schema(file)
+    layout: tuple[object, ...] = (file.format, separator, tuple(schema.items()))
+    if file.format == "csv":
+        layout = (file.format, separator, tuple(schema))
+    elif file.format == "ndjson":
+        layout = (file.format, separator, tuple(sorted(schema)))
+    group = groups.setdefault(layout, _Group(file.format, separator, pl.Schema(), []))
+    group.schema = pl.Schema({**schema, **group.schema})
+    group.files.append(file)
+    return schema
 
 
 def _unify(files: list[InputFile], schemas: dict[Path, pl.Schema]) -> pl.Schema:
@@ -373,7 +455,9 @@ def _raise_incompatible(paths: list[Path], schemas: dict[Path, pl.Schema]) -> No
 def _scan_group(group: _Group, unified: pl.Schema) -> pl.LazyFrame:
     """One scan of a group's files, cast to the unified types, missing columns as nulls."""
     paths = [f.path for f in group.files]
-    if group.format in ("csv", "ndjson"):
+    if group.data is not None:
+        frame = group.data.lazy().with_columns(pl.lit(None, pl.String).alias(_FILE))
+    elif group.format in ("csv", "ndjson"):
         read = pl.Schema(
             {n: pl.String() if unified[n] == pl.Null else unified[n] for n in group.schema}
         )
