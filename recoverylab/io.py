@@ -34,7 +34,8 @@ ignored             inside a directory or below a glob's fixed part: names start
 symbolic links      followed; a link that cannot be followed (a loop, a missing target) or that
                     leads back to a directory it lies in is an error naming the link.
 schemas             files may hold different columns, in any order: the result has every column
-                    any file holds (first seen, in reading order), a column absent from a file is
+                    any file holds (in the order of the file with most columns, then the others
+                    as first seen; hive keys no file holds last), a column absent from a file is
                     null on its rows, and each column takes the common supertype of its types
                     (Int32 and Int64 give Int64); dictionary-encoded (Categorical) strings are
                     read as String, since the encoding is storage, not meaning. Acceptance
@@ -52,8 +53,10 @@ empty match         a glob matching no file: ``no file matches `PATTERN`.`` (and
                     directories it matched, if any); a directory without data files: ```DIR` is a
                     directory with no data files.``; an empty list, a missing path, a 0-byte file:
                     one line each.
-many files          files are grouped by format and header, one scan per group: reading N small
-                    files costs time linear in N.
+many files          binary files are grouped by schema, one scan per group; text files (up to
+                    :data:`EAGER_TEXT_BYTES` in all, not compressed, not in a hive dataset) are
+                    parsed once at scan time, the files of one header as one text; larger text
+                    is scanned lazily by header. Reading N small files costs time linear in N.
 ==================  ==========================================================================
 
 Writers write a temporary file and rename it into place: a failed job leaves nothing at the target
@@ -141,7 +144,8 @@ def scan(
     Returns
     -------
     pl.LazyFrame
-        Nothing is read beyond file footers, headers and the text check until the caller collects.
+        Nothing is read beyond file footers and headers until the caller collects, but for text
+        files, which are checked (and, when small, parsed) now.
 
     Raises
     ------

@@ -284,3 +284,56 @@ def test_real_rows_counts_nulls_and_empty_tables() -> None:
     assert real_rows(pl.LazyFrame({"a": [None, 1, None]})) == 3
     assert real_rows(pl.LazyFrame(schema={"a": pl.Int64})) == 0
     assert real_rows(rl.scan(pa.table({"a": pa.chunked_array([[1, 2], [3]])}))) == 3
+
+
+# --- the rest of the table ------------------------------------------------------------------
+
+
+def test_hive_is_off_when_asked_and_on_for_globs_when_asked(tmp_path) -> None:
+    folder = tmp_path / "seed=7"
+    folder.mkdir()
+    pl.DataFrame({"a": [1, 2]}).write_parquet(folder / "part.parquet")
+    assert rl.scan(tmp_path).collect()["seed"].to_list() == [7, 7]
+    assert rl.scan(tmp_path, hive=False).collect_schema().names() == ["a"]
+    pattern = str(tmp_path / "*" / "*.parquet")
+    assert rl.scan(pattern).collect_schema().names() == ["a"]
+    assert rl.scan(pattern, hive=True).collect()["seed"].to_list() == [7, 7]
+
+
+def test_a_file_named_explicitly_is_read_even_when_its_name_is_hidden(tmp_path) -> None:
+    path = tmp_path / "_part.parquet"
+    pl.DataFrame({"a": [1]}).write_parquet(path)
+    assert rl.scan(path).collect().height == 1
+    with pytest.raises(rl.SourceError, match="is a directory with no data files"):
+        rl.scan(tmp_path)
+
+
+def test_an_unknown_suffix_inside_a_directory_names_the_file(tmp_path) -> None:
+    pl.DataFrame({"a": [1]}).write_parquet(tmp_path / "a.parquet")
+    (tmp_path / "notes.txt").write_text("hello\n")
+    with pytest.raises(rl.SourceError, match=r"notes\.txt` has an unknown suffix"):
+        rl.scan(tmp_path)
+
+
+def test_ndjson_files_with_different_keys_combine(tmp_path) -> None:
+    (tmp_path / "a.ndjson").write_text('{"x": 1, "y": null}\n')
+    (tmp_path / "b.ndjson").write_text('{"x": 2, "y": "q", "z": true}\n')
+    got = rl.scan(tmp_path).collect().sort("x")
+    assert got.schema == pl.Schema({"x": pl.Int64, "y": pl.String, "z": pl.Boolean})
+    assert got.rows() == [(1, None, None), (2, "q", True)]
+
+
+@pytest.mark.parametrize("budget", [0, 10**9])
+def test_text_read_now_or_scanned_later_gives_the_same_rows(tmp_path, monkeypatch, budget) -> None:
+    # Small text files are parsed at scan time, text beyond the budget is scanned lazily: the
+    # rows and types must not depend on which.
+    monkeypatch.setattr(rl.io, "EAGER_TEXT_BYTES", budget)
+    forks = _forks()
+    (tmp_path / "many").mkdir()
+    for i, lo in enumerate(range(0, forks.height, 200)):
+        forks.slice(lo, 200).write_csv(tmp_path / "many" / f"part-{i}.csv")
+    forks.filter(pl.col("delay").is_null()).write_csv(tmp_path / "many" / "none-only.csv")
+    got = rl.scan(tmp_path / "many").collect()
+    expected = pl.concat([forks, forks.filter(pl.col("delay").is_null())])
+    assert got.schema == forks.schema
+    assert got.sort(got.columns).equals(expected.sort(expected.columns))
