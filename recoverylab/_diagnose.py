@@ -128,7 +128,7 @@ def _check_final_line_break(path: Path) -> None:
 
 
 def _check_csv(path: Path, separator: str) -> TextShape:
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
         reader = csv.reader(handle, delimiter=separator, strict=True)
         row_start = 1
         try:
@@ -136,6 +136,12 @@ def _check_csv(path: Path, separator: str) -> TextShape:
             if header is None:
                 return TextShape((), frozenset())
             width = len(header)
+            repeated = sorted({name for name in header if header.count(name) > 1})
+            if repeated:
+                raise SourceError(
+                    f"`{path}` line 1: the header names the column `{repeated[0]}` more than "
+                    "once; each column needs its own name."
+                )
             unseen = set(range(width))  # columns with no value so far
             row_start = reader.line_num + 1
             for row in reader:
@@ -157,7 +163,7 @@ def _check_csv(path: Path, separator: str) -> TextShape:
 
 def _check_ndjson(path: Path) -> TextShape:
     keys: dict[str, None] = {}
-    with path.open(encoding="utf-8", errors="replace") as handle:
+    with path.open(encoding="utf-8-sig", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue

@@ -323,16 +323,25 @@ def _read_together(
         else:
             frame = pl.read_ndjson(bytes(buffer), infer_schema_length=None)
     except pl.exceptions.PolarsError as exc:
-        for file, _ in members:  # name the file that cannot be read on its own
-            _file_schema(file)
-        first = members[0][0].path
+        # Name the file that cannot be read on its own.
+        unreadable = (f.path for f, _ in members if not _readable(f.path, fmt, separator))
+        culprit = next(unreadable, members[0][0].path)
+        hint = " Hint: save the file as UTF-8." if "utf-8" in str(exc).lower() else ""
         raise SourceError(
-            f"`{first}` and the files like it cannot be read as {fmt} ({_first_line(exc)})."
+            f"`{culprit}` cannot be read as {fmt} ({_first_line(exc)}).{hint}"
         ) from None
     empty = frozenset.intersection(*(shape.empty for _, shape in members))
     if empty:
         frame = frame.with_columns(pl.lit(None).alias(name) for name in empty)  # typed null
     return frame
+
+
+def _readable(path: Path, fmt: str, separator: str) -> bool:
+    try:
+        _text_scan(path, fmt, separator, None).collect()
+    except pl.exceptions.PolarsError:
+        return False
+    return True
 
 
 def _separator(path: Path) -> str:
@@ -379,7 +388,10 @@ def _read(files: list[InputFile]) -> tuple[pl.LazyFrame, list[tuple[Path, frozen
     for key, members in small.items():
         data = _read_together(key[0], key[1], members)
         for file, shape in members:
-            schemas[file.path] = pl.Schema({name: data.schema[name] for name in shape.columns})
+            # The file's own columns, as the joined text typed them (names polars changed,
+            # such as a repeated header name, fall back to every column of the group).
+            names = shape.columns if set(shape.columns) <= set(data.schema) else data.columns
+            schemas[file.path] = pl.Schema({name: data.schema[name] for name in names})
         group_files = [file for file, _ in members]
         groups[("memory", key)] = _Group(key[0], key[1], data.schema, group_files, data)
     unified = _unify(files, schemas)

@@ -337,3 +337,27 @@ def test_text_read_now_or_scanned_later_gives_the_same_rows(tmp_path, monkeypatc
     expected = pl.concat([forks, forks.filter(pl.col("delay").is_null())])
     assert got.schema == forks.schema
     assert got.sort(got.columns).equals(expected.sort(expected.columns))
+
+
+def test_a_repeated_csv_header_name_is_refused_not_renamed(tmp_path) -> None:
+    (tmp_path / "a.csv").write_text("x,x\n1,2\n")
+    with pytest.raises(rl.SourceError, match=r"a\.csv` line 1: the header names the column `x`"):
+        rl.scan(tmp_path)
+
+
+def test_text_that_is_not_utf8_names_its_file_among_many(tmp_path) -> None:
+    for i in range(3):
+        (tmp_path / f"ok{i}.csv").write_text(f"task_id,x\nt{i},1\n")
+    (tmp_path / "latin1.csv").write_bytes("task_id,x\ncafé,1\n".encode("latin-1"))
+    with pytest.raises(rl.SourceError, match=r"latin1\.csv` cannot be read as csv .*UTF-8"):
+        rl.scan(tmp_path)
+
+
+def test_a_byte_order_mark_in_every_file_is_not_part_of_a_column_name(tmp_path) -> None:
+    for i in range(2):
+        (tmp_path / f"{i}.csv").write_bytes(
+            b"\xef\xbb\xbftask_id,x\r\n00" + str(i).encode() + b",\r\n"
+        )
+    got = rl.scan(tmp_path).collect()
+    assert got.columns == ["task_id", "x"]
+    assert got["task_id"].to_list() == ["000", "001"]
