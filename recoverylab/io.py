@@ -307,6 +307,11 @@ def _read_together(
     buffer = bytearray()
     for index, (file, _) in enumerate(members):
         data = file.path.read_bytes()
+        if b"\n" not in data:  # a line break of "\r" alone: rows would run together
+            raise SourceError(
+                f"`{file.path}` ends its lines with a carriage return alone; recoverylab reads "
+                "lines that end in a line feed (\\n or \\r\\n). Hint: convert the line endings."
+            )
         if fmt == "csv" and index:
             data = data[data.find(b"\n") + 1 :]
         buffer += data

@@ -361,3 +361,10 @@ def test_a_byte_order_mark_in_every_file_is_not_part_of_a_column_name(tmp_path) 
     got = rl.scan(tmp_path).collect()
     assert got.columns == ["task_id", "x"]
     assert got["task_id"].to_list() == ["000", "001"]
+
+
+def test_carriage_return_line_endings_are_named_not_run_together(tmp_path) -> None:
+    (tmp_path / "a.csv").write_bytes(b"task_id,x\nt1,1\n")
+    (tmp_path / "b.csv").write_bytes(b"task_id,x\rt2,2\rt3,3\r")
+    with pytest.raises(rl.SourceError, match=r"b\.csv` ends its lines with a carriage return"):
+        rl.scan(tmp_path)
