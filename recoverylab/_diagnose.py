@@ -11,25 +11,28 @@ from __future__ import annotations
 
 import csv
 import functools
-import glob
 import json
 import os
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import polars as pl
 
 from recoverylab._errors import EngineError, RecoveryLabError, SourceError
+from recoverylab._resolve import resolve_paths
 
 __all__ = [
+    "TextShape",
     "check_text_file",
     "decode_errors",
     "diagnose",
     "engine_errors",
+    "file_columns",
     "files_of",
     "reads_inputs",
     "record_files",
@@ -41,13 +44,25 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 #: id(LazyFrame) -> the files it scans (kept while the frame lives).
 _PROVENANCE: dict[int, tuple[tuple[Path, str], ...]] = {}
+#: id(LazyFrame) -> the columns each of its files holds (hive keys included).
+_COLUMNS: dict[int, tuple[tuple[Path, frozenset[str]], ...]] = {}
 
 
-def record_files(frame: pl.LazyFrame, files: Iterable[tuple[Path, str]]) -> pl.LazyFrame:
-    """Remember which (file, format) pairs ``frame`` reads, for :func:`diagnose` after a failure."""
+def record_files(
+    frame: pl.LazyFrame,
+    files: Iterable[tuple[Path, str]],
+    columns: Iterable[tuple[Path, frozenset[str]]] = (),
+) -> pl.LazyFrame:
+    """Remember which (file, format) pairs ``frame`` reads, and the columns each file holds.
+
+    :func:`diagnose` uses the files after a failure; validation uses the columns to name the file
+    that lacks a required column (its rows would otherwise just hold nulls).
+    """
     key = id(frame)
     _PROVENANCE[key] = tuple(files)
+    _COLUMNS[key] = tuple(columns)
     weakref.finalize(frame, _PROVENANCE.pop, key, None)
+    weakref.finalize(frame, _COLUMNS.pop, key, None)
     return frame
 
 
@@ -56,22 +71,43 @@ def files_of(frame: object) -> tuple[tuple[Path, str], ...]:
     return _PROVENANCE.get(id(frame), ())
 
 
+def file_columns(frame: object) -> tuple[tuple[Path, frozenset[str]], ...]:
+    """Return (file, its columns) for each file a LazyFrame returned by ``scan`` reads (or none)."""
+    return _COLUMNS.get(id(frame), ())
+
+
 def _one_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
 
 
-def check_text_file(path: Path, fmt: str, separator: str = ",") -> None:
+@dataclass(frozen=True)
+class TextShape:
+    """What the structural check of a text file learned: its columns, and those never filled.
+
+    ``columns``: the CSV header, or the NDJSON keys in first-seen order. ``empty``: the CSV
+    columns that hold no value on any row; a reader types them as null rather than text, so a
+    file where an integer column happens to be empty combines with the other files.
+    """
+
+    columns: tuple[str, ...]
+    empty: frozenset[str]
+
+
+def check_text_file(path: Path, fmt: str, separator: str = ",") -> TextShape:
     """Raise :class:`SourceError` naming the line of the first structural problem of a text file.
 
     CSV: every row has as many fields as the header (a ragged row is an error, never cut or padded)
-    and every quote is closed. NDJSON: every non-blank line is one JSON object.
+    and every quote is closed. NDJSON: every non-blank line is one JSON object. Returns the
+    file's :class:`TextShape`.
     """
+    shape = TextShape((), frozenset())
     if fmt == "csv":
-        _check_csv(path, separator)
+        shape = _check_csv(path, separator)
     elif fmt == "ndjson":
-        _check_ndjson(path)
+        shape = _check_ndjson(path)
     _check_final_line_break(path)
+    return shape
 
 
 def _check_final_line_break(path: Path) -> None:
@@ -91,15 +127,22 @@ def _check_final_line_break(path: Path) -> None:
     )
 
 
-def _check_csv(path: Path, separator: str) -> None:
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
+def _check_csv(path: Path, separator: str) -> TextShape:
+    with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
         reader = csv.reader(handle, delimiter=separator, strict=True)
         row_start = 1
         try:
             header = next(reader, None)
             if header is None:
-                return
+                return TextShape((), frozenset())
             width = len(header)
+            repeated = sorted({name for name in header if header.count(name) > 1})
+            if repeated:
+                raise SourceError(
+                    f"`{path}` line 1: the header names the column `{repeated[0]}` more than "
+                    "once; each column needs its own name."
+                )
+            unseen = set(range(width))  # columns with no value so far
             row_start = reader.line_num + 1
             for row in reader:
                 if row and len(row) != width:
@@ -107,16 +150,20 @@ def _check_csv(path: Path, separator: str) -> None:
                         f"`{path}` line {row_start}: a row has {len(row)} fields where the header "
                         f"has {width}; every row must have one value per column."
                     )
+                if unseen and row:
+                    unseen.difference_update([i for i in unseen if row[i]])
                 row_start = reader.line_num + 1
         except csv.Error as exc:
             raise SourceError(
                 f"`{path}` line {row_start}: the row cannot be parsed as CSV ({exc}); check for "
                 "an unclosed quote."
             ) from None
+    return TextShape(tuple(header), frozenset(header[i] for i in unseen))
 
 
-def _check_ndjson(path: Path) -> None:
-    with path.open(encoding="utf-8", errors="replace") as handle:
+def _check_ndjson(path: Path) -> TextShape:
+    keys: dict[str, None] = {}
+    with path.open(encoding="utf-8-sig", errors="replace") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
@@ -131,6 +178,8 @@ def _check_ndjson(path: Path) -> None:
                     f"`{path}` line {number}: a JSON {type(value).__name__} where each line must "
                     "be one object (a row)."
                 )
+            keys.update(dict.fromkeys(value))
+    return TextShape(tuple(keys), frozenset())
 
 
 def verify_file(path: Path, fmt: str) -> None:
@@ -194,9 +243,12 @@ def decode_errors() -> tuple[type[BaseException], ...]:
 
 
 def sources_files(sources: Iterable[object]) -> list[tuple[Path, str]]:
-    """Return the known files behind LazyFrames (from ``scan``), paths, globs and directories."""
-    from recoverylab.io import FORMATS, format_of_path
+    """Return the files behind LazyFrames (from ``scan``), paths, globs and directories.
 
+    Paths are listed by the same resolver :func:`recoverylab.io.scan` reads with, so the file
+    diagnosed is a file that was read; a path the resolver refuses is skipped here (its own
+    error is raised when it is read).
+    """
     found: list[tuple[Path, str]] = []
     for source in sources:
         if isinstance(source, pl.LazyFrame):
@@ -204,15 +256,11 @@ def sources_files(sources: Iterable[object]) -> list[tuple[Path, str]]:
         elif isinstance(source, (list, tuple)):
             found.extend(sources_files(source))
         elif isinstance(source, (str, os.PathLike)):
-            text = os.fspath(source)
-            paths = [Path(p) for p in glob.glob(text)] if glob.has_magic(text) else [Path(text)]
-            for path in paths:
-                files = sorted(path.rglob("*")) if path.is_dir() else [path]
-                found.extend(
-                    (file, format_of_path(file))
-                    for file in files
-                    if file.is_file() and file.suffix.lower() in FORMATS
-                )
+            try:
+                files = resolve_paths([os.fspath(source)], hive=False)
+            except SourceError:
+                continue
+            found.extend((file.path, file.format) for file in files)
     return found
 
 

@@ -12,10 +12,6 @@ and ``__import__`` with a literal name count as imports) and fails on:
   its own here);
 * the core (schema, io, stats, plan) importing an adapter or an engine, and plan importing
   the engines (the caller, not the plan, chooses the engine).
-
-The io <-> schema <-> _diagnose cycle and io's import of the adapters' format detection are
-being removed on another branch: the tests of just those cases are ``xfail(strict=True)``, so
-they fail (as XPASS) once that lands, and the marks must then go.
 """
 
 from __future__ import annotations
@@ -145,13 +141,6 @@ def test_engines_import_no_protocol(engine: str) -> None:
 
 # --- issue 29: cycles, private modules, the core ------------------------------------------------
 
-#: Modules another branch is changing (the io <-> schema <-> _diagnose cycle and io's import of
-#: the adapters' format detection); their cases are strict xfails below until it lands.
-IO_CORE = frozenset({"recoverylab.io", "recoverylab.schema", "recoverylab._diagnose"})
-IO_REASON = (
-    "issue 29: the io <-> schema <-> _diagnose cycle and io -> adapters._detect are removed on "
-    "another branch; drop this mark once it is merged"
-)
 CORE = ("schema", "io", "stats", "plan")
 
 
@@ -231,10 +220,6 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def _touches_io_core(component: list[str]) -> bool:
-    return any(m in IO_CORE or m in {_package(x) for x in IO_CORE} for m in component)
-
-
 def test_the_cycle_finder_finds_cycles() -> None:
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
     assert cycles(graph) == [["a", "b", "c"]]
@@ -248,19 +233,13 @@ def test_the_walk_sees_dynamic_imports() -> None:
 
 
 def test_no_module_import_cycle() -> None:
-    found = [c for c in cycles(_module_graph()) if not _touches_io_core(c)]
+    found = cycles(_module_graph())
     assert found == [], f"import cycles between modules: {found}"
 
 
 def test_no_package_import_cycle() -> None:
-    found = [c for c in cycles(_package_graph()) if not _touches_io_core(c)]
+    found = cycles(_package_graph())
     assert found == [], f"import cycles between packages: {found}"
-
-
-@pytest.mark.xfail(strict=True, reason=IO_REASON)
-def test_no_import_cycle_through_io() -> None:
-    found = [c for c in cycles(_module_graph()) + cycles(_package_graph()) if _touches_io_core(c)]
-    assert found == []
 
 
 def _private_imports() -> list[tuple[str, str, str]]:
@@ -278,24 +257,11 @@ def _private_imports() -> list[tuple[str, str, str]]:
 
 
 def test_no_module_imports_another_packages_private_module() -> None:
-    bad = [b for b in _private_imports() if b[0] not in IO_CORE]
+    bad = _private_imports()
     assert bad == []
 
 
-@pytest.mark.xfail(strict=True, reason=IO_REASON)
-def test_the_io_core_imports_no_private_module_of_another_package() -> None:
-    assert [b for b in _private_imports() if b[0] in IO_CORE] == []
-
-
-@pytest.mark.parametrize(
-    "core",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=IO_REASON))
-        if name == "io"
-        else name
-        for name in CORE
-    ],
-)
+@pytest.mark.parametrize("core", CORE)
 def test_the_core_imports_no_adapter_and_no_engine(core: str) -> None:
     forbidden = ("adapters", *ENGINES)
     bad = [(i, m, where) for i, m, _, where in _edges() if _top(i) == core and _top(m) in forbidden]
