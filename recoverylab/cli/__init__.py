@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "_router",
     "_paired",
     "_plan",
+    "_gate",
     "_takeover",
     "_report",
     "_demo",
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return the exit status (0 ok, 2 bad input)."""
+    """Run the command line; return the exit status (0 ok, 2 bad input, or the command's own)."""
     args = build_parser().parse_args(argv)
     configure_printing()
     try:
@@ -108,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stack.enter_context(native_stderr_filtered())
             stack.enter_context(command_outputs(args))
             stack.enter_context(translate_read_errors(_input_files(args)))
-            args.func(args)
+            status = args.func(args)
     except _expected() as exc:
         if args.debug:
             raise
@@ -117,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"recoverylab {args.command}: interrupted", file=sys.stderr)
         return 130
-    return 0
+    # a command may return its own status (gate: 1 a claim fails, 3 inconclusive)
+    return status if isinstance(status, int) else 0
 
 
 def _input_files(args: argparse.Namespace) -> list[Path]:
