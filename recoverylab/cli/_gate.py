@@ -179,10 +179,11 @@ def run_gate(args: argparse.Namespace) -> int:
     progress = Progress("gate", quiet=args.quiet)
     if args.out is not None:
         guard_output(args.out, args)
-    progress("reading the policy and pairing the forks")
+    policy = paired.read_policy(args.policy)  # a bad policy fails before any data is read
+    progress(f"pairing the forks and judging {len(policy.claims)} claims")
     result = paired.gate(
         read(args.forks),
-        args.policy,
+        policy,
         decisions=read(args.decisions) if args.decisions else None,
         sequential=args.sequential,
         order=args.order,
@@ -202,6 +203,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     progress = Progress("monitor", quiet=args.quiet)
     if args.out is not None:
         guard_output(args.out, args)
+    policy = None if args.policy is None else paired.read_policy(args.policy)
     progress("pairing the forks and following each cell over its tasks")
     result = paired.monitor(
         read(args.forks),
@@ -211,7 +213,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         order=args.order,
         confidence=args.confidence,
         max_pairs=args.max_pairs,
-        policy=args.policy,
+        policy=policy,
         decisions=read(args.decisions) if args.decisions else None,
     )
     if args.out is not None:

@@ -144,10 +144,13 @@ def claim_cells(
         As :func:`recoverylab.paired.pairs`.
     """
     lf = io.scan(forks)
+    names = lf.collect_schema().names()
+    for claim in policy.claims:
+        if claim.kind != "max_clean_touch":
+            _check_columns(claim, names, "forks")
     arrivals = task_arrivals(lf, order).lazy()
     by_all = sorted({k for c in policy.claims if c.kind != "max_clean_touch" for k in c.by})
     table, _ = prepare(lf, pair_by=policy.pair_by, by=by_all, cohort=policy.cohort)
-    names = lf.collect_schema().names()
     paired_rows = None
     out = []
     for claim in policy.claims:
@@ -157,7 +160,6 @@ def claim_cells(
             tasks = _touch_tasks(frame, claim, policy.clean_label)
             keys: tuple[str, ...] = ("condition", *claim.by)
         else:
-            _check_columns(claim, names, "forks")
             if paired_rows is None:
                 paired_rows = pairs(
                     table.lf,

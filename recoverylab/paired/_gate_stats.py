@@ -23,6 +23,7 @@ of the betting martingale at t, the bound the confidence sequence's.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -128,9 +129,17 @@ def _effect_bound(cell: CellData, alpha: float, side: str, p_zero: float) -> flo
 
 
 def _sign_flip_p(cell: CellData, side: str) -> float:
-    """One-sided exact sign-flip p-value of the effect at zero (as paired_effect_cells)."""
-    out = stats.paired_effect_cells(_effect_types(cell), cells=[], alternative=side)
-    return float(out["p_value"].item())
+    """Return the one-sided exact sign-flip p-value of the effect at zero.
+
+    The test :func:`recoverylab.stats.paired_effect_cells` reports (on the task differences).
+    """
+    return _sign_flip_cached(cell.x.tobytes(), side)
+
+
+@functools.lru_cache(maxsize=256)
+def _sign_flip_cached(differences: bytes, side: str) -> float:
+    values, counts = np.unique(np.frombuffer(differences, dtype=np.int64), return_counts=True)
+    return float(stats.sign_flip_test(values, counts, alternative=side).p_value)
 
 
 def _invert(bound_at: object, threshold: float, side: str) -> float | None:
