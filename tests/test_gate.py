@@ -392,7 +392,7 @@ def test_bad_policies_are_one_line_and_exit_2(cli: Callable, tmp_path: Path, cas
     assert lines[0].startswith("recoverylab gate: error: ")
     assert expected in lines[0]
     assert not out.exists()
-    with pytest.raises(ParameterError, match="policy|claim"):
+    with pytest.raises(ParameterError, match=r"policy|claim"):
         paired.gate(forks, toml)
 
 
