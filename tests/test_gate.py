@@ -14,7 +14,7 @@ import pytest
 from scipy import stats as sps
 
 from recoverylab import paired, stats
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, SchemaError
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data_samples" / "paired"
 POLICY = SAMPLES / "gate_policy.toml"
@@ -428,3 +428,74 @@ def test_policy_as_python_objects() -> None:
         paired.read_policy(42)
     with pytest.raises(ParameterError, match="max_clean_touch claim is about the policy"):
         paired.read_policy(policy(claim("max_clean_touch", 0.1, method="refresh")))
+
+
+# --- bad data ---------------------------------------------------------------------------------
+
+_GOOD = forks_of({("stale2", 1): ["rescue", "harm", "none"]})
+BAD_FORKS = {
+    "missing column": (_GOOD.drop("task_id"), "missing required column `task_id`"),
+    "empty table": (_GOOD.clear(), "the table is empty"),
+    "null success": (
+        _GOOD.with_columns(
+            pl.when(pl.col("method") == "refresh")
+            .then(None)
+            .otherwise(pl.col("success"))
+            .alias("success")
+        ),
+        "column `success` has 3 nulls",
+    ),
+    "duplicate key": (pl.concat([_GOOD, _GOOD.tail(1)]), "appears more than once"),
+    "wrong type": (_GOOD.with_columns(pl.col("success").cast(pl.String)), "must be Boolean"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FORKS))
+@pytest.mark.parametrize("sequential", [False, True])
+def test_bad_forks_raise_our_errors(case: str, sequential: bool) -> None:
+    frame, message = BAD_FORKS[case]
+    with pytest.raises(SchemaError, match=message):
+        paired.gate(frame, policy(claim("superiority", 0.0)), sequential=sequential)
+
+
+def test_bad_forks_on_the_command_line(cli: Callable, tmp_path: Path) -> None:
+    forks = tmp_path / "forks.parquet"
+    BAD_FORKS["null success"][0].write_parquet(forks)
+    toml = _write_policy(tmp_path / "p.toml", "[[claim]]\nkind='superiority'\nmargin=0.0\n")
+    run = cli("gate", toml, forks, "--quiet")
+    assert run.code == 2
+    assert run.err.strip().startswith("recoverylab gate: error: forks: column `success`")
+
+
+def test_decisions_must_name_tasks_of_the_forks() -> None:
+    data = forks_of({("clean", 1): ["kept"] * 3})
+    extra = _decisions(0, 5)  # t003 and t004 have no forks
+    with pytest.raises(ParameterError, match="tasks that forks does not"):
+        paired.gate(data, policy(claim("max_clean_touch", 0.2)), decisions=extra)
+    with pytest.raises(ParameterError, match="column `delay` is missing"):
+        paired.gate(data, policy(claim("max_clean_touch", 0.2)), decisions=extra.drop("delay"))
+
+
+def test_decisions_path_is_relative_to_the_policy_file(tmp_path: Path) -> None:
+    data = forks_of({("clean", 1): ["kept"] * 20})
+    _decisions(0, 20, other=0).write_parquet(tmp_path / "decisions.parquet")
+    toml = _write_policy(
+        tmp_path / "p.toml",
+        'decisions = "decisions.parquet"\n[[claim]]\nkind="max_clean_touch"\nmargin=0.2\n',
+    )
+    assert paired.gate(data, toml).claims["verdict"].item() == "PASS"
+
+
+def test_report_opens_with_the_verdicts(cli: Callable, tmp_path: Path) -> None:
+    pytest.importorskip("altair")
+    pytest.importorskip("vl_convert")
+    out = tmp_path / "report.html"
+    run = cli("report", "--forks", MAIN, "--policy", POLICY, "--resamples", 200, "--out", out)
+    assert run.code == 0, run.err
+    html = out.read_text(encoding="utf-8")
+    first = html.index('id="gate"')
+    assert first < html.index('id="paired-rescue-harm"')
+    assert "Release gate: " in html
+    lonely = cli("report", "--policy", POLICY, "--out", tmp_path / "r.html")
+    assert lonely.code == 2
+    assert "`--policy` needs `--forks`" in lonely.err

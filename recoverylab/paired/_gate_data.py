@@ -148,9 +148,9 @@ def claim_cells(
     for claim in policy.claims:
         if claim.kind != "max_clean_touch":
             _check_columns(claim, names, "forks")
-    arrivals = task_arrivals(lf, order).lazy()
     by_all = sorted({k for c in policy.claims if c.kind != "max_clean_touch" for k in c.by})
     table, _ = prepare(lf, pair_by=policy.pair_by, by=by_all, cohort=policy.cohort)
+    arrivals = task_arrivals(table.lf, order).lazy()  # after the contract checks
     paired_rows = None
     out = []
     for claim in policy.claims:
