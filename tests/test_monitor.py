@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -228,6 +229,10 @@ def test_monitor_command(cli: Callable, tmp_path: Path) -> None:
     gated = cli("monitor", forks, "--policy", policy, "--quiet")
     assert gated.code in (0, 3)
     assert "gate:" in gated.out
+    as_json = cli("monitor", forks, "--policy", policy, "--format", "json", "--quiet")
+    body = json.loads(as_json.out)
+    assert len(body["cells"]) == 2
+    assert body["gate"]["exit_status"] == as_json.code
     bad = cli("monitor", forks, "--order", "nope", "--quiet")
     assert bad.code == 2
     assert bad.err.strip().startswith("recoverylab monitor: error: parameter `order`")

@@ -9,6 +9,7 @@ its latest task; with ``--policy`` it also decides the claims sequentially and e
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -218,12 +219,17 @@ def run_monitor(args: argparse.Namespace) -> int:
     )
     if args.out is not None:
         write_output(result.sequences, args.out, args)
+    fmt = _table.printing(args)[0]
+    if fmt == "json" and result.claims is not None:  # one JSON document on stdout
+        gate = json.loads(result.claims.to_json())
+        print(json.dumps({"cells": result.summary.to_dicts(), "gate": gate}, default=str))
+        return result.claims.exit_status
     level = f"{100 * result.confidence:g}%"
     title = f"each cell after its latest task ({level} confidence sequences, anytime-valid)"
     emit(result.summary, None, args, title=title)
     if result.claims is None:
         return 0
-    fmt = _table.printing(args)[0]
-    print()
-    print(_show(result.claims, fmt if fmt != "csv" else "text"))
+    if fmt != "csv":  # csv holds one table: the verdict is the exit status
+        print()
+        print(_show(result.claims, fmt))
     return result.claims.exit_status

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,7 +102,7 @@ def _effect_types(cell: CellData) -> pl.DataFrame:
     return frame.group_by("d", "n").agg(pl.len().cast(pl.Int64).alias("count")).sort("d", "n")
 
 
-def _effect_bound(cell: CellData, alpha: float, side: str, p_zero: float) -> float:
+def _effect_bound(cell: CellData, alpha: float, *, side: str, p_zero: float) -> float:
     """Return the one-sided bound at confidence 1 - alpha ("greater": lower, "less": upper)."""
     confidence = 1.0 - alpha
     if cell.one_pair():
@@ -142,12 +143,12 @@ def _sign_flip_cached(differences: bytes, side: str) -> float:
     return float(stats.sign_flip_test(values, counts, alternative=side).p_value)
 
 
-def _invert(bound_at: object, threshold: float, side: str) -> float | None:
+def _invert(bound_at: Callable[[float], float], threshold: float, side: str) -> float | None:
     """Return the α at which the one-sided bound reaches ``threshold`` (None: above 1/2)."""
     from scipy.optimize import brentq
 
     def beyond(log_alpha: float) -> float:  # > 0 when the bound excludes the threshold
-        value = bound_at(math.exp(log_alpha))  # type: ignore[operator]
+        value = bound_at(math.exp(log_alpha))
         return value - threshold if side == "greater" else threshold - value
 
     top, bottom = math.log(_ALPHA_CEILING), math.log(P_FLOOR)
@@ -165,7 +166,7 @@ def _effect_p_values(cell: CellData, threshold: float) -> tuple[float, float, di
         return zero["greater"], zero["less"], zero
     found = {
         side: _invert(
-            lambda a, s=side: _effect_bound(cell, a, s, zero[s]),
+            functools.partial(_effect_bound, cell, side=side, p_zero=zero[side]),
             threshold,
             side,
         )
@@ -255,7 +256,7 @@ def bound(cell: CellData, alpha: float, side: str, *, sequential: bool, max_pair
     if cell.rate:
         return _rate_bound(cell, alpha, side)
     zero = _sign_flip_p(cell, side)
-    return _effect_bound(cell, alpha, side, zero)
+    return _effect_bound(cell, alpha, side=side, p_zero=zero)
 
 
 def tasks_needed(cell: CellData, threshold: float, alpha: float) -> int | None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from recoverylab import _sequences
+from recoverylab import _sequences, io
 from recoverylab._errors import ParameterError
 from recoverylab.paired._gate import GateResult, gate
 from recoverylab.paired._gate_data import claim_cells
@@ -180,6 +180,13 @@ def monitor(
     """
     _check(confidence, max_pairs)
     by_keys = tuple(key_names("by", by))
+    names = io.scan(forks).collect_schema().names()
+    missing = [k for k in by_keys if k not in names]
+    if missing:
+        raise ParameterError(
+            f"parameter `by` names `{missing[0]}`, which forks does not have (columns: "
+            f"{', '.join(names)})."
+        )
     probe = Policy(
         claims=(Claim(name="effect", kind="superiority", margin=0.0, by=by_keys),),
         pair_by=tuple(key_names("pair_by", pair_by)),
