@@ -28,7 +28,7 @@ is a nonnegative martingale with initial value 1, and by Ville's inequality P(su
   ``K⁺_t(θ0)``): under the composite null θ <= θ0 the capital at θ0 is a supermartingale, since
   E[z_i(θ0)] <= 0 and the bet is nonnegative.
 
-Bets: the approximate growth-rate adaptive rule ("aGRAPA", Waudby-Smith & Ramdas 2024, §5.3),
+Bets: the approximate growth-rate adaptive rule ("aGRAPA" of Waudby-Smith & Ramdas 2024),
 ``λ = μ̂ / (σ̂² + μ̂²)`` from the running mean and variance of the past ``z`` (with a prior of
 one pseudo-observation of mean 0 and variance 1/4), which bets boldly when the data lie far from
 θ: it decides early when the effect is clear. Any predictable bet keeps the guarantee.

@@ -490,12 +490,17 @@ def test_report_opens_with_the_verdicts(cli: Callable, tmp_path: Path) -> None:
     pytest.importorskip("altair")
     pytest.importorskip("vl_convert")
     out = tmp_path / "report.html"
-    run = cli("report", "--forks", MAIN, "--policy", POLICY, "--resamples", 200, "--out", out)
+    forks = tmp_path / "forks.parquet"
+    forks_of({("stale2", 1): ["rescue"] * 12 + ["none"] * 8}).write_parquet(forks)
+    toml = _write_policy(
+        tmp_path / "p.toml", '[[claim]]\nname = "helps"\nkind = "superiority"\nmargin = 0.0\n'
+    )
+    run = cli("report", "--forks", forks, "--policy", toml, "--resamples", 200, "--out", out)
     assert run.code == 0, run.err
     html = out.read_text(encoding="utf-8")
     first = html.index('id="gate"')
     assert first < html.index('id="paired-rescue-harm"')
-    assert "Release gate: " in html
+    assert "Release gate: PASS (exit status 0)" in html
     lonely = cli("report", "--policy", POLICY, "--out", tmp_path / "r.html")
     assert lonely.code == 2
     assert "`--policy` needs `--forks`" in lonely.err
