@@ -504,3 +504,23 @@ def test_report_opens_with_the_verdicts(cli: Callable, tmp_path: Path) -> None:
     lonely = cli("report", "--policy", POLICY, "--out", tmp_path / "r.html")
     assert lonely.code == 2
     assert "`--policy` needs `--forks`" in lonely.err
+
+
+def test_by_judges_the_claim_in_each_group() -> None:
+    good = forks_of({("stale2", 1): ["rescue"] * 12 + ["none"] * 8}, prefix="a")
+    bad = forks_of({("stale2", 1): ["harm"] * 12 + ["none"] * 8}, prefix="b")
+    data = pl.concat(
+        [
+            good.with_columns(pl.lit("m1").alias("model")),
+            bad.with_columns(pl.lit("m2").alias("model")),
+        ]
+    )
+    result = paired.gate(data, policy(claim("superiority", 0.0, by=["model"])))
+    assert result.claims["cell"].to_list() == [
+        "stale2 · delay 1 · refresh · model=m1",
+        "stale2 · delay 1 · refresh · model=m2",
+    ]
+    assert result.claims["verdict"].to_list() == ["PASS", "FAIL"]
+    pooled = paired.gate(data, policy(claim("superiority", 0.0)))
+    assert pooled.claims.height == 1
+    assert pooled.claims["n_tasks"].item() == 40

@@ -151,7 +151,7 @@ def claim_cells(
     by_all = sorted({k for c in policy.claims if c.kind != "max_clean_touch" for k in c.by})
     table, _ = prepare(lf, pair_by=policy.pair_by, by=by_all, cohort=policy.cohort)
     arrivals = task_arrivals(table.lf, order).lazy()  # after the contract checks
-    paired_rows = None
+    per_task: pl.LazyFrame | None = None
     out = []
     for claim in policy.claims:
         if claim.kind == "max_clean_touch":
@@ -160,14 +160,19 @@ def claim_cells(
             tasks = _touch_tasks(frame, claim, policy.clean_label)
             keys: tuple[str, ...] = ("condition", *claim.by)
         else:
-            if paired_rows is None:
-                paired_rows = pairs(
+            if per_task is None:  # paired and counted once, for every claim
+                rows = pairs(
                     table.lf,
                     pair_by=policy.pair_by,
                     cohort="full" if policy.cohort == "full" else "factual_success",
                 )
-            tasks = _paired_tasks(paired_rows.filter(_match(claim, CELL_KEYS)), claim.by)
+                per_task = _paired_tasks(rows, by_all).collect(engine="streaming").lazy()
             keys = (*CELL_KEYS, *claim.by)
+            tasks = (
+                per_task.filter(_match(claim, CELL_KEYS))
+                .group_by([*keys, "task_id"])
+                .agg(pl.col(c).sum() for c in ("x", "m", "rescue", "harm"))
+            )
         collected = (
             tasks.with_columns(pl.col("task_id").cast(pl.String))
             .join(arrivals, on="task_id", how="left")
