@@ -48,6 +48,7 @@ COMMAND_MODULES = (
     "_router",
     "_paired",
     "_plan",
+    "_gate",
     "_takeover",
     "_report",
     "_demo",
@@ -111,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the exit status (0 ok, 2 bad input, 128 + n: signal n).
 
+    A command may return its own status (gate: 1 a claim fails, 3 inconclusive).
+
     SIGINT, SIGTERM, SIGHUP and SIGPIPE stop the run like a failure (nothing is written, every
     staged output is removed): one line on stderr and status 128 + the signal's number; a closed
     pipe on stdout (SIGPIPE) ends the run quietly, as it does for other Unix tools.
@@ -135,7 +138,7 @@ def _run(args: argparse.Namespace) -> int:
                 stack.enter_context(native_stderr_filtered())
             stack.enter_context(command_outputs(args))
             stack.enter_context(translate_read_errors(_input_files(args)))
-            args.func(args)
+            status = args.func(args)
     except BrokenPipeError:
         raise  # stdout closed downstream: the run stops quietly (see main)
     except _expected() as exc:
@@ -143,7 +146,8 @@ def _run(args: argparse.Namespace) -> int:
             raise
         print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    return 0
+    # a command may return its own status (gate: 1 a claim fails, 3 inconclusive)
+    return status if isinstance(status, int) else 0
 
 
 def _stopped(command: str | None, exc: BaseException) -> int:

@@ -69,6 +69,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     paired.add_argument(
         "--pair-by", type=split_list, default=(), help="extra pairing keys (e.g. model,seed)"
     )
+    paired.add_argument(
+        "--policy",
+        type=Path,
+        help="a release-gate policy (TOML): its verdicts on --forks open the report",
+    )
     paired.add_argument("--decisions", nargs="+", help="a policy's decision table")
     paired.add_argument(
         "--policy-forks", nargs="+", help="forks of the decisions (default --forks)"
@@ -163,6 +168,8 @@ def run(args: argparse.Namespace) -> None:
         sections += _paired(args, stats, progress)
     elif any(getattr(args, n) for n in ("contrast", "overlap", "overlap_forks")):
         raise ParameterError("`--contrast` and `--overlap` need `--forks`.")
+    if args.policy is not None:
+        sections = [_gate(args, progress), *sections]  # the verdicts come first
     if args.decisions is not None:
         sections += _policy(args, stats, progress)
     if args.rule is not None or args.decision_points is not None:
@@ -221,6 +228,21 @@ def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         if _has_rows(overlap, "the rescue overlap", progress):
             sections.append(report.overlap_section(overlap, overlap_provenance))
     return sections
+
+
+def _gate(args: argparse.Namespace, progress: Progress) -> Section:
+    """Return the release gate's verdicts on ``--forks`` (and ``--decisions``) as a section."""
+    from recoverylab import paired, report
+
+    if args.forks is None:
+        raise ParameterError("`--policy` needs `--forks`.")
+    policy = paired.read_policy(args.policy)
+    progress(f"gate: {len(policy.claims)} claims of {args.policy}")
+    decisions = read(args.decisions) if args.decisions else None
+    result = paired.gate(read(args.forks), policy, decisions=decisions)
+    inputs = [("forks", args.forks), *([("decisions", args.decisions)] if args.decisions else [])]
+    settings = [("policy", _shown([args.policy])), ("adjust", policy.adjust)]
+    return report.gate_section(result, _provenance(inputs, settings=settings))
 
 
 def _has_rows(frame: pl.DataFrame, what: str, progress: Progress) -> bool:

@@ -19,14 +19,30 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.
 * :func:`break_even` -- the break-even failure probability p* = d / (r + d) per cell (also
   ``summarize(..., break_even=True)``).
+* :func:`gate` -- ship or hold: a policy's claims judged on the forks (PASS / FAIL /
+  INCONCLUSIVE, adjusted as one family); :func:`read_policy` reads its TOML policy.
+* :func:`monitor` -- anytime-valid confidence sequences of each cell's effect over tasks in
+  arrival order, and the task at which each claim is decided.
 * :func:`plan_study`, :func:`power`, :func:`mde`, :func:`tasks_needed` -- plan a paired study
   (Connor 1987 with the design effect of several pairs per task); :func:`pilot_rates` estimates
   the inputs from a pilot, :func:`simulate_power` checks a plan against the exact test.
 """
 
 from recoverylab._diagnose import reads_inputs
-from recoverylab.paired import _breakeven, _contrast, _pairs, _planning, _policy, _summary
+from recoverylab.paired import (
+    _breakeven,
+    _contrast,
+    _gate,
+    _monitor,
+    _pairs,
+    _planning,
+    _policy,
+    _summary,
+)
 from recoverylab.paired._breakeven import BREAK_EVEN_COLUMNS
+from recoverylab.paired._gate import GateResult
+from recoverylab.paired._gate_policy import Claim, Policy, read_policy
+from recoverylab.paired._monitor import MonitorResult
 from recoverylab.paired._pairs import Cohort
 from recoverylab.paired._planning import (
     SimulatedPower,
@@ -48,22 +64,31 @@ summarize = reads_inputs(_summary.summarize)
 break_even = reads_inputs(_breakeven.break_even)
 pilot_rates = reads_inputs(_planning.pilot_rates)
 plan_study = reads_inputs(_planning.plan_study)
+gate = reads_inputs(_gate.gate)
+monitor = reads_inputs(_monitor.monitor)
 
 __all__ = [
     "BREAK_EVEN_COLUMNS",
     "POLICY_COLUMNS",
+    "Claim",
     "Cohort",
+    "GateResult",
+    "MonitorResult",
+    "Policy",
     "SimulatedPower",
     "break_even",
     "contrast",
     "evaluate_policy",
     "exclusions",
+    "gate",
     "mde",
+    "monitor",
     "pairs",
     "pairs_plan",
     "pilot_rates",
     "plan_study",
     "power",
+    "read_policy",
     "rescue_overlap",
     "simulate_power",
     "summarize",

@@ -47,6 +47,7 @@ Examples
 """
 
 from recoverylab.report._deps import EXTRA, chart_renderer, check_extra
+from recoverylab.report._gate import gate_section
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
@@ -115,6 +116,7 @@ __all__ = [
     "effect_section",
     "failure_reasons",
     "funnel_section",
+    "gate_section",
     "overlap_section",
     "pass_hat_k_by_depth",
     "policy_gain",

@@ -12,7 +12,9 @@ their order or the machine (except the coupled workflow sets of
 :func:`cluster_bootstrap_ratios`, drawn together).
 
 One public namespace over topic modules (each says what it holds and why); other packages
-import from ``recoverylab.stats`` only, never from a topic module:
+import from ``recoverylab.stats`` only, never from a private topic module. The one public
+submodule is :mod:`recoverylab.stats.sequences`: anytime-valid confidence sequences (betting),
+used by the gate and the monitor (``from recoverylab.stats import sequences``).
 
 * ``_checks``: the shared vocabularies (``ci_method``, ``alternative``, ``adjust``) and
   :func:`check_resampling`; ``_cells``: frames of partials to per-cell type tables.

@@ -1,0 +1,75 @@
+"""The release gate's verdicts as the report's first section (ARCHITECTURE §6, §9)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from recoverylab.report._html import Provenance, Section
+from recoverylab.report._tables import Column, Count, Key, PValue, Rate, table_html
+
+if TYPE_CHECKING:
+    from recoverylab.paired import GateResult
+
+__all__ = ["GATE", "gate_section"]
+
+#: The group heading of the gate section (shown before every protocol's sections).
+GATE = "Ship or hold"
+
+
+def gate_section(result: GateResult, provenance: Provenance, *, key: str = "gate") -> Section:
+    """Section of :func:`recoverylab.paired.gate`: one row per (claim, cell), a table only.
+
+    Parameters
+    ----------
+    result
+        The gate's result.
+    provenance
+        Its inputs (forks, the policy file) and settings.
+    key
+        The HTML anchor.
+
+    Returns
+    -------
+    Section
+        Titled with the overall verdict and exit status; no chart.
+    """
+    frame = result.claims.with_columns(
+        pl.when(pl.col("verdict") == "INCONCLUSIVE")
+        .then(pl.col("more_tasks"))
+        .otherwise(None)
+        .alias("more_tasks")
+    )
+    columns: list[Column] = [
+        Key("claim"),
+        Key("cell"),
+        Key("verdict"),
+        Rate("estimate", "n", "estimate", "n (pairs or episodes)", signed=True),
+        Rate("ci_low", "n", "lower bound", "n (pairs or episodes)", signed=True),
+        Rate("ci_high", "n", "upper bound", "n (pairs or episodes)", signed=True),
+        Rate("threshold", "n_tasks", "threshold", "tasks", signed=True),
+        PValue("p_adjusted", f"p ({result.adjust})"),
+        Count("more_tasks", "more tasks to decide"),
+    ]
+    mode = (
+        "confidence sequences (valid however often the gate is re-run)"
+        if result.sequential
+        else "fixed-n one-sided tests"
+    )
+    reading = (
+        f"Each claim holds on every cell it names; it PASSES when its one-sided bound clears the "
+        f"threshold, FAILS when the interval lies wholly on the wrong side, and is INCONCLUSIVE "
+        f"otherwise, by {mode}, the claims adjusted as one family ({result.adjust}). The bounds "
+        "are at each row's adjusted level, so they agree with the adjusted p-values; 'more "
+        "tasks' is what a fixed-n study would still need at the observed rates (power 0.8)."
+    )
+    return Section(
+        key=key,
+        group=GATE,
+        title=f"Release gate: {result.verdict} (exit status {result.exit_status})",
+        reading=reading,
+        table=table_html(frame, columns),
+        chart=None,
+        provenance=provenance,
+    )
