@@ -301,3 +301,21 @@ def test_csv_ids_feeding_text_columns_stay_text(tmp_path: Path) -> None:
     ragged.write_text("task,cond\n007,c,extra\n")
     with pytest.raises(SourceError, match=r"ragged\.csv"):
         table.read(ragged, mapping=mapping)
+
+
+def test_a_chosen_word_is_not_taken_for_an_input_path(
+    cli: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--to forks --out forks` a second time: the word `forks` is not the existing `forks/`."""
+    monkeypatch.chdir(tmp_path)
+    reference(12, 4).write_ndjson("runs.jsonl")
+    args = ("import", "table", "runs.jsonl", "--to", "forks", "--out", "forks")
+    first = cli(*args, "--exclude", "infrastructure=infra")
+    assert first.code == 0, first.err
+    again = cli(*args, "--exclude", "infrastructure=infra")
+    assert again.code == 0, again.err
+    assert pl.read_parquet("forks/forks.parquet").height > 0
+    # a real input inside the output directory is still refused
+    refused = cli("import", "table", "forks/forks.parquet", "--to", "forks", "--out", "forks")
+    assert refused.code == 2
+    assert "inside the input directory" in refused.err or "also an input" in refused.err

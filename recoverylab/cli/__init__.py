@@ -33,6 +33,7 @@ from recoverylab.cli._common import (
     check_output_targets,
     command_outputs,
     configure_printing,
+    mark_keywords,
     native_stderr_filtered,
 )
 from recoverylab.io import FORMATS, translate_read_errors
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--input-format", choices=INPUT_FORMATS, default=argparse.SUPPRESS)
         sub.add_argument("--verify-inputs", action="store_true", default=argparse.SUPPRESS)
     check_output_targets(parser)  # every output option checks its target as it is parsed
+    mark_keywords(parser)  # a chosen word (--to forks) is never taken for an input path
     return parser
 
 

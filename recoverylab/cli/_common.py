@@ -132,6 +132,27 @@ def check_output_targets(parser: argparse.ArgumentParser) -> None:
             action.type = _output_type(action.option_strings[0], directory=directory)
 
 
+class Keyword(str):
+    """An option value from a fixed set of choices (``--to forks``): a word, never an input path."""
+
+    __slots__ = ()
+
+
+def mark_keywords(parser: argparse.ArgumentParser) -> None:
+    """Parse every option with ``choices`` (here and in subcommands) as a :class:`Keyword`.
+
+    :meth:`Inputs.of` treats any other argument that names an existing path as an input (to
+    refuse an output that would overwrite it); a chosen word such as ``--to forks`` is not one,
+    even when a directory ``forks/`` exists (it may be the very output directory).
+    """
+    for action in parser._actions:  # argparse keeps no public list of a parser's actions
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                mark_keywords(sub)
+        elif action.choices is not None and action.type is None:
+            action.type = Keyword
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What a command's input arguments resolve to: files, directories and glob patterns."""
@@ -150,7 +171,7 @@ class Inputs:
             if is_output_option(name):
                 continue
             for item in value if isinstance(value, (list, tuple)) else [value]:
-                if not isinstance(item, (str, Path)) or not str(item):
+                if not isinstance(item, (str, Path)) or isinstance(item, Keyword) or not str(item):
                     continue
                 text = str(item)
                 if glob.has_magic(text):
