@@ -202,7 +202,7 @@ def _kill_server() -> None:
     for _ in range(config["kills"]):
         for path in outs.values():
             path.write_bytes(PREVIOUS)
-        code, err = run(rng.uniform(0.05, 1.1) * duration)
+        code, err = run(rng.uniform(0.02, 1.0) * duration)
         state = _state(outs)
         labels = {
             name: "previous" if state[name] == PREVIOUS else "new" if state[name] == new[name]
@@ -249,7 +249,9 @@ def test_sigterm_at_random_moments_of_a_multi_output_run(tmp_path: Path) -> None
         else:  # the signal came after the commit: the complete new result
             assert kill["code"] == 0, kill
             assert set(kill["state"].values()) == {"new"}, kill
-    assert stopped >= 10  # most kills landed while the command worked
+    # most kills land while the command works (the reference run's duration is only a guide on
+    # a loaded machine, so a few may land before the handlers or after the commit)
+    assert stopped >= 6
 
 
 def test_a_closed_stdout_pipe_ends_the_run_quietly_and_writes_nothing(tmp_path: Path) -> None:
