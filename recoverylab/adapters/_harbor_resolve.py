@@ -1,0 +1,126 @@
+"""Duplicate Harbor trials: the same trial read twice, a retried trial, a resumed job's re-runs.
+
+The rules (and why they follow Harbor's own record of its runs) are those of
+:mod:`recoverylab.adapters.harbor`. Only the few groups that hold a duplicate are looked at one by
+one; the rest stays in polars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from recoverylab._errors import InputError
+from recoverylab.adapters._report import Superseded
+
+__all__ = ["resolve_duplicates"]
+
+#: Columns that say where a copy lies, not what the trial was.
+_PLACE = ("file", "job_dir", "job")
+
+
+def resolve_duplicates(
+    frame: pl.DataFrame, mapped: Sequence[str], capacities: Mapping[str, int]
+) -> tuple[pl.DataFrame, list[Superseded]]:
+    """Drop the copies and superseded trials of ``frame``; return it and what was superseded.
+
+    ``mapped`` are the columns the mapping read (a superseded trial must agree with its
+    replacement on each); ``capacities`` the ``n_attempts`` of each job directory.
+    """
+    frame = frame.with_row_index("_row")
+    dropped: list[Superseded] = []
+    frame = _copies(frame, dropped)
+    job = pl.col("config.job_id")
+    retried = frame.filter(job.is_not_null()).with_columns(_cap=pl.lit(1))
+    frame = _surplus(frame, retried, ["config.job_id", "trial_name"], mapped, "retry", dropped)
+    caps = pl.col("job_dir").replace_strict(dict(capacities), default=None, return_dtype=pl.Int64)
+    planned = frame.filter(job.is_not_null()).with_columns(caps.alias("_cap"))
+    group = ["config.job_id", "task_name", "config.agent"]
+    frame = _surplus(
+        frame, planned.filter(pl.col("_cap").is_not_null()), group, mapped, "resumed", dropped
+    )
+    return frame.drop("_row"), sorted(dropped, key=lambda s: (s.log, s.by))
+
+
+def _copies(frame: pl.DataFrame, dropped: list[Superseded]) -> pl.DataFrame:
+    """Rule 1: one trial id in several files; identical copies collapse to the first file."""
+    twins = frame.filter(pl.col("id").is_duplicated())
+    if twins.height == 0:
+        return frame
+    compared = [c for c in frame.columns if c not in (*_PLACE, "_row")]
+    drop: list[int] = []
+    for group in twins.sort("file").partition_by("id"):
+        rows = group.to_dicts()
+        for row in rows[1:]:
+            differs = [c for c in compared if row[c] != rows[0][c]]
+            if differs:
+                raise InputError(
+                    f"harbor results `{rows[0]['file']}` and `{row['file']}` are the same trial "
+                    f"(id {row['id']}) but differ in `{differs[0]}`; remove the stale copy."
+                )
+            dropped.append(Superseded(row["file"], rows[0]["file"], "duplicate"))
+            drop.append(row["_row"])
+    return frame.filter(~pl.col("_row").is_in(drop))
+
+
+def _surplus(
+    frame: pl.DataFrame,
+    candidates: pl.DataFrame,
+    group: list[str],
+    mapped: Sequence[str],
+    reason: str,
+    dropped: list[Superseded],
+) -> pl.DataFrame:
+    """Rules 2 and 3: a group holding more trials than ``_cap`` keeps the later ones."""
+    over = candidates.filter(pl.len().over(group) > pl.col("_cap"))
+    if over.height == 0:
+        return frame
+    order = ["started_at", "trial_name", "id"]
+    drop: list[int] = []
+    for part in over.sort(order, nulls_last=True).partition_by(group):
+        rows = part.to_dicts()
+        for old, new in _replaced(rows, len(rows) - rows[0]["_cap"], reason):
+            _agree(old, new, mapped)
+            dropped.append(Superseded(old["file"], new["file"], reason))
+            drop.append(old["_row"])
+    return frame.filter(~pl.col("_row").is_in(drop))
+
+
+def _replaced(
+    rows: list[dict[str, Any]], surplus: int, reason: str
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Pair the ``surplus`` failed trials a re-run replaced with the trial that replaced each.
+
+    Cancelled trials go first (``harbor jobs resume`` removes them by default), then the
+    earliest failed ones.
+    """
+    failed = [i for i, row in enumerate(rows[:-1]) if row["exception_type"] is not None]
+    failed.sort(key=lambda i: (rows[i]["exception_type"] != "CancelledError", i))
+    if len(failed) < surplus:
+        clean = [row["file"] for row in rows if row["exception_type"] is None][:2] or [
+            rows[0]["file"],
+            rows[1]["file"],
+        ]
+        what = "trial name" if reason == "retry" else "task and agent configuration"
+        raise InputError(
+            f"harbor results `{clean[0]}` and `{clean[-1]}` are {len(rows)} runs of one job's "
+            f"{what} (job id {rows[0]['config.job_id']}) where the job plans {rows[0]['_cap']}, "
+            "and they did not fail, so none replaces another; remove the stray copies."
+        )
+    gone = set(failed[:surplus])
+    pairs = []
+    for i in sorted(gone):
+        later = next(j for j in range(i + 1, len(rows)) if j not in gone)
+        pairs.append((rows[i], rows[later]))
+    return pairs
+
+
+def _agree(old: dict[str, Any], new: dict[str, Any], mapped: Sequence[str]) -> None:
+    for column in mapped:
+        if old[column] != new[column]:
+            raise InputError(
+                f"harbor results `{old['file']}` and `{new['file']}` would be one trial run twice "
+                f"but differ in mapped `{column}` ({old[column]!r} vs {new[column]!r})."
+            )
