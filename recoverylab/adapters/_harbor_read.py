@@ -22,6 +22,7 @@ import glob
 import json
 import os
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,18 +89,35 @@ def read_jobs(
     ``leaves`` are (top-level field, field) pairs of ``TrialResult`` read as JSON text, e.g.
     ``("config", "agent")``.
     """
-    trial_dirs, job_dirs, unfinished = _discover(paths)
+    found = _Found()
+    for path in _expand(paths):
+        if os.path.isdir(path):
+            found.visit(os.path.normpath(path))
+        elif os.path.basename(path) == "result.json":
+            trial = os.path.dirname(os.path.normpath(path)) or "."
+            found.texts[trial] = _read(path)
+        else:
+            raise ParameterError(
+                f"import harbor: `{path}` is a file but not a trial's result.json; give job "
+                "directories (or trial directories, or their result.json files)."
+            )
+    trial_dirs = sorted(found.texts)
+    for d in trial_dirs:  # a trial given alone still belongs to its job, if it has one
+        parent = os.path.dirname(d)
+        if parent not in found.jobs and os.path.isfile(os.path.join(parent, "config.json")):
+            found.jobs.add(parent)
+    jobs = {d: _job_config(d) for d in sorted(found.jobs - set(trial_dirs))}
     files = [os.path.join(d, "result.json") for d in trial_dirs]
-    jobs = {d: _job_config(d) for d in job_dirs}
     leaves = sorted({("config", "agent"), ("config", "job_id"), *leaves})
-    frame = _parse(files, leaves)
+    frame = _parse(files, [found.texts[d] for d in trial_dirs], leaves)
     parents = [os.path.dirname(d) for d in trial_dirs]
     frame = frame.with_columns(
         pl.Series("file", files, dtype=pl.String),
         pl.Series("job_dir", [p if p in jobs else None for p in parents], dtype=pl.String),
     )
     read = [*files, *(os.path.join(d, "config.json") for d, c in jobs.items() if c)]
-    return HarborRead(frame, jobs, tuple(sorted(unfinished)), tuple(sorted(read)))
+    unfinished = tuple(sorted(found.unfinished - found.jobs))
+    return HarborRead(frame, jobs, unfinished, tuple(sorted(read)))
 
 
 def _expand(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
@@ -117,57 +135,82 @@ def _expand(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
     return found
 
 
-def _discover(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[str], list[str], list[str]]:
-    """Return (trial dirs with result.json, job dirs, trial dirs without it), each sorted, unique.
+class _Found:
+    """Trials (directory -> result.json bytes), jobs and unfinished trials found so far.
 
-    A directory is a trial when it holds ``result.json`` or ``config.json`` and no subdirectory
-    (outside the trial's output directories) holds either; a directory whose subdirectories are
-    trials is their job.
+    A directory holding ``config.json`` or ``result.json`` is a job when some subdirectory
+    (outside a trial's output directories) is a trial, and a trial otherwise. A job's
+    subdirectories are read as trials straight away (one ``open`` each, in parallel threads),
+    without listing them: Harbor puts nothing else there.
     """
-    trials: set[str] = set()
-    jobs: set[str] = set()
-    unfinished: set[str] = set()
 
-    def visit(directory: str) -> bool:  # whether ``directory`` holds a result or a config
-        files: set[str] = set()
-        subdirs: list[str] = []
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if entry.is_dir():
-                    subdirs.append(entry.name)
-                else:
-                    files.add(entry.name)
+    def __init__(self) -> None:
+        self.texts: dict[str, bytes] = {}
+        self.jobs: set[str] = set()
+        self.unfinished: set[str] = set()
+
+    def visit(self, directory: str) -> bool:
+        """Search ``directory``; return whether it held any trial, job or unfinished trial."""
+        files, subdirs = _listing(directory)
         marked = "result.json" in files or "config.json" in files
         below = [
             os.path.join(directory, s)
             for s in sorted(subdirs)
             if not (marked and s in _TRIAL_OUTPUTS)
         ]
-        children = [visit(s) for s in below]
-        if any(children):
-            if marked:
-                jobs.add(directory)
+        if not marked:
+            visited = [self.visit(d) for d in below]  # every one, no short cut
+            return any(visited)
+        held = False
+        for d, text in zip(below, _read_many(below), strict=True):
+            if text is not None:
+                self.texts[d] = text
+            elif os.path.isfile(os.path.join(d, "config.json")):
+                self.unfinished.add(d)
+            elif not self.visit(d):
+                continue
+            held = True
+        if held:
+            self.jobs.add(directory)
         elif "result.json" in files:
-            trials.add(directory)
-        elif "config.json" in files:
-            unfinished.add(directory)
-        return marked
-
-    for path in _expand(paths):
-        if os.path.isdir(path):
-            visit(os.path.normpath(path))
-        elif os.path.basename(path) == "result.json":
-            trials.add(os.path.dirname(os.path.normpath(path)) or ".")
+            self.texts[directory] = _read(os.path.join(directory, "result.json"))
         else:
-            raise ParameterError(
-                f"import harbor: `{path}` is a file but not a trial's result.json; give job "
-                "directories (or trial directories, or their result.json files)."
-            )
-    for d in list(trials):  # a trial given alone still belongs to its job, if it has one
-        parent = os.path.dirname(d)
-        if parent not in jobs and os.path.isfile(os.path.join(parent, "config.json")):
-            jobs.add(parent)
-    return sorted(trials), sorted(jobs - trials), sorted(unfinished - jobs)
+            self.unfinished.add(directory)
+        return True
+
+
+def _listing(directory: str) -> tuple[set[str], list[str]]:
+    files: set[str] = set()
+    subdirs: list[str] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir():
+                subdirs.append(entry.name)
+            else:
+                files.add(entry.name)
+    return files, subdirs
+
+
+def _read_many(directories: list[str]) -> list[bytes | None]:
+    """Read ``result.json`` in each directory (None where there is none), in parallel threads."""
+    if len(directories) < 64:
+        return [_maybe(d) for d in directories]
+    size = -(-len(directories) // 32)
+    chunks = [directories[i : i + size] for i in range(0, len(directories), size)]
+    with ThreadPoolExecutor(max_workers=min(8, 4 * (os.cpu_count() or 1))) as pool:
+        parts = list(pool.map(lambda chunk: [_maybe(d) for d in chunk], chunks))
+    return [text for part in parts for text in part]
+
+
+def _maybe(directory: str) -> bytes | None:
+    path = os.path.join(directory, "result.json")
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise SourceError(f"harbor result `{path}` cannot be read ({exc.strerror}).") from None
 
 
 def _job_config(job_dir: str) -> dict[str, Any]:
@@ -198,10 +241,12 @@ def _schema(leaves: Sequence[tuple[str, str]]) -> dict[str, Any]:
     return schema
 
 
-def _parse(files: list[str], leaves: Sequence[tuple[str, str]]) -> pl.DataFrame:
+def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str]]) -> pl.DataFrame:
     """Parse every result file in one polars scan; name the first broken file on failure."""
     schema = _schema(leaves)
-    texts = [_read(f) for f in files]
+    for file, text in zip(files, texts, strict=True):
+        if not text.strip():
+            raise InputError(f"harbor result `{file}` is empty; it is not a TrialResult.")
     if not files:
         frame = pl.DataFrame(schema=schema)
     else:
@@ -223,8 +268,6 @@ def _read(file: str) -> bytes:
             text = handle.read()
     except OSError as exc:
         raise SourceError(f"harbor result `{file}` cannot be read ({exc.strerror}).") from None
-    if not text.strip():
-        raise InputError(f"harbor result `{file}` is empty; it is not a TrialResult.")
     return text
 
 

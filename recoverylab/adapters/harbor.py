@@ -12,16 +12,16 @@ Sources
 Where each of our columns comes from, as a string (the same in Python and on the command line):
 
 ========================  ======================================================================
-``task``                      ``TrialResult.task_name`` (the default ``task_id``)
-``agent``                     ``agent_info.name``
-``model``                     ``agent_info.model_info.name``
-``source``                    ``TrialResult.source`` (the dataset)
-``job``                       the name of the trial's job directory
-``agent_kwarg:NAME``          ``config.agent.kwargs[NAME]`` (the agent's configuration)
-``agent_metadata:NAME``       ``agent_result.metadata[NAME]`` (what the agent reported)
-``config:PATH``               any field of the trial's ``TrialConfig`` by dotted path
+``task``                  ``TrialResult.task_name`` (the default ``task_id``)
+``agent``                 ``agent_info.name``
+``model``                 ``agent_info.model_info.name``
+``source``                ``TrialResult.source`` (the dataset)
+``job``                   the name of the trial's job directory
+``agent_kwarg:NAME``      ``config.agent.kwargs[NAME]`` (the agent's configuration)
+``agent_metadata:NAME``   ``agent_result.metadata[NAME]`` (what the agent reported)
+``config:PATH``           any field of the trial's ``TrialConfig`` by dotted path
 ``job_config:PATH``       any field of the job's ``config.json`` (``JobConfig``) by dotted path
-``literal:VALUE``             the same value on every trial
+``literal:VALUE``         the same value on every trial
 ========================  ======================================================================
 
 Which trials count
@@ -351,8 +351,9 @@ def _map(read: HarborRead, sources: dict[str, Source]) -> pl.DataFrame:
     frame = read.trials
     names = {d: os.path.basename(d) for d in read.jobs}
     frame = frame.with_columns(pl.col("job_dir").replace_strict(names, default=None).alias("job"))
-    exprs = {name: _expr(source, read) for name, source in sources.items()}
-    frame = frame.with_columns(**exprs)
+    plain = {n: s for n, s in sources.items() if s.leaf is None}
+    frame = frame.with_columns(**{name: _expr(source, read) for name, source in plain.items()})
+    frame = _paths(frame, {n: s for n, s in sources.items() if s.leaf is not None})
     for name, source in sources.items():
         if name == "delay":  # null on no-recovery trials; the forks contract checks the rest
             continue
@@ -363,12 +364,30 @@ def _map(read: HarborRead, sources: dict[str, Source]) -> pl.DataFrame:
                 f"{missing.height} trial{'s have' if missing.height > 1 else ' has'} no such "
                 "value (or it is null)."
             )
-    if "delay" in sources:
-        frame = _cast_delay(frame, sources["delay"])
+    for name in ("delay", "depth"):
+        if name in sources:
+            frame = _cast_int(frame, name, sources[name])
     return frame
 
 
-def _expr(source: Source, read: HarborRead) -> pl.Expr:
+def _paths(frame: pl.DataFrame, sources: dict[str, Source]) -> pl.DataFrame:
+    """Add the JSON-path sources, each evaluated once per distinct JSON text it reads.
+
+    An agent configuration is the same text on every trial of an arm: its paths are read on the
+    few distinct texts and joined back, not parsed again for every trial.
+    """
+    by_leaf: dict[str, dict[str, pl.Expr]] = {}
+    for name, source in sources.items():
+        leaf = source.leaf
+        assert leaf is not None
+        by_leaf.setdefault(f"{leaf[0]}.{leaf[1]}", {})[name] = _expr(source, None)
+    for column, exprs in by_leaf.items():
+        distinct = frame.select(pl.col(column).unique()).with_columns(**exprs)
+        frame = frame.join(distinct, on=column, how="left", nulls_equal=True)
+    return frame
+
+
+def _expr(source: Source, read: HarborRead | None) -> pl.Expr:
     kind, name = source.kind, source.name
     if kind in _FIXED:
         return pl.col(_FIXED[kind])
@@ -377,6 +396,7 @@ def _expr(source: Source, read: HarborRead) -> pl.Expr:
     if kind == "literal":
         return pl.lit(name, dtype=pl.String)
     if kind == "job_config":
+        assert read is not None
         values = {d: _dig(config, name.split(".")) for d, config in read.jobs.items()}
         return pl.col("job_dir").replace_strict(values, default=None, return_dtype=pl.String)
     leaf = source.leaf
@@ -404,13 +424,14 @@ def _dig(value: Any, path: Sequence[str]) -> str | None:
     return value if isinstance(value, str) else __import__("json").dumps(value)
 
 
-def _cast_delay(frame: pl.DataFrame, source: Source) -> pl.DataFrame:
-    cast = pl.col("delay").cast(pl.Float64, strict=False)
-    bad = frame.filter((pl.col("delay").is_not_null() & cast.is_null()) | (cast != cast.round(0)))
+def _cast_int(frame: pl.DataFrame, name: str, source: Source) -> pl.DataFrame:
+    """Cast an integer column read as text (``3``, ``3.0``); a value that is not one is named."""
+    cast = pl.col(name).cast(pl.Float64, strict=False)
+    bad = frame.filter((pl.col(name).is_not_null() & cast.is_null()) | (cast != cast.round(0)))
     if bad.height:
         raise InputError(
-            f"harbor result `{bad['file'][0]}`: `delay` comes from {source.text()} and is "
-            f"{bad['delay'][0]!r}, not a whole number."
+            f"harbor result `{bad['file'][0]}`: `{name}` comes from {source.text()} and is "
+            f"{bad[name][0]!r}, not a whole number."
         )
     return frame.with_columns(cast.cast(pl.Int64))
 

@@ -86,6 +86,7 @@ def write_harbor_jobs(
     arms: Sequence[tuple[str, str, int | None]] = ARMS,
     layout: str = "one_job",
     reward_keys: int = 1,
+    funnel: bool = False,
     resumed: bool = False,
     failures: bool = True,
     seed: int = 0,
@@ -104,12 +105,16 @@ def write_harbor_jobs(
         ``"one_job"``, ``"job_per_arm"`` or ``"metadata"`` (see the module docstring).
     reward_keys
         1 (``reward``) or 2 (``reward`` and ``partial``).
+    funnel
+        Add the takeover funnel as binary reward keys (``aware``, ``root_cause_fixed``,
+        ``derived_fixed``; each implies the previous).
     resumed
         Also write a pre-resume snapshot of the first job (duplicates to resolve).
     failures
         Draw exceptions and missing verifier results (else every trial gets a reward).
     seed
-        Seed of every draw: the same arguments write the same files.
+        Seed of every draw. A trial's draws depend only on (seed, task, arm, attempt), so every
+        layout holds the same trials (same outcomes, ids and times).
     """
     if layout not in _LAYOUTS or reward_keys not in (1, 2) or tasks < 1 or attempts < 1:
         raise ParameterError(
@@ -123,8 +128,9 @@ def write_harbor_jobs(
     for j, group in enumerate(groups):
         job_dir = Path(root) / _job_path(layout, j, group)
         plan = [(t, arm, a) for a in range(attempts) for t in names for arm in group]
-        job = _Job(job_dir, str(uuid.UUID(int=rng.getrandbits(128))), attempts, group, layout)
-        out += job.write(plan, rng, reward_keys, failures, snapshot=resumed and j == 0)
+        job_id = str(uuid.UUID(int=rng.getrandbits(128)))
+        job = _Job(job_dir, job_id, attempts, group, layout, seed, (reward_keys, funnel))
+        out += job.write(plan, failures, snapshot=resumed and j == 0)
     return out
 
 
@@ -149,49 +155,52 @@ class _Job:
     attempts: int
     arms: list[tuple[str, str, int | None]]
     layout: str
+    seed: int
+    rewards: tuple[int, bool]
 
     def write(
         self,
         plan: list[tuple[str, tuple[str, str, int | None], int]],
-        rng: random.Random,
-        reward_keys: int,
         failures: bool,
         snapshot: bool,
     ) -> list[HarborTrial]:
         self.path.mkdir(parents=True, exist_ok=True)
         _dump(self.path / "config.json", self._config())
         out: list[HarborTrial] = []
-        clock = _T0
         pending: list[tuple[str, tuple[str, str, int | None], int]] = []
         first = True
-        for task, arm, _attempt in plan:
-            clock += timedelta(seconds=rng.randint(1, 90))
+        for task, arm, attempt in plan:
+            rng = random.Random(f"{self.seed}|{task}|{arm}|{attempt}")
+            clock = _T0 + timedelta(days=attempt, seconds=rng.randint(0, 80_000))
             fate = rng.choices(range(len(_FATES)), _WEIGHTS)[0] if failures else 0
             if snapshot and first and fate == 0:  # one trial retried in place (Harbor's retry)
                 first = False
-                out += self._retried(task, arm, clock, rng, reward_keys)
+                out += self._retried(task, arm, clock, rng)
                 continue
             if snapshot and rng.random() < 0.15:  # interrupted: cancelled, re-run on resume
-                out.append(self._trial(task, arm, clock, rng, reward_keys, 0, cancelled=True))
-                pending.append((task, arm, _attempt))
+                out.append(self._trial(task, arm, clock, rng, 0, cancelled=True))
+                pending.append((task, arm, attempt))
                 continue
-            out.append(self._trial(task, arm, clock, rng, reward_keys, fate))
-        for task, arm, _attempt in pending:  # the resumed run
-            clock += timedelta(seconds=rng.randint(1, 90))
-            out.append(self._trial(task, arm, clock, rng, reward_keys, 0))
+            out.append(self._trial(task, arm, clock, rng, fate))
+        for task, arm, attempt in pending:  # the resumed run, after every first run
+            rng = random.Random(f"{self.seed}|{task}|{arm}|{attempt}|resumed")
+            clock = _T0 + timedelta(days=self.attempts + 1, seconds=rng.randint(0, 80_000))
+            out.append(self._trial(task, arm, clock, rng, 0))
         if snapshot:
             out = self._snapshot(out)
         _dump(self.path / "result.json", self._result(len(plan)))
         return out
 
-    def _retried(self, task, arm, clock, rng, reward_keys) -> list[HarborTrial]:
+    def _retried(
+        self, task: str, arm: tuple[str, str, int | None], clock: datetime, rng: random.Random
+    ) -> list[HarborTrial]:
         name = _trial_name(task, rng)
-        early = self._trial(task, arm, clock, rng, reward_keys, 4, name=name)  # ApiRateLimitError
+        early = self._trial(task, arm, clock, rng, 4, name=name)  # ApiRateLimitError
         stale = Path(early.file)
         moved = stale.parent.parent.with_name(stale.parent.parent.name + " before retry")
         (moved / stale.parent.name).mkdir(parents=True, exist_ok=True)
         stale.replace(moved / stale.parent.name / "result.json")
-        late = self._trial(task, arm, clock + timedelta(minutes=5), rng, reward_keys, 0, name=name)
+        late = self._trial(task, arm, clock + timedelta(minutes=5), rng, 0, name=name)
         return [
             replace(early, file=str(moved / stale.parent.name / "result.json"), superseded=True),
             late,
@@ -276,7 +285,6 @@ class _Job:
         arm: tuple[str, str, int | None],
         clock: datetime,
         rng: random.Random,
-        reward_keys: int,
         fate: int,
         *,
         cancelled: bool = False,
@@ -290,7 +298,14 @@ class _Job:
         chance = 0.35 if arm[1] == "none" else 0.6
         reward = float(rng.random() < chance)
         partial = round(rng.random(), 3)
+        reward_keys, funnel = self.rewards
         rewards = {"reward": reward} if reward_keys == 1 else {"reward": reward, "partial": partial}
+        if funnel:
+            aware = rng.random() < 0.7
+            fixed = aware and rng.random() < 0.7
+            derived = fixed and rng.random() < 0.8
+            rewards |= {"aware": aware, "root_cause_fixed": fixed, "derived_fixed": derived}
+            rewards = {k: float(v) for k, v in rewards.items()}
         trial_dir = self.path / trial_name
         trial_dir.mkdir(parents=True, exist_ok=True)
         config = self._trial_config(task, arm, trial_name)
@@ -453,7 +468,7 @@ def _trial_result(
         "id": trial_id,
         "task_name": task,
         "trial_name": trial_name,
-        "trial_uri": trial_dir.resolve().as_uri(),
+        "trial_uri": Path(os.path.abspath(trial_dir)).as_uri(),
         "task_id": {"path": f"tasks/{task}"},
         "source": "recovery-bench",
         "task_checksum": f"{abs(hash(task)) % 16**12:012x}",
