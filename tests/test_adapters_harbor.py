@@ -119,8 +119,9 @@ def test_trials_table_columns_and_timing(tmp_path: Path) -> None:
     got = harbor.trials(tmp_path, columns=KWARGS, reward="partial", success=0.5)
     table = got.tables["trials"]
     assert table.columns[:4] == ["task_id", "attempt", "success", "reward"]
-    assert {"condition", "method", "delay", "agent", "model", "exception_type", "seconds",
-            "agent_seconds", "started_at", "job", "trial_name", "file"} <= set(table.columns)  # fmt: skip
+    wanted = {"condition", "method", "delay", "agent", "model", "exception_type", "seconds"}
+    wanted |= {"agent_seconds", "started_at", "job", "trial_name", "file"}
+    assert wanted <= set(table.columns)
     assert table.height == sum(t.valid for t in truth)
     by_file = {t.file: t for t in truth}
     for row in table.select("file", "reward", "success", "exception_type").to_dicts():
@@ -175,8 +176,9 @@ def _clean_job(tmp_path: Path, **kw: object) -> tuple[list[HarborTrial], Path]:
 def test_step_exceptions_and_overrides_follow_harbors_policy(tmp_path: Path) -> None:
     truth, root = _clean_job(tmp_path)
     files = [Path(t.file) for t in truth]
-    step = {"step_name": "fix", "exception_info": {"exception_type": "SSHAccessError",
-            "exception_message": "lost", "exception_traceback": "", "occurred_at": "2026-11-30T08:00:00Z"}}  # fmt: skip
+    info = {"exception_type": "SSHAccessError", "exception_message": "lost",
+            "exception_traceback": "", "occurred_at": "2026-11-30T08:00:00Z"}  # fmt: skip
+    step = {"step_name": "fix", "exception_info": info}
     _edit(files[0], lambda v: v.update(step_results=[step]))
     override = {"exception_type": "SSHAccessError", "exception_message": "x",
                 "exception_traceback": "", "occurred_at": "2026-11-30T08:00:00Z",
@@ -252,10 +254,11 @@ def test_conflicting_duplicates_are_errors_naming_both_files(tmp_path: Path) -> 
     shutil.copy(source, copy)
     got = harbor.trials(root, columns=KWARGS)  # an identical copy: one trial, reported
     assert [(s.reason, s.log) for s in got.report.superseded] == [("duplicate", str(source))]
-    _edit(copy, lambda v: v["verifier_result"].update(rewards={"reward": 1 - v["verifier_result"]["rewards"]["reward"]}))  # fmt: skip
+    _edit(copy, lambda v: v["verifier_result"]["rewards"].update(reward=-1.0))
     with pytest.raises(InputError, match=r"are the same trial .* differ in `rewards`") as err:
         harbor.trials(root, columns=KWARGS)
-    assert str(copy) in str(err.value) and str(source) in str(err.value)
+    assert str(copy) in str(err.value)
+    assert str(source) in str(err.value)
     # another run of the same planned trial under a new id, neither failed: not a retry
     _edit(copy, lambda v: v.update(id="00000000-0000-0000-0000-000000000001"))
     shutil.move(copy.parent, source.parent.parent / "extra__run")
@@ -272,7 +275,8 @@ def test_cli_import_then_paired(tmp_path: Path, cli: Callable) -> None:
     done = cli("import", "harbor", tmp_path / "jobs", *CLI_KWARGS, "--out", out,
                "--report-out", report)  # fmt: skip
     assert done.code == 0, done.err
-    assert "import harbor:" in done.err and "(pair by attempt)" in done.err
+    assert "import harbor:" in done.err
+    assert "(pair by attempt)" in done.err
     written = json.loads(report.read_text(encoding="utf-8"))
     assert written["unit"] == "trials"
     assert written["rows"]["forks"] == sum(t.valid for t in live(truth))
@@ -286,7 +290,8 @@ def test_cli_import_then_paired(tmp_path: Path, cli: Callable) -> None:
     assert pl.read_parquet(cells).height == 2
     done = cli("--quiet", "import", "harbor", tmp_path / "jobs", "--to", "trials",
                "--out", tmp_path / "t2")  # fmt: skip
-    assert done.code == 0 and done.err == ""
+    assert done.code == 0
+    assert done.err == ""
     assert (tmp_path / "t2" / "trials.parquet").exists()
 
 
@@ -313,8 +318,9 @@ def test_cli_bad_input_is_one_line_and_writes_nothing(
     assert done.code == 2
     assert message in done.err
     assert len(done.err.strip().splitlines()) == 1
-    assert done.err.startswith("recoverylab import: error:") or "error:" in done.err
-    assert not out.exists() and not (tmp_path / "r.json").exists()
+    assert done.err.startswith("recoverylab import: error:")
+    assert not out.exists()
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_cli_forks_needs_the_arm_sources(tmp_path: Path, cli: Callable) -> None:

@@ -92,13 +92,15 @@ FORMS = (
 )
 _FIXED = {"task": "task_name", "agent": "agent", "model": "model", "source": "source"}
 _NAMED = ("agent_kwarg", "agent_metadata", "config", "job_config", "literal")
-EXCLUDED_SCHEMA = {
-    "log": pl.String,
-    "task_id": pl.String,
-    "attempt": pl.Int64,
-    "reason": pl.String,
-    "detail": pl.String,
-}
+EXCLUDED_SCHEMA = pl.Schema(
+    {
+        "log": pl.String(),
+        "task_id": pl.String(),
+        "attempt": pl.Int64(),
+        "reason": pl.String(),
+        "detail": pl.String(),
+    }
+)
 _FUNNEL = ("aware", "root_cause_fixed", "derived_fixed")
 
 

@@ -27,7 +27,7 @@ import random
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -42,22 +42,30 @@ ARMS: tuple[tuple[str, str, int | None], ...] = (
     ("stale", "refresh", 1),
     ("stale", "refresh", 3),
 )
-#: Fates: (exception type, reward kept by Harbor's policy, policy_override or None, has verifier).
-_FATES: tuple[tuple[str | None, bool, dict[str, bool] | None, bool], ...] = (
-    (None, True, None, True),
-    ("AgentTimeoutError", True, None, True),
-    ("NonZeroAgentExitCodeError", True, None, True),
-    ("SandboxBuildFailedError", False, None, False),
-    ("ApiRateLimitError", False, None, True),
-    ("VerifierTimeoutError", False, None, True),
-    ("ApiRateLimitError", True, {"has_valid_reward": True}, True),
-    ("AgentTimeoutError", False, {"has_valid_reward": False, "should_retry": True}, True),
-    ("SomeNewHarnessError", True, None, True),
-    (None, False, None, False),
+_Policy = tuple[bool, bool, bool]  # Harbor's (should_retry, should_grade, has_valid_reward)
+#: Fates: (exception type, Harbor's policy for it after the override, policy_override, verified).
+#: The policies are written out from Harbor's error_policy.py table, by hand.
+_FATES: tuple[tuple[str | None, _Policy | None, dict[str, bool] | None, bool], ...] = (
+    (None, None, None, True),
+    ("AgentTimeoutError", (False, True, True), None, True),
+    ("NonZeroAgentExitCodeError", (False, True, True), None, True),
+    ("SandboxBuildFailedError", (True, False, False), None, False),
+    ("ApiRateLimitError", (True, True, False), None, True),
+    ("VerifierTimeoutError", (False, True, False), None, True),
+    ("ApiRateLimitError", (True, True, True), {"has_valid_reward": True}, True),
+    (
+        "AgentTimeoutError",
+        (True, True, False),
+        {"has_valid_reward": False, "should_retry": True},
+        True,
+    ),
+    ("SomeNewHarnessError", (True, True, True), None, True),  # unknown: Harbor's default policy
+    (None, None, None, False),
 )
+_CANCELLED: _Policy = (False, False, False)
 _WEIGHTS = (70, 5, 3, 3, 3, 2, 2, 2, 2, 2)
 _LAYOUTS = ("one_job", "job_per_arm", "metadata")
-_T0 = datetime(2026, 11, 30, 8, 0, 0, tzinfo=UTC)
+_T0 = datetime(2026, 11, 30, 8, 0, 0, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -290,9 +298,10 @@ class _Job:
         cancelled: bool = False,
         name: str | None = None,
     ) -> HarborTrial:
-        exception, kept, override, verified = _FATES[fate]
+        exception, policy, override, verified = _FATES[fate]
         if cancelled:
-            exception, kept, override, verified = "CancelledError", False, None, False
+            exception, policy, override, verified = "CancelledError", _CANCELLED, None, False
+        kept = policy is None or policy[2]
         trial_name = name or _trial_name(task, rng)
         trial_id = str(uuid.UUID(int=rng.getrandbits(128)))
         chance = 0.35 if arm[1] == "none" else 0.6
@@ -319,8 +328,7 @@ class _Job:
             arm,
             clock,
             rewards if verified else None,
-            exception,
-            override,
+            (exception, policy, override),
             self.layout,
         )
         _dump(trial_dir / "result.json", doc)
@@ -446,11 +454,11 @@ def _trial_result(
     arm: tuple[str, str, int | None],
     clock: datetime,
     rewards: dict[str, float] | None,
-    exception: str | None,
-    override: dict[str, bool] | None,
+    failure: tuple[str | None, _Policy | None, dict[str, bool] | None],
     layout: str,
 ) -> dict[str, Any]:
-    info = None
+    exception, policy, override = failure
+    info: dict[str, Any] | None = None
     if exception is not None:
         info = {
             "exception_type": exception,
@@ -460,6 +468,9 @@ def _trial_result(
         }
         if override is not None:
             info["policy_override"] = override
+        if policy is not None:  # a computed field: Harbor writes it
+            names = ("should_retry", "should_grade", "has_valid_reward")
+            info["policy"] = dict(zip(names, policy, strict=True))
     metadata = (
         {"condition": arm[0], "method": arm[1], "delay": arm[2]} if layout == "metadata" else None
     )
@@ -497,6 +508,7 @@ def _trial_result(
         "agent_execution": _timing(clock + timedelta(seconds=10), 45),
         "verifier": _timing(clock + timedelta(seconds=55), 10),
         "step_results": None,
+        "reward_valid": bool(rewards) and (policy is None or policy[2]),  # a computed field
     }
 
 
