@@ -328,3 +328,33 @@ def test_cli_forks_needs_the_arm_sources(tmp_path: Path, cli: Callable) -> None:
     done = cli("import", "harbor", root, "--out", tmp_path / "o")
     assert done.code == 2
     assert "needs --condition, --method, --delay" in done.err
+
+
+def test_non_numeric_reward_and_agents_without_a_model(tmp_path: Path) -> None:
+    truth, root = _clean_job(tmp_path)
+    for t in truth:  # Harbor's oracle agent: no model_info
+        _edit(Path(t.file), lambda v: v["agent_info"].update(model_info=None))
+    forks = harbor.forks(root, **KWARGS).tables["forks"]
+    assert forks.height == len(truth)
+    assert forks["model"].null_count() == forks.height
+    _edit(Path(truth[0].file), lambda v: v["verifier_result"]["rewards"].update(reward="yes"))
+    with pytest.raises(InputError, match="values that are not numbers"):
+        harbor.forks(root, **KWARGS)
+
+
+def test_timestamps_as_pydantic_writes_them(tmp_path: Path) -> None:
+    truth, root = _clean_job(tmp_path)
+    stamps = ["2026-11-30T08:00:00", "2026-11-30T08:00:00.5+02:00", "2026-11-30T08:00:00Z"]
+    for t, stamp in zip(truth, stamps, strict=False):
+        _edit(Path(t.file), lambda v, s=stamp: v.update(started_at=s, finished_at=None))
+    table = harbor.trials(root).tables["trials"]
+    got = table.filter(pl.col("file").is_in([t.file for t in truth[:3]])).sort("file")
+    want = {t.file: s for t, s in zip(truth, stamps, strict=False)}
+    expected = pl.Series([want[f] for f in got["file"]]).str.replace("Z$", "+00:00")
+    parsed = [d.isoformat() for d in got["started_at"]]
+    assert parsed == [
+        {"2026-11-30T08:00:00": "2026-11-30T08:00:00+00:00",
+         "2026-11-30T08:00:00.5+02:00": "2026-11-30T06:00:00.500000+00:00",
+         "2026-11-30T08:00:00+00:00": "2026-11-30T08:00:00+00:00"}[e] for e in expected
+    ]  # fmt: skip
+    assert got["seconds"].null_count() == 3

@@ -45,6 +45,9 @@ _BASE: dict[str, Any] = {
     "id": pl.String,
     "task_name": pl.String,
     "trial_name": pl.String,
+    "trial_uri": pl.String,
+    "task_id": pl.String,
+    "task_checksum": pl.String,
     "source": pl.String,
     "agent_info": pl.Struct(
         {
@@ -60,8 +63,18 @@ _BASE: dict[str, Any] = {
     "finished_at": pl.String,
     "agent_execution": _TIMING,
 }
-#: Fields every ``TrialResult`` has (pydantic requires them): a file without one is not a result.
-REQUIRED = ("id", "task_name", "trial_name", "agent_info.name", "config")
+#: Fields ``TrialResult`` requires (no default): a file without one is not a result. (``id`` has
+#: a default, a fresh uuid; a file without one is identified by its path.)
+REQUIRED = (
+    "task_name",
+    "trial_name",
+    "trial_uri",
+    "task_id",
+    "task_checksum",
+    "config",
+    "agent_info.name",
+    "agent_info.version",
+)
 
 
 @dataclass(frozen=True)
@@ -114,7 +127,7 @@ def read_jobs(
     frame = frame.with_columns(
         pl.Series("file", files, dtype=pl.String),
         pl.Series("job_dir", [p if p in jobs else None for p in parents], dtype=pl.String),
-    )
+    ).with_columns(pl.coalesce("id", "file").alias("id"))
     read = [*files, *(os.path.join(d, "config.json") for d, c in jobs.items() if c)]
     unfinished = tuple(sorted(found.unfinished - found.jobs))
     return HarborRead(frame, jobs, unfinished, tuple(sorted(read)))
@@ -293,6 +306,9 @@ def _flatten(frame: pl.DataFrame, leaves: Sequence[tuple[str, str]]) -> pl.DataF
     return frame.select(
         "id",
         "task_name",
+        "trial_uri",
+        "task_id",
+        "task_checksum",
         "trial_name",
         "source",
         info.struct.field("name").alias("agent"),
@@ -304,6 +320,6 @@ def _flatten(frame: pl.DataFrame, leaves: Sequence[tuple[str, str]]) -> pl.DataF
         "finished_at",
         pl.col("agent_execution").struct.field("started_at").alias("agent_started_at"),
         pl.col("agent_execution").struct.field("finished_at").alias("agent_finished_at"),
-        pl.col("config").is_null().alias("_no_config"),
+        pl.when(pl.col("config").is_not_null()).then(pl.lit(True)).alias("config"),
         *(pl.col(top).struct.field(name).alias(f"{top}.{name}") for top, name in leaves),
     )

@@ -337,10 +337,10 @@ def _load(
 
 
 def _check_required(frame: pl.DataFrame) -> None:
-    columns = {"agent_info.name": "agent", "config": "_no_config"}
+    columns = {"agent_info.name": "agent", "agent_info.version": "agent_version"}
     for field in REQUIRED:
         column = columns.get(field, field)
-        bad = frame.filter(pl.col(column) if column == "_no_config" else pl.col(column).is_null())
+        bad = frame.filter(pl.col(column).is_null())
         if bad.height:
             raise InputError(
                 f"harbor result `{bad['file'][0]}` has no `{field}` (TrialResult requires it); "
@@ -513,7 +513,13 @@ def _reward(
                 f"import harbor: no trial has reward key `{key}`; the rewards have keys "
                 f"{keys_text}."
             )
-    parts = decoded.struct.unnest().select([reward, *extra]).cast(pl.Float64)
+    try:
+        parts = decoded.struct.unnest().select([reward, *extra]).cast(pl.Float64)
+    except pl.exceptions.PolarsError:
+        raise InputError(
+            f"import harbor: reward `{reward}` (or {', '.join(extra) or 'another key read'}) has "
+            "values that are not numbers; VerifierResult.rewards holds numbers."
+        ) from None
     parts.columns = ["_reward", *extra]
     valid = pl.concat([valid, parts], how="horizontal")
     _check_binary(valid, reward, success, ["_reward", *extra])
@@ -568,7 +574,12 @@ def _outcome_rows(
 
 
 def _utc(column: str) -> pl.Expr:
-    return pl.col(column).str.to_datetime(time_unit="us", time_zone="UTC", strict=False)
+    """Parse an ISO timestamp as pydantic writes it (``Z``, an offset, or naive = UTC)."""
+    text = pl.col(column).str.replace(r"Z$", "+00:00")
+    text = pl.when(text.str.contains(r"[+-]\d\d:\d\d$")).then(text).otherwise(text + "+00:00")
+    return text.str.to_datetime(
+        "%Y-%m-%dT%H:%M:%S%.f%:z", time_unit="us", time_zone="UTC", strict=False
+    )
 
 
 def _excluded_rows(frame: pl.DataFrame) -> pl.DataFrame:
