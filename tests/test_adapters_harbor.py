@@ -11,7 +11,10 @@ reference counts below come from that record alone, never from the adapter's cod
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -148,15 +151,75 @@ def test_takeover_from_funnel_reward_keys(tmp_path: Path) -> None:
 # --- Harbor's own model, when it can be imported ------------------------------------------------
 
 
+#: Validates result files with Harbor's TrialResult: prints `ok` or the first mismatch.
+VALIDATE = """
+import json, sys
+from pathlib import Path
+from harbor.models.trial.result import TrialResult
+for file, valid in json.loads(sys.stdin.read()):
+    result = TrialResult.model_validate_json(Path(file).read_text(encoding="utf-8"))
+    dumped = json.loads(result.model_dump_json())
+    if result.reward_valid != valid or set(dumped) != set(json.loads(Path(file).read_text())):
+        print("mismatch", file)
+        break
+else:
+    print("ok")
+"""
+
+
 def test_generated_results_validate_with_harbors_trial_result(tmp_path: Path) -> None:
+    """Every generated result.json is a TrialResult, and Harbor's reward_valid is the truth's.
+
+    Runs in this interpreter when ``harbor`` imports, else under the Python named by
+    ``RECOVERYLAB_HARBOR_PYTHON`` (a Python >= 3.12 with harbor installed), else skips.
+    """
+    truth = write_harbor_jobs(
+        tmp_path, tasks=6, attempts=2, resumed=True, reward_keys=2, funnel=True, seed=3
+    )
+    pairs = json.dumps([[t.file, t.valid] for t in truth])
     try:
-        from harbor.models.trial.result import TrialResult  # type: ignore[import-not-found]
+        import harbor.models.trial.result  # type: ignore[import-not-found]  # noqa: F401
     except ImportError:
-        pytest.skip("harbor is not importable (it needs Python >= 3.12; this is an older one)")
-    truth = write_harbor_jobs(tmp_path, tasks=6, attempts=2, resumed=True, reward_keys=2, seed=3)
-    for t in truth:
-        result = TrialResult.model_validate_json(Path(t.file).read_text(encoding="utf-8"))
-        assert result.reward_valid == t.valid, t.file
+        python = os.environ.get("RECOVERYLAB_HARBOR_PYTHON")
+        if not python:
+            pytest.skip(
+                "harbor is not importable (it needs Python >= 3.12; this is an older one) and "
+                "RECOVERYLAB_HARBOR_PYTHON names no Python that has it"
+            )
+        command = [python, "-c", VALIDATE]
+    else:
+        command = [sys.executable, "-c", VALIDATE]
+    done = subprocess.run(command, input=pairs, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
+
+
+POLICIES = """
+import json
+from dataclasses import astuple
+from harbor.models.trial.error_policy import ERROR_POLICIES, UNKNOWN_ERROR_POLICY
+table = {name: list(astuple(policy)) for name, policy in ERROR_POLICIES.items()}
+print(json.dumps({"table": table, "unknown": list(astuple(UNKNOWN_ERROR_POLICY))}))
+"""
+
+
+def test_mirrored_error_policy_is_harbors() -> None:
+    """Our copy of Harbor's error-policy table equals Harbor's own (when Harbor can be run)."""
+    from dataclasses import astuple
+
+    from recoverylab.adapters._harbor_policy import ERROR_POLICIES, UNKNOWN_ERROR_POLICY
+
+    python = sys.executable
+    try:
+        import harbor.models.trial.error_policy  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError:
+        python = os.environ.get("RECOVERYLAB_HARBOR_PYTHON", "")
+        if not python:
+            pytest.skip("harbor is not importable here and RECOVERYLAB_HARBOR_PYTHON is unset")
+    done = subprocess.run([python, "-c", POLICIES], capture_output=True, text=True, check=True)
+    theirs = json.loads(done.stdout)
+    assert theirs["table"] == {n: list(astuple(p)) for n, p in ERROR_POLICIES.items()}
+    assert theirs["unknown"] == list(astuple(UNKNOWN_ERROR_POLICY))
 
 
 # --- failures: Harbor's policy, overrides, steps ------------------------------------------------
