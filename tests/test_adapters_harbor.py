@@ -10,6 +10,7 @@ reference counts below come from that record alone, never from the adapter's cod
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -151,17 +152,31 @@ def test_takeover_from_funnel_reward_keys(tmp_path: Path) -> None:
 # --- Harbor's own model, when it can be imported ------------------------------------------------
 
 
+def harbor_python() -> str:
+    """A Python that can import harbor: this one, or ``RECOVERYLAB_HARBOR_PYTHON``; else skip."""
+    if importlib.util.find_spec("harbor") is not None:
+        return sys.executable
+    python = os.environ.get("RECOVERYLAB_HARBOR_PYTHON")
+    if not python:
+        pytest.skip(
+            "harbor is not importable (it needs Python >= 3.12; this is an older one) and "
+            "RECOVERYLAB_HARBOR_PYTHON names no Python that has it"
+        )
+    return python
+
+
 #: Validates result files with Harbor's TrialResult: prints `ok` or the first mismatch.
 VALIDATE = """
 import json, sys
 from pathlib import Path
 from harbor.models.trial.result import TrialResult
-for file, valid in json.loads(sys.stdin.read()):
+for file, valid, mirror in json.loads(sys.stdin.read()):
     result = TrialResult.model_validate_json(Path(file).read_text(encoding="utf-8"))
     dumped = json.loads(result.model_dump_json())
     if result.reward_valid != valid or set(dumped) != set(json.loads(Path(file).read_text())):
         print("mismatch", file)
         break
+    Path(mirror).write_text(result.model_dump_json(indent=4), encoding="utf-8")
 else:
     print("ok")
 """
@@ -170,28 +185,24 @@ else:
 def test_generated_results_validate_with_harbors_trial_result(tmp_path: Path) -> None:
     """Every generated result.json is a TrialResult, and Harbor's reward_valid is the truth's.
 
-    Runs in this interpreter when ``harbor`` imports, else under the Python named by
+    The same jobs with every result.json written by Harbor's own ``model_dump_json`` give the
+    same tables. Runs in this interpreter when ``harbor`` imports, else under the Python named by
     ``RECOVERYLAB_HARBOR_PYTHON`` (a Python >= 3.12 with harbor installed), else skips.
     """
+    ours, dumped = tmp_path / "ours", tmp_path / "dumped"
     truth = write_harbor_jobs(
-        tmp_path, tasks=6, attempts=2, resumed=True, reward_keys=2, funnel=True, seed=3
+        ours, tasks=6, attempts=2, resumed=True, reward_keys=2, funnel=True, seed=3
     )
-    pairs = json.dumps([[t.file, t.valid] for t in truth])
-    try:
-        import harbor.models.trial.result  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        python = os.environ.get("RECOVERYLAB_HARBOR_PYTHON")
-        if not python:
-            pytest.skip(
-                "harbor is not importable (it needs Python >= 3.12; this is an older one) and "
-                "RECOVERYLAB_HARBOR_PYTHON names no Python that has it"
-            )
-        command = [python, "-c", VALIDATE]
-    else:
-        command = [sys.executable, "-c", VALIDATE]
+    shutil.copytree(ours, dumped)
+    pairs = json.dumps([[t.file, t.valid, t.file.replace(str(ours), str(dumped))] for t in truth])
+    command = [harbor_python(), "-c", VALIDATE]
     done = subprocess.run(command, input=pairs, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"
+    a, b = (harbor.trials(d, columns=KWARGS, reward="reward") for d in (ours, dumped))
+    assert a.tables["trials"].drop("file", "job").equals(b.tables["trials"].drop("file", "job"))
+    assert a.report.excluded == b.report.excluded
+    assert len(a.report.superseded) == len(b.report.superseded)
 
 
 POLICIES = """
@@ -209,14 +220,8 @@ def test_mirrored_error_policy_is_harbors() -> None:
 
     from recoverylab.adapters._harbor_policy import ERROR_POLICIES, UNKNOWN_ERROR_POLICY
 
-    python = sys.executable
-    try:
-        import harbor.models.trial.error_policy  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        python = os.environ.get("RECOVERYLAB_HARBOR_PYTHON", "")
-        if not python:
-            pytest.skip("harbor is not importable here and RECOVERYLAB_HARBOR_PYTHON is unset")
-    done = subprocess.run([python, "-c", POLICIES], capture_output=True, text=True, check=True)
+    command = [harbor_python(), "-c", POLICIES]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
     theirs = json.loads(done.stdout)
     assert theirs["table"] == {n: list(astuple(p)) for n, p in ERROR_POLICIES.items()}
     assert theirs["unknown"] == list(astuple(UNKNOWN_ERROR_POLICY))

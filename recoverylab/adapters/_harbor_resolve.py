@@ -50,19 +50,21 @@ def _copies(frame: pl.DataFrame, dropped: list[Superseded]) -> pl.DataFrame:
     if twins.height == 0:
         return frame
     compared = [c for c in frame.columns if c not in (*_PLACE, "_row")]
-    drop: list[int] = []
-    for group in twins.sort("file").partition_by("id"):
-        rows = group.to_dicts()
-        for row in rows[1:]:
-            differs = [c for c in compared if row[c] != rows[0][c]]
-            if differs:
-                raise InputError(
-                    f"harbor results `{rows[0]['file']}` and `{row['file']}` are the same trial "
-                    f"(id {row['id']}) but differ in `{differs[0]}`; remove the stale copy."
-                )
-            dropped.append(Superseded(row["file"], rows[0]["file"], "duplicate"))
-            drop.append(row["_row"])
-    return frame.filter(~pl.col("_row").is_in(drop))
+    versions = pl.struct(compared).n_unique().over("id")
+    conflict = twins.filter(versions > 1)
+    if conflict.height:
+        rows = conflict.filter(pl.col("id") == conflict["id"][0]).sort("file").to_dicts()
+        other = next(r for r in rows if any(r[c] != rows[0][c] for c in compared))
+        differs = next(c for c in compared if other[c] != rows[0][c])
+        raise InputError(
+            f"harbor results `{rows[0]['file']}` and `{other['file']}` are the same trial "
+            f"(id {other['id']}) but differ in `{differs}`; remove the stale copy."
+        )
+    extra = twins.with_columns(pl.col("file").min().over("id").alias("_by"))
+    extra = extra.filter(pl.col("file") != pl.col("_by")).select("file", "_by", "_row")
+    pairs = zip(extra["file"], extra["_by"], strict=True)
+    dropped += [Superseded(file, by, "duplicate") for file, by in pairs]
+    return frame.filter(~pl.col("_row").is_in(extra["_row"].implode()))
 
 
 def _surplus(
