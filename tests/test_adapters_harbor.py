@@ -259,6 +259,14 @@ def test_step_exceptions_and_overrides_follow_harbors_policy(tmp_path: Path) -> 
     assert kept["exception_type"].to_list() == ["SSHAccessError"]
 
 
+def test_no_trial_with_a_reward_that_counts_is_an_error(tmp_path: Path) -> None:
+    truth, root = _clean_job(tmp_path)
+    for t in truth:
+        _edit(Path(t.file), lambda v: v.update(verifier_result=None))
+    with pytest.raises(InputError, match=r"no trial has a reward that counts \(no_reward 24\)"):
+        harbor.trials(root)
+
+
 def test_unfinished_trial_directory_is_excluded(tmp_path: Path) -> None:
     truth, root = _clean_job(tmp_path)
     Path(truth[0].file).unlink()
@@ -309,6 +317,9 @@ def test_bad_sources_and_missing_values(tmp_path: Path) -> None:
         harbor.forks(root, condition="literal:c", method="literal:m", delay="agent_kwarg:condition")
     with pytest.raises(SourceError, match="does not exist"):
         harbor.trials(tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceError, match=r"no trial result\.json found under"):
+        harbor.trials(tmp_path / "empty")
     table = harbor.trials(root, columns={"c": "job_config:n_attempts", "j": "job"}).tables["trials"]
     assert set(table["c"]) == {"2"}
     assert set(table["j"]) == {"2026-11-30__08-00-00"}

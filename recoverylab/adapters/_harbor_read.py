@@ -115,6 +115,9 @@ def read_jobs(
                 "directories (or trial directories, or their result.json files)."
             )
     trial_dirs = sorted(found.texts)
+    if not trial_dirs:
+        named = ", ".join(f"`{os.fspath(p)}`" for p in _expand(paths))
+        raise SourceError(f"import harbor: no trial result.json found under {named}.")
     for d in trial_dirs:  # a trial given alone still belongs to its job, if it has one
         parent = os.path.dirname(d)
         if parent not in found.jobs and os.path.isfile(os.path.join(parent, "config.json")):

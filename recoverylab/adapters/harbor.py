@@ -496,6 +496,10 @@ def _reward(
     Returns the frame and the success threshold (1 for binary rewards).
     """
     valid = frame.filter(pl.col("_valid"))
+    if valid.height == 0:
+        reasons = frame.group_by("_reason").len().sort("_reason")
+        counts = ", ".join(f"{r} {n}" for r, n in reasons.iter_rows()) or "no trials"
+        raise InputError(f"import harbor: no trial has a reward that counts ({counts}).")
     decoded = valid["rewards"].str.json_decode(infer_schema_length=None)
     keys = [f.name for f in decoded.dtype.fields] if isinstance(decoded.dtype, pl.Struct) else []
     keys_text = ", ".join(f"`{k}`" for k in keys) or "none"
