@@ -18,6 +18,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import polars as pl
@@ -39,6 +40,12 @@ METADATA = {
 }
 CLI_KWARGS = ("--condition", "agent_kwarg:condition", "--method", "agent_kwarg:method",
               "--delay", "agent_kwarg:delay")  # fmt: skip
+
+
+def copies(truth: list[HarborTrial]) -> int:
+    """Superseded entries that are copies of a live trial (same id), not earlier runs."""
+    alive = {t.trial_id for t in truth if not t.superseded}
+    return sum(t.superseded and t.trial_id in alive for t in truth)
 
 
 def live(truth: list[HarborTrial]) -> list[HarborTrial]:
@@ -95,9 +102,11 @@ def test_forks_match_the_reference_count(
     forks = got.tables["forks"]
     assert adapter_cells(forks) == none_delay(truth)
     expected_excluded = Counter(t.reason for t in live(truth) if not t.valid)
+    if copies(truth):
+        expected_excluded["duplicate"] = copies(truth)
     assert got.report.excluded == dict(sorted(expected_excluded.items()))
     assert got.excluded.height == sum(expected_excluded.values())
-    assert len(got.report.superseded) == sum(t.superseded for t in truth)
+    assert len(got.report.superseded) == sum(t.superseded for t in truth) - copies(truth)
     ids = {json.loads(Path(f).read_bytes())["id"] for f in got.report.used}
     assert ids == {t.trial_id for t in live(truth) if t.valid}
     # attempts number the trials of each (task, arm) 0, 1, ...: no duplicate branch keys
@@ -202,7 +211,12 @@ def test_generated_results_validate_with_harbors_trial_result(tmp_path: Path) ->
     a, b = (harbor.trials(d, columns=KWARGS, reward="reward") for d in (ours, dumped))
     assert a.tables["trials"].drop("file", "job").equals(b.tables["trials"].drop("file", "job"))
     assert a.report.excluded == b.report.excluded
-    assert len(a.report.superseded) == len(b.report.superseded)
+    assert a.report.superseded == tuple(
+        replace(
+            x, log=x.log.replace(str(dumped), str(ours)), by=x.by.replace(str(dumped), str(ours))
+        )
+        for x in b.report.superseded
+    )
 
 
 POLICIES = """
@@ -332,7 +346,10 @@ def test_conflicting_duplicates_are_errors_naming_both_files(tmp_path: Path) -> 
     copy.parent.mkdir(parents=True)
     shutil.copy(source, copy)
     got = harbor.trials(root, columns=KWARGS)  # an identical copy: one trial, reported
-    assert [(s.reason, s.log) for s in got.report.superseded] == [("duplicate", str(source))]
+    assert got.report.superseded == ()
+    assert got.excluded.select("log", "reason", "detail").rows() == [
+        (str(source), "duplicate", f"the same trial as {copy}")
+    ]
     _edit(copy, lambda v: v["verifier_result"]["rewards"].update(reward=-1.0))
     with pytest.raises(InputError, match=r"are the same trial .* differ in `rewards`") as err:
         harbor.trials(root, columns=KWARGS)
@@ -359,7 +376,8 @@ def test_cli_import_then_paired(tmp_path: Path, cli: Callable) -> None:
     written = json.loads(report.read_text(encoding="utf-8"))
     assert written["unit"] == "trials"
     assert written["rows"]["forks"] == sum(t.valid for t in live(truth))
-    assert len(written["superseded"]) == sum(t.superseded for t in truth)
+    assert len(written["superseded"]) == sum(t.superseded for t in truth) - copies(truth)
+    assert written["excluded"]["duplicate"] == copies(truth)
     forks = pl.read_parquet(out / "forks.parquet")
     assert adapter_cells(forks) == none_delay(truth)
     cells = tmp_path / "cells.parquet"

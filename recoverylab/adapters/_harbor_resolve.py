@@ -23,15 +23,17 @@ _PLACE = ("file", "job_dir", "job")
 
 def resolve_duplicates(
     frame: pl.DataFrame, mapped: Sequence[str], capacities: Mapping[str, int]
-) -> tuple[pl.DataFrame, list[Superseded]]:
-    """Drop the copies and superseded trials of ``frame``; return it and what was superseded.
+) -> tuple[pl.DataFrame, list[Superseded], pl.DataFrame]:
+    """Drop the copies and superseded trials of ``frame``.
 
     ``mapped`` are the columns the mapping read (a superseded trial must agree with its
-    replacement on each); ``capacities`` the ``n_attempts`` of each job directory.
+    replacement on each); ``capacities`` the ``n_attempts`` of each job directory. Returns the
+    frame, the superseded trials (retries, re-runs of a resumed job) and the copies of a trial
+    read from another file (``file``, ``task_id``, ``by``: the file kept).
     """
     frame = frame.with_row_index("_row")
     dropped: list[Superseded] = []
-    frame = _copies(frame, dropped)
+    frame, copies = _copies(frame)
     job = pl.col("config.job_id")
     retried = frame.filter(job.is_not_null()).with_columns(_cap=pl.lit(1))
     frame = _surplus(frame, retried, ["config.job_id", "trial_name"], mapped, "retry", dropped)
@@ -41,14 +43,14 @@ def resolve_duplicates(
     frame = _surplus(
         frame, planned.filter(pl.col("_cap").is_not_null()), group, mapped, "resumed", dropped
     )
-    return frame.drop("_row"), sorted(dropped, key=lambda s: (s.log, s.by))
+    return frame.drop("_row"), sorted(dropped, key=lambda s: (s.log, s.by)), copies
 
 
-def _copies(frame: pl.DataFrame, dropped: list[Superseded]) -> pl.DataFrame:
+def _copies(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rule 1: one trial id in several files; identical copies collapse to the first file."""
     twins = frame.filter(pl.col("id").is_duplicated())
     if twins.height == 0:
-        return frame
+        return frame, twins.select("file", "task_id", by="file")
     compared = [c for c in frame.columns if c not in (*_PLACE, "_row")]
     versions = pl.struct(compared).n_unique().over("id")
     conflict = twins.filter(versions > 1)
@@ -60,11 +62,10 @@ def _copies(frame: pl.DataFrame, dropped: list[Superseded]) -> pl.DataFrame:
             f"harbor results `{rows[0]['file']}` and `{other['file']}` are the same trial "
             f"(id {other['id']}) but differ in `{differs}`; remove the stale copy."
         )
-    extra = twins.with_columns(pl.col("file").min().over("id").alias("_by"))
-    extra = extra.filter(pl.col("file") != pl.col("_by")).select("file", "_by", "_row")
-    pairs = zip(extra["file"], extra["_by"], strict=True)
-    dropped += [Superseded(file, by, "duplicate") for file, by in pairs]
-    return frame.filter(~pl.col("_row").is_in(extra["_row"].implode()))
+    extra = twins.with_columns(pl.col("file").min().over("id").alias("by"))
+    extra = extra.filter(pl.col("file") != pl.col("by"))
+    kept = frame.filter(~pl.col("_row").is_in(extra["_row"].implode()))
+    return kept, extra.select("file", "task_id", "by")
 
 
 def _surplus(

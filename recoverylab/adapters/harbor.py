@@ -46,8 +46,8 @@ mapped column), agent and model by start time (then trial name), across jobs. Be
 duplicates are resolved by Harbor's record of its runs, never by a rule of ours alone:
 
 1. the same trial ``id`` in two files (a job read twice, a copied trial): identical in every field
-   read, one is kept and the other reported as superseded (``duplicate``); different, an error
-   naming both files;
+   read, the first file is kept and the others are excluded as ``duplicate`` (the detail names
+   the file kept); different, an error naming both files;
 2. the same ``(config.job_id, trial_name)`` with different ids: Harbor retried that trial in place
    (a retry reuses the trial's config and name); the earlier one must have recorded an exception
    and is superseded by the later one (``retry``);
@@ -319,13 +319,14 @@ def _load(
     read = read_jobs(jobs if not isinstance(jobs, (str, os.PathLike)) else [jobs], leaves)
     _check_required(read.trials)
     frame = _map(read, sources).with_columns(_validity())
-    frame, superseded = resolve_duplicates(frame, list(sources), _capacities(read))
+    frame, superseded, copies = resolve_duplicates(frame, list(sources), _capacities(read))
     frame = _number(frame, [c for c in sources if c != "task_id"])
     frame, threshold = _reward(frame, reward, success, extra)
     kept = pl.col("_valid") & pl.col("_reward").is_not_null()
     used = _outcome_rows(frame.filter(kept), threshold, list(sources), extra)
     excluded = pl.concat(
-        [_excluded_rows(frame.filter(~kept)), _unfinished(read)], how="vertical"
+        [_excluded_rows(frame.filter(~kept)), _unfinished(read), _copy_rows(copies)],
+        how="vertical",
     ).sort("reason", "log")
     report = ReadReport(
         format="harbor",
@@ -594,6 +595,16 @@ def _excluded_rows(frame: pl.DataFrame) -> pl.DataFrame:
         "attempt",
         reason.alias("reason"),
         pl.col("_message").fill_null(pl.col("rewards")).alias("detail"),
+    ).cast(EXCLUDED_SCHEMA)
+
+
+def _copy_rows(copies: pl.DataFrame) -> pl.DataFrame:
+    return copies.select(
+        pl.col("file").alias("log"),
+        "task_id",
+        pl.lit(None, pl.Int64).alias("attempt"),
+        pl.lit("duplicate").alias("reason"),
+        pl.format("the same trial as {}", "by").alias("detail"),
     ).cast(EXCLUDED_SCHEMA)
 
 
