@@ -325,6 +325,9 @@ def test_bad_sources_and_missing_values(tmp_path: Path) -> None:
     _, root = _clean_job(tmp_path)
     with pytest.raises(ParameterError, match="must be one of task, agent"):
         harbor.trials(root, columns={"condition": "task_arg:condition"})
+    for name in ("file", "_valid", "config.agent", "reward"):
+        with pytest.raises(ParameterError, match=f"column `{name}` is a name the adapter uses"):
+            harbor.trials(root, columns={name: "task"})
     with pytest.raises(InputError, match="comes from agent_kwarg:arm, but 24 trials have no"):
         harbor.trials(root, columns={"condition": "agent_kwarg:arm"})
     with pytest.raises(InputError, match="`delay` comes from agent_kwarg:condition"):

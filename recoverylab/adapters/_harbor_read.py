@@ -310,7 +310,7 @@ def _flatten(frame: pl.DataFrame, leaves: Sequence[tuple[str, str]]) -> pl.DataF
         "id",
         "task_name",
         "trial_uri",
-        "task_id",
+        pl.col("task_id").alias("task_ref"),  # TrialResult.task_id, not our cluster key
         "task_checksum",
         "trial_name",
         "source",

@@ -70,6 +70,7 @@ result file or trial directory), ``task_id``, ``attempt``, ``reason`` and ``deta
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -281,11 +282,46 @@ def takeover(
     return _imported(report, tables, excluded, used)
 
 
+#: Column names the adapter uses itself (outputs and the fields it reads).
+_RESERVED = frozenset(
+    [
+        "task_id",
+        "attempt",
+        "success",
+        "reward",
+        "agent",
+        "model",
+        "exception_type",
+        "started_at",
+        "finished_at",
+        "seconds",
+        "agent_seconds",
+        "job",
+        "trial_name",
+        "file",
+        "id",
+        "task_name",
+        "trial_uri",
+        "task_ref",
+        "task_checksum",
+        "source",
+        "agent_version",
+        "rewards",
+        "exceptions",
+        "agent_started_at",
+        "agent_finished_at",
+        "job_dir",
+        "config",
+    ]
+)
+
+
 def _sources(task_id: str, columns: Mapping[str, str]) -> dict[str, Source]:
-    reserved = {"task_id", "attempt", "success", "reward", "agent", "model", "exception_type"}
-    bad = sorted(set(columns) & reserved)
+    bad = sorted(n for n in columns if n in _RESERVED or n.startswith("_") or "." in n)
     if bad:
-        raise ParameterError(f"import harbor: column `{bad[0]}` is the adapter's own; rename it.")
+        raise ParameterError(
+            f"import harbor: column `{bad[0]}` is a name the adapter uses itself; rename it."
+        )
     sources = {"task_id": parse_source("task_id", task_id)}
     sources |= {name: parse_source(name, spec) for name, spec in columns.items()}
     return sources
@@ -338,7 +374,11 @@ def _load(
 
 
 def _check_required(frame: pl.DataFrame) -> None:
-    columns = {"agent_info.name": "agent", "agent_info.version": "agent_version"}
+    columns = {
+        "agent_info.name": "agent",
+        "agent_info.version": "agent_version",
+        "task_id": "task_ref",
+    }
     for field in REQUIRED:
         column = columns.get(field, field)
         bad = frame.filter(pl.col(column).is_null())
@@ -424,7 +464,7 @@ def _dig(value: Any, path: Sequence[str]) -> str | None:
         return None
     if isinstance(value, bool):
         return "true" if value else "false"
-    return value if isinstance(value, str) else __import__("json").dumps(value)
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _cast_int(frame: pl.DataFrame, name: str, source: Source) -> pl.DataFrame:
