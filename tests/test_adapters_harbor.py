@@ -296,12 +296,18 @@ def test_unfinished_trial_directory_is_excluded(tmp_path: Path) -> None:
 def test_missing_field_corrupt_and_empty_files_are_named(tmp_path: Path) -> None:
     truth, root = _clean_job(tmp_path)
     path = Path(truth[1].file)
+    original = path.read_bytes()
     _edit(path, lambda v: v.pop("task_name"))
     with pytest.raises(InputError, match=rf"`{path}` has no `task_name`"):
         harbor.trials(root)
     path.write_text('{"task_name": "x", ', encoding="utf-8")
     with pytest.raises(InputError, match=rf"`{path}` is not valid JSON"):
         harbor.trials(root)
+    path.write_bytes(original)
+    _edit(Path(truth[0].file), lambda v: v.update(agent_info="terminus"))
+    with pytest.raises(InputError, match=rf"`{truth[0].file}` does not have TrialResult's shape"):
+        harbor.trials(root)
+    _edit(Path(truth[0].file), lambda v: v.update(agent_info={"name": "a", "version": "1"}))
     path.write_text("[1, 2]", encoding="utf-8")
     with pytest.raises(InputError, match=rf"`{path}` is not a JSON object"):
         harbor.trials(root)

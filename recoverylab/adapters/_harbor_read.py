@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import polars as pl
 
@@ -271,10 +271,9 @@ def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str
         try:
             frame = pl.read_ndjson(blob, schema=schema)
         except pl.exceptions.PolarsError:
-            _name_broken(files, texts)
-            raise
+            _name_broken(files, texts, schema)
         if frame.height != len(files):
-            _name_broken(files, texts)
+            _name_broken(files, texts, schema)
     return _flatten(frame, leaves)
 
 
@@ -287,7 +286,8 @@ def _read(file: str) -> bytes:
     return text
 
 
-def _name_broken(files: list[str], texts: list[bytes]) -> None:
+def _name_broken(files: list[str], texts: list[bytes], schema: dict[str, Any]) -> NoReturn:
+    """Find the file the one-scan read failed on (file by file: the error path only); raise."""
     for file, text in zip(files, texts, strict=True):
         try:
             value = json.loads(text)
@@ -295,6 +295,13 @@ def _name_broken(files: list[str], texts: list[bytes]) -> None:
             raise InputError(f"harbor result `{file}` is not valid JSON ({exc}).") from None
         if not isinstance(value, dict):
             raise InputError(f"harbor result `{file}` is not a JSON object (a TrialResult).")
+        try:
+            pl.read_ndjson(json.dumps(value).encode(), schema=schema)
+        except pl.exceptions.PolarsError as exc:
+            problem = str(exc).strip().splitlines()[0]
+            raise InputError(
+                f"harbor result `{file}` does not have TrialResult's shape ({problem})."
+            ) from None
     raise InputError(f"harbor results under `{os.path.dirname(files[0])}` could not be read.")
 
 
