@@ -242,7 +242,8 @@ def takeover(
     """Read Harbor jobs into takeover ``states`` and ``attempts`` (§3.4).
 
     A state is the ``state`` key of a trial (default its task); the attempt's ``agent`` comes from
-    ``agent`` and its ``repeat`` is the trial's attempt. ``passed`` is ``success``; ``aware``,
+    ``agent`` and its ``repeat`` numbers the trials of (state, agent) whose reward counts, in
+    attempt order (excluded trials leave no gap). ``passed`` is ``success``; ``aware``,
     ``root_cause_fixed`` and ``derived_fixed`` are the reward keys of those names (1 = true, or at
     least ``success``). ``workflow_id`` and ``root_cause_id`` default to the state; ``replay_ok``
     and ``expected_ok`` are true (trials whose environment never came up are excluded instead).
@@ -268,7 +269,10 @@ def takeover(
     attempts = used.select(
         "state_id",
         pl.col("agent_key").alias("agent"),
-        pl.col("attempt").alias("repeat"),
+        # repeats run 0, 1, ... over the attempts that count (as Harbor's pass@k counts them)
+        (pl.col("attempt").rank("ordinal").over("state_id", "agent_key") - 1)
+        .cast(pl.Int64)
+        .alias("repeat"),
         *_FUNNEL,
         pl.col("success").alias("passed"),
         pl.col("agent_seconds").alias("seconds"),
