@@ -483,3 +483,33 @@ def test_cli_takeover_writes_states_and_attempts(tmp_path: Path, cli: Callable) 
         "takeover", "--states", out / "states.parquet", "--attempts", out / "attempts.parquet"
     )
     assert done.code == 0, done.err
+
+
+@pytest.mark.parametrize("by", ["trial_id", "path"])
+def test_a_regrade_supersedes_the_trial_it_regrades(tmp_path: Path, by: str) -> None:
+    """Harbor's regrade job re-runs the verifier on a source trial: one agent run, graded twice."""
+    truth, root = _clean_job(tmp_path)
+    source = Path(truth[0].file)
+    original = json.loads(source.read_text(encoding="utf-8"))
+    regrade_dir = root / "regrades" / "job-regrade" / source.parent.name
+    regrade_dir.mkdir(parents=True)
+    (regrade_dir / ".sources").mkdir()  # Harbor's cache of the sources: never read as trials
+    shutil.copytree(source.parent, regrade_dir / ".sources" / source.parent.name)
+    link = {"action": "regrade", "type": "local", "trial_id": None, "path": str(source.parent)}
+    if by == "trial_id":
+        link |= {"trial_id": original["id"], "path": "/elsewhere/gone"}
+    regraded = json.loads(json.dumps(original))
+    regraded["id"] = "00000000-0000-0000-0000-0000000000aa"
+    regraded["config"] |= {"source_trial": link, "job_id": "00000000-0000-0000-0000-0000000000bb"}
+    flipped = 1 - original["verifier_result"]["rewards"]["reward"]
+    regraded["verifier_result"] = {"rewards": {"reward": flipped}}
+    (regrade_dir / "result.json").write_text(json.dumps(regraded), encoding="utf-8")
+    got = harbor.trials(root, columns=KWARGS)
+    assert [(s.log, s.by, s.reason) for s in got.report.superseded] == [
+        (str(source), str(regrade_dir / "result.json"), "regrade")
+    ]
+    assert got.excluded.height == 0  # the .sources cache was not read
+    table = got.tables["trials"]
+    assert table.height == len(truth)
+    row = table.filter(pl.col("file") == str(regrade_dir / "result.json"))
+    assert row["reward"].to_list() == [regraded["verifier_result"]["rewards"]["reward"]]

@@ -33,8 +33,9 @@ from recoverylab._errors import InputError, ParameterError, SourceError
 
 __all__ = ["HarborRead", "read_jobs"]
 
-#: Output directories inside a trial directory: never searched for trials.
-_TRIAL_OUTPUTS = frozenset({"agent", "verifier", "artifacts", "steps", "user-agent"})
+#: Output directories inside a trial directory, and a regrade job's cache of the trials it
+#: regrades (``.sources/``): never searched for trials.
+_TRIAL_OUTPUTS = frozenset({"agent", "verifier", "artifacts", "steps", "user-agent", ".sources"})
 _POLICY = pl.Struct({"has_valid_reward": pl.Boolean})
 _EXCEPTION = pl.Struct(
     {"exception_type": pl.String, "exception_message": pl.String, "policy_override": _POLICY}
@@ -124,7 +125,9 @@ def read_jobs(
             found.jobs.add(parent)
     jobs = {d: _job_config(d) for d in sorted(found.jobs - set(trial_dirs))}
     files = [os.path.join(d, "result.json") for d in trial_dirs]
-    leaves = sorted({("config", "agent"), ("config", "job_id"), *leaves})
+    leaves = sorted(
+        {("config", "agent"), ("config", "job_id"), ("config", "source_trial"), *leaves}
+    )
     frame = _parse(files, [found.texts[d] for d in trial_dirs], leaves)
     parents = [os.path.dirname(d) for d in trial_dirs]
     frame = frame.with_columns(

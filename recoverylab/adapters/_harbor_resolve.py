@@ -7,6 +7,7 @@ one; the rest stays in polars.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ def resolve_duplicates(
     frame = frame.with_row_index("_row")
     dropped: list[Superseded] = []
     frame, copies = _copies(frame)
+    frame = _regraded(frame, mapped, dropped)
     job = pl.col("config.job_id")
     retried = frame.filter(job.is_not_null()).with_columns(_cap=pl.lit(1))
     frame = _surplus(frame, retried, ["config.job_id", "trial_name"], mapped, "retry", dropped)
@@ -66,6 +68,45 @@ def _copies(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     extra = extra.filter(pl.col("file") != pl.col("by"))
     kept = frame.filter(~pl.col("_row").is_in(extra["_row"].implode()))
     return kept, extra.select("file", "task_id", "by")
+
+
+def _regraded(
+    frame: pl.DataFrame, mapped: Sequence[str], dropped: list[Superseded]
+) -> pl.DataFrame:
+    """Drop each trial that a regrade read here re-graded (``config.source_trial``).
+
+    Harbor's regrade re-runs only the verifier on the source trial's agent output: the two are
+    one agent run graded twice. The source is found by its trial id, else by its directory.
+    """
+    source = pl.col("config.source_trial")
+    regrades = frame.filter(source.str.json_path_match("$.action") == "regrade").select(
+        "_row",
+        "file",
+        source.str.json_path_match("$.trial_id").alias("_of_id"),
+        source.str.json_path_match("$.path").alias("_of_path"),
+    )
+    if regrades.height == 0:
+        return frame
+    absolute = [os.path.abspath(os.path.dirname(f)) for f in frame["file"]]
+    place = frame.select("_row", "id").with_columns(pl.Series("_dir", absolute, pl.String))
+    regrades = regrades.with_columns(
+        pl.Series("_of_path", [_absolute(p) for p in regrades["_of_path"]], pl.String)
+    )
+    by_id = regrades.join(place, left_on="_of_id", right_on="id", suffix="_old")
+    by_dir = regrades.filter(pl.col("_of_id").is_null() | ~pl.col("_of_id").is_in(place["id"]))
+    by_dir = by_dir.join(place, left_on="_of_path", right_on="_dir", suffix="_old")
+    pairs = pl.concat([by_id.select("_row", "_row_old"), by_dir.select("_row", "_row_old")])
+    rows = {r["_row"]: r for r in frame.filter(pl.col("_row").is_in(
+        pl.concat([pairs["_row"], pairs["_row_old"]]).implode()
+    )).to_dicts()}  # fmt: skip
+    for new, old in pairs.iter_rows():
+        _agree(rows[old], rows[new], mapped)
+        dropped.append(Superseded(rows[old]["file"], rows[new]["file"], "regrade"))
+    return frame.filter(~pl.col("_row").is_in(pairs["_row_old"].implode()))
+
+
+def _absolute(path: str | None) -> str | None:
+    return None if path is None else os.path.abspath(path)
 
 
 def _surplus(

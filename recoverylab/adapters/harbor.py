@@ -51,7 +51,10 @@ duplicates are resolved by Harbor's record of its runs, never by a rule of ours 
 2. the same ``(config.job_id, trial_name)`` with different ids: Harbor retried that trial in place
    (a retry reuses the trial's config and name); the earlier one must have recorded an exception
    and is superseded by the later one (``retry``);
-3. more trials of one (job id, task, agent configuration) than the job's ``n_attempts``: the job
+3. a regrade (``config.source_trial`` with action ``regrade``: Harbor re-ran only the verifier on
+   another trial's agent output) supersedes the trial it re-graded, found by trial id or
+   directory, when that trial is read too (``regrade``);
+4. more trials of one (job id, task, agent configuration) than the job's ``n_attempts``: the job
    was resumed after some trials failed (Harbor re-runs them under new names); the earliest
    trials that recorded an exception are superseded by the later ones (``resumed``).
 
