@@ -1,4 +1,4 @@
-"""Duplicate Harbor trials: the same trial read twice, a retried trial, a resumed job's re-runs.
+"""Duplicate Harbor trials: a trial read twice, a regrade, a retry, a resumed job's re-runs.
 
 The rules (and why they follow Harbor's own record of its runs) are those of
 :mod:`recoverylab.adapters.harbor`. Only the few groups that hold a duplicate are looked at one by
