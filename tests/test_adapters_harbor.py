@@ -513,3 +513,13 @@ def test_a_regrade_supersedes_the_trial_it_regrades(tmp_path: Path, by: str) -> 
     assert table.height == len(truth)
     row = table.filter(pl.col("file") == str(regrade_dir / "result.json"))
     assert row["reward"].to_list() == [regraded["verifier_result"]["rewards"]["reward"]]
+
+
+def test_attempts_follow_the_start_time_not_its_spelling(tmp_path: Path) -> None:
+    truth, root = _clean_job(tmp_path)
+    first, second = [t for t in truth if (t.task, t.method, t.delay) == ("fix-git", "refresh", 1)]
+    _edit(Path(first.file), lambda v: v.update(started_at="2026-12-01T10:00:00+02:00"))  # 08:00Z
+    _edit(Path(second.file), lambda v: v.update(started_at="2026-12-01T09:00:00Z"))
+    table = harbor.trials(root, columns=KWARGS).tables["trials"]
+    got = dict(table.select("file", "attempt").iter_rows())
+    assert (got[first.file], got[second.file]) == (0, 1)

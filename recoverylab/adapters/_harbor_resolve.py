@@ -121,7 +121,7 @@ def _surplus(
     over = candidates.filter(pl.len().over(group) > pl.col("_cap"))
     if over.height == 0:
         return frame
-    order = ["started_at", "trial_name", "id"]
+    order = ["_start", "trial_name", "id"]  # _start: started_at as a UTC datetime
     drop: list[int] = []
     for part in over.sort(order, nulls_last=True).partition_by(group):
         rows = part.to_dicts()

@@ -361,7 +361,7 @@ def _load(
     leaves = [s.leaf for s in sources.values() if s.leaf is not None]
     read = read_jobs(jobs if not isinstance(jobs, (str, os.PathLike)) else [jobs], leaves)
     _check_required(read.trials)
-    frame = _map(read, sources).with_columns(_validity())
+    frame = _map(read, sources).with_columns(*_validity(), _utc("started_at").alias("_start"))
     frame, superseded, copies = resolve_duplicates(frame, list(sources), _capacities(read))
     frame = _number(frame, [c for c in sources if c != "task_id"])
     frame, threshold = _reward(frame, reward, success, extra)
@@ -528,9 +528,7 @@ def _capacities(read: HarborRead) -> dict[str, int]:
 def _number(frame: pl.DataFrame, arms: list[str]) -> pl.DataFrame:
     """Add ``attempt``: the trials of each (task, arm, agent, model) numbered by start time."""
     group = ["task_id", *arms, "agent", "model"]
-    order = pl.struct(
-        pl.col("started_at").fill_null(""), pl.col("trial_name"), pl.col("id"), pl.col("file")
-    )
+    order = pl.struct(pl.col("_start"), pl.col("trial_name"), pl.col("id"), pl.col("file"))
     return frame.with_columns(
         (order.rank("ordinal").over(group) - 1).cast(pl.Int64).alias("attempt")
     )
