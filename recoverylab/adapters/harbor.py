@@ -34,6 +34,8 @@ applied (:mod:`recoverylab.adapters._harbor_policy`). So an ``AgentTimeoutError`
 ``ApiRateLimitError`` is excluded with its exception type as the ``reason``; a trial with no
 reward and no such exception is excluded as ``no_reward``, a valid trial without the chosen
 reward key as ``no_reward_key``, a trial directory without ``result.json`` as ``unfinished``.
+The ``reward_valid`` and ``ExceptionInfo.policy`` values a file records are not read: they are
+computed fields, which Harbor itself recomputes from its table whenever it loads a result.
 
 ``success`` comes from one reward key (``reward``; the only key when the results hold one):
 binary rewards (0 or 1) by default, or ``reward >= success`` for a threshold.
