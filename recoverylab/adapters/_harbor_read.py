@@ -1,0 +1,338 @@
+"""Find the trials of Harbor job directories and read their ``result.json`` files in one scan.
+
+Harbor writes a job as ``JOBS_DIR/JOB_NAME/`` holding the job's ``config.json`` (``JobConfig``),
+``result.json`` (``JobResult``, without its trial results) and one directory per trial, named
+``TASK__XXXXXXX`` (``TrialConfig.generate_trial_name``), holding the trial's ``config.json``
+(``TrialConfig``), ``result.json`` (``TrialResult``) and the ``agent/``, ``verifier/``,
+``artifacts/``, ``steps/`` and ``user-agent/`` output directories
+(``harbor/models/trial/paths.py``).
+A trial directory without ``result.json`` is a trial that never finished (Harbor writes the file
+once, when the trial ends, and deletes such directories when it resumes the job).
+
+Reading: the files are read as bytes, their line breaks (never inside a JSON string) turned into
+spaces, and the whole set parsed by polars' JSON reader in one call with an explicit schema holding
+only the fields of ``TrialResult`` the adapter uses; a dict whose keys are the user's (rewards,
+agent kwargs, metadata) is kept as its JSON text and read with JSON paths later. A file that does
+not parse is found and named by parsing the files one at a time, only when the scan failed.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+import polars as pl
+
+from recoverylab._errors import InputError, ParameterError, SourceError
+
+__all__ = ["HarborRead", "read_jobs"]
+
+#: Output directories inside a trial directory, and a regrade job's cache of the trials it
+#: regrades (``.sources/``): never searched for trials.
+_TRIAL_OUTPUTS = frozenset({"agent", "verifier", "artifacts", "steps", "user-agent", ".sources"})
+_POLICY = pl.Struct({"has_valid_reward": pl.Boolean})
+_EXCEPTION = pl.Struct(
+    {"exception_type": pl.String, "exception_message": pl.String, "policy_override": _POLICY}
+)
+_TIMING = pl.Struct({"started_at": pl.String, "finished_at": pl.String})
+#: The fields of ``TrialResult`` read, by Harbor's names (``harbor/models/trial/result.py``).
+_BASE: dict[str, Any] = {
+    "id": pl.String,
+    "task_name": pl.String,
+    "trial_name": pl.String,
+    "trial_uri": pl.String,
+    "task_id": pl.String,
+    "task_checksum": pl.String,
+    "source": pl.String,
+    "agent_info": pl.Struct(
+        {
+            "name": pl.String,
+            "version": pl.String,
+            "model_info": pl.Struct({"name": pl.String, "provider": pl.String}),
+        }
+    ),
+    "verifier_result": pl.Struct({"rewards": pl.String}),
+    "exception_info": _EXCEPTION,
+    "step_results": pl.List(pl.Struct({"exception_info": _EXCEPTION})),
+    "started_at": pl.String,
+    "finished_at": pl.String,
+    "agent_execution": _TIMING,
+}
+#: Fields ``TrialResult`` requires (no default): a file without one is not a result. (``id`` has
+#: a default, a fresh uuid; a file without one is identified by its path.)
+REQUIRED = (
+    "task_name",
+    "trial_name",
+    "trial_uri",
+    "task_id",
+    "task_checksum",
+    "config",
+    "agent_info.name",
+    "agent_info.version",
+)
+
+
+@dataclass(frozen=True)
+class HarborRead:
+    """The trials found under the given paths, one row per ``result.json``.
+
+    ``trials`` has ``file`` and ``job_dir`` (paths as strings), the fields of ``_BASE`` flattened
+    (``agent_info.name`` -> ``agent``, ...), and one String column per requested leaf, named by
+    its dotted path (``config.agent``). ``jobs`` maps a job directory to its parsed
+    ``config.json`` (``JobConfig``), when it has one. ``unfinished`` lists trial directories
+    without ``result.json``; ``files_read`` every file opened.
+    """
+
+    trials: pl.DataFrame
+    jobs: dict[str, dict[str, Any]]
+    unfinished: tuple[str, ...]
+    files_read: tuple[str, ...]
+
+
+def read_jobs(
+    paths: Sequence[str | os.PathLike[str]], leaves: Iterable[tuple[str, str]]
+) -> HarborRead:
+    """Find every trial under ``paths`` and read its ``result.json`` (see the module docstring).
+
+    ``leaves`` are (top-level field, field) pairs of ``TrialResult`` read as JSON text, e.g.
+    ``("config", "agent")``.
+    """
+    found = _Found()
+    for path in _expand(paths):
+        if os.path.isdir(path):
+            found.visit(os.path.normpath(path))
+        elif os.path.basename(path) == "result.json":
+            trial = os.path.dirname(os.path.normpath(path)) or "."
+            found.texts[trial] = _read(path)
+        else:
+            raise ParameterError(
+                f"import harbor: `{path}` is a file but not a trial's result.json; give job "
+                "directories (or trial directories, or their result.json files)."
+            )
+    trial_dirs = sorted(found.texts)
+    if not trial_dirs:
+        named = ", ".join(f"`{os.fspath(p)}`" for p in _expand(paths))
+        raise SourceError(f"import harbor: no trial result.json found under {named}.")
+    for d in trial_dirs:  # a trial given alone still belongs to its job, if it has one
+        parent = os.path.dirname(d)
+        if parent not in found.jobs and os.path.isfile(os.path.join(parent, "config.json")):
+            found.jobs.add(parent)
+    jobs = {d: _job_config(d) for d in sorted(found.jobs - set(trial_dirs))}
+    files = [os.path.join(d, "result.json") for d in trial_dirs]
+    leaves = sorted(
+        {("config", "agent"), ("config", "job_id"), ("config", "source_trial"), *leaves}
+    )
+    frame = _parse(files, [found.texts[d] for d in trial_dirs], leaves)
+    parents = [os.path.dirname(d) for d in trial_dirs]
+    frame = frame.with_columns(
+        pl.Series("file", files, dtype=pl.String),
+        pl.Series("job_dir", [p if p in jobs else None for p in parents], dtype=pl.String),
+    ).with_columns(pl.coalesce("id", "file").alias("id"))
+    read = [*files, *(os.path.join(d, "config.json") for d, c in jobs.items() if c)]
+    unfinished = tuple(sorted(found.unfinished - found.jobs))
+    return HarborRead(frame, jobs, unfinished, tuple(sorted(read)))
+
+
+def _expand(paths: Sequence[str | os.PathLike[str]]) -> list[str]:
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    found: list[str] = []
+    for entry in paths:
+        text = os.fspath(entry)
+        matches = sorted(glob.glob(text)) if glob.has_magic(text) else [text]
+        if not matches or not all(os.path.exists(m) for m in matches):
+            raise SourceError(f"import harbor: `{text}` does not exist.")
+        found += matches
+    if not found:
+        raise ParameterError("import harbor: no job directory given.")
+    return found
+
+
+class _Found:
+    """Trials (directory -> result.json bytes), jobs and unfinished trials found so far.
+
+    A directory holding ``config.json`` or ``result.json`` is a job when some subdirectory
+    (outside a trial's output directories) is a trial, and a trial otherwise. A job's
+    subdirectories are read as trials straight away (one ``open`` each, in parallel threads),
+    without listing them: Harbor puts nothing else there.
+    """
+
+    def __init__(self) -> None:
+        self.texts: dict[str, bytes] = {}
+        self.jobs: set[str] = set()
+        self.unfinished: set[str] = set()
+
+    def visit(self, directory: str) -> bool:
+        """Search ``directory``; return whether it held any trial, job or unfinished trial."""
+        files, subdirs = _listing(directory)
+        marked = "result.json" in files or "config.json" in files
+        below = [
+            os.path.join(directory, s)
+            for s in sorted(subdirs)
+            if not (marked and s in _TRIAL_OUTPUTS)
+        ]
+        if not marked:
+            visited = [self.visit(d) for d in below]  # every one, no short cut
+            return any(visited)
+        held = False
+        for d, text in zip(below, _read_many(below), strict=True):
+            if text is not None:
+                self.texts[d] = text
+            elif os.path.isfile(os.path.join(d, "config.json")):
+                self.unfinished.add(d)
+            elif not self.visit(d):
+                continue
+            held = True
+        if held:
+            self.jobs.add(directory)
+        elif "result.json" in files:
+            self.texts[directory] = _read(os.path.join(directory, "result.json"))
+        else:
+            self.unfinished.add(directory)
+        return True
+
+
+def _listing(directory: str) -> tuple[set[str], list[str]]:
+    files: set[str] = set()
+    subdirs: list[str] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.is_dir():
+                subdirs.append(entry.name)
+            else:
+                files.add(entry.name)
+    return files, subdirs
+
+
+def _read_many(directories: list[str]) -> list[bytes | None]:
+    """Read ``result.json`` in each directory (None where there is none), in parallel threads."""
+    if len(directories) < 64:
+        return [_maybe(d) for d in directories]
+    size = -(-len(directories) // 32)
+    chunks = [directories[i : i + size] for i in range(0, len(directories), size)]
+    with ThreadPoolExecutor(max_workers=min(8, 4 * (os.cpu_count() or 1))) as pool:
+        parts = list(pool.map(lambda chunk: [_maybe(d) for d in chunk], chunks))
+    return [text for part in parts for text in part]
+
+
+def _maybe(directory: str) -> bytes | None:
+    path = os.path.join(directory, "result.json")
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise SourceError(f"harbor result `{path}` cannot be read ({exc.strerror}).") from None
+
+
+def _job_config(job_dir: str) -> dict[str, Any]:
+    path = os.path.join(job_dir, "config.json")
+    if not os.path.isfile(path):
+        return {}
+    try:
+        value = json.loads(Path(path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"harbor job config `{path}` is not valid JSON ({exc}).") from None
+    if not isinstance(value, dict):
+        raise InputError(f"harbor job config `{path}` is not a JSON object.")
+    return value
+
+
+def _schema(leaves: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    schema = dict(_BASE)
+    tops: dict[str, dict[str, Any]] = {}
+    for top, name in leaves:
+        tops.setdefault(top, {})[name] = pl.String
+    for top, fields in tops.items():
+        if top in schema:
+            raise ParameterError(
+                f"import harbor: field `{top}` cannot be read as a mapping source."
+            )
+        schema[top] = pl.Struct(fields)
+    schema.setdefault("config", pl.Struct({"agent": pl.String}))
+    return schema
+
+
+def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str]]) -> pl.DataFrame:
+    """Parse every result file in one polars scan; name the first broken file on failure."""
+    schema = _schema(leaves)
+    for file, text in zip(files, texts, strict=True):
+        if not text.strip():
+            raise InputError(f"harbor result `{file}` is empty; it is not a TrialResult.")
+    if not files:
+        frame = pl.DataFrame(schema=schema)
+    else:
+        # one object per line: a raw line break can only be whitespace between JSON tokens
+        blob = b"\x00".join(texts).replace(b"\r", b" ").replace(b"\n", b" ").replace(b"\x00", b"\n")
+        try:
+            frame = pl.read_ndjson(blob, schema=schema)
+        except pl.exceptions.PolarsError:
+            _name_broken(files, texts, schema)
+        if frame.height != len(files):
+            _name_broken(files, texts, schema)
+    return _flatten(frame, leaves)
+
+
+def _read(file: str) -> bytes:
+    try:
+        with open(file, "rb") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise SourceError(f"harbor result `{file}` cannot be read ({exc.strerror}).") from None
+    return text
+
+
+def _name_broken(files: list[str], texts: list[bytes], schema: dict[str, Any]) -> NoReturn:
+    """Find the file the one-scan read failed on (file by file: the error path only); raise."""
+    for file, text in zip(files, texts, strict=True):
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"harbor result `{file}` is not valid JSON ({exc}).") from None
+        if not isinstance(value, dict):
+            raise InputError(f"harbor result `{file}` is not a JSON object (a TrialResult).")
+        try:
+            pl.read_ndjson(json.dumps(value).encode(), schema=schema)
+        except pl.exceptions.PolarsError as exc:
+            problem = str(exc).strip().splitlines()[0]
+            raise InputError(
+                f"harbor result `{file}` does not have TrialResult's shape ({problem})."
+            ) from None
+    raise InputError(f"harbor results under `{os.path.dirname(files[0])}` could not be read.")
+
+
+def _flatten(frame: pl.DataFrame, leaves: Sequence[tuple[str, str]]) -> pl.DataFrame:
+    info = pl.col("agent_info")
+    exceptions = pl.concat_list(
+        pl.col("exception_info"),
+        pl.col("step_results")
+        .fill_null(pl.lit([], dtype=_BASE["step_results"]))
+        .list.eval(pl.element().struct.field("exception_info")),
+    ).list.drop_nulls()
+    return frame.select(
+        "id",
+        "task_name",
+        "trial_uri",
+        pl.col("task_id").alias("task_ref"),  # TrialResult.task_id, not our cluster key
+        "task_checksum",
+        "trial_name",
+        "source",
+        info.struct.field("name").alias("agent"),
+        info.struct.field("version").alias("agent_version"),
+        info.struct.field("model_info").struct.field("name").alias("model"),
+        pl.col("verifier_result").struct.field("rewards").alias("rewards"),
+        exceptions.alias("exceptions"),
+        "started_at",
+        "finished_at",
+        pl.col("agent_execution").struct.field("started_at").alias("agent_started_at"),
+        pl.col("agent_execution").struct.field("finished_at").alias("agent_finished_at"),
+        pl.when(pl.col("config").is_not_null()).then(pl.lit(True)).alias("config"),
+        *(pl.col(top).struct.field(name).alias(f"{top}.{name}") for top, name in leaves),
+    )
