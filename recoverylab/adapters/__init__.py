@@ -1,8 +1,9 @@
 """Real log formats in: adapters turn them into recoverylab's tables (ARCHITECTURE §8).
 
-Layout: one module per log format (``inspect``; its reading in ``_inspect_read``), the shared
-``_mapping`` and ``_report`` (:class:`ReadReport`). May import the core (schema, io, _errors);
-knows no protocol and no engine, and the core imports no adapter.
+Layout: one public module per log format (``inspect``, ``harbor``, ``tau2``, ``table``; private
+helpers ``_<format>_*``), the shared ``_report`` (:class:`Imported`, :class:`ReadReport`) and
+``_trials`` (the ``trials`` contract). May import the core (schema, io, _errors); knows no
+protocol and no engine, and the core imports no adapter.
 
 An adapter reads a log format through the format's own library, lets the caller say where each of
 our columns comes from, and reports what it could not use (errored samples, missing scores,
@@ -11,6 +12,10 @@ and know no protocol.
 
 - :mod:`recoverylab.adapters.inspect`: inspect_ai evaluation logs (extra ``[inspect]``):
   :func:`~recoverylab.adapters.inspect.forks` and :func:`~recoverylab.adapters.inspect.takeover`.
+- :mod:`recoverylab.adapters.harbor`: Harbor (Terminal-Bench) job directories read from each
+  trial's ``result.json`` by the field names of Harbor's own models, without Harbor; which trials
+  count follows Harbor's own error policy (``reward_valid``): :func:`~.harbor.trials`,
+  :func:`~.harbor.forks`, :func:`~.harbor.takeover`.
 - :mod:`recoverylab.adapters.tau2`: tau2-bench results (one JSON, or ``results.json`` +
   ``simulations/``) read by its data model's field names, without tau2-bench:
   :func:`~recoverylab.adapters.tau2.read` gives ``trials`` (one row per task trial; tau2's
@@ -21,8 +26,8 @@ and know no protocol.
   ``takeover`` (``states``, ``attempts``) or ``trials``.
 - :class:`Imported` and :class:`ReadReport`: what every adapter returns (tables, ``excluded``,
   and a report of the files read, logs used and superseded, units excluded by reason, rows).
-- :func:`looks_like_inspect_log`: recognise an inspect log without importing inspect_ai (used by
-  :mod:`recoverylab.io` to point at ``recoverylab import inspect``).
+- :func:`looks_like_inspect_log`: recognise an inspect log without importing inspect_ai (the
+  core's own detection, :mod:`recoverylab._formats`, re-exported here).
 """
 
 from __future__ import annotations
