@@ -96,9 +96,8 @@ def _row_counts(draws: np.ndarray) -> np.ndarray:
     for start in range(0, size, step):
         rows = draws[start : start + step]
         picks = (rows + offsets[: rows.shape[0]]).reshape(-1)
-        counts[start : start + rows.shape[0]] = np.bincount(
-            picks, minlength=rows.size
-        ).reshape(rows.shape)
+        drawn = np.bincount(picks, minlength=rows.size)
+        counts[start : start + rows.shape[0]] = drawn.reshape(rows.shape)
     return counts
 
 
