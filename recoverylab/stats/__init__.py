@@ -11,6 +11,14 @@ seed and a stable hash of the cell key), so a cell's result does not depend on t
 their order or the machine (except the coupled workflow sets of
 :func:`cluster_bootstrap_ratios`, drawn together).
 
+The random-stream guarantee: what is drawn depends only on the seed, the cell key (or the
+coupled sets' clusters) and ``n_resamples``; *how* the draws are counted and summed (batches,
+the rows counted per ``bincount``, float32 products for integer columns whose sums stay below
+2**24, block layout of the products) never consumes or reorders the stream. So a faster path
+gives the same resamples: sums of integer partials are identical bit for bit, fractional ones up
+to the summation order of a product (tests/test_stats_shared_bootstrap.py compares
+:func:`cluster_bootstrap_ratios`' coupled sums with a dense reference draw for draw).
+
 One public namespace over topic modules (each says what it holds and why); other packages
 import from ``recoverylab.stats`` only, never from a private topic module. The one public
 submodule is :mod:`recoverylab.stats.sequences`: anytime-valid confidence sequences (betting),

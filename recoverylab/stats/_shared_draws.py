@@ -65,9 +65,7 @@ def _coupled_batch(
     """Fill rows ``start:start + size`` of every set's sums (see :func:`_coupled_resample_sums`)."""
     n_universe = coupled[0].position.size
     draws = gen.integers(0, n_universe, size=(size, n_universe), dtype=np.int32)
-    offsets = (np.arange(size, dtype=np.int64) * n_universe)[:, np.newaxis]
-    counts = np.bincount((draws + offsets).reshape(-1), minlength=size * n_universe)
-    sums = product(counts.reshape(size, n_universe))
+    sums = product(_row_counts(draws))
     landed_at = sums.shape[1] - len(coupled)
     edge = 0
     for i, (one, out) in enumerate(zip(coupled, outs, strict=True)):
@@ -77,6 +75,30 @@ def _coupled_batch(
         if one.k < n_universe:
             landed = np.rint(sums[:, landed_at + i]).astype(np.int64)
             out[start : start + size] += one.correction(draws, landed, gen)
+
+
+#: Rows of draws counted by one ``bincount``: its (rows x N) counters should stay in the cache.
+_COUNT_ELEMENTS = 1 << 16
+
+
+def _row_counts(draws: np.ndarray) -> np.ndarray:
+    """Return how often each cluster was drawn in each row of ``draws``, as float32 (exact).
+
+    The same counts as one ``bincount`` over the whole batch with row offsets, a few rows at a
+    time so that the counters stay in the cache (measured: 3-4x less CPU at N = 12,500).
+    A count is at most N: float32 holds it exactly below 2**24 clusters, float64 above.
+    """
+    size, n_universe = draws.shape
+    exact32 = n_universe < 2**24
+    counts = np.empty((size, n_universe), dtype=np.float32 if exact32 else np.float64)
+    step = max(1, _COUNT_ELEMENTS // n_universe)
+    offsets = (np.arange(step, dtype=np.int64) * n_universe)[:, np.newaxis]
+    for start in range(0, size, step):
+        rows = draws[start : start + step]
+        picks = (rows + offsets[: rows.shape[0]]).reshape(-1)
+        drawn = np.bincount(picks, minlength=rows.size)
+        counts[start : start + rows.shape[0]] = drawn.reshape(rows.shape)
+    return counts
 
 
 @contextmanager
@@ -109,7 +131,7 @@ class _ExactProduct:
     def __call__(self, counts: np.ndarray) -> np.ndarray:
         out = np.empty((counts.shape[0], self.width), dtype=np.float64)
         if self.single.shape[1]:
-            out[:, self.exact] = counts.astype(np.float32) @ self.single
+            out[:, self.exact] = counts.astype(np.float32, copy=False) @ self.single
         if self.double.shape[1]:
             out[:, ~self.exact] = counts.astype(np.float64) @ self.double
         return out
