@@ -22,6 +22,7 @@ import pytest
 
 from recoverylab._errors import OutputError
 from recoverylab.cli import build_parser
+from recoverylab.cli._import import FORMATS as IMPORT_FORMATS
 from recoverylab.cli._common import RefusedTarget, is_output_option
 from recoverylab.io import write_parquet, write_table
 from tests.conftest import SAMPLES
@@ -47,7 +48,7 @@ def test_every_output_option_checks_its_target() -> None:
     directories = {(c, a.option_strings[0]) for c, a in actions if a.metavar == "DIR"}
     assert directories == {
         ("demo", "--out"),
-        ("import inspect", "--out"),
+        *((f"import {name}", "--out") for name in IMPORT_FORMATS),
         ("synth", "--out"),
         ("takeover", "--out-dir"),
     }

@@ -173,7 +173,7 @@ class _Job:
         snapshot: bool,
     ) -> list[HarborTrial]:
         self.path.mkdir(parents=True, exist_ok=True)
-        _dump(self.path / "config.json", self._config())
+        _dump(self.path / "config.json", _job_config(self))
         out: list[HarborTrial] = []
         pending: list[tuple[str, tuple[str, str, int | None], int]] = []
         first = True
@@ -196,7 +196,7 @@ class _Job:
             out.append(self._trial(task, arm, clock, rng, 0))
         if snapshot:
             out = self._snapshot(out)
-        _dump(self.path / "result.json", self._result(len(plan)))
+        _dump(self.path / "result.json", _job_result(self, len(plan)))
         return out
 
     def _retried(
@@ -237,56 +237,6 @@ class _Job:
             out += [t, replace(t, file=str(target / "result.json"), superseded=True)]
         return out
 
-    def _config(self) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "job_name": self.path.name,
-            "jobs_dir": str(self.path.parent),
-            "n_attempts": self.attempts,
-            "install_only": False,
-            "skip_credential_checks": False,
-            "timeout_multiplier": 1.0,
-            "agent_timeout_multiplier": None,
-            "verifier_timeout_multiplier": None,
-            "agent_setup_timeout_multiplier": None,
-            "environment_build_timeout_multiplier": None,
-            "debug": False,
-            "n_concurrent_trials": 4,
-            "quiet": False,
-            "retry": {
-                "max_retries": 1,
-                "include_exceptions": None,
-                "exclude_exceptions": ["CancelledError", "VerifierTimeoutError"],
-                "wait_multiplier": 1.0,
-                "min_wait_sec": 1.0,
-                "max_wait_sec": 60.0,
-            },
-            "override_error_policy": {},
-            "environment": _environment(),
-            "verifier": _verifier(),
-            "metrics": [],
-            "agents": [_agent(arm) for arm in self.arms],
-            "user_agent": None,
-            "datasets": [],
-            "tasks": [],
-            "artifacts": [],
-            "extra_instruction_paths": [],
-            "extra_instructions": [],
-            "source_jobs": [],
-        }
-
-    def _result(self, total: int) -> dict[str, Any]:
-        stamp = _T0.isoformat().replace("+00:00", "Z")
-        return {
-            "schema_version": 1,
-            "id": self.job_id,
-            "started_at": stamp,
-            "updated_at": stamp,
-            "finished_at": stamp,
-            "n_total_trials": total,
-            "stats": {"n_completed_trials": total, "n_errored_trials": 0, "evals": {}},
-        }
-
     def _trial(
         self,
         task: str,
@@ -317,7 +267,7 @@ class _Job:
             rewards = {k: float(v) for k, v in rewards.items()}
         trial_dir = self.path / trial_name
         trial_dir.mkdir(parents=True, exist_ok=True)
-        config = self._trial_config(task, arm, trial_name)
+        config = _trial_config(self, task, arm, trial_name)
         _dump(trial_dir / "config.json", config)
         doc = _trial_result(
             trial_id,
@@ -346,40 +296,93 @@ class _Job:
             reason,
         )
 
-    def _trial_config(
-        self, task: str, arm: tuple[str, str, int | None], name: str
-    ) -> dict[str, Any]:
-        return {
-            "schema_version": 1,
-            "task": {
-                "path": f"tasks/{task}",
-                "git_url": None,
-                "git_commit_id": None,
-                "name": None,
-                "ref": None,
-                "overwrite": False,
-                "download_dir": None,
-                "source": "recovery-bench",
-            },
-            "trial_name": name,
-            "trials_dir": str(self.path),
-            "install_only": False,
-            "timeout_multiplier": 1.0,
-            "agent_timeout_multiplier": None,
-            "verifier_timeout_multiplier": None,
-            "agent_setup_timeout_multiplier": None,
-            "environment_build_timeout_multiplier": None,
-            "agent": _agent(arm),
-            "user_agent": None,
-            "environment": _environment(),
-            "verifier": _verifier(),
-            "override_error_policy": {},
-            "artifacts": [],
-            "extra_instruction_paths": [],
-            "extra_instructions": [],
-            "job_id": self.job_id,
-            "source_trial": None,
-        }
+
+def _job_config(job: _Job) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "job_name": job.path.name,
+        "jobs_dir": str(job.path.parent),
+        "n_attempts": job.attempts,
+        "install_only": False,
+        "skip_credential_checks": False,
+        "timeout_multiplier": 1.0,
+        "agent_timeout_multiplier": None,
+        "verifier_timeout_multiplier": None,
+        "agent_setup_timeout_multiplier": None,
+        "environment_build_timeout_multiplier": None,
+        "debug": False,
+        "n_concurrent_trials": 4,
+        "quiet": False,
+        "retry": {
+            "max_retries": 1,
+            "include_exceptions": None,
+            "exclude_exceptions": ["CancelledError", "VerifierTimeoutError"],
+            "wait_multiplier": 1.0,
+            "min_wait_sec": 1.0,
+            "max_wait_sec": 60.0,
+        },
+        "override_error_policy": {},
+        "environment": _environment(),
+        "verifier": _verifier(),
+        "metrics": [],
+        "agents": [_agent(arm) for arm in job.arms],
+        "user_agent": None,
+        "datasets": [],
+        "tasks": [],
+        "artifacts": [],
+        "extra_instruction_paths": [],
+        "extra_instructions": [],
+        "source_jobs": [],
+    }
+
+
+def _job_result(job: _Job, total: int) -> dict[str, Any]:
+    stamp = _T0.isoformat().replace("+00:00", "Z")
+    return {
+        "schema_version": 1,
+        "id": job.job_id,
+        "started_at": stamp,
+        "updated_at": stamp,
+        "finished_at": stamp,
+        "n_total_trials": total,
+        "stats": {"n_completed_trials": total, "n_errored_trials": 0, "evals": {}},
+    }
+
+
+def _trial_config(
+    job: _Job, task: str, arm: tuple[str, str, int | None], name: str
+) -> dict[str, Any]:
+    return {
+        "schema_version": 1,
+        "task": {
+            "path": f"tasks/{task}",
+            "git_url": None,
+            "git_commit_id": None,
+            "name": None,
+            "ref": None,
+            "overwrite": False,
+            "download_dir": None,
+            "source": "recovery-bench",
+        },
+        "trial_name": name,
+        "trials_dir": str(job.path),
+        "install_only": False,
+        "timeout_multiplier": 1.0,
+        "agent_timeout_multiplier": None,
+        "verifier_timeout_multiplier": None,
+        "agent_setup_timeout_multiplier": None,
+        "environment_build_timeout_multiplier": None,
+        "agent": _agent(arm),
+        "user_agent": None,
+        "environment": _environment(),
+        "verifier": _verifier(),
+        "override_error_policy": {},
+        "artifacts": [],
+        "extra_instruction_paths": [],
+        "extra_instructions": [],
+        "job_id": job.job_id,
+        "source_trial": None,
+    }
 
 
 def _trial_name(task: str, rng: random.Random) -> str:
