@@ -215,6 +215,7 @@ class _Kit(NamedTuple):
     eval: Any
     eval_retry: Any
     recovery: Any
+    recovery_arm: Any
     arm_task: Callable[..., Any]
     model: Callable[[str], Any]
 
@@ -338,15 +339,22 @@ def _kit() -> _Kit:
 
     @task
     def recovery(
+        condition: str, method: str, delay: int | None, samples: int, failing: list[int]
+    ) -> Task:
+        made = parts((condition, method, delay), samples, failing, [], "letter")
+        return Task(**made, name="recovery")
+
+    @task
+    def recovery_arm(
         condition: str,
         method: str,
         delay: int | None,
         samples: int,
         failing: list[int],
-        limited: list[int] | None = None,
-        style: str = "letter",
-    ) -> Task:
-        made = parts((condition, method, delay), samples, failing, limited or [], style)
+        limited: list[int],
+        style: str,
+    ) -> Task:  # the layouts' task: also limit-hit samples and a score style
+        made = parts((condition, method, delay), samples, failing, limited, style)
         return Task(**made, name="recovery")
 
     def arm_task(
@@ -355,7 +363,7 @@ def _kit() -> _Kit:
         # a Task built directly: no task arguments; the arm lives where the layout puts it
         return Task(**parts(arm, **kw), name=name, metadata=metadata)
 
-    return _Kit(eval, eval_retry, recovery, arm_task, _model_factory())
+    return _Kit(eval, eval_retry, recovery, recovery_arm, arm_task, _model_factory())
 
 
 @contextmanager
@@ -411,7 +419,7 @@ def write_layout(
     common = {"epochs": exp.epochs, "display": "none", "fail_on_error": False}
     common["score_display"] = False
     models = [kit.model(m) for m in exp.models]
-    args_tasks = [kit.recovery(*arm, **exp.task_kwargs(arm)) for arm in exp.arms]
+    args_tasks = [kit.recovery_arm(*arm, **exp.task_kwargs(arm)) for arm in exp.arms]
     with _quiet():
         if layout in ("task_args", "json"):
             fmt = "json" if layout == "json" else "eval"
@@ -457,7 +465,7 @@ def _write_retry(
     kit: _Kit, exp: Experiment, out: Path, models: list[Any], common: dict[str, Any]
 ) -> None:
     """Run every arm; the first arm's first run fails, and ``eval_retry`` completes it."""
-    first, *rest = (kit.recovery(*arm, **exp.task_kwargs(arm)) for arm in exp.arms)
+    first, *rest = (kit.recovery_arm(*arm, **exp.task_kwargs(arm)) for arm in exp.arms)
     _FAIL_ONCE.update((*exp.arms[0], 1, e) for e in range(1, exp.epochs + 1))
     try:
         failed = kit.eval(
