@@ -80,8 +80,10 @@ def _make_logs(logs: Path, samples: int, epochs: int, scale: int, evals: int) ->
 
     from recoverylab.synth.inspect_logs import write_inspect_logs
 
-    if logs.exists() and any(logs.glob("*.eval")):
-        return 0.0
+    if logs.exists() and any(logs.glob("*recovery*.eval")):
+        start = time.perf_counter()
+        _copy_evals(sorted(logs.glob("*recovery*.eval")), evals)
+        return time.perf_counter() - start
     os.environ.setdefault("INSPECT_LOG_DIR", str(logs.parent / "inspect-default"))
     start = time.perf_counter()
     paths = write_inspect_logs(
@@ -105,22 +107,30 @@ def _make_logs(logs: Path, samples: int, epochs: int, scale: int, evals: int) ->
 
 
 def _copy_evals(paths: list[Path], evals: int) -> None:
-    """Copy the genuine logs into ``evals`` evals of their own (round-robin over the arms)."""
+    """Copy the genuine logs into ``evals`` evals of their own (round-robin over the arms).
+
+    Each copy gets its own ``task_id`` and ``eval_id``, its own sample uuids (``samples_df``
+    drops repeated uuids) and the copy number in its condition; copies already written are kept.
+    """
     from inspect_ai.log import read_eval_log, write_eval_log
 
     if evals <= len(paths):
         return
     originals = [read_eval_log(str(p)) for p in paths]
     for k in range(len(paths), evals):
-        log = originals[k % len(paths)].model_copy(deep=True)
-        batch = k // len(paths)
+        batch, arm = divmod(k, len(paths))
+        target = paths[0].parent / f"copy-{batch:04d}-{arm}.eval"
+        if target.exists():
+            continue
+        log = originals[arm].model_copy(deep=True)
         log.eval.task_id = f"{log.eval.task_id}-{batch}"
         log.eval.eval_id = f"{log.eval.eval_id}-{batch}"
-        log.eval.metadata = {
-            **log.eval.metadata,
-            "condition": f"{log.eval.metadata['condition']}-{batch}",
-        }
-        write_eval_log(log, str(paths[0].parent / f"copy-{batch:04d}-{k % len(paths)}.eval"))
+        metadata = dict(log.eval.metadata or {})
+        metadata["condition"] = f"{metadata['condition']}-{batch}"
+        log.eval.metadata = metadata
+        for sample in log.samples or []:
+            sample.uuid = f"{sample.uuid}-{batch}"
+        write_eval_log(log, str(target))
 
 
 def main() -> None:
