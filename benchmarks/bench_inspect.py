@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 MAPPING = {
@@ -106,22 +107,32 @@ def _make_logs(logs: Path, samples: int, epochs: int, scale: int, evals: int) ->
     return time.perf_counter() - start
 
 
-def _copy_evals(paths: list[Path], evals: int) -> None:
+def _copy_evals(paths: list[Path], evals: int, workers: int = 2) -> None:
     """Copy the genuine logs into ``evals`` evals of their own (round-robin over the arms).
 
     Each copy gets its own ``task_id`` and ``eval_id``, its own sample uuids (``samples_df``
     drops repeated uuids) and the copy number in its condition; copies already written are kept.
+    Copies are written by ``workers`` processes (inspect's writer is the slow part).
     """
+    todo = [k for k in range(len(paths), evals) if not _copy_path(paths, k).exists()]
+    if not todo:
+        return
+    with ProcessPoolExecutor(workers) as pool:
+        chunks = [todo[i::workers] for i in range(workers)]
+        list(pool.map(_write_copies, [paths] * workers, chunks))
+
+
+def _copy_path(paths: list[Path], k: int) -> Path:
+    batch, arm = divmod(k, len(paths))
+    return paths[0].parent / f"copy-{batch:04d}-{arm}.eval"
+
+
+def _write_copies(paths: list[Path], ks: list[int]) -> None:
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    if evals <= len(paths):
-        return
     originals = [read_eval_log(str(p)) for p in paths]
-    for k in range(len(paths), evals):
+    for k in ks:
         batch, arm = divmod(k, len(paths))
-        target = paths[0].parent / f"copy-{batch:04d}-{arm}.eval"
-        if target.exists():
-            continue
         log = originals[arm].model_copy(deep=True)
         log.eval.task_id = f"{log.eval.task_id}-{batch}"
         log.eval.eval_id = f"{log.eval.eval_id}-{batch}"
@@ -130,7 +141,7 @@ def _copy_evals(paths: list[Path], evals: int) -> None:
         log.eval.metadata = metadata
         for sample in log.samples or []:
             sample.uuid = f"{sample.uuid}-{batch}"
-        write_eval_log(log, str(target))
+        write_eval_log(log, str(_copy_path(paths, k)))
 
 
 def main() -> None:
