@@ -21,6 +21,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("inspect_ai")
 
@@ -397,3 +399,25 @@ def test_cli_a_mapped_value_differing_within_one_eval_is_one_line_and_writes_not
     assert "zz-copy.eval" in done.err
     assert not (tmp_path / "t").exists()
     assert not report_path.exists()
+
+
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_mix_of_files_formats_and_order_gives_the_same_forks(
+    layouts: dict[str, list[Path]], data: st.DataObject
+) -> None:
+    """Each eval as .eval or .json (or both: a duplicate, superseded), in any order."""
+    evals = sorted(layouts["models_in_one_call"][0].glob("*.eval"))
+    jsons = {p.stem: p for p in layouts["json"][0].glob("*.json")}
+    choice = data.draw(st.lists(st.sampled_from(["eval", "json", "both"]), min_size=len(evals),
+                                max_size=len(evals)))  # fmt: skip
+    files = []
+    for path, pick in zip(evals, choice, strict=True):
+        files += [str(path)] if pick in ("eval", "both") else []
+        files += [str(jsons[path.stem])] if pick in ("json", "both") else []
+    files = data.draw(st.permutations(files))
+    result = ri.forks(files, **mapping("models_in_one_call"), epochs="forks")
+    expected, _ = reference()
+    assert ordered(result.forks).equals(ordered(expected))
+    assert len(result.report.superseded) == choice.count("both")
+    assert all(s.reason == "duplicate" for s in result.report.superseded)
