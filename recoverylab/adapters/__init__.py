@@ -6,7 +6,8 @@ unmapped labels) in an ``excluded`` table, never counting it as a failure. Adapt
 and know no protocol.
 
 - :mod:`recoverylab.adapters.inspect`: inspect_ai evaluation logs (extra ``[inspect]``):
-  :func:`~recoverylab.adapters.inspect.forks` and :func:`~recoverylab.adapters.inspect.takeover`.
+  :func:`~recoverylab.adapters.inspect.forks` and :func:`~recoverylab.adapters.inspect.takeover`,
+  each returning an :class:`Imported` (that also unpacks as the tables and ``excluded``).
 - :class:`Imported` and :class:`ReadReport`: what every adapter returns (tables, ``excluded``,
   and a report of the files read, logs used and superseded, units excluded by reason, rows).
 - :func:`looks_like_inspect_log`: recognise an inspect log without importing inspect_ai (used by
