@@ -8,7 +8,6 @@ parallel threads.
 from __future__ import annotations
 
 import glob as _glob
-import json
 import os
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
@@ -27,7 +26,12 @@ _HEAVY = {"messages", "attachments", "output"}
 
 @dataclass(frozen=True)
 class Log:
-    """One evaluation log: the header fields the adapter uses and its sample summaries."""
+    """One evaluation log: the header fields the adapter uses and its sample summaries.
+
+    ``task_id``, ``eval_id`` and ``run_id`` are inspect's own record of the eval: ``eval_retry``
+    (and an eval set's retries) keep ``task_id`` and write a new ``eval_id`` and ``run_id``, and
+    every task x model of one ``eval()`` call gets its own ``task_id``.
+    """
 
     location: str
     task: str
@@ -38,11 +42,9 @@ class Log:
     created: str
     samples: list[Any]
     markers: dict[tuple[str, int], Any] = field(default_factory=dict)
-
-    @property
-    def identity(self) -> str:
-        """What makes two logs runs of the same eval (a retry, or a duplicate)."""
-        return json.dumps([self.task, self.task_args, self.model], sort_keys=True, default=str)
+    task_id: str = ""
+    eval_id: str = ""
+    run_id: str = ""
 
 
 def require_inspect() -> None:
@@ -149,4 +151,7 @@ def _log(location: str, header: Any, summaries: list[Any], markers: dict[Any, An
         created=str(spec.created),
         samples=summaries,
         markers=markers,
+        task_id=spec.task_id or "",
+        eval_id=spec.eval_id or "",
+        run_id=spec.run_id or "",
     )

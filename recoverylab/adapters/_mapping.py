@@ -14,7 +14,15 @@ from typing import Any
 from recoverylab._errors import ParameterError
 from recoverylab.adapters._inspect_read import Log
 
-__all__ = ["MISSING", "Source", "SourceSpec", "parse_source", "score_kind"]
+__all__ = [
+    "MISSING",
+    "Source",
+    "SourceSpec",
+    "header_reads",
+    "header_value",
+    "parse_source",
+    "score_kind",
+]
 
 #: A source as the public functions accept it.
 SourceSpec = str | Callable[[Mapping[str, Any]], Any]
@@ -40,6 +48,7 @@ class Source:
     kind: str
     name: str | None = None
     func: Callable[[Mapping[str, Any]], Any] | None = None
+    default: Any = MISSING
 
     @property
     def per_sample(self) -> bool:
@@ -67,7 +76,7 @@ class Source:
     def of_sample(self, view: Mapping[str, Any]) -> Any:
         """Return the value for one sample (``view`` as :func:`~.inspect.forks` describes)."""
         if self.kind == "sample_metadata":
-            return view["sample_metadata"].get(self.name, MISSING)
+            return view["sample_metadata"].get(self.name, self.default)
         assert self.func is not None
         return self.func(view)
 
@@ -88,6 +97,30 @@ def parse_source(param: str, spec: object) -> Source:
     raise ParameterError(
         f"parameter `{param}` is {spec!r}; it must be one of {_FORMS}, or a callable."
     )
+
+
+def header_reads(sources: Mapping[str, Source]) -> list[tuple[str, str | None]]:
+    """Return the log header values the sources read, as (kind, name) (None: all of them).
+
+    ``task`` and ``model`` are always read (the model becomes a column). A callable may read any
+    of the header, so it reads every task argument and every eval metadata key.
+    """
+    reads: dict[tuple[str, str | None], None] = {("task", None): None, ("model", None): None}
+    for source in sources.values():
+        if source.kind in ("task_arg", "eval_metadata"):
+            reads[(source.kind, source.name)] = None
+        elif source.kind == "callable":
+            reads[("task_arg", None)] = None
+            reads[("eval_metadata", None)] = None
+    return list(reads)
+
+
+def header_value(log: Log, kind: str, name: str | None) -> Any:
+    """One header value of ``log`` as :func:`header_reads` names it (MISSING when absent)."""
+    if kind in ("task", "model"):
+        return log.task if kind == "task" else log.model
+    table = log.task_args if kind == "task_arg" else log.metadata
+    return dict(table) if name is None else table.get(name, MISSING)
 
 
 def score_kind(value: Any) -> tuple[str, str | None, float | None]:

@@ -7,8 +7,9 @@ what cannot be used goes to ``excluded`` with a reason, never counted as a failu
 ========================  ===========================================================
 reason                    meaning
 ========================  ===========================================================
-``superseded_log``        a retried or duplicate log of an eval (same task, task
-                          arguments and model); the latest complete one is used
+``superseded_log``        an earlier run of the same eval (inspect's ``task_id`` and
+                          model, and every header value the mapping reads); the latest
+                          complete one is used (see ``_inspect_identity``)
 ``error``                 the sample raised an error
 ``limit``                 the sample hit a limit (tokens, messages, time...)
 ``unmapped``              a column's source has no value for this sample
@@ -22,17 +23,24 @@ reason                    meaning
 Cluster keys are the samples' stable ``id`` (ints and strings unified as strings), never
 inspect's per-run ids. With several epochs an ``epoch`` column is added (pair by it); with several
 models a ``model`` column.
+
+Both functions return the shared adapter shape, :class:`~recoverylab.adapters.Imported`
+(``tables``, ``excluded`` and a :class:`~recoverylab.adapters.ReadReport` in ``report``: files
+read, logs used, logs superseded and by which, samples per exclusion reason, rows per table),
+that also unpacks as ``forks, excluded`` and ``states, attempts, excluded``.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
-from typing import Any, Literal, NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, format_keys
+from recoverylab.adapters._inspect_identity import latest_runs
 from recoverylab.adapters._inspect_read import Log, read_logs
 from recoverylab.adapters._mapping import (
     MISSING,
@@ -41,6 +49,7 @@ from recoverylab.adapters._mapping import (
     parse_source,
     score_kind,
 )
+from recoverylab.adapters._report import Imported, ReadReport, Superseded
 
 __all__ = [
     "EXCLUDED_SCHEMA",
@@ -72,24 +81,49 @@ class EpochWarning(UserWarning):
     """Several epochs, and nothing says whether they are seeded forks or independent runs."""
 
 
-class InspectForks(NamedTuple):
-    """What :func:`forks` returns: the ``forks`` table and the ``excluded`` samples."""
+@dataclass(frozen=True, eq=False)
+class InspectForks(Imported):
+    """What :func:`forks` returns: an :class:`~recoverylab.adapters.Imported` with ``forks``.
 
-    forks: pl.DataFrame
-    excluded: pl.DataFrame
+    It is the shared adapter shape (``tables``, ``excluded``, ``report``) and unpacks as before
+    into ``forks, excluded``.
+    """
+
+    @property
+    def forks(self) -> pl.DataFrame:
+        """The ``forks`` table (§3.1)."""
+        return self.tables["forks"]
 
     @property
     def pair_by(self) -> tuple[str, ...]:
         """The extra pairing keys to pass to the paired protocol (``epoch``, ``model``)."""
         return tuple(c for c in ("model", "epoch") if c in self.forks.columns)
 
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        """Unpack as ``forks, excluded``."""
+        return iter((self.forks, self.excluded))
 
-class InspectTakeover(NamedTuple):
-    """What :func:`takeover` returns: ``states``, ``attempts`` and the ``excluded`` samples."""
 
-    states: pl.DataFrame
-    attempts: pl.DataFrame
-    excluded: pl.DataFrame
+@dataclass(frozen=True, eq=False)
+class InspectTakeover(Imported):
+    """What :func:`takeover` returns: an ``Imported`` with ``states`` and ``attempts``.
+
+    It unpacks as before into ``states, attempts, excluded``.
+    """
+
+    @property
+    def states(self) -> pl.DataFrame:
+        """The takeover ``states`` table (§3.4)."""
+        return self.tables["states"]
+
+    @property
+    def attempts(self) -> pl.DataFrame:
+        """The takeover ``attempts`` table (§3.4)."""
+        return self.tables["attempts"]
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        """Unpack as ``states, attempts, excluded``."""
+        return iter((self.states, self.attempts, self.excluded))
 
 
 def forks(
@@ -100,6 +134,7 @@ def forks(
     delay: SourceSpec,
     none_label: str = "none",
     scorer: str | None = None,
+    score_key: str | None = None,
     success: Success = None,
     recovery_marker: str | None = None,
     perturb_action: SourceSpec | None = None,
@@ -130,7 +165,10 @@ def forks(
     none_label
         The ``method`` value of the no-recovery arm (written as ``none``).
     scorer
-        The score to read; by default the only one in the logs.
+        The score to read; by default the only one in the logs (several: an error naming them).
+    score_key
+        For a dict-valued score (one scorer writing several values), the key to read; a
+        dict-valued score without it is an error naming its keys.
     success
         How a score value becomes success: by default inspect's letters (``C`` true, ``I`` and
         ``N`` false; ``P`` is invalid), booleans, or the numbers 0 and 1; a number is a threshold
@@ -154,13 +192,17 @@ def forks(
         ``forks``: task_id, condition, method, delay (Int64), success, then ``epoch`` and
         ``model`` when there are several, then ``perturb_action`` and ``end_action`` with a
         marker. ``excluded``: log, task_id, epoch, reason, detail. ``pair_by`` lists the extra
-        pairing keys.
+        pairing keys; ``report`` is the read report. Unpacks as ``forks, excluded``.
 
     Raises
     ------
     ParameterError
         A source form that is not allowed, a task argument or eval metadata key a log lacks,
-        several scorers and none chosen, or mixed score types.
+        several scorers and none chosen, a dict-valued score without ``score_key``, or mixed
+        score types.
+    InputError
+        Two logs of one eval (inspect's ``task_id``) differ in a header value the mapping reads,
+        or two different evals map to the same branch.
     SourceError
         A path that does not exist or is not a readable inspect log.
 
@@ -185,9 +227,11 @@ def forks(
             f"parameter `epochs` is {epochs!r}; it must be 'forks', 'independent' or None."
         )
     marker, full = _marker(recovery_marker)
-    used, superseded = _latest(read_logs(logs, marker, full=full, workers=workers))
-    rows = _rows(used, sources, scorer, marker is not None)
-    rows = _convert(rows, "score", "success", success, _scorer_name(used, scorer))
+    read = read_logs(logs, marker, full=full, workers=workers)
+    used, superseded, dropped = latest_runs(read, sources, EXCLUDED_SCHEMA)
+    score = (_scorer_name(used, scorer), _score_key(used, _scorer_name(used, scorer), score_key))
+    rows = _rows(used, sources, marker is not None, {"score": score})
+    rows = _convert(rows, "score", "success", success, score[0])
     table, excluded = _forks_table(rows, none_label, marker is not None)
     if "epoch" in table.columns and epochs is None:
         warnings.warn(
@@ -198,7 +242,11 @@ def forks(
             EpochWarning,
             stacklevel=2,
         )
-    return InspectForks(table, pl.concat([superseded, excluded], how="vertical"))
+    excluded = pl.concat([dropped, excluded], how="vertical")
+    extra = [c for c in ("model", "epoch") if c in table.columns]
+    hint = f"pair by {', '.join(extra)}" if extra else ""
+    report = _report(read, used, superseded, hint)
+    return InspectForks({"forks": table}, excluded, report.with_tables({"forks": table}, excluded))
 
 
 def takeover(
@@ -238,20 +286,36 @@ def takeover(
     InspectTakeover
         ``states`` (state_id, workflow_id, root_cause_id, depth, replay_ok, expected_ok),
         ``attempts`` (state_id, agent, repeat, aware, root_cause_fixed, derived_fixed, passed,
-        steps) and ``excluded``.
+        steps), ``excluded`` and ``report``. Unpacks as ``states, attempts, excluded``.
     """
     sources = {"agent": parse_source("agent", agent), "depth": parse_source("depth", depth)}
     for flag in _FLAGS:  # a boolean sample metadata key, true when absent
-        sources[flag] = parse_source(
-            flag, lambda view, key=flag: view["sample_metadata"].get(key, True)
-        )
+        sources[flag] = Source(flag, "sample_metadata", name=flag, default=True)
     for name, spec in (("state", state), ("workflow", workflow), ("root_cause", root_cause)):
         if spec is not None:
             sources[name] = parse_source(name, spec)
-    used, superseded = _latest(read_logs(logs, None, full=False, workers=workers))
-    rows = _rows(used, sources, None, False, score_fields=_score_fields(used, scores))
+    read = read_logs(logs, None, full=False, workers=workers)
+    used, superseded, dropped = latest_runs(read, sources, EXCLUDED_SCHEMA)
+    rows = _rows(used, sources, False, _score_fields(used, scores))
     states, attempts, excluded = _takeover_tables(rows)
-    return InspectTakeover(states, attempts, pl.concat([superseded, excluded], how="vertical"))
+    excluded = pl.concat([dropped, excluded], how="vertical")
+    tables = {"states": states, "attempts": attempts}
+    report = _report(read, used, superseded, "").with_tables(tables, excluded)
+    return InspectTakeover(tables, excluded, report)
+
+
+def _report(
+    read: list[Log], used: list[Log], superseded: list[Superseded], hint: str
+) -> ReadReport:
+    """Return the read report of one import, before its tables are counted."""
+    return ReadReport(
+        format="inspect",
+        files_read=tuple(sorted(log.location for log in read)),
+        used=tuple(sorted(log.location for log in used)),
+        superseded=tuple(superseded),
+        unit="samples",
+        hint=hint,
+    )
 
 
 def _marker(spec: str | None) -> tuple[Callable[[Any], Any] | None, bool]:
@@ -277,27 +341,6 @@ def _has_event(sample: Any, name: str) -> bool:
         (e.event == "info" and e.source == name) or (e.event == "span_begin" and e.name == name)
         for e in sample.events
     )
-
-
-def _latest(read: list[Log]) -> tuple[list[Log], pl.DataFrame]:
-    """Keep the latest complete log of each eval; list the others as ``superseded_log``."""
-    groups: dict[str, list[Log]] = {}
-    for log in read:
-        groups.setdefault(log.identity, []).append(log)
-    used: list[Log] = []
-    dropped: list[tuple[str, str]] = []
-    for group in groups.values():
-        ranked = sorted(group, key=lambda g: (g.status == "success", g.created, g.location))
-        used.append(ranked[-1])
-        dropped += [
-            (g.location, f"{g.status} log superseded by {ranked[-1].location}") for g in ranked[:-1]
-        ]
-    excluded = pl.DataFrame(
-        [(log, None, None, "superseded_log", detail) for log, detail in dropped],
-        schema=EXCLUDED_SCHEMA,
-        orient="row",
-    )
-    return used, excluded
 
 
 def _score_names(used: list[Log]) -> list[str]:
@@ -350,6 +393,30 @@ def _score_fields(
     return found
 
 
+def _score_key(used: list[Log], name: str, key: str | None) -> str | None:
+    """Check ``score_key`` against the values of score ``name`` (dicts need a key)."""
+    keys = sorted(
+        {
+            str(k)
+            for log in used
+            for s in log.samples
+            if s.scores and name in s.scores and isinstance(s.scores[name].value, dict)
+            for k in s.scores[name].value
+        }
+    )
+    if key is None and keys:
+        raise ParameterError(
+            f"inspect logs: score `{name}` holds several values ({', '.join(keys)}); choose one "
+            "with `score_key` (--score-key)."
+        )
+    if key is not None and key not in keys:
+        raise ParameterError(
+            f"parameter `score_key` is {key!r}, but score `{name}` has no such key "
+            f"(it has: {', '.join(keys) or 'none; its values are not dicts'})."
+        )
+    return key
+
+
 def _dict_valued(used: list[Log], name: str) -> bool:
     """Whether the score ``name`` holds dicts (its keys can then be the outcome fields)."""
     return any(
@@ -363,13 +430,13 @@ def _dict_valued(used: list[Log], name: str) -> bool:
 def _rows(
     used: list[Log],
     sources: dict[str, Source],
-    scorer: str | None,
     with_marker: bool,
-    *,
-    score_fields: dict[str, tuple[str, str | None]] | None = None,
+    wanted: dict[str, tuple[str, str | None]],
 ) -> pl.DataFrame:
-    """One row per sample-epoch with every mapped value and the raw score (Python objects in)."""
-    wanted = score_fields or {"score": (_scorer_name(used, scorer), None)}
+    """One row per sample-epoch with every mapped value and the raw scores (Python objects in).
+
+    ``wanted`` maps a row field to (scorer, dict key or None) for each score to read.
+    """
     parts = ("kind", "letter", "num", "raw")
     names = (*_ROW_COLUMNS, *sources, *(f"{f}__{p}" for f in wanted for p in parts))
     columns: dict[str, list[Any]] = {c: [] for c in names}
@@ -557,18 +624,27 @@ def _forks_table(
         ),
     )
     branch = [*keys, *extra]
-    dup = table.filter(pl.struct(branch).is_duplicated()).select(branch).unique()
-    if dup.height:
-        raise InputError(
-            f"inspect logs: {dup.height} branches appear in more than one log "
-            f"({'/'.join(branch)} {format_keys(dup.sort(branch, nulls_last=True).rows())}); two "
-            "evals map to the same condition, method and delay. Hint: check the mapping, or "
-            "remove the duplicate logs."
-        )
+    _check_branches(rows.filter(pl.col("reason").is_null()), branch)
     excluded = _excluded(rows)
     if with_marker:
         _check_carried(rows, table, [*keys[:2], *extra])
     return table.sort(branch, nulls_last=True), excluded
+
+
+def _check_branches(good: pl.DataFrame, branch: list[str]) -> None:
+    """Raise InputError naming the logs when two evals map to the same branch."""
+    dup = good.filter(pl.struct(branch).is_duplicated())
+    if dup.height == 0:
+        return
+    keys = dup.select(branch).unique().sort(branch, nulls_last=True)
+    logs = sorted(set(dup["log"].to_list()))
+    raise InputError(
+        f"inspect logs: {keys.height} branches appear in more than one log "
+        f"({'/'.join(branch)} {format_keys(keys.rows())}; logs {format_keys(logs)}); these are "
+        "different evals (inspect task_ids), not retries of one another, yet map to the same "
+        "condition, method and delay. Hint: check that the mapping reads every value that tells "
+        "the arms apart, or remove the duplicate logs."
+    )
 
 
 def _check_carried(rows: pl.DataFrame, table: pl.DataFrame, episode: list[str]) -> None:

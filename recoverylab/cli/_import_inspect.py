@@ -17,7 +17,8 @@ DESCRIPTION = (
 )
 TARGETS = ("forks", "takeover")
 _SOURCE_HELP = (
-    "task_arg:NAME, eval_metadata:NAME, sample_metadata:NAME, model, task or literal:VALUE"
+    "task_arg:NAME, eval_metadata:NAME (task metadata too), sample_metadata:NAME, model, task or "
+    "literal:VALUE"
 )
 
 
@@ -28,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--delay", help="forks: where delay comes from")
     parser.add_argument("--none-label", default="none", help="method of the no-recovery arm")
     parser.add_argument("--scorer", help="score to read (default: the only one)")
+    parser.add_argument("--score-key", help="key to read of a dict-valued score")
     parser.add_argument(
         "--success", type=float, help="success threshold for numeric or letter scores"
     )
@@ -46,10 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def convert(args: argparse.Namespace) -> Imported:
-    """Read the logs with :mod:`recoverylab.adapters.inspect`; print its warnings on stderr."""
-    from recoverylab.adapters import ReadReport
+    """Read the logs with :mod:`recoverylab.adapters.inspect`; print its warnings on stderr.
+
+    The adapter's result is itself an :class:`Imported` carrying its read report (files read,
+    logs used and superseded, samples per exclusion reason, rows).
+    """
     from recoverylab.adapters import inspect as adapter
 
+    result: Imported
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", adapter.EpochWarning)
         if args.to == "forks":
@@ -63,16 +69,14 @@ def convert(args: argparse.Namespace) -> Imported:
                 delay=args.delay,
                 none_label=args.none_label,
                 scorer=args.scorer,
+                score_key=args.score_key,
                 success=args.success,
                 recovery_marker=args.recovery_marker,
                 perturb_action=args.perturb_action,
                 epochs=args.epochs,
             )
-            tables = {"forks": result.forks}
-            excluded = result.excluded
-            hint = f"pair by {', '.join(result.pair_by)}" if result.pair_by else ""
         else:
-            taken = adapter.takeover(
+            result = adapter.takeover(
                 args.logs,
                 state=args.state,
                 agent=args.agent,
@@ -80,12 +84,7 @@ def convert(args: argparse.Namespace) -> Imported:
                 root_cause=args.root_cause,
                 depth=args.depth,
             )
-            tables = {"states": taken.states, "attempts": taken.attempts}
-            excluded = taken.excluded
-            hint = ""
     for warning in caught:
         if not args.quiet:
             print(f"warning: {warning.message}", file=sys.stderr)
-    # until the inspect adapter returns its own report (issue 25), count what the tables show
-    report = ReadReport(format="inspect", hint=hint).with_tables(tables, excluded)
-    return Imported(tables, excluded, report)
+    return result
