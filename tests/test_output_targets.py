@@ -22,8 +22,8 @@ import pytest
 
 from recoverylab._errors import OutputError
 from recoverylab.cli import build_parser
-from recoverylab.cli._import import FORMATS as IMPORT_FORMATS
 from recoverylab.cli._common import RefusedTarget, is_output_option
+from recoverylab.cli._import import FORMATS as IMPORT_FORMATS
 from recoverylab.io import write_parquet, write_table
 from tests.conftest import SAMPLES
 

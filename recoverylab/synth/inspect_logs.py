@@ -284,16 +284,11 @@ def _scorers() -> tuple[Any, Any]:
     return recovered, turn_count
 
 
-def _kit() -> _Kit:
-    """Build the scripted experiment with inspect_ai (imported lazily)."""
-    _require()
-    from inspect_ai import Task, eval, eval_retry, task
-    from inspect_ai.dataset import Sample
+def _arm_solver() -> Any:
+    """Return the scripted solver of one arm: errors, limits, turns and the recovery marker."""
     from inspect_ai.log import transcript
     from inspect_ai.solver import Generate, TaskState, solver
     from inspect_ai.util import message_limit, store
-
-    recovered, turn_count = _scorers()
 
     @solver
     def run(
@@ -320,6 +315,18 @@ def _kit() -> _Kit:
             return state
 
         return solve
+
+    return run
+
+
+def _kit() -> _Kit:
+    """Build the scripted experiment with inspect_ai (imported lazily)."""
+    _require()
+    from inspect_ai import Task, eval, eval_retry, task
+    from inspect_ai.dataset import Sample
+
+    recovered, turn_count = _scorers()
+    run = _arm_solver()
 
     def parts(
         arm: tuple[str, str, int | None],
