@@ -380,9 +380,9 @@ def words_in_budget(
             group_words(pl.scan_ipc(f), plan, keys, len(pending), prefix=prefix)
             for f in sorted(folder.rglob("*.ipc"))
         ]
-        words = pl.concat([g.collect(engine="streaming") for g in groups]) if groups else None
-    if words is None:  # no rows: no partition file
-        words = task_words(forks, plan, keys, pending).clear().collect()
+        found = [g.collect(engine="streaming") for g in groups]
+    # (no partition file only without rows, which take the one-pass branch)
+    words = pl.concat(found) if found else task_words(forks, plan, keys, pending).clear().collect()
     return (counts[0] if counts else None), words
 
 
