@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in range(args.rounds):
         for shape, data in shapes.items():
             for engine in engines:
-                result = _measure(engine, data, work / f"ratio_{engine}_{shape}")
+                name = engine.replace("@", "_").replace(".", "p")
+                result = _measure(engine, data, work / f"ratio_{name}_{shape}")
                 found.setdefault((shape, engine), []).append(result)
                 print(
                     f"round {r + 1} {shape} {engine}: {result['cpu_seconds']:.2f} s CPU, "
