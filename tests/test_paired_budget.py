@@ -150,3 +150,31 @@ def test_cli_memory_option(cli: Callable, tmp_path: Path) -> None:
             f"recoverylab paired: error: memory must be a positive number of GB, got {float(bad)}."
         ]
         assert not out.exists()
+
+
+def test_scattered_rows_spill_when_one_pass_is_large(monkeypatch: pytest.MonkeyPatch) -> None:
+    gb = _budget.GB
+    rows = 52 * 10**6
+    assert _budget.partitions(rows, 4 * gb) == 1  # fits: one pass, whatever the order
+    assert _budget.partitions(rows, 4 * gb, rows_per_task=50.0) == 1  # grouped: one pass
+    assert _budget.partitions(rows, 4 * gb, rows_per_task=1.1) == 5  # scattered: spilled
+    assert _budget.partitions(rows, gb // 4, rows_per_task=1.1) == _budget.partitions(rows, gb // 4)
+    assert _budget.partitions(10**6, 4 * gb, rows_per_task=1.0) == 1  # small: one pass
+    # end to end: the hint is read from the first rows, and only the cost depends on it
+    frame = random_forks(np.random.default_rng(11), tasks=30, exclusions=False).sort("task_id")
+    scattered = frame.sample(fraction=1.0, shuffle=True, seed=4)
+    monkeypatch.setattr(_budget, "SPILL_ABOVE", 64 * 40)  # 40 rows of planned state
+    monkeypatch.setattr(_budget, "HINT_ROWS", 12)  # the order of the first 12 rows
+    grouped_words: list[int] = []
+    original = _bits.group_words
+
+    def counted(*args: Any, **kwargs: Any) -> pl.LazyFrame:
+        grouped_words.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(_bits, "group_words", counted)
+    expected = paired.summarize(frame, **STATS)
+    assert len(grouped_words) == 1  # grouped rows: one pass
+    grouped_words.clear()
+    assert_frame_equal(paired.summarize(scattered, **STATS), expected)
+    assert len(grouped_words) > 1  # scattered rows: spilled in partitions

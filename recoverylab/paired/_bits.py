@@ -24,6 +24,11 @@ The survey and the task words share one pass: the layout is guessed from the fir
 (:func:`sample_counts`) and, unless the survey's rows per point equal the bits set per point
 (:func:`check_layout`), the words are computed again with every point: the lookup is exact.
 
+The task words are built in one read of the input within a memory budget
+(:func:`words_in_budget`, :mod:`._budget`): one streaming group-by when its state fits, else the
+rows' lookup indices are hash-partitioned by task into temporary files in that one read and each
+file is grouped on its own.
+
 Prefix hashes (§3.1, ``prefix_mismatch``) are compared in the same group-by by a per-task
 fingerprint: each recovery row adds F(condition, prefix), each ``none`` row subtracts k ×
 F(condition, its prefix), k being its condition's recovery points before the end of its run
@@ -340,6 +345,12 @@ def group_words(
     )
 
 
+def rows_per_task(forks: Forks) -> float:
+    """Rows per distinct task among the first rows (``_budget.HINT_ROWS``): ~1 if scattered."""
+    first = forks.lf.select("task_id").head(_budget.HINT_ROWS).collect()
+    return first.height / max(first["task_id"].n_unique(), 1)
+
+
 def words_in_budget(
     forks: Forks,
     plan: Layout,
@@ -360,7 +371,8 @@ def words_in_budget(
     """
     queries = [survey_query(forks)] if survey else []
     rows = int(forks.lf.select(pl.len()).collect().item())  # parquet/IPC: from the metadata
-    parts = _budget.partitions(rows, budget)
+    hint = rows_per_task(forks) if _budget.worth_a_look(rows, budget) else None
+    parts = _budget.partitions(rows, budget, hint)
     if parts == 1:
         *counts, words = pl.collect_all(
             [*queries, task_words(forks, plan, keys, pending)], engine="streaming"

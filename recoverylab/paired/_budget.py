@@ -36,6 +36,18 @@ STATE_PER_ROW = 64
 #: What the process holds beside the group-by state: interpreter, imports, decode buffers,
 #: the survey (0.25-0.4 GB measured at 52M rows).
 FIXED = 400_000_000
+#: Planned state above which scattered rows are spilled anyway: at 52M rows (1.04M tasks,
+#: hand-run 2026-12-04, loaded machine, CPU seconds) rows shuffled within files took 25.5 s /
+#: 2.90 GB in one pass and 23.3 s / 0.90 GB in 4 spilled partitions; grouped rows 8.1 s /
+#: 0.94 GB in one pass and 13.9 s / 0.85 GB spilled; scattered across 4 files 26.4 s /
+#: 3.52 GB in one pass, 27.1 s / 1.46 GB in 4 partitions (benchmarks/RESULTS.md). 0.8 GB gives
+#: 5 partitions at 52M rows, for a margin under 1.5 GB.
+SPILL_ABOVE = 800_000_000
+#: Rows per distinct task among the first rows below which rows count as scattered (grouped
+#: forks have ~50; shuffled within 10 files ~2; scattered across files ~1).
+SCATTERED_BELOW = 4.0
+#: The first rows that tell whether rows are scattered.
+HINT_ROWS = 200_000
 #: At most this many partitions (spill files), however small the budget.
 MAX_PARTS = 256
 #: The least default budget, on a machine reporting very little memory.
@@ -70,7 +82,22 @@ def budget_bytes(memory: float | None) -> int:
     return max(1, int(memory * GB))
 
 
-def partitions(rows: int, budget: int) -> int:
-    """Hash partitions of the tasks so that one partition's group-by state fits ``budget``."""
-    room = max(budget - FIXED, 1)
-    return min(MAX_PARTS, max(1, -(-rows * STATE_PER_ROW // room)))
+def partitions(rows: int, budget: int, rows_per_task: float | None = None) -> int:
+    """Hash partitions of the tasks so that one partition's group-by state fits ``budget``.
+
+    ``rows_per_task``: rows per distinct task among the first rows, when known. Below
+    ``SCATTERED_BELOW`` (rows not grouped by task) and above ``SPILL_ABOVE`` bytes of state,
+    the input is spilled in partitions of ``SPILL_ABOVE`` even when one pass would fit the
+    budget: there the spilled groups cost less CPU than one pass and hold far less memory.
+    Only the cost depends on the hint; the budget is met whatever the row order.
+    """
+    state = rows * STATE_PER_ROW
+    needed = min(MAX_PARTS, max(1, -(-state // max(budget - FIXED, 1))))
+    if rows_per_task is not None and rows_per_task < SCATTERED_BELOW and state > SPILL_ABOVE:
+        return max(needed, min(MAX_PARTS, -(-state // SPILL_ABOVE)))
+    return needed
+
+
+def worth_a_look(rows: int, budget: int) -> bool:
+    """Whether :func:`partitions` could use a row-order hint (one pass fits, but is large)."""
+    return partitions(rows, budget) == 1 and rows * STATE_PER_ROW > SPILL_ABOVE
