@@ -35,6 +35,8 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
 N_RESAMPLES = 10_000
+#: ``--memory``: the budget (GB) of ``recoverylab_stats``' per-task pass; None: the default.
+MEMORY: list[float | None] = [None]
 
 
 def _clock() -> tuple[float, float]:
@@ -114,7 +116,7 @@ def recoverylab_stats(files: list[Path], out: Path) -> dict:
     from recoverylab import paired
 
     start = _clock()
-    summary = paired.summarize(pl.scan_parquet(files), n_resamples=N_RESAMPLES)
+    summary = paired.summarize(pl.scan_parquet(files), n_resamples=N_RESAMPLES, memory=MEMORY[0])
     timing = _since(start)
     counts = summary.select(
         *CELLS,
@@ -206,7 +208,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=0, help="size option of some workloads")
     parser.add_argument("--files", type=int, default=0, help="use only the first N files")
     parser.add_argument("--budget", type=float, default=60.0, help="scipy reference budget (s)")
+    parser.add_argument("--memory", type=float, help="recoverylab_stats' budget in GB")
     args = parser.parse_args(argv)
+    MEMORY[0] = args.memory
     if args.workload in WORKLOADS:
         result = WORKLOADS[args.workload](_files(args.data, args.files), args.out)
     else:

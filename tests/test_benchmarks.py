@@ -154,3 +154,39 @@ def test_import_profile_names_the_packages_a_command_imports() -> None:
     profile = startup.import_profile([sys.executable, "-c", "import json"], repeats=1)
     assert "json" in profile["by_package_seconds"]
     assert profile["heavy_imported"] == []
+
+
+def test_paired_ratio_measures_every_budget_against_duckdb(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(BENCH / "paired_ratio.py"),
+            "--tasks",
+            "40",
+            "--rounds",
+            "1",
+            "--shapes",
+            "shuffled_across",
+            "--memory",
+            "default,0.001",
+            "--data-dir",
+            str(tmp_path / "data"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [
+        line.split("|")[1:3] for line in done.stdout.splitlines() if line.startswith("| shuffled")
+    ]
+    assert [[c.strip() for c in row] for row in rows] == [
+        ["shuffled_across", "default"],
+        ["shuffled_across", "0.001"],
+    ]
+    # every engine and budget counted the same (the 0.001 GB run spilled: below what the
+    # process holds beside its pass)
+    counts = [pl.read_parquet(f) for f in sorted((tmp_path / "data" / "out").glob("ratio_*"))]
+    assert len(counts) == 3
+    assert all(c.equals(counts[0]) for c in counts)

@@ -7,6 +7,8 @@ must leave the bit-set path, and its fused contract checks are held to validate'
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import polars as pl
 import pytest
@@ -16,11 +18,17 @@ from polars.testing import assert_frame_equal
 
 from recoverylab import paired
 from recoverylab._errors import InputError, SchemaError
-from recoverylab.paired import _bits, _pairs, _summary
+from recoverylab.paired import _bits, _budget, _pairs, _summary
 from recoverylab.schema import validate
 from tests.test_paired import random_forks
 
 CELLS = ["condition", "delay", "method"]
+
+
+def rows_per_gb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the budget model spill one partition per ``memory`` rows (memory in GB)."""
+    monkeypatch.setattr(_budget, "FIXED", 0)
+    monkeypatch.setattr(_budget, "STATE_PER_ROW", _budget.GB)
 
 
 def join_partials(frame: pl.DataFrame, **kwargs: object) -> pl.DataFrame:
@@ -228,7 +236,7 @@ def test_fused_checks_raise_validates_messages(broken: object) -> None:
     assert str(info.value) == expected
 
 
-@pytest.mark.parametrize("rows_per_pass", [None, 9])
+@pytest.mark.parametrize("rows_per_pass", [None, 9])  # 9: a spill of ceil(rows / 9) parts
 @pytest.mark.parametrize("ids", ["str", "int"])
 @pytest.mark.parametrize(
     "broken",
@@ -273,10 +281,10 @@ def test_row_level_checks_raise_validates_message_on_every_path(
     if ids == "int":
         frame = frame.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64))
     if rows_per_pass is not None:
-        monkeypatch.setattr(_bits, "ROWS_PER_PASS", rows_per_pass)
+        rows_per_gb(monkeypatch)
     expected = _validate_message(frame)
     with pytest.raises(SchemaError) as info:
-        _summary.partials(frame)
+        _summary.partials(frame, memory=rows_per_pass)
     assert str(info.value) == expected
 
 
@@ -411,19 +419,33 @@ def test_null_and_categorical_keys() -> None:
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), rows_per_pass=st.integers(1, 400))
-def test_task_words_in_hash_partitions_equal_one_pass(seed: int, rows_per_pass: int) -> None:
+def test_task_words_spilled_in_hash_partitions_equal_one_pass(
+    seed: int, rows_per_pass: int
+) -> None:
     rng = np.random.default_rng(seed)
     frame = random_forks(rng, tasks=25, models=("m1", "m2"))
     shuffled = frame.sample(fraction=1.0, shuffle=True, seed=seed % 1000)
     kwargs = {"pair_by": "model", "by": "model"}
     expected = bit_partials(shuffled, **kwargs)
     integer = shuffled.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64))
+    parts = -(-shuffled.height // rows_per_pass)
+    grouped: list[int] = []
+    original = _bits.group_words
+
+    def counted(*args: Any, **kwargs: Any) -> pl.LazyFrame:
+        grouped.append(1)
+        return original(*args, **kwargs)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_bits, "ROWS_PER_PASS", rows_per_pass)
-        table, _ = _pairs.prepare(shuffled, pair_by="model")
-        assert _bits.passes(table) == -(-shuffled.height // rows_per_pass)
-        assert_frame_equal(bit_partials(shuffled, **kwargs), expected)
-        assert_frame_equal(bit_partials(integer, **kwargs), expected)
+        rows_per_gb(patch)
+        patch.setattr(_bits, "group_words", counted)
+        assert _budget.partitions(shuffled.height, _budget.budget_bytes(rows_per_pass)) == min(
+            parts, _budget.MAX_PARTS
+        )
+        assert_frame_equal(bit_partials(shuffled, memory=rows_per_pass, **kwargs), expected)
+        # a spill groups each non-empty partition file on its own (one pass: once)
+        assert (len(grouped) > 1) if parts > 1 else (len(grouped) == 1)
+        assert_frame_equal(bit_partials(integer, memory=rows_per_pass, **kwargs), expected)
         duplicated = shuffled.vstack(shuffled.head(1))
         with pytest.raises(SchemaError, match="more than once"):
-            bit_partials(duplicated, **kwargs)
+            bit_partials(duplicated, memory=rows_per_pass, **kwargs)

@@ -93,6 +93,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="add the break-even failure probability p* = d / (r + d) per cell, with its CI",
     )
     parser.add_argument(
+        "--memory",
+        type=float,
+        metavar="GB",
+        help="memory budget of the per-task pass in GB (default a quarter of the machine's "
+        "memory, at most 4); a larger input is hash-partitioned into temporary files in the "
+        "same single read",
+    )
+    parser.add_argument(
         "--pairs-out", type=Path, help="also write every pair (one row per branch) to this file"
     )
     parser.add_argument(
@@ -174,6 +182,7 @@ def run_paired(args: argparse.Namespace) -> None:
         progress=progress,
         engine=engine,
         break_even=args.break_even,
+        memory=args.memory,
     )
     # every result is computed before the first is written: a bad option (say an unknown
     # overlap method) must leave no output behind

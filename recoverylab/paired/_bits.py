@@ -24,6 +24,11 @@ The survey and the task words share one pass: the layout is guessed from the fir
 (:func:`sample_counts`) and, unless the survey's rows per point equal the bits set per point
 (:func:`check_layout`), the words are computed again with every point: the lookup is exact.
 
+The task words are built in one read of the input within a memory budget
+(:func:`words_in_budget`, :mod:`._budget`): one streaming group-by when its state fits, else the
+rows' lookup indices are hash-partitioned by task into temporary files in that one read and each
+file is grouped on its own.
+
 Prefix hashes (§3.1, ``prefix_mismatch``) are compared in the same group-by by a per-task
 fingerprint: each recovery row adds F(condition, prefix), each ``none`` row subtracts k ×
 F(condition, its prefix), k being its condition's recovery points before the end of its run
@@ -37,11 +42,13 @@ conflict go to the join of :mod:`._pairs`, which counts them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
+from recoverylab._outputs import scratch_dir
+from recoverylab.paired import _budget
 from recoverylab.paired import _rules as rules
 from recoverylab.paired._pairs import OUTCOMES, Design, Forks, design_of
 from recoverylab.schema import SPECS, data_checks, raise_data_problems, raise_duplicate_keys
@@ -54,12 +61,8 @@ _WORD_BITS = 63
 MAX_WORDS = 4
 #: Largest lookup table (entries) of the end-of-run bits; beyond it the join path is taken.
 _MAX_TABLE = 1 << 22
-#: Rows per pass of the per-task group-by: a larger table is grouped in hash partitions of
-#: its tasks, one streaming pass each, so that the group-by state stays bounded whatever the
-#: row order (scattered rows keep every task of a pass in the state until the pass ends).
-#: Measured at 10M scattered rows (benchmarks/RESULTS.md): one pass 0.88 GB, two 0.54 GB
-#: (+8 % CPU), three 0.40 GB (+25 % CPU); each extra pass costs about one scan.
-ROWS_PER_PASS = 12_000_000
+#: Spilled lookup indices fit 32 bits (a lookup table has at most ``_MAX_TABLE`` entries).
+_NARROW = {"__slot": pl.UInt32, "__at_gap": pl.UInt32, "__success": pl.UInt8}
 #: Odd multipliers that mix the per-column hashes into one point hash (wrapping u64 products).
 _MIX = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x27D4EB2F165667C5)
 #: Per-task classes of a recovery point, in the order of the count columns they feed.
@@ -279,7 +282,18 @@ def task_words(
     (UInt64) and ``null_prefixes``. Every value is a lookup or arithmetic on the row, then a
     plain sum per cluster: the group-by stays on polars' streaming fast path.
     """
-    sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
+    rows = row_indices(forks, plan, keys, pending)
+    return group_words(rows, plan, keys, len(pending), prefix="prefix_hash" in forks.columns)
+
+
+def row_indices(
+    forks: Forks, plan: Layout, keys: Sequence[str], pending: Sequence[pl.Expr] = ()
+) -> pl.LazyFrame:
+    """Per row: the keys and what :func:`group_words` needs (narrow: what a spill writes).
+
+    Columns: the keys, ``__slot`` and ``__at_gap`` (lookup indices), ``__success`` (UInt64),
+    ``__pending0``..., and with ``prefix_hash`` ``__prefix`` (UInt64) and ``null_prefixes``.
+    """
     if {"perturb_action", "end_action"} <= forks.columns:
         # A null perturb or end never ends: it takes the largest gap, after every point.
         gap = rules.run_gap().clip(0, plan.gaps - 1).fill_null(plan.gaps - 1).cast(pl.UInt64)
@@ -290,7 +304,7 @@ def task_words(
     nulls = pl.col("prefix_hash").is_null().alias("null_prefixes")
     # the lookup indices first, once per row (polars does not share sub-expressions here)
     slot = (_POINT_HASH % _u64(plan.size)).alias("__slot")
-    indices = forks.lf.select(
+    return forks.lf.select(
         *keys,
         slot,
         (slot * _u64(plan.gaps) + gap).alias("__at_gap"),
@@ -298,7 +312,14 @@ def task_words(
         *(e.alias(f"__pending{i}") for i, e in enumerate(pending)),
         *([fingerprint.alias("__prefix"), nulls] if prefix else []),
     )
-    sums += [pl.col(f"__pending{i}").sum() for i in range(len(pending))]
+
+
+def group_words(
+    indices: pl.LazyFrame, plan: Layout, keys: Sequence[str], pending: int, *, prefix: bool
+) -> pl.LazyFrame:
+    """Look up the words of :func:`row_indices`' rows and sum them per cluster (``keys``)."""
+    sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
+    sums += [pl.col(f"__pending{i}").sum() for i in range(pending)]
     lookups: list[pl.Expr] = []
     for w in range(plan.words):
         lookups += [
@@ -315,7 +336,7 @@ def task_words(
         indices.with_columns(lookups)
         .select(
             *keys,
-            *(pl.col(f"__pending{i}") for i in range(len(pending))),
+            *(pl.col(f"__pending{i}") for i in range(pending)),
             *(pl.col(e.meta.output_name()) for e in lookups),
             *derived,
         )
@@ -324,23 +345,57 @@ def task_words(
     )
 
 
-def passes(forks: Forks) -> int:
-    """How many hash partitions of the tasks the per-task group-by runs in (reads the row count)."""
-    rows = int(forks.lf.select(pl.len()).collect().item())
-    return max(1, -(-rows // ROWS_PER_PASS))
+def rows_per_task(forks: Forks) -> float:
+    """Rows per distinct task among the first rows (``_budget.HINT_ROWS``): ~1 if scattered."""
+    first = forks.lf.select("task_id").head(_budget.HINT_ROWS).collect()
+    return first.height / max(first["task_id"].n_unique(), 1)
 
 
-def partitioned_words(
-    forks: Forks, plan: Layout, keys: Sequence[str], pending: Sequence[pl.Expr], parts: int
-) -> list[pl.LazyFrame]:
-    """:func:`task_words` over ``parts`` disjoint hash partitions of the tasks (whole clusters)."""
+def words_in_budget(
+    forks: Forks,
+    plan: Layout,
+    keys: Sequence[str],
+    pending: Sequence[pl.Expr],
+    *,
+    budget: int,
+    survey: bool,
+) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    """Per-task words (:func:`task_words`) from one read of ``forks``, within ``budget`` bytes.
+
+    Returns the survey counts (:func:`survey_query`, when ``survey``: computed in the same
+    pass) and the words, one row per cluster in no particular order. When one pass's group-by
+    state would exceed the budget (:func:`._budget.partitions`), the pass writes each row's
+    lookup indices (:func:`row_indices`, narrowed) to one Arrow IPC file per hash partition of
+    the task ids in a scratch directory, then groups each file on its own: a task's rows are
+    all in one file, so the words are those of the one pass, and the input is read once.
+    """
+    queries = [survey_query(forks)] if survey else []
+    rows = int(forks.lf.select(pl.len()).collect().item())  # parquet/IPC: from the metadata
+    hint = rows_per_task(forks) if _budget.worth_a_look(rows, budget) else None
+    parts = _budget.partitions(rows, budget, hint)
     if parts == 1:
-        return [task_words(forks, plan, keys, pending)]
-    part = pl.col("task_id").hash() % _u64(parts)
-    return [
-        task_words(replace(forks, lf=forks.lf.filter(part == i)), plan, keys, pending)
-        for i in range(parts)
-    ]
+        *counts, words = pl.collect_all(
+            [*queries, task_words(forks, plan, keys, pending)], engine="streaming"
+        )
+        return (counts[0] if counts else None), words
+    indices = row_indices(forks, plan, keys, pending).with_columns(
+        pl.col(name).cast(dtype) for name, dtype in _NARROW.items()
+    )
+    part = (pl.col("task_id").hash() % _u64(parts)).alias("__part")
+    prefix = "prefix_hash" in forks.columns
+    with scratch_dir() as folder:
+        sink = indices.with_columns(part).sink_ipc(
+            pl.PartitionBy(folder, key="__part", include_key=False), lazy=True, mkdir=True
+        )
+        counts = pl.collect_all([*queries, sink], engine="streaming")[: len(queries)]
+        groups = [
+            group_words(pl.scan_ipc(f), plan, keys, len(pending), prefix=prefix)
+            for f in sorted(folder.rglob("*.ipc"))
+        ]
+        found = [g.collect(engine="streaming") for g in groups]
+    # (no partition file only without rows, which take the one-pass branch)
+    words = pl.concat(found) if found else task_words(forks, plan, keys, pending).clear().collect()
+    return (counts[0] if counts else None), words
 
 
 def _spread(plan: Layout, word: str, w: int) -> pl.Expr:
@@ -533,6 +588,8 @@ def bit_counts(
     by: Sequence[str],
     full_key: Sequence[str],
     design: Design | None = None,
+    *,
+    budget: int | None = None,
 ) -> tuple[Survey, BitCounts | None]:
     """Survey and check the table, then count its cells through task words where that applies.
 
@@ -540,8 +597,10 @@ def bit_counts(
     applies when no ``none`` row is delay-specific, the points fit in ``MAX_WORDS`` words and
     every ``by`` key is constant within each cluster (task_id, *pair_by*; checked on the task
     words); otherwise the second result is ``None`` (every check but duplicates has run).
-    ``design``: the whole table's grid (a shard's may lack points).
+    ``design``: the whole table's grid (a shard's may lack points). ``budget``: bytes for
+    the per-task pass (:func:`words_in_budget`; default :func:`._budget.default_budget`).
     """
+    budget = _budget.default_budget() if budget is None else budget
     clusters = ["task_id", *forks.pair_by]
     extra = [k for k in by if k not in forks.pair_by]
     keys = [*clusters, *extra]
@@ -555,10 +614,9 @@ def bit_counts(
     if guess is None:
         found = survey(forks, full_key)
     else:
-        queries = partitioned_words(scan, guess, keys, pending, passes(scan))
-        # the survey rides on the first pass
-        counts, first = pl.collect_all([survey_query(scan), queries[0]], engine="streaming")
-        words = pl.concat([first, *(q.collect(engine="streaming") for q in queries[1:])])
+        # the survey rides on the same pass
+        counts, words = words_in_budget(scan, guess, keys, pending, budget=budget, survey=True)
+        assert counts is not None
         found = read_survey(forks, counts, full_key)
         violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
         check(forks, found, violations)
@@ -568,8 +626,7 @@ def bit_counts(
     point = ["condition", "method", "delay"]
     if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
         # the first rows missed some points: the same layout function, on every point
-        queries = partitioned_words(scan, plan, keys, pending, passes(scan))
-        words = pl.concat([q.collect(engine="streaming") for q in queries])
+        words = words_in_budget(scan, plan, keys, pending, budget=budget, survey=False)[1]
     # one row per task from here on: task ids as the canonical table has them (strings)
     words = words.with_columns(pl.col("task_id").cast(pl.String))
     if extra and words.select(clusters).is_duplicated().any():

@@ -20,7 +20,7 @@ import polars as pl
 
 from recoverylab import engines, plan, stats
 from recoverylab._errors import InputError, ParameterError
-from recoverylab.paired import _bits, _breakeven, _shards
+from recoverylab.paired import _bits, _breakeven, _budget, _shards
 from recoverylab.paired import _rules as rules
 from recoverylab.paired._pairs import (
     AFTER_END,
@@ -186,6 +186,7 @@ def _partials(
     cohort: str,
     design: Design | None,
     progress: Progress,
+    memory: float | None = None,
 ) -> tuple[pl.LazyFrame, Forks, Design, tuple[str, ...]]:
     """Build the partials; also return the table, the design and the by keys used."""
     table, by_keys = prepare(
@@ -197,7 +198,8 @@ def _partials(
         progress("checking forks, reading the design grid and pairing")
     cells = ["condition", "delay", "method", *by_keys]
     if set(table.pair_by) <= set(by_keys) and cohort == "full":
-        found, counted = _bits.bit_counts(table, by_keys, full_key, design)
+        budget = _budget.budget_bytes(memory)
+        found, counted = _bits.bit_counts(table, by_keys, full_key, design, budget=budget)
         if progress is not None and counted is not None:
             progress("paired through per-task bit sets")
     else:
@@ -231,6 +233,7 @@ def partials(
     cohort: Cohort = "full",
     design: Design | None = None,
     progress: Progress = None,
+    memory: float | None = None,
 ) -> pl.LazyFrame:
     """Return the additive per-cell partials of :func:`summarize` (private, stable).
 
@@ -243,7 +246,7 @@ def partials(
 
     Parameters
     ----------
-    forks, by, pair_by, cohort, progress
+    forks, by, pair_by, cohort, progress, memory
         As in :func:`summarize`.
     design
         The candidate recovery points of the whole table (``_pairs.design_grid`` of it, or the
@@ -279,8 +282,15 @@ def partials(
     >>> finish(part)["effect"].item()
     0.5
     """
+    _budget.budget_bytes(memory)  # a bad budget fails before any read
     return _partials(
-        forks, by=by, pair_by=pair_by, cohort=cohort, design=design, progress=progress
+        forks,
+        by=by,
+        pair_by=pair_by,
+        cohort=cohort,
+        design=design,
+        progress=progress,
+        memory=memory,
     )[0]
 
 
@@ -387,6 +397,7 @@ def summarize(
     alternative: str = "two-sided",
     adjust: str | None = None,
     break_even: bool = False,
+    memory: float | None = None,
 ) -> pl.DataFrame:
     """Count rescues and harms per (condition, delay, method, *by*), with honest uncertainty.
 
@@ -443,6 +454,11 @@ def summarize(
         Also append the break-even columns of :func:`recoverylab.paired.break_even` (p_fail,
         rescue_given_fail, harm_given_success, net_effect, break_even with its task-level
         interval) as the last columns.
+    memory
+        Memory budget in GB (10^9 bytes) for the per-task pass of the bit-set path; default
+        a quarter of the machine's memory, at most 4 GB. An input whose per-task state would
+        not fit is hash-partitioned by task into temporary files in the same single read of
+        the input (results identical). The rest of the work is small beside it.
 
     Returns
     -------
@@ -477,6 +493,7 @@ def summarize(
     """
     keys: dict[str, Any] = {"pair_by": pair_by, "by": by, "cohort": cohort}
     statistics = statistics_options(confidence, n_resamples, seed, ci_method, alternative, adjust)
+    _budget.budget_bytes(memory)  # a bad budget fails before any read
     result = engines.run(
         engine,
         plan.Plan(
@@ -484,7 +501,10 @@ def summarize(
             check=functools.partial(_check_statistics, **statistics),
             stages=(
                 design_stage(**keys),
-                plan.Stage("pairing and counting", functools.partial(_summary_partial, **keys)),
+                plan.Stage(
+                    "pairing and counting",
+                    functools.partial(_summary_partial, memory=memory, **keys),
+                ),
             ),
             finish=lambda parts: finish(parts["partials"], progress=progress, **statistics),
             progress=progress,
@@ -530,9 +550,16 @@ def _summary_partial(
     by: str | Sequence[str] | None,
     pair_by: str | Sequence[str] | None,
     cohort: str,
+    memory: float | None,
 ) -> dict[str, pl.DataFrame]:
     lazy, table, design, by_keys = _partials(
-        frames["forks"], by=by, pair_by=pair_by, cohort=cohort, design=design, progress=None
+        frames["forks"],
+        by=by,
+        pair_by=pair_by,
+        cohort=cohort,
+        design=design,
+        progress=None,
+        memory=memory,
     )
     collected = lazy.collect(engine="streaming")
     if int(collected["after_end"].sum()):
