@@ -18,7 +18,8 @@ intra-task correlation of 0.3 and a varying number of pairs). Three questions:
 
 Finally the bounds are cross-checked against a maintained reference implementation of betting
 confidence sequences (``confseq.betting``, Waudby-Smith & Ramdas) on the same data, when it is
-installed: the capital process with the same bets, and both packages' sequences.
+installed (``pip install -e '.[confseq]'``; its build needs Boost headers, e.g. Debian's
+``libboost-dev``): the capital process with the same bets, and both packages' sequences.
 
 Usage::
 
