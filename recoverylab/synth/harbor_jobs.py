@@ -2,8 +2,8 @@
 
 :func:`write_harbor_jobs` writes what Harbor writes for a recovery experiment run as Harbor jobs:
 a job directory with its ``config.json`` (``JobConfig``) and ``result.json`` (``JobResult``), and
-one directory per trial (``TASK__XXXXXXX``) holding the trial's ``config.json`` (``TrialConfig``)
-and ``result.json`` (``TrialResult``), every field named as in Harbor's pydantic models (Harbor
+one directory per trial (``TASK__`` and 7 random characters) holding the trial's ``config.json``
+(``TrialConfig``) and ``result.json`` (``TrialResult``), every field named as in Harbor's pydantic models (Harbor
 0.26.0), computed fields (``reward_valid``, ``ExceptionInfo.policy``) included as Harbor dumps
 them. Each arm of the experiment (condition, method, delay) is one agent configuration whose
 ``kwargs`` carry the arm; Harbor runs ``n_attempts`` trials of each (task, agent).
