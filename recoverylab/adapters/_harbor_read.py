@@ -3,11 +3,11 @@
 Harbor writes a job as ``JOBS_DIR/JOB_NAME/`` holding the job's ``config.json`` (``JobConfig``),
 ``result.json`` (``JobResult``, without its trial results) and one directory per trial, named
 ``TASK__`` and 7 random characters (``TrialConfig.generate_trial_name``), holding the trial's
-``config.json`` (``TrialConfig``), ``result.json`` (``TrialResult``) and the ``agent/``, ``verifier/``,
-``artifacts/``, ``steps/`` and ``user-agent/`` output directories
-(``harbor/models/trial/paths.py``).
-A trial directory without ``result.json`` is a trial that never finished (Harbor writes the file
-once, when the trial ends, and deletes such directories when it resumes the job).
+``config.json`` (``TrialConfig``), ``result.json`` (``TrialResult``) and the ``agent/``,
+``verifier/``, ``artifacts/``, ``steps/`` and ``user-agent/`` output directories
+(``harbor/models/trial/paths.py``). A trial directory without ``result.json`` is a trial that never
+finished (Harbor writes the file once, when the trial ends, and deletes such directories when it
+resumes the job).
 
 Reading: the files are read as bytes, their line breaks (never inside a JSON string) turned into
 spaces, and the whole set parsed by polars' JSON reader in one call with an explicit schema holding

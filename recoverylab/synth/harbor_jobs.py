@@ -1,12 +1,12 @@
 """Harbor job directories made offline, with known outcomes (tests, README tour, benchmarks).
 
-:func:`write_harbor_jobs` writes what Harbor writes for a recovery experiment run as Harbor jobs:
-a job directory with its ``config.json`` (``JobConfig``) and ``result.json`` (``JobResult``), and
-one directory per trial (``TASK__`` and 7 random characters) holding the trial's ``config.json``
-(``TrialConfig``) and ``result.json`` (``TrialResult``), every field named as in Harbor's pydantic models (Harbor
-0.26.0), computed fields (``reward_valid``, ``ExceptionInfo.policy``) included as Harbor dumps
-them. Each arm of the experiment (condition, method, delay) is one agent configuration whose
-``kwargs`` carry the arm; Harbor runs ``n_attempts`` trials of each (task, agent).
+:func:`write_harbor_jobs` writes what Harbor writes for a recovery experiment run as Harbor jobs: a
+job directory with its ``config.json`` (``JobConfig``) and ``result.json`` (``JobResult``), and one
+directory per trial (``TASK__`` and 7 random characters) holding the trial's ``config.json``
+(``TrialConfig``) and ``result.json`` (``TrialResult``), every field named as in Harbor's pydantic
+models (Harbor 0.26.0), computed fields (``reward_valid``, ``ExceptionInfo.policy``) included as
+Harbor dumps them. Each arm of the experiment (condition, method, delay) is one agent configuration
+whose ``kwargs`` carry the arm; Harbor runs ``n_attempts`` trials of each (task, agent).
 
 The layouts: ``"one_job"`` (every arm an agent of one job), ``"job_per_arm"`` (one job per arm,
 under nested directories with odd names), ``"metadata"`` (arms also reported in
