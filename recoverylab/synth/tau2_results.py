@@ -31,22 +31,10 @@ from typing import Any
 import numpy as np
 
 from recoverylab._errors import ParameterError
+from recoverylab.adapters.tau2 import TERMINATION_REASONS  # the values tau2-bench declares
 
 __all__ = ["TERMINATION_REASONS", "results_document", "write_tau2_results"]
 
-#: tau2-bench's ``TerminationReason`` values, in its declaration order.
-TERMINATION_REASONS = (
-    "user_stop",
-    "agent_stop",
-    "max_steps",
-    "timeout",
-    "too_many_errors",
-    "agent_error",
-    "user_error",
-    "infrastructure_error",
-    "context_window_exceeded",
-    "unexpected_error",
-)
 #: How often each termination occurs (the two normal stops dominate).
 _TERMINATION_WEIGHTS = (0.35, 0.35, 0.05, 0.04, 0.03, 0.03, 0.03, 0.06, 0.04, 0.02)
 _NORMAL_STOPS = ("user_stop", "agent_stop")
