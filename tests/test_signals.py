@@ -143,6 +143,34 @@ def test_a_signal_after_the_final_commit_changes_nothing(tmp_path: Path) -> None
     assert (tmp_path / "a.txt").read_text() == "new a"
 
 
+@pytest.mark.parametrize(
+    "surfaced",
+    [
+        pl.exceptions.ComputeError("the query failed while reading a file"),
+        pl.exceptions.PanicException("a Python error inside a polars callback"),
+    ],
+)
+def test_a_stop_that_the_engine_turned_into_an_error_still_says_stopped(
+    cli, tmp_path, monkeypatch, surfaced
+) -> None:
+    """CI found it: SIGTERM inside a polars call came back as a PanicException (exit 2)."""
+    from recoverylab.cli import _paired
+
+    def stopped_inside_the_engine(args: object) -> None:
+        with atomic_file(tmp_path / "cells.parquet") as out:
+            out.write(b"half")
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.01)
+            except Stopped:  # what an engine does with an exception raised inside its call
+                raise surfaced from None
+
+    monkeypatch.setattr(_paired, "run_paired", stopped_inside_the_engine)
+    result = cli("paired", FORKS, "--out", tmp_path / "cells.parquet")
+    assert (result.code, result.err) == (143, "recoverylab paired: stopped by SIGTERM\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_main_says_the_run_was_stopped(cli, tmp_path, monkeypatch) -> None:
     from recoverylab.cli import _paired
 

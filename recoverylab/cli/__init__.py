@@ -27,7 +27,7 @@ from types import ModuleType
 
 from recoverylab._diagnose import engine_errors
 from recoverylab._errors import RecoveryLabError
-from recoverylab._signals import Stopped, stopping_on_signals
+from recoverylab._signals import Stopped, raise_if_stopped, stopping_on_signals
 from recoverylab.cli._common import (
     Inputs,
     check_output_targets,
@@ -144,6 +144,9 @@ def _run(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         raise  # stdout closed downstream: the run stops quietly (see main)
     except _expected() as exc:
+        # a stop signal raised inside an engine call may come back as the engine's own error
+        # (polars turns it into a PanicException or a failed query): the run was stopped
+        raise_if_stopped()
         if args.debug:
             raise
         print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
