@@ -13,15 +13,19 @@ filesystem steps with :func:`held`: a signal that arrives inside waits for the b
 for :func:`raise_if_stopped`, where a commit still can put everything back). And third-party code
 may swallow the exception (numpy's lazy imports do, when the signal lands inside one), so a
 received signal is remembered: :func:`raise_if_stopped` raises it again before anything is
-staged or committed, and a stopped run never commits. After the command's outputs are committed,
+staged or committed, and a stopped run never commits. Where Python itself cannot raise it (inside
+a callback that native code made, e.g. polars hashing a data type) it would print "Exception
+ignored in ..." on stderr; such an unraisable :class:`Stopped` is dropped instead (it is
+remembered). After the command's outputs are committed,
 :func:`finish` makes later signals no-ops: the work is done and stays done.
 """
 
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import FrameType
@@ -100,6 +104,8 @@ def stopping_on_signals() -> Iterator[None]:
     saved = replace(_STATE)
     _STATE.load(_State())
     previous = {}
+    unraisable = sys.unraisablehook
+    sys.unraisablehook = _quiet_about_stops(unraisable)
     try:
         with held():  # a signal that arrives while the handlers go in waits for all of them
             for signum in STOP_SIGNALS:
@@ -108,7 +114,24 @@ def stopping_on_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+        sys.unraisablehook = unraisable
         _STATE.load(saved)
+
+
+def _quiet_about_stops(
+    previous: Callable[[sys.UnraisableHookArgs], object],
+) -> Callable[[sys.UnraisableHookArgs], object]:
+    """Wrap ``previous`` so a :class:`Stopped` Python could not raise is not printed.
+
+    The signal is remembered in the run's state, so :func:`raise_if_stopped` still stops the run.
+    """
+
+    def hook(unraisable: sys.UnraisableHookArgs) -> object:
+        if isinstance(unraisable.exc_value, Stopped):
+            return None
+        return previous(unraisable)
+
+    return hook
 
 
 @contextmanager

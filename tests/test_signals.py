@@ -171,6 +171,38 @@ def test_a_stop_that_the_engine_turned_into_an_error_still_says_stopped(
     assert list(tmp_path.iterdir()) == []
 
 
+class _StoppedInDel:
+    """Receives SIGTERM in ``__del__``, where Python cannot raise it (as in a native callback)."""
+
+    def __del__(self) -> None:
+        _signals._on_signal(signal.SIGTERM, None)
+
+
+def test_a_stop_python_could_not_raise_is_not_printed(capsys) -> None:
+    with stopping_on_signals():
+        _StoppedInDel()  # "Exception ignored in ..." without the hook
+        assert _signals._STATE.received == signal.SIGTERM  # remembered
+    assert capsys.readouterr().err == ""
+
+
+def test_an_unexpected_error_after_a_swallowed_stop_says_stopped(
+    cli, tmp_path, monkeypatch
+) -> None:
+    """CI found it: a stop lost in a polars callback, then a crash, exited 1 with a traceback."""
+    from recoverylab.cli import _paired
+
+    def crashed_after_the_stop(args: object) -> None:
+        with atomic_file(tmp_path / "cells.parquet") as out:
+            out.write(b"half")
+            _StoppedInDel()
+            raise RuntimeError("native code gave up after the lost exception")
+
+    monkeypatch.setattr(_paired, "run_paired", crashed_after_the_stop)
+    result = cli("paired", FORKS, "--out", tmp_path / "cells.parquet")
+    assert (result.code, result.err) == (143, "recoverylab paired: stopped by SIGTERM\n")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_main_says_the_run_was_stopped(cli, tmp_path, monkeypatch) -> None:
     from recoverylab.cli import _paired
 

@@ -151,6 +151,9 @@ def _run(args: argparse.Namespace) -> int:
             raise
         print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except BaseException:
+        raise_if_stopped()  # whatever a stop signal left behind, the run was stopped
+        raise
     # a command may return its own status (gate: 1 a claim fails, 3 inconclusive)
     return status if isinstance(status, int) else 0
 
