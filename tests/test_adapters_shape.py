@@ -97,3 +97,17 @@ def test_every_trials_table_meets_the_shared_contract(name: str, tmp_path: Path)
     per_unit = trials.group_by([*experiment, "task_id"]).agg(pl.col("success").mean())
     assert passes["units"].item() == per_unit.height
     assert passes["pass_hat_k"].item() == pytest.approx(per_unit["success"].mean())
+
+
+def test_the_report_lists_a_few_superseded_logs_and_counts_the_rest() -> None:
+    from recoverylab.adapters import ReadReport, Superseded
+
+    many = tuple(Superseded(f"trial-{i}/result.json", f"retry-{i}/result.json") for i in range(25))
+    report = ReadReport(format="harbor", superseded=many, unit="trials")
+    lines = report.render().splitlines()
+    assert lines[0].endswith("25 superseded")
+    assert [line for line in lines if line.startswith("  superseded ")] == [
+        f"  superseded trial-{i}/result.json by retry-{i}/result.json (retry)" for i in range(10)
+    ]
+    assert "  ... and 15 more superseded (every one in --report-out)" in lines
+    assert len(report.to_dict()["superseded"]) == 25

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Imported", "ReadReport", "Superseded", "exclusion_counts"]
 
+#: Superseded logs listed one per line on stderr; the rest are counted (the JSON lists all).
+SHOWN_SUPERSEDED = 10
+
 
 @dataclass(frozen=True)
 class Superseded:
@@ -101,7 +104,11 @@ class ReadReport:
             f"{_count(len(self.used), 'log')} used, {len(self.superseded)} superseded"
         )
         lines = [head]
-        lines += [f"  superseded {s.log} by {s.by} ({s.reason})" for s in self.superseded]
+        shown = self.superseded[:SHOWN_SUPERSEDED]
+        lines += [f"  superseded {s.log} by {s.by} ({s.reason})" for s in shown]
+        if len(self.superseded) > len(shown):  # a resumed job may supersede thousands of trials
+            more = len(self.superseded) - len(shown)
+            lines.append(f"  ... and {more:,} more superseded (every one in --report-out)")
         made = "; ".join(f"{t}: {n:,} rows" for t, n in self.rows.items() if t != "excluded")
         total = sum(self.excluded.values())
         reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(self.excluded.items()))
