@@ -27,6 +27,7 @@ from types import ModuleType
 
 from recoverylab._diagnose import engine_errors
 from recoverylab._errors import RecoveryLabError
+from recoverylab._resolve import ignored
 from recoverylab._signals import Stopped, raise_if_stopped, stopping_on_signals
 from recoverylab.cli._common import (
     Inputs,
@@ -183,11 +184,19 @@ def _silence_stdout() -> None:
 
 
 def _input_files(args: argparse.Namespace) -> list[Path]:
-    """Return the input files of a command, to find the broken one when the engine fails."""
+    """Return the input files of a command, to find the broken one when the engine fails.
+
+    Inside directories, the entries the source resolver skips (hidden, ``_SUCCESS``, ``.crc``:
+    :func:`recoverylab._resolve.ignored`) are skipped here too: they are never read.
+    """
     inputs = Inputs.of(args)
     files = set(inputs.files)
     for directory in inputs.directories:
-        files.update(p for p in directory.rglob("*") if p.is_file())
+        files.update(
+            p
+            for p in directory.rglob("*")
+            if p.is_file() and not any(ignored(part) for part in p.relative_to(directory).parts)
+        )
     return sorted(p for p in files if p.suffix.lower() in FORMATS)
 
 
