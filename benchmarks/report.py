@@ -491,9 +491,12 @@ KEEP_MARKER = "`benchmarks/run.py` does not produce this section"
 
 
 def kept_sections(text: str) -> list[str]:
-    """The hand-written ``## `` sections of an existing RESULTS.md (see :data:`KEEP_MARKER`)."""
+    """Sections of an existing RESULTS.md a full run keeps: hand-written ones and the ratios."""
+    import ratios  # its section comes from ``run.py --ratios``, not from a full run
+
     sections = ["## " + part for part in text.split("\n## ")[1:]]
-    return [part.rstrip("\n") + "\n" for part in sections if KEEP_MARKER in part]
+    kept = [p for p in sections if KEEP_MARKER in p or p.startswith(ratios.HEADING)]
+    return [part.rstrip("\n") + "\n" for part in kept]
 
 
 def render_with_previous(record: dict, previous: list[dict], kept: Sequence[str] = ()) -> str:

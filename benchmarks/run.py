@@ -14,6 +14,16 @@ Writes ``benchmarks/RESULTS.md`` (and ``results.json``) and prints the table.
 option); with ``--generate-only`` the command writes them and stops, e.g. the 52M-row shapes of
 issue 19: ``python benchmarks/run.py --paired-tasks 1040000 --generate-only --data-dir DIR``
 (about 1.6 GB of parquet; the shuffle across files holds every row: ~10 GB of RAM).
+
+``--ratios`` measures only the acceptance ratios against DuckDB of issue 28, in one run, and
+writes their section at the top of ``--out`` (a full run keeps it): ``paired.summarize`` on every
+data shape at 5M and 52M rows (``--ratio-tasks 100000,1040000``, the default; the data is
+generated first when missing), ``goal`` at ~10M steps, ``takeover`` with intervals and its counts
+alone at ~5M attempts, and ``recoverylab --help`` against ``import polars``; CPU time, wall time
+and peak RSS per workload, ``--ratio-rounds`` alternating rounds (see :mod:`ratios`)::
+
+    python benchmarks/run.py --ratios                       # the whole acceptance table
+    python benchmarks/run.py --ratios --ratio-tasks 100000  # 5M rows only: minutes
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
+import ratios  # noqa: E402
 import report  # noqa: E402
 
 #: The forks workloads, in the order of one round.
@@ -381,6 +392,11 @@ def previous_records() -> list[dict]:
     return [json.loads(f.read_text()) for f in files]
 
 
+def _say(started: float, message: str) -> None:
+    """Print a progress line with the seconds since ``started``."""
+    print(f"[bench {time.perf_counter() - started:6.0f}s] {message}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; return the exit status (1 when the engines disagree)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -428,6 +444,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rewrite --out from the results.json next to it, without measuring",
     )
+    ratios.add_arguments(parser)
     args = parser.parse_args(argv)
     if args.render_only:
         record = json.loads(args.out.with_name("results.json").read_text())
@@ -443,12 +460,14 @@ def main(argv: list[str] | None = None) -> int:
             sizes[option] = getattr(args, option)
     skip = {s for s in args.skip.split(",") if s}
     started = time.perf_counter()
+    if args.ratios:
+        return ratios.run_ratios(args, lambda m: _say(started, m))
     data_dir: Path = args.data_dir
     work = data_dir / "out"
     work.mkdir(parents=True, exist_ok=True)
 
     def say(message: str) -> None:
-        print(f"[bench {time.perf_counter() - started:6.0f}s] {message}", flush=True)
+        _say(started, message)
 
     say(f"generating data in {data_dir} (skipped when present)")
     forks_dir = data_dir / f"forks_{sizes['tasks']}_seed{args.seed}"

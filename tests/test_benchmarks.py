@@ -190,3 +190,68 @@ def test_paired_ratio_measures_every_budget_against_duckdb(tmp_path: Path) -> No
     counts = [pl.read_parquet(f) for f in sorted((tmp_path / "data" / "out").glob("ratio_*"))]
     assert len(counts) == 3
     assert all(c.equals(counts[0]) for c in counts)
+
+
+def test_ratios_run_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
+    out = tmp_path / "RESULTS.md"
+    out.write_text("# Benchmark results\n\nset-up\n\n## Earlier section\n\nkept\n")
+    command = [
+        sys.executable,
+        str(BENCH / "run.py"),
+        "--ratios",
+        "--ratio-tasks",
+        "30",
+        "--ratio-rounds",
+        "1",
+        "--goal-units",
+        "40",
+        "--takeover-units",
+        "6",
+        "--skip",
+        "startup",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--out",
+        str(out),
+        "--max-wait",
+        "0",
+        "--retries",
+        "0",
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = out.read_text()
+    sys.path.insert(0, str(BENCH))
+    import ratios
+
+    assert text.count(ratios.HEADING) == 1
+    assert text.index("set-up") < text.index(ratios.HEADING) < text.index("## Earlier section")
+    assert "kept" in text
+    rows = [line for line in text.splitlines() if line.startswith("| paired") or "|" in line[:3]]
+    labels = [line.split("|")[1].strip() for line in rows if line.startswith("| ")]
+    shapes = [f"paired: summarize ({s})" for s in ratios.PAIRED_SHAPES]
+    protocols = [label for label, *_ in ratios.PROTOCOL_PAIRS]
+    assert labels[1:] == shapes + protocols  # labels[0] is the header row
+    assert "counts were compared and are identical" in text
+    # a second run replaces the section instead of adding one
+    again = ratios.replace_section(text, ratios.HEADING + "\n\nnew\n")
+    assert again.count(ratios.HEADING) == 1
+    assert "new" in again
+    assert "| paired" not in again
+    assert "kept" in again
+
+
+def test_ratios_verdict_needs_the_cpu_ratio_and_the_peak() -> None:
+    sys.path.insert(0, str(BENCH))
+    import ratios
+
+    def runs(cpu: float, peak_gb: float) -> list[dict]:
+        return [{"cpu_seconds": cpu, "seconds": cpu, "peak_rss_bytes": peak_gb * 1e9}]
+
+    fast_small = ratios.ratio_row("x", "d", runs(1.0, 1.0), runs(1.0, 0.5), 1.0, 1.5)
+    slow = ratios.ratio_row("x", "d", runs(1.1, 1.0), runs(1.0, 0.5), 1.0, 1.5)
+    big = ratios.ratio_row("x", "d", runs(0.5, 1.6), runs(1.0, 0.5), 1.0, 1.5)
+    unbounded = ratios.ratio_row("x", "d", runs(1.9, 9.0), runs(1.0, 0.5), 2.0, None)
+    assert [r["met"] for r in (fast_small, slow, big, unbounded)] == [True, False, False, True]
+    section = ratios.render([fast_small, slow], ["header"])
+    assert "**1 of 2 targets met.** Missed: x (d)." in section
