@@ -208,10 +208,12 @@ def _run_python(code: str) -> str:
 def test_import_recoverylab_imports_no_polars_and_scan_still_works() -> None:
     code = f"""
 import json, sys
+before = set(sys.modules)
 import recoverylab
 from recoverylab import RecoveryLabError, SchemaError
-bare = sorted(m for m in {HEAVY_PACKAGES!r} + ("recoverylab.io", "recoverylab.schema")
-              if m in sys.modules)
+added = set(sys.modules) - before
+bare = sorted({{m.split(".")[0] for m in added}} - set(sys.stdlib_module_names) - {{"recoverylab"}})
+bare += sorted(m for m in added if m.startswith("recoverylab.") and m != "recoverylab._errors")
 listed = {{"scan", "validate", "SPECS", "write_parquet", "io", "schema"}} <= set(dir(recoverylab))
 from recoverylab import SPECS, scan, validate, write_parquet
 import recoverylab.io, recoverylab.schema
