@@ -483,6 +483,14 @@ def _startup_lines(startup: dict | None) -> list[str]:
         top = ", ".join(f"{k} {v:.2f}" for k, v in list(profile["by_package_seconds"].items())[:6])
         heavy = ", ".join(profile["heavy_imported"])
         lines.append(f"| `{label}` | {profile['total_seconds']:.2f} | {top} | {heavy} |")
+    if "ratios" in startup:  # issue 28: --help at most as long as importing polars
+        ratio = startup["ratios"]
+        lines += [
+            "",
+            f"`recoverylab --help` / `python -c 'import polars'`: "
+            f"{ratio['help_over_import_polars_wall']:.2f} (median wall), "
+            f"{ratio['help_over_import_polars_cpu']:.2f} (CPU); target ≤ 1.0.",
+        ]
     return lines
 
 

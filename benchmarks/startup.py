@@ -2,12 +2,15 @@
 
 Times ``recoverylab --help`` and ``recoverylab paired <shipped sample>`` (and, for scale, a bare
 ``python -c pass`` and ``import polars``) with hyperfine when it is installed (``apt-get install
-hyperfine``), else with a loop of subprocesses; reports wall time *and* the CPU time of the
+hyperfine``), else with a loop of subprocesses that runs the commands in turn, one run of each
+per round, so a change of load hits them alike; reports wall time *and* the CPU time of the
 process (user + system; a mean with hyperfine, a median otherwise), which a loaded machine
-disturbs much less than wall time. Then runs each
-command under ``python -X importtime`` and adds up the import time by top-level package, and
-names the heavy optional packages (scipy, sklearn, altair, pyspark, pandas...) each command
-imports. Prints one JSON object (``--json PATH`` also writes it) that :mod:`report` renders.
+disturbs much less than wall time. Issue 28's target is the ratio ``recoverylab --help`` /
+``python -c "import polars"`` of the median wall times (10 runs each) at most 1.0: ``ratios``
+holds it, and the same ratio of CPU times. Then runs each command under ``python -X importtime``
+and adds up the import time by top-level package, and names the heavy packages (polars, numpy,
+scipy, pyarrow...) each command imports. Prints one JSON object (``--json PATH`` also writes it)
+that :mod:`report` renders.
 """
 
 from __future__ import annotations
@@ -69,24 +72,41 @@ def _quote(part: str) -> str:
     return f"'{part}'" if re.search(r"[\s'\"<>]", part) else part
 
 
-def _loop(command: list[str], runs: int) -> dict:
-    walls, cpus = [], []
+def _loop(commands: dict[str, list[str]], runs: int) -> dict[str, dict]:
+    """Time every command ``runs`` times (after two warm-up rounds), one run of each per round."""
+    walls: dict[str, list[float]] = {label: [] for label in commands}
+    cpus: dict[str, list[float]] = {label: [] for label in commands}
     for i in range(runs + 2):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if i >= 2:  # two warm-up runs, as with hyperfine
-            walls.append(wall)
-            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+        for label, command in commands.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            subprocess.run(command, check=True, capture_output=True, cwd=ROOT)
+            wall = time.perf_counter() - start
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            if i >= 2:  # two warm-up runs, as with hyperfine
+                walls[label].append(wall)
+                cpus[label].append(
+                    after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+                )
     return {
-        "tool": "subprocess loop",
-        "median": statistics.median(walls),
-        "min": min(walls),
-        "max": max(walls),
-        "cpu": statistics.median(cpus),
-        "runs": runs,
+        label: {
+            "tool": "subprocess loop",
+            "median": statistics.median(walls[label]),
+            "min": min(walls[label]),
+            "max": max(walls[label]),
+            "cpu": statistics.median(cpus[label]),
+            "runs": runs,
+        }
+        for label in commands
+    }
+
+
+def ratios(timings: dict[str, dict]) -> dict[str, float]:
+    """``recoverylab --help`` over ``import polars``: median wall times, and CPU times (≤ 1.0)."""
+    ours, polars = timings["recoverylab --help"], timings["python -c 'import polars'"]
+    return {
+        "help_over_import_polars_wall": ours["median"] / polars["median"],
+        "help_over_import_polars_cpu": ours["cpu"] / polars["cpu"],
     }
 
 
@@ -123,18 +143,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    use_hyperfine = shutil.which("hyperfine") is not None
-    timings = {}
-    for label, command in commands().items():
-        timings[label] = (
-            _hyperfine(label, command, args.runs) if use_hyperfine else _loop(command, args.runs)
-        )
+    if shutil.which("hyperfine") is not None:
+        timings = {
+            label: _hyperfine(label, command, args.runs) for label, command in commands().items()
+        }
+    else:
+        timings = _loop(commands(), args.runs)
     imports = {
         "import recoverylab.cli": import_profile([sys.executable, "-c", "import recoverylab.cli"]),
         "recoverylab --help": import_profile(commands()["recoverylab --help"]),
         "recoverylab paired <sample>": import_profile(commands()["recoverylab paired <sample>"]),
     }
-    record = {"timings": timings, "imports": imports}
+    record = {"timings": timings, "ratios": ratios(timings), "imports": imports}
     if args.json:
         args.json.write_text(json.dumps(record, indent=1))
     return record

@@ -120,6 +120,13 @@ def test_every_table_has_a_valid_example() -> None:
     assert set(VALID) == set(SPECS) == set(WRONG_TYPE)
 
 
+def test_the_light_list_of_table_names_is_the_contracts() -> None:
+    # the command line offers these names without importing polars (recoverylab._table_names)
+    from recoverylab._table_names import TABLE_NAMES
+
+    assert tuple(SPECS) == TABLE_NAMES
+
+
 @pytest.mark.parametrize("table", sorted(SPECS))
 def test_valid_example_passes_eager_and_lazy(table: str) -> None:
     df = frame(table)

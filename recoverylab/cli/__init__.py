@@ -9,6 +9,12 @@ One entry point with a subcommand per protocol. Each subcommand lives in its own
 protocol on the shipped samples also exposes ``demo(out_dir, progress)``, which ``recoverylab demo``
 calls in turn.
 
+Start-up (issue 28): building the parser, ``--help`` and argument errors import the standard
+library only. A subcommand module's top level declares its options, help and choices; polars, the
+readers, the protocols and the table renderer are imported inside the functions that run a
+command (``recoverylab.cli._run`` once the arguments are parsed). ``tests/test_startup.py`` holds
+this in a fresh interpreter for every subcommand's ``--help`` and for argument errors.
+
 Bad input prints one line to stderr and exits with status 2 (``--debug`` shows the traceback);
 outputs are written atomically, so a failed command leaves no file behind.
 """
@@ -21,23 +27,11 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from contextlib import ExitStack
-from pathlib import Path
 from types import ModuleType
 
-from recoverylab._diagnose import engine_errors
-from recoverylab._errors import RecoveryLabError
-from recoverylab._resolve import ignored
-from recoverylab._signals import Stopped, raise_if_stopped, stopping_on_signals
-from recoverylab.cli._common import (
-    Inputs,
-    check_output_targets,
-    command_outputs,
-    configure_printing,
-    mark_keywords,
-    native_stderr_filtered,
-)
-from recoverylab.io import FORMATS, translate_read_errors
+from recoverylab._formats import FORMATS
+from recoverylab._signals import Stopped, stopping_on_signals
+from recoverylab.cli._common import check_output_targets, mark_keywords
 
 __all__ = ["COMMAND_MODULES", "build_parser", "command_modules", "main"]
 
@@ -56,19 +50,7 @@ COMMAND_MODULES = (
     "_demo",
 )
 
-EXIT_BAD_INPUT = 2
 INPUT_FORMATS = tuple(sorted(set(FORMATS.values())))
-
-
-def _expected() -> tuple[type[BaseException], ...]:
-    """Errors that mean "bad input or option": one line on stderr and exit 2, no traceback.
-
-    Resolved when an exception is being handled, so pyarrow is not imported to build it; Spark's
-    own errors (an input it cannot analyse, say a missing column) count once pyspark is loaded.
-    """
-    spark = sys.modules.get("pyspark.errors")
-    extra = (spark.PySparkException,) if spark is not None else ()
-    return (*engine_errors(), *extra, RecoveryLabError, OSError)
 
 
 def command_modules() -> list[ModuleType]:
@@ -126,37 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         with stopping_on_signals():
             args = build_parser().parse_args(argv)
             command = args.command
-            configure_printing()
-            return _run(args)
+            # the work, and with it polars and the readers, is imported once a command runs
+            from recoverylab.cli._run import run
+
+            return run(args)
     except (KeyboardInterrupt, BrokenPipeError) as exc:
         return _stopped(command, exc)
-
-
-def _run(args: argparse.Namespace) -> int:
-    try:
-        # every output is staged and committed at the end, or none; an engine error is
-        # explained by finding the input file (and line) that caused it
-        with ExitStack() as stack:
-            if not args.debug:
-                stack.enter_context(native_stderr_filtered())
-            stack.enter_context(command_outputs(args))
-            stack.enter_context(translate_read_errors(_input_files(args)))
-            status = args.func(args)
-    except BrokenPipeError:
-        raise  # stdout closed downstream: the run stops quietly (see main)
-    except _expected() as exc:
-        # a stop signal raised inside an engine call may come back as the engine's own error
-        # (polars turns it into a PanicException or a failed query): the run was stopped
-        raise_if_stopped()
-        if args.debug:
-            raise
-        print(f"recoverylab {args.command}: error: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except BaseException:
-        raise_if_stopped()  # whatever a stop signal left behind, the run was stopped
-        raise
-    # a command may return its own status (gate: 1 a claim fails, 3 inconclusive)
-    return status if isinstance(status, int) else 0
 
 
 def _stopped(command: str | None, exc: BaseException) -> int:
@@ -181,31 +138,3 @@ def _silence_stdout() -> None:
         os.close(devnull)
     except (OSError, ValueError, AttributeError):  # no real stdout (e.g. captured in tests)
         pass
-
-
-def _input_files(args: argparse.Namespace) -> list[Path]:
-    """Return the input files of a command, to find the broken one when the engine fails.
-
-    Inside directories, the entries the source resolver skips (hidden, ``_SUCCESS``, ``.crc``:
-    :func:`recoverylab._resolve.ignored`) are skipped here too: they are never read.
-    """
-    inputs = Inputs.of(args)
-    files = set(inputs.files)
-    for directory in inputs.directories:
-        files.update(
-            p
-            for p in directory.rglob("*")
-            if p.is_file() and not any(ignored(part) for part in p.relative_to(directory).parts)
-        )
-    return sorted(p for p in files if p.suffix.lower() in FORMATS)
-
-
-def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and not isinstance(exc, RecoveryLabError) and exc.filename:
-        return f"cannot use `{exc.filename}`: {exc.strerror or exc} ({type(exc).__name__})"
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    if isinstance(exc, RecoveryLabError):
-        return " ".join(lines)
-    return f"{lines[0]} ({type(exc).__name__})"

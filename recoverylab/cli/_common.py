@@ -1,4 +1,10 @@
-"""What every subcommand shares: reading inputs, writing outputs, printing, progress, errors."""
+"""What every subcommand shares: reading inputs, writing outputs, printing, progress, errors.
+
+Building the parser imports this module, so its top level stays on the standard library and
+recoverylab's light modules: polars, the readers (:mod:`recoverylab.io`) and the table renderer
+(:mod:`recoverylab.cli._table`) are imported inside the functions that read, write or print, when
+a command runs (``recoverylab --help`` and argument errors never load them).
+"""
 
 from __future__ import annotations
 
@@ -14,15 +20,17 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from recoverylab._display import count_text
 from recoverylab._errors import OutputError, ParameterError
-from recoverylab._outputs import target_problem
+from recoverylab._outputs import OutputSet, atomic_file, target_problem
 from recoverylab._signals import raise_if_stopped
-from recoverylab.cli import _table
-from recoverylab.io import OutputSet, atomic_file, output_format, scan, write_to
+
+if TYPE_CHECKING:
+    import polars as pl
+
+#: Values of ``--format``: how a result is printed when it is not written.
+PRINT_FORMATS = ("text", "csv", "json", "markdown")
 
 
 def samples_dir() -> Path:
@@ -57,6 +65,29 @@ def add_statistics(parser: argparse.ArgumentParser, *, resamples: int = 10_000) 
     )
 
 
+def add_printing(parser: argparse.ArgumentParser) -> None:
+    """Add ``--wide`` and ``--format`` (how a result is printed when it is not written)."""
+    parser.add_argument(
+        "--wide", action="store_true", help="print every column (default: the main columns)"
+    )
+    parser.add_argument(
+        "--format",
+        choices=PRINT_FORMATS,
+        default="text",
+        help="printed form: text (default, fits the terminal), csv, json or markdown",
+    )
+
+
+def printing(args: argparse.Namespace) -> tuple[str, bool]:
+    """``(format, wide)`` of a parsed command (text and narrow when the command has no flags)."""
+    return getattr(args, "format", "text"), bool(getattr(args, "wide", False))
+
+
+def headline(fmt: str) -> bool:
+    """Whether titles and notes go to stdout (text and markdown) or nowhere (csv, json)."""
+    return fmt in ("text", "markdown")
+
+
 def add_grouping(parser: argparse.ArgumentParser, *, by_help: str = "") -> None:
     """Add ``--by`` (extra grouping keys, comma separated)."""
     parser.add_argument(
@@ -79,6 +110,8 @@ _WRITTEN: ContextVar[list[str] | None] = ContextVar("recoverylab_written", defau
 
 def read(paths: Sequence[str] | str) -> pl.LazyFrame:
     """Scan one or more paths/globs given on the command line (``--input-format`` applies)."""
+    from recoverylab.io import scan
+
     return scan(
         list(paths) if not isinstance(paths, str) else paths,
         format=_INPUT_FORMAT.get(),
@@ -334,6 +367,11 @@ def write_output(
 
     A LazyFrame streams to disk; its row count is shown only when the caller gives ``rows``.
     """
+    import polars as pl
+
+    from recoverylab._display import count_text
+    from recoverylab.io import output_format, write_to
+
     guard_output(out, args)
     fmt = output_format(out)
     with atomic_file(out) as handle:
@@ -355,10 +393,12 @@ def emit(
     if out is not None:
         write_output(frame, out, args)
         return
-    fmt, wide = _table.printing(args)
-    if title and _table.headline(fmt):
+    from recoverylab.cli._table import render
+
+    fmt, wide = printing(args)
+    if title and headline(fmt):
         print(title + ("\n" if fmt == "markdown" else ""))  # markdown: a paragraph
-    print(_table.render(frame, fmt, wide=wide))
+    print(render(frame, fmt, wide=wide))
 
 
 def emit_many(
@@ -366,8 +406,10 @@ def emit_many(
 ) -> None:
     """Stage several named result tables into ``out_dir`` (one parquet each), or print them."""
     if out_dir is None:
-        fmt, wide = _table.printing(args)
-        print(_table.render_many(frames, fmt, wide=wide))
+        from recoverylab.cli._table import render_many
+
+        fmt, wide = printing(args)
+        print(render_many(frames, fmt, wide=wide))
         return
     for name, frame in frames.items():
         emit(frame, out_dir / f"{name}.parquet", args)
@@ -375,10 +417,14 @@ def emit_many(
 
 def configure_printing() -> None:
     """Show frames printed outside the table renderer whole: every row and column, no shape."""
+    import polars as pl
+
+    from recoverylab.cli._table import terminal_width
+
     pl.Config.set_tbl_rows(200)
     pl.Config.set_tbl_cols(-1)
     pl.Config.set_fmt_str_lengths(60)
-    pl.Config.set_tbl_width_chars(_table.terminal_width())
+    pl.Config.set_tbl_width_chars(terminal_width())
     pl.Config.set_tbl_hide_dataframe_shape(True)
 
 

@@ -13,20 +13,21 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import polars as pl
-
-from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
+    add_printing,
     emit,
     guard_output,
+    printing,
     read,
     split_list,
     write_output,
 )
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from recoverylab.paired import GateResult
 
 #: Columns of the gate's text view, with their headers.
@@ -113,12 +114,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", type=Path, help="write every cell's whole sequence (one row per task) here"
     )
-    _table.add_printing(parser)
+    add_printing(parser)
     parser.set_defaults(func=run_monitor)
 
 
 def _text(result: GateResult) -> str:
     """Render the verdicts as a plain table that reads in a terminal or a log."""
+    import polars as pl
+
     rows = result.claims.select(
         "claim",
         "cell",
@@ -158,6 +161,8 @@ def _text(result: GateResult) -> str:
 
 
 def _p_text(series: pl.Series) -> pl.Series:
+    import polars as pl
+
     from recoverylab._display import p_str
 
     return pl.Series([p_str(v) for v in series.to_list()], dtype=pl.String)
@@ -219,7 +224,7 @@ def run_monitor(args: argparse.Namespace) -> int:
     )
     if args.out is not None:
         write_output(result.sequences, args.out, args)
-    fmt = _table.printing(args)[0]
+    fmt = printing(args)[0]
     if fmt == "json" and result.claims is not None:  # one JSON document on stdout
         gate = json.loads(result.claims.to_json())
         print(json.dumps({"cells": result.summary.to_dicts(), "gate": gate}, default=str))

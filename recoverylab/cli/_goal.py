@@ -5,16 +5,15 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from recoverylab._errors import ParameterError
 from recoverylab._outputs import scratch_dir
 from recoverylab.cli import _engine as spark_cli
-from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
+    add_printing,
     add_statistics,
     emit,
     guard_output,
@@ -22,7 +21,9 @@ from recoverylab.cli._common import (
     samples_dir,
     write_output,
 )
-from recoverylab.io import output_format, scan, write_parquet
+
+if TYPE_CHECKING:
+    import polars as pl
 
 TABLES = ("cases", "resources", "episodes", "steps", "citations")
 
@@ -66,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         # --episodes-out is a file with polars and a parquet directory with --engine spark
         metavar = "PATH" if option == "--episodes-out" else None
         parser.add_argument(option, type=Path, metavar=metavar, help=text)
-    _table.add_printing(parser)
+    add_printing(parser)
     parser.set_defaults(func=run)
 
 
@@ -102,7 +103,10 @@ def _score_and_summarise(
     directory without it) and are moved into place only once the summaries are computed, so a
     bad option such as an unknown ``--by`` column leaves no output behind.
     """
+    import polars as pl
+
     from recoverylab import goal  # imported when the command runs, not at --help
+    from recoverylab.io import output_format, scan
 
     progress("checking the tables")
     lazy = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
@@ -142,6 +146,7 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     summary by regime, by model and regime, by category and regime, and the barrier drop by model.
     """
     from recoverylab import goal  # imported when the command runs, not at --help
+    from recoverylab.io import scan, write_parquet
 
     samples = samples_dir() / "goal"
     out = out_dir / "goal"

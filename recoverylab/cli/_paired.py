@@ -9,10 +9,10 @@ from typing import Any
 
 from recoverylab._errors import ParameterError
 from recoverylab.cli import _engine as spark_cli
-from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
+    add_printing,
     add_statistics,
     emit,
     guard_output,
@@ -21,7 +21,6 @@ from recoverylab.cli._common import (
     split_list,
     write_output,
 )
-from recoverylab.io import write_parquet
 
 
 def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None:
@@ -63,7 +62,7 @@ def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None
     parser.add_argument(
         "--out", type=Path, help="write the result to this parquet file (default: print it)"
     )
-    _table.add_printing(parser)
+    add_printing(parser)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -264,6 +263,7 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     overlap of refresh and content-ablated, and the policy test table's evaluation.
     """
     from recoverylab import paired  # imported when the command runs, not at --help
+    from recoverylab.io import write_parquet
 
     samples = samples_dir() / "paired"
     out = out_dir / "paired"

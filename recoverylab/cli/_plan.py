@@ -6,8 +6,14 @@ import argparse
 from pathlib import Path
 
 from recoverylab.cli import _engine as spark_cli
-from recoverylab.cli import _table
-from recoverylab.cli._common import Progress, add_statistics, emit, source, split_list
+from recoverylab.cli._common import (
+    Progress,
+    add_printing,
+    add_statistics,
+    emit,
+    source,
+    split_list,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -49,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_statistics(parser, resamples=2000)
     spark_cli.add_engine(parser)
     parser.add_argument("--out", type=Path, help="write the plan to this parquet file")
-    _table.add_printing(parser)
+    add_printing(parser)
     parser.set_defaults(func=run_plan)
 
 

@@ -17,8 +17,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
 from recoverylab._errors import ParameterError
 from recoverylab.cli._common import (
     Progress,
@@ -31,6 +29,8 @@ from recoverylab.cli._common import (
 )
 
 if TYPE_CHECKING:
+    import polars as pl
+
     from recoverylab.report import Input, Provenance, Section
 
 _GOAL_TABLES = ("cases", "resources", "episodes", "steps", "citations")
@@ -112,6 +112,8 @@ def _shown(paths: Sequence[str | Path]) -> str:
 
 
 def _input(name: str, paths: Sequence[str | Path]) -> Input:
+    import polars as pl
+
     from recoverylab.report import Input
 
     rows = read([str(p) for p in paths]).select(pl.len()).collect().item()
@@ -140,6 +142,8 @@ def _provenance(
 
 
 def _rows_by_reason(excluded: pl.DataFrame) -> tuple[tuple[str, int], ...]:
+    import polars as pl
+
     reasons = excluded.group_by("reason").agg(pl.col("rows").sum()).sort("reason")
     return tuple(zip(reasons["reason"], reasons["rows"], strict=True))
 
@@ -374,6 +378,8 @@ DEMO_SETTINGS: dict[str, dict[str, Any]] = {
 
 def _with_cohort(frame: pl.DataFrame, cohort: str, before: str) -> pl.DataFrame:
     """Insert a ``cohort`` key column before the first result column."""
+    import polars as pl
+
     at = frame.columns.index(before)
     return frame.select(*frame.columns[:at], pl.lit(cohort).alias("cohort"), *frame.columns[at:])
 
@@ -389,6 +395,8 @@ class _Demo:
         return all((self.out_dir / name).is_file() for name in names)
 
     def load(self, name: str) -> pl.DataFrame:
+        import polars as pl
+
         return pl.read_parquet(self.out_dir / name)
 
 
@@ -418,6 +426,8 @@ def _demo_paired(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
     )
 
     def both_cohorts(kind: str, before: str) -> pl.DataFrame:
+        import polars as pl
+
         return pl.concat(
             [
                 _with_cohort(demo.load(f"paired/main_{tag}_{kind}.parquet"), cohort, before)

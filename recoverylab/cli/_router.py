@@ -6,27 +6,29 @@ import argparse
 import sys
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
-from recoverylab._display import is_rate
 from recoverylab._errors import ParameterError
 from recoverylab.cli import _engine as spark_cli
-from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
+    add_printing,
     add_statistics,
     announce_written,
     emit,
     emit_many,
     guard_output,
+    headline,
+    printing,
     read,
     samples_dir,
     source,
     split_list,
     write_output,
 )
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Features of the shipped router sample (see data_samples/router/README.md).
 SAMPLE_FEATURES = (
@@ -114,7 +116,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     evaluate = _add_evaluate(actions)
     for action in (fit, decide, evaluate):
-        _table.add_printing(action)
+        add_printing(action)
         # the global flags work after the action too
         action.add_argument("--debug", action="store_true", default=argparse.SUPPRESS)
         action.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
@@ -172,6 +174,8 @@ def _fit_policy(args: argparse.Namespace, progress: Progress):
 
 def _report_frame(policy: object) -> pl.DataFrame:
     """Return the fit report as (field, value) rows; rates in pp (``(pp)`` after the name)."""
+    import polars as pl
+
     report = policy.fit_report_.to_dict()  # type: ignore[attr-defined]
     return pl.DataFrame(
         {
@@ -183,6 +187,8 @@ def _report_frame(policy: object) -> pl.DataFrame:
 
 
 def _pp(name: str, value: object) -> bool:
+    from recoverylab._display import is_rate
+
     return isinstance(value, float) and (is_rate(name) or "_rate_" in name or "_gain_" in name)
 
 
@@ -196,20 +202,24 @@ def _show(value: object, *, pp: bool = False) -> str:
 
 def run_fit(args: argparse.Namespace) -> None:
     """Fit a rule and write it as JSON; print the fit report."""
+    import polars as pl
+
+    from recoverylab.cli._table import render
+
     progress = Progress("router fit", quiet=args.quiet)
     guard_output(args.out, args)
     policy = _fit_policy(args, progress)
     policy.to_json(args.out)
     announce_written(f"wrote {args.out}")
-    fmt, wide = _table.printing(args)
+    fmt, wide = printing(args)
     if fmt in ("csv", "json"):  # machine-readable: the report's own fields and values
         report = policy.fit_report_.to_dict()
         frame = pl.DataFrame({"field": list(report), "value": [str(v) for v in report.values()]})
-        print(_table.render(frame, fmt))
+        print(render(frame, fmt))
         return
-    if _table.headline(fmt):
+    if headline(fmt):
         print("fit report (out-of-fold)")
-    print(_table.render(_report_frame(policy), fmt, wide=wide))
+    print(render(_report_frame(policy), fmt, wide=wide))
 
 
 def run_decide(args: argparse.Namespace) -> None:
@@ -239,6 +249,8 @@ def _load_named(paths: list[Path]) -> dict:
 
 def run_evaluate(args: argparse.Namespace) -> None:
     """Score rules on held-out forks."""
+    import polars as pl
+
     from recoverylab.router import compare
 
     progress = Progress("router evaluate", quiet=args.quiet)

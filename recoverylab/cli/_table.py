@@ -13,7 +13,6 @@ other programs; ``markdown`` writes every column as the text view shows it.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from collections.abc import Mapping
@@ -22,27 +21,12 @@ import polars as pl
 
 from recoverylab._display import Shown, count_text, key_text, shown_columns
 
-__all__ = ["FORMATS", "add_printing", "render", "render_many", "terminal_width"]
+__all__ = ["render", "render_many", "terminal_width"]
 
-#: Values of ``--format``.
-FORMATS = ("text", "csv", "json", "markdown")
 #: Rows the text view prints before it says how many more there are.
 MAX_ROWS = 100
 #: Spaces between columns.
 GAP = 2
-
-
-def add_printing(parser: argparse.ArgumentParser) -> None:
-    """Add ``--wide`` and ``--format`` (how a result is printed when it is not written)."""
-    parser.add_argument(
-        "--wide", action="store_true", help="print every column (default: the main columns)"
-    )
-    parser.add_argument(
-        "--format",
-        choices=FORMATS,
-        default="text",
-        help="printed form: text (default, fits the terminal), csv, json or markdown",
-    )
 
 
 def terminal_width() -> int:
@@ -205,13 +189,3 @@ def render_many(
         title.format(name) + render(frame, fmt, wide=wide, width=width)
         for name, frame in frames.items()
     )
-
-
-def printing(args: argparse.Namespace) -> tuple[str, bool]:
-    """``(format, wide)`` of a parsed command (text and narrow when the command has no flags)."""
-    return getattr(args, "format", "text"), bool(getattr(args, "wide", False))
-
-
-def headline(fmt: str) -> bool:
-    """Whether titles and notes go to stdout (text and markdown) or nowhere (csv, json)."""
-    return fmt in ("text", "markdown")

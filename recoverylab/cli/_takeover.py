@@ -5,16 +5,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from recoverylab._errors import ParameterError
 from recoverylab.cli import _engine as spark_cli
-from recoverylab.cli import _table
 from recoverylab.cli._common import (
     Progress,
     add_grouping,
+    add_printing,
     add_statistics,
     emit_many,
     guard_output,
@@ -22,7 +20,9 @@ from recoverylab.cli._common import (
     samples_dir,
     split_list,
 )
-from recoverylab.io import write_parquet
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Result tables, in the order they are written (each ``<name>.parquet`` under --out-dir).
 TABLES = (
@@ -91,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out-dir", type=Path, metavar="DIR", help="write one parquet file per result table here"
     )
-    _table.add_printing(parser)
+    add_printing(parser)
     parser.set_defaults(func=run)
 
 
@@ -280,6 +280,7 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     ``summary_by_agent.parquet`` (all depths pooled).
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
+    from recoverylab.io import write_parquet
 
     samples = samples_dir() / "takeover"
     out = out_dir / "takeover"

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
-import polars as pl
-
-from recoverylab._display import count_text
+from recoverylab._table_names import TABLE_NAMES
 from recoverylab.cli._common import read, split_list
-from recoverylab.schema import SPECS, validate
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Check a table (parquet, Arrow IPC, CSV, NDJSON; paths or globs) against "
         "its contract. Prints `ok: N rows`, or one line naming the problem (exit 2).",
     )
-    parser.add_argument("table", choices=sorted(SPECS), help="which contract to check")
+    parser.add_argument("table", choices=sorted(TABLE_NAMES), help="which contract to check")
     parser.add_argument("paths", nargs="+", help="files, directories or globs")
     parser.add_argument(
         "--key",
@@ -32,6 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """Validate and print the row count, counted from the data itself."""
+    from recoverylab._display import count_text
+    from recoverylab.schema import validate
+
     checked = validate(read(args.paths), args.table, key=args.key)
     print(f"ok: {count_text(real_rows(checked))}")
 
@@ -43,6 +47,8 @@ def real_rows(frame: pl.LazyFrame) -> int:
     data, so a footer that says 1,000 over row groups of 1,054 rows would be reported as 1,000
     while every query reads 1,054. Counting a column's nulls and non-nulls decodes its pages.
     """
+    import polars as pl
+
     first = pl.first()
     counted = frame.select((first.null_count() + first.count()).alias("rows")).collect()
     return int(counted["rows"][0])
