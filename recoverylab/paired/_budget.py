@@ -9,8 +9,7 @@ operators spill:
 
 1. one streaming pass over the input computes each row's narrow lookup indices
    (:func:`._bits.row_indices`) and writes them to ``parts`` Arrow IPC files, one per hash
-   partition of the task ids, in a private scratch directory (the survey rides on the same
-   pass);
+   partition of the task ids, in a private scratch directory;
 2. each partition file is grouped per task on its own (:func:`._bits.group_words`): a task's
    rows are all in one file, so the words are those of one pass over the whole input.
 
