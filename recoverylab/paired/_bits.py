@@ -382,7 +382,7 @@ def words_in_budget(
     all in one file, so the words are those of the one pass, and the input is read once.
     """
     rows = int(forks.lf.select(pl.len()).collect().item())  # parquet/IPC: from the metadata
-    hint = rows_per_task(forks) if _budget.worth_a_look(rows, budget) else None
+    hint = rows_per_task(forks) if _budget.worth_a_look(rows) else None
     parts = _budget.partitions(rows, budget, hint)
     if parts == 1:
         return task_words(forks, plan, keys, pending).collect(engine="streaming")
