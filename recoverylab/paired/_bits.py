@@ -87,8 +87,14 @@ def _mixed_hash(columns: Sequence[str]) -> pl.Expr:
     return expr
 
 
+def _point_hash(condition: pl.Expr) -> pl.Expr:
+    """:func:`_mixed_hash` of (condition, method, delay), given the condition's hash."""
+    method, delay = pl.col("method").hash(), pl.col("delay").hash()
+    return condition ^ (method * _u64(_MIX[0])) ^ (delay * _u64(_MIX[1]))
+
+
 #: Hash of a row's (condition, method, delay): the key of its bit in the lookup tables.
-_POINT_HASH = _mixed_hash(["condition", "method", "delay"])
+_POINT_HASH = _point_hash(pl.col("condition").hash())
 
 
 @dataclass(frozen=True)
@@ -315,13 +321,16 @@ def row_indices(
     else:
         gap = _u64(plan.gaps - 1)
     prefix = "prefix_hash" in forks.columns
-    fingerprint = pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))
+    # the condition's hash, the point hash and the slot first, once per row (polars does not
+    # share sub-expressions here)
+    condition = pl.col("__condition")
+    fingerprint = pl.col("prefix_hash").hash() ^ (condition * _u64(_MIX[3]))
     nulls = pl.col("prefix_hash").is_null().alias("null_prefixes")
-    # the point hash and the slot first, once per row (polars does not share sub-expressions)
     point, slot = pl.col("__point"), pl.col("__point") % _u64(plan.size)
     owned = pl.lit(plan.owners).gather(slot) == point
     return (
-        forks.lf.with_columns(_POINT_HASH.alias("__point"))
+        forks.lf.with_columns(pl.col("condition").hash().alias("__condition"))
+        .with_columns(_point_hash(condition).alias("__point"))
         .with_columns(pl.when(owned).then(slot).otherwise(_u64(plan.size)).alias("__slot"))
         .select(
             *keys,
