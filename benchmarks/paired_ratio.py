@@ -9,7 +9,8 @@ only) alternately, each in a fresh :mod:`worker` process, ``--rounds`` times on 
 Prints a markdown table of the medians: CPU and wall seconds of the workload (imports
 excluded), peak RSS, and the CPU and wall ratios. On a loaded machine compare CPU seconds.
 ``--memory 1.5`` passes a budget in GB to ``paired.summarize`` (``--memory default,1.5``:
-both, alternating); ``--shapes grouped,shuffled_across`` measures only those shapes.
+both, alternating); ``--shapes grouped,shuffled_across`` measures only those shapes; ``--work
+DIR`` puts the workers' outputs there instead of under ``--data-dir`` (read-only shared data).
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=HERE / "data")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--work", type=Path, help="where the workers write their outputs (default: DATA_DIR/out)"
+    )
+    parser.add_argument(
         "--no-generate", action="store_true", help="measure the shapes already written only"
     )
     args = parser.parse_args(argv)
@@ -66,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in args.memory.split(",")
     ]
     engines = (*ours, "duckdb")
-    work = args.data_dir / "out"
+    work = args.work or args.data_dir / "out"
     work.mkdir(parents=True, exist_ok=True)
     found: dict[tuple[str, str], list[dict]] = {}
     for r in range(args.rounds):

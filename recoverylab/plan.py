@@ -96,6 +96,11 @@ class Stage:
     reads
         The inputs the partial reads (default: all). An engine ships only these, and checks
         the "table is empty" rule of these only, before the errors the partials raised.
+    for_shards
+        ``True`` when only a split of the data needs the stage: the next stage's partial,
+        handed the whole tables and the state before this stage, derives this state itself
+        (a design grid read in the same pass). An engine that runs every stage once over the
+        whole tables skips the stage and saves its read.
     """
 
     label: str
@@ -103,6 +108,7 @@ class Stage:
     combine: Combine = _keep
     clustered: bool = True
     reads: tuple[str, ...] | None = None
+    for_shards: bool = False
 
     def read(self, inputs: tuple[Input, ...]) -> tuple[Input, ...]:
         """Return the inputs this stage reads."""

@@ -13,6 +13,7 @@ before comparing.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -603,6 +604,39 @@ def test_the_caller_chooses_the_engine_not_the_plan() -> None:
             verb("polars", pairing)
     with pytest.raises(ParameterError, match="parameter `engine` is 3; it must be 'polars'"):
         engines.run(3, pairing)
+
+
+def _stage_plan(table: pl.DataFrame) -> plan.Plan:
+    """Two stages: the row count per shard (for shards only), then the rows and that state."""
+
+    def count(frames: Any, state: Any) -> dict[str, pl.LazyFrame]:
+        return {"n": frames["t"].select(pl.len().cast(pl.Int64).alias("n"))}
+
+    def rows(frames: Any, state: Any) -> dict[str, pl.LazyFrame]:
+        total = frames["t"].select(pl.len()).collect().item() if state is None else state
+        return {"out": frames["t"].select(pl.len().cast(pl.Int64).alias("rows"), n=total)}
+
+    return plan.Plan(
+        inputs=(plan.Input("t", table, key="k"),),
+        stages=(
+            plan.Stage("count", count, lambda p, _: int(p["n"]["n"].sum()), for_shards=True),
+            plan.Stage("rows", rows, lambda p, _: p["out"]),
+        ),
+        finish=lambda out: (int(out["rows"].sum()), out["n"].to_list()),
+    )
+
+
+def test_a_stage_for_shards_runs_on_shards_and_is_skipped_on_the_whole_table() -> None:
+    table = pl.DataFrame({"k": ["a", "b", "c", "d", "e"], "v": [1, 2, 3, 4, 5]})
+    seen: list[str] = []
+    staged = dataclasses.replace(_stage_plan(table), progress=seen.append)
+    assert plan.run(PolarsEngine(), staged) == (5, [5])  # the rows stage counted itself
+    assert seen == ["rows"]
+    rows, totals = plan.run(ShardedEngine(k=3, seed=1), staged)
+    assert rows == 5
+    assert set(totals) == {5}  # every shard got the whole table's count from the first stage
+    assert len(totals) > 1
+    assert seen[1:] == ["count", "rows"]
 
 
 @settings(max_examples=5, deadline=None)

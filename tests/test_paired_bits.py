@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from recoverylab import paired
+from recoverylab import engines, paired
 from recoverylab._errors import InputError, SchemaError
-from recoverylab.paired import _bits, _budget, _pairs, _summary
+from recoverylab.paired import _bits, _budget, _pairs, _shards, _summary
 from recoverylab.schema import validate
 from tests.test_paired import random_forks
 
@@ -288,6 +288,60 @@ def test_row_level_checks_raise_validates_message_on_every_path(
     assert str(info.value) == expected
 
 
+def _set_at(column: str, value: object, every: int, at: int) -> Any:
+    """A breakage: ``column`` set to ``value`` on the rows ``at`` modulo ``every``."""
+    where = pl.int_range(pl.len()) % every == at
+    return lambda f: f.with_columns(
+        pl.when(where)
+        .then(pl.lit(value, dtype=f.schema[column]))
+        .otherwise(pl.col(column))
+        .alias(column)
+    )
+
+
+#: Every data check of the contract that a forks row can fail, and a repeated row.
+BREAKAGES = {
+    "null task": lambda every, at: _set_at("task_id", None, every, at),
+    "null condition": lambda every, at: _set_at("condition", None, every, at),
+    "null method": lambda every, at: _set_at("method", None, every, at),
+    "null success": lambda every, at: _set_at("success", None, every, at),
+    "no delay": lambda every, at: _set_at("delay", None, every, at),
+    "negative delay": lambda every, at: _set_at("delay", -3, every, at),
+    "negative perturb": lambda every, at: _set_at("perturb_action", -1, every, at),
+    "negative end": lambda every, at: _set_at("end_action", -2, every, at),
+    "repeated rows": lambda every, at: lambda f: pl.concat([f, f.gather_every(every, at)]),
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    broken=st.lists(
+        st.tuples(st.sampled_from(sorted(BREAKAGES)), st.integers(5, 60), st.integers(0, 4)),
+        min_size=1,
+        max_size=3,
+    ),
+    order=st.integers(0, 1000),
+    ids=st.sampled_from(["str", "int"]),
+    rows_per_pass=st.sampled_from([None, 9]),
+)
+def test_combined_breakages_raise_validates_first_message(
+    broken: list[tuple[str, int, int]], order: int, ids: str, rows_per_pass: int | None
+) -> None:
+    frame = random_forks(np.random.default_rng(order), tasks=8, exclusions=False)
+    frame = frame.sample(fraction=1.0, shuffle=True, seed=order)
+    if ids == "int":
+        frame = frame.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64))
+    for name, every, at in broken:
+        frame = BREAKAGES[name](every, at)(frame)
+    expected = _validate_message(frame)
+    with pytest.MonkeyPatch.context() as patch:
+        if rows_per_pass is not None:
+            rows_per_gb(patch)
+        with pytest.raises(SchemaError) as info:
+            _summary.partials(frame, memory=rows_per_pass)
+    assert str(info.value) == expected
+
+
 def test_duplicates_within_pair_by_are_found() -> None:
     frame = random_forks(np.random.default_rng(7), tasks=5, models=("m1", "m2"), exclusions=False)
     doubled = pl.concat([frame, frame.filter(pl.col("model") == "m2").head(2)])
@@ -355,6 +409,38 @@ def test_prefix_fingerprint_finds_planted_mismatches_in_complete_tables() -> Non
     assert got["prefix_mismatch"].sum() == bit_partials(frame)["prefix_mismatch"].sum() + 2
 
 
+def _count_calls(monkeypatch: pytest.MonkeyPatch, module: object, name: str) -> list[int]:
+    """Count the calls of ``module.name`` (of ``survey_query``: those over every row)."""
+    original, calls = getattr(module, name), []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        head = kwargs.get("head", args[1] if len(args) > 1 else None)
+        if name != "survey_query" or head is None:
+            calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("rows_per_pass", [None, 40])
+def test_valid_forks_are_read_once(
+    rows_per_pass: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frame = random_forks(np.random.default_rng(13), tasks=12, models=("m1", "m2"))
+    kwargs = {"pair_by": "model", "by": "model", "n_resamples": 50}
+    sharded = paired.summarize(frame, engine=engines.ShardedEngine(k=3), **kwargs)
+    if rows_per_pass is not None:
+        rows_per_gb(monkeypatch)
+    surveys = _count_calls(monkeypatch, _bits, "survey_query")
+    grids = _count_calls(monkeypatch, _shards, "design_points")
+    passes = _count_calls(monkeypatch, _bits, "row_indices")
+    got = paired.summarize(frame, memory=rows_per_pass, **kwargs)
+    # the survey and the design grid were read off the task words of the one pass
+    assert (surveys, grids, passes) == ([], [], [1])
+    assert_frame_equal(got, sharded)
+
+
 def test_a_layout_guessed_from_too_few_rows_is_redone(monkeypatch: pytest.MonkeyPatch) -> None:
     frame = random_forks(np.random.default_rng(9), tasks=20).sort("condition", "method")
     original = _bits.sample_counts
@@ -365,8 +451,10 @@ def test_a_layout_guessed_from_too_few_rows_is_redone(monkeypatch: pytest.Monkey
         return original(forks, rows=7)  # sees one condition and method only
 
     monkeypatch.setattr(_bits, "sample_counts", first_rows)
+    surveys = _count_calls(monkeypatch, _bits, "survey_query")
     assert uses_bits(frame)
     assert calls
+    assert surveys == [1]  # the words lacked points: the survey read the keys
     assert_frame_equal(bit_partials(frame), join_partials(frame))
 
 

@@ -157,13 +157,18 @@ def test_scattered_rows_spill_when_one_pass_is_large(monkeypatch: pytest.MonkeyP
     rows = 52 * 10**6
     assert _budget.partitions(rows, 4 * gb) == 1  # fits: one pass, whatever the order
     assert _budget.partitions(rows, 4 * gb, rows_per_task=50.0) == 1  # grouped: one pass
-    assert _budget.partitions(rows, 4 * gb, rows_per_task=1.1) == 5  # scattered: spilled
+    assert _budget.partitions(rows, 4 * gb, rows_per_task=1.1) == 26  # scattered: 2M-row parts
+    assert _budget.partitions(rows, 2 * gb, rows_per_task=1.1) == 26  # ... even when forced
+    assert _budget.partitions(rows, 2 * gb, rows_per_task=50.0) == 3  # grouped: the budget's
+    assert _budget.partitions(10**9, 4 * gb, rows_per_task=1.1) == _budget.CHOSEN_MAX
+    assert _budget.partitions(10**10, 4 * gb, rows_per_task=1.1) == 178  # the budget's
     assert _budget.partitions(rows, gb // 4, rows_per_task=1.1) == _budget.partitions(rows, gb // 4)
     assert _budget.partitions(10**6, 4 * gb, rows_per_task=1.0) == 1  # small: one pass
     # end to end: the hint is read from the first rows, and only the cost depends on it
     frame = random_forks(np.random.default_rng(11), tasks=30, exclusions=False).sort("task_id")
     scattered = frame.sample(fraction=1.0, shuffle=True, seed=4)
     monkeypatch.setattr(_budget, "SPILL_ABOVE", 64 * 40)  # 40 rows of planned state
+    monkeypatch.setattr(_budget, "SPILL_PART_ROWS", 40)
     monkeypatch.setattr(_budget, "HINT_ROWS", 12)  # the order of the first 12 rows
     grouped_words: list[int] = []
     original = _bits.group_words

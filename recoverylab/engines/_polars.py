@@ -6,7 +6,7 @@ ARCHITECTURE §7; :class:`ShardedEngine` proves, without Java, that every plan's
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -29,11 +29,16 @@ def _scan_inputs(plan: Plan) -> dict[str, pl.LazyFrame]:
 
 @dataclass(frozen=True)
 class PolarsEngine:
-    """Run a plan with polars over the whole tables (streaming): the default engine."""
+    """Run a plan with polars over the whole tables (streaming): the default engine.
+
+    Stages marked ``for_shards`` are skipped: on the whole tables the next stage derives
+    their state itself.
+    """
 
     def run(self, plan: Plan) -> Any:
         """Run ``plan``; return its finish's result."""
         frames: dict[str, pl.LazyFrame] = {}
+        plan = replace(plan, stages=tuple(s for s in plan.stages if not s.for_shards))
 
         def run_stage(stage: Stage, state: Any) -> dict[str, pl.DataFrame]:
             if not frames:

@@ -6,23 +6,29 @@ episode's ``none`` row is the expensive part of the pairing (46M probe rows at 1
 core in polars). When no ``none`` row is delay-specific, one group-by over the cluster (the task
 with its ``pair_by`` keys) is a cheaper exact route:
 
-1. *Survey* (:func:`survey_query`): the rows per distinct (condition, *pair_by*, method,
-   delay): the points, the design grid and the key-level data checks of
-   :func:`recoverylab.schema.validate` (raised with its messages, in its order).
+1. *Survey*: the rows per distinct (condition, *pair_by*, method, delay): the points, the
+   design grid and the key-level data checks of :func:`recoverylab.schema.validate` (raised
+   with its messages, in its order).
 2. *Bit layout* (:func:`layout`): each (condition, method, delay) point gets one bit of a
    63-bit word (several words past 63 points), found through a lookup table indexed by a hash
-   of the three keys modulo a size at which no two points share a slot.
+   of the three keys modulo a size at which no two points share a slot; a row whose 64-bit
+   hash is not its slot's point's takes an extra slot with no bit (a point missing from the
+   layout with the very hash of one in it would pass for it: a 2^-64 coincidence, as for the
+   prefix fingerprint below).
 3. *Task words* (:func:`task_words`, one streaming group-by): per task, the sum of the bits of
    its rows (``P``), of its successful rows (``S``) and, on ``none`` rows, of the recovery
    points at or after the end of the run (``E``: ``perturb_action + delay >= end_action``,
-   §3.1 carry-forward), with the other data checks counted alongside. A task's keys are
-   distinct exactly when its bits are (popcount of ``P`` = rows): the duplicate check is free.
+   §3.1 carry-forward), with the rows failing the other data checks counted alongside. A
+   task's keys are distinct and at the layout's points exactly when its bits are (popcount
+   of ``P`` = rows): the duplicate check is free.
 4. *Cell counts* (:func:`cell_counts`): every outcome is a bit operation on a task's words
    (rescue = present & has-none & not-ended & not-y0 & y1); a cell counts the tasks with it.
 
-The survey and the task words share one pass: the layout is guessed from the first rows
-(:func:`sample_counts`) and, unless the survey's rows per point equal the bits set per point
-(:func:`check_layout`), the words are computed again with every point: the lookup is exact.
+The layout is guessed from the first rows (:func:`sample_counts`). When every task has one bit
+per row, the survey is read off the words (:func:`point_rows`: the input is read once);
+otherwise (points the first rows missed, repeated or invalid keys) the survey query reads the
+point keys (:func:`survey_query`) and, unless the layout of every point is the guess, the
+words are computed again with every point: the lookup is exact.
 
 The task words are built in one read of the input within a memory budget
 (:func:`words_in_budget`, :mod:`._budget`): one streaming group-by when its state fits, else the
@@ -81,8 +87,14 @@ def _mixed_hash(columns: Sequence[str]) -> pl.Expr:
     return expr
 
 
+def _point_hash(condition: pl.Expr) -> pl.Expr:
+    """:func:`_mixed_hash` of (condition, method, delay), given the condition's hash."""
+    method, delay = pl.col("method").hash(), pl.col("delay").hash()
+    return condition ^ (method * _u64(_MIX[0])) ^ (delay * _u64(_MIX[1]))
+
+
 #: Hash of a row's (condition, method, delay): the key of its bit in the lookup tables.
-_POINT_HASH = _mixed_hash(["condition", "method", "delay"])
+_POINT_HASH = _point_hash(pl.col("condition").hash())
 
 
 @dataclass(frozen=True)
@@ -170,7 +182,11 @@ class Layout:
     """One row per point: ``bit``, ``word``, condition, method, delay, ``rows``, ``none``."""
     words: int
     size: int
-    """Lookup-table size: the point hashes modulo ``size`` are distinct."""
+    """Lookup-table size: the point hashes modulo ``size`` are distinct. The tables have one
+    more slot, ``size``: that of a row whose point the layout lacks (no bit, nothing ended)."""
+    owners: pl.Series
+    """Slot -> the point hash of the slot's point (``slot + 1`` on an empty slot, which no row
+    of that slot can hash to): a row whose point hash differs takes the slot ``size``."""
     gaps: int
     """Distinct clipped run gaps: end_action - perturb_action clipped to 0..max delay + 1."""
     present: tuple[pl.Series, ...]
@@ -242,15 +258,17 @@ def layout(counts: pl.DataFrame) -> Layout | None:
     recovery = points.filter(~pl.col("none"))
     # a run gap beyond the latest delay ends after every point: clip it there
     gaps = max((int(d) for d in recovery["delay"]), default=0) + 2
-    if size * gaps > _MAX_TABLE:
+    if (size + 1) * gaps > _MAX_TABLE:
         return None
-    present = [[0] * size for _ in range(words)]
-    ended = [[0] * (size * gaps) for _ in range(words)]
-    weight = [0] * (size * gaps)
+    present = [[0] * (size + 1) for _ in range(words)]
+    ended = [[0] * ((size + 1) * gaps) for _ in range(words)]
+    weight = [0] * ((size + 1) * gaps)
+    owners = [k + 1 for k in range(size)]
     for bit, word, condition, none, hashed in points.select(
         "bit", "word", "condition", "none", "__hash"
     ).iter_rows():
         slot = hashed % size
+        owners[slot] = hashed
         present[word][slot] = 1 << (bit % _WORD_BITS)
         if not none:
             weight[slot * gaps : (slot + 1) * gaps] = [1] * gaps
@@ -265,6 +283,7 @@ def layout(counts: pl.DataFrame) -> Layout | None:
         points=points.drop("__hash"),
         words=words,
         size=size,
+        owners=pl.Series("__owners", owners, dtype=pl.UInt64),
         gaps=gaps,
         present=tuple(pl.Series(f"__p{w}", v, dtype=pl.UInt64) for w, v in enumerate(present)),
         ended=tuple(pl.Series(f"__e{w}", v, dtype=pl.UInt64) for w, v in enumerate(ended)),
@@ -277,13 +296,13 @@ def task_words(
 ) -> pl.LazyFrame:
     """Per cluster (``keys``: task_id, *pair_by*, ...): rows and the words P, S and E.
 
-    Columns: the keys, ``rows``, ``__pending0``... (violations of ``pending``), ``P0``,
+    Columns: the keys, ``rows``, ``__pending`` (rows failing a ``pending`` check), ``P0``,
     ``E0``, ``S0``, ``P1``, ... (UInt64), and with ``prefix_hash`` the fingerprint ``F``
     (UInt64) and ``null_prefixes``. Every value is a lookup or arithmetic on the row, then a
     plain sum per cluster: the group-by stays on polars' streaming fast path.
     """
     rows = row_indices(forks, plan, keys, pending)
-    return group_words(rows, plan, keys, len(pending), prefix="prefix_hash" in forks.columns)
+    return group_words(rows, plan, keys, prefix="prefix_hash" in forks.columns)
 
 
 def row_indices(
@@ -291,8 +310,10 @@ def row_indices(
 ) -> pl.LazyFrame:
     """Per row: the keys and what :func:`group_words` needs (narrow: what a spill writes).
 
-    Columns: the keys, ``__slot`` and ``__at_gap`` (lookup indices), ``__success`` (UInt64),
-    ``__pending0``..., and with ``prefix_hash`` ``__prefix`` (UInt64) and ``null_prefixes``.
+    Columns: the keys, ``__slot`` and ``__at_gap`` (lookup indices; the slot ``plan.size`` for
+    a point the layout lacks), ``__success`` (UInt64), ``__pending`` (whether the row fails
+    one of the ``pending`` checks: one sum per task instead of one per check, since valid
+    input fails none), and with ``prefix_hash`` ``__prefix`` (UInt64) and ``null_prefixes``.
     """
     if {"perturb_action", "end_action"} <= forks.columns:
         # A null perturb or end never ends: it takes the largest gap, after every point.
@@ -300,26 +321,33 @@ def row_indices(
     else:
         gap = _u64(plan.gaps - 1)
     prefix = "prefix_hash" in forks.columns
-    fingerprint = pl.col("prefix_hash").hash() ^ (pl.col("condition").hash() * _u64(_MIX[3]))
+    # the condition's hash, the point hash and the slot first, once per row (polars does not
+    # share sub-expressions here)
+    condition = pl.col("__condition")
+    fingerprint = pl.col("prefix_hash").hash() ^ (condition * _u64(_MIX[3]))
     nulls = pl.col("prefix_hash").is_null().alias("null_prefixes")
-    # the lookup indices first, once per row (polars does not share sub-expressions here)
-    slot = (_POINT_HASH % _u64(plan.size)).alias("__slot")
-    return forks.lf.select(
-        *keys,
-        slot,
-        (slot * _u64(plan.gaps) + gap).alias("__at_gap"),
-        pl.col("success").cast(pl.UInt64).alias("__success"),
-        *(e.alias(f"__pending{i}") for i, e in enumerate(pending)),
-        *([fingerprint.alias("__prefix"), nulls] if prefix else []),
+    point, slot = pl.col("__point"), pl.col("__point") % _u64(plan.size)
+    owned = pl.lit(plan.owners).gather(slot) == point
+    return (
+        forks.lf.with_columns(pl.col("condition").hash().alias("__condition"))
+        .with_columns(_point_hash(condition).alias("__point"))
+        .with_columns(pl.when(owned).then(slot).otherwise(_u64(plan.size)).alias("__slot"))
+        .select(
+            *keys,
+            "__slot",
+            (pl.col("__slot") * _u64(plan.gaps) + gap).alias("__at_gap"),
+            pl.col("success").cast(pl.UInt64).alias("__success"),
+            pl.any_horizontal(*pending, pl.lit(False)).alias("__pending"),
+            *([fingerprint.alias("__prefix"), nulls] if prefix else []),
+        )
     )
 
 
 def group_words(
-    indices: pl.LazyFrame, plan: Layout, keys: Sequence[str], pending: int, *, prefix: bool
+    indices: pl.LazyFrame, plan: Layout, keys: Sequence[str], *, prefix: bool
 ) -> pl.LazyFrame:
     """Look up the words of :func:`row_indices`' rows and sum them per cluster (``keys``)."""
-    sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows")]
-    sums += [pl.col(f"__pending{i}").sum() for i in range(pending)]
+    sums: list[pl.Expr] = [pl.len().cast(pl.Int64).alias("rows"), pl.col("__pending").sum()]
     lookups: list[pl.Expr] = []
     for w in range(plan.words):
         lookups += [
@@ -336,7 +364,7 @@ def group_words(
         indices.with_columns(lookups)
         .select(
             *keys,
-            *(pl.col(f"__pending{i}") for i in range(pending)),
+            "__pending",
             *(pl.col(e.meta.output_name()) for e in lookups),
             *derived,
         )
@@ -352,50 +380,36 @@ def rows_per_task(forks: Forks) -> float:
 
 
 def words_in_budget(
-    forks: Forks,
-    plan: Layout,
-    keys: Sequence[str],
-    pending: Sequence[pl.Expr],
-    *,
-    budget: int,
-    survey: bool,
-) -> tuple[pl.DataFrame | None, pl.DataFrame]:
+    forks: Forks, plan: Layout, keys: Sequence[str], pending: Sequence[pl.Expr], *, budget: int
+) -> pl.DataFrame:
     """Per-task words (:func:`task_words`) from one read of ``forks``, within ``budget`` bytes.
 
-    Returns the survey counts (:func:`survey_query`, when ``survey``: computed in the same
-    pass) and the words, one row per cluster in no particular order. When one pass's group-by
+    Returns the words, one row per cluster in no particular order. When one pass's group-by
     state would exceed the budget (:func:`._budget.partitions`), the pass writes each row's
     lookup indices (:func:`row_indices`, narrowed) to one Arrow IPC file per hash partition of
     the task ids in a scratch directory, then groups each file on its own: a task's rows are
     all in one file, so the words are those of the one pass, and the input is read once.
     """
-    queries = [survey_query(forks)] if survey else []
     rows = int(forks.lf.select(pl.len()).collect().item())  # parquet/IPC: from the metadata
-    hint = rows_per_task(forks) if _budget.worth_a_look(rows, budget) else None
+    hint = rows_per_task(forks) if _budget.worth_a_look(rows) else None
     parts = _budget.partitions(rows, budget, hint)
     if parts == 1:
-        *counts, words = pl.collect_all(
-            [*queries, task_words(forks, plan, keys, pending)], engine="streaming"
-        )
-        return (counts[0] if counts else None), words
+        return task_words(forks, plan, keys, pending).collect(engine="streaming")
     indices = row_indices(forks, plan, keys, pending).with_columns(
         pl.col(name).cast(dtype) for name, dtype in _NARROW.items()
     )
     part = (pl.col("task_id").hash() % _u64(parts)).alias("__part")
     prefix = "prefix_hash" in forks.columns
     with scratch_dir() as folder:
-        sink = indices.with_columns(part).sink_ipc(
-            pl.PartitionBy(folder, key="__part", include_key=False), lazy=True, mkdir=True
+        indices.with_columns(part).sink_ipc(
+            pl.PartitionBy(folder, key="__part", include_key=False), mkdir=True
         )
-        counts = pl.collect_all([*queries, sink], engine="streaming")[: len(queries)]
-        groups = [
-            group_words(pl.scan_ipc(f), plan, keys, len(pending), prefix=prefix)
+        found = [
+            group_words(pl.scan_ipc(f), plan, keys, prefix=prefix).collect(engine="streaming")
             for f in sorted(folder.rglob("*.ipc"))
         ]
-        found = [g.collect(engine="streaming") for g in groups]
     # (no partition file only without rows, which take the one-pass branch)
-    words = pl.concat(found) if found else task_words(forks, plan, keys, pending).clear().collect()
-    return (counts[0] if counts else None), words
+    return pl.concat(found) if found else task_words(forks, plan, keys, pending).clear().collect()
 
 
 def _spread(plan: Layout, word: str, w: int) -> pl.Expr:
@@ -440,14 +454,85 @@ def prefix_conflicts(forks: Forks, clusters: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _ones(plan: Layout) -> pl.Expr:
+    """Bits set in a cluster's words P: its rows, unless a point repeats or is not in ``plan``."""
+    return pl.sum_horizontal(
+        *(pl.col(f"P{w}").bitwise_count_ones().cast(pl.Int64) for w in range(plan.words))
+    )
+
+
+def _survey_of_words(
+    forks: Forks, scan: Forks, words: pl.DataFrame, plan: Layout, full_key: Sequence[str]
+) -> Survey:
+    """Read the survey off the task words when they tell it; then run every check but keys.
+
+    When each cluster has one bit in P per row, every row is at a point of ``plan`` (a row at
+    a point it lacks sets no bit) and no point repeats, so the rows per point are the bits set
+    per point, and the key-level checks hold (a layout only has valid points): the input was
+    read once. Otherwise the survey query reads the point keys again (a guess from the first
+    rows that missed points, duplicate keys or bad keys). The row checks' violations are one
+    flag per row; when any row is flagged, :func:`check` counts them per check (input that
+    fails raises, so that second read is on bad input only).
+    """
+    if words.select((_ones(plan) == pl.col("rows")).all()).item():
+        counts = point_rows(words, plan, forks.pair_by)
+    else:
+        counts = survey_query(scan).collect(engine="streaming")
+    found = read_survey(forks, counts, full_key)
+    flagged = int(words["__pending"].sum())
+    check(forks, found, None if flagged else dict.fromkeys(found.pending, 0))
+    return found
+
+
+def point_rows(words: pl.DataFrame, plan: Layout, pair_by: Sequence[str]) -> pl.DataFrame:
+    """Rows per (condition, *pair_by*, method, delay) of words with one bit per row.
+
+    The columns of :func:`survey_query` (points without rows left out).
+    """
+    index, groups = _group_index(words, pair_by)
+    points = plan.points.select("bit", "condition", "method", "delay")
+    bits = points["bit"].to_numpy()
+    counted = _bits_per_point(words, "P", plan, bits, index, groups.height)
+    long = pl.DataFrame(
+        {
+            "__group": np.repeat(np.arange(groups.height), len(bits)),
+            "bit": np.tile(bits, groups.height),
+            "rows": counted.ravel().astype(np.int64),
+        }
+    )
+    return (
+        long.join(groups.with_columns(pl.col("__group").cast(pl.Int64)), on="__group")
+        .join(points, on="bit")
+        .filter(pl.col("rows") > 0)
+        .select("condition", *pair_by, "method", "delay", "rows")
+    )
+
+
+def _group_index(frame: pl.DataFrame, by: Sequence[str]) -> tuple[np.ndarray, pl.DataFrame]:
+    """Each row's group of ``by`` values, and the groups (``__group``, *by*; at least one)."""
+    if not by:
+        return np.zeros(frame.height, dtype=np.int64), pl.DataFrame({"__group": [0]})
+    groups = frame.select(by).unique(maintain_order=True).with_row_index("__group")
+    index = frame.join(groups, on=list(by), how="left", nulls_equal=True, maintain_order="left")
+    return index["__group"].to_numpy(), groups
+
+
+def _bits_per_point(
+    frame: pl.DataFrame, word: str, plan: Layout, bits: np.ndarray, index: np.ndarray, n: int
+) -> np.ndarray:
+    """Per group and point (of ``bits``): the rows of ``frame`` with its bit set in ``word``."""
+    position = bits % _WORD_BITS
+    counted = np.stack(
+        [_set_bits(frame[f"{word}{w}"].to_numpy(), index, n) for w in range(plan.words)], axis=1
+    )
+    return counted[:, bits // _WORD_BITS, position]
+
+
 def check_duplicates(
     forks: Forks, words: pl.DataFrame, plan: Layout, keys: Sequence[str], full_key: Sequence[str]
 ) -> None:
     """Raise the duplicate-key error if a cluster repeats a point (fewer ones in P than rows)."""
-    ones = pl.sum_horizontal(
-        *(pl.col(f"P{w}").bitwise_count_ones().cast(pl.Int64) for w in range(plan.words))
-    )
-    suspects = words.filter(ones != pl.col("rows")).select(keys)
+    suspects = words.filter(_ones(plan) != pl.col("rows")).select(keys)
     if suspects.height == 0:
         return
     rows = forks.lf.join(suspects.lazy(), on=list(keys), how="semi", nulls_equal=True)
@@ -498,35 +583,18 @@ def cell_counts(
         masks = {**state, **rules.outcomes(state["pair"], carried, y0, success)}
         exprs += [masks[name].alias(f"{name}{w}") for name in CLASSES]
     classes = frame.select(*by, *exprs).collect()
-    groups = classes.select(by).unique(maintain_order=True).with_row_index("__group")
-    if by:
-        index = classes.join(
-            groups, on=list(by), how="left", nulls_equal=True, maintain_order="left"
-        )["__group"].to_numpy()
-    else:
-        index = np.zeros(classes.height, dtype=np.int64)
-    n_groups = max(groups.height, 1)
-    rec_points = plan.points.filter(recovery)
-    word, position = rec_points["word"].to_numpy(), (rec_points["bit"] % _WORD_BITS).to_numpy()
+    index, groups = _group_index(classes, by)
+    bits = plan.points.filter(recovery)["bit"].to_numpy()
     counted = {  # (group, recovery point) in bit order
-        name: np.stack(
-            [
-                _set_bits(classes[f"{name}{w}"].to_numpy(), index, n_groups)
-                for w in range(plan.words)
-            ],
-            axis=1,
-        )[:, word, position]
-        for name in CLASSES
+        name: _bits_per_point(classes, name, plan, bits, index, groups.height) for name in CLASSES
     }
     long = pl.DataFrame(
         {
-            "__group": np.repeat(np.arange(n_groups), rec_points.height),
-            "bit": np.tile(rec_points["bit"].to_numpy(), n_groups),
+            "__group": np.repeat(np.arange(groups.height), len(bits)),
+            "bit": np.tile(bits, groups.height),
             **{name: values.ravel().astype(np.int64) for name, values in counted.items()},
         }
-    )
-    if by:
-        long = long.join(groups.with_columns(pl.col("__group").cast(pl.Int64)), on="__group")
+    ).join(groups.with_columns(pl.col("__group").cast(pl.Int64)), on="__group")
     cells = ["condition", "delay", "method", *by]
     n = pl.sum_horizontal(OUTCOMES).alias("n")
     zero = pl.lit(0, dtype=pl.Int64).alias("prefix_mismatch")
@@ -614,19 +682,15 @@ def bit_counts(
     if guess is None:
         found = survey(forks, full_key)
     else:
-        # the survey rides on the same pass
-        counts, words = words_in_budget(scan, guess, keys, pending, budget=budget, survey=True)
-        assert counts is not None
-        found = read_survey(forks, counts, full_key)
-        violations = {n: int(words[f"__pending{i}"].sum()) for i, n in enumerate(found.pending)}
-        check(forks, found, violations)
+        words = words_in_budget(scan, guess, keys, pending, budget=budget)
+        found = _survey_of_words(forks, scan, words, guess, full_key)
     plan = layout(_with_design(found.counts, design))
     if plan is None:
         return found, None
     point = ["condition", "method", "delay"]
     if words is None or guess is None or not guess.points[point].equals(plan.points[point]):
         # the first rows missed some points: the same layout function, on every point
-        words = words_in_budget(scan, plan, keys, pending, budget=budget, survey=False)[1]
+        words = words_in_budget(scan, plan, keys, pending, budget=budget)
     # one row per task from here on: task ids as the canonical table has them (strings)
     words = words.with_columns(pl.col("task_id").cast(pl.String))
     if extra and words.select(clusters).is_duplicated().any():

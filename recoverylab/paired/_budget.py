@@ -9,8 +9,7 @@ operators spill:
 
 1. one streaming pass over the input computes each row's narrow lookup indices
    (:func:`._bits.row_indices`) and writes them to ``parts`` Arrow IPC files, one per hash
-   partition of the task ids, in a private scratch directory (the survey rides on the same
-   pass);
+   partition of the task ids, in a private scratch directory;
 2. each partition file is grouped per task on its own (:func:`._bits.group_words`): a task's
    rows are all in one file, so the words are those of one pass over the whole input.
 
@@ -40,9 +39,19 @@ FIXED = 400_000_000
 #: hand-run 2026-12-04, loaded machine, CPU seconds) rows shuffled within files took 25.5 s /
 #: 2.90 GB in one pass and 23.3 s / 0.90 GB in 4 spilled partitions; grouped rows 8.1 s /
 #: 0.94 GB in one pass and 13.9 s / 0.85 GB spilled; scattered across 4 files 26.4 s /
-#: 3.52 GB in one pass, 27.1 s / 1.46 GB in 4 partitions (benchmarks/RESULTS.md). 0.8 GB gives
-#: 5 partitions at 52M rows, for a margin under 1.5 GB.
+#: 3.52 GB in one pass, 27.1 s / 1.46 GB in 4 partitions (benchmarks/RESULTS.md). 0.8 GB is
+#: 12.5M rows; at 5M scattered rows one pass costs less than the spill pass alone.
 SPILL_ABOVE = 800_000_000
+#: Rows per partition when scattered rows are spilled (at most ``CHOSEN_MAX`` partitions by this
+#: rule): the group-by of a partition with few tasks costs less per row (its tables stay small).
+#: 52M rows scattered across 4 files (hand-run 2026-12-04, load 5-7, CPU of all partitions'
+#: group-bys, peak of the process): 5 partitions 9.95 s / 1.34 GB, 10: 7.41 s / 0.69 GB, 20:
+#: 5.66 s / 0.67 GB, 40: 5.07 s / 0.78 GB; shuffled within files 7.10 s (5) against 4.50 s
+#: (20). The spill itself cost 7.6-8.5 s whatever the count.
+SPILL_PART_ROWS = 2_000_000
+#: At most this many partitions by the ``SPILL_PART_ROWS`` rule: every partition file being
+#: written holds buffers (the spill pass peaked at 0.62 GB with 5 partitions, 0.93 with 100).
+CHOSEN_MAX = 32
 #: Rows per distinct task among the first rows below which rows count as scattered (grouped
 #: forks have ~50; shuffled within 10 files ~2; scattered across files ~1).
 SCATTERED_BELOW = 4.0
@@ -87,17 +96,17 @@ def partitions(rows: int, budget: int, rows_per_task: float | None = None) -> in
 
     ``rows_per_task``: rows per distinct task among the first rows, when known. Below
     ``SCATTERED_BELOW`` (rows not grouped by task) and above ``SPILL_ABOVE`` bytes of state,
-    the input is spilled in partitions of ``SPILL_ABOVE`` even when one pass would fit the
-    budget: there the spilled groups cost less CPU than one pass and hold far less memory.
-    Only the cost depends on the hint; the budget is met whatever the row order.
+    the input is spilled in partitions of ``SPILL_PART_ROWS`` rows even when one pass would
+    fit the budget: there the spilled groups cost less CPU than one pass and hold far less
+    memory. Only the cost depends on the hint; the budget is met whatever the row order.
     """
     state = rows * STATE_PER_ROW
     needed = min(MAX_PARTS, max(1, -(-state // max(budget - FIXED, 1))))
     if rows_per_task is not None and rows_per_task < SCATTERED_BELOW and state > SPILL_ABOVE:
-        return max(needed, min(MAX_PARTS, -(-state // SPILL_ABOVE)))
+        return max(needed, min(CHOSEN_MAX, -(-rows // SPILL_PART_ROWS)))
     return needed
 
 
-def worth_a_look(rows: int, budget: int) -> bool:
-    """Whether :func:`partitions` could use a row-order hint (one pass fits, but is large)."""
-    return partitions(rows, budget) == 1 and rows * STATE_PER_ROW > SPILL_ABOVE
+def worth_a_look(rows: int) -> bool:
+    """Whether :func:`partitions` could use a row-order hint (the rows' state is large)."""
+    return rows * STATE_PER_ROW > SPILL_ABOVE

@@ -500,7 +500,8 @@ def summarize(
             inputs=(_shards.forks_input(forks),),
             check=functools.partial(_check_statistics, **statistics),
             stages=(
-                design_stage(**keys),
+                # on the whole table the bit-set pass reads the grid itself: no separate read
+                dataclasses.replace(design_stage(**keys), for_shards=True),
                 plan.Stage(
                     "pairing and counting",
                     functools.partial(_summary_partial, memory=memory, **keys),
