@@ -260,3 +260,54 @@ def test_cached_row_counts_match_one_bincount():
     offsets = (np.arange(37, dtype=np.int64) * 5_000)[:, np.newaxis]
     want = np.bincount((draws + offsets).reshape(-1), minlength=37 * 5_000).reshape(37, 5_000)
     np.testing.assert_array_equal(_shared_draws._row_counts(draws), want)
+
+
+def _product_design(gen):
+    """Columns of every kind the exact product tells apart, in random order."""
+    n = int(gen.integers(5, 400))
+    ints = gen.integers(0, 9, size=(n, 3)).astype(float)
+    ints[gen.random(n) < 0.3, 0] = 0.0
+    repeats = int(gen.integers(2, 6))
+    columns = [
+        ints,
+        ints[:, :1] * repeats,  # proportional to an integer column (attempts = 3 x states)
+        ints[:, 1:2] / repeats,  # a multiple of 1/repeats, proportional too (pass@1)
+        gen.integers(0, 7, size=(n, 1)) / 3.0,  # multiples of 1/3, on their own
+        gen.random((n, 1)) * 5,  # no small denominator: float64
+        np.zeros((n, 1)),  # all zero
+        -ints[:, 2:3],  # negative multiple
+        np.full((n, 1), 2.0**23),  # integral but too large for float32 sums
+    ]
+    design = np.hstack(columns)
+    return design[:, gen.permutation(design.shape[1])]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_exact_product_equals_a_float64_product(seed):
+    # Integer columns (also when computed from a proportional one) are bit for bit those of a
+    # float64 product; multiples of 1/L and plain floats agree up to the summation order.
+    from recoverylab.stats import _shared_draws
+
+    gen = np.random.default_rng(seed)
+    design = _product_design(gen)
+    counts = gen.multinomial(design.shape[0], np.ones(design.shape[0]) / design.shape[0], 50)
+    counts = counts.astype(np.float32)
+    got = _shared_draws._ExactProduct(design, design.shape[0])(counts)
+    want = counts.astype(np.float64) @ design
+    integral = (design == np.round(design)).all(axis=0)
+    np.testing.assert_array_equal(got[:, integral], want[:, integral])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+
+
+def test_exact_product_shares_proportional_columns_and_keeps_floats_double():
+    from recoverylab.stats import _shared_draws
+
+    gen = np.random.default_rng(4)
+    states = gen.integers(1, 5, size=(200, 1)).astype(float)
+    passes = gen.integers(0, 4, size=(200, 1)).astype(float)
+    other = gen.random((200, 1))
+    design = np.hstack([states, 3 * states, passes, passes / 3, passes / 7 + 1e-9, other])
+    product = _shared_draws._ExactProduct(design, 200)
+    assert product.single.shape[1] == 2  # states and passes; the rest are their multiples
+    assert product.double.shape[1] == 2  # not a multiple of 1/L within rounding; random
+    assert product.single.dtype == np.float32

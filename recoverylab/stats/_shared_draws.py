@@ -114,27 +114,100 @@ def _one_blas_thread() -> Iterator[None]:
         yield
 
 
-class _ExactProduct:
-    """``counts @ design`` in float32 for the columns where that is exact, float64 for the rest.
+#: Largest scale tried to make a fractional column integral (pass@1 over 3 repeats: 3).
+_MAX_SCALE = 64
+#: A value is a multiple of 1/L when value * L is within this relative distance of an integer:
+#: the rounding of a float sum of a few such multiples, far below any interval's precision.
+_SCALE_TOLERANCE = 2.0**-44
+#: Rows of a column tried against every scale before the whole column is checked.
+_SCALE_SAMPLE = 64
 
-    Integer columns whose resampled sums stay below 2**24 sum exactly in float32, at half the cost.
+
+class _ExactProduct:
+    """``counts @ design`` computed exactly and once per distinct column, mostly in float32.
+
+    A column of integers, or of multiples of 1/L (L <= 64, within rounding: pass@1 over three
+    repeats), whose resampled sums stay below 2**24 sums exactly in float32 as integers, at half
+    the cost of float64. Such columns that are rational multiples of another (attempts = 3 x
+    states with three repeats per state; a pass@1 sum = passes / 3) are one product column,
+    scaled after. Integer sums are bit for bit those of a float64 product; a multiple of 1/L is
+    the exact integer sum divided by L once (a float64 product rounds each term: they differ
+    in the last bits only). Other columns go through a float64 product.
     """
 
     def __init__(self, design: np.ndarray, n_draws: int) -> None:
-        integral = (design == np.round(design)).all(axis=0)
-        small = np.abs(design).max(axis=0, initial=0.0) * n_draws < 2.0**24
-        self.exact = integral & small
-        self.single = np.ascontiguousarray(design[:, self.exact], dtype=np.float32)
-        self.double = np.ascontiguousarray(design[:, ~self.exact])
         self.width = design.shape[1]
+        scale = _integer_scales(design, n_draws)
+        exact = np.flatnonzero(scale > 0)
+        self.inexact = np.flatnonzero(scale == 0)
+        self.double = np.ascontiguousarray(design[:, self.inexact])
+        ints = np.rint(design[:, exact] * scale[exact])
+        base, numerator, denominator = _proportional(ints)
+        nonzero = numerator != 0  # an all-zero column sums to 0: no product
+        self.exact = exact[nonzero]
+        self.numerator = numerator[nonzero]
+        self.denominator = (denominator * scale[exact])[nonzero]
+        bases, self.base = np.unique(base[nonzero], return_inverse=True)
+        self.single = np.ascontiguousarray(ints[:, bases], dtype=np.float32)
 
     def __call__(self, counts: np.ndarray) -> np.ndarray:
-        out = np.empty((counts.shape[0], self.width), dtype=np.float64)
+        out = np.zeros((counts.shape[0], self.width), dtype=np.float64)
         if self.single.shape[1]:
-            out[:, self.exact] = counts.astype(np.float32, copy=False) @ self.single
+            sums = (counts.astype(np.float32, copy=False) @ self.single).astype(np.float64)
+            # integers below 2**53 times a small integer, then one correctly rounded division
+            out[:, self.exact] = sums[:, self.base] * self.numerator / self.denominator
         if self.double.shape[1]:
-            out[:, ~self.exact] = counts.astype(np.float64) @ self.double
+            out[:, self.inexact] = counts.astype(np.float64) @ self.double
         return out
+
+
+def _integer_scales(design: np.ndarray, n_draws: int) -> np.ndarray:
+    """Per column, the least L <= 64 making it integral (within rounding), or 0 for none.
+
+    A scaled column must also keep its resampled sums (at most ``n_draws`` times its largest
+    magnitude) below 2**24, where float32 counts integers exactly.
+    """
+    scale = np.zeros(design.shape[1], dtype=np.float64)
+    finite = np.isfinite(design).all(axis=0)
+    scale[finite & (design == np.round(design)).all(axis=0)] = 1.0
+    todo = np.flatnonzero(finite & (scale == 0))
+    sample = design[:_SCALE_SAMPLE, todo]
+    for j, column in enumerate(todo):
+        for factor in range(2, _MAX_SCALE + 1):
+            if _multiples(sample[:, j], factor) and _multiples(design[:, column], factor):
+                scale[column] = factor
+                break
+    largest = np.abs(np.where(np.isfinite(design), design, 0.0)).max(axis=0, initial=0.0)
+    scale[largest * scale * n_draws >= 2.0**24] = 0.0
+    return scale
+
+
+def _multiples(values: np.ndarray, factor: int) -> bool:
+    scaled = values * factor
+    whole = np.rint(scaled)
+    return bool((np.abs(scaled - whole) <= _SCALE_TOLERANCE * np.maximum(np.abs(whole), 1.0)).all())
+
+
+def _proportional(ints: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group integer columns that are rational multiples of one another.
+
+    Returns, per column, the index of its group's first column b and integers p, q with
+    column = p / q x column b exactly (checked by cross-multiplication: every value is below
+    2**24, so the products are exact); p = 0 for an all-zero column.
+    """
+    width = ints.shape[1]
+    base = np.arange(width)
+    numerator, denominator = np.ones(width), np.ones(width)
+    first = (ints != 0).argmax(axis=0)
+    pivot = ints[first, np.arange(width)]
+    numerator[pivot == 0] = 0.0
+    seen: dict[bytes, int] = {}
+    for j in np.flatnonzero(pivot != 0).tolist():
+        # proportional columns have the same zeros and the same values over their pivot
+        b = seen.setdefault((ints[:, j] / pivot[j]).tobytes(), j)
+        if b != j and np.array_equal(ints[:, j] * pivot[b], ints[:, b] * pivot[j]):
+            base[j], numerator[j], denominator[j] = b, pivot[j], pivot[b]
+    return base, numerator, denominator
 
 
 class _CoupledSet:
