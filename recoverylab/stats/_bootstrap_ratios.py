@@ -131,7 +131,7 @@ def _cells_by_position(
         cell = frame.get_column("__cell").to_numpy().astype(np.int64)
         key_rows = keys.rows()
     at = frame.get_column("__at").to_numpy().astype(np.int64)
-    order = np.lexsort((at, cell))
+    order = np.argsort(cell * max(universe.height, 1) + at, kind="stable")
     cell, at = cell[order], at[order]
     if np.any((cell[1:] == cell[:-1]) & (at[1:] == at[:-1])):
         raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")

@@ -168,8 +168,9 @@ def _integer_scales(design: np.ndarray, n_draws: int) -> np.ndarray:
     magnitude) below 2**24, where float32 counts integers exactly.
     """
     scale = np.zeros(design.shape[1], dtype=np.float64)
-    finite = np.isfinite(design).all(axis=0)
-    scale[finite & (design == np.round(design)).all(axis=0)] = 1.0
+    largest = np.abs(design).max(axis=0, initial=0.0)  # nan for a column holding one
+    finite = np.isfinite(largest)
+    scale[finite & (design == np.rint(design)).all(axis=0)] = 1.0
     todo = np.flatnonzero(finite & (scale == 0))
     sample = design[:_SCALE_SAMPLE, todo]
     for j, column in enumerate(todo):
@@ -177,8 +178,7 @@ def _integer_scales(design: np.ndarray, n_draws: int) -> np.ndarray:
             if _multiples(sample[:, j], factor) and _multiples(design[:, column], factor):
                 scale[column] = factor
                 break
-    largest = np.abs(np.where(np.isfinite(design), design, 0.0)).max(axis=0, initial=0.0)
-    scale[largest * scale * n_draws >= 2.0**24] = 0.0
+    scale[~finite | (largest * scale * n_draws >= 2.0**24)] = 0.0
     return scale
 
 
