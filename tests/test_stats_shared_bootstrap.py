@@ -292,7 +292,8 @@ def test_exact_product_equals_a_float64_product(seed):
     design = _product_design(gen)
     counts = gen.multinomial(design.shape[0], np.ones(design.shape[0]) / design.shape[0], 50)
     counts = counts.astype(np.float32)
-    got = _shared_draws._ExactProduct(design, design.shape[0])(counts)
+    rows = np.arange(design.shape[0])
+    got = _shared_draws._ExactProduct([(rows, design)], design.shape[0])(counts)[:, :-1]
     want = counts.astype(np.float64) @ design
     integral = (design == np.round(design)).all(axis=0)
     np.testing.assert_array_equal(got[:, integral], want[:, integral])
@@ -307,7 +308,7 @@ def test_exact_product_shares_proportional_columns_and_keeps_floats_double():
     passes = gen.integers(0, 4, size=(200, 1)).astype(float)
     other = gen.random((200, 1))
     design = np.hstack([states, 3 * states, passes, passes / 3, passes / 7 + 1e-9, other])
-    product = _shared_draws._ExactProduct(design, 200)
-    assert product.single.shape[1] == 2  # states and passes; the rest are their multiples
+    product = _shared_draws._ExactProduct([(np.arange(200), design)], 200)
+    assert product.single.shape[1] == 3  # states, passes (the rest: multiples) and landed draws
     assert product.double.shape[1] == 2  # not a multiple of 1/L within rounding; random
     assert product.single.dtype == np.float32

@@ -39,12 +39,7 @@ def _coupled_resample_sums(
     Only the corrections (about the sd of a Binomial(N, K_s/N) per resample) are set by set.
     """
     widths = [block.shape[1] for _, block in sets]
-    edges = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
-    design = np.zeros((n_universe, int(edges[-1]) + len(sets)))
-    for i, (where, block) in enumerate(sets):
-        design[where, edges[i] : edges[i + 1]] = block
-        design[where, edges[-1] + i] = 1.0  # counts the draws that land in the set
-    product = _ExactProduct(design, n_universe)
+    product = _ExactProduct(sets, n_universe)
     coupled = [_CoupledSet(where, block, n_universe) for where, block in sets]
     outs = [np.empty((n_resamples, w), dtype=np.float64) for w in widths]
     batch = max(1, min(256, _limits.MAX_BATCH_ELEMENTS // n_universe))
@@ -126,29 +121,54 @@ _SCALE_SAMPLE = 64
 class _ExactProduct:
     """``counts @ design`` computed exactly and once per distinct column, mostly in float32.
 
-    A column of integers, or of multiples of 1/L (L <= 64, within rounding: pass@1 over three
-    repeats), whose resampled sums stay below 2**24 sums exactly in float32 as integers, at half
-    the cost of float64. Such columns that are rational multiples of another (attempts = 3 x
-    states with three repeats per state; a pass@1 sum = passes / 3) are one product column,
-    scaled after. Integer sums are bit for bit those of a float64 product; a multiple of 1/L is
-    the exact integer sum divided by L once (a float64 product rounds each term: they differ
-    in the last bits only). Other columns go through a float64 product.
+    The design holds each set's block in its rows (the set's clusters) and columns, then one
+    column per set that counts the draws landing in it. A column of integers, or of multiples
+    of 1/L (L <= 64, within rounding: pass@1 over three repeats), whose resampled sums stay
+    below 2**24 sums exactly in float32 as integers, at half the cost of float64. Such columns
+    of a set that are rational multiples of another (attempts = 3 x states with three repeats
+    per state; a pass@1 sum = passes / 3) are one product column, scaled after. Integer sums
+    are bit for bit those of a float64 product; a multiple of 1/L is the exact integer sum
+    divided by L once (a float64 product rounds each term: they differ in the last bits only).
+    Other columns go through a float64 product. Built from the blocks, never the dense design.
     """
 
-    def __init__(self, design: np.ndarray, n_draws: int) -> None:
-        self.width = design.shape[1]
-        scale = _integer_scales(design, n_draws)
-        exact = np.flatnonzero(scale > 0)
-        self.inexact = np.flatnonzero(scale == 0)
-        self.double = np.ascontiguousarray(design[:, self.inexact])
-        ints = np.rint(design[:, exact] * scale[exact])
-        base, numerator, denominator = _proportional(ints)
-        nonzero = numerator != 0  # an all-zero column sums to 0: no product
-        self.exact = exact[nonzero]
-        self.numerator = numerator[nonzero]
-        self.denominator = (denominator * scale[exact])[nonzero]
-        bases, self.base = np.unique(base[nonzero], return_inverse=True)
-        self.single = np.ascontiguousarray(ints[:, bases], dtype=np.float32)
+    def __init__(self, sets: list[tuple[np.ndarray, np.ndarray]], n_draws: int) -> None:
+        widths = [block.shape[1] for _, block in sets]
+        self.width = sum(widths) + len(sets)
+        n_universe = n_draws
+        single: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, values) per float32 column
+        double: list[tuple[np.ndarray, np.ndarray]] = []
+        exact: list[tuple[int, int, float, float]] = []  # (column, single column, p, q)
+        inexact: list[int] = []
+        edge = 0
+        for i, (where, block) in enumerate(sets):
+            scale = _integer_scales(block, n_draws)
+            local = np.flatnonzero(scale > 0)
+            ints = np.rint(block[:, local] * scale[local])
+            base, numerator, denominator = _proportional(ints)
+            at: dict[int, int] = {}
+            for j, column in enumerate(local.tolist()):
+                if numerator[j] == 0:
+                    continue  # an all-zero column sums to 0: no product
+                if base[j] == j:
+                    at[j] = len(single)
+                    single.append((where, ints[:, j]))
+                q = float(denominator[j] * scale[column])
+                exact.append((edge + column, at[int(base[j])], float(numerator[j]), q))
+            for column in np.flatnonzero(scale == 0).tolist():
+                double.append((where, block[:, column]))
+                inexact.append(edge + column)
+            # the draws that land in the set
+            exact.append((sum(widths) + i, len(single), 1.0, 1.0))
+            single.append((where, np.ones(where.size)))
+            edge += block.shape[1]
+        self.single = _columns(single, n_universe, np.float32)
+        self.double = _columns(double, n_universe, np.float64)
+        self.exact, self.base, self.numerator, self.denominator = (
+            np.array([e[c] for e in exact], dtype=t)
+            for c, t in ((0, np.int64), (1, np.int64), (2, np.float64), (3, np.float64))
+        )
+        self.inexact = np.array(inexact, dtype=np.int64)
 
     def __call__(self, counts: np.ndarray) -> np.ndarray:
         out = np.zeros((counts.shape[0], self.width), dtype=np.float64)
@@ -161,21 +181,29 @@ class _ExactProduct:
         return out
 
 
-def _integer_scales(design: np.ndarray, n_draws: int) -> np.ndarray:
+def _columns(columns: list[tuple[np.ndarray, np.ndarray]], n_rows: int, dtype: type) -> np.ndarray:
+    """Stack sparse-by-rows columns into a dense (n_rows, len(columns)) array."""
+    dense: np.ndarray = np.zeros((n_rows, len(columns)), dtype=dtype)
+    for j, (rows, values) in enumerate(columns):
+        dense[rows, j] = values
+    return dense
+
+
+def _integer_scales(block: np.ndarray, n_draws: int) -> np.ndarray:
     """Per column, the least L <= 64 making it integral (within rounding), or 0 for none.
 
     A scaled column must also keep its resampled sums (at most ``n_draws`` times its largest
     magnitude) below 2**24, where float32 counts integers exactly.
     """
-    scale = np.zeros(design.shape[1], dtype=np.float64)
-    largest = np.abs(design).max(axis=0, initial=0.0)  # nan for a column holding one
+    scale = np.zeros(block.shape[1], dtype=np.float64)
+    largest = np.abs(block).max(axis=0, initial=0.0)  # nan for a column holding one
     finite = np.isfinite(largest)
-    scale[finite & (design == np.rint(design)).all(axis=0)] = 1.0
+    scale[finite & (block == np.rint(block)).all(axis=0)] = 1.0
     todo = np.flatnonzero(finite & (scale == 0))
-    sample = design[:_SCALE_SAMPLE, todo]
+    sample = block[:_SCALE_SAMPLE, todo]
     for j, column in enumerate(todo):
         for factor in range(2, _MAX_SCALE + 1):
-            if _multiples(sample[:, j], factor) and _multiples(design[:, column], factor):
+            if _multiples(sample[:, j], factor) and _multiples(block[:, column], factor):
                 scale[column] = factor
                 break
     scale[~finite | (largest * scale * n_draws >= 2.0**24)] = 0.0
