@@ -135,11 +135,14 @@ def _cells_by_position(
     cell, at = cell[order], at[order]
     if np.any((cell[1:] == cell[:-1]) & (at[1:] == at[:-1])):
         raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
-    values = frame.select(columns).to_numpy()[order]
+    # column by column, as polars hands a frame to numpy: each cell's column sums (estimates)
+    # keep their order, and no copy per cell is needed
+    values = np.empty((order.size, len(columns)), dtype=np.float64, order="F")
+    for j, column in enumerate(columns):
+        values[:, j] = frame.get_column(column).to_numpy()[order]
     edges = np.searchsorted(cell, np.arange(len(key_rows) + 1))
-    # column-major per cell, as polars hands a frame to numpy: the estimates' sums keep their order
     return universe.height, [
-        (key, at[edges[i] : edges[i + 1]], np.asfortranarray(values[edges[i] : edges[i + 1]]))
+        (key, at[edges[i] : edges[i + 1]], values[edges[i] : edges[i + 1]])
         for i, key in enumerate(key_rows)
     ]
 
