@@ -9,7 +9,6 @@ is about drawing fast and exactly, not about which interval is reported.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -40,36 +39,24 @@ def _coupled_resample_sums(
     """
     widths = [block.shape[1] for _, block in sets]
     product = _ExactProduct(sets, n_universe)
-    coupled = [_CoupledSet(where, block, n_universe) for where, block in sets]
+    corrections = _Corrections(sets, n_universe)
     outs = [np.empty((n_resamples, w), dtype=np.float64) for w in widths]
     batch = max(1, min(256, _limits.MAX_BATCH_ELEMENTS // n_universe))
     with _one_blas_thread():
         for start in range(0, n_resamples, batch):
-            _coupled_batch(start, min(batch, n_resamples - start), coupled, product, outs, gen)
+            size = min(batch, n_resamples - start)
+            draws = gen.integers(0, n_universe, size=(size, n_universe), dtype=np.int32)
+            sums = product(_row_counts(draws))
+            landed = np.rint(sums[:, sums.shape[1] - len(sets) :]).astype(np.int64)
+            delta = corrections(draws, landed, gen)
+            edge = 0
+            for i, out in enumerate(outs):
+                width = out.shape[1]
+                out[start : start + size] = sums[:, edge : edge + width]
+                if corrections.k[i] < n_universe:
+                    out[start : start + size] += delta[:, edge : edge + width]
+                edge += width
     return outs
-
-
-def _coupled_batch(
-    start: int,
-    size: int,
-    coupled: list[_CoupledSet],
-    product: _ExactProduct,
-    outs: list[np.ndarray],
-    gen: np.random.Generator,
-) -> None:
-    """Fill rows ``start:start + size`` of every set's sums (see :func:`_coupled_resample_sums`)."""
-    n_universe = coupled[0].position.size
-    draws = gen.integers(0, n_universe, size=(size, n_universe), dtype=np.int32)
-    sums = product(_row_counts(draws))
-    landed_at = sums.shape[1] - len(coupled)
-    edge = 0
-    for i, (one, out) in enumerate(zip(coupled, outs, strict=True)):
-        width = out.shape[1]
-        out[start : start + size] = sums[:, edge : edge + width]
-        edge += width
-        if one.k < n_universe:
-            landed = np.rint(sums[:, landed_at + i]).astype(np.int64)
-            out[start : start + size] += one.correction(draws, landed, gen)
 
 
 #: Rows of draws counted by one ``bincount``: its (rows x N) counters should stay in the cache.
@@ -238,69 +225,121 @@ def _proportional(ints: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return base, numerator, denominator
 
 
-class _CoupledSet:
-    """One set of clusters inside the stream of :func:`_coupled_resample_sums`."""
+class _Corrections:
+    """The corrections of every set of :func:`_coupled_resample_sums`, found for all at once.
 
-    def __init__(self, where: np.ndarray, block: np.ndarray, n_universe: int) -> None:
-        self.k = where.size
-        self.block = block
-        self.position = np.full(n_universe, -1, dtype=np.int64)
-        self.position[where] = np.arange(self.k)
-        self.inside = self.position >= 0
+    A resample with fewer than K_s draws in set s tops up with draws from the set's own
+    clusters (from the stream, set after set, as many as it lacks); one with more drops its last
+    surplus draws in the set. Each (row, set) sums its draws' values (negated for dropped ones)
+    in draw order, then column order, as one ``reduceat`` segment: the order, and so the bits,
+    of correcting each set on its own.
+    """
 
-    def correction(
+    def __init__(self, sets: list[tuple[np.ndarray, np.ndarray]], n_universe: int) -> None:
+        widths = np.array([block.shape[1] for _, block in sets], dtype=np.int64)
+        self.n_universe = n_universe
+        self.k = np.array([where.size for where, _ in sets], dtype=np.int64)
+        self.edges = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
+        # sets that ever need a correction (not all clusters), grouped by their width
+        self.group = np.full(len(sets), -1, dtype=np.int64)
+        self.widths = sorted({int(widths[i]) for i in np.flatnonzero(self.k < n_universe)})
+        self.offset = np.zeros(len(sets), dtype=np.int64)
+        blocks: list[list[np.ndarray]] = [[] for _ in self.widths]
+        # per (set, cluster): in the set? its row among its width group's rows
+        self.inside = np.zeros(len(sets) * n_universe, dtype=bool)
+        self.row = np.zeros(len(sets) * n_universe, dtype=np.int64)
+        for i, (where, block) in enumerate(sets):
+            if self.k[i] == n_universe:
+                continue
+            g = self.widths.index(int(widths[i]))
+            self.group[i] = g
+            self.offset[i] = sum(b.shape[0] for b in blocks[g])
+            blocks[g].append(block)
+            self.inside[i * n_universe + where] = True
+            self.row[i * n_universe + where] = self.offset[i] + np.arange(where.size)
+        # each group's rows one after another (a gather reads one cache line per draw)
+        self.values = [np.ascontiguousarray(np.vstack(b), dtype=np.float64) for b in blocks]
+
+    def __call__(
         self, draws: np.ndarray, landed: np.ndarray, gen: np.random.Generator
     ) -> np.ndarray:
-        """Return the change of the row sums that makes each row exactly K_s draws of the set.
+        """Return the (B, C) change of every set's value sums, sets side by side.
 
-        ``draws``: (B, N) uniform draws; ``landed``: how many per row fell in the set. A row
-        with too many drops its last surplus draws in the set; one with too few draws more.
+        ``draws``: (B, N) uniform draws; ``landed``: (B, sets), how many per row fell in each.
         """
         surplus = landed - self.k
-        rows, picks, signs = [], [], []
-        short = np.flatnonzero(surplus < 0)
-        if short.size:
-            need = -surplus[short]
-            rows.append(np.repeat(short, need))
-            picks.append(gen.integers(0, self.k, size=int(need.sum())))
-            signs.append(np.ones(int(need.sum())))
-        over = np.flatnonzero(surplus > 0)
-        if over.size:
-            row, cluster = self._last_landed(draws, over, surplus[over])
-            rows.append(over[row])
-            picks.append(self.position[cluster])
-            signs.append(-np.ones(row.size))
-        correction = np.zeros((draws.shape[0], self.block.shape[1]), dtype=np.float64)
-        if not rows:
-            return correction
-        row_of = np.concatenate(rows)
-        order = np.argsort(row_of, kind="stable")
-        row_of = row_of[order]
-        values = self.block[np.concatenate(picks)[order]] * np.concatenate(signs)[order, None]
-        starts = np.flatnonzero(np.concatenate([[True], row_of[1:] != row_of[:-1]]))
-        correction[row_of[starts]] = np.add.reduceat(values, starts, axis=0)
-        return correction
+        size = surplus.shape[0]
+        delta = np.zeros((size, int(self.edges[-1])), dtype=np.float64)
+        short_key, short_row = self._short(surplus, gen)
+        over_key, over_row = self._over(draws, surplus)
+        key = np.concatenate([short_key, over_key])  # set * B + row
+        if not key.size:
+            return delta
+        sign = np.concatenate([np.ones(short_key.size), -np.ones(over_key.size)])
+        order = np.argsort(key, kind="stable")
+        key, sign, rows = key[order], sign[order], np.concatenate([short_row, over_row])[order]
+        group = self.group[key // size]
+        for g, values in enumerate(self.values):
+            mine = group == g
+            part = key[mine]
+            # summed along contiguous memory, as a set's (draws x columns) block was summed
+            gathered = np.ascontiguousarray(np.take(values, rows[mine], axis=0).T)
+            gathered *= sign[mine]
+            starts = np.flatnonzero(np.concatenate([[True], part[1:] != part[:-1]]))
+            sums = np.add.reduceat(gathered, starts, axis=1)
+            of, row = np.divmod(part[starts], size)
+            columns = self.edges[of][:, np.newaxis] + np.arange(values.shape[1])
+            delta[row[:, np.newaxis], columns] = sums.T
+        return delta
 
-    def _last_landed(
-        self, draws: np.ndarray, over: np.ndarray, surplus: np.ndarray
+    def _short(
+        self, surplus: np.ndarray, gen: np.random.Generator
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(row of ``over``, cluster) of each row's last ``surplus`` draws in the set.
+        """(set * B + row, drawn row of the set) of the draws topping up short rows."""
+        size = surplus.shape[0]
+        keys, rows = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)]
+        for i in np.flatnonzero((surplus < 0).any(axis=0)).tolist():
+            short = np.flatnonzero(surplus[:, i] < 0)
+            need = -surplus[short, i]
+            keys.append(i * size + np.repeat(short, need))
+            rows.append(self.offset[i] + gen.integers(0, self.k[i], size=int(need.sum())))
+        return np.concatenate(keys), np.concatenate(rows)
 
-        Only a tail of each row is searched, widened until every row has enough of them.
+    def _over(self, draws: np.ndarray, surplus: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(set * B + row, row of the set) of each over-full row's last surplus draws in it.
+
+        Only a tail of the draws is searched, as wide as the surplus needs (pairs in tiers of
+        widths 64, 128, ...), widened until every row has enough of them.
         """
-        n_universe = draws.shape[1]
-        most = int(surplus.max())
-        width = min(n_universe, math.ceil((most + 4 * math.sqrt(most) + 16) * n_universe / self.k))
+        of, row = np.nonzero(surplus.T > 0)  # set-major, then row
+        if not row.size:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        want = surplus[row, of]
+        need = (want + 4 * np.sqrt(want) + 16) * self.n_universe / self.k[of]
+        tier = np.maximum(0, np.ceil(np.log2(need / 64))).astype(np.int64)
+        keys, rows = [], []
+        for t in np.unique(tier).tolist():
+            pick = np.flatnonzero(tier == t)
+            width = min(self.n_universe, 64 << t)
+            key, at = self._last(draws, row[pick], of[pick], want[pick], width)
+            keys.append(key)
+            rows.append(at)
+        return np.concatenate(keys), np.concatenate(rows)
+
+    def _last(
+        self, draws: np.ndarray, row: np.ndarray, of: np.ndarray, want: np.ndarray, width: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        size, n_universe = draws.shape
         while True:
-            tail = draws[over, n_universe - width :]
-            hit = self.inside[tail]
-            if width == n_universe or (hit.sum(axis=1) >= surplus).all():
+            flat = draws[row, n_universe - width :] + (of * n_universe)[:, np.newaxis]
+            hit = self.inside[flat]
+            if width == n_universe or (hit.sum(axis=1) >= want).all():
                 break
             width = min(n_universe, 2 * width)
         # hits at or after each position
         later = np.cumsum(hit[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
-        row, column = np.nonzero(hit & (later <= surplus[:, np.newaxis]))
-        return row, tail[row, column]
+        pair, column = np.nonzero(hit & (later <= want[:, np.newaxis]))
+        return of[pair] * size + row[pair], self.row[flat[pair, column]]
 
 
 def _shared_resample_sums(
