@@ -35,7 +35,11 @@ def _coupled_resample_sums(
     draws over all clusters (counted once, one matrix product for every set). Draws landing in
     a set are uniform over it wherever they fall, so the set keeps the first K_s of them and
     tops up from its own clusters when fewer landed: exactly a resample of its own clusters.
-    Only the corrections (about the sd of a Binomial(N, K_s/N) per resample) are set by set.
+    Only the corrections (about the sd of a Binomial(N, K_s/N) per resample) are set by set;
+    they are found for every set at once (:class:`_Corrections`), the product computes each
+    distinct column once (:class:`_ExactProduct`). The cost is resamples x N x distinct columns
+    (plus the corrections): a dense product, which beat block-sparse ones while most sets hold
+    most clusters (the takeover design: 94 % of (cell, workflow) pairs are non-empty).
     """
     widths = [block.shape[1] for _, block in sets]
     product = _ExactProduct(sets, n_universe)
