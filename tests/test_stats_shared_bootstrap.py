@@ -404,3 +404,15 @@ def test_corrections_of_all_sets_equal_each_set_corrected_alone(seed):
         one = _CoupledSetReference(where, block, n_universe)
         want.append(one.correction(draws, landed[:, i], reference))
     np.testing.assert_array_equal(got, np.hstack(want))
+
+
+def test_exact_product_of_a_negative_multiple_sums_to_positive_zero():
+    # b = -a is computed from a's sum; where no draw hits a nonzero value the sum is +0.0, as
+    # a product gives it, never -0.0.
+    from recoverylab.stats import _shared_draws
+
+    design = np.array([[0.0, -0.0], [0.0, -0.0], [2.0, -2.0]])
+    counts = np.array([[2, 1, 0], [0, 0, 3]], dtype=np.float32)
+    got = _shared_draws._ExactProduct([(np.arange(3), design)], 3)(counts)[:, :2]
+    assert got.tolist() == [[0.0, 0.0], [6.0, -6.0]]
+    assert not np.signbit(got[0]).any()

@@ -165,8 +165,9 @@ class _ExactProduct:
         out = np.zeros((counts.shape[0], self.width), dtype=np.float64)
         if self.single.shape[1]:
             sums = (counts.astype(np.float32, copy=False) @ self.single).astype(np.float64)
-            # integers below 2**53 times a small integer, then one correctly rounded division
-            out[:, self.exact] = sums[:, self.base] * self.numerator / self.denominator
+            # integers below 2**53 times a small integer, then one correctly rounded division;
+            # + 0.0 turns the -0.0 of a negative multiple of 0 into the product's +0.0
+            out[:, self.exact] = sums[:, self.base] * self.numerator / self.denominator + 0.0
         if self.double.shape[1]:
             out[:, self.inexact] = counts.astype(np.float64) @ self.double
         return out
