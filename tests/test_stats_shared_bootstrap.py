@@ -203,17 +203,80 @@ def test_intervals_agree_with_a_plain_loop_reference():
         assert ci_high == pytest.approx(high, abs=0.02)
 
 
+class _CoupledSetReference:
+    """One set corrected on its own (as first written): the reference of the corrections."""
+
+    def __init__(self, where: np.ndarray, block: np.ndarray, n_universe: int) -> None:
+        self.k = where.size
+        self.block = block
+        self.position = np.full(n_universe, -1, dtype=np.int64)
+        self.position[where] = np.arange(self.k)
+        self.inside = self.position >= 0
+
+    def correction(
+        self, draws: np.ndarray, landed: np.ndarray, gen: np.random.Generator
+    ) -> np.ndarray:
+        """Return the change of the row sums that makes each row exactly K_s draws of the set.
+
+        ``draws``: (B, N) uniform draws; ``landed``: how many per row fell in the set. A row
+        with too many drops its last surplus draws in the set; one with too few draws more.
+        """
+        surplus = landed - self.k
+        rows, picks, signs = [], [], []
+        short = np.flatnonzero(surplus < 0)
+        if short.size:
+            need = -surplus[short]
+            rows.append(np.repeat(short, need))
+            picks.append(gen.integers(0, self.k, size=int(need.sum())))
+            signs.append(np.ones(int(need.sum())))
+        over = np.flatnonzero(surplus > 0)
+        if over.size:
+            row, cluster = self._last_landed(draws, over, surplus[over])
+            rows.append(over[row])
+            picks.append(self.position[cluster])
+            signs.append(-np.ones(row.size))
+        correction = np.zeros((draws.shape[0], self.block.shape[1]), dtype=np.float64)
+        if not rows:
+            return correction
+        row_of = np.concatenate(rows)
+        order = np.argsort(row_of, kind="stable")
+        row_of = row_of[order]
+        values = self.block[np.concatenate(picks)[order]] * np.concatenate(signs)[order, None]
+        starts = np.flatnonzero(np.concatenate([[True], row_of[1:] != row_of[:-1]]))
+        correction[row_of[starts]] = np.add.reduceat(values, starts, axis=0)
+        return correction
+
+    def _last_landed(
+        self, draws: np.ndarray, over: np.ndarray, surplus: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(row of ``over``, cluster) of each row's last ``surplus`` draws in the set.
+
+        Only a tail of each row is searched, widened until every row has enough of them.
+        """
+        n_universe = draws.shape[1]
+        most = int(surplus.max())
+        width = min(n_universe, math.ceil((most + 4 * math.sqrt(most) + 16) * n_universe / self.k))
+        while True:
+            tail = draws[over, n_universe - width :]
+            hit = self.inside[tail]
+            if width == n_universe or (hit.sum(axis=1) >= surplus).all():
+                break
+            width = min(n_universe, 2 * width)
+        # hits at or after each position
+        later = np.cumsum(hit[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
+        row, column = np.nonzero(hit & (later <= surplus[:, np.newaxis]))
+        return row, tail[row, column]
+
+
 def _dense_coupled_reference(sets, n_universe, n_resamples, gen):
     """The coupled sums as first written: whole-batch offset bincount, one float64 product."""
-    from recoverylab.stats import _shared_draws
-
     widths = [block.shape[1] for _, block in sets]
     edges = np.concatenate([[0], np.cumsum(widths)]).astype(np.int64)
     design = np.zeros((n_universe, int(edges[-1]) + len(sets)))
     for i, (where, block) in enumerate(sets):
         design[where, edges[i] : edges[i + 1]] = block
         design[where, edges[-1] + i] = 1.0
-    coupled = [_shared_draws._CoupledSet(where, block, n_universe) for where, block in sets]
+    coupled = [_CoupledSetReference(where, block, n_universe) for where, block in sets]
     outs = [np.empty((n_resamples, w)) for w in widths]
     batch = max(1, min(256, stats._limits.MAX_BATCH_ELEMENTS // n_universe))
     for start in range(0, n_resamples, batch):
@@ -260,3 +323,96 @@ def test_cached_row_counts_match_one_bincount():
     offsets = (np.arange(37, dtype=np.int64) * 5_000)[:, np.newaxis]
     want = np.bincount((draws + offsets).reshape(-1), minlength=37 * 5_000).reshape(37, 5_000)
     np.testing.assert_array_equal(_shared_draws._row_counts(draws), want)
+
+
+def _product_design(gen):
+    """Columns of every kind the exact product tells apart, in random order."""
+    n = int(gen.integers(5, 400))
+    ints = gen.integers(0, 9, size=(n, 3)).astype(float)
+    ints[gen.random(n) < 0.3, 0] = 0.0
+    repeats = int(gen.integers(2, 6))
+    columns = [
+        ints,
+        ints[:, :1] * repeats,  # proportional to an integer column (attempts = 3 x states)
+        ints[:, 1:2] / repeats,  # a multiple of 1/repeats, proportional too (pass@1)
+        gen.integers(0, 7, size=(n, 1)) / 3.0,  # multiples of 1/3, on their own
+        gen.random((n, 1)) * 5,  # no small denominator: float64
+        np.zeros((n, 1)),  # all zero
+        -ints[:, 2:3],  # negative multiple
+        np.full((n, 1), 2.0**23),  # integral but too large for float32 sums
+    ]
+    design = np.hstack(columns)
+    return design[:, gen.permutation(design.shape[1])]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_exact_product_equals_a_float64_product(seed):
+    # Integer columns (also when computed from a proportional one) are bit for bit those of a
+    # float64 product; multiples of 1/L and plain floats agree up to the summation order.
+    from recoverylab.stats import _shared_draws
+
+    gen = np.random.default_rng(seed)
+    design = _product_design(gen)
+    counts = gen.multinomial(design.shape[0], np.ones(design.shape[0]) / design.shape[0], 50)
+    counts = counts.astype(np.float32)
+    rows = np.arange(design.shape[0])
+    got = _shared_draws._ExactProduct([(rows, design)], design.shape[0])(counts)[:, :-1]
+    want = counts.astype(np.float64) @ design
+    integral = (design == np.round(design)).all(axis=0)
+    np.testing.assert_array_equal(got[:, integral], want[:, integral])
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=0)
+
+
+def test_exact_product_shares_proportional_columns_and_keeps_floats_double():
+    from recoverylab.stats import _shared_draws
+
+    gen = np.random.default_rng(4)
+    states = gen.integers(1, 5, size=(200, 1)).astype(float)
+    passes = gen.integers(0, 4, size=(200, 1)).astype(float)
+    other = gen.random((200, 1))
+    design = np.hstack([states, 3 * states, passes, passes / 3, passes / 7 + 1e-9, other])
+    product = _shared_draws._ExactProduct([(np.arange(200), design)], 200)
+    assert product.single.shape[1] == 3  # states, passes (the rest: multiples) and landed draws
+    assert product.double.shape[1] == 2  # not a multiple of 1/L within rounding; random
+    assert product.single.dtype == np.float32
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_corrections_of_all_sets_equal_each_set_corrected_alone(seed):
+    # Sets from half to all of the clusters, rows short and over-full, fractional values: the
+    # corrections found for all sets at once draw the same stream and sum in the same order as
+    # correcting each set on its own, so they are equal bit for bit.
+    from recoverylab.stats import _shared_draws
+
+    gen = np.random.default_rng(seed)
+    n_universe = int(gen.integers(2, 2_000))
+    sets = []
+    for _ in range(int(gen.integers(1, 6))):
+        size = int(gen.integers((n_universe + 1) // 2, n_universe + 1))
+        where = np.sort(gen.choice(n_universe, size=size, replace=False))
+        sets.append((where, gen.random((size, int(gen.integers(1, 4)))) * 7))
+    rows = int(gen.integers(1, 300))
+    draws = gen.integers(0, n_universe, size=(rows, n_universe), dtype=np.int32)
+    inside = np.zeros((len(sets), n_universe))
+    for i, (where, _) in enumerate(sets):
+        inside[i, where] = 1.0
+    counts = np.stack([np.bincount(r, minlength=n_universe) for r in draws])
+    landed = (counts @ inside.T).astype(np.int64)
+    got = _shared_draws._Corrections(sets, n_universe)(draws, landed, np.random.default_rng(seed))
+    reference, want = np.random.default_rng(seed), []
+    for i, (where, block) in enumerate(sets):
+        one = _CoupledSetReference(where, block, n_universe)
+        want.append(one.correction(draws, landed[:, i], reference))
+    np.testing.assert_array_equal(got, np.hstack(want))
+
+
+def test_exact_product_of_a_negative_multiple_sums_to_positive_zero():
+    # b = -a is computed from a's sum; where no draw hits a nonzero value the sum is +0.0, as
+    # a product gives it, never -0.0.
+    from recoverylab.stats import _shared_draws
+
+    design = np.array([[0.0, -0.0], [0.0, -0.0], [2.0, -2.0]])
+    counts = np.array([[2, 1, 0], [0, 0, 3]], dtype=np.float32)
+    got = _shared_draws._ExactProduct([(np.arange(3), design)], 3)(counts)[:, :2]
+    assert got.tolist() == [[0.0, 0.0], [6.0, -6.0]]
+    assert not np.signbit(got[0]).any()

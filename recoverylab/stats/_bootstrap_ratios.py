@@ -90,24 +90,13 @@ def cluster_bootstrap_ratios(
         raise ParameterError(f"columns {missing} are not in `partials` ({partials.columns}).")
     keys = list(dict.fromkeys([*cells_l, cluster]))  # the cluster may be a cell key itself
     frame = partials.select(*keys, *(pl.col(c).cast(pl.Float64) for c in columns))
-    frame = frame.sort(keys, nulls_last=False)
-    if frame.select(pl.struct(*keys).is_duplicated().any()).item():
-        raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
-    # Every cluster's position among all clusters of the call (sorted, so row order is moot).
-    universe = frame.select(cluster).unique().sort(cluster, nulls_last=False).with_row_index("__at")
-    frame = frame.join(universe, on=cluster, how="left", nulls_equal=True, maintain_order="left")
-    parts: list[tuple[tuple[Any, ...], pl.DataFrame]] = (
-        list(frame.partition_by(cells_l, as_dict=True, maintain_order=True).items())
-        if cells_l
-        else ([((), frame)] if frame.height else [])
-    )
     groups: dict[bytes, list[tuple[tuple, np.ndarray]]] = {}
     members: dict[bytes, np.ndarray] = {}
-    for key, part in parts:
-        at = part.get_column("__at").to_numpy().astype(np.int64)
+    n_universe, by_cell = _cells_by_position(frame, cells_l, cluster, columns)
+    for key, at, values in by_cell:
         members.setdefault(at.tobytes(), at)
-        groups.setdefault(at.tobytes(), []).append((key, part.select(columns).to_numpy()))
-    sums = _ratio_resample_sums(groups, members, universe.height, n_resamples, seed)
+        groups.setdefault(at.tobytes(), []).append((key, values))
+    sums = _ratio_resample_sums(groups, members, n_universe, n_resamples, seed)
     rows = [
         (*key, *row)
         for at_key, cells_of_set in groups.items()
@@ -121,6 +110,41 @@ def cluster_bootstrap_ratios(
         "n_clusters": pl.Int64,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _cells_by_position(
+    frame: pl.DataFrame, cells: list[str], cluster: str, columns: list[str]
+) -> tuple[int, list[tuple[tuple[Any, ...], np.ndarray, np.ndarray]]]:
+    """Return the number of clusters and, per cell in sorted key order, key, positions, values.
+
+    A cluster's position is its rank among all clusters of the call (sorted, nulls first), so
+    row order is moot; a cell's rows are ordered by position. Only the cell keys and the
+    positions are sorted (a sort of every row by its string keys cost more than the draws).
+    """
+    universe = frame.select(cluster).unique().sort(cluster, nulls_last=False)
+    frame = frame.join(universe.with_row_index("__at"), on=cluster, how="left", nulls_equal=True)
+    cell = np.zeros(frame.height, dtype=np.int64)
+    key_rows: list[tuple[Any, ...]] = [()] if frame.height else []
+    if cells:
+        keys = frame.select(cells).unique().sort(cells, nulls_last=False)
+        frame = frame.join(keys.with_row_index("__cell"), on=cells, how="left", nulls_equal=True)
+        cell = frame.get_column("__cell").to_numpy().astype(np.int64)
+        key_rows = keys.rows()
+    at = frame.get_column("__at").to_numpy().astype(np.int64)
+    order = np.argsort(cell * max(universe.height, 1) + at, kind="stable")
+    cell, at = cell[order], at[order]
+    if np.any((cell[1:] == cell[:-1]) & (at[1:] == at[:-1])):
+        raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
+    # column by column, as polars hands a frame to numpy: each cell's column sums (estimates)
+    # keep their order, and no copy per cell is needed
+    values = np.empty((order.size, len(columns)), dtype=np.float64, order="F")
+    for j, column in enumerate(columns):
+        values[:, j] = frame.get_column(column).to_numpy()[order]
+    edges = np.searchsorted(cell, np.arange(len(key_rows) + 1))
+    return universe.height, [
+        (key, at[edges[i] : edges[i + 1]], values[edges[i] : edges[i + 1]])
+        for i, key in enumerate(key_rows)
+    ]
 
 
 def _ratio_rows(
