@@ -72,47 +72,55 @@ def _score_query(
 
 
 def _cited_sources(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
-    """One row per citation with its ``relation`` and whether it is ``_supported``.
+    """One row per cited (episode key, source) with its ``relation`` and whether ``_supported``.
 
     Supported = visited and compliantly reachable (only those count towards S ∩ C and S ⊆ V).
-    The steps stream through a semi-join against the citations, not a de-duplication of all.
+    ``_cites`` is the number of citation rows of the pair (1 in a checked table). Whether a
+    cited source was visited comes from one group-by over the citations and the steps together
+    (a step row adds to ``_rows`` only): cheaper than a semi-join, de-duplication and join.
     """
-    citations = tables["citations"].select("_episode", "resource_id")
-    supported = pl.col("_visited").fill_null(False) & pl.col("reachable").fill_null(False)
-    visited = (
-        tables["steps"]
-        .select("_episode", "resource_id")
-        .filter(pl.col("resource_id").is_not_null())  # never cited; cheaper to drop than probe
-        .join(citations, on=["_episode", "resource_id"], how="semi")
-        .unique()
-        .with_columns(pl.lit(True).alias("_visited"))
+    cites = pl.col("_cites")
+    pairs = (
+        pl.concat(
+            [
+                tables["citations"].select("_episode", "resource_id", pl.lit(1).alias("_cites")),
+                tables["steps"]
+                .select("_episode", "resource_id", pl.lit(0).alias("_cites"))
+                .filter(pl.col("resource_id").is_not_null()),  # never cited: drop, not group
+            ]
+        )
+        .group_by("_episode", "resource_id")
+        .agg(cites.sum(), pl.len().alias("_rows"))
+        .filter(cites > 0)
     )
+    supported = (pl.col("_rows") > cites) & pl.col("reachable").fill_null(False)
     return (
-        citations.join(tables["episodes"].select("_episode", "_case"), on="_episode", how="inner")
+        pairs.join(tables["episodes"].select("_episode", "_case"), on="_episode", how="inner")
         .join(
             tables["resources"].select("_case", "resource_id", "relation", "reachable"),
             on=["_case", "resource_id"],
             how="left",
         )
-        .join(visited, on=["_episode", "resource_id"], how="left")
-        .with_columns(supported.alias("_supported"))
+        .select("_episode", "resource_id", "relation", cites, supported.alias("_supported"))
     )
 
 
 def _citation_counts(cited: pl.LazyFrame) -> pl.LazyFrame:
     """Per episode key that cites: |S|, unsupported / supported-copy / supported-version counts."""
     supported = pl.col("_supported")
+    cites = pl.col("_cites")
 
     def count(condition: pl.Expr, name: str) -> pl.Expr:
-        return condition.sum().cast(pl.Int64).alias(name)
+        return cites.filter(condition).sum().cast(pl.Int64).alias(name)
 
     # One aggregation, unsupported list included, so the citation joins run once.
+    unsupported = pl.col("resource_id").filter(~supported).repeat_by(cites.filter(~supported))
     return cited.group_by("_episode").agg(
-        pl.len().cast(pl.Int64).alias("n_cited"),
+        cites.sum().cast(pl.Int64).alias("n_cited"),
         count(~supported, "_n_unsupported"),
         count(supported & (pl.col("relation") == "copy"), "_n_cited_copy"),
         count(supported & (pl.col("relation") == "other_version"), "_n_cited_version"),
-        pl.col("resource_id").filter(~supported).sort().alias("unsupported"),
+        unsupported.list.explode(keep_nulls=False, empty_as_null=False).sort().alias("unsupported"),
     )
 
 
