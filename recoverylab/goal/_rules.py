@@ -14,7 +14,6 @@ import polars as pl
 
 from recoverylab.goal._tables import (
     _CASE_INTERNAL,
-    _REPORT_COLUMNS,
     _RESULT_COLUMNS,
     _Problem,
     _raise_first,
@@ -127,21 +126,27 @@ def _citation_counts(cited: pl.LazyFrame) -> pl.LazyFrame:
 def _episode_counts(
     tables: Mapping[str, pl.LazyFrame], step_counts: pl.LazyFrame, citation_counts: pl.LazyFrame
 ) -> pl.LazyFrame:
-    """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none)."""
+    """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none).
+
+    The report's strings are only compared: the episode's own ones become flags before any
+    join, and the case columns join last, so each join carries as few columns as it can.
+    """
     per_case = (
         tables["cases"]
         .drop("case_id")  # the episode's own
         .join(_reachable_counts(tables["resources"], "_case"), on="_case", how="left")
     )
     counts = ("steps", "n_prohibited", "n_cited", "_n_unsupported")
+    own, with_case = _report_flags()
     return (
         tables["episodes"]
-        .join(per_case, on="_case", how="inner")
-        # The report's strings are only compared: carry four flags through the joins instead.
-        .with_columns(*_report_flags())
-        .drop(*_REPORT_COLUMNS, *_CASE_INTERNAL)
+        .with_columns(*own)
+        .drop("answer", "version_claim")
         .join(step_counts, on="_episode", how="left")
         .join(citation_counts, on="_episode", how="left")
+        .join(per_case, on="_case", how="inner")
+        .with_columns(*with_case)
+        .drop("diagnosis", "requested_user", *_CASE_INTERNAL)
         .with_columns(
             pl.col("_n_copies", "_n_versions", *counts, "_n_cited_copy", "_n_cited_version")
             .fill_null(pl.lit(0, dtype=pl.Int64))
@@ -151,14 +156,20 @@ def _episode_counts(
     )
 
 
-def _report_flags() -> list[pl.Expr]:
-    """Return the parts of an episode's report that seed Eq. 1 tests, as Boolean columns."""
-    return [
+def _report_flags() -> tuple[list[pl.Expr], list[pl.Expr]]:
+    """Return the parts of an episode's report that seed Eq. 1 tests, as Boolean columns.
+
+    The first flags need the episode only; the others compare it with its case.
+    """
+    own = [
         pl.col("answer").is_not_null().alias("_answered"),
         (pl.col("version_claim").fill_null("") == "other").alias("_disclosed"),
+    ]
+    with_case = [
         (pl.col("diagnosis") == pl.col("barrier")).fill_null(False).alias("_diagnosed"),
         (pl.col("needs_user_help") & ~pl.col("requested_user")).alias("_help_missing"),
     ]
+    return own, with_case
 
 
 def _branch() -> pl.Expr:
