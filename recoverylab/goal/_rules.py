@@ -22,12 +22,17 @@ from recoverylab.goal._tables import (
 
 def _reachable_counts(resources: pl.LazyFrame, key: str = "case_id") -> pl.LazyFrame:
     """Per case (``key``: its id or its key column): |C| and |V| (reachable copies, versions)."""
+    return resources.group_by(key).agg(*_reachable_exprs())
+
+
+def _reachable_exprs() -> list[pl.Expr]:
+    """Return the aggregations ``_n_copies`` and ``_n_versions`` of a case's resources."""
     copies = (pl.col("relation") == "copy") & pl.col("reachable")
     versions = (pl.col("relation") == "other_version") & pl.col("reachable")
-    return resources.group_by(key).agg(
+    return [
         copies.sum().cast(pl.Int64).alias("_n_copies"),
         versions.sum().cast(pl.Int64).alias("_n_versions"),
-    )
+    ]
 
 
 def _score_query(
@@ -248,6 +253,29 @@ def _per_case(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     )
 
 
+def _case_counts(
+    tables: Mapping[str, pl.LazyFrame], rules: Sequence[tuple[pl.Expr, str, str]]
+) -> pl.LazyFrame:
+    """Count the cases breaking each regime rule and the resources of ``_unknown`` cases.
+
+    One pass over ``resources``: its per-case counts are fully joined with ``cases``, so a
+    resource row whose case is not listed lands in a row of its own.
+    """
+    per_resource_case = (
+        tables["resources"].group_by("case_id").agg(pl.len().alias("_n_rows"), *_reachable_exprs())
+    )
+    listed = pl.col("_listed").fill_null(False)
+    return (
+        tables["cases"]
+        .select("case_id", "regime", "barrier", pl.lit(True).alias("_listed"))
+        .join(per_resource_case, on="case_id", how="full", coalesce=True)
+        .select(
+            *(rule.filter(listed).sum().alias(str(i)) for i, (rule, *_) in enumerate(rules)),
+            pl.col("_n_rows").filter(~listed).sum().alias("_unknown"),
+        )
+    )
+
+
 def _citation_counts_on(tables: Mapping[str, pl.LazyFrame], *, hashed: bool) -> pl.LazyFrame:
     """Count the citations of ``unknown`` episodes and of ``unlisted`` sources.
 
@@ -289,20 +317,22 @@ def _check_consistency(
     episode_case = episodes.select("episode_id", "case_id")
     per_case = _per_case(tables)
     rules = _case_rules()
-    case_counts, citation_counts, unknown_resources, unknown_cases = pl.collect_all(
+    case_counts, citation_counts, unknown_cases = pl.collect_all(
         [
-            per_case.select(*(rule.sum().alias(str(i)) for i, (rule, *_) in enumerate(rules))),
+            _case_counts(tables, rules),
             _citation_counts_on(tables, hashed=True),
-            resources.join(case_ids, on="case_id", how="anti").select(pl.len()),
             episodes.select("case_id").join(case_ids, on="case_id", how="anti").select(pl.len()),
         ],
         engine="streaming",
     )
+    unknown_resources = case_counts["_unknown"]
     if not all(keys.row(0)):
         citation_counts = _citation_counts_on(tables, hashed=False).collect()
     case_problems = [
         _Problem(per_case.filter(rule).select("case_id"), ("case_id",), what, requirement, n)
-        for (rule, what, requirement), n in zip(rules, case_counts.row(0), strict=True)
+        for (rule, what, requirement), n in zip(
+            rules, case_counts.drop("_unknown").row(0), strict=True
+        )
     ]
     # Anti-joins come before any de-duplication, so only offending rows (normally none) are
     # de-duplicated rather than every step.
