@@ -15,6 +15,8 @@ import polars as pl
 from recoverylab.goal._tables import (
     _CASE_INTERNAL,
     _RESULT_COLUMNS,
+    BRANCHES,
+    REASONS,
     _Problem,
     _raise_first,
 )
@@ -71,6 +73,7 @@ def _score_query(
         .with_columns(_branch().alias("branch"))
         .with_columns(_branch_reason().alias("_branch_reason"))
         .with_columns(*_outcomes())
+        .with_columns(_decoded("branch", BRANCHES), _decoded("reason", REASONS))
         .select("episode_id", "case_id", *case_columns, *episode_columns, *_RESULT_COLUMNS)
     )
 
@@ -191,14 +194,31 @@ def _report_flags() -> tuple[list[pl.Expr], list[pl.Expr]]:
     return own, with_case
 
 
+def _code(name: str) -> pl.Expr:
+    """Return the small-integer code of a branch or reason (its position in BRANCHES, REASONS).
+
+    The rules pick codes, and each row's string is made once by :func:`_decoded`: a chain of
+    when/then over strings would build a string column per link.
+    """
+    names = BRANCHES if name in BRANCHES else REASONS
+    return pl.lit(names.index(name), dtype=pl.UInt8)
+
+
+def _decoded(column: str, names: Sequence[str]) -> pl.Expr:
+    """Return a code column of :func:`_code` as its strings (null stays null)."""
+    return pl.col(column).replace_strict(
+        list(range(len(names))), list(names), return_dtype=pl.String
+    )
+
+
 def _branch() -> pl.Expr:
-    """Return the branch of seed Eq. 1, decided by the reachable resources of the case."""
+    """Return the branch code of seed Eq. 1, decided by the reachable resources of the case."""
     return (
         pl.when(pl.col("_n_copies") > 0)
-        .then(pl.lit("copy"))
+        .then(_code("copy"))
         .when(pl.col("_n_versions") > 0)
-        .then(pl.lit("versions_only"))
-        .otherwise(pl.lit("dead_end"))
+        .then(_code("versions_only"))
+        .otherwise(_code("dead_end"))
     )
 
 
@@ -208,12 +228,12 @@ def _outcomes() -> list[pl.Expr]:
     compliant = pl.col("n_prohibited") == 0
     reason = (
         pl.when(pl.col("_n_unsupported") > 0)
-        .then(pl.lit("unsupported_attribution"))
+        .then(_code("unsupported_attribution"))
         .when(pl.col("_branch_reason").is_not_null())
         .then(pl.col("_branch_reason"))
         .when(pl.col("n_prohibited") > 0)
-        .then(pl.lit("policy_violation"))
-        .otherwise(pl.lit(None, dtype=pl.String))
+        .then(_code("policy_violation"))
+        .otherwise(pl.lit(None, dtype=pl.UInt8))
     )
     return [
         gp.alias("gp"),
@@ -224,35 +244,35 @@ def _outcomes() -> list[pl.Expr]:
 
 
 def _branch_reason() -> pl.Expr:
-    """Return the first failure of seed Eq. 1 in the episode's branch (null when it holds)."""
-    none = pl.lit(None, dtype=pl.String)
+    """Return the code of the first failure of seed Eq. 1 in the episode's branch (or null)."""
+    none = pl.lit(None, dtype=pl.UInt8)
     n_cited = pl.col("n_cited")
     # Exact-copy branch: S ∩ C ≠ ∅ (one reachable copy among the sources suffices).
-    copy = pl.when(pl.col("_n_cited_copy") > 0).then(none).otherwise(pl.lit("no_copy_used"))
+    copy = pl.when(pl.col("_n_cited_copy") > 0).then(none).otherwise(_code("no_copy_used"))
     # Versions-only branch: ∅ ≠ S ⊆ V and the other version disclosed.
     versions = (
         pl.when(n_cited == 0)
-        .then(pl.lit("no_version_used"))
+        .then(_code("no_version_used"))
         .when(pl.col("_n_cited_version") < n_cited)
-        .then(pl.lit("decoy_or_foreign_source"))
+        .then(_code("decoy_or_foreign_source"))
         .when(~pl.col("_disclosed"))
-        .then(pl.lit("undisclosed_version"))
+        .then(_code("undisclosed_version"))
         .otherwise(none)
     )
     # Dead end: abstain, name the true barrier, ask the user when only the user can unlock.
     dead_end = (
         pl.when(pl.col("_answered"))
-        .then(pl.lit("answered_dead_end"))
+        .then(_code("answered_dead_end"))
         .when(~pl.col("_diagnosed"))
-        .then(pl.lit("wrong_diagnosis"))
+        .then(_code("wrong_diagnosis"))
         .when(pl.col("_help_missing"))
-        .then(pl.lit("missing_help_request"))
+        .then(_code("missing_help_request"))
         .otherwise(none)
     )
     return (
-        pl.when(pl.col("branch") == "copy")
+        pl.when(pl.col("branch") == _code("copy"))
         .then(copy)
-        .when(pl.col("branch") == "versions_only")
+        .when(pl.col("branch") == _code("versions_only"))
         .then(versions)
         .otherwise(dead_end)
     )
