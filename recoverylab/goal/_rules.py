@@ -46,9 +46,11 @@ def _score_query(
 ) -> pl.LazyFrame:
     """Build the lazy per-episode scoring query (seed Eq. 1-3) over the checked tables.
 
-    ``steps`` is read by two streaming aggregations and never joined row by row; the rest is
-    one row per episode or citation. The keys ``_episode`` and ``_case`` are the ids' hashes
-    for the columns in ``hashed`` (see :func:`_key_partial`), else the ids.
+    ``steps`` is read once (one scan shared by the query) into two streaming aggregations: the
+    counts per episode and the visited cited sources (:func:`_cited_sources`, where the steps
+    are only filtered by a semi-join); the rest is one row per episode or citation. The keys
+    ``_episode`` and ``_case`` are the ids' hashes for the columns in ``hashed`` (see
+    :func:`_key_partial`), else the ids.
     """
     episode = _key("episode_id", "_episode", hashed="episode_id" in hashed)
     case = _key("case_id", "_case", hashed="case_id" in hashed)
