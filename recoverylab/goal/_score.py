@@ -225,16 +225,12 @@ def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.Dat
     contract = spec(table)
     (column,) = contract.key
     checks = data_checks(contract, lazy.collect_schema())
-    totals, flag = pl.collect_all(
-        [
-            lazy.select(
-                pl.len().alias("__rows"),
-                *(expr.sum().alias(name) for name, expr in checks.items()),
-            ),
-            lazy.select(_distinct_hashes(column).alias(column)),
-        ],
-        engine="streaming",
-    )
+    # one query, so one scan (collect_all would scan the table once per query)
+    totals = lazy.select(
+        pl.len().alias("__rows"),
+        *(expr.sum().alias(name) for name, expr in checks.items()),
+        _distinct_hashes(column).alias(column),
+    ).collect(engine="streaming")
     raise_data_problems(
         lazy,
         contract,
@@ -242,6 +238,7 @@ def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.Dat
         {name: int(totals[name].item()) for name in checks},
         int(totals["__rows"].item()),
     )
+    flag = totals.select(column)
     if not flag.item():
         check_unique_keys(lazy, contract, contract.key)
     return lazy, flag
