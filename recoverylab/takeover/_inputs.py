@@ -39,6 +39,10 @@ _NOT_GROUPABLE = ("state_id", "repeat", *FLAGS)
 #: Per-unit columns of :func:`checked_units`' one pass that only the checks read.
 _FIRST, _LAST, _DISTINCT = "__first_repeat", "__last_repeat", "__distinct_repeats"
 
+#: Integer codes of ``workflow_id`` and ``root_cause_id`` (per shard) that
+#: :func:`checked_units` can keep for a caller that groups by them.
+CODES = ("__workflow", "__root")
+
 
 @dataclass(frozen=True)
 class Inputs:
@@ -164,19 +168,21 @@ def check_consistency(
 
     In this order: attempts of unknown states, root causes under more than one workflow, units
     whose repeats have gaps, units with fewer than ``k`` repeats on an eligible state; all in
-    one ``collect_all`` over ``per_unit`` (the small per-unit table of :func:`checked_units`).
+    one ``collect_all`` over ``per_unit`` (the small per-unit table of :func:`checked_units`,
+    already joined with its state: ``replay_ok`` is null for a state not in `states`).
     ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard: the
     root-cause check and the first repeat are decided over all shards (:func:`check_roots`).
     """
-    states = inputs.states
     unit = ["state_id", *inputs.unit_keys]
     units = per_unit.select(
         *unit,
         pl.col("repeats").alias("n"),
         pl.col(_FIRST).alias("lo"),
         pl.col(_LAST).alias("hi"),
+        (pl.col("replay_ok") & pl.col("expected_ok")).alias("eligible"),
+        pl.col("replay_ok").is_null().alias("unknown"),
     )
-    unknown = units.join(states.select("state_id"), on="state_id", how="anti")
+    unknown = units.filter(pl.col("unknown"))
     base_query = (
         units.select(pl.col("lo").min().alias("base"))
         if base is None
@@ -185,8 +191,7 @@ def check_consistency(
     gaps = units.join(base_query, how="cross").filter(
         (pl.col("lo") != pl.col("base")) | (pl.col("hi") - pl.col("lo") + 1 != pl.col("n"))
     )
-    eligible = states.filter(pl.col("replay_ok") & pl.col("expected_ok")).select("state_id")
-    short = units.join(eligible, on="state_id", how="semi").filter(pl.col("n") < k)
+    short = units.filter(pl.col("eligible") & (pl.col("n") < k))
     queries = {
         "unknown": unknown.select(
             pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
@@ -199,10 +204,8 @@ def check_consistency(
         "short_keys": short.sort(unit).head(5).select(unit),
     }
     if roots:
-        queries["roots"], queries["roots_keys"] = _root_queries(states)
-    got = dict(
-        zip(queries, pl.collect_all(list(queries.values()), engine="streaming"), strict=True)
-    )
+        queries["roots"], queries["roots_keys"] = _root_queries(inputs.states)
+    got = dict(zip(queries, pl.collect_all(list(queries.values())), strict=True))
     rows = int(got["unknown"]["rows"][0])
     if rows:
         n = int(got["unknown"]["states"][0])
@@ -237,15 +240,28 @@ def check_consistency(
 
 
 def checked_units(
-    inputs: Inputs, k: int, *, base: int | None = None, roots: bool = True
+    inputs: Inputs,
+    k: int,
+    *,
+    base: int | None = None,
+    roots: bool = True,
+    codes: bool = False,
 ) -> pl.LazyFrame:
     """Run :func:`check_consistency` and return :func:`units`, reading the attempts once.
 
-    One group-by per unit, collected once (far fewer rows than attempts), gives the unit counts
-    and what the checks need (first and last repeat; distinct repeats, which also catch duplicate
-    (state_id, agent, repeat) keys, with :func:`validate`'s message, after ``checks="schema"``).
+    One group-by per unit, joined with its state and collected once (far fewer rows than
+    attempts), gives the unit counts and what the checks need (first and last repeat; distinct
+    repeats, which also catch duplicate (state_id, agent, repeat) keys, with :func:`validate`'s
+    message, after ``checks="schema"``). The states are joined once, here: the checks and every
+    later query read the joined units from memory. ``codes`` keeps ``__workflow`` and
+    ``__root``, integer codes of the workflow and root cause that group faster than their text.
     """
     unit = ["state_id", *inputs.unit_keys]
+    state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
+    states = inputs.states.select(state_columns).with_columns(
+        pl.col("workflow_id").rank("dense").cast(pl.UInt32).alias(CODES[0]),
+        pl.col("root_cause_id").rank("dense").cast(pl.UInt32).alias(CODES[1]),
+    )
     per_unit = (
         inputs.attempts.group_by(unit)
         .agg(
@@ -254,6 +270,7 @@ def checked_units(
             pl.col("repeat").max().alias(_LAST),
             pl.col("repeat").n_unique().alias(_DISTINCT),
         )
+        .join(states, on="state_id", how="left")
         .collect(engine="streaming")
     )
     repeated = per_unit.filter(pl.col(_DISTINCT) < pl.col("repeats"))
@@ -265,7 +282,8 @@ def checked_units(
             (*contract.key, *inputs.unit_keys[1:]),
         )
     check_consistency(inputs, k, base=base, roots=roots, per_unit=per_unit.lazy())
-    return units(inputs, k, per_unit=per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT))
+    found = units(per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT), k)
+    return found if codes else found.drop(CODES)
 
 
 def check_roots(states: pl.LazyFrame) -> None:
@@ -363,23 +381,26 @@ def unit_aggregates() -> list[pl.Expr]:
     return [expr.cast(pl.Int64).alias(name) for name, expr in exprs.items()]
 
 
-def units(inputs: Inputs, k: int, *, per_unit: pl.LazyFrame) -> pl.LazyFrame:
+def units(joined: pl.LazyFrame, k: int) -> pl.LazyFrame:
     """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason.
 
-    ``per_unit``: the attempts aggregated by :func:`unit_aggregates` (see :func:`checked_units`).
+    ``joined``: the attempts aggregated by :func:`unit_aggregates` per unit, joined with their
+    states (see :func:`checked_units`); units of unknown states are dropped.
     """
-    state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
-    joined = per_unit.join(inputs.states.select(state_columns), on="state_id", how="inner")
-    return joined.with_columns(
-        (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
-        pass_at_k_expr("repeats", "n_passed", k).alias("pass_at_k"),
-        pl.when(~pl.col("replay_ok"))
-        .then(pl.lit(REJECTED[0]))
-        .when(~pl.col("expected_ok"))
-        .then(pl.lit(REJECTED[1]))
-        .otherwise(pl.lit(None, dtype=pl.String))
-        .alias("excluded"),
-    ).drop("replay_ok", "expected_ok")
+    return (
+        joined.filter(pl.col("replay_ok").is_not_null())
+        .with_columns(
+            (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
+            pass_at_k_expr("repeats", "n_passed", k).alias("pass_at_k"),
+            pl.when(~pl.col("replay_ok"))
+            .then(pl.lit(REJECTED[0]))
+            .when(~pl.col("expected_ok"))
+            .then(pl.lit(REJECTED[1]))
+            .otherwise(pl.lit(None, dtype=pl.String))
+            .alias("excluded"),
+        )
+        .drop("replay_ok", "expected_ok")
+    )
 
 
 def restrict(

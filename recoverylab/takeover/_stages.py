@@ -134,8 +134,12 @@ def scored_shard(
     k: int,
     common_states: bool,
     common_sample: bool,
+    codes: bool = False,
 ) -> tuple[pl.LazyFrame, Inputs]:
-    """One shard's checked units under the whole-table restrictions in ``state`` (every stage)."""
+    """One shard's checked units under the whole-table restrictions in ``state`` (every stage).
+
+    ``codes``: keep the integer workflow and root-cause codes (:data:`CODES`).
+    """
     # The checks stage validated every row; the one pass of checked_units does the rest.
     inputs = load(frames["states"], frames["attempts"], by, checks="schema")
     frame = scored_units(
@@ -144,7 +148,7 @@ def scored_shard(
         common_states=common_states,
         agents=state["agents"],
         depths=state["depths"],
-        found=checked_units(inputs, k, base=state["base"], roots=False),
+        found=checked_units(inputs, k, base=state["base"], roots=False, codes=codes),
     )
     return frame, inputs
 

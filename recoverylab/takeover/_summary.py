@@ -17,6 +17,7 @@ from recoverylab import engines, plan, stats
 from recoverylab.schema import column_names
 from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
+    CODES,
     NOT_COMMON,
     REJECTED,
     check_settings,
@@ -83,12 +84,17 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
 
     Unscored units are zeroed (or nulled) before the group-by, so that every aggregation is a
     plain sum or count: a ``filter`` inside a group-by aggregation is several times slower.
+    The group-by keys the workflow and counts the root causes by their integer :data:`CODES`
+    (faster than their text); the workflow names are joined back to the few partial rows.
     """
+    workflow, root = (pl.col(c) for c in CODES)
+    cells = [c for c in by if c != "workflow_id"]
     scored = pl.col("excluded").is_null()
     masked = frame.select(
-        *cluster_keys(by),
+        workflow,
+        *cells,
         scored.cast(pl.Int64).alias("attempted_states"),
-        pl.when(scored).then(pl.col("root_cause_id")).alias("__root"),
+        pl.when(scored).then(root).alias("__root"),
         pl.when(scored).then(pl.col("repeats")).otherwise(0).alias("attempts"),
         pl.when(pl.col("excluded").is_in(REJECTED))
         .then(pl.col("repeats"))
@@ -102,14 +108,18 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
             for c in ("pass_at_1", "pass_at_k")
         ),
     )
-    root = pl.col("__root")
-    return masked.group_by(cluster_keys(by)).agg(
+    root_ = pl.col("__root")
+    partials = masked.group_by(CODES[0], *cells).agg(
         pl.col("attempted_states").sum().cast(pl.Int64),
-        (root.n_unique() - (root.null_count() > 0).cast(pl.UInt32))
+        (root_.n_unique() - (root_.null_count() > 0).cast(pl.UInt32))
         .cast(pl.Int64)
         .alias("root_causes"),
         *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:]),
         *(stable_sum(pl.col(c)).alias(c) for c in _SUMS),
+    )
+    names = frame.select(CODES[0], "workflow_id").unique(CODES[0])
+    return partials.join(names, on=CODES[0]).select(
+        *cluster_keys(by), "attempted_states", "root_causes", *_COUNTS[2:], *_SUMS
     )
 
 
@@ -321,7 +331,7 @@ def _summary_partial(
     state: dict[str, Any],
     **options: Any,
 ) -> dict[str, pl.LazyFrame]:
-    frame, inputs = scored_shard(frames, state, **options)
+    frame, inputs = scored_shard(frames, state, codes=True, **options)
     return {
         "partials": _partials(frame, list(inputs.by)),
         "slices": eligibility_counts(inputs.states, inputs.state_keys),
