@@ -38,6 +38,8 @@ _NOT_GROUPABLE = ("state_id", "repeat", *FLAGS)
 
 #: Per-unit columns of :func:`checked_units`' one pass that only the checks read.
 _FIRST, _LAST, _DISTINCT = "__first_repeat", "__last_repeat", "__distinct_repeats"
+#: Rows of a unit that break a data check of `attempts` (:func:`checked_units`' ``row_checks``).
+_BAD = "__bad_rows"
 
 #: Integer codes of ``workflow_id`` and ``root_cause_id`` (per shard) that
 #: :func:`checked_units` can keep for a caller that groups by them.
@@ -246,6 +248,7 @@ def checked_units(
     base: int | None = None,
     roots: bool = True,
     codes: bool = False,
+    row_checks: bool = False,
 ) -> pl.LazyFrame:
     """Run :func:`check_consistency` and return :func:`units`, reading the attempts once.
 
@@ -255,24 +258,20 @@ def checked_units(
     message, after ``checks="schema"``). The states are joined once, here: the checks and every
     later query read the joined units from memory. ``codes`` keeps ``__workflow`` and
     ``__root``, integer codes of the workflow and root cause that group faster than their text.
+
+    ``row_checks``: the whole `attempts` table, loaded with ``checks="schema"`` and not checked
+    yet (the first stage of a plan was skipped): the same pass counts the rows that break a data
+    check of :func:`validate`, and only if there are any (or no rows) are they read again to
+    raise its error (:func:`attempt_facts`); the root causes are then checked before the keys,
+    in the order of the stages.
     """
     unit = ["state_id", *inputs.unit_keys]
-    state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
-    states = inputs.states.select(state_columns).with_columns(
-        pl.col("workflow_id").rank("dense").cast(pl.UInt32).alias(CODES[0]),
-        pl.col("root_cause_id").rank("dense").cast(pl.UInt32).alias(CODES[1]),
-    )
-    per_unit = (
-        inputs.attempts.group_by(unit)
-        .agg(
-            *unit_aggregates(),
-            pl.col("repeat").min().alias(_FIRST),
-            pl.col("repeat").max().alias(_LAST),
-            pl.col("repeat").n_unique().alias(_DISTINCT),
-        )
-        .join(states, on="state_id", how="left")
-        .collect(engine="streaming")
-    )
+    per_unit = _per_unit(inputs, row_checks).collect(engine="streaming")
+    if row_checks:
+        if not per_unit.height or per_unit[_BAD].sum():
+            attempt_facts(inputs)
+        check_roots(inputs.states)
+        roots = False
     repeated = per_unit.filter(pl.col(_DISTINCT) < pl.col("repeats"))
     if repeated.height:
         contract = spec("attempts")
@@ -282,8 +281,33 @@ def checked_units(
             (*contract.key, *inputs.unit_keys[1:]),
         )
     check_consistency(inputs, k, base=base, roots=roots, per_unit=per_unit.lazy())
-    found = units(per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT), k)
+    found = units(per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT, _BAD, strict=False), k)
     return found if codes else found.drop(CODES)
+
+
+def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
+    """Aggregate the attempts per unit (counts, repeats for the checks); join their states.
+
+    With ``row_checks``, also the number of rows per unit that break a data check (``_BAD``).
+    """
+    state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
+    states = inputs.states.select(state_columns).with_columns(
+        pl.col("workflow_id").rank("dense").cast(pl.UInt32).alias(CODES[0]),
+        pl.col("root_cause_id").rank("dense").cast(pl.UInt32).alias(CODES[1]),
+    )
+    checks = data_checks(spec("attempts"), inputs.attempts.collect_schema()) if row_checks else {}
+    bad = [pl.any_horizontal(*checks.values()).sum().alias(_BAD)] if checks else []
+    return (
+        inputs.attempts.group_by("state_id", *inputs.unit_keys)
+        .agg(
+            *unit_aggregates(),
+            pl.col("repeat").min().alias(_FIRST),
+            pl.col("repeat").max().alias(_LAST),
+            pl.col("repeat").n_unique().alias(_DISTINCT),
+            *bad,
+        )
+        .join(states, on="state_id", how="left")
+    )
 
 
 def check_roots(states: pl.LazyFrame) -> None:
@@ -385,22 +409,18 @@ def units(joined: pl.LazyFrame, k: int) -> pl.LazyFrame:
     """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason.
 
     ``joined``: the attempts aggregated by :func:`unit_aggregates` per unit, joined with their
-    states (see :func:`checked_units`); units of unknown states are dropped.
+    states (see :func:`checked_units`, whose checks refuse units of unknown states).
     """
-    return (
-        joined.filter(pl.col("replay_ok").is_not_null())
-        .with_columns(
-            (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
-            pass_at_k_expr("repeats", "n_passed", k).alias("pass_at_k"),
-            pl.when(~pl.col("replay_ok"))
-            .then(pl.lit(REJECTED[0]))
-            .when(~pl.col("expected_ok"))
-            .then(pl.lit(REJECTED[1]))
-            .otherwise(pl.lit(None, dtype=pl.String))
-            .alias("excluded"),
-        )
-        .drop("replay_ok", "expected_ok")
-    )
+    return joined.with_columns(
+        (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
+        pass_at_k_expr("repeats", "n_passed", k).alias("pass_at_k"),
+        pl.when(~pl.col("replay_ok"))
+        .then(pl.lit(REJECTED[0]))
+        .when(~pl.col("expected_ok"))
+        .then(pl.lit(REJECTED[1]))
+        .otherwise(pl.lit(None, dtype=pl.String))
+        .alias("excluded"),
+    ).drop("replay_ok", "expected_ok")
 
 
 def restrict(

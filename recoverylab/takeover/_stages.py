@@ -26,6 +26,10 @@ from recoverylab.takeover._inputs import (
     scored_units,
 )
 
+#: The state after the checks stage when an engine skipped it (``for_shards``): the first
+#: stage on the whole tables checks them itself and finds the first repeat (:func:`scored_shard`).
+_UNCHECKED: dict[str, Any] = {"base": None, "agents": None, "depths": None}
+
 #: Fixed-point scale of :func:`stable_sum`: a float in [2**-8, 2**67) times 2**60 is an integer.
 _FIXED_POINT = 2.0**60
 
@@ -111,7 +115,7 @@ def _restriction_partial(
 
 
 def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
-    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
+    return {**(state or _UNCHECKED), "agents": parts["agents"].get_column("agent").n_unique()}
 
 
 def depths_combine(
@@ -123,7 +127,7 @@ def depths_combine(
         if group
         else distinct.select(pl.len().alias("__depths"))
     )
-    return {**state, "depths": depths}
+    return {**(state or _UNCHECKED), "depths": depths}
 
 
 def scored_shard(
@@ -140,15 +144,19 @@ def scored_shard(
 
     ``codes``: keep the integer workflow and root-cause codes (:data:`CODES`).
     """
-    # The checks stage validated every row; the one pass of checked_units does the rest.
+    # The checks stage validated every row; the one pass of checked_units does the rest. On
+    # the whole tables that stage is skipped (state None) and that pass also checks the rows.
     inputs = load(frames["states"], frames["attempts"], by, checks="schema")
+    whole = state is None
+    state = state or _UNCHECKED
+    found = checked_units(inputs, k, base=state["base"], roots=False, codes=codes, row_checks=whole)
     frame = scored_units(
         inputs,
         common_sample=common_sample,
         common_states=common_states,
         agents=state["agents"],
         depths=state["depths"],
-        found=checked_units(inputs, k, base=state["base"], roots=False, codes=codes),
+        found=found,
     )
     return frame, inputs
 
@@ -187,6 +195,7 @@ def workflow_stages(
             functools.partial(first_partial, by=columns),
             first_combine,
             clustered=False,
+            for_shards=True,
         )
     ]
     if common_states:
