@@ -297,8 +297,9 @@ def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
     )
     checks = data_checks(spec("attempts"), inputs.attempts.collect_schema()) if row_checks else {}
     bad = [pl.any_horizontal(*checks.values()).sum().alias(_BAD)] if checks else []
+    unit = ["state_id", *inputs.unit_keys]
     return (
-        inputs.attempts.group_by("state_id", *inputs.unit_keys)
+        inputs.attempts.group_by(unit)
         .agg(
             *unit_aggregates(),
             pl.col("repeat").min().alias(_FIRST),
@@ -306,6 +307,8 @@ def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
             pl.col("repeat").n_unique().alias(_DISTINCT),
             *bad,
         )
+        .with_columns(unit_differences())
+        .select(*unit, *UNIT_COUNTS, _FIRST, _LAST, _DISTINCT, *(_BAD for _ in bad))
         .join(states, on="state_id", how="left")
     )
 
@@ -382,7 +385,11 @@ def pass_at_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
 
 
 def unit_aggregates() -> list[pl.Expr]:
-    """Per-unit counts of repeats, outcomes and funnel layers (all Int64)."""
+    """Per-unit counts of repeats, outcomes and funnel layers (all Int64).
+
+    The counts outside the funnel and ``unaware_passed`` are differences of these
+    (:func:`unit_differences`): exact, and a third fewer sums over the attempts.
+    """
     aware, fixed, derived, passed = (pl.col(f) for f in FLAGS)
     exprs = {
         "repeats": pl.len(),
@@ -394,15 +401,43 @@ def unit_aggregates() -> list[pl.Expr]:
         "aware_fixed": (aware & fixed).sum(),
         "aware_fixed_derived": (aware & fixed & derived).sum(),
         "aware_fixed_derived_passed": (aware & fixed & derived & passed).sum(),
-        # Attempts that reach a layer while an earlier one fails (say fixed without aware) are
-        # outside the funnel: counted here so n_fixed = aware_fixed + off_funnel_fixed, etc.
-        "off_funnel_fixed": (fixed & ~aware).sum(),
-        "off_funnel_derived": (derived & ~(aware & fixed)).sum(),
-        "off_funnel_passed": (passed & ~(aware & fixed & derived)).sum(),
         "aware_passed": (aware & passed).sum(),
-        "unaware_passed": (~aware & passed).sum(),
     }
     return [expr.cast(pl.Int64).alias(name) for name, expr in exprs.items()]
+
+
+#: Counts that are differences of two :func:`unit_aggregates` (name: (total, part)), in
+#: output order after ``aware_fixed_derived_passed``. Attempts that reach a layer while an
+#: earlier one fails (say fixed without aware) are outside the funnel: counted so that
+#: n_fixed = aware_fixed + off_funnel_fixed, etc.
+DIFFERENCES = {
+    "off_funnel_fixed": ("n_fixed", "aware_fixed"),
+    "off_funnel_derived": ("n_derived", "aware_fixed_derived"),
+    "off_funnel_passed": ("n_passed", "aware_fixed_derived_passed"),
+    "unaware_passed": ("n_passed", "aware_passed"),
+}
+
+#: Per-unit count columns, in output order.
+UNIT_COUNTS = (
+    "repeats",
+    "n_passed",
+    "n_aware",
+    "n_fixed",
+    "n_derived",
+    "aware_fixed",
+    "aware_fixed_derived",
+    "aware_fixed_derived_passed",
+    *list(DIFFERENCES)[:3],
+    "aware_passed",
+    "unaware_passed",
+)
+
+
+def unit_differences(names: Sequence[str] = tuple(DIFFERENCES)) -> list[pl.Expr]:
+    """Return the counts of :data:`DIFFERENCES` named ``names``, from their two sums."""
+    return [
+        (pl.col(DIFFERENCES[name][0]) - pl.col(DIFFERENCES[name][1])).alias(name) for name in names
+    ]
 
 
 def units(joined: pl.LazyFrame, k: int) -> pl.LazyFrame:

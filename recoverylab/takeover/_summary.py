@@ -18,11 +18,13 @@ from recoverylab.schema import column_names
 from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
     CODES,
+    DIFFERENCES,
     NOT_COMMON,
     REJECTED,
     check_settings,
     eligibility_counts,
     sort_keys,
+    unit_differences,
 )
 from recoverylab.takeover._stages import (
     cluster_keys,
@@ -102,20 +104,28 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
         .alias("excluded_attempts"),
         (pl.col("excluded") == NOT_COMMON[0]).fill_null(False).alias("excluded_not_common_state"),
         (pl.col("excluded") == NOT_COMMON[1]).fill_null(False).alias("excluded_not_common_sample"),
-        *(pl.when(scored).then(pl.col(c)).otherwise(0).alias(c) for c in _FUNNEL_COUNTS),
+        *(
+            pl.when(scored).then(pl.col(c)).otherwise(0).alias(c)
+            for c in _FUNNEL_COUNTS
+            if c not in DIFFERENCES
+        ),
         *(
             pl.when(scored).then(pl.col(c)).otherwise(0.0).alias(f"{c}_sum")
             for c in ("pass_at_1", "pass_at_k")
         ),
     )
     root_ = pl.col("__root")
-    partials = masked.group_by(CODES[0], *cells).agg(
-        pl.col("attempted_states").sum().cast(pl.Int64),
-        (root_.n_unique() - (root_.null_count() > 0).cast(pl.UInt32))
-        .cast(pl.Int64)
-        .alias("root_causes"),
-        *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:]),
-        *(stable_sum(pl.col(c)).alias(c) for c in _SUMS),
+    partials = (
+        masked.group_by(CODES[0], *cells)
+        .agg(
+            pl.col("attempted_states").sum().cast(pl.Int64),
+            (root_.n_unique() - (root_.null_count() > 0).cast(pl.UInt32))
+            .cast(pl.Int64)
+            .alias("root_causes"),
+            *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:] if c not in DIFFERENCES),
+            *(stable_sum(pl.col(c)).alias(c) for c in _SUMS),
+        )
+        .with_columns(unit_differences([c for c in _COUNTS if c in DIFFERENCES]))
     )
     names = frame.select(CODES[0], "workflow_id").unique(CODES[0])
     return partials.join(names, on=CODES[0]).select(
