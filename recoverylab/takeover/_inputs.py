@@ -41,9 +41,10 @@ _FIRST, _LAST, _DISTINCT = "__first_repeat", "__last_repeat", "__distinct_repeat
 #: Rows of a unit that break a data check of `attempts` (:func:`checked_units`' ``row_checks``).
 _BAD = "__bad_rows"
 
-#: Integer codes of ``workflow_id`` and ``root_cause_id`` (per shard) that
-#: :func:`checked_units` can keep for a caller that groups by them.
-CODES = ("__workflow", "__root")
+#: Integer codes (per shard) of ``workflow_id``, of ``root_cause_id`` and of the state's
+#: (workflow, *state-level ``by`` keys) that :func:`checked_units` can keep for a caller that
+#: groups by them.
+CODES = ("__workflow", "__root", "__cell")
 
 
 @dataclass(frozen=True)
@@ -291,9 +292,15 @@ def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
     With ``row_checks``, also the number of rows per unit that break a data check (``_BAD``).
     """
     state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
-    states = inputs.states.select(state_columns).with_columns(
-        pl.col("workflow_id").rank("dense").cast(pl.UInt32).alias(CODES[0]),
-        pl.col("root_cause_id").rank("dense").cast(pl.UInt32).alias(CODES[1]),
+    cell = list(dict.fromkeys(["workflow_id", *inputs.state_keys]))
+    states = (
+        inputs.states.select(state_columns)
+        .with_row_index(CODES[2])
+        .with_columns(
+            pl.col("workflow_id").rank("dense").cast(pl.UInt32).alias(CODES[0]),
+            pl.col("root_cause_id").rank("dense").cast(pl.UInt32).alias(CODES[1]),
+            pl.col(CODES[2]).min().over(cell),
+        )
     )
     checks = data_checks(spec("attempts"), inputs.attempts.collect_schema()) if row_checks else {}
     bad = [pl.any_horizontal(*checks.values()).sum().alias(_BAD)] if checks else []
