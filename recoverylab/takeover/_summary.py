@@ -28,11 +28,12 @@ from recoverylab.takeover._inputs import (
 )
 from recoverylab.takeover._stages import (
     cluster_keys,
+    from_fixed_point,
     join_on,
     plan_inputs,
     rate,
     scored_shard,
-    stable_sum,
+    to_fixed_point,
     workflow_stages,
 )
 
@@ -112,7 +113,7 @@ def _partials(
             if c not in DIFFERENCES
         ),
         *(
-            pl.when(scored).then(pl.col(c)).otherwise(0.0).alias(f"{c}_sum")
+            to_fixed_point(pl.when(scored).then(pl.col(c)).otherwise(0.0)).alias(f"{c}_sum")
             for c in ("pass_at_1", "pass_at_k")
         ),
     )
@@ -125,9 +126,12 @@ def _partials(
             .cast(pl.Int64)
             .alias("root_causes"),
             *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:] if c not in DIFFERENCES),
-            *(stable_sum(pl.col(c)).alias(c) for c in _SUMS),
+            *(pl.col(c).sum() for c in _SUMS),
         )
-        .with_columns(unit_differences([c for c in _COUNTS if c in DIFFERENCES]))
+        .with_columns(
+            *unit_differences([c for c in _COUNTS if c in DIFFERENCES]),
+            *(from_fixed_point(pl.col(c)).alias(c) for c in _SUMS),
+        )
     )
     return decode(partials).select(
         *cluster_keys(by), "attempted_states", "root_causes", *_COUNTS[2:], *_SUMS
@@ -404,10 +408,16 @@ def _finish_units(
     state_keys = [c for c in by if c in slices.columns]
     counts = [pl.col(c).sum() for c in _STATE_COUNTS]
     slices = slices.group_by(list(state_keys)).agg(counts) if state_keys else slices.select(counts)
-    cells = partials.group_by(by).agg(
+    fixed = partials.select(
+        *by,
+        *_COUNTS,
+        *(to_fixed_point(pl.col(c)).alias(c) for c in _SUMS),
+        (pl.col("attempted_states") > 0).alias("workflows"),
+    )
+    cells = fixed.group_by(by).agg(
         *(pl.col(c).sum() for c in _COUNTS),
-        *(stable_sum(pl.col(c)).alias(c) for c in _SUMS),
-        (pl.col("attempted_states") > 0).sum().cast(pl.Int64).alias("workflows"),
+        *(from_fixed_point(pl.col(c).sum()).alias(c) for c in _SUMS),
+        pl.col("workflows").sum().cast(pl.Int64),
     )
     cells = join_on(cells, slices.select(*state_keys, *_STATE_COUNTS), state_keys)
     cells = cells.with_columns(
