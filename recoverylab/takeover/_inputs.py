@@ -267,7 +267,7 @@ def checked_units(
     in the order of the stages.
     """
     unit = ["state_id", *inputs.unit_keys]
-    per_unit = _per_unit(inputs, row_checks)
+    per_unit = _per_unit(inputs, row_checks).collect(engine="streaming")
     if row_checks:
         if not per_unit.height or per_unit[_BAD].sum():
             attempt_facts(inputs)
@@ -286,12 +286,10 @@ def checked_units(
     return found if codes else found.drop(CODES)
 
 
-def _per_unit(inputs: Inputs, row_checks: bool) -> pl.DataFrame:
-    """Aggregate the attempts per unit (counts, repeats for the checks); add their states.
+def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
+    """Aggregate the attempts per unit (counts, repeats for the checks); join their states.
 
     With ``row_checks``, also the number of rows per unit that break a data check (``_BAD``).
-    The state columns are gathered by each unit's row in `states` (null for an unknown state):
-    a join would copy every unit column once more.
     """
     state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
     cell = list(dict.fromkeys(["workflow_id", *inputs.state_keys]))
@@ -307,7 +305,7 @@ def _per_unit(inputs: Inputs, row_checks: bool) -> pl.DataFrame:
     checks = data_checks(spec("attempts"), inputs.attempts.collect_schema()) if row_checks else {}
     bad = [pl.any_horizontal(*checks.values()).sum().alias(_BAD)] if checks else []
     unit = ["state_id", *inputs.unit_keys]
-    counts = (
+    return (
         inputs.attempts.group_by(unit)
         .agg(
             *unit_aggregates(),
@@ -318,21 +316,8 @@ def _per_unit(inputs: Inputs, row_checks: bool) -> pl.DataFrame:
         )
         .with_columns(unit_differences())
         .select(*unit, *UNIT_COUNTS, _FIRST, _LAST, _DISTINCT, *(_BAD for _ in bad))
+        .join(states, on="state_id", how="left")
     )
-    per_unit, states_df = pl.collect_all([counts, states], engine="streaming")
-    row = (
-        per_unit.lazy()
-        .select("state_id")
-        .join(
-            states_df.lazy().select("state_id").with_row_index("__row"),
-            on="state_id",
-            how="left",
-            maintain_order="left",
-        )
-        .collect()
-        .get_column("__row")
-    )
-    return per_unit.hstack(states_df.drop("state_id")[row].get_columns())
 
 
 def check_roots(states: pl.LazyFrame) -> None:
