@@ -257,8 +257,8 @@ def checked_units(
     attempts), gives the unit counts and what the checks need (first and last repeat; distinct
     repeats, which also catch duplicate (state_id, agent, repeat) keys, with :func:`validate`'s
     message, after ``checks="schema"``). The states are joined once, here: the checks and every
-    later query read the joined units from memory. ``codes`` keeps ``__workflow`` and
-    ``__root``, integer codes of the workflow and root cause that group faster than their text.
+    later query read the joined units from memory. ``codes`` keeps the integer :data:`CODES`
+    (workflow, root cause, state cell), which group faster than text.
 
     ``row_checks``: the whole `attempts` table, loaded with ``checks="schema"`` and not checked
     yet (the first stage of a plan was skipped): the same pass counts the rows that break a data
