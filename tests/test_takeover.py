@@ -1090,3 +1090,73 @@ def test_compare_agents_n_permutations_is_a_deprecated_alias() -> None:
     assert old.equals(takeover.compare_agents(*args, n_resamples=200))
     with pytest.raises(TypeError, match="unexpected keyword argument 'n_flips'"):
         takeover.compare_agents(*args, n_flips=10)
+
+
+def _error(call: Callable[[], object]) -> tuple[type, str]:
+    try:
+        call()
+    except (InputError, ParameterError, SchemaError) as error:
+        return type(error), str(error)
+    return type(None), ""
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_row_checks_in_the_units_pass_match_the_checks_stage(
+    states_df: pl.DataFrame, attempts_df: pl.DataFrame, seed: int
+) -> None:
+    # On the whole tables the checks stage is skipped and the units pass counts the rows that
+    # break a data check; the error (and which error comes first) must be the checks stage's.
+    rng = np.random.default_rng(seed)
+    attempts = attempts_df.with_columns(pl.lit(7, pl.Int64).alias("steps"))
+    index = pl.int_range(pl.len()) == int(rng.integers(attempts.height))
+    corruptions = {
+        "null": rng.choice(["state_id", "agent", "repeat", *takeover.FLAGS]),
+        "beyond": rng.choice(["repeat", "steps"]),
+    }
+    kind = ["null", "beyond", "empty", "none"][seed % 4]
+    if kind == "null":
+        column = str(corruptions["null"])
+        attempts = attempts.with_columns(
+            pl.when(index).then(None).otherwise(pl.col(column)).alias(column)
+        )
+    elif kind == "beyond":
+        column = str(corruptions["beyond"])
+        attempts = attempts.with_columns(
+            pl.when(index).then(2**60).otherwise(pl.col(column)).alias(column)
+        )
+    elif kind == "empty":
+        attempts = attempts.head(0)
+    states = states_df
+    if seed % 3 == 0:  # a root cause under two workflows as well: the row error comes first
+        states = states.with_columns(
+            pl.when(pl.col("state_id") == "s2")
+            .then(pl.lit("w9"))
+            .otherwise(pl.col("workflow_id"))
+            .alias("workflow_id")
+        )
+    flags = {"common_states": bool(seed % 2), "common_sample": seed % 5 == 0}
+    expected = _error(
+        lambda: takeover.summarize(
+            states, attempts, interval="wilson", engine=engines.ShardedEngine(k=2), **flags
+        )
+    )
+    got = _error(lambda: takeover.summarize(states, attempts, interval="wilson", **flags))
+    assert got == expected
+    assert (got[0] is type(None)) == (kind == "none" and seed % 3 != 0)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_partials_keyed_by_one_integer_equal_the_keyed_by_columns(seed: int) -> None:
+    # With the agent as the only attempt-level key the partials group by one integer per
+    # (state cell, agent); another attempt-level key (a constant budget here) takes the path
+    # keyed by the columns. Both must give the same cells, with null and workflow keys too.
+    tables = synth.generate("takeover", 12, seed=seed)
+    states = tables["states"].with_columns(
+        pl.when(pl.col("depth") > 0).then(pl.col("workflow_id")).alias("maybe"),
+    )
+    attempts = tables["attempts"].with_columns(pl.lit(1, pl.Int64).alias("budget_x"))
+    for by in (["agent", "depth"], ["agent", "maybe", "workflow_id"], ["agent"]):
+        options = {"interval": "wilson", "common_states": seed == 1, "common_sample": seed == 2}
+        one = takeover.summarize(states, attempts, by=by, **options)
+        keyed = takeover.summarize(states, attempts, by=[*by, "budget_x"], **options)
+        assert_frame_equal(one, keyed.drop("budget_x"))

@@ -38,6 +38,13 @@ _NOT_GROUPABLE = ("state_id", "repeat", *FLAGS)
 
 #: Per-unit columns of :func:`checked_units`' one pass that only the checks read.
 _FIRST, _LAST, _DISTINCT = "__first_repeat", "__last_repeat", "__distinct_repeats"
+#: Rows of a unit that break a data check of `attempts` (:func:`checked_units`' ``row_checks``).
+_BAD = "__bad_rows"
+
+#: Integer codes (per shard) of ``workflow_id``, of ``root_cause_id`` and of the state's
+#: (workflow, *state-level ``by`` keys) that :func:`checked_units` can keep for a caller that
+#: groups by them.
+CODES = ("__workflow", "__root", "__cell")
 
 
 @dataclass(frozen=True)
@@ -164,19 +171,21 @@ def check_consistency(
 
     In this order: attempts of unknown states, root causes under more than one workflow, units
     whose repeats have gaps, units with fewer than ``k`` repeats on an eligible state; all in
-    one ``collect_all`` over ``per_unit`` (the small per-unit table of :func:`checked_units`).
+    one ``collect_all`` over ``per_unit`` (the small per-unit table of :func:`checked_units`,
+    already joined with its state: ``replay_ok`` is null for a state not in `states`).
     ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard: the
     root-cause check and the first repeat are decided over all shards (:func:`check_roots`).
     """
-    states = inputs.states
     unit = ["state_id", *inputs.unit_keys]
     units = per_unit.select(
         *unit,
         pl.col("repeats").alias("n"),
         pl.col(_FIRST).alias("lo"),
         pl.col(_LAST).alias("hi"),
+        (pl.col("replay_ok") & pl.col("expected_ok")).alias("eligible"),
+        pl.col("replay_ok").is_null().alias("unknown"),
     )
-    unknown = units.join(states.select("state_id"), on="state_id", how="anti")
+    unknown = units.filter(pl.col("unknown"))
     base_query = (
         units.select(pl.col("lo").min().alias("base"))
         if base is None
@@ -185,8 +194,7 @@ def check_consistency(
     gaps = units.join(base_query, how="cross").filter(
         (pl.col("lo") != pl.col("base")) | (pl.col("hi") - pl.col("lo") + 1 != pl.col("n"))
     )
-    eligible = states.filter(pl.col("replay_ok") & pl.col("expected_ok")).select("state_id")
-    short = units.join(eligible, on="state_id", how="semi").filter(pl.col("n") < k)
+    short = units.filter(pl.col("eligible") & (pl.col("n") < k))
     queries = {
         "unknown": unknown.select(
             pl.col("n").sum().alias("rows"), pl.col("state_id").n_unique().alias("states")
@@ -199,10 +207,8 @@ def check_consistency(
         "short_keys": short.sort(unit).head(5).select(unit),
     }
     if roots:
-        queries["roots"], queries["roots_keys"] = _root_queries(states)
-    got = dict(
-        zip(queries, pl.collect_all(list(queries.values()), engine="streaming"), strict=True)
-    )
+        queries["roots"], queries["roots_keys"] = _root_queries(inputs.states)
+    got = dict(zip(queries, pl.collect_all(list(queries.values())), strict=True))
     rows = int(got["unknown"]["rows"][0])
     if rows:
         n = int(got["unknown"]["states"][0])
@@ -237,25 +243,36 @@ def check_consistency(
 
 
 def checked_units(
-    inputs: Inputs, k: int, *, base: int | None = None, roots: bool = True
+    inputs: Inputs,
+    k: int,
+    *,
+    base: int | None = None,
+    roots: bool = True,
+    codes: bool = False,
+    row_checks: bool = False,
 ) -> pl.LazyFrame:
     """Run :func:`check_consistency` and return :func:`units`, reading the attempts once.
 
-    One group-by per unit, collected once (far fewer rows than attempts), gives the unit counts
-    and what the checks need (first and last repeat; distinct repeats, which also catch duplicate
-    (state_id, agent, repeat) keys, with :func:`validate`'s message, after ``checks="schema"``).
+    One group-by per unit, joined with its state and collected once (far fewer rows than
+    attempts), gives the unit counts and what the checks need (first and last repeat; distinct
+    repeats, which also catch duplicate (state_id, agent, repeat) keys, with :func:`validate`'s
+    message, after ``checks="schema"``). The states are joined once, here: the checks and every
+    later query read the joined units from memory. ``codes`` keeps the integer :data:`CODES`
+    (workflow, root cause, state cell), which group faster than text.
+
+    ``row_checks``: the whole `attempts` table, loaded with ``checks="schema"`` and not checked
+    yet (the first stage of a plan was skipped): the same pass counts the rows that break a data
+    check of :func:`validate`, and only if there are any (or no rows) are they read again to
+    raise its error (:func:`attempt_facts`); the root causes are then checked before the keys,
+    in the order of the stages.
     """
     unit = ["state_id", *inputs.unit_keys]
-    per_unit = (
-        inputs.attempts.group_by(unit)
-        .agg(
-            *unit_aggregates(),
-            pl.col("repeat").min().alias(_FIRST),
-            pl.col("repeat").max().alias(_LAST),
-            pl.col("repeat").n_unique().alias(_DISTINCT),
-        )
-        .collect(engine="streaming")
-    )
+    per_unit = _per_unit(inputs, row_checks).collect(engine="streaming")
+    if row_checks:
+        if not per_unit.height or per_unit[_BAD].sum():
+            attempt_facts(inputs)
+        check_roots(inputs.states)
+        roots = False
     repeated = per_unit.filter(pl.col(_DISTINCT) < pl.col("repeats"))
     if repeated.height:
         contract = spec("attempts")
@@ -265,7 +282,42 @@ def checked_units(
             (*contract.key, *inputs.unit_keys[1:]),
         )
     check_consistency(inputs, k, base=base, roots=roots, per_unit=per_unit.lazy())
-    return units(inputs, k, per_unit=per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT))
+    found = units(per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT, _BAD, strict=False), k)
+    return found if codes else found.drop(CODES)
+
+
+def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
+    """Aggregate the attempts per unit (counts, repeats for the checks); join their states.
+
+    With ``row_checks``, also the number of rows per unit that break a data check (``_BAD``).
+    """
+    state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
+    cell = list(dict.fromkeys(["workflow_id", *inputs.state_keys]))
+    states = (
+        inputs.states.select(state_columns)
+        .with_row_index(CODES[2])
+        .with_columns(
+            pl.col("workflow_id").rank("dense").cast(pl.UInt32).alias(CODES[0]),
+            pl.col("root_cause_id").rank("dense").cast(pl.UInt32).alias(CODES[1]),
+            pl.col(CODES[2]).min().over(cell),
+        )
+    )
+    checks = data_checks(spec("attempts"), inputs.attempts.collect_schema()) if row_checks else {}
+    bad = [pl.any_horizontal(*checks.values()).sum().alias(_BAD)] if checks else []
+    unit = ["state_id", *inputs.unit_keys]
+    return (
+        inputs.attempts.group_by(unit)
+        .agg(
+            *unit_aggregates(),
+            pl.col("repeat").min().alias(_FIRST),
+            pl.col("repeat").max().alias(_LAST),
+            pl.col("repeat").n_unique().alias(_DISTINCT),
+            *bad,
+        )
+        .with_columns(unit_differences())
+        .select(*unit, *UNIT_COUNTS, _FIRST, _LAST, _DISTINCT, *(_BAD for _ in bad))
+        .join(states, on="state_id", how="left")
+    )
 
 
 def check_roots(states: pl.LazyFrame) -> None:
@@ -340,7 +392,11 @@ def pass_at_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
 
 
 def unit_aggregates() -> list[pl.Expr]:
-    """Per-unit counts of repeats, outcomes and funnel layers (all Int64)."""
+    """Per-unit counts of repeats, outcomes and funnel layers (all Int64).
+
+    The counts outside the funnel and ``unaware_passed`` are differences of these
+    (:func:`unit_differences`): exact, and a third fewer sums over the attempts.
+    """
     aware, fixed, derived, passed = (pl.col(f) for f in FLAGS)
     exprs = {
         "repeats": pl.len(),
@@ -352,24 +408,51 @@ def unit_aggregates() -> list[pl.Expr]:
         "aware_fixed": (aware & fixed).sum(),
         "aware_fixed_derived": (aware & fixed & derived).sum(),
         "aware_fixed_derived_passed": (aware & fixed & derived & passed).sum(),
-        # Attempts that reach a layer while an earlier one fails (say fixed without aware) are
-        # outside the funnel: counted here so n_fixed = aware_fixed + off_funnel_fixed, etc.
-        "off_funnel_fixed": (fixed & ~aware).sum(),
-        "off_funnel_derived": (derived & ~(aware & fixed)).sum(),
-        "off_funnel_passed": (passed & ~(aware & fixed & derived)).sum(),
         "aware_passed": (aware & passed).sum(),
-        "unaware_passed": (~aware & passed).sum(),
     }
     return [expr.cast(pl.Int64).alias(name) for name, expr in exprs.items()]
 
 
-def units(inputs: Inputs, k: int, *, per_unit: pl.LazyFrame) -> pl.LazyFrame:
+#: Counts that are differences of two :func:`unit_aggregates` (name: (total, part)), in
+#: output order after ``aware_fixed_derived_passed``. Attempts that reach a layer while an
+#: earlier one fails (say fixed without aware) are outside the funnel: counted so that
+#: n_fixed = aware_fixed + off_funnel_fixed, etc.
+DIFFERENCES = {
+    "off_funnel_fixed": ("n_fixed", "aware_fixed"),
+    "off_funnel_derived": ("n_derived", "aware_fixed_derived"),
+    "off_funnel_passed": ("n_passed", "aware_fixed_derived_passed"),
+    "unaware_passed": ("n_passed", "aware_passed"),
+}
+
+#: Per-unit count columns, in output order.
+UNIT_COUNTS = (
+    "repeats",
+    "n_passed",
+    "n_aware",
+    "n_fixed",
+    "n_derived",
+    "aware_fixed",
+    "aware_fixed_derived",
+    "aware_fixed_derived_passed",
+    *list(DIFFERENCES)[:3],
+    "aware_passed",
+    "unaware_passed",
+)
+
+
+def unit_differences(names: Sequence[str] = tuple(DIFFERENCES)) -> list[pl.Expr]:
+    """Return the counts of :data:`DIFFERENCES` named ``names``, from their two sums."""
+    return [
+        (pl.col(DIFFERENCES[name][0]) - pl.col(DIFFERENCES[name][1])).alias(name) for name in names
+    ]
+
+
+def units(joined: pl.LazyFrame, k: int) -> pl.LazyFrame:
     """One row per (state, *unit keys) with counts, pass@1, pass@k and the rejection reason.
 
-    ``per_unit``: the attempts aggregated by :func:`unit_aggregates` (see :func:`checked_units`).
+    ``joined``: the attempts aggregated by :func:`unit_aggregates` per unit, joined with their
+    states (see :func:`checked_units`, whose checks refuse units of unknown states).
     """
-    state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
-    joined = per_unit.join(inputs.states.select(state_columns), on="state_id", how="inner")
     return joined.with_columns(
         (pl.col("n_passed") / pl.col("repeats")).alias("pass_at_1"),
         pass_at_k_expr("repeats", "n_passed", k).alias("pass_at_k"),

@@ -26,6 +26,10 @@ from recoverylab.takeover._inputs import (
     scored_units,
 )
 
+#: The state after the checks stage when an engine skipped it (``for_shards``): the first
+#: stage on the whole tables checks them itself and finds the first repeat (:func:`scored_shard`).
+_UNCHECKED: dict[str, Any] = {"base": None, "agents": None, "depths": None}
+
 #: Fixed-point scale of :func:`stable_sum`: a float in [2**-8, 2**67) times 2**60 is an integer.
 _FIXED_POINT = 2.0**60
 
@@ -39,7 +43,21 @@ def stable_sum(expr: pl.Expr) -> pl.Expr:
     than 2**-60) and the integers are added, which no order changes; the total is rounded to a float
     once. As fast as a plain sum, within a few times 2**-60 of the exact sum of the values.
     """
-    return (expr * _FIXED_POINT).cast(pl.Int128).sum().cast(pl.Float64) / _FIXED_POINT
+    return from_fixed_point(to_fixed_point(expr).sum())
+
+
+def to_fixed_point(expr: pl.Expr) -> pl.Expr:
+    """Return the 128-bit integers :func:`stable_sum` adds (for a column made before a group-by).
+
+    A group-by sums a plain column faster than an expression it evaluates per group: make
+    this column first, sum it, then :func:`from_fixed_point` (the same result as ``stable_sum``).
+    """
+    return (expr * _FIXED_POINT).cast(pl.Int128)
+
+
+def from_fixed_point(expr: pl.Expr) -> pl.Expr:
+    """Return the float of a sum of :func:`to_fixed_point` integers, rounded once."""
+    return expr.cast(pl.Float64) / _FIXED_POINT
 
 
 def stable_mean(expr: pl.Expr) -> pl.Expr:
@@ -111,7 +129,7 @@ def _restriction_partial(
 
 
 def _agents_combine(parts: dict[str, pl.DataFrame], state: dict[str, Any]) -> dict[str, Any]:
-    return {**state, "agents": parts["agents"].get_column("agent").n_unique()}
+    return {**(state or _UNCHECKED), "agents": parts["agents"].get_column("agent").n_unique()}
 
 
 def depths_combine(
@@ -123,7 +141,7 @@ def depths_combine(
         if group
         else distinct.select(pl.len().alias("__depths"))
     )
-    return {**state, "depths": depths}
+    return {**(state or _UNCHECKED), "depths": depths}
 
 
 def scored_shard(
@@ -134,17 +152,25 @@ def scored_shard(
     k: int,
     common_states: bool,
     common_sample: bool,
+    codes: bool = False,
 ) -> tuple[pl.LazyFrame, Inputs]:
-    """One shard's checked units under the whole-table restrictions in ``state`` (every stage)."""
-    # The checks stage validated every row; the one pass of checked_units does the rest.
+    """One shard's checked units under the whole-table restrictions in ``state`` (every stage).
+
+    ``codes``: keep the integer workflow and root-cause codes (:data:`CODES`).
+    """
+    # The checks stage validated every row; the one pass of checked_units does the rest. On
+    # the whole tables that stage is skipped (state None) and that pass also checks the rows.
     inputs = load(frames["states"], frames["attempts"], by, checks="schema")
+    whole = state is None
+    state = state or _UNCHECKED
+    found = checked_units(inputs, k, base=state["base"], roots=False, codes=codes, row_checks=whole)
     frame = scored_units(
         inputs,
         common_sample=common_sample,
         common_states=common_states,
         agents=state["agents"],
         depths=state["depths"],
-        found=checked_units(inputs, k, base=state["base"], roots=False),
+        found=found,
     )
     return frame, inputs
 
@@ -183,6 +209,7 @@ def workflow_stages(
             functools.partial(first_partial, by=columns),
             first_combine,
             clustered=False,
+            for_shards=True,
         )
     ]
     if common_states:

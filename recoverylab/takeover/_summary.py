@@ -8,7 +8,7 @@ lazy query; only those partials are collected, then summed into cells and handed
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -17,19 +17,23 @@ from recoverylab import engines, plan, stats
 from recoverylab.schema import column_names
 from recoverylab.takeover import _reliability
 from recoverylab.takeover._inputs import (
+    CODES,
+    DIFFERENCES,
     NOT_COMMON,
     REJECTED,
     check_settings,
     eligibility_counts,
     sort_keys,
+    unit_differences,
 )
 from recoverylab.takeover._stages import (
     cluster_keys,
+    from_fixed_point,
     join_on,
     plan_inputs,
     rate,
     scored_shard,
-    stable_sum,
+    to_fixed_point,
     workflow_stages,
 )
 
@@ -78,17 +82,24 @@ _STATE_COUNTS = (
 )
 
 
-def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
+def _partials(
+    frame: pl.LazyFrame, by: Sequence[str], unit_keys: Sequence[str] = ("agent",)
+) -> pl.LazyFrame:
     """Per (workflow_id, *by) additive partials of scored units, plus exclusion counts.
 
     Unscored units are zeroed (or nulled) before the group-by, so that every aggregation is a
     plain sum or count: a ``filter`` inside a group-by aggregation is several times slower.
+    The group-by keys and the root-cause count use integer :data:`CODES` (faster than text;
+    :func:`_group_key`); the names are joined back to the few partial rows.
     """
+    root = pl.col(CODES[1])
+    keys, decode = _group_key(frame, by, unit_keys)
+    names = [key.meta.output_name() for key in keys]
     scored = pl.col("excluded").is_null()
     masked = frame.select(
-        *cluster_keys(by),
+        *keys,
         scored.cast(pl.Int64).alias("attempted_states"),
-        pl.when(scored).then(pl.col("root_cause_id")).alias("__root"),
+        pl.when(scored).then(root).alias("__root"),
         pl.when(scored).then(pl.col("repeats")).otherwise(0).alias("attempts"),
         pl.when(pl.col("excluded").is_in(REJECTED))
         .then(pl.col("repeats"))
@@ -96,21 +107,70 @@ def _partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
         .alias("excluded_attempts"),
         (pl.col("excluded") == NOT_COMMON[0]).fill_null(False).alias("excluded_not_common_state"),
         (pl.col("excluded") == NOT_COMMON[1]).fill_null(False).alias("excluded_not_common_sample"),
-        *(pl.when(scored).then(pl.col(c)).otherwise(0).alias(c) for c in _FUNNEL_COUNTS),
         *(
-            pl.when(scored).then(pl.col(c)).otherwise(0.0).alias(f"{c}_sum")
+            pl.when(scored).then(pl.col(c)).otherwise(0).alias(c)
+            for c in _FUNNEL_COUNTS
+            if c not in DIFFERENCES
+        ),
+        *(
+            to_fixed_point(pl.when(scored).then(pl.col(c)).otherwise(0.0)).alias(f"{c}_sum")
             for c in ("pass_at_1", "pass_at_k")
         ),
     )
-    root = pl.col("__root")
-    return masked.group_by(cluster_keys(by)).agg(
-        pl.col("attempted_states").sum().cast(pl.Int64),
-        (root.n_unique() - (root.null_count() > 0).cast(pl.UInt32))
-        .cast(pl.Int64)
-        .alias("root_causes"),
-        *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:]),
-        *(stable_sum(pl.col(c)).alias(c) for c in _SUMS),
+    root_ = pl.col("__root")
+    partials = (
+        masked.group_by(names)
+        .agg(
+            pl.col("attempted_states").sum().cast(pl.Int64),
+            (root_.n_unique() - (root_.null_count() > 0).cast(pl.UInt32))
+            .cast(pl.Int64)
+            .alias("root_causes"),
+            *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:] if c not in DIFFERENCES),
+            *(pl.col(c).sum() for c in _SUMS),
+        )
+        .with_columns(
+            *unit_differences([c for c in _COUNTS if c in DIFFERENCES]),
+            *(from_fixed_point(pl.col(c)).alias(c) for c in _SUMS),
+        )
     )
+    return decode(partials).select(
+        *cluster_keys(by), "attempted_states", "root_causes", *_COUNTS[2:], *_SUMS
+    )
+
+
+def _group_key(
+    frame: pl.LazyFrame, by: Sequence[str], unit_keys: Sequence[str]
+) -> tuple[list[pl.Expr], Callable[[pl.LazyFrame], pl.LazyFrame]]:
+    """Return the group-by keys of the partials and how to turn them back into the ``by`` keys.
+
+    When the agent is the only attempt-level key, one integer: the state's (workflow, *state
+    keys) code ``__cell`` times the number of agents plus the agent's rank (a single integer key
+    groups several times faster than text ones). Otherwise the workflow code and the cells.
+    """
+    cells = [c for c in by if c != "workflow_id"]
+    agents = frame.select(pl.col("agent").unique().sort()).collect().get_column("agent")
+    if tuple(unit_keys) != ("agent",) or agents.is_empty():
+        names = frame.select(CODES[0], "workflow_id").unique(CODES[0])
+        keys = [pl.col(CODES[0]), *(pl.col(c) for c in cells)]
+        return keys, lambda partials: partials.join(names, on=CODES[0])
+    n = len(agents)
+    agent_rank = pl.col("agent").cast(pl.Enum(agents)).to_physical().cast(pl.UInt64)
+    key = (pl.col(CODES[2]).cast(pl.UInt64) * n + agent_rank).alias("__key")
+    state_cells = [c for c in cells if c != "agent"]
+    lookup = frame.select(CODES[2], "workflow_id", *state_cells).unique(CODES[2])
+    names = pl.LazyFrame({"agent": agents, "__rank": pl.int_range(n, dtype=pl.UInt64, eager=True)})
+
+    def decode(partials: pl.LazyFrame) -> pl.LazyFrame:
+        return (
+            partials.with_columns(
+                (pl.col("__key") // n).cast(pl.UInt32).alias(CODES[2]),
+                (pl.col("__key") % n).alias("__rank"),
+            )
+            .join(lookup, on=CODES[2])
+            .join(names, on="__rank")
+        )
+
+    return [key], decode
 
 
 def _bootstrap_intervals(
@@ -321,9 +381,9 @@ def _summary_partial(
     state: dict[str, Any],
     **options: Any,
 ) -> dict[str, pl.LazyFrame]:
-    frame, inputs = scored_shard(frames, state, **options)
+    frame, inputs = scored_shard(frames, state, codes=True, **options)
     return {
-        "partials": _partials(frame, list(inputs.by)),
+        "partials": _partials(frame, list(inputs.by), inputs.unit_keys),
         "slices": eligibility_counts(inputs.states, inputs.state_keys),
     }
 
@@ -348,10 +408,16 @@ def _finish_units(
     state_keys = [c for c in by if c in slices.columns]
     counts = [pl.col(c).sum() for c in _STATE_COUNTS]
     slices = slices.group_by(list(state_keys)).agg(counts) if state_keys else slices.select(counts)
-    cells = partials.group_by(by).agg(
+    fixed = partials.select(
+        *by,
+        *_COUNTS,
+        *(to_fixed_point(pl.col(c)).alias(c) for c in _SUMS),
+        (pl.col("attempted_states") > 0).alias("workflows"),
+    )
+    cells = fixed.group_by(by).agg(
         *(pl.col(c).sum() for c in _COUNTS),
-        *(stable_sum(pl.col(c)).alias(c) for c in _SUMS),
-        (pl.col("attempted_states") > 0).sum().cast(pl.Int64).alias("workflows"),
+        *(from_fixed_point(pl.col(c).sum()).alias(c) for c in _SUMS),
+        pl.col("workflows").sum().cast(pl.Int64),
     )
     cells = join_on(cells, slices.select(*state_keys, *_STATE_COUNTS), state_keys)
     cells = cells.with_columns(
