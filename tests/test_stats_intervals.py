@@ -400,3 +400,45 @@ def test_melded_quantile_root_search_equals_bisection(seed, level):
     args = (m + 1, n - m, x + 1, m - x + 1)  # the bounds' shapes (all parameters > 0)
     got = stats._meld_quantile(*args, level)
     assert np.abs(got - _bisection_quantile(*args, level)).max() <= 2.0**-34
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(-3, 3), st.integers(1, 3), st.integers(1, 30)), min_size=1, max_size=5
+    ),
+    alternative=st.sampled_from(["greater", "less"]),
+)
+def test_one_sided_interval_at_confidence_one_half_is_the_limit_from_above(
+    rows: list[tuple[int, int, int]], alternative: str
+) -> None:
+    """At confidence 0.5 a one-sided meld's t and normal quantiles are both 0 (it divided by
+    zero): the few-clusters factor is their limit, so the interval is continuous there."""
+    types = pl.DataFrame(
+        {
+            "cell": ["x"] * len(rows),
+            "d": [max(-n, min(n, d)) for d, n, _ in rows],
+            "n": [n for _, n, _ in rows],
+            "count": [c for *_, c in rows],
+        }
+    )
+
+    def interval(confidence: float) -> tuple[float, float]:
+        out = stats.paired_effect_cells(
+            types, cells=["cell"], confidence=confidence, alternative=alternative
+        )
+        return out["ci_low"].item(), out["ci_high"].item()
+
+    at_half, above = interval(0.5), interval(0.5 + 1e-9)
+    assert all(math.isfinite(v) for v in at_half)
+    assert at_half == pytest.approx(above, abs=1e-6)
+
+
+def test_one_sided_interval_at_confidence_one_half_found_by_a_sweep() -> None:
+    types = pl.DataFrame(
+        {"cell": ["x"] * 4, "d": [3, 0, -2, -1], "n": [3, 2, 2, 2], "count": [16, 12, 19, 29]}
+    )
+    out = stats.paired_effect_cells(types, cells=["cell"], confidence=0.5, alternative="greater")
+    low = out["ci_low"].item()
+    # a one-sided bound at confidence 0.5 sits near the point estimate (-19 / 168 here)
+    assert abs(low - (3 * 16 - 2 * 19 - 29) / (3 * 16 + 2 * 12 + 2 * 19 + 2 * 29)) < 0.05

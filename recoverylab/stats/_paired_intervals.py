@@ -243,6 +243,23 @@ def effective_melded_interval(
     return Interval(low=float(low), high=float(high))
 
 
+def _normal_over_t_squared(df: float, alpha: float) -> float:
+    """``(z_{1-α} / t_{df, 1-α})²``, the few-clusters factor of the effective counts.
+
+    At α = 0.5 (a one-sided interval at confidence 0.5) both quantiles are 0; the ratio is then
+    its limit, the ratio of the densities at 0: ``(f_t(0) / φ(0))²`` with
+    ``f_t(0) = Γ((df+1)/2) / (√(df π) Γ(df/2))`` and ``φ(0) = 1/√(2π)``.
+    """
+    t = float(_special().stdtrit(df, 1 - alpha))
+    if t != 0.0:
+        return (_normal_quantile(1 - alpha) / t) ** 2
+    gammaln = _special().gammaln
+    log_density_ratio = (
+        float(gammaln((df + 1) / 2) - gammaln(df / 2)) - 0.5 * math.log(df * math.pi)
+    ) + 0.5 * math.log(2 * math.pi)
+    return math.exp(2 * log_density_ratio)
+
+
 def _effective_counts(
     d: np.ndarray, pairs: np.ndarray, c: np.ndarray, alpha: float
 ) -> tuple[float, float, float, float]:
@@ -265,8 +282,7 @@ def _effective_counts(
     def few(n_clusters: float) -> float:
         if n_clusters < 2:
             return 1.0
-        z = _normal_quantile(1 - alpha)
-        return (z / float(_special().stdtrit(n_clusters - 1, 1 - alpha))) ** 2
+        return _normal_over_t_squared(n_clusters - 1, alpha)
 
     scale_psi = few(clusters) / design_effect(c, units, pairs, float(pairs.max()))
     if total_units > 0:
