@@ -90,6 +90,7 @@ from recoverylab._resolve import InputFile, resolve_paths
 __all__ = [
     "FORMATS",
     "WRITE_FORMATS",
+    "InputFile",
     "OutputSet",
     "Source",
     "atomic_file",
@@ -97,6 +98,7 @@ __all__ = [
     "format_of_path",
     "output_format",
     "remove_stale_temporaries",
+    "resolve_paths",
     "scan",
     "translate_read_errors",
     "write_parquet",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import shutil
+import sys
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +14,7 @@ import polars as pl
 import pytest
 from hypothesis import settings
 
+from recoverylab import engines
 from recoverylab.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,3 +73,27 @@ def assert_same_as_stored(stored: pl.DataFrame, regenerated: pl.DataFrame, label
         assert_frame_equal(stored, regenerated, check_exact=False, rel_tol=1e-9, abs_tol=1e-12)
     except AssertionError as exc:
         raise AssertionError(f"{label}: {exc}") from None
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    """One local[2] SparkSession for the test session (starting one takes 10-40 s here)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        pytest.skip(
+            "no Java runtime: Spark needs Java 17+ (Debian: apt-get install default-jre-headless)"
+        )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+        session = engines.session(
+            "local[2]",
+            config={
+                "spark.ui.enabled": "false",
+                "spark.sql.shuffle.partitions": "4",
+                "spark.default.parallelism": "2",
+                "spark.driver.memory": "1g",
+            },
+        )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

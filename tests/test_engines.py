@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import re
-import shutil
 import sys
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,30 +46,6 @@ _PANDAS_WARNING = "ignore:PySpark does not yet fully support pandas:FutureWarnin
 pytestmark = pytest.mark.filterwarnings(_PANDAS_WARNING)
 
 GOAL_TABLES = ("cases", "resources", "episodes", "steps", "citations")
-
-
-@pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    """One local[2] SparkSession for the test session (starting one takes 10-40 s here)."""
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip(
-            "no Java runtime: Spark needs Java 17+ (Debian: apt-get install default-jre-headless)"
-        )
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-        session = engines.session(
-            "local[2]",
-            config={
-                "spark.ui.enabled": "false",
-                "spark.sql.shuffle.partitions": "4",
-                "spark.default.parallelism": "2",
-                "spark.driver.memory": "1g",
-            },
-        )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
 
 
 def spread(frame: pl.DataFrame, directory: Path, files: int = 3, seed: int = 0) -> str:

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import sys
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -25,12 +24,11 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
-import polars.selectors as cs
 
 from recoverylab import _errors, schema
 from recoverylab._errors import MissingDependencyError, ParameterError, RecoveryLabError
 from recoverylab.engines._polars import raise_empty, run_head
-from recoverylab.io import FORMATS, path_list, scan
+from recoverylab.engines._spark_sources import as_spark, quiet
 from recoverylab.plan import Plan, Stage, collect_parts
 
 if TYPE_CHECKING:
@@ -50,9 +48,6 @@ _KEY = "__key"
 _TAG = "__table"
 _PART = "__part"
 _META = "__meta"
-#: PySpark warns on every Arrow UDF that it does not fully support pandas >= 3. recoverylab
-#: hands no pandas object to Spark (Arrow batches in and out), so the warning is noise here.
-_PANDAS_WARNING = "PySpark does not yet fully support pandas"
 #: Spark has no unsigned integers: partial columns of these types travel widened.
 _WIRE = {pl.UInt8: pl.Int16, pl.UInt16: pl.Int32, pl.UInt32: pl.Int64, pl.UInt64: pl.Int64}
 
@@ -72,14 +67,6 @@ def require_pyspark() -> ModuleType:
             "the Spark engine needs `pyspark`, which is not installed. "
             f"Hint: pip install '{EXTRA}' (Spark also needs a Java 17+ runtime)."
         ) from exc
-
-
-@contextmanager
-def quiet() -> Iterator[None]:
-    """Silence PySpark's pandas >= 3 FutureWarning around calls that build Arrow UDFs."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=_PANDAS_WARNING, category=FutureWarning)
-        yield
 
 
 def is_session(engine: object) -> bool:
@@ -185,35 +172,6 @@ def session(
     if starts_jvm:
         _JVM_LOG[:] = [Path(log)]  # type: ignore[arg-type]
     return spark
-
-
-def as_spark(spark: SparkSession, source: object, name: str) -> SparkFrame:
-    """Return a table source as a Spark DataFrame; raise SourceError where Spark cannot read it.
-
-    Spark itself reads paths and globs of parquet (also hive-partitioned), CSV (header row, types
-    inferred) and NDJSON; anything else :func:`recoverylab.io.scan` reads is loaded on the driver
-    and shipped as Arrow, categoricals as strings (Spark has none).
-    """
-    kind = type(source)
-    if kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql"):
-        return source  # type: ignore[return-value]
-    paths = path_list(source)
-    formats = {FORMATS.get(Path(p.rstrip("/")).suffix.lower(), "parquet") for p in paths or ()}
-    if paths is not None and len(formats) == 1 and formats <= {"parquet", "csv", "ndjson"}:
-        errors = importlib.import_module("pyspark.errors")
-        try:
-            if formats == {"csv"}:
-                return spark.read.csv(paths, header=True, inferSchema=True)
-            if formats == {"ndjson"}:
-                return spark.read.json(paths)
-            return spark.read.parquet(*paths)
-        except errors.AnalysisException as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            message = f"{name}: Spark cannot read {', '.join(paths)}: {first}"
-            raise _errors.SourceError(message) from exc
-    frame = scan(source).with_columns((cs.categorical() | cs.enum()).cast(pl.String)).collect()
-    with quiet():
-        return spark.createDataFrame(frame.to_arrow(compat_level=pl.CompatLevel.oldest()))
 
 
 def empty_like(frame: SparkFrame) -> pl.DataFrame:
@@ -419,7 +377,7 @@ def _call(
 class SparkEngine:
     """Run a plan on Spark: each stage's partial query once per co-partitioned partition.
 
-    The inputs are read by Spark where they are paths (see :func:`as_spark`), unioned and
+    The inputs are read by the resolver's rules (see :func:`as_spark`), unioned and
     repartitioned by cluster key, and each partition is handed whole to the stage's polars
     partial query through ``mapInArrow``; only the partials come back to the driver, where
     the plan's combine and finish run. Results equal the polars engine's.
@@ -443,7 +401,7 @@ class SparkEngine:
                 f"parameter `spark` is {type(self.spark).__name__}; it must be a SparkSession. "
                 "Hint: recoverylab.distributed.session() starts a local one."
             )
-        frames = {i.name: as_spark(self.spark, i.source, i.name) for i in plan.inputs}
+        frames = {i.name: as_spark(self.spark, i.source) for i in plan.inputs}
         functions = importlib.import_module("pyspark.sql.functions")
         by_name = {i.name: i for i in plan.inputs}
         tables = []
