@@ -77,7 +77,17 @@ def file_columns(frame: object) -> tuple[tuple[Path, frozenset[str]], ...]:
 
 
 def _one_line(exc: BaseException) -> str:
+    """Return the line of an error's text that says what went wrong.
+
+    The first line, but for a Java stack trace (a Spark job's error through py4j, whose first
+    line only names the call) the deepest ``Caused by:`` line, the root cause.
+    """
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    causes = [
+        line.removeprefix("Caused by:").strip() for line in lines if line.startswith("Caused by:")
+    ]
+    if causes:
+        return causes[-1]
     return lines[0] if lines else type(exc).__name__
 
 
@@ -222,18 +232,27 @@ def diagnose(files: Iterable[tuple[Path, str]], exc: BaseException) -> RecoveryL
     return EngineError(f"the query failed{where}: {_one_line(exc)} ({type(exc).__name__}).")
 
 
+#: (module, exception) pairs that count as engine errors once their module is loaded.
+_LOADED_ENGINE_ERRORS = (
+    ("pyarrow", "ArrowException"),
+    ("pyspark.errors", "PySparkException"),
+    ("py4j.protocol", "Py4JJavaError"),
+)
+
+
 def engine_errors() -> tuple[type[BaseException], ...]:
     """Return the exception types the engines raise on bad data (polars panics included).
 
-    pyarrow's ``ArrowException`` is included only when pyarrow has been imported (no arrow
-    error can be raised before): resolving it on the except path keeps pyarrow's import
-    (0.1-0.3 s) off ``import recoverylab`` and ``recoverylab --help``.
+    The errors of :data:`_LOADED_ENGINE_ERRORS` (pyarrow's, and a Spark job's: a Java exception
+    reaches Python as py4j's ``Py4JJavaError``) are included only when their module has been
+    imported (none of them can be raised before): resolving them on the except path keeps
+    those imports (0.1-0.3 s for pyarrow) off ``import recoverylab`` and ``recoverylab --help``.
     """
     errors: list[type[BaseException]] = [pl.exceptions.PolarsError, pl.exceptions.PanicException]
-    pyarrow = sys.modules.get("pyarrow")
-    arrow_exception = getattr(pyarrow, "ArrowException", None)
-    if isinstance(arrow_exception, type) and issubclass(arrow_exception, BaseException):
-        errors.append(arrow_exception)
+    for module, name in _LOADED_ENGINE_ERRORS:
+        found = getattr(sys.modules.get(module), name, None)
+        if isinstance(found, type) and issubclass(found, BaseException):
+            errors.append(found)
     return tuple(errors)
 
 

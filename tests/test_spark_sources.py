@@ -12,13 +12,16 @@ Spark holding exactly what :func:`recoverylab.io.scan` reads, or raise the same 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
 import recoverylab as rl
-from recoverylab import SourceError, paired, synth
+from recoverylab import EngineError, SourceError, paired, synth
+from recoverylab._diagnose import diagnose, engine_errors
 from recoverylab.engines._spark_sources import as_spark
 from tests import layouts
 
@@ -177,3 +180,41 @@ def test_a_part_file_rewritten_beside_a_stale_checksum_is_still_read(spark, tmp_
     (directory / ".part-00000.parquet.crc").write_bytes(b"crc\x00\x00\x00\x02\x00" + bytes(8))
     expected = rl.scan(str(directory)).collect()
     assert_same_table(spark_rows(spark, str(directory)), expected, "stale checksum")
+
+
+def _damaged_parquet(path: Path) -> None:
+    """Write forks as parquet whose footer is sound but whose data pages are not."""
+    forks = synth.generate("forks", 40, seed=3)["forks"]
+    forks.write_parquet(path, compression="uncompressed", statistics=False)
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 3
+    data[middle : middle + 200] = bytes(b ^ 0xFF for b in data[middle : middle + 200])
+    path.write_bytes(bytes(data))
+
+
+def test_a_spark_job_failing_on_a_damaged_file_raises_the_polars_engines_error(
+    spark, tmp_path
+) -> None:
+    path = tmp_path / "forks.parquet"
+    _damaged_parquet(path)
+    with pytest.raises(SourceError) as on_polars:
+        paired.summarize(str(path), n_resamples=20)
+    with pytest.raises(SourceError) as on_spark:  # was py4j's Py4JJavaError
+        paired.summarize(str(path), n_resamples=20, engine=spark)
+    assert str(on_spark.value) == str(on_polars.value)
+    assert "is a damaged parquet file" in str(on_spark.value)
+
+
+def test_a_java_error_is_told_by_its_root_cause() -> None:
+    py4j = pytest.importorskip("py4j.protocol")
+    assert py4j.Py4JJavaError in engine_errors()
+    text = (
+        "An error occurred while calling o139.getResult.\n"
+        ": org.apache.spark.SparkException: Job aborted\n\tat org.apache.spark.X(X.scala:1)\n"
+        "Caused by: org.apache.spark.SparkException: stage failed\n\t... 4 more\n"
+        "Caused by: java.io.IOException: disk quota exceeded\n\t... 43 more\n"
+    )
+    error = diagnose([], RuntimeError(text))
+    assert isinstance(error, EngineError)
+    cause = "java.io.IOException: disk quota exceeded"
+    assert str(error) == f"the query failed: {cause} (RuntimeError)."
