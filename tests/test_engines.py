@@ -742,6 +742,27 @@ def test_cli_goal_on_spark_writes_scored_episodes_as_a_directory(
     same(goal.barrier_drop(expected, by=("model",), n_resamples=100), pl.read_parquet(drop))
 
 
+def test_spark_episodes_out_is_byte_stable_across_row_order_and_file_split(
+    spark: object, cli: Callable[..., Any], tmp_path: Path
+) -> None:
+    tables = synth.generate("goal", 20, seed=7)
+    written: list[dict[str, bytes]] = []
+    for run, files in enumerate((2, 3)):
+        sources = [
+            f"--{name}={spread(tables[name], tmp_path / f'in{run}' / name, files, seed=run)}"
+            for name in GOAL_TABLES
+        ]
+        episodes = tmp_path / f"scored{run}"
+        options = ["--resamples", "20", "--engine", "spark", "--episodes-out", episodes]
+        result = cli("goal", *sources, *options, "--out", tmp_path / f"s{run}.parquet")
+        assert result.code == 0, result.err
+        written.append({p.name: p.read_bytes() for p in episodes.iterdir()})
+    assert written[0] == written[1]
+    assert "part-00000.parquet" in written[0]
+    scored = pl.read_parquet(tmp_path / "scored0" / "part-00000.parquet")
+    assert scored["episode_id"].to_list() == sorted(scored["episode_id"].to_list())
+
+
 def test_cli_engine_options_are_checked(
     spark: object, cli: Callable[..., Any], forks_dir: str
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import importlib
 import os
 import sys
 import tempfile
@@ -91,8 +92,8 @@ def goal(
     """Run ``recoverylab goal`` on Spark; return the summary and the barrier drop (or None).
 
     The scored episodes stay on Spark: with ``--episodes-out`` Spark writes them as a parquet
-    directory at that path, and the summaries read them back; otherwise each summary runs the
-    (lazy) scoring again.
+    directory at that path (see :func:`_write_sorted`), and the summaries read them back;
+    otherwise each summary runs the (lazy) scoring again.
     """
     from recoverylab import goal as protocol
     from recoverylab.cli._common import announce_written, current_outputs, guard_output
@@ -105,7 +106,7 @@ def goal(
         # Spark writes a staging directory, renamed onto the target with the other outputs
         staging = current_outputs().stage_dir(target)
         progress(f"scoring episodes into {target}/ (parquet directory written by Spark)")
-        scored.write.mode("overwrite").parquet(str(staging))
+        _write_sorted(scored, staging)
         scored = spark.read.parquet(str(staging))
         announce_written(f"wrote {target}/ ({scored.count()} rows)")
     statistics = {"n_resamples": args.resamples, "confidence": args.confidence, "seed": args.seed}
@@ -118,3 +119,30 @@ def goal(
             scored, by=[c for c in scored.columns if c == "model"], engine=spark, **statistics
         )
     return summary, drop
+
+
+def _write_sorted(frame: Any, directory: Path) -> None:
+    """Write a Spark DataFrame as a byte-stable parquet directory (ARCHITECTURE §1.6).
+
+    Spark names its part files with a random UUID and splits rows by how its input was read, so
+    the same episodes written twice gave other files. The rows are sorted as every recoverylab
+    writer sorts them (by each orderable column, left to right, nulls last: the unique
+    ``episode_id`` first) into one part file, renamed ``part-00000.parquet`` (with its checksum
+    file): the same rows give the same bytes whatever the input's order or file split.
+    """
+    functions = importlib.import_module("pyspark.sql.functions")
+    types = importlib.import_module("pyspark.sql.types")
+    nested = (types.ArrayType, types.MapType, types.StructType)
+    keys = [
+        functions.col(f"`{field.name}`").asc_nulls_last()
+        for field in frame.schema.fields
+        if not isinstance(field.dataType, nested)
+    ]
+    frame.orderBy(*keys).coalesce(1).write.mode("overwrite").parquet(str(directory))
+    parts = sorted(p for p in directory.iterdir() if p.name.startswith("part-"))
+    for index, part in enumerate(parts):
+        name = f"part-{index:05d}.parquet"
+        checksum = directory / f".{part.name}.crc"
+        part.rename(directory / name)
+        if checksum.exists():
+            checksum.rename(directory / f".{name}.crc")
