@@ -22,6 +22,7 @@ from polars.testing import assert_frame_equal
 import recoverylab as rl
 from recoverylab import EngineError, SourceError, paired, synth
 from recoverylab._diagnose import diagnose, engine_errors
+from recoverylab.engines import _spark_sources as spark_sources
 from recoverylab.engines._spark_sources import as_spark
 from tests import layouts
 
@@ -218,3 +219,17 @@ def test_a_java_error_is_told_by_its_root_cause() -> None:
     assert isinstance(error, EngineError)
     cause = "java.io.IOException: disk quota exceeded"
     assert str(error) == f"the query failed: {cause} (RuntimeError)."
+
+
+def test_beyond_max_directories_the_table_is_shipped_the_same(spark, tmp_path, monkeypatch) -> None:
+    for value in ("a", "b", "c"):
+        directory = tmp_path / "data" / f"label={value}"
+        directory.mkdir(parents=True)
+        pl.DataFrame({"x": [1, 2]}).write_parquet(directory / "part-0.parquet")
+    source = str(tmp_path / "data")
+    expected = rl.scan(source).collect()
+    assert len(as_spark(spark, source).inputFiles()) == 3  # read by Spark, one read per directory
+    monkeypatch.setattr(spark_sources, "MAX_DIRECTORIES", 2)
+    shipped = as_spark(spark, source)
+    assert shipped.inputFiles() == []  # from the driver
+    assert_same_table(pl.from_arrow(shipped.toArrow()), expected, "shipped")  # type: ignore[arg-type]
