@@ -233,3 +233,51 @@ def test_beyond_max_directories_the_table_is_shipped_the_same(spark, tmp_path, m
     shipped = as_spark(spark, source)
     assert shipped.inputFiles() == []  # from the driver
     assert_same_table(pl.from_arrow(shipped.toArrow()), expected, "shipped")  # type: ignore[arg-type]
+
+
+# --- paths given by URI (hdfs://, s3a://...: only Spark reaches them; file:// stands in here) ---
+
+
+def test_a_csv_by_uri_keeps_lookalike_ids_as_text(spark, tmp_path) -> None:
+    path = tmp_path / "ids.csv"
+    lookalike_table().write_csv(path)
+    got = spark_rows(spark, path.as_uri())
+    assert got.schema["task_id"] == pl.String
+    assert got["task_id"].n_unique() == len(LOOKALIKE_IDS)
+    assert got.schema["score"] == pl.Float64  # other columns keep Spark's inferred types
+    assert_same_table(got, rl.scan(str(path)).collect(), "csv by uri")
+
+
+def test_a_hive_directory_by_uri_keeps_a_text_key_as_text(spark, tmp_path) -> None:
+    for task in ("007", "7"):
+        directory = tmp_path / "data" / f"task_id={task}"
+        directory.mkdir(parents=True)
+        pl.DataFrame({"x": [1]}).write_parquet(directory / "part-0.parquet")
+    got = spark_rows(spark, (tmp_path / "data").as_uri())
+    assert sorted(got["task_id"]) == ["007", "7"]
+    assert_same_table(got, rl.scan(str(tmp_path / "data")).collect(), "hive by uri")
+
+
+def test_paired_on_spark_by_uri_equals_polars_on_the_local_path(spark, tmp_path) -> None:
+    forks = synth.generate("forks", 4, seed=3)["forks"]
+    names = dict(zip(sorted(forks["task_id"].unique()), ["007", "7", "07", "0007"], strict=True))
+    path = tmp_path / "forks.csv"
+    forks.with_columns(pl.col("task_id").replace_strict(names)).write_csv(path)
+    options = {"n_resamples": 50, "seed": 1}
+    expected = paired.summarize(str(path), **options)
+    assert_frame_equal(paired.summarize(path.as_uri(), engine=spark, **options), expected)
+
+
+@pytest.mark.parametrize(
+    ("names", "found"),
+    [(["a.arrow"], "ipc"), (["a.csv", "b.parquet"], "csv, parquet")],
+)
+def test_uris_spark_cannot_read_as_one_table_are_refused(spark, tmp_path, names, found) -> None:
+    uris = [(tmp_path / name).as_uri() for name in names]
+    with pytest.raises(SourceError, match=rf"one format at a time \(found: {found}\)"):
+        as_spark(spark, uris if len(uris) > 1 else uris[0])
+
+
+def test_a_missing_uri_is_our_error(spark, tmp_path) -> None:
+    with pytest.raises(SourceError, match="Spark cannot read it"):
+        as_spark(spark, (tmp_path / "nothing.parquet").as_uri())

@@ -1,8 +1,9 @@
 """The command line's ``--engine spark [--spark-master URL]`` (used by the protocol commands).
 
-With ``--engine spark`` the input paths are handed to Spark as they are (Spark reads them, so
-``hdfs://`` or ``s3a://`` paths work and nothing row-level passes through the driver); results
-are written and printed as with polars. Under ``spark-submit`` the session it configured is
+With ``--engine spark`` the input paths are handed to the Spark engine as they are: local paths
+are read by the resolver's rules (Spark reads parquet files itself where that gives the same
+table), ``hdfs://`` or ``s3a://`` paths by Spark (see ``recoverylab.engines``); results are
+written and printed as with polars. Under ``spark-submit`` the session it configured is
 used.
 """
 

@@ -204,8 +204,8 @@ def tables(
     """Every result table of the takeover protocol, by name (see :data:`TABLES`).
 
     With a Spark ``engine`` the summary and the reliability table are computed on Spark from
-    ``sources`` (the input paths, read by Spark); the other tables are computed with polars on
-    this machine.
+    ``sources`` (the input paths, handed to the Spark engine); the other tables are computed
+    with polars on this machine.
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
 

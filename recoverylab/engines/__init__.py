@@ -12,7 +12,9 @@ the engine its ``engine=`` argument names:
   runs the partial queries per shard; equal results prove, without Java, that partials add up.
 * a SparkSession (or ``"spark"`` for the active one), or :class:`SparkEngine` ``(spark,
   partitions=...)`` -- the inputs are co-partitioned by cluster key and each stage's partial
-  query runs once per partition through ``mapInArrow``. Paths are read by Spark itself. The
+  query runs once per partition through ``mapInArrow``. Paths are read by the resolver's rules
+  (Spark reads the files itself where that gives the same table; ``hdfs://`` and other URIs
+  only Spark reaches). The
   workers need recoverylab installed (``pip install 'recoverylab[spark]'``); pyspark is
   imported only when this engine is used.
 

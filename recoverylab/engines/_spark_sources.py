@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import polars.selectors as cs
 
+from recoverylab.engines._spark_uris import is_uri, read_uris
 from recoverylab.io import InputFile, path_list, resolve_paths, scan
 
 if TYPE_CHECKING:
@@ -62,14 +63,18 @@ def quiet() -> Iterator[None]:
 def as_spark(spark: SparkSession, source: object) -> SparkFrame:
     """Return a table source as a Spark DataFrame holding what :func:`scan` reads from it.
 
-    A Spark DataFrame is returned as it is. Raises :class:`~recoverylab._errors.SourceError`
-    where the resolver cannot read the source (the polars engine's error).
+    A Spark DataFrame is returned as it is; paths given by URI (``hdfs://``, ``s3a://``), which
+    only Spark reaches, are read by :func:`._spark_uris.read_uris`. Raises
+    :class:`~recoverylab._errors.SourceError` where the resolver cannot read the source (the
+    polars engine's error).
     """
     kind = type(source)
     if kind.__name__ == "DataFrame" and kind.__module__.startswith("pyspark.sql"):
         return source  # type: ignore[return-value]
-    resolved = scan(source)  # the resolver's checks and errors, as on the polars engine
     paths = path_list(source)
+    if paths is not None and any(is_uri(p) for p in paths):
+        return read_uris(spark, paths)  # the driver cannot reach them
+    resolved = scan(source)  # the resolver's checks and errors, as on the polars engine
     if paths is not None:
         files = resolve_paths(paths)
         read = _read_by_spark(spark, files, resolved.collect_schema())
