@@ -11,10 +11,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats as sps
 
 from recoverylab import paired, stats
 from recoverylab._errors import ParameterError, SchemaError
+from recoverylab.paired import _gate as gate_module
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data_samples" / "paired"
 POLICY = SAMPLES / "gate_policy.toml"
@@ -524,3 +527,37 @@ def test_by_judges_the_claim_in_each_group() -> None:
     pooled = paired.gate(data, policy(claim("superiority", 0.0)))
     assert pooled.claims.height == 1
     assert pooled.claims["n_tasks"].item() == 40
+
+
+def _first_decided_one_step_at_a_time(family, adjust, alpha):
+    """The reference: adjust the family after each arriving task, as the gate once did."""
+    rows, horizon = family.shape
+    first = np.full(rows, horizon)
+    for t in range(horizon):
+        column = family[:, t]
+        p_adj = column.copy() if adjust == "none" else stats.adjust_p_values(column, adjust)
+        for i in np.flatnonzero(p_adj < alpha):
+            first[i] = min(first[i], t)
+    return first
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 6),
+    horizon=st.integers(1, 120),
+    adjust=st.sampled_from(["none", "holm", "bh"]),
+    seed=st.integers(0, 2**32 - 1),
+    block=st.sampled_from([1, 7, 1 << 16]),
+)
+def test_decision_steps_equal_adjusting_after_each_task(rows, horizon, adjust, seed, block):
+    rng = np.random.default_rng(seed)
+    # anytime p-values: non-increasing paths from 1 down; about half the rows decide, at
+    # arrival steps spread over the horizon
+    drops = rng.random((rows, horizon)) ** rng.uniform(0.02, 2, size=(rows, 1))
+    family = np.minimum.accumulate(np.concatenate([np.ones((rows, 1)), drops], axis=1), axis=1)
+    family = family[:, 1:]
+    alpha = rng.uniform(0.01, 0.2, size=rows)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gate_module, "_TASKS_PER_BLOCK", block)
+        got = gate_module._first_decided(family, adjust, alpha)
+    assert got.tolist() == _first_decided_one_step_at_a_time(family, adjust, alpha).tolist()

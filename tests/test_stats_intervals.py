@@ -442,3 +442,25 @@ def test_one_sided_interval_at_confidence_one_half_found_by_a_sweep() -> None:
     low = out["ci_low"].item()
     # a one-sided bound at confidence 0.5 sits near the point estimate (-19 / 168 here)
     assert abs(low - (3 * 16 - 2 * 19 - 29) / (3 * 16 + 2 * 12 + 2 * 19 + 2 * 29)) < 0.05
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.tuples(st.integers(0, 8), st.integers(1, 6)),
+    method=st.sampled_from(["holm", "bh"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_a_2d_family_adjusts_each_column_as_alone(shape, method, seed) -> None:
+    rng = np.random.default_rng(seed)
+    p = rng.choice([0.0, 0.01, 0.5, 1.0], size=shape) if seed % 3 == 0 else rng.random(shape)
+    got = stats.adjust_p_values(p, method)
+    assert got.shape == p.shape
+    for column in range(p.shape[1]):
+        assert got[:, column].tolist() == stats.adjust_p_values(p[:, column], method).tolist()
+
+
+def test_a_2d_family_with_nan_is_refused() -> None:
+    with pytest.raises(ParameterError, match="2-D `p_values`"):
+        stats.adjust_p_values(np.array([[0.1, np.nan]]), "holm")
+    with pytest.raises(ParameterError, match="must be 1-D or 2-D"):
+        stats.adjust_p_values(np.zeros((2, 2, 2)), "holm")

@@ -226,14 +226,32 @@ def _decided_at(
             seen = np.searchsorted(row.cell.arrival, steps, side="right")  # tasks by step
             both.append(np.where(seen > 0, np.exp(-best[np.maximum(seen - 1, 0)]), 1.0))
         paths.append(both)
-    found: list[int | None] = [None] * len(rows)
-    for t in range(horizon):
-        for which in (0, 1):
-            p_adj = adjusted(np.array([path[which][t] for path in paths]), adjust)
-            for i in np.flatnonzero(p_adj < alpha):
-                if found[i] is None:
-                    found[i] = int(steps[t])
-    return found
+    first = np.full(len(rows), horizon)
+    for which in (0, 1):
+        family = np.stack([path[which] for path in paths])  # rows x arriving tasks
+        first = np.minimum(first, _first_decided(family, adjust, alpha))
+    return [int(steps[t]) if t < horizon else None for t in first]
+
+
+#: Arriving tasks whose adjusted p-values are computed at once (bounds the memory to about
+#: 8 bytes x rows x this per array).
+_TASKS_PER_BLOCK = 1 << 16
+
+
+def _first_decided(family: np.ndarray, adjust: str, alpha: np.ndarray) -> np.ndarray:
+    """Per row, the first column (arrival step) at which its adjusted p-value is below alpha.
+
+    Each column is one family, adjusted as the gate adjusts it; a row never below alpha gets
+    the number of columns.
+    """
+    rows, horizon = family.shape
+    first = np.full(rows, horizon)
+    for start in range(0, horizon, _TASKS_PER_BLOCK):
+        block = family[:, start : start + _TASKS_PER_BLOCK]
+        below = adjusted(block, adjust) < alpha[:, None]
+        hit = below.any(axis=1) & (first == horizon)
+        first[hit] = start + below[hit].argmax(axis=1)
+    return first
 
 
 def gate(

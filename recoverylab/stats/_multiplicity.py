@@ -20,11 +20,13 @@ def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.n
 
     The family is every p-value given (a result's cells); NaN entries stay NaN, outside the
     family. Matches ``statsmodels.stats.multitest.multipletests`` (``"holm"``, ``"fdr_bh"``).
+    A 2-D array holds one family per column (the sequential gate adjusts its claims after each
+    arriving task at once): each column is adjusted exactly as it would be alone.
 
     Parameters
     ----------
     p_values
-        1-D array of p-values in [0, 1] (NaN allowed).
+        1-D array of p-values in [0, 1] (NaN allowed), or a 2-D array of them without NaN.
     method
         ``"holm"`` or ``"bh"``.
 
@@ -36,7 +38,8 @@ def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.n
     Raises
     ------
     ParameterError
-        For an unknown method, a non 1-D input or p-values outside [0, 1].
+        For an unknown method, an input of another dimension, p-values outside [0, 1], or NaN
+        in a 2-D input.
 
     Examples
     --------
@@ -47,26 +50,36 @@ def adjust_p_values(p_values: np.ndarray | Sequence[float], method: str) -> np.n
     """
     require_one_of("method", method, ("holm", "bh"))
     p = _numeric_array("p_values", p_values).astype(np.float64)
-    if p.ndim != 1:
-        raise ParameterError(f"parameter `p_values` has shape {p.shape}; it must be 1-D.")
+    if p.ndim not in (1, 2):
+        raise ParameterError(f"parameter `p_values` has shape {p.shape}; it must be 1-D or 2-D.")
     known = ~np.isnan(p)
     if ((p[known] < 0) | (p[known] > 1)).any():
         raise ParameterError("parameter `p_values` holds values outside [0, 1].")
+    if p.ndim == 2:
+        if not known.all():
+            raise ParameterError("a 2-D `p_values` (one family per column) may not hold NaN.")
+        return _adjust_columns(p, method)
     out = np.full(p.shape, np.nan)
-    values = p[known]
-    size = values.size
-    if size == 0:
-        return out
-    order = np.argsort(values, kind="stable")
-    ranked = values[order]
-    if method == "holm":
-        steps = np.maximum.accumulate((size - np.arange(size)) * ranked)
-    else:
-        steps = np.minimum.accumulate((size / np.arange(size, 0, -1)) * ranked[::-1])[::-1]
-    adjusted = np.empty(size)
-    adjusted[order] = np.minimum(steps, 1.0)
-    out[known] = adjusted
+    if known.any():
+        out[known] = _adjust_columns(p[known][:, None], method)[:, 0]
     return out
+
+
+def _adjust_columns(p: np.ndarray, method: str) -> np.ndarray:
+    """Adjust each column of a NaN-free 2-D array as one family (see :func:`adjust_p_values`)."""
+    size = p.shape[0]
+    if size == 0:
+        return p.copy()
+    order = np.argsort(p, axis=0, kind="stable")
+    ranked = np.take_along_axis(p, order, axis=0)
+    if method == "holm":
+        steps = np.maximum.accumulate((size - np.arange(size))[:, None] * ranked, axis=0)
+    else:
+        factor = (size / np.arange(size, 0, -1))[:, None]
+        steps = np.minimum.accumulate(factor * ranked[::-1], axis=0)[::-1]
+    adjusted = np.empty_like(p)
+    np.put_along_axis(adjusted, order, np.minimum(steps, 1.0), axis=0)
+    return adjusted
 
 
 def _alpha_per_side(confidence: float, alternative: str) -> float:
