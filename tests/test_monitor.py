@@ -113,6 +113,26 @@ def test_capital_rejects_bad_input() -> None:
         sequences.capital(np.ones(3), np.ones(4), 0.0, side="less")
     with pytest.raises(ParameterError, match="`alpha`"):
         sequences.confidence_sequence(np.ones(3), np.ones(3), alpha=1.5)
+    with pytest.raises(ParameterError, match="shapes"):  # was numpy's broadcast ValueError
+        sequences.confidence_sequence(np.ones(3), np.ones(4), alpha=0.05)
+    with pytest.raises(ParameterError, match="`alternative`"):
+        sequences.confidence_sequence(np.ones(3), np.ones(3), alpha=0.05, alternative="up")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_one_sided_sequence_is_that_side_of_the_two_sided_one(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    m = rng.integers(0, 3, size=200).astype(float)
+    x = np.minimum(rng.binomial(m.astype(int), 0.4), m) - rng.binomial(m.astype(int), 0.2)
+    x = np.clip(x, -m, m)
+    options = {"alpha": 0.05, "lo": -1.0, "hi": 1.0, "max_pairs": 2.0}
+    both = sequences.confidence_sequence(x, m, **options)
+    lower = sequences.confidence_sequence(x, m, alternative="greater", **options)
+    upper = sequences.confidence_sequence(x, m, alternative="less", **options)
+    assert lower.low.tolist() == both.low.tolist()
+    assert upper.high.tolist() == both.high.tolist()
+    assert (lower.high == 1.0).all()
+    assert (upper.low == -1.0).all()
 
 
 # --- the verb ---------------------------------------------------------------------------------

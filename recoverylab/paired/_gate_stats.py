@@ -250,7 +250,7 @@ def bound(cell: CellData, alpha: float, side: str, *, sequential: bool, max_pair
         raise ParameterError(f"level {alpha!r} must lie in (0, 1).")
     if sequential:
         cs = sequences.confidence_sequence(
-            cell.x, cell.m, alpha=alpha, lo=cell.lo, hi=1.0, max_pairs=max_pairs
+            cell.x, cell.m, alpha=alpha, lo=cell.lo, hi=1.0, max_pairs=max_pairs, alternative=side
         )
         return float(cs.low[-1] if side == "greater" else cs.high[-1])
     alpha = min(alpha, _ALPHA_CEILING)

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, require_one_of
 
 __all__ = [
     "BET_CAP",
@@ -145,6 +145,19 @@ def capital(
     x = np.asarray(x, dtype=np.float64)
     m = np.asarray(m, dtype=np.float64)
     _check_data(x, m, lo, hi, float(max_pairs))
+    return _log_capital(x, m, theta, side, lo, hi, float(max_pairs))
+
+
+def _log_capital(
+    x: np.ndarray,
+    m: np.ndarray,
+    theta: np.ndarray | float,
+    side: str,
+    lo: float,
+    hi: float,
+    max_pairs: float,
+) -> np.ndarray:
+    """:func:`capital` on data already checked (the grid blocks of one sequence share it)."""
     theta = np.asarray(theta, dtype=np.float64)[..., None]
     z = (x - theta * m) / float(max_pairs)
     if side == "less":
@@ -232,6 +245,7 @@ def confidence_sequence(
     hi: float = 1.0,
     max_pairs: float = 1.0,
     grid_points: int = GRID_POINTS,
+    alternative: str = "two-sided",
 ) -> SequenceBounds:
     """Return lower and upper confidence sequences for θ = E[x] / E[m], each at level α.
 
@@ -249,6 +263,10 @@ def confidence_sequence(
         As :func:`capital`.
     grid_points
         Grid size (at least 3).
+    alternative
+        ``"two-sided"`` (default): both bounds; ``"greater"``: the lower bound only (the
+        upper stays ``hi``), ``"less"``: the upper bound only (the lower stays ``lo``), at half
+        the work.
 
     Returns
     -------
@@ -267,20 +285,26 @@ def confidence_sequence(
     (True, 1.0)
     """
     alpha = _check_alpha(alpha)
+    require_one_of("alternative", alternative, ("two-sided", "greater", "less"))
     if not isinstance(grid_points, int) or grid_points < 3:
         raise ParameterError(f"parameter `grid_points` is {grid_points!r}; it must be >= 3.")
     x = np.asarray(x, dtype=np.float64).ravel()
     m = np.asarray(m, dtype=np.float64).ravel()
+    _check_data(x, m, lo, hi, float(max_pairs))
     grid = np.linspace(lo, hi, grid_points)
     step = float(grid[1] - grid[0])
-    kept = {side: _kept(x, m, grid, side, alpha, lo, hi, max_pairs) for side in ("greater", "less")}
     # K⁺ rejects the θ below the data, K⁻ those above: the bounds are the ends of what each
     # keeps, widened by a grid step (a θ between two grid points is kept with its neighbours)
-    plus, minus = kept["greater"], kept["less"]
-    first = grid[np.argmax(plus, axis=0)] - step
-    last = grid[grid_points - 1 - np.argmax(minus[::-1], axis=0)] + step
-    low = np.where(plus.any(axis=0), np.maximum(first, lo), hi)
-    high = np.where(minus.any(axis=0), np.minimum(last, hi), lo)
+    low = np.full(x.size, float(lo))
+    high = np.full(x.size, float(hi))
+    if alternative != "less":
+        plus = _kept(x, m, grid, "greater", alpha, lo, hi, max_pairs)
+        first = grid[np.argmax(plus, axis=0)] - step
+        low = np.where(plus.any(axis=0), np.maximum(first, lo), hi)
+    if alternative != "greater":
+        minus = _kept(x, m, grid, "less", alpha, lo, hi, max_pairs)
+        last = grid[grid_points - 1 - np.argmax(minus[::-1], axis=0)] + step
+        high = np.where(minus.any(axis=0), np.minimum(last, hi), lo)
     return SequenceBounds(low=low, high=high, alpha=alpha, grid_step=step)
 
 
@@ -300,15 +324,8 @@ def _kept(
     for start in range(0, grid.size, _GRID_BLOCK):
         block = grid[start : start + _GRID_BLOCK]
         shape = (block.size, x.size)
-        log_k = capital(
-            np.broadcast_to(x, shape),
-            np.broadcast_to(m, shape),
-            block,
-            side=side,
-            lo=lo,
-            hi=hi,
-            max_pairs=max_pairs,
-        )
+        x_block, m_block = np.broadcast_to(x, shape), np.broadcast_to(m, shape)
+        log_k = _log_capital(x_block, m_block, block, side, lo, hi, float(max_pairs))
         # the running intersection: a θ once rejected stays rejected
         blocks.append(np.maximum.accumulate(log_k, axis=-1) < threshold)
     return np.concatenate(blocks, axis=0)
