@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from recoverylab import paired
@@ -275,3 +277,55 @@ def test_growing_directory_of_forks(cli: Callable, tmp_path: Path) -> None:
         codes.append(run.code)
     assert codes[-1] == 0
     assert set(codes) <= {0, 3}
+
+
+def _bounds_on_the_whole_grid(x, m, alpha, lo, max_pairs, grid_points):
+    """The reference: every grid θ's capital path at once, the ends of what is kept."""
+    grid = np.linspace(lo, 1.0, grid_points)
+    step = grid[1] - grid[0]
+    threshold = math.log(1 / alpha)
+    ends = []
+    for side in ("greater", "less"):
+        kept = np.array(
+            [
+                np.maximum.accumulate(
+                    sequences.capital(x, m, theta, side=side, lo=lo, max_pairs=max_pairs)
+                )
+                < threshold
+                for theta in grid
+            ]
+        )
+        ends.append(kept)
+    plus, minus = ends
+    low = np.where(plus.any(0), np.maximum(grid[plus.argmax(0)] - step, lo), 1.0)
+    high = np.where(minus.any(0), np.minimum(grid[::-1][minus[::-1].argmax(0)] + step, 1.0), lo)
+    return low, high
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    tasks=st.integers(1, 60),
+    max_pairs=st.integers(1, 3),
+    rate=st.booleans(),
+    grid_points=st.integers(3, 41),
+    block_values=st.sampled_from([1, 50, 1 << 21]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_sequence_bounds_equal_the_whole_grid_reference(
+    tasks, max_pairs, rate, grid_points, block_values, seed
+) -> None:
+    rng = np.random.default_rng(seed)
+    m = rng.integers(0, max_pairs + 1, size=tasks)
+    x = rng.binomial(m, rng.random())
+    if not rate:
+        x = x - rng.binomial(m - x, rng.random())
+    lo = 0.0 if rate else -1.0
+    alpha = float(rng.uniform(0.01, 0.3))
+    low, high = _bounds_on_the_whole_grid(x, m, alpha, lo, max_pairs, grid_points)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sequences, "_BLOCK_VALUES", block_values)
+        cs = sequences.confidence_sequence(
+            x, m, alpha=alpha, lo=lo, max_pairs=max_pairs, grid_points=grid_points
+        )
+    assert cs.low.tolist() == low.tolist()
+    assert cs.high.tolist() == high.tolist()

@@ -67,8 +67,11 @@ _PRIOR_VARIANCE = 0.25
 GRID_POINTS = 401
 #: Smallest room below θ used in the bet's cap (see :func:`_bets`).
 _ROOM_FLOOR = 1e-6
-#: Grid points handled per block (bounds the memory at tasks × block).
+#: Grid points handled per block, at most (bounds the memory at tasks × block).
 _GRID_BLOCK = 64
+#: Values (grid points × tasks) per block at most: a block's few float arrays then take tens
+#: of MB whatever the number of tasks (a million tasks: blocks of 2 grid points).
+_BLOCK_VALUES = 1 << 21
 
 
 def _check_alpha(alpha: float) -> float:
@@ -298,17 +301,17 @@ def confidence_sequence(
     low = np.full(x.size, float(lo))
     high = np.full(x.size, float(hi))
     if alternative != "less":
-        plus = _kept(x, m, grid, "greater", alpha, lo, hi, max_pairs)
-        first = grid[np.argmax(plus, axis=0)] - step
-        low = np.where(plus.any(axis=0), np.maximum(first, lo), hi)
+        first = _kept_end(x, m, grid, "greater", alpha, lo, hi, max_pairs)
+        kept = first < grid_points
+        low = np.where(kept, np.maximum(grid[np.where(kept, first, 0)] - step, lo), hi)
     if alternative != "greater":
-        minus = _kept(x, m, grid, "less", alpha, lo, hi, max_pairs)
-        last = grid[grid_points - 1 - np.argmax(minus[::-1], axis=0)] + step
-        high = np.where(minus.any(axis=0), np.minimum(last, hi), lo)
+        last = _kept_end(x, m, grid, "less", alpha, lo, hi, max_pairs)
+        kept = last >= 0
+        high = np.where(kept, np.minimum(grid[np.where(kept, last, 0)] + step, hi), lo)
     return SequenceBounds(low=low, high=high, alpha=alpha, grid_step=step)
 
 
-def _kept(
+def _kept_end(
     x: np.ndarray,
     m: np.ndarray,
     grid: np.ndarray,
@@ -318,14 +321,27 @@ def _kept(
     hi: float,
     max_pairs: float,
 ) -> np.ndarray:
-    """Return a boolean (grid, T) array: θ not yet rejected by the ``side`` gambler after t."""
+    """Per task t, the end of the θ grid the ``side`` gambler has not rejected up to t.
+
+    ``"greater"`` (K⁺ rejects the θ below the data): the first kept grid index, or the grid's
+    size when none is kept; ``"less"``: the last kept index, or -1. The grid is walked in
+    blocks (rows of θ) so the memory stays at a few arrays of tasks × block, whatever the grid.
+    """
     threshold = math.log(1.0 / alpha)
-    blocks = []
-    for start in range(0, grid.size, _GRID_BLOCK):
-        block = grid[start : start + _GRID_BLOCK]
+    size = max(1, min(_GRID_BLOCK, _BLOCK_VALUES // max(1, x.size)))
+    none = grid.size if side == "greater" else -1
+    end = np.full(x.size, none)
+    for start in range(0, grid.size, size):
+        block = grid[start : start + size]
         shape = (block.size, x.size)
         x_block, m_block = np.broadcast_to(x, shape), np.broadcast_to(m, shape)
         log_k = _log_capital(x_block, m_block, block, side, lo, hi, float(max_pairs))
         # the running intersection: a θ once rejected stays rejected
-        blocks.append(np.maximum.accumulate(log_k, axis=-1) < threshold)
-    return np.concatenate(blocks, axis=0)
+        kept = np.maximum.accumulate(log_k, axis=-1) < threshold
+        found = kept.any(axis=0)
+        if side == "greater":  # the first block that keeps a θ holds the first kept θ
+            update = found & (end == none)
+            end[update] = start + kept.argmax(axis=0)[update]
+        else:  # each later block that keeps a θ moves the last one up
+            end[found] = start + block.size - 1 - kept[::-1].argmax(axis=0)[found]
+    return end
