@@ -255,3 +255,18 @@ def test_ratios_verdict_needs_the_cpu_ratio_and_the_peak() -> None:
     assert [r["met"] for r in (fast_small, slow, big, unbounded)] == [True, False, False, True]
     section = ratios.render([fast_small, slow], ["header"])
     assert "**1 of 2 targets met.** Missed: x (d)." in section
+
+
+def test_sequences_scale_prints_a_row_per_workload_and_size() -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "sequences_scale.py"), "--tasks", "50,200"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0] == "| tasks | workload | CPU s | peak RSS GB |"
+    for tasks in ("50", "200"):
+        workloads = [line.split(" | ")[1] for line in lines if line.startswith(f"| {tasks} |")]
+        assert workloads == ["floor", "one_sided", "two_sided"]
