@@ -26,6 +26,7 @@ from recoverylab.takeover._inputs import (
     sort_keys,
     unit_differences,
 )
+from recoverylab.takeover._packed_units import decoded
 from recoverylab.takeover._stages import (
     cluster_keys,
     from_fixed_point,
@@ -144,31 +145,29 @@ def _group_key(
     """Return the group-by keys of the partials and how to turn them back into the ``by`` keys.
 
     When the agent is the only attempt-level key, one integer: the state's (workflow, *state
-    keys) code ``__cell`` times the number of agents plus the agent's rank (a single integer key
-    groups several times faster than text ones). Otherwise the workflow code and the cells.
+    keys) code ``__cell`` times 2**32 plus the agent's code (a single integer key groups several
+    times faster than text ones). Otherwise the workflow code and the cells. The names come
+    back through lookups of the few distinct codes, as text (:func:`decoded`).
     """
     cells = [c for c in by if c != "workflow_id"]
-    agents = frame.select(pl.col("agent").unique().sort()).collect().get_column("agent")
-    if tuple(unit_keys) != ("agent",) or agents.is_empty():
+    if tuple(unit_keys) != ("agent",):
         names = frame.select(CODES[0], "workflow_id").unique(CODES[0])
         keys = [pl.col(CODES[0]), *(pl.col(c) for c in cells)]
-        return keys, lambda partials: partials.join(names, on=CODES[0])
-    n = len(agents)
-    agent_rank = pl.col("agent").cast(pl.Enum(agents)).to_physical().cast(pl.UInt64)
-    key = (pl.col(CODES[2]).cast(pl.UInt64) * n + agent_rank).alias("__key")
+        return keys, lambda partials: decoded(partials.join(names, on=CODES[0]))
+    shift = pl.lit(1 << 32, dtype=pl.UInt64)
+    key = (pl.col(CODES[2]).cast(pl.UInt64) * shift + pl.col(CODES[3]).cast(pl.UInt64)).alias(
+        "__key"
+    )
     state_cells = [c for c in cells if c != "agent"]
     lookup = frame.select(CODES[2], "workflow_id", *state_cells).unique(CODES[2])
-    names = pl.LazyFrame({"agent": agents, "__rank": pl.int_range(n, dtype=pl.UInt64, eager=True)})
+    agents = frame.select(CODES[3], "agent").unique(CODES[3])
 
     def decode(partials: pl.LazyFrame) -> pl.LazyFrame:
-        return (
-            partials.with_columns(
-                (pl.col("__key") // n).cast(pl.UInt32).alias(CODES[2]),
-                (pl.col("__key") % n).alias("__rank"),
-            )
-            .join(lookup, on=CODES[2])
-            .join(names, on="__rank")
+        split = partials.with_columns(
+            (pl.col("__key") // shift).cast(pl.UInt32).alias(CODES[2]),
+            (pl.col("__key") % shift).cast(pl.UInt32).alias(CODES[3]),
         )
+        return decoded(split.join(lookup, on=CODES[2]).join(agents, on=CODES[3]))
 
     return [key], decode
 
