@@ -24,7 +24,13 @@ from recoverylab.schema import (
     spec,
     validate,
 )
-from recoverylab.takeover._packed_units import coded, decoded, packed_per_unit, unpacked
+from recoverylab.takeover._packed_units import (
+    UNIT_FIELD,
+    coded,
+    decoded,
+    packed_per_unit,
+    unpacked,
+)
 
 #: Outcome columns of `attempts`, in funnel order (seed: 觉察 → 修根因 → 重算派生状态 → 业务终态).
 FLAGS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
@@ -349,7 +355,7 @@ def _packed_view(
         state("state_id"),
         pl.lit(agents).gather(pl.col("__agent")).alias("agent"),
         "repeats",
-        *unpacked(list(unit_flags())),
+        *unpacked(list(unit_flags()), UNIT_FIELD),
         pl.col("first").alias(_FIRST),
         pl.col("last").alias(_LAST),
         pl.col("distinct").alias(_DISTINCT),

@@ -7,17 +7,17 @@ the same per-unit table (:func:`recoverylab.takeover._inputs.checked_units`' one
 * one 64-bit key per attempt: the state's row in `states` (an exact ``Enum`` lookup of
   ``state_id``; null for a state not in `states`) times 2**32 plus the agent's code (a
   ``Categorical`` of its own, exact: its categories are the agents' names);
-* two 64-bit words per attempt holding the eight outcome counts in 16-bit fields, so that two sums
-  replace eight (a unit without duplicate repeats has at most 64 rows, far below 2**16);
+* one 64-bit word per attempt holding the eight outcome counts in 8-bit fields, so that one sum
+  replaces eight (a unit without duplicate repeats has at most 64 rows, below 2**8);
 * the sum of ``2**repeat`` per unit: its set bits are the unit's repeats when no repeat is
   repeated, which holds exactly when it has as many set bits as the unit has rows (two equal
   powers of two carry on adding and lose a bit, and no carry can bring it back). The first and
   last repeat are its lowest and highest set bits.
 
-Nothing is hashed without an exact check: the key's parts are exact codes, and the fields and bits
-are exact under the conditions :func:`packed_per_unit` verifies. Where they do not hold (a repeat
-outside 0..63, a row breaking a data check, an attempt of an unknown state, no attempts) it
-returns None and the caller takes the text group-by, which raises the errors in their order.
+Nothing is hashed: the key's parts are exact codes, and the fields and bits are exact under the
+conditions :func:`packed_per_unit` verifies. Where they do not hold (a repeat outside 0..63, a
+row breaking a data check, an attempt of an unknown state, no attempts) it returns None and the
+caller takes the text group-by, which raises the errors in their order.
 """
 
 from __future__ import annotations
@@ -26,8 +26,11 @@ from collections.abc import Mapping, Sequence
 
 import polars as pl
 
-#: Bits per packed count: a unit without repeated repeats has at most 64 rows.
-_FIELD = 16
+#: Bits per count in the words of one unit: a unit without repeated repeats has at most 64
+#: rows (a unit with repeated repeats is refused before its counts are read).
+UNIT_FIELD = 8
+#: Bits per count in the words of sums over units (:func:`packed_words`' callers check a bound).
+SUM_FIELD = 16
 #: Repeats 0..63 are bits of one 64-bit word.
 _WORD_BITS = 64
 #: The agent's code takes the low 32 bits of the key.
@@ -54,16 +57,30 @@ def _u64(value: int) -> pl.Expr:
     return pl.lit(value, dtype=pl.UInt64)
 
 
-def _places(names: Sequence[str]) -> list[tuple[str, str, int]]:
-    """Return (name, word column, field) of each count: four 16-bit fields per word."""
-    return [(name, f"__w{i // 4}", i % 4) for i, name in enumerate(names)]
+def _places(names: Sequence[str], width: int) -> list[tuple[str, str, int]]:
+    """Return (name, word column, shift) of each count: ``64 // width`` fields per word."""
+    per_word = _WORD_BITS // width
+    return [(n, f"__w{i // per_word}", width * (i % per_word)) for i, n in enumerate(names)]
 
 
-def unpacked(names: Sequence[str]) -> list[pl.Expr]:
-    """Return the counts ``names`` (Int64) read from the words of :func:`packed_per_unit`."""
+def packed_words(counts: Mapping[str, pl.Expr], width: int) -> dict[str, pl.Expr]:
+    """Return the 64-bit words (by column name) that hold ``counts`` in ``width``-bit fields.
+
+    A sum of the words is the words of the sums while every summed count stays below
+    ``2**width`` (the caller checks a bound); :func:`unpacked` reads them.
+    """
+    words: dict[str, pl.Expr] = {}
+    for name, word, shift in _places(list(counts), width):
+        value = counts[name].cast(pl.UInt64) * _u64(1 << shift)
+        words[word] = words[word] + value if word in words else value
+    return words
+
+
+def unpacked(names: Sequence[str], width: int) -> list[pl.Expr]:
+    """Return the counts ``names`` (Int64) read from the words of :func:`packed_words`."""
     return [
-        (pl.col(word) // _u64(1 << (_FIELD * field)) % _u64(1 << _FIELD)).cast(pl.Int64).alias(n)
-        for n, word, field in _places(names)
+        (pl.col(word) // _u64(1 << shift) % _u64(1 << width)).cast(pl.Int64).alias(n)
+        for n, word, shift in _places(names, width)
     ]
 
 
@@ -77,46 +94,43 @@ def packed_per_unit(
     """Return the units of ``attempts`` (state row, agent code, counts, repeats) and the agents.
 
     ``states``: the validated `states` rows with a unique, non-null ``state_id`` (the key's
-    state part is a row of it). ``counts``: at most eight per-attempt 0/1 expressions, each
-    summed per unit into a 16-bit field (:func:`unpacked` reads them). ``odd``: attempts that
-    break a data check (their presence sends the caller to the text group-by, which raises on
-    them).
+    state part is a row of it). ``counts``: per-attempt 0/1 expressions, each summed per unit
+    into an 8-bit field (:func:`unpacked` with :data:`UNIT_FIELD` reads them). ``odd``: attempts
+    that break a data check. A first pass counts them and the repeats outside 0..63; if there
+    are any (or no attempts), None: the caller takes the text group-by, which raises on them.
 
     Returns
     -------
     (units, agents) or None
         ``units``: ``__state`` (UInt32, the row of ``states``), ``__agent`` (UInt32, a row of
-        ``agents``), ``repeats`` (Int64, rows), the words ``__w0``, ``__w1`` (UInt64),
-        ``first`` and ``last`` (Int64, lowest and highest repeat) and ``distinct`` (UInt32:
-        equals ``repeats`` exactly when no repeat appears twice, else smaller). ``agents``: the
+        ``agents``), ``repeats`` (Int64, rows), the words ``__w0``, ... (UInt64), ``first`` and
+        ``last`` (Int64, lowest and highest repeat) and ``distinct`` (UInt32: equals
+        ``repeats`` exactly when no repeat appears twice, else smaller). ``agents``: the
         agents' names by code (as :func:`coded`). None when the conditions above fail.
     """
-    if len(counts) > 2 * _WORD_BITS // _FIELD:
+    repeat = pl.col("repeat")
+    outside = ~repeat.is_between(0, _WORD_BITS - 1).fill_null(False)
+    facts = attempts.select(
+        pl.len().alias("rows"),
+        (outside if odd is None else outside | odd.fill_null(True)).sum().alias("odd"),
+    ).collect(engine="streaming")
+    if not facts["rows"].item() or facts["odd"].item():
         return None
     agents = pl.Categories.random(namespace=_NAMESPACE)
     state = pl.col("state_id").cast(pl.Enum(states.get_column("state_id")), strict=False)
-    agent = pl.col("agent").cast(pl.Categorical(agents))
-    key = state.to_physical().cast(pl.UInt64) * _u64(1 << _AGENT_BITS) + agent.to_physical().cast(
-        pl.UInt64
-    )
-    repeat = pl.col("repeat")
-    inside = repeat.is_between(0, _WORD_BITS - 1).fill_null(False)
-    outside = ~inside if odd is None else ~inside | odd.fill_null(True)
-    words: dict[str, pl.Expr] = {}
-    for name, word, field in _places(list(counts)):
-        bits = counts[name].cast(pl.UInt64) * _u64(1 << (_FIELD * field))
-        words[word] = words[word] + bits if word in words else bits
+    agent = pl.col("agent").cast(pl.Categorical(agents)).to_physical().cast(pl.UInt64)
+    key = state.to_physical().cast(pl.UInt64) * _u64(1 << _AGENT_BITS) + agent
+    words = packed_words(counts, UNIT_FIELD)
     grouped = (
         attempts.group_by(key.alias("__key"))
         .agg(
             pl.len().cast(pl.Int64).alias("repeats"),
             *(expr.sum().alias(word) for word, expr in words.items()),
-            pl.when(inside).then(_u64(2).pow(repeat)).otherwise(_u64(0)).sum().alias("__bits"),
-            outside.sum().alias("__odd"),
+            _u64(2).pow(repeat).sum().alias("__bits"),
         )
         .collect(engine="streaming")
     )
-    if not grouped.height or grouped["__key"].has_nulls() or grouped["__odd"].sum():
+    if grouped["__key"].has_nulls():
         return None
     bits = pl.col("__bits")
     units = grouped.select(
