@@ -325,7 +325,10 @@ def _units_pass(inputs: Inputs, row_checks: bool) -> tuple[pl.LazyFrame, pl.Lazy
     checks = data_checks(spec("attempts"), inputs.attempts.collect_schema()) if row_checks else {}
     if tuple(inputs.unit_keys) == ("agent",):
         table = states.collect()
-        odd = pl.any_horizontal(*checks.values()) if checks else None
+        # A null state_id or agent gives a null key, which sends the pass to the text group-by
+        # as surely as its check would: the first pass need not read the two text columns.
+        rows = [e for e in checks.values() if not set(e.meta.root_names()) <= {"state_id", "agent"}]
+        odd = pl.any_horizontal(*rows) if rows else None
         packed = packed_per_unit(inputs.attempts, table, counts=unit_flags(), odd=odd)
         if packed is not None:
             view = _packed_view(*packed, table, row_checks)
