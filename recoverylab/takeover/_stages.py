@@ -3,8 +3,8 @@
 Every takeover verb clusters by workflow (:func:`plan_inputs`) and runs the same first stages
 (:func:`workflow_stages`): the checks, then what no shard can know alone (the agents with a
 scored unit for ``common_states``, the depths per group for ``common_sample``); its own partial
-then reads :func:`scored_shard`. Sums of floats are exact (:func:`stable_sum`), so no row order
-changes a result.
+then reads :func:`scored_shard`. Sums of floats are exact (:func:`stable_sum`,
+:func:`fixed_point_parts`), so no row order or split into shards changes a result.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 Two phases (ARCHITECTURE §1.3): scored units are summed into per-(workflow × cell) partials in a
 lazy query; only those partials are collected, then summed into cells and handed to
-:mod:`recoverylab.stats` for workflow-clustered intervals and tests.
+:mod:`recoverylab.stats` for workflow-clustered intervals and tests. Wilson intervals need no
+workflow: their partials are per cell and shard (:func:`_cell_partials`), and the cells' pass@
+sums are added from exact integer parts either way, so both give the same counts.
 """
 
 from __future__ import annotations
