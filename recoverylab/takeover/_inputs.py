@@ -182,7 +182,11 @@ def check_consistency(
     already joined with its state: ``replay_ok`` is null for a state not in `states`).
     ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard: the
     root-cause check and the first repeat are decided over all shards (:func:`check_roots`).
+    Without the root-cause check, one narrow pass first asks whether any unit fails; only then
+    are the unit keys read to name them.
     """
+    if not roots and not _may_fail(per_unit, k, base):
+        return
     unit = ["state_id", *inputs.unit_keys]
     units = per_unit.select(
         *unit,
@@ -247,6 +251,19 @@ def check_consistency(
             f"{format_keys(got['short_keys'].rows(), n)}; fewest: {fewest}); pass@k needs at least "
             f"k repeats of every scored unit. Hint: lower `k` to {fewest} or drop those units."
         )
+
+
+def _may_fail(per_unit: pl.LazyFrame, k: int, base: int | None) -> bool:
+    """Whether :func:`check_consistency` finds an unknown state, a gap or a short unit."""
+    lo, n = pl.col(_FIRST), pl.col("repeats")
+    first = lo.min() if base is None else pl.lit(base, dtype=pl.Int64)
+    eligible = pl.col("replay_ok") & pl.col("expected_ok")
+    found = per_unit.select(
+        pl.col("replay_ok").is_null().any()
+        | ((lo != first) | (pl.col(_LAST) - lo + 1 != n)).any()
+        | (eligible & (n < k)).any()
+    ).collect()
+    return bool(found.item())
 
 
 def checked_units(
