@@ -446,7 +446,10 @@ def _summary_partial(
     )
     return {
         "partials": partials,
-        "slices": eligibility_counts(inputs.states, inputs.state_keys),
+        # the counts the cells show (their distinct root causes and workflows are not read)
+        "slices": eligibility_counts(inputs.states, inputs.state_keys).select(
+            *inputs.state_keys, *_STATE_COUNTS
+        ),
     }
 
 
