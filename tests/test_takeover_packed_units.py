@@ -32,7 +32,7 @@ KINDS = (
 )
 
 SETTINGS = settings(
-    max_examples=20,
+    max_examples=50,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
