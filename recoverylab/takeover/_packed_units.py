@@ -29,8 +29,6 @@ import polars as pl
 #: Bits per count in the words of one unit: a unit without repeated repeats has at most 64
 #: rows (a unit with repeated repeats is refused before its counts are read).
 UNIT_FIELD = 8
-#: Bits per count in the words of sums over units (:func:`packed_words`' callers check a bound).
-SUM_FIELD = 16
 #: Repeats 0..63 are bits of one 64-bit word.
 _WORD_BITS = 64
 #: The agent's code takes the low 32 bits of the key.
