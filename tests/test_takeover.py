@@ -1147,16 +1147,24 @@ def test_row_checks_in_the_units_pass_match_the_checks_stage(
 
 @pytest.mark.parametrize("seed", range(3))
 def test_partials_keyed_by_one_integer_equal_the_keyed_by_columns(seed: int) -> None:
-    # With the agent as the only attempt-level key the partials group by one integer per
-    # (state cell, agent); another attempt-level key (a constant budget here) takes the path
-    # keyed by the columns. Both must give the same cells, with null and workflow keys too.
+    # With the agent as the only attempt-level key the units and the bootstrap's partials group
+    # by one integer per (state, agent) and (state cell, agent); another attempt-level key (a
+    # constant budget here) takes the paths keyed by the columns. Both must give the same
+    # cells, with null and workflow keys too, for both intervals.
     tables = synth.generate("takeover", 12, seed=seed)
     states = tables["states"].with_columns(
         pl.when(pl.col("depth") > 0).then(pl.col("workflow_id")).alias("maybe"),
     )
     attempts = tables["attempts"].with_columns(pl.lit(1, pl.Int64).alias("budget_x"))
-    for by in (["agent", "depth"], ["agent", "maybe", "workflow_id"], ["agent"]):
-        options = {"interval": "wilson", "common_states": seed == 1, "common_sample": seed == 2}
+    for by, interval in itertools.product(
+        (["agent", "depth"], ["agent", "maybe", "workflow_id"], ["agent"]), ("wilson", "bootstrap")
+    ):
+        options = {
+            "interval": interval,
+            "n_resamples": 30,
+            "common_states": seed == 1,
+            "common_sample": seed == 2,
+        }
         one = takeover.summarize(states, attempts, by=by, **options)
         keyed = takeover.summarize(states, attempts, by=[*by, "budget_x"], **options)
         assert_frame_equal(one, keyed.drop("budget_x"))

@@ -24,6 +24,13 @@ from recoverylab.schema import (
     spec,
     validate,
 )
+from recoverylab.takeover._packed_units import (
+    UNIT_FIELD,
+    coded,
+    decoded,
+    packed_per_unit,
+    unpacked,
+)
 
 #: Outcome columns of `attempts`, in funnel order (seed: 觉察 → 修根因 → 重算派生状态 → 业务终态).
 FLAGS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
@@ -41,10 +48,10 @@ _FIRST, _LAST, _DISTINCT = "__first_repeat", "__last_repeat", "__distinct_repeat
 #: Rows of a unit that break a data check of `attempts` (:func:`checked_units`' ``row_checks``).
 _BAD = "__bad_rows"
 
-#: Integer codes (per shard) of ``workflow_id``, of ``root_cause_id`` and of the state's
-#: (workflow, *state-level ``by`` keys) that :func:`checked_units` can keep for a caller that
-#: groups by them.
-CODES = ("__workflow", "__root", "__cell")
+#: Integer codes (per shard) of ``workflow_id``, of ``root_cause_id``, of the state's
+#: (workflow, *state-level ``by`` keys) and of ``agent`` that :func:`checked_units` can keep for
+#: a caller that groups by them.
+CODES = ("__workflow", "__root", "__cell", "__agent")
 
 
 @dataclass(frozen=True)
@@ -175,7 +182,11 @@ def check_consistency(
     already joined with its state: ``replay_ok`` is null for a state not in `states`).
     ``base`` (the first repeat of the whole table) and ``roots=False`` serve a shard: the
     root-cause check and the first repeat are decided over all shards (:func:`check_roots`).
+    Without the root-cause check, one narrow pass first asks whether any unit fails; only then
+    are the unit keys read to name them.
     """
+    if not roots and not _may_fail(per_unit, k, base):
+        return
     unit = ["state_id", *inputs.unit_keys]
     units = per_unit.select(
         *unit,
@@ -242,6 +253,19 @@ def check_consistency(
         )
 
 
+def _may_fail(per_unit: pl.LazyFrame, k: int, base: int | None) -> bool:
+    """Whether :func:`check_consistency` finds an unknown state, a gap or a short unit."""
+    lo, n = pl.col(_FIRST), pl.col("repeats")
+    first = lo.min() if base is None else pl.lit(base, dtype=pl.Int64)
+    eligible = pl.col("replay_ok") & pl.col("expected_ok")
+    found = per_unit.select(
+        pl.col("replay_ok").is_null().any()
+        | ((lo != first) | (pl.col(_LAST) - lo + 1 != n)).any()
+        | (eligible & (n < k)).any()
+    ).collect()
+    return bool(found.item())
+
+
 def checked_units(
     inputs: Inputs,
     k: int,
@@ -257,8 +281,10 @@ def checked_units(
     attempts), gives the unit counts and what the checks need (first and last repeat; distinct
     repeats, which also catch duplicate (state_id, agent, repeat) keys, with :func:`validate`'s
     message, after ``checks="schema"``). The states are joined once, here: the checks and every
-    later query read the joined units from memory. ``codes`` keeps the integer :data:`CODES`
-    (workflow, root cause, state cell), which group faster than text.
+    later query read the joined units from memory (:func:`_units_pass`: by one integer key per
+    attempt where it can). ``codes`` keeps the integer :data:`CODES` (workflow, root cause,
+    state cell, agent), which group faster than text, and may leave text columns as
+    ``Categorical`` codes (:func:`decoded` turns them back into text).
 
     ``row_checks``: the whole `attempts` table, loaded with ``checks="schema"`` and not checked
     yet (the first stage of a plan was skipped): the same pass counts the rows that break a data
@@ -267,33 +293,32 @@ def checked_units(
     in the order of the stages.
     """
     unit = ["state_id", *inputs.unit_keys]
-    per_unit = _per_unit(inputs, row_checks).collect(engine="streaming")
+    per_unit, states, rows, bad = _units_pass(inputs, row_checks)
     if row_checks:
-        if not per_unit.height or per_unit[_BAD].sum():
+        if not rows or bad:
             attempt_facts(inputs)
-        check_roots(inputs.states)
+        check_roots(states)
         roots = False
-    repeated = per_unit.filter(pl.col(_DISTINCT) < pl.col("repeats"))
+    repeated = decoded(
+        per_unit.filter(pl.col(_DISTINCT) < pl.col("repeats")).select(unit)
+    ).collect()
     if repeated.height:
         contract = spec("attempts")
         raise_duplicate_keys(
-            inputs.attempts.join(repeated.lazy().select(unit), on=unit, how="semi"),
+            inputs.attempts.join(repeated.lazy(), on=unit, how="semi"),
             contract,
             (*contract.key, *inputs.unit_keys[1:]),
         )
-    check_consistency(inputs, k, base=base, roots=roots, per_unit=per_unit.lazy())
-    found = units(per_unit.lazy().drop(_FIRST, _LAST, _DISTINCT, _BAD, strict=False), k)
-    return found if codes else found.drop(CODES)
+    check_consistency(inputs, k, base=base, roots=roots, per_unit=per_unit)
+    found = units(per_unit.drop(_FIRST, _LAST, _DISTINCT, _BAD, strict=False), k)
+    return found if codes else decoded(found.drop(CODES))
 
 
-def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
-    """Aggregate the attempts per unit (counts, repeats for the checks); join their states.
-
-    With ``row_checks``, also the number of rows per unit that break a data check (``_BAD``).
-    """
+def _state_table(inputs: Inputs) -> pl.LazyFrame:
+    """Return the states' columns the units need, with their integer :data:`CODES`."""
     state_columns = [*_STATE_COLUMNS, *(c for c in inputs.state_keys if c not in _STATE_COLUMNS)]
     cell = list(dict.fromkeys(["workflow_id", *inputs.state_keys]))
-    states = (
+    return (
         inputs.states.select(state_columns)
         .with_row_index(CODES[2])
         .with_columns(
@@ -302,7 +327,73 @@ def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
             pl.col(CODES[2]).min().over(cell),
         )
     )
+
+
+def _units_pass(inputs: Inputs, row_checks: bool) -> tuple[pl.LazyFrame, pl.LazyFrame, int, int]:
+    """Return the per-unit table, the states it read, its rows and its rows' data-check failures.
+
+    When the agent is the only attempt-level key, :func:`packed_per_unit` groups the attempts
+    by one integer key and the table is a view of its narrow result (:func:`_packed_view`);
+    where its conditions fail, and for other unit keys, the attempts are grouped by their text
+    keys (:func:`_per_unit`). Both give the same table. Data-check failures are counted only
+    with ``row_checks``.
+    """
+    states = _state_table(inputs)
     checks = data_checks(spec("attempts"), inputs.attempts.collect_schema()) if row_checks else {}
+    if tuple(inputs.unit_keys) == ("agent",):
+        table = states.collect()
+        # A null state_id or agent gives a null key, which sends the pass to the text group-by
+        # as surely as its check would: the first pass need not read the two text columns.
+        rows = [e for e in checks.values() if not set(e.meta.root_names()) <= {"state_id", "agent"}]
+        odd = pl.any_horizontal(*rows) if rows else None
+        packed = packed_per_unit(inputs.attempts, table, counts=unit_flags(), odd=odd)
+        if packed is not None:
+            view = _packed_view(*packed, table, row_checks)
+            return view, table.lazy(), packed[0].height, 0
+    per_unit = _per_unit(inputs, states, checks).collect(engine="streaming")
+    bad = int(per_unit[_BAD].sum()) if checks else 0
+    return per_unit.lazy(), inputs.states, per_unit.height, bad
+
+
+def _packed_view(
+    packed: pl.DataFrame, agents: pl.Series, states: pl.DataFrame, row_checks: bool
+) -> pl.LazyFrame:
+    """Return :func:`_per_unit`'s table as a lazy view of :func:`packed_per_unit`'s units.
+
+    Its text columns are 32-bit codes (:func:`coded`; :func:`checked_units` decodes them unless
+    its caller keeps codes); state columns are gathered only by the queries that read them.
+    """
+    codes = states.with_columns(
+        coded(states.get_column(c)) for c in states.columns if states.schema[c] == pl.String
+    )
+
+    def state(column: str) -> pl.Expr:
+        return pl.lit(codes.get_column(column)).gather(pl.col("__state")).alias(column)
+
+    carried = [c for c in states.columns if c != "state_id"]
+    view = packed.lazy().select(
+        state("state_id"),
+        pl.lit(agents).gather(pl.col("__agent")).alias("agent"),
+        "repeats",
+        *unpacked(list(unit_flags()), UNIT_FIELD),
+        pl.col("first").alias(_FIRST),
+        pl.col("last").alias(_LAST),
+        pl.col("distinct").alias(_DISTINCT),
+        *([pl.lit(0, dtype=pl.UInt32).alias(_BAD)] if row_checks else []),
+        pl.col("__agent").alias(CODES[3]),
+        *(state(c) for c in carried),
+    )
+    order = [*UNIT_COUNTS, _FIRST, _LAST, _DISTINCT, *([_BAD] if row_checks else [])]
+    return view.with_columns(unit_differences()).select(
+        "state_id", "agent", *order, CODES[3], *carried
+    )
+
+
+def _per_unit(inputs: Inputs, states: pl.LazyFrame, checks: dict[str, pl.Expr]) -> pl.LazyFrame:
+    """Aggregate the attempts per unit by their text keys; join their ``states`` (any unit keys).
+
+    With ``checks``, also the number of rows per unit that break a data check (``_BAD``).
+    """
     bad = [pl.any_horizontal(*checks.values()).sum().alias(_BAD)] if checks else []
     unit = ["state_id", *inputs.unit_keys]
     return (
@@ -315,7 +406,15 @@ def _per_unit(inputs: Inputs, row_checks: bool) -> pl.LazyFrame:
             *bad,
         )
         .with_columns(unit_differences())
-        .select(*unit, *UNIT_COUNTS, _FIRST, _LAST, _DISTINCT, *(_BAD for _ in bad))
+        .select(
+            *unit,
+            *UNIT_COUNTS,
+            _FIRST,
+            _LAST,
+            _DISTINCT,
+            *(_BAD for _ in bad),
+            _agent_code(pl.col("agent")),
+        )
         .join(states, on="state_id", how="left")
     )
 
@@ -324,8 +423,16 @@ def check_roots(states: pl.LazyFrame) -> None:
     """Raise for root causes whose states name more than one workflow.
 
     Distinct (root_cause_id, workflow_id) pairs gathered from every shard give the same answer
-    as the whole `states` table.
+    as the whole `states` table. States with their integer :data:`CODES` (dense ranks of the
+    two columns) are first checked on the codes (a root's smallest and largest workflow code
+    differ), which groups faster than the text; the text names the root causes.
     """
+    schema = states.collect_schema()
+    if CODES[0] in schema and CODES[1] in schema:
+        workflow = pl.col(CODES[0])
+        split = states.group_by(CODES[1]).agg((workflow.min() != workflow.max()).alias("split"))
+        if not split.select(pl.col("split").any()).collect().item():
+            return
     _raise_split_roots(*pl.collect_all(_root_queries(states)))
 
 
@@ -391,26 +498,35 @@ def pass_at_k_expr(n: str | pl.Expr, c: str | pl.Expr, k: int) -> pl.Expr:
     return pl.when(n_expr >= k).then(1.0 - miss)
 
 
+def unit_flags() -> dict[str, pl.Expr]:
+    """Per-attempt 0/1 flags whose per-unit sums are the outcome and funnel counts."""
+    aware, fixed, derived, passed = (pl.col(f) for f in FLAGS)
+    return {
+        "n_passed": passed,
+        "n_aware": aware,
+        "n_fixed": fixed,
+        "n_derived": derived,
+        # The funnel: each layer reached only if every earlier layer holds.
+        "aware_fixed": aware & fixed,
+        "aware_fixed_derived": aware & fixed & derived,
+        "aware_fixed_derived_passed": aware & fixed & derived & passed,
+        "aware_passed": aware & passed,
+    }
+
+
 def unit_aggregates() -> list[pl.Expr]:
     """Per-unit counts of repeats, outcomes and funnel layers (all Int64).
 
     The counts outside the funnel and ``unaware_passed`` are differences of these
     (:func:`unit_differences`): exact, and a third fewer sums over the attempts.
     """
-    aware, fixed, derived, passed = (pl.col(f) for f in FLAGS)
-    exprs = {
-        "repeats": pl.len(),
-        "n_passed": passed.sum(),
-        "n_aware": aware.sum(),
-        "n_fixed": fixed.sum(),
-        "n_derived": derived.sum(),
-        # The funnel: each layer reached only if every earlier layer holds.
-        "aware_fixed": (aware & fixed).sum(),
-        "aware_fixed_derived": (aware & fixed & derived).sum(),
-        "aware_fixed_derived_passed": (aware & fixed & derived & passed).sum(),
-        "aware_passed": (aware & passed).sum(),
-    }
+    exprs = {"repeats": pl.len(), **{name: flag.sum() for name, flag in unit_flags().items()}}
     return [expr.cast(pl.Int64).alias(name) for name, expr in exprs.items()]
+
+
+def _agent_code(agent: pl.Expr) -> pl.Expr:
+    """Code each agent by an integer (:data:`CODES`): a ``Categorical`` of its own, exact."""
+    return agent.cast(pl.Categorical(pl.Categories.random())).to_physical().alias(CODES[3])
 
 
 #: Counts that are differences of two :func:`unit_aggregates` (name: (total, part)), in

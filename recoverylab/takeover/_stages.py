@@ -3,8 +3,8 @@
 Every takeover verb clusters by workflow (:func:`plan_inputs`) and runs the same first stages
 (:func:`workflow_stages`): the checks, then what no shard can know alone (the agents with a
 scored unit for ``common_states``, the depths per group for ``common_sample``); its own partial
-then reads :func:`scored_shard`. Sums of floats are exact (:func:`stable_sum`), so no row order
-changes a result.
+then reads :func:`scored_shard`. Sums of floats are exact (:func:`stable_sum`,
+:func:`fixed_point_parts`), so no row order or split into shards changes a result.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ _UNCHECKED: dict[str, Any] = {"base": None, "agents": None, "depths": None}
 
 #: Fixed-point scale of :func:`stable_sum`: a float in [2**-8, 2**67) times 2**60 is an integer.
 _FIXED_POINT = 2.0**60
+#: The square root of the scale: :func:`fixed_point_parts` splits the integers there.
+_HALF_POINT = 2.0**30
 
 
 def stable_sum(expr: pl.Expr) -> pl.Expr:
@@ -58,6 +60,27 @@ def to_fixed_point(expr: pl.Expr) -> pl.Expr:
 def from_fixed_point(expr: pl.Expr) -> pl.Expr:
     """Return the float of a sum of :func:`to_fixed_point` integers, rounded once."""
     return expr.cast(pl.Float64) / _FIXED_POINT
+
+
+def fixed_point_parts(expr: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """Return :func:`to_fixed_point` of non-negative floats as two Int64 parts.
+
+    The high part is ``floor(x * 2**30)``, the low part ``floor(frac(x * 2**30) * 2**30)``:
+    every step is exact in floats (scaling by a power of two, taking the fraction), so
+    ``high * 2**30 + low`` is the 128-bit integer of :func:`to_fixed_point`, and sums of the
+    parts give its sums (:func:`from_fixed_point_parts`) without 128-bit columns, which not
+    every engine carries. Exact while the values add up to less than 2**33 (pass@ rates of
+    fewer than 8 billion units).
+    """
+    scaled = expr * _HALF_POINT
+    high = scaled.floor()
+    return high.cast(pl.Int64), ((scaled - high) * _HALF_POINT).floor().cast(pl.Int64)
+
+
+def from_fixed_point_parts(high: pl.Expr, low: pl.Expr) -> pl.Expr:
+    """Return the float of sums of :func:`fixed_point_parts`, rounded once."""
+    whole = high.cast(pl.Int128) * pl.lit(1 << 30, dtype=pl.Int128) + low.cast(pl.Int128)
+    return from_fixed_point(whole)
 
 
 def stable_mean(expr: pl.Expr) -> pl.Expr:

@@ -2,7 +2,9 @@
 
 Two phases (ARCHITECTURE §1.3): scored units are summed into per-(workflow × cell) partials in a
 lazy query; only those partials are collected, then summed into cells and handed to
-:mod:`recoverylab.stats` for workflow-clustered intervals and tests.
+:mod:`recoverylab.stats` for workflow-clustered intervals and tests. Wilson intervals need no
+workflow: their partials are per cell and shard (:func:`_cell_partials`), and the cells' pass@
+sums are added from exact integer parts either way, so both give the same counts.
 """
 
 from __future__ import annotations
@@ -26,14 +28,15 @@ from recoverylab.takeover._inputs import (
     sort_keys,
     unit_differences,
 )
+from recoverylab.takeover._packed_units import decoded
 from recoverylab.takeover._stages import (
     cluster_keys,
-    from_fixed_point,
+    fixed_point_parts,
+    from_fixed_point_parts,
     join_on,
     plan_inputs,
     rate,
     scored_shard,
-    to_fixed_point,
     workflow_stages,
 )
 
@@ -74,6 +77,9 @@ _COUNTS = (
     *_FUNNEL_COUNTS,
 )
 _SUMS = ("pass_at_1_sum", "pass_at_k_sum")
+#: The exact parts (:func:`fixed_point_parts`) of each pass@ sum, added up into cells.
+_PARTS = {name: (f"{name}_high", f"{name}_low") for name in _SUMS}
+_PART_COLUMNS = tuple(part for pair in _PARTS.values() for part in pair)
 _STATE_COUNTS = (
     "eligible_states",
     "rejected_states",
@@ -90,52 +96,100 @@ def _partials(
     Unscored units are zeroed (or nulled) before the group-by, so that every aggregation is a
     plain sum or count: a ``filter`` inside a group-by aggregation is several times slower.
     The group-by keys and the root-cause count use integer :data:`CODES` (faster than text;
-    :func:`_group_key`); the names are joined back to the few partial rows.
+    :func:`_group_key`); the names are joined back to the few partial rows. Besides the exact
+    parts of the pass@ sums (:data:`_PARTS`), each workflow's sums as floats, for the bootstrap.
     """
-    root = pl.col(CODES[1])
     keys, decode = _group_key(frame, by, unit_keys)
-    names = [key.meta.output_name() for key in keys]
-    scored = pl.col("excluded").is_null()
-    masked = frame.select(
-        *keys,
-        scored.cast(pl.Int64).alias("attempted_states"),
-        pl.when(scored).then(root).alias("__root"),
-        pl.when(scored).then(pl.col("repeats")).otherwise(0).alias("attempts"),
-        pl.when(pl.col("excluded").is_in(REJECTED))
-        .then(pl.col("repeats"))
-        .otherwise(0)
-        .alias("excluded_attempts"),
-        (pl.col("excluded") == NOT_COMMON[0]).fill_null(False).alias("excluded_not_common_state"),
-        (pl.col("excluded") == NOT_COMMON[1]).fill_null(False).alias("excluded_not_common_sample"),
-        *(
-            pl.when(scored).then(pl.col(c)).otherwise(0).alias(c)
-            for c in _FUNNEL_COUNTS
-            if c not in DIFFERENCES
-        ),
-        *(
-            to_fixed_point(pl.when(scored).then(pl.col(c)).otherwise(0.0)).alias(f"{c}_sum")
-            for c in ("pass_at_1", "pass_at_k")
-        ),
-    )
-    root_ = pl.col("__root")
-    partials = (
-        masked.group_by(names)
-        .agg(
-            pl.col("attempted_states").sum().cast(pl.Int64),
-            (root_.n_unique() - (root_.null_count() > 0).cast(pl.UInt32))
-            .cast(pl.Int64)
-            .alias("root_causes"),
-            *(pl.col(c).sum().cast(pl.Int64) for c in _COUNTS[2:] if c not in DIFFERENCES),
-            *(pl.col(c).sum() for c in _SUMS),
-        )
-        .with_columns(
-            *unit_differences([c for c in _COUNTS if c in DIFFERENCES]),
-            *(from_fixed_point(pl.col(c)).alias(c) for c in _SUMS),
-        )
+    partials = _partial_sums(frame, keys, {}).with_columns(
+        from_fixed_point_parts(pl.col(high), pl.col(low)).alias(name)
+        for name, (high, low) in _PARTS.items()
     )
     return decode(partials).select(
-        *cluster_keys(by), "attempted_states", "root_causes", *_COUNTS[2:], *_SUMS
+        *cluster_keys(by),
+        "attempted_states",
+        "root_causes",
+        *_COUNTS[2:],
+        *_SUMS,
+        *_PART_COLUMNS,
     )
+
+
+def _cell_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
+    """Per ``by`` cell additive partials of one shard's scored units (no interval needs more).
+
+    As :func:`_partials`, summed over the shard's workflows, with the number of workflows with
+    a scored unit: workflows, and the root causes within them, are never split between shards,
+    so their distinct counts add up over shards. The few cells group fast by their own keys.
+    """
+    scored = pl.col("excluded").is_null()
+    workflows = {"workflows": pl.when(scored).then(pl.col(CODES[0]))}
+    partials = _partial_sums(frame, [pl.col(c) for c in by], workflows)
+    return decoded(partials).select(
+        *by, "attempted_states", "root_causes", "workflows", *_COUNTS[2:], *_PART_COLUMNS
+    )
+
+
+def _partial_sums(
+    frame: pl.LazyFrame, keys: list[pl.Expr], distinct: Mapping[str, pl.Expr]
+) -> pl.LazyFrame:
+    """Sum each unit's counts and exact pass@ parts by ``keys``; count distinct root causes.
+
+    ``distinct``: more counts (by name) of the distinct values of codes, null for an unscored
+    unit. Every column is made before the group-by, which then only adds.
+    """
+    scored = pl.col("excluded").is_null()
+    names = [key.meta.output_name() for key in keys]
+    parts = [
+        expr.alias(part)
+        for c, pair in _PARTS.items()
+        for expr, part in zip(
+            fixed_point_parts(pl.when(scored).then(pl.col(c.removesuffix("_sum"))).otherwise(0.0)),
+            pair,
+            strict=True,
+        )
+    ]
+    masked = frame.select(
+        *keys,
+        *(expr.cast(pl.Int64).alias(name) for name, expr in _unit_counts().items()),
+        pl.when(scored).then(pl.col(CODES[1])).alias("__root"),
+        *(expr.alias(f"__{name}") for name, expr in distinct.items()),
+        *parts,
+    )
+
+    def count(name: str) -> pl.Expr:
+        return (pl.col(name).n_unique() - (pl.col(name).null_count() > 0).cast(pl.UInt32)).cast(
+            pl.Int64
+        )
+
+    return (
+        masked.group_by(names)
+        .agg(
+            *(pl.col(name).sum() for name in _unit_counts()),
+            count("__root").alias("root_causes"),
+            *(count(f"__{name}").alias(name) for name in distinct),
+            *(pl.col(part).sum() for part in _PART_COLUMNS),
+        )
+        .with_columns(unit_differences([c for c in _COUNTS if c in DIFFERENCES]))
+    )
+
+
+def _unit_counts() -> dict[str, pl.Expr]:
+    """Each unit's share of the integer counts of its partial (zero unless scored)."""
+    scored = pl.col("excluded").is_null()
+    return {
+        "attempted_states": scored,
+        "attempts": pl.when(scored).then(pl.col("repeats")).otherwise(0),
+        "excluded_attempts": pl.when(pl.col("excluded").is_in(REJECTED))
+        .then(pl.col("repeats"))
+        .otherwise(0),
+        "excluded_not_common_state": (pl.col("excluded") == NOT_COMMON[0]).fill_null(False),
+        "excluded_not_common_sample": (pl.col("excluded") == NOT_COMMON[1]).fill_null(False),
+        **{
+            c: pl.when(scored).then(pl.col(c)).otherwise(0)
+            for c in _FUNNEL_COUNTS
+            if c not in DIFFERENCES
+        },
+    }
 
 
 def _group_key(
@@ -144,31 +198,29 @@ def _group_key(
     """Return the group-by keys of the partials and how to turn them back into the ``by`` keys.
 
     When the agent is the only attempt-level key, one integer: the state's (workflow, *state
-    keys) code ``__cell`` times the number of agents plus the agent's rank (a single integer key
-    groups several times faster than text ones). Otherwise the workflow code and the cells.
+    keys) code ``__cell`` times 2**32 plus the agent's code (a single integer key groups several
+    times faster than text ones). Otherwise the workflow code and the cells. The names come
+    back through lookups of the few distinct codes, as text (:func:`decoded`).
     """
     cells = [c for c in by if c != "workflow_id"]
-    agents = frame.select(pl.col("agent").unique().sort()).collect().get_column("agent")
-    if tuple(unit_keys) != ("agent",) or agents.is_empty():
+    if tuple(unit_keys) != ("agent",):
         names = frame.select(CODES[0], "workflow_id").unique(CODES[0])
         keys = [pl.col(CODES[0]), *(pl.col(c) for c in cells)]
-        return keys, lambda partials: partials.join(names, on=CODES[0])
-    n = len(agents)
-    agent_rank = pl.col("agent").cast(pl.Enum(agents)).to_physical().cast(pl.UInt64)
-    key = (pl.col(CODES[2]).cast(pl.UInt64) * n + agent_rank).alias("__key")
+        return keys, lambda partials: decoded(partials.join(names, on=CODES[0]))
+    shift = pl.lit(1 << 32, dtype=pl.UInt64)
+    key = (pl.col(CODES[2]).cast(pl.UInt64) * shift + pl.col(CODES[3]).cast(pl.UInt64)).alias(
+        "__key"
+    )
     state_cells = [c for c in cells if c != "agent"]
     lookup = frame.select(CODES[2], "workflow_id", *state_cells).unique(CODES[2])
-    names = pl.LazyFrame({"agent": agents, "__rank": pl.int_range(n, dtype=pl.UInt64, eager=True)})
+    agents = frame.select(CODES[3], "agent").unique(CODES[3])
 
     def decode(partials: pl.LazyFrame) -> pl.LazyFrame:
-        return (
-            partials.with_columns(
-                (pl.col("__key") // n).cast(pl.UInt32).alias(CODES[2]),
-                (pl.col("__key") % n).alias("__rank"),
-            )
-            .join(lookup, on=CODES[2])
-            .join(names, on="__rank")
+        split = partials.with_columns(
+            (pl.col("__key") // shift).cast(pl.UInt32).alias(CODES[2]),
+            (pl.col("__key") % shift).cast(pl.UInt32).alias(CODES[3]),
         )
+        return decoded(split.join(lookup, on=CODES[2]).join(agents, on=CODES[3]))
 
     return [key], decode
 
@@ -358,11 +410,13 @@ def summarize(
         "ci_method": ci_method,
         "seed": seed,
     }
+    # Only the bootstrap resamples workflows; other intervals need the cells' sums alone.
+    partial = functools.partial(_summary_partial, per_workflow=interval == "bootstrap")
     result = engines.run(
         engine,
         plan.Plan(
             inputs=plan_inputs(states, attempts),
-            stages=workflow_stages(columns, k, "takeover partials", _summary_partial, **flags),
+            stages=workflow_stages(columns, k, "takeover partials", partial, **flags),
             check=functools.partial(
                 check_settings, k, confidence, n_resamples, seed, ci_method, interval
             ),
@@ -379,12 +433,23 @@ def summarize(
 def _summary_partial(
     frames: Mapping[str, pl.LazyFrame],
     state: dict[str, Any],
+    *,
+    per_workflow: bool,
     **options: Any,
 ) -> dict[str, pl.LazyFrame]:
+    """One shard's partials: per (workflow, cell) for the bootstrap, else per cell."""
     frame, inputs = scored_shard(frames, state, codes=True, **options)
+    partials = (
+        _partials(frame, list(inputs.by), inputs.unit_keys)
+        if per_workflow
+        else _cell_partials(frame, list(inputs.by))
+    )
     return {
-        "partials": _partials(frame, list(inputs.by), inputs.unit_keys),
-        "slices": eligibility_counts(inputs.states, inputs.state_keys),
+        "partials": partials,
+        # the counts the cells show (their distinct root causes and workflows are not read)
+        "slices": eligibility_counts(inputs.states, inputs.state_keys).select(
+            *inputs.state_keys, *_STATE_COUNTS
+        ),
     }
 
 
@@ -399,25 +464,27 @@ def _finish_units(
     ci_method: str,
     seed: int,
 ) -> pl.DataFrame:
-    """Sum per-workflow partials into cells, join the slice counts, add rates and intervals.
+    """Sum the partials into cells, join the slice counts, add rates and intervals.
 
     ``slices`` may hold a row per slice and shard (their counts are added); ``partials`` holds
-    each (workflow, cell) once: a workflow is never split between shards.
+    each (workflow, cell) once (a workflow is never split between shards), or for intervals
+    other than the bootstrap each cell per shard with its ``workflows``. The pass@ sums of a
+    cell are added from their exact parts, so they do not depend on how the units were split.
     """
     partials, slices, by = parts["partials"], parts["slices"], list(by)
     state_keys = [c for c in by if c in slices.columns]
     counts = [pl.col(c).sum() for c in _STATE_COUNTS]
     slices = slices.group_by(list(state_keys)).agg(counts) if state_keys else slices.select(counts)
-    fixed = partials.select(
-        *by,
-        *_COUNTS,
-        *(to_fixed_point(pl.col(c)).alias(c) for c in _SUMS),
-        (pl.col("attempted_states") > 0).alias("workflows"),
+    workflows = (
+        pl.col("workflows") if "workflows" in partials.columns else pl.col("attempted_states") > 0
     )
-    cells = fixed.group_by(by).agg(
+    cells = partials.group_by(by).agg(
         *(pl.col(c).sum() for c in _COUNTS),
-        *(from_fixed_point(pl.col(c).sum()).alias(c) for c in _SUMS),
-        pl.col("workflows").sum().cast(pl.Int64),
+        *(
+            from_fixed_point_parts(pl.col(high).sum(), pl.col(low).sum()).alias(name)
+            for name, (high, low) in _PARTS.items()
+        ),
+        workflows.sum().cast(pl.Int64).alias("workflows"),
     )
     cells = join_on(cells, slices.select(*state_keys, *_STATE_COUNTS), state_keys)
     cells = cells.with_columns(
