@@ -119,18 +119,17 @@ def _cells_by_position(
 
     A cluster's position is its rank among all clusters of the call (sorted, nulls first), so
     row order is moot; a cell's rows are ordered by position. Only the cell keys and the
-    positions are sorted (a sort of every row by its string keys cost more than the draws).
+    positions are sorted (a sort of every row by its string keys cost more than the draws), and
+    only the key columns are joined to their codes (joining the whole frame copied every column).
     """
     universe = frame.select(cluster).unique().sort(cluster, nulls_last=False)
-    frame = frame.join(universe.with_row_index("__at"), on=cluster, how="left", nulls_equal=True)
+    at = _codes(frame, [cluster], universe)
     cell = np.zeros(frame.height, dtype=np.int64)
     key_rows: list[tuple[Any, ...]] = [()] if frame.height else []
     if cells:
         keys = frame.select(cells).unique().sort(cells, nulls_last=False)
-        frame = frame.join(keys.with_row_index("__cell"), on=cells, how="left", nulls_equal=True)
-        cell = frame.get_column("__cell").to_numpy().astype(np.int64)
+        cell = _codes(frame, cells, keys)
         key_rows = keys.rows()
-    at = frame.get_column("__at").to_numpy().astype(np.int64)
     order = np.argsort(cell * max(universe.height, 1) + at, kind="stable")
     cell, at = cell[order], at[order]
     if np.any((cell[1:] == cell[:-1]) & (at[1:] == at[:-1])):
@@ -145,6 +144,13 @@ def _cells_by_position(
         (key, at[edges[i] : edges[i + 1]], values[edges[i] : edges[i + 1]])
         for i, key in enumerate(key_rows)
     ]
+
+
+def _codes(frame: pl.DataFrame, on: list[str], keys: pl.DataFrame) -> np.ndarray:
+    """Each row's position among the sorted distinct ``keys`` of its ``on`` columns."""
+    code = keys.with_row_index("__code")
+    joined = frame.select(on).join(code, on=on, how="left", nulls_equal=True, maintain_order="left")
+    return joined.get_column("__code").to_numpy().astype(np.int64)
 
 
 def _ratio_rows(

@@ -1,0 +1,194 @@
+"""Resampled column sums as one product of draw counts, exact wherever the columns allow it.
+
+The product of :func:`~recoverylab.stats._shared_draws._coupled_resample_sums`: per resample,
+the counts of each cluster times every set's values. Separate from the drawing because it is
+about arithmetic only: which columns sum exactly in float32 (integers and multiples of 1/L),
+which are one product column scaled (proportional columns), and how a set's *raw* sums (before
+scaling) are corrected exactly (:meth:`_ExactProduct.correctable`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Largest scale tried to make a fractional column integral (pass@1 over 3 repeats: 3).
+_MAX_SCALE = 64
+#: A value is a multiple of 1/L when value * L is within this relative distance of an integer:
+#: the rounding of a float sum of a few such multiples, far below any interval's precision.
+_SCALE_TOLERANCE = 2.0**-44
+#: Rows of a column tried against every scale before the whole column is checked.
+_SCALE_SAMPLE = 64
+
+
+class _ExactProduct:
+    """``counts @ design`` computed exactly and once per distinct column, mostly in float32.
+
+    The design holds each set's block in its rows (the set's clusters) and columns, then one
+    column per set that counts the draws landing in it. A column of integers, or of multiples
+    of 1/L (L <= 64, within rounding: pass@1 over three repeats), whose resampled sums stay
+    below 2**24 sums exactly in float32 as integers, at half the cost of float64. Such columns
+    of a set that are rational multiples of another (attempts = 3 x states with three repeats
+    per state; a pass@1 sum = passes / 3) are one product column, scaled after. Integer sums
+    are bit for bit those of a float64 product; a multiple of 1/L is the exact integer sum
+    divided by L once (a float64 product rounds each term: they differ in the last bits only).
+    Other columns go through a float64 product. Built from the blocks, never the dense design.
+
+    Two steps: :meth:`raw` gives the *raw* sums (one per float32 product column: integers, and
+    one per float64 column), :meth:`finish` scales them to the design's columns. Between the
+    two, a set's raw sums can be corrected (:meth:`correctable`): the correction of an integer
+    column is an integer, so the corrected sums stay exact whatever the order of the terms.
+    """
+
+    def __init__(self, sets: list[tuple[np.ndarray, np.ndarray]], n_draws: int) -> None:
+        widths = [block.shape[1] for _, block in sets]
+        self.width = sum(widths) + len(sets)
+        single: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, values) per float32 column
+        double: list[tuple[np.ndarray, np.ndarray]] = []
+        exact: list[tuple[int, int, float, float]] = []  # (column, single column, p, q)
+        inexact: list[int] = []
+        #: per set: its raw columns (landed draws left out) and their values
+        self._own: list[tuple[tuple[np.ndarray, np.ndarray], list[np.ndarray]]] = []
+        edge = 0
+        for where, block in sets:
+            bases, scaled, floats = _split(block, n_draws)
+            first = len(single)
+            single += [(where, values) for values in bases]
+            exact += [(edge + c, first + b, p, q) for c, b, p, q in scaled]
+            raw_double = len(double) + np.arange(floats.size)
+            double += [(where, block[:, c]) for c in floats.tolist()]
+            inexact += (edge + floats).tolist()
+            columns = (np.arange(first, len(single)), raw_double)
+            self._own.append((columns, [*bases, *(block[:, c] for c in floats.tolist())]))
+            edge += block.shape[1]
+        for i, (where, _) in enumerate(sets):  # the draws that land in each set
+            exact.append((sum(widths) + i, len(single), 1.0, 1.0))
+            single.append((where, np.ones(where.size)))
+        self.single = _columns(single, n_draws, np.float32)
+        self.double = _columns(double, n_draws, np.float64)
+        self.exact, self.base, self.numerator, self.denominator = (
+            np.array([e[c] for e in exact], dtype=t)
+            for c, t in ((0, np.int64), (1, np.int64), (2, np.float64), (3, np.float64))
+        )
+        self.inexact = np.array(inexact, dtype=np.int64)
+        #: raw column of the draws landing in each set
+        self.landed = self.base[self.base.size - len(sets) :]
+
+    def correctable(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """Set ``i``'s raw columns (landed draws left out) and its values in them, per row.
+
+        A correction of the set's sums adds or removes whole draws: the values of those rows,
+        summed, are added to these raw columns before :meth:`finish` (integers for the float32
+        columns: exact in any order).
+        """
+        (single, double), values = self._own[i]
+        columns = np.concatenate([single, double + self.single.shape[1]])
+        size = int(np.count_nonzero(self.single[:, self.landed[i]]))
+        block = np.column_stack(values) if values else np.zeros((size, 0))
+        return columns, np.ascontiguousarray(block, dtype=np.float64)
+
+    def raw(self, counts: np.ndarray) -> np.ndarray:
+        """Return the raw sums: the float32 product columns, then the float64 ones."""
+        n_single = self.single.shape[1]
+        out = np.empty((counts.shape[0], n_single + self.double.shape[1]), dtype=np.float64)
+        if n_single:
+            out[:, :n_single] = counts.astype(np.float32, copy=False) @ self.single
+        if self.double.shape[1]:
+            out[:, n_single:] = counts.astype(np.float64) @ self.double
+        return out
+
+    def finish(self, raw: np.ndarray) -> np.ndarray:
+        """Return the design's column sums from (possibly corrected) raw sums."""
+        out = np.zeros((raw.shape[0], self.width), dtype=np.float64)
+        # integers below 2**53 times a small integer, then one correctly rounded division;
+        # + 0.0 turns the -0.0 of a negative multiple of 0 into the product's +0.0
+        out[:, self.exact] = raw[:, self.base] * self.numerator / self.denominator + 0.0
+        if self.inexact.size:
+            out[:, self.inexact] = raw[:, self.single.shape[1] :]
+        return out
+
+    def __call__(self, counts: np.ndarray) -> np.ndarray:
+        return self.finish(self.raw(counts))
+
+
+def _split(
+    block: np.ndarray, n_draws: int
+) -> tuple[list[np.ndarray], list[tuple[int, int, float, float]], np.ndarray]:
+    """Split one set's block into float32 product columns, their scaled copies and floats.
+
+    Returns the distinct integer columns (each one product column), per exact column of the
+    block ``(column, its product column among them, p, q)`` with column = p / q x product
+    column (all-zero columns left out: they sum to 0), and the columns left to float64.
+    """
+    scale = _integer_scales(block, n_draws)
+    local = np.flatnonzero(scale > 0)
+    ints = np.rint(block[:, local] * scale[local])
+    base, numerator, denominator = _proportional(ints)
+    bases: list[np.ndarray] = []
+    at: dict[int, int] = {}
+    exact = []
+    for j, column in enumerate(local.tolist()):
+        if numerator[j] == 0:
+            continue  # an all-zero column sums to 0: no product
+        if base[j] == j:
+            at[j] = len(bases)
+            bases.append(ints[:, j])
+        q = float(denominator[j] * scale[column])
+        exact.append((column, at[int(base[j])], float(numerator[j]), q))
+    return bases, exact, np.flatnonzero(scale == 0)
+
+
+def _columns(columns: list[tuple[np.ndarray, np.ndarray]], n_rows: int, dtype: type) -> np.ndarray:
+    """Stack sparse-by-rows columns into a dense (n_rows, len(columns)) array."""
+    dense: np.ndarray = np.zeros((n_rows, len(columns)), dtype=dtype)
+    for j, (rows, values) in enumerate(columns):
+        dense[rows, j] = values
+    return dense
+
+
+def _integer_scales(block: np.ndarray, n_draws: int) -> np.ndarray:
+    """Per column, the least L <= 64 making it integral (within rounding), or 0 for none.
+
+    A scaled column must also keep its resampled sums (at most ``n_draws`` times its largest
+    magnitude) below 2**24, where float32 counts integers exactly.
+    """
+    scale = np.zeros(block.shape[1], dtype=np.float64)
+    largest = np.abs(block).max(axis=0, initial=0.0)  # nan for a column holding one
+    finite = np.isfinite(largest)
+    scale[finite & (block == np.rint(block)).all(axis=0)] = 1.0
+    todo = np.flatnonzero(finite & (scale == 0))
+    sample = block[:_SCALE_SAMPLE, todo]
+    for j, column in enumerate(todo):
+        for factor in range(2, _MAX_SCALE + 1):
+            if _multiples(sample[:, j], factor) and _multiples(block[:, column], factor):
+                scale[column] = factor
+                break
+    scale[~finite | (largest * scale * n_draws >= 2.0**24)] = 0.0
+    return scale
+
+
+def _multiples(values: np.ndarray, factor: int) -> bool:
+    scaled = values * factor
+    whole = np.rint(scaled)
+    return bool((np.abs(scaled - whole) <= _SCALE_TOLERANCE * np.maximum(np.abs(whole), 1.0)).all())
+
+
+def _proportional(ints: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group integer columns that are rational multiples of one another.
+
+    Returns, per column, the index of its group's first column b and integers p, q with
+    column = p / q x column b exactly (checked by cross-multiplication: every value is below
+    2**24, so the products are exact); p = 0 for an all-zero column.
+    """
+    width = ints.shape[1]
+    base = np.arange(width)
+    numerator, denominator = np.ones(width), np.ones(width)
+    first = (ints != 0).argmax(axis=0)
+    pivot = ints[first, np.arange(width)]
+    numerator[pivot == 0] = 0.0
+    seen: dict[bytes, int] = {}
+    for j in np.flatnonzero(pivot != 0).tolist():
+        # proportional columns have the same zeros and the same values over their pivot
+        b = seen.setdefault((ints[:, j] / pivot[j]).tobytes(), j)
+        if b != j and np.array_equal(ints[:, j] * pivot[b], ints[:, b] * pivot[j]):
+            base[j], numerator[j], denominator[j] = b, pivot[j], pivot[b]
+    return base, numerator, denominator
