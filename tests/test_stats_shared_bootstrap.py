@@ -416,3 +416,88 @@ def test_exact_product_of_a_negative_multiple_sums_to_positive_zero():
     got = _shared_draws._ExactProduct([(np.arange(3), design)], 3)(counts)[:, :2]
     assert got.tolist() == [[0.0, 0.0], [6.0, -6.0]]
     assert not np.signbit(got[0]).any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_lanes_equal_float32_columns(seed):
+    # Integer columns of every size (fields of 1 to 24 bits, a negative one alone in its lane)
+    # packed side by side in float64 lanes give the sums of a float32 product exactly.
+    from recoverylab.stats import _exact_product
+
+    gen = np.random.default_rng(seed)
+    n = int(gen.integers(2, 3_000))
+    largest = gen.choice([1, 3, 20, 255, 2**24 // n - 1], size=int(gen.integers(1, 40)))
+    single = np.column_stack([gen.integers(0, m + 1, n) for m in largest]).astype(np.float32)
+    if gen.random() < 0.5:
+        single[:, 0] = -single[:, 0]
+    lanes = _exact_product._Lanes.plan(np.asfortranarray(single), n)
+    if lanes is None:  # too few fields per lane to pay: plan them anyway
+        lanes = _exact_product._Lanes(single, *_plan_all(single, n))
+    assert lanes.packed.shape[1] <= single.shape[1]
+    counts = gen.multinomial(n, np.ones(n) / n, size=int(gen.integers(1, 60)))
+    # the largest sums a resample can reach: every draw on the largest value of a column
+    counts[0] = 0
+    counts[0, np.abs(single).argmax(axis=0)[0]] = n
+    want = counts.astype(np.float64) @ single.astype(np.float64)
+    np.testing.assert_array_equal(lanes.sums(counts.astype(np.float64)), want)
+
+
+def _plan_all(single, n_draws):
+    """One lane per column (the plan's shifts and bits for fields that stand alone)."""
+    width = single.shape[1]
+    bits = np.array([int(n_draws * int(m)).bit_length() for m in np.abs(single).max(axis=0)])
+    bits[single.min(axis=0) < 0] = 0
+    return np.arange(width), np.zeros(width, dtype=np.int64), bits
+
+
+def test_exact_product_packs_lanes_when_they_pay():
+    from recoverylab.stats import _exact_product
+
+    gen = np.random.default_rng(7)
+    design = gen.integers(0, 9, size=(500, 24)).astype(float)
+    product = _exact_product._ExactProduct([(np.arange(500), design)], 500)
+    assert product._lanes is not None  # 25 columns of 12-13 bits: four per lane
+    assert product._lanes.packed.shape[1] == 7
+    assert product.counts_dtype == np.float64
+    counts = gen.multinomial(500, np.ones(500) / 500, size=30)
+    got = product(counts.astype(np.float64))
+    np.testing.assert_array_equal(got[:, :-1], counts @ design)
+    np.testing.assert_array_equal(got[:, -1], 500.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_percentile_rows_equal_the_interval_row_by_row(seed):
+    from recoverylab.stats import _bootstrap, _bootstrap_ratios
+
+    gen = np.random.default_rng(seed)
+    dist = gen.normal(size=(int(gen.integers(1, 6)), int(gen.integers(1, 300))))
+    dist[gen.random(dist.shape) < gen.choice([0.0, 0.05, 1.0])] = np.nan
+    dist[gen.random(dist.shape) < 0.05] = np.inf
+    confidence = float(gen.uniform(0.5, 0.999))
+    with np.errstate(invalid="ignore"):  # inf - inf between two infinite order statistics
+        got = _bootstrap_ratios._percentile_rows(dist, confidence)
+        want = [_bootstrap._percentile_interval(row, confidence) for row in dist]
+    np.testing.assert_array_equal(got, np.array(want))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_cell_and_position_order_equals_a_sort(seed, repeat):
+    # The counting sort over a small cells x clusters table and the sort of large ones give
+    # the rows in (cell, position) order, and both find a pair listed twice.
+    from recoverylab.stats import _bootstrap_ratios
+
+    gen = np.random.default_rng(seed)
+    n_cells, n_universe = int(gen.integers(1, 30)), int(gen.integers(1, 3_000))
+    slots = gen.choice(n_cells * n_universe, size=int(gen.integers(1, n_cells * n_universe + 1)))
+    slots = np.unique(slots)
+    if repeat:
+        slots = np.concatenate([slots, slots[gen.integers(0, slots.size, 1)]])
+    slots = gen.permutation(slots)
+    cell, at = np.divmod(slots, n_universe)
+    got = _bootstrap_ratios._by_cell_and_position(cell, at, n_cells, n_universe)
+    if repeat:
+        assert got is None
+    else:
+        np.testing.assert_array_equal(got, np.argsort(slots, kind="stable"))

@@ -130,10 +130,10 @@ def _cells_by_position(
         keys = frame.select(cells).unique().sort(cells, nulls_last=False)
         cell = _codes(frame, cells, keys)
         key_rows = keys.rows()
-    order = np.argsort(cell * max(universe.height, 1) + at, kind="stable")
-    cell, at = cell[order], at[order]
-    if np.any((cell[1:] == cell[:-1]) & (at[1:] == at[:-1])):
+    order = _by_cell_and_position(cell, at, len(key_rows), universe.height)
+    if order is None:
         raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
+    cell, at = cell[order], at[order]
     # column by column, as polars hands a frame to numpy: each cell's column sums (estimates)
     # keep their order, and no copy per cell is needed
     values = np.empty((order.size, len(columns)), dtype=np.float64, order="F")
@@ -144,6 +144,24 @@ def _cells_by_position(
         (key, at[edges[i] : edges[i + 1]], values[edges[i] : edges[i + 1]])
         for i, key in enumerate(key_rows)
     ]
+
+
+def _by_cell_and_position(
+    cell: np.ndarray, at: np.ndarray, n_cells: int, n_universe: int
+) -> np.ndarray | None:
+    """Return the rows in (cell, position) order, or None when a (cell, position) repeats.
+
+    Every pair is one slot of a cells x clusters table when that table is small (a few times
+    the rows): filling it is a counting sort, cheaper than sorting the rows. Else a sort.
+    """
+    slot = cell * max(n_universe, 1) + at
+    if n_cells * n_universe <= 4 * slot.size + 2**16:
+        table = np.full(n_cells * n_universe, -1, dtype=np.int64)
+        table[slot] = np.arange(slot.size)
+        order = table[table >= 0]
+        return order if order.size == slot.size else None
+    order = np.argsort(slot, kind="stable")
+    return None if np.any(slot[order][1:] == slot[order][:-1]) else order
 
 
 def _codes(frame: pl.DataFrame, on: list[str], keys: pl.DataFrame) -> np.ndarray:
@@ -162,14 +180,37 @@ def _ratio_rows(
 ) -> list[tuple[str, float, float, float, int]]:
     """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio."""
     totals = values.sum(axis=0)
-    rows = []
-    for name, num, den in ratios:
-        a, b = columns.index(num), columns.index(den)
-        if totals[b] > 0:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
-            rows.append((name, float(totals[a] / totals[b]), low, high, values.shape[0]))
-    return rows
+    defined = [
+        (name, columns.index(num), columns.index(den))
+        for name, num, den in ratios
+        if totals[columns.index(den)] > 0
+    ]
+    if not defined:
+        return []
+    sums = block.T  # one row per column: contiguous when the block is column-major
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distributions = sums[[a for _, a, _ in defined]] / sums[[b for _, _, b in defined]]
+    bounds = _percentile_rows(distributions, confidence)
+    return [
+        (name, float(totals[a] / totals[b]), float(low), float(high), values.shape[0])
+        for (name, a, b), (low, high) in zip(defined, bounds.tolist(), strict=True)
+    ]
+
+
+def _percentile_rows(distributions: np.ndarray, confidence: float) -> np.ndarray:
+    """Return each row's percentile interval as :func:`_percentile_interval` does, (R, 2).
+
+    Rows without an undefined (NaN) resample are done in one ``quantile`` call (the same
+    order statistics and interpolation as row by row); the others drop their NaNs first.
+    """
+    out = np.empty((distributions.shape[0], 2), dtype=np.float64)
+    undefined = np.isnan(distributions).any(axis=1)
+    if not undefined.all():
+        levels = [(1 - confidence) / 2, (1 + confidence) / 2]
+        out[~undefined] = np.quantile(distributions[~undefined], levels, axis=1).T
+    for r in np.flatnonzero(undefined).tolist():
+        out[r] = _percentile_interval(distributions[r], confidence)
+    return out
 
 
 #: A set holding at least this share of the clusters of a call is coupled to the resample of

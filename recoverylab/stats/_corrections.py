@@ -94,7 +94,7 @@ class _Corrections:
         n_universe = self.n_universe
         most = float(want.max())
         need = (most + 4 * np.sqrt(most) + 16) * n_universe / self.k[i]
-        width = min(n_universe, 64 << max(0, int(np.ceil(np.log2(need / 64)))))
+        width = min(n_universe, 64 * int(np.ceil(need / 64)))
         inside = self.inside[i]
         while True:
             tail = draws[over, n_universe - width :]
