@@ -501,3 +501,26 @@ def test_cell_and_position_order_equals_a_sort(seed, repeat):
         assert got is None
     else:
         np.testing.assert_array_equal(got, np.argsort(slots, kind="stable"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_integer_sets_equal_the_dense_reference_bit_for_bit(seed):
+    # Sets of integer columns only (corrections gathered and summed in float32, products in
+    # packed lanes or float32) and multiples of 1/3: the dense float64 reference draw for draw.
+    gen = np.random.default_rng(100 + seed)
+    n_universe = int(gen.integers(50, 3_000))
+    sets = []
+    for _ in range(int(gen.integers(1, 5))):
+        size = int(gen.integers((n_universe + 1) // 2, n_universe + 1))
+        where = np.sort(gen.choice(n_universe, size=size, replace=False))
+        counts = gen.integers(0, 30, size=(size, int(gen.integers(1, 12))))
+        counts[gen.random(size) < 0.3] = 0
+        sets.append((where, np.hstack([counts, 3 * counts[:, :1], counts[:, -1:] / 3])))
+    n = int(gen.integers(1, 600))
+    got = stats._coupled_resample_sums(sets, n_universe, n, np.random.default_rng(seed))
+    want = _dense_coupled_reference(sets, n_universe, n, np.random.default_rng(seed))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a[:, :-1], b[:, :-1])
+        # thirds: the exact sum divided once against a float64 sum of rounded thirds
+        np.testing.assert_allclose(a[:, -1], b[:, -1], rtol=1e-15)
+        np.testing.assert_array_equal(a[:, -1], np.round(a[:, -1] * 3) / 3)

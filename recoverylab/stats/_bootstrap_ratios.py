@@ -235,7 +235,7 @@ def _ratio_resample_sums(
     out: dict[bytes, list[np.ndarray]] = {}
     if large:
         coupled = _coupled_resample_sums(
-            [(members[s], np.hstack([v for _, v in groups[s]])) for s in large],
+            [(members[s], _side_by_side([v for _, v in groups[s]])) for s in large],
             n_universe,
             n_resamples,
             cell_rng(seed, ()),
@@ -248,3 +248,8 @@ def _ratio_resample_sums(
             blocks = [values for _, values in cells_of_set]
             out[s] = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
     return out
+
+
+def _side_by_side(blocks: list[np.ndarray]) -> np.ndarray:
+    """Put the cells' blocks of one set side by side, column-major (each column contiguous)."""
+    return np.concatenate([b.T for b in blocks]).T

@@ -37,7 +37,8 @@ class _Corrections:
         for i, (where, block) in enumerate(sets):
             if self.k[i] < n_universe:
                 self.position[i, where] = np.arange(where.size, dtype=np.int32)
-            self.values.append(np.ascontiguousarray(block, dtype=np.float64))
+            exact = block.dtype == np.float32  # integers whose sums float32 holds exactly
+            self.values.append(np.ascontiguousarray(block, dtype=None if exact else np.float64))
         self.inside = self.position >= 0
 
     def __call__(

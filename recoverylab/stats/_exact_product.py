@@ -81,8 +81,9 @@ class _ExactProduct:
 
         A correction of the set's sums adds or removes whole draws: the values of those rows,
         summed, are added to these raw columns before :meth:`finish` (integers for the float32
-        columns: exact in any order). The columns are two runs, given as (raw columns, columns
-        of the values) slices: the set's float32 product columns, then its float64 ones.
+        columns: exact in any order; the values are float32 when the set has no float64
+        column). The columns are two runs, given as (raw columns, columns of the values)
+        slices: the set's float32 product columns, then its float64 ones.
         """
         (single, double), values = self._own[i]
         runs = []
@@ -92,7 +93,9 @@ class _ExactProduct:
                 into = slice(at * single.size, at * single.size + run.size)
                 runs.append((slice(first, first + run.size), into))
         size = int(np.count_nonzero(self.single[:, self.landed[i]]))
-        block = np.array(values, dtype=np.float64).T if values else np.zeros((size, 0))
+        # integers alone: float32 sums any N of them exactly (half the bytes gathered)
+        dtype = np.float64 if double.size else np.float32
+        block = np.array(values, dtype=dtype).T if values else np.zeros((size, 0), dtype=dtype)
         return runs, np.ascontiguousarray(block)
 
     def raw(self, counts: np.ndarray) -> np.ndarray:
@@ -188,9 +191,10 @@ def _split(
     block ``(column, its product column among them, p, q)`` with column = p / q x product
     column (all-zero columns left out: they sum to 0), and the columns left to float64.
     """
-    scale = _integer_scales(block, n_draws)
+    rows = np.ascontiguousarray(block.T)  # one row per column: no copy of a column-major block
+    scale = _integer_scales(rows, n_draws)
     local = np.flatnonzero(scale > 0)
-    ints = np.rint(block[:, local] * scale[local])
+    ints = np.rint(rows[local] * scale[local, np.newaxis])
     base, numerator, denominator = _proportional(ints)
     bases: list[np.ndarray] = []
     at: dict[int, int] = {}
@@ -200,7 +204,7 @@ def _split(
             continue  # an all-zero column sums to 0: no product
         if base[j] == j:
             at[j] = len(bases)
-            bases.append(ints[:, j])
+            bases.append(ints[j])
         q = float(denominator[j] * scale[column])
         exact.append((column, at[int(base[j])], float(numerator[j]), q))
     return bases, exact, np.flatnonzero(scale == 0)
@@ -214,21 +218,21 @@ def _columns(columns: list[tuple[np.ndarray, np.ndarray]], n_rows: int, dtype: t
     return dense.T
 
 
-def _integer_scales(block: np.ndarray, n_draws: int) -> np.ndarray:
-    """Per column, the least L <= 64 making it integral (within rounding), or 0 for none.
+def _integer_scales(rows: np.ndarray, n_draws: int) -> np.ndarray:
+    """Per column (a row of ``rows``), the least L <= 64 making it integral, or 0 for none.
 
-    A scaled column must also keep its resampled sums (at most ``n_draws`` times its largest
-    magnitude) below 2**24, where float32 counts integers exactly.
+    Integral within rounding; a scaled column must also keep its resampled sums (at most
+    ``n_draws`` times its largest magnitude) below 2**24, where float32 counts integers exactly.
     """
-    scale = np.zeros(block.shape[1], dtype=np.float64)
-    largest = np.abs(block).max(axis=0, initial=0.0)  # nan for a column holding one
+    scale = np.zeros(rows.shape[0], dtype=np.float64)
+    largest = np.abs(rows).max(axis=1, initial=0.0)  # nan for a column holding one
     finite = np.isfinite(largest)
-    scale[finite & (block == np.rint(block)).all(axis=0)] = 1.0
+    scale[finite & (rows == np.rint(rows)).all(axis=1)] = 1.0
     todo = np.flatnonzero(finite & (scale == 0))
-    sample = block[:_SCALE_SAMPLE, todo]
+    sample = rows[todo, :_SCALE_SAMPLE]
     for j, column in enumerate(todo):
         for factor in range(2, _MAX_SCALE + 1):
-            if _multiples(sample[:, j], factor) and _multiples(block[:, column], factor):
+            if _multiples(sample[j], factor) and _multiples(rows[column], factor):
                 scale[column] = factor
                 break
     scale[~finite | (largest * scale * n_draws >= 2.0**24)] = 0.0
@@ -242,22 +246,22 @@ def _multiples(values: np.ndarray, factor: int) -> bool:
 
 
 def _proportional(ints: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group integer columns that are rational multiples of one another.
+    """Group integer columns (the rows of ``ints``) that are rational multiples of one another.
 
     Returns, per column, the index of its group's first column b and integers p, q with
     column = p / q x column b exactly (checked by cross-multiplication: every value is below
     2**24, so the products are exact); p = 0 for an all-zero column.
     """
-    width = ints.shape[1]
+    width = ints.shape[0]
     base = np.arange(width)
     numerator, denominator = np.ones(width), np.ones(width)
-    first = (ints != 0).argmax(axis=0)
-    pivot = ints[first, np.arange(width)]
+    first = (ints != 0).argmax(axis=1)
+    pivot = ints[np.arange(width), first]
     numerator[pivot == 0] = 0.0
     seen: dict[bytes, int] = {}
     for j in np.flatnonzero(pivot != 0).tolist():
         # proportional columns have the same zeros and the same values over their pivot
-        b = seen.setdefault((ints[:, j] / pivot[j]).tobytes(), j)
-        if b != j and np.array_equal(ints[:, j] * pivot[b], ints[:, b] * pivot[j]):
+        b = seen.setdefault((ints[j] / pivot[j]).tobytes(), j)
+        if b != j and np.array_equal(ints[j] * pivot[b], ints[b] * pivot[j]):
             base[j], numerator[j], denominator[j] = b, pivot[j], pivot[b]
     return base, numerator, denominator
