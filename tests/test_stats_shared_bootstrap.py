@@ -439,7 +439,7 @@ def test_packed_lanes_equal_float32_columns(seed):
     counts[0] = 0
     counts[0, np.abs(single).argmax(axis=0)[0]] = n
     want = counts.astype(np.float64) @ single.astype(np.float64)
-    np.testing.assert_array_equal(lanes.sums(counts.astype(np.float64)), want)
+    np.testing.assert_array_equal(lanes.sums(counts.astype(np.float64)).T, want)
 
 
 def _plan_all(single, n_draws):

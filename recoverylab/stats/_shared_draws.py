@@ -62,11 +62,11 @@ def _coupled_resample_sums(
             size = min(batch, n_resamples - start)
             draws = gen.integers(0, n_universe, size=(size, n_universe), dtype=np.int32)
             raw = product.raw(_row_counts(draws, counts[:size]))
-            landed = np.rint(raw[:, product.landed]).astype(np.int64)
+            landed = np.rint(raw[product.landed].T).astype(np.int64)
             for i, rows, sums in corrections.sums(draws, landed, gen):
                 for columns, part in correctable[i][0]:
-                    raw[rows, columns] += sums[:, part]
-            out[:, start : start + size] = product.finish(raw).T
+                    raw[columns, rows] += sums[:, part].T
+            product.finish(raw, out=out[:, start : start + size])
     return [out[edges[i] : edges[i + 1]].T for i in range(len(sets))]
 
 
