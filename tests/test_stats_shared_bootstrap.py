@@ -316,13 +316,18 @@ def test_coupled_sums_equal_the_dense_reference_draw_for_draw(seed):
         np.testing.assert_allclose(a[:, -1], b[:, -1], rtol=1e-12, atol=1e-9)
 
 
-def test_cached_row_counts_match_one_bincount():
+@pytest.mark.parametrize("elements", [1, 5_000, 1 << 14, 1 << 16])  # one row, a few, many
+def test_cached_row_counts_match_one_bincount(elements, monkeypatch):
     from recoverylab.stats import _shared_draws
 
+    monkeypatch.setattr(_shared_draws, "_COUNT_ELEMENTS", elements)
     draws = np.random.default_rng(0).integers(0, 5_000, size=(37, 5_000), dtype=np.int32)
     offsets = (np.arange(37, dtype=np.int64) * 5_000)[:, np.newaxis]
     want = np.bincount((draws + offsets).reshape(-1), minlength=37 * 5_000).reshape(37, 5_000)
     np.testing.assert_array_equal(_shared_draws._row_counts(draws), want)
+    into = np.full((37, 5_000), np.nan)
+    assert _shared_draws._row_counts(draws, into) is into
+    np.testing.assert_array_equal(into, want)
 
 
 def _product_design(gen):
