@@ -3,8 +3,9 @@
 The product of :func:`~recoverylab.stats._shared_draws._coupled_resample_sums`: per resample,
 the counts of each cluster times every set's values. Separate from the drawing because it is
 about arithmetic only: which columns sum exactly in float32 (integers and multiples of 1/L),
-which are one product column scaled (proportional columns), and how a set's *raw* sums (before
-scaling) are corrected exactly (:meth:`_ExactProduct.correctable`).
+which are one product column scaled (proportional columns), which share the bits of one float64
+column (:class:`_Lanes`), and how a set's *raw* sums (before scaling) are corrected exactly
+(:meth:`_ExactProduct.correctable`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ class _ExactProduct:
     are bit for bit those of a float64 product; a multiple of 1/L is the exact integer sum
     divided by L once (a float64 product rounds each term: they differ in the last bits only).
     Other columns go through a float64 product. Built from the blocks, never the dense design.
+    Where it pays, the float32 columns are packed two or three to a float64 column
+    (:class:`_Lanes`): the same integers at about three quarters of the cost.
 
     Two steps: :meth:`raw` gives the *raw* sums (one per float32 product column: integers, and
     one per float64 column), :meth:`finish` scales them to the design's columns. Between the
