@@ -19,6 +19,8 @@ from recoverylab.stats._corrections import _Corrections
 from recoverylab.stats._exact_product import _ExactProduct
 from recoverylab.stats._streams import _merge_types
 
+#: Resamples of one batch of the coupled draws (fewer when N is large: MAX_BATCH_ELEMENTS).
+_BATCH_ROWS = 256
 #: Drawing a multinomial over T cluster types costs about this many times more per type than
 #: drawing one uniform cluster index and counting it (numpy's binomial against an integer).
 _TYPE_DRAW_COST = 25
@@ -53,7 +55,7 @@ def _coupled_resample_sums(
     )
     # column-major: each column's resamples are contiguous for the intervals read from them
     out = np.empty((product.width, n_resamples), dtype=np.float64)
-    batch = max(1, min(256, _limits.MAX_BATCH_ELEMENTS // n_universe))
+    batch = max(1, min(_BATCH_ROWS, _limits.MAX_BATCH_ELEMENTS // n_universe))
     # one buffer for every batch's counts: a fresh array per batch is mapped and zeroed again
     # by the kernel (huge pages), measured 0.2 s of system time at N = 12,500
     counts = np.empty((batch, n_universe), dtype=product.counts_dtype)
