@@ -435,9 +435,10 @@ def test_packed_lanes_equal_float32_columns(seed):
     single = np.column_stack([gen.integers(0, m + 1, n) for m in largest]).astype(np.float32)
     if gen.random() < 0.5:
         single[:, 0] = -single[:, 0]
-    lanes = _exact_product._Lanes.plan(np.asfortranarray(single), n)
-    if lanes is None:  # too few fields per lane to pay: plan them anyway
-        lanes = _exact_product._Lanes(single, *_plan_all(single, n))
+    columns = [(np.arange(n), single[:, j].astype(np.float64)) for j in range(single.shape[1])]
+    lanes = _exact_product._Lanes.plan(columns, n)
+    if lanes is None:  # too few fields per lane to pay: one lane per column
+        lanes = _exact_product._Lanes(columns, n, *_plan_all(single, n))
     assert lanes.packed.shape[1] <= single.shape[1]
     counts = gen.multinomial(n, np.ones(n) / n, size=int(gen.integers(1, 60)))
     # the largest sums a resample can reach: every draw on the largest value of a column

@@ -10,6 +10,8 @@ column (:class:`_Lanes`), and how a set's *raw* sums (before scaling) are correc
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 #: Largest scale tried to make a fractional column integral (pass@1 over 3 repeats: 3).
@@ -66,9 +68,10 @@ class _ExactProduct:
         for i, (where, _) in enumerate(sets):  # the draws that land in each set
             exact.append((sum(widths) + i, len(single), 1.0, 1.0))
             single.append((where, np.ones(where.size)))
-        self.single = _columns(single, n_draws, np.float32)
+        self.n_single = len(single)
+        self._single, self._n_draws = single, n_draws
         self.double = _columns(double, n_draws, np.float64)
-        self._lanes = _Lanes.plan(self.single, n_draws)
+        self._lanes = _Lanes.plan(single, n_draws)
         #: the draw counts :meth:`raw` wants (float64 when the lanes are packed)
         self.counts_dtype = np.float32 if self._lanes is None else np.float64
         self.exact, self.base, self.numerator, self.denominator = (
@@ -78,6 +81,11 @@ class _ExactProduct:
         self.inexact = np.array(inexact, dtype=np.int64)
         #: raw column of the draws landing in each set
         self.landed = self.base[self.base.size - len(sets) :]
+
+    @functools.cached_property
+    def single(self) -> np.ndarray:
+        """The float32 product columns as one dense (N, columns) array (built when used)."""
+        return _columns(self._single, self._n_draws, np.float32)
 
     def correctable(self, i: int) -> tuple[list[tuple[slice, slice]], np.ndarray]:
         """Set ``i``'s raw columns (landed draws left out) and its values in them, per row.
@@ -90,12 +98,12 @@ class _ExactProduct:
         """
         (single, double), values = self._own[i]
         runs = []
-        for at, (run, offset) in enumerate(((single, 0), (double, self.single.shape[1]))):
+        for at, (run, offset) in enumerate(((single, 0), (double, self.n_single))):
             if run.size:
                 first = int(run[0]) + offset
                 into = slice(at * single.size, at * single.size + run.size)
                 runs.append((slice(first, first + run.size), into))
-        size = int(np.count_nonzero(self.single[:, self.landed[i]]))
+        size = self._single[self.landed[i]][0].size
         # integers alone: float32 sums any N of them exactly (half the bytes gathered)
         dtype = np.float64 if double.size else np.float32
         block = np.array(values, dtype=dtype).T if values else np.zeros((size, 0), dtype=dtype)
@@ -107,7 +115,7 @@ class _ExactProduct:
         Computed as design.T @ counts.T: one row per column, each row's resamples contiguous
         for the corrections and :meth:`finish` (and BLAS runs it faster than counts @ design).
         """
-        n_single = self.single.shape[1]
+        n_single = self.n_single
         out = np.empty((n_single + self.double.shape[1], counts.shape[0]), dtype=np.float64)
         if self._lanes is not None:
             out[:n_single] = self._lanes.sums(counts.astype(np.float64, copy=False))
@@ -129,7 +137,7 @@ class _ExactProduct:
         scaled += 0.0
         out[self.exact] = scaled
         if self.inexact.size:
-            out[self.inexact] = raw[self.single.shape[1] :]
+            out[self.inexact] = raw[self.n_single :]
         return out
 
     def __call__(self, counts: np.ndarray) -> np.ndarray:
@@ -156,21 +164,31 @@ class _Lanes:
     float32 columns (:data:`_DOUBLE_COST`); both give the same integers.
     """
 
-    def __init__(self, single: np.ndarray, lane: np.ndarray, shift: np.ndarray, bits: np.ndarray):
+    def __init__(
+        self,
+        columns: list[tuple[np.ndarray, np.ndarray]],
+        n_rows: int,
+        lane: np.ndarray,
+        shift: np.ndarray,
+        bits: np.ndarray,
+    ) -> None:
         self.lane, self.shift = lane, shift
         self.mask = np.where(bits > 0, (np.int64(1) << bits) - 1, np.int64(-1))
-        packed = np.zeros((int(lane.max()) + 1, single.shape[0]), dtype=np.float64)
-        for j in range(single.shape[1]):
-            packed[lane[j]] += single[:, j] * 2.0 ** int(shift[j])  # disjoint fields: exact
+        packed = np.zeros((int(lane.max()) + 1, n_rows), dtype=np.float64)
+        for j, (rows, values) in enumerate(columns):
+            packed[lane[j], rows] += values * 2.0 ** int(shift[j])  # disjoint fields: exact
         self.packed = packed.T
 
     @classmethod
-    def plan(cls, single: np.ndarray, n_draws: int) -> _Lanes | None:
-        """Fill lanes first fit, widest fields first; None when float32 columns cost less."""
-        if not single.shape[1]:
+    def plan(cls, columns: list[tuple[np.ndarray, np.ndarray]], n_draws: int) -> _Lanes | None:
+        """Fill lanes first fit, widest fields first; None when float32 columns cost less.
+
+        ``columns``: per column, its rows among the ``n_draws`` and its values there.
+        """
+        if not columns:
             return None
-        largest = single.max(axis=0).astype(np.int64).tolist()
-        alone = (single.min(axis=0) < 0).tolist()
+        largest = [int(values.max(initial=0)) for _, values in columns]
+        alone = [bool(values.min(initial=0) < 0) for _, values in columns]
         # a field must hold n_draws x largest: bit_length bits (0 marks a lane of its own)
         bits = [0 if a else (n_draws * m).bit_length() for m, a in zip(largest, alone, strict=True)]
         lane, shift = np.zeros(len(bits), dtype=np.int64), np.zeros(len(bits), dtype=np.int64)
@@ -185,9 +203,9 @@ class _Lanes:
             shift[j] = used[lane[j]]
             used[lane[j]] += width
             free[_LANE_BITS - used[lane[j]]].append(int(lane[j]))
-        if len(used) * _DOUBLE_COST >= single.shape[1]:
+        if len(used) * _DOUBLE_COST >= len(columns):
             return None
-        return cls(single, lane, shift, np.array(bits, dtype=np.int64))
+        return cls(columns, n_draws, lane, shift, np.array(bits, dtype=np.int64))
 
     def sums(self, counts: np.ndarray) -> np.ndarray:
         """Return each column's sums over the rows of ``counts``, one row per column, exactly."""
