@@ -129,7 +129,8 @@ class _ExactProduct:
         """Return the design's column sums (one row per column) from (corrected) raw sums."""
         if out is None:
             out = np.empty((self.width, raw.shape[1]), dtype=np.float64)
-        out[...] = 0.0  # all-zero columns have no raw column
+        if self.exact.size + self.inexact.size < self.width:
+            out[...] = 0.0  # all-zero columns have no raw column
         # integers below 2**53 times a small integer, then one correctly rounded division;
         # + 0.0 turns the -0.0 of a negative multiple of 0 into the product's +0.0
         scaled = raw[self.base] * self.numerator[:, np.newaxis]
