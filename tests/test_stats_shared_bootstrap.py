@@ -530,3 +530,22 @@ def test_integer_sets_equal_the_dense_reference_bit_for_bit(seed):
         # thirds: the exact sum divided once against a float64 sum of rounded thirds
         np.testing.assert_allclose(a[:, -1], b[:, -1], rtol=1e-15)
         np.testing.assert_array_equal(a[:, -1], np.round(a[:, -1] * 3) / 3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_of_any_columns_equal_the_whole_design(seed):
+    # Reading some columns (exact, scaled, float64, all-zero, landed; any order, repeated)
+    # gives the bits of the whole design's sums.
+    from recoverylab.stats import _exact_product
+
+    gen = np.random.default_rng(seed)
+    design = _product_design(gen)
+    rows = np.arange(design.shape[0])
+    product = _exact_product._ExactProduct([(rows, design)], design.shape[0])
+    counts = gen.multinomial(design.shape[0], np.ones(design.shape[0]) / design.shape[0], 20)
+    raw = product.raw(counts.astype(product.counts_dtype))
+    whole = product.finish(raw)
+    pick = gen.integers(0, product.width, size=int(gen.integers(1, 2 * product.width)))
+    got = product.rows(raw, pick)
+    np.testing.assert_array_equal(got, whole[pick])
+    assert (np.signbit(got) == np.signbit(whole[pick])).all()

@@ -8,7 +8,8 @@ cluster sets, not with cells × ratios. Each ratio's distribution is that of the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,8 @@ from recoverylab._errors import ParameterError
 from recoverylab.stats._bootstrap import _percentile_interval
 from recoverylab.stats._cells import _column_names
 from recoverylab.stats._checks import _check_confidence, _check_n_resamples, _check_seed
-from recoverylab.stats._shared_draws import _coupled_resample_sums, _shared_resample_sums
+from recoverylab.stats._exact_product import _ExactProduct
+from recoverylab.stats._shared_draws import _coupled_raw_sums, _shared_resample_sums
 from recoverylab.stats._streams import cell_rng
 
 
@@ -173,12 +175,15 @@ def _codes(frame: pl.DataFrame, on: list[str], keys: pl.DataFrame) -> np.ndarray
 
 def _ratio_rows(
     values: np.ndarray,
-    block: np.ndarray,
+    block: Callable[[np.ndarray], np.ndarray],
     columns: list[str],
     ratios: Sequence[tuple[str, str, str]],
     confidence: float,
 ) -> list[tuple[str, float, float, float, int]]:
-    """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio."""
+    """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio.
+
+    ``block(columns)``: the cell's resampled sums of those columns, one row per column.
+    """
     totals = values.sum(axis=0)
     defined = [
         (name, columns.index(num), columns.index(den))
@@ -187,9 +192,10 @@ def _ratio_rows(
     ]
     if not defined:
         return []
-    sums = block.T  # one row per column: contiguous when the block is column-major
+    numerators = block(np.array([a for _, a, _ in defined]))
+    denominators = block(np.array([b for _, _, b in defined]))
     with np.errstate(divide="ignore", invalid="ignore"):
-        distributions = sums[[a for _, a, _ in defined]] / sums[[b for _, _, b in defined]]
+        distributions = numerators / denominators
     bounds = _percentile_rows(distributions, confidence)
     return [
         (name, float(totals[a] / totals[b]), float(low), float(high), values.shape[0])
@@ -225,29 +231,47 @@ def _ratio_resample_sums(
     n_universe: int,
     n_resamples: int,
     seed: int,
-) -> dict[bytes, list[np.ndarray]]:
-    """Resampled column sums of every cell, keyed by its cluster set (one block per cell).
+) -> dict[bytes, list[Callable[[np.ndarray], np.ndarray]]]:
+    """Resampled column sums of every cell, keyed by its cluster set (one reader per cell).
 
+    A cell's reader gives the resampled sums of the columns asked for, one row per column.
     Large sets are coupled to one resample of all ``n_universe`` clusters, drawn from
-    ``cell_rng(seed, ())``; small sets draw alone from ``cell_rng(seed, first cell key)``.
+    ``cell_rng(seed, ())`` (their sums scaled from the product's raw sums when read); small
+    sets draw alone from ``cell_rng(seed, first cell key)``.
     """
     large = [s for s in groups if members[s].size >= _COUPLED_SHARE * n_universe]
-    out: dict[bytes, list[np.ndarray]] = {}
+    out: dict[bytes, list[Callable[[np.ndarray], np.ndarray]]] = {}
     if large:
-        coupled = _coupled_resample_sums(
+        product, raw = _coupled_raw_sums(
             [(members[s], _side_by_side([v for _, v in groups[s]])) for s in large],
             n_universe,
             n_resamples,
             cell_rng(seed, ()),
         )
-        for s, sums in zip(large, coupled, strict=True):
-            widths = np.cumsum([v.shape[1] for _, v in groups[s]])[:-1]
-            out[s] = np.hsplit(sums, widths)
+        first = 0  # each cell's first column among the product's
+        for s in large:
+            out[s] = []
+            for _, values in groups[s]:
+                out[s].append(functools.partial(_read_coupled, product, raw, first))
+                first += values.shape[1]
     for s, cells_of_set in groups.items():
         if s not in out:
             blocks = [values for _, values in cells_of_set]
-            out[s] = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+            sums = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+            out[s] = [functools.partial(_read_block, block) for block in sums]
     return out
+
+
+def _read_coupled(
+    product: _ExactProduct, raw: np.ndarray, first: int, columns: np.ndarray
+) -> np.ndarray:
+    """Return a coupled cell's sums of ``columns`` (the cell's own numbering), one row each."""
+    return product.rows(raw, first + columns)
+
+
+def _read_block(block: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Return a block's sums of ``columns``, one row each."""
+    return block.T[columns]
 
 
 def _side_by_side(blocks: list[np.ndarray]) -> np.ndarray:

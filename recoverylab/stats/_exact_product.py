@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+#: Kinds of a design column: all zero, an exact (scaled) raw column, a float64 raw column.
+_ZERO, _EXACT, _INEXACT = 0, 1, 2
 #: Largest scale tried to make a fractional column integral (pass@1 over 3 repeats: 3).
 _MAX_SCALE = 64
 #: A value is a multiple of 1/L when value * L is within this relative distance of an integer:
@@ -81,6 +83,20 @@ class _ExactProduct:
         self.inexact = np.array(inexact, dtype=np.int64)
         #: raw column of the draws landing in each set
         self.landed = self.base[self.base.size - len(sets) :]
+        self._index_columns()
+
+    def _index_columns(self) -> None:
+        """Per design column: its kind, its raw column and its scale (for :meth:`rows`)."""
+        self._kind = np.full(self.width, _ZERO, dtype=np.int8)
+        self._source = np.zeros(self.width, dtype=np.int64)
+        self._numerator, self._denominator = np.ones(self.width), np.ones(self.width)
+        self._kind[self.exact], self._source[self.exact] = _EXACT, self.base
+        self._numerator[self.exact], self._denominator[self.exact] = (
+            self.numerator,
+            self.denominator,
+        )
+        self._kind[self.inexact] = _INEXACT
+        self._source[self.inexact] = self.n_single + np.arange(self.inexact.size)
 
     @functools.cached_property
     def single(self) -> np.ndarray:
@@ -125,20 +141,25 @@ class _ExactProduct:
             out[n_single:] = self.double.T @ counts.astype(np.float64).T
         return out
 
-    def finish(self, raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    def finish(self, raw: np.ndarray) -> np.ndarray:
         """Return the design's column sums (one row per column) from (corrected) raw sums."""
-        if out is None:
-            out = np.empty((self.width, raw.shape[1]), dtype=np.float64)
-        if self.exact.size + self.inexact.size < self.width:
-            out[...] = 0.0  # all-zero columns have no raw column
-        # integers below 2**53 times a small integer, then one correctly rounded division;
-        # + 0.0 turns the -0.0 of a negative multiple of 0 into the product's +0.0
-        scaled = raw[self.base] * self.numerator[:, np.newaxis]
-        scaled /= self.denominator[:, np.newaxis]
-        scaled += 0.0
-        out[self.exact] = scaled
-        if self.inexact.size:
-            out[self.inexact] = raw[self.n_single :]
+        return self.rows(raw, np.arange(self.width))
+
+    def rows(self, raw: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """Return the sums of the design's ``columns`` (one row each) from the raw sums."""
+        source, kind = self._source[columns], self._kind[columns]
+        out = np.zeros((columns.size, raw.shape[1]), dtype=np.float64)  # all-zero columns
+        exact = np.flatnonzero(kind == _EXACT)
+        if exact.size:
+            # integers below 2**53 times a small integer, then one correctly rounded division;
+            # + 0.0 turns the -0.0 of a negative multiple of 0 into the product's +0.0
+            scaled = raw[source[exact]] * self._numerator[columns[exact], np.newaxis]
+            scaled /= self._denominator[columns[exact], np.newaxis]
+            scaled += 0.0
+            out[exact] = scaled
+        inexact = np.flatnonzero(kind == _INEXACT)
+        if inexact.size:
+            out[inexact] = raw[source[inexact]]
         return out
 
     def __call__(self, counts: np.ndarray) -> np.ndarray:

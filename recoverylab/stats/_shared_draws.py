@@ -47,14 +47,33 @@ def _coupled_resample_sums(
     clusters (the takeover design: 94 % of (cell, workflow) pairs are non-empty).
     """
     edges = np.cumsum([0, *(block.shape[1] for _, block in sets)])
+    product, raw = _coupled_raw_sums(sets, n_universe, n_resamples, gen)
+    out = product.finish(raw)
+    return [out[edges[i] : edges[i + 1]].T for i in range(len(sets))]
+
+
+def _coupled_raw_sums(
+    sets: list[tuple[np.ndarray, np.ndarray]],
+    n_universe: int,
+    n_resamples: int,
+    gen: np.random.Generator,
+) -> tuple[_ExactProduct, np.ndarray]:
+    """Draw as :func:`_coupled_resample_sums` does; keep the product's corrected raw sums.
+
+    Returns the product and its raw sums (one row per raw column, resamples along the row);
+    ``product.rows(raw, columns)`` gives any design columns' sums from them. Integer raw sums
+    are kept in float32 (exact below 2**24): a third of the memory of every scaled column.
+    """
     product = _ExactProduct(sets, n_universe)
     correctable = [product.correctable(i) for i in range(len(sets))]
     corrections = _Corrections(
         [(where, values) for (where, _), (_, values) in zip(sets, correctable, strict=True)],
         n_universe,
     )
-    # column-major: each column's resamples are contiguous for the intervals read from them
-    out = np.empty((product.width, n_resamples), dtype=np.float64)
+    n_raw = product.n_single + product.double.shape[1]
+    kept = np.empty(
+        (n_raw, n_resamples), dtype=np.float64 if n_raw > product.n_single else np.float32
+    )
     batch = max(1, min(_BATCH_ROWS, _limits.MAX_BATCH_ELEMENTS // n_universe))
     # one buffer for every batch's counts: a fresh array per batch is mapped and zeroed again
     # by the kernel (huge pages), measured 0.2 s of system time at N = 12,500
@@ -68,8 +87,8 @@ def _coupled_resample_sums(
             for i, rows, sums in corrections.sums(draws, landed, gen):
                 for columns, part in correctable[i][0]:
                     raw[columns, rows] += sums[:, part].T
-            product.finish(raw, out=out[:, start : start + size])
-    return [out[edges[i] : edges[i + 1]].T for i in range(len(sets))]
+            kept[:, start : start + size] = raw
+    return product, kept
 
 
 #: Rows of draws counted by one ``bincount``: its (rows x N) counters (8 bytes each) should
