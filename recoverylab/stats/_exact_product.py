@@ -41,7 +41,8 @@ class _ExactProduct:
     (:class:`_Lanes`): the same integers at about three quarters of the cost.
 
     Two steps: :meth:`raw` gives the *raw* sums (one per float32 product column: integers, and
-    one per float64 column), :meth:`finish` scales them to the design's columns. Between the
+    one per float64 column), :meth:`finish` (or :meth:`rows`, for some columns) scales them to
+    the design's columns. Between the
     two, a set's raw sums can be corrected (:meth:`correctable`): the correction of an integer
     column is an integer, so the corrected sums stay exact whatever the order of the terms.
     """
