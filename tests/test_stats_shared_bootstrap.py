@@ -549,3 +549,30 @@ def test_rows_of_any_columns_equal_the_whole_design(seed):
     got = product.rows(raw, pick)
     np.testing.assert_array_equal(got, whole[pick])
     assert (np.signbit(got) == np.signbit(whole[pick])).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_blocks_in_parts_equal_the_whole_block(seed):
+    # A set's block given as its cells' parts side by side (not copied together) gives the
+    # same sums, bit for bit, as the block itself.
+    gen = np.random.default_rng(seed)
+    n_universe = int(gen.integers(20, 800))
+    sets, parted = [], []
+    for _ in range(int(gen.integers(1, 4))):
+        where = np.sort(
+            gen.choice(
+                n_universe, size=int(gen.integers(n_universe // 2, n_universe + 1)), replace=False
+            )
+        )
+        parts = [
+            np.column_stack(
+                [gen.integers(0, 9, where.size), gen.random(where.size), np.zeros(where.size)]
+            )
+            for _ in range(int(gen.integers(1, 4)))
+        ]
+        sets.append((where, np.hstack(parts)))
+        parted.append((where, parts))
+    whole = stats._coupled_resample_sums(sets, n_universe, 300, np.random.default_rng(seed))
+    split = stats._coupled_resample_sums(parted, n_universe, 300, np.random.default_rng(seed))
+    for a, b in zip(whole, split, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -243,7 +243,7 @@ def _ratio_resample_sums(
     out: dict[bytes, list[Callable[[np.ndarray], np.ndarray]]] = {}
     if large:
         product, raw = _coupled_raw_sums(
-            [(members[s], _side_by_side([v for _, v in groups[s]])) for s in large],
+            [(members[s], [v for _, v in groups[s]]) for s in large],
             n_universe,
             n_resamples,
             cell_rng(seed, ()),
@@ -272,8 +272,3 @@ def _read_coupled(
 def _read_block(block: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """Return a block's sums of ``columns``, one row each."""
     return block.T[columns]
-
-
-def _side_by_side(blocks: list[np.ndarray]) -> np.ndarray:
-    """Put the cells' blocks of one set side by side, column-major (each column contiguous)."""
-    return np.concatenate([b.T for b in blocks]).T

@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+#: A set's values: one (K, C) array, or several side by side (the cells of a set, uncopied).
+Block = np.ndarray | list[np.ndarray]
 #: Kinds of a design column: all zero, an exact (scaled) raw column, a float64 raw column.
 _ZERO, _EXACT, _INEXACT = 0, 1, 2
 #: Largest scale tried to make a fractional column integral (pass@1 over 3 repeats: 3).
@@ -47,8 +49,8 @@ class _ExactProduct:
     column is an integer, so the corrected sums stay exact whatever the order of the terms.
     """
 
-    def __init__(self, sets: list[tuple[np.ndarray, np.ndarray]], n_draws: int) -> None:
-        widths = [block.shape[1] for _, block in sets]
+    def __init__(self, sets: list[tuple[np.ndarray, Block]], n_draws: int) -> None:
+        widths = [_width(block) for _, block in sets]
         self.width = sum(widths) + len(sets)
         single: list[tuple[np.ndarray, np.ndarray]] = []  # (rows, values) per float32 column
         double: list[tuple[np.ndarray, np.ndarray]] = []
@@ -57,17 +59,17 @@ class _ExactProduct:
         #: per set: its raw columns (landed draws left out) and their values
         self._own: list[tuple[tuple[np.ndarray, np.ndarray], list[np.ndarray]]] = []
         edge = 0
-        for where, block in sets:
-            bases, scaled, floats = _split(block, n_draws)
+        for (where, block), width in zip(sets, widths, strict=True):
+            bases, scaled, floats = _split_parts(block, n_draws)
             first = len(single)
             single += [(where, values) for values in bases]
             exact += [(edge + c, first + b, p, q) for c, b, p, q in scaled]
-            raw_double = len(double) + np.arange(floats.size)
-            double += [(where, block[:, c]) for c in floats.tolist()]
-            inexact += (edge + floats).tolist()
+            raw_double = len(double) + np.arange(len(floats))
+            double += [(where, values) for _, values in floats]
+            inexact += [edge + c for c, _ in floats]
             columns = (np.arange(first, len(single)), raw_double)
-            self._own.append((columns, [*bases, *(block[:, c] for c in floats.tolist())]))
-            edge += block.shape[1]
+            self._own.append((columns, [*bases, *(values for _, values in floats)]))
+            edge += width
         for i, (where, _) in enumerate(sets):  # the draws that land in each set
             exact.append((sum(widths) + i, len(single), 1.0, 1.0))
             single.append((where, np.ones(where.size)))
@@ -237,6 +239,28 @@ class _Lanes:
         fields >>= self.shift[:, np.newaxis]
         fields &= self.mask[:, np.newaxis]
         return fields.astype(np.float64)
+
+
+def _width(block: Block) -> int:
+    """Return the number of columns of a block."""
+    return sum(b.shape[1] for b in block) if isinstance(block, list) else block.shape[1]
+
+
+def _split_parts(
+    block: Block, n_draws: int
+) -> tuple[list[np.ndarray], list[tuple[int, int, float, float]], list[tuple[int, np.ndarray]]]:
+    """:func:`_split` of a block given in parts side by side; the floats with their values."""
+    bases: list[np.ndarray] = []
+    exact: list[tuple[int, int, float, float]] = []
+    floats: list[tuple[int, np.ndarray]] = []
+    offset = 0
+    for part in block if isinstance(block, list) else [block]:
+        part_bases, part_exact, part_floats = _split(part, n_draws)
+        exact += [(offset + c, len(bases) + b, p, q) for c, b, p, q in part_exact]
+        bases += part_bases
+        floats += [(offset + c, part[:, c]) for c in part_floats.tolist()]
+        offset += part.shape[1]
+    return bases, exact, floats
 
 
 def _split(

@@ -16,7 +16,7 @@ import numpy as np
 
 from recoverylab.stats import _limits
 from recoverylab.stats._corrections import _Corrections
-from recoverylab.stats._exact_product import _ExactProduct
+from recoverylab.stats._exact_product import Block, _ExactProduct, _width
 from recoverylab.stats._streams import _merge_types
 
 #: Resamples of one batch of the coupled draws (fewer when N is large: MAX_BATCH_ELEMENTS).
@@ -27,7 +27,7 @@ _TYPE_DRAW_COST = 25
 
 
 def _coupled_resample_sums(
-    sets: list[tuple[np.ndarray, np.ndarray]],
+    sets: list[tuple[np.ndarray, Block]],
     n_universe: int,
     n_resamples: int,
     gen: np.random.Generator,
@@ -35,10 +35,11 @@ def _coupled_resample_sums(
     """Column sums of each set's rows over ``n_resamples`` resamples, all drawn from one stream.
 
     ``sets``: per set, the positions of its K_s clusters among the ``n_universe`` of the call
-    and a (K_s, C) block of their values. Each resample is one stream of ``n_universe`` uniform
-    draws over all clusters (counted once, one matrix product for every set). Draws landing in
-    a set are uniform over it wherever they fall, so the set keeps the first K_s of them and
-    tops up from its own clusters when fewer landed: exactly a resample of its own clusters.
+    and a (K_s, C) block of their values (or its parts side by side, uncopied). Each resample
+    is one stream of ``n_universe`` uniform draws over all clusters (counted once, one matrix
+    product for every set). Draws landing in a set are uniform over it wherever they fall, so
+    the set keeps the first K_s of them and tops up from its own clusters when fewer landed:
+    exactly a resample of its own clusters.
     Only the corrections (about the sd of a Binomial(N, K_s/N) per resample) are set by set
     (:class:`_Corrections`); they are added to the product's raw sums, integers for integer
     columns (and multiples of 1/L), so those stay exact; the product computes each distinct
@@ -46,14 +47,14 @@ def _coupled_resample_sums(
     the corrections): a dense product, which beat block-sparse ones while most sets hold most
     clusters (the takeover design: 94 % of (cell, workflow) pairs are non-empty).
     """
-    edges = np.cumsum([0, *(block.shape[1] for _, block in sets)])
+    edges = np.cumsum([0, *(_width(block) for _, block in sets)])
     product, raw = _coupled_raw_sums(sets, n_universe, n_resamples, gen)
     out = product.finish(raw)
     return [out[edges[i] : edges[i + 1]].T for i in range(len(sets))]
 
 
 def _coupled_raw_sums(
-    sets: list[tuple[np.ndarray, np.ndarray]],
+    sets: list[tuple[np.ndarray, Block]],
     n_universe: int,
     n_resamples: int,
     gen: np.random.Generator,
