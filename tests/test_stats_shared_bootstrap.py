@@ -576,3 +576,28 @@ def test_blocks_in_parts_equal_the_whole_block(seed):
     split = stats._coupled_resample_sums(parted, n_universe, 300, np.random.default_rng(seed))
     for a, b in zip(whole, split, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_corrections_search_further_back_when_the_tail_is_too_short():
+    # Rows whose last draws mostly miss the set: the first tail searched holds fewer draws in
+    # the set than the surplus, so the search widens; the reference searches on its own.
+    from recoverylab.stats import _shared_draws
+
+    gen = np.random.default_rng(0)
+    n, rows = 1_000, 9
+    where = np.arange(0, n, 2)  # the even clusters
+    block = gen.integers(0, 9, size=(where.size, 3)).astype(float)
+    in_set = 650  # surplus 150: the first tail holds 34 of them
+    draws = np.hstack(
+        [
+            2 * gen.integers(0, n // 2, size=(rows, in_set)),  # even: in the set
+            2 * gen.integers(0, n // 2, size=(rows, n - in_set)) + 1,  # odd: not in it
+        ]
+    ).astype(np.int32)
+    landed = np.full((rows, 1), in_set, dtype=np.int64)
+    got = _shared_draws._Corrections([(where, block)], n)(draws, landed, np.random.default_rng(1))
+    want = _CoupledSetReference(where, block, n).correction(
+        draws, landed[:, 0], np.random.default_rng(1)
+    )
+    np.testing.assert_array_equal(got, want)
+    assert np.all(got == -block[draws[:, in_set - (in_set - where.size) : in_set] // 2].sum(axis=1))

@@ -94,8 +94,8 @@ class _Corrections:
         """
         n_universe = self.n_universe
         most = float(want.max())
-        need = (most + 4 * np.sqrt(most) + 16) * n_universe / self.k[i]
-        width = min(n_universe, 64 * int(np.ceil(need / 64)))
+        need = (most + 2 * np.sqrt(most) + 8) * n_universe / self.k[i]
+        width = min(n_universe, 32 * int(np.ceil(need / 32)))
         inside = self.inside[i]
         while True:
             tail = draws[over, n_universe - width :]
