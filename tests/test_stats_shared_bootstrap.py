@@ -316,13 +316,18 @@ def test_coupled_sums_equal_the_dense_reference_draw_for_draw(seed):
         np.testing.assert_allclose(a[:, -1], b[:, -1], rtol=1e-12, atol=1e-9)
 
 
-def test_cached_row_counts_match_one_bincount():
+@pytest.mark.parametrize("elements", [1, 5_000, 1 << 14, 1 << 16])  # one row, a few, many
+def test_cached_row_counts_match_one_bincount(elements, monkeypatch):
     from recoverylab.stats import _shared_draws
 
+    monkeypatch.setattr(_shared_draws, "_COUNT_ELEMENTS", elements)
     draws = np.random.default_rng(0).integers(0, 5_000, size=(37, 5_000), dtype=np.int32)
     offsets = (np.arange(37, dtype=np.int64) * 5_000)[:, np.newaxis]
     want = np.bincount((draws + offsets).reshape(-1), minlength=37 * 5_000).reshape(37, 5_000)
     np.testing.assert_array_equal(_shared_draws._row_counts(draws), want)
+    into = np.full((37, 5_000), np.nan)
+    assert _shared_draws._row_counts(draws, into) is into
+    np.testing.assert_array_equal(into, want)
 
 
 def _product_design(gen):
@@ -416,3 +421,183 @@ def test_exact_product_of_a_negative_multiple_sums_to_positive_zero():
     got = _shared_draws._ExactProduct([(np.arange(3), design)], 3)(counts)[:, :2]
     assert got.tolist() == [[0.0, 0.0], [6.0, -6.0]]
     assert not np.signbit(got[0]).any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_packed_lanes_equal_float32_columns(seed):
+    # Integer columns of every size (fields of 1 to 24 bits, a negative one alone in its lane)
+    # packed side by side in float64 lanes give the sums of a float32 product exactly.
+    from recoverylab.stats import _exact_product
+
+    gen = np.random.default_rng(seed)
+    n = int(gen.integers(2, 3_000))
+    largest = gen.choice([1, 3, 20, 255, 2**24 // n - 1], size=int(gen.integers(1, 40)))
+    single = np.column_stack([gen.integers(0, m + 1, n) for m in largest]).astype(np.float32)
+    if gen.random() < 0.5:
+        single[:, 0] = -single[:, 0]
+    columns = [(np.arange(n), single[:, j].astype(np.float64)) for j in range(single.shape[1])]
+    lanes = _exact_product._Lanes.plan(columns, n)
+    if lanes is None:  # too few fields per lane to pay: one lane per column
+        lanes = _exact_product._Lanes(columns, n, *_plan_all(single, n))
+    assert lanes.packed.shape[1] <= single.shape[1]
+    counts = gen.multinomial(n, np.ones(n) / n, size=int(gen.integers(1, 60)))
+    # the largest sums a resample can reach: every draw on the largest value of a column
+    counts[0] = 0
+    counts[0, np.abs(single).argmax(axis=0)[0]] = n
+    want = counts.astype(np.float64) @ single.astype(np.float64)
+    np.testing.assert_array_equal(lanes.sums(counts.astype(np.float64)).T, want)
+
+
+def _plan_all(single, n_draws):
+    """One lane per column (the plan's shifts and bits for fields that stand alone)."""
+    width = single.shape[1]
+    bits = np.array([int(n_draws * int(m)).bit_length() for m in np.abs(single).max(axis=0)])
+    bits[single.min(axis=0) < 0] = 0
+    return np.arange(width), np.zeros(width, dtype=np.int64), bits
+
+
+def test_exact_product_packs_lanes_when_they_pay():
+    from recoverylab.stats import _exact_product
+
+    gen = np.random.default_rng(7)
+    design = gen.integers(0, 9, size=(500, 24)).astype(float)
+    product = _exact_product._ExactProduct([(np.arange(500), design)], 500)
+    assert product._lanes is not None  # 25 columns of 12-13 bits: four per lane
+    assert product._lanes.packed.shape[1] == 7
+    assert product.counts_dtype == np.float64
+    counts = gen.multinomial(500, np.ones(500) / 500, size=30)
+    got = product(counts.astype(np.float64))
+    np.testing.assert_array_equal(got[:, :-1], counts @ design)
+    np.testing.assert_array_equal(got[:, -1], 500.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1))
+def test_percentile_rows_equal_the_interval_row_by_row(seed):
+    from recoverylab.stats import _bootstrap, _bootstrap_ratios
+
+    gen = np.random.default_rng(seed)
+    dist = gen.normal(size=(int(gen.integers(1, 6)), int(gen.integers(1, 300))))
+    dist[gen.random(dist.shape) < gen.choice([0.0, 0.05, 1.0])] = np.nan
+    dist[gen.random(dist.shape) < 0.05] = np.inf
+    confidence = float(gen.uniform(0.5, 0.999))
+    with np.errstate(invalid="ignore"):  # inf - inf between two infinite order statistics
+        got = _bootstrap_ratios._percentile_rows(dist, confidence)
+        want = [_bootstrap._percentile_interval(row, confidence) for row in dist]
+    np.testing.assert_array_equal(got, np.array(want))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.booleans())
+def test_cell_and_position_order_equals_a_sort(seed, repeat):
+    # The counting sort over a small cells x clusters table and the sort of large ones give
+    # the rows in (cell, position) order, and both find a pair listed twice.
+    from recoverylab.stats import _bootstrap_ratios
+
+    gen = np.random.default_rng(seed)
+    n_cells, n_universe = int(gen.integers(1, 30)), int(gen.integers(1, 3_000))
+    slots = gen.choice(n_cells * n_universe, size=int(gen.integers(1, n_cells * n_universe + 1)))
+    slots = np.unique(slots)
+    if repeat:
+        slots = np.concatenate([slots, slots[gen.integers(0, slots.size, 1)]])
+    slots = gen.permutation(slots)
+    cell, at = np.divmod(slots, n_universe)
+    got = _bootstrap_ratios._by_cell_and_position(cell, at, n_cells, n_universe)
+    if repeat:
+        assert got is None
+    else:
+        np.testing.assert_array_equal(got, np.argsort(slots, kind="stable"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_integer_sets_equal_the_dense_reference_bit_for_bit(seed):
+    # Sets of integer columns only (corrections gathered and summed in float32, products in
+    # packed lanes or float32) and multiples of 1/3: the dense float64 reference draw for draw.
+    gen = np.random.default_rng(100 + seed)
+    n_universe = int(gen.integers(50, 3_000))
+    sets = []
+    for _ in range(int(gen.integers(1, 5))):
+        size = int(gen.integers((n_universe + 1) // 2, n_universe + 1))
+        where = np.sort(gen.choice(n_universe, size=size, replace=False))
+        counts = gen.integers(0, 30, size=(size, int(gen.integers(1, 12))))
+        counts[gen.random(size) < 0.3] = 0
+        sets.append((where, np.hstack([counts, 3 * counts[:, :1], counts[:, -1:] / 3])))
+    n = int(gen.integers(1, 600))
+    got = stats._coupled_resample_sums(sets, n_universe, n, np.random.default_rng(seed))
+    want = _dense_coupled_reference(sets, n_universe, n, np.random.default_rng(seed))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(a[:, :-1], b[:, :-1])
+        # thirds: the exact sum divided once against a float64 sum of rounded thirds
+        np.testing.assert_allclose(a[:, -1], b[:, -1], rtol=1e-15)
+        np.testing.assert_array_equal(a[:, -1], np.round(a[:, -1] * 3) / 3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rows_of_any_columns_equal_the_whole_design(seed):
+    # Reading some columns (exact, scaled, float64, all-zero, landed; any order, repeated)
+    # gives the bits of the whole design's sums.
+    from recoverylab.stats import _exact_product
+
+    gen = np.random.default_rng(seed)
+    design = _product_design(gen)
+    rows = np.arange(design.shape[0])
+    product = _exact_product._ExactProduct([(rows, design)], design.shape[0])
+    counts = gen.multinomial(design.shape[0], np.ones(design.shape[0]) / design.shape[0], 20)
+    raw = product.raw(counts.astype(product.counts_dtype))
+    whole = product.finish(raw)
+    pick = gen.integers(0, product.width, size=int(gen.integers(1, 2 * product.width)))
+    got = product.rows(raw, pick)
+    np.testing.assert_array_equal(got, whole[pick])
+    assert (np.signbit(got) == np.signbit(whole[pick])).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_blocks_in_parts_equal_the_whole_block(seed):
+    # A set's block given as its cells' parts side by side (not copied together) gives the
+    # same sums, bit for bit, as the block itself.
+    gen = np.random.default_rng(seed)
+    n_universe = int(gen.integers(20, 800))
+    sets, parted = [], []
+    for _ in range(int(gen.integers(1, 4))):
+        where = np.sort(
+            gen.choice(
+                n_universe, size=int(gen.integers(n_universe // 2, n_universe + 1)), replace=False
+            )
+        )
+        parts = [
+            np.column_stack(
+                [gen.integers(0, 9, where.size), gen.random(where.size), np.zeros(where.size)]
+            )
+            for _ in range(int(gen.integers(1, 4)))
+        ]
+        sets.append((where, np.hstack(parts)))
+        parted.append((where, parts))
+    whole = stats._coupled_resample_sums(sets, n_universe, 300, np.random.default_rng(seed))
+    split = stats._coupled_resample_sums(parted, n_universe, 300, np.random.default_rng(seed))
+    for a, b in zip(whole, split, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_corrections_search_further_back_when_the_tail_is_too_short():
+    # Rows whose last draws mostly miss the set: the first tail searched holds fewer draws in
+    # the set than the surplus, so the search widens; the reference searches on its own.
+    from recoverylab.stats import _shared_draws
+
+    gen = np.random.default_rng(0)
+    n, rows = 1_000, 9
+    where = np.arange(0, n, 2)  # the even clusters
+    block = gen.integers(0, 9, size=(where.size, 3)).astype(float)
+    in_set = 650  # surplus 150: the first tail holds 34 of them
+    draws = np.hstack(
+        [
+            2 * gen.integers(0, n // 2, size=(rows, in_set)),  # even: in the set
+            2 * gen.integers(0, n // 2, size=(rows, n - in_set)) + 1,  # odd: not in it
+        ]
+    ).astype(np.int32)
+    landed = np.full((rows, 1), in_set, dtype=np.int64)
+    got = _shared_draws._Corrections([(where, block)], n)(draws, landed, np.random.default_rng(1))
+    want = _CoupledSetReference(where, block, n).correction(
+        draws, landed[:, 0], np.random.default_rng(1)
+    )
+    np.testing.assert_array_equal(got, want)
+    assert np.all(got == -block[draws[:, in_set - (in_set - where.size) : in_set] // 2].sum(axis=1))

@@ -14,14 +14,15 @@ their order or the machine (except the coupled workflow sets of
 The random-stream guarantee: what is drawn depends only on the seed, the cell key (or the
 coupled sets' clusters) and ``n_resamples``; *how* the draws are counted and summed (batches,
 the rows counted per ``bincount``, float32 products for integer columns whose sums stay below
-2**24, block layout of the products, one product for columns that are multiples of another,
-multiples of 1/L summed as integers and divided once, the coupled sets' corrections found for
-all sets at once, in each set's own order) never consumes or reorders the stream. So
+2**24, or several such columns packed side by side in the bits of one float64 column (exact
+below 2**53), block layout and orientation of the products, one product for columns that are
+multiples of another, multiples of 1/L summed as integers and divided once, the coupled sets'
+corrections added to those integer sums set by set) never consumes or reorders the stream. So
 a faster path gives the same resamples: sums of integer partials are identical bit for bit,
 fractional ones up to the summation order of a product (a multiple of 1/L, such as a pass@1 sum
-over three repeats, is now summed exactly: its last bit may differ from a float64 product's)
-(tests/test_stats_shared_bootstrap.py compares :func:`cluster_bootstrap_ratios`' coupled sums
-with a dense reference draw for draw).
+over three repeats, is summed exactly, corrections included: its last bit may differ from a
+float64 sum's) (tests/test_stats_shared_bootstrap.py compares :func:`cluster_bootstrap_ratios`'
+coupled sums with a dense reference draw for draw).
 
 One public namespace over topic modules (each says what it holds and why); other packages
 import from ``recoverylab.stats`` only, never from a private topic module. The one public
@@ -34,7 +35,8 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
 * ``_column_sums``: :func:`ratio`, :func:`ratio_difference`; ``_reliability``:
   :func:`icc_oneway`.
 * ``_bootstrap``: :func:`bootstrap_types`, :func:`cluster_bootstrap` (percentile, BCa);
-  ``_bootstrap_ratios`` and ``_shared_draws``: :func:`cluster_bootstrap_ratios`.
+  ``_bootstrap_ratios`` and ``_shared_draws``: :func:`cluster_bootstrap_ratios` (the coupled
+  draws' exact product in ``_exact_product``, their set-by-set corrections in ``_corrections``).
 * ``_signflip``: :func:`sign_flip_test`, :func:`sign_flip_cells`; ``_distributions``: the
   distribution functions computed without scipy.
 * ``_paired_intervals``: :func:`fay_lumbard_interval`, :func:`sign_flip_interval`,

@@ -8,7 +8,8 @@ cluster sets, not with cells × ratios. Each ratio's distribution is that of the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,8 @@ from recoverylab._errors import ParameterError
 from recoverylab.stats._bootstrap import _percentile_interval
 from recoverylab.stats._cells import _column_names
 from recoverylab.stats._checks import _check_confidence, _check_n_resamples, _check_seed
-from recoverylab.stats._shared_draws import _coupled_resample_sums, _shared_resample_sums
+from recoverylab.stats._exact_product import _ExactProduct
+from recoverylab.stats._shared_draws import _coupled_raw_sums, _shared_resample_sums
 from recoverylab.stats._streams import cell_rng
 
 
@@ -119,22 +121,21 @@ def _cells_by_position(
 
     A cluster's position is its rank among all clusters of the call (sorted, nulls first), so
     row order is moot; a cell's rows are ordered by position. Only the cell keys and the
-    positions are sorted (a sort of every row by its string keys cost more than the draws).
+    positions are sorted (a sort of every row by its string keys cost more than the draws), and
+    only the key columns are joined to their codes (joining the whole frame copied every column).
     """
     universe = frame.select(cluster).unique().sort(cluster, nulls_last=False)
-    frame = frame.join(universe.with_row_index("__at"), on=cluster, how="left", nulls_equal=True)
+    at = _codes(frame, [cluster], universe)
     cell = np.zeros(frame.height, dtype=np.int64)
     key_rows: list[tuple[Any, ...]] = [()] if frame.height else []
     if cells:
         keys = frame.select(cells).unique().sort(cells, nulls_last=False)
-        frame = frame.join(keys.with_row_index("__cell"), on=cells, how="left", nulls_equal=True)
-        cell = frame.get_column("__cell").to_numpy().astype(np.int64)
+        cell = _codes(frame, cells, keys)
         key_rows = keys.rows()
-    at = frame.get_column("__at").to_numpy().astype(np.int64)
-    order = np.argsort(cell * max(universe.height, 1) + at, kind="stable")
-    cell, at = cell[order], at[order]
-    if np.any((cell[1:] == cell[:-1]) & (at[1:] == at[:-1])):
+    order = _by_cell_and_position(cell, at, len(key_rows), universe.height)
+    if order is None:
         raise ParameterError(f"`partials` lists a `{cluster}` twice within a cell.")
+    cell, at = cell[order], at[order]
     # column by column, as polars hands a frame to numpy: each cell's column sums (estimates)
     # keep their order, and no copy per cell is needed
     values = np.empty((order.size, len(columns)), dtype=np.float64, order="F")
@@ -147,23 +148,75 @@ def _cells_by_position(
     ]
 
 
+def _by_cell_and_position(
+    cell: np.ndarray, at: np.ndarray, n_cells: int, n_universe: int
+) -> np.ndarray | None:
+    """Return the rows in (cell, position) order, or None when a (cell, position) repeats.
+
+    Every pair is one slot of a cells x clusters table when that table is small (a few times
+    the rows): filling it is a counting sort, cheaper than sorting the rows. Else a sort.
+    """
+    slot = cell * max(n_universe, 1) + at
+    if n_cells * n_universe <= 4 * slot.size + 2**16:
+        table = np.full(n_cells * n_universe, -1, dtype=np.int64)
+        table[slot] = np.arange(slot.size)
+        order = table[table >= 0]
+        return order if order.size == slot.size else None
+    order = np.argsort(slot, kind="stable")
+    return None if np.any(slot[order][1:] == slot[order][:-1]) else order
+
+
+def _codes(frame: pl.DataFrame, on: list[str], keys: pl.DataFrame) -> np.ndarray:
+    """Each row's position among the sorted distinct ``keys`` of its ``on`` columns."""
+    code = keys.with_row_index("__code")
+    joined = frame.select(on).join(code, on=on, how="left", nulls_equal=True, maintain_order="left")
+    return joined.get_column("__code").to_numpy().astype(np.int64)
+
+
 def _ratio_rows(
     values: np.ndarray,
-    block: np.ndarray,
+    block: Callable[[np.ndarray], np.ndarray],
     columns: list[str],
     ratios: Sequence[tuple[str, str, str]],
     confidence: float,
 ) -> list[tuple[str, float, float, float, int]]:
-    """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio."""
+    """One cell's (ratio, estimate, ci_low, ci_high, n_clusters) of each defined ratio.
+
+    ``block(columns)``: the cell's resampled sums of those columns, one row per column.
+    """
     totals = values.sum(axis=0)
-    rows = []
-    for name, num, den in ratios:
-        a, b = columns.index(num), columns.index(den)
-        if totals[b] > 0:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                low, high = _percentile_interval(block[:, a] / block[:, b], confidence)
-            rows.append((name, float(totals[a] / totals[b]), low, high, values.shape[0]))
-    return rows
+    defined = [
+        (name, columns.index(num), columns.index(den))
+        for name, num, den in ratios
+        if totals[columns.index(den)] > 0
+    ]
+    if not defined:
+        return []
+    numerators = block(np.array([a for _, a, _ in defined]))
+    denominators = block(np.array([b for _, _, b in defined]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distributions = numerators / denominators
+    bounds = _percentile_rows(distributions, confidence)
+    return [
+        (name, float(totals[a] / totals[b]), float(low), float(high), values.shape[0])
+        for (name, a, b), (low, high) in zip(defined, bounds.tolist(), strict=True)
+    ]
+
+
+def _percentile_rows(distributions: np.ndarray, confidence: float) -> np.ndarray:
+    """Return each row's percentile interval as :func:`_percentile_interval` does, (R, 2).
+
+    Rows without an undefined (NaN) resample are done in one ``quantile`` call (the same
+    order statistics and interpolation as row by row); the others drop their NaNs first.
+    """
+    out = np.empty((distributions.shape[0], 2), dtype=np.float64)
+    undefined = np.isnan(distributions).any(axis=1)
+    if not undefined.all():
+        levels = [(1 - confidence) / 2, (1 + confidence) / 2]
+        out[~undefined] = np.quantile(distributions[~undefined], levels, axis=1).T
+    for r in np.flatnonzero(undefined).tolist():
+        out[r] = _percentile_interval(distributions[r], confidence)
+    return out
 
 
 #: A set holding at least this share of the clusters of a call is coupled to the resample of
@@ -178,26 +231,44 @@ def _ratio_resample_sums(
     n_universe: int,
     n_resamples: int,
     seed: int,
-) -> dict[bytes, list[np.ndarray]]:
-    """Resampled column sums of every cell, keyed by its cluster set (one block per cell).
+) -> dict[bytes, list[Callable[[np.ndarray], np.ndarray]]]:
+    """Resampled column sums of every cell, keyed by its cluster set (one reader per cell).
 
+    A cell's reader gives the resampled sums of the columns asked for, one row per column.
     Large sets are coupled to one resample of all ``n_universe`` clusters, drawn from
-    ``cell_rng(seed, ())``; small sets draw alone from ``cell_rng(seed, first cell key)``.
+    ``cell_rng(seed, ())`` (their sums scaled from the product's raw sums when read); small
+    sets draw alone from ``cell_rng(seed, first cell key)``.
     """
     large = [s for s in groups if members[s].size >= _COUPLED_SHARE * n_universe]
-    out: dict[bytes, list[np.ndarray]] = {}
+    out: dict[bytes, list[Callable[[np.ndarray], np.ndarray]]] = {}
     if large:
-        coupled = _coupled_resample_sums(
-            [(members[s], np.hstack([v for _, v in groups[s]])) for s in large],
+        product, raw = _coupled_raw_sums(
+            [(members[s], [v for _, v in groups[s]]) for s in large],
             n_universe,
             n_resamples,
             cell_rng(seed, ()),
         )
-        for s, sums in zip(large, coupled, strict=True):
-            widths = np.cumsum([v.shape[1] for _, v in groups[s]])[:-1]
-            out[s] = np.hsplit(sums, widths)
+        first = 0  # each cell's first column among the product's
+        for s in large:
+            out[s] = []
+            for _, values in groups[s]:
+                out[s].append(functools.partial(_read_coupled, product, raw, first))
+                first += values.shape[1]
     for s, cells_of_set in groups.items():
         if s not in out:
             blocks = [values for _, values in cells_of_set]
-            out[s] = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+            sums = _shared_resample_sums(blocks, n_resamples, cell_rng(seed, cells_of_set[0][0]))
+            out[s] = [functools.partial(_read_block, block) for block in sums]
     return out
+
+
+def _read_coupled(
+    product: _ExactProduct, raw: np.ndarray, first: int, columns: np.ndarray
+) -> np.ndarray:
+    """Return a coupled cell's sums of ``columns`` (the cell's own numbering), one row each."""
+    return product.rows(raw, first + columns)
+
+
+def _read_block(block: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """Return a block's sums of ``columns``, one row each."""
+    return block.T[columns]
