@@ -14,9 +14,9 @@ parquet, all of one schema (that of the resolved table less its hive columns), n
 column named like a hive key. Each directory is read with its own ``basePath`` (so Spark
 discovers no partition), and the hive values are added as literals typed as the resolver typed
 them. Anything else (text files, Arrow IPC, files whose schemas differ, files that hold their
-hive key, more than :data:`MAX_DIRECTORIES` directories, files Spark fails to open although the
-resolver read them, in-memory tables) is read by the resolver on the driver and shipped to Spark
-as Arrow.
+hive key, more than :data:`MAX_DIRECTORIES` directories, files with a Hadoop checksum beside them
+as local Spark outputs have, files Spark fails to open although the resolver read them,
+in-memory tables) is read by the resolver on the driver and shipped to Spark as Arrow.
 """
 
 from __future__ import annotations
@@ -92,6 +92,8 @@ def _read_by_spark(
         directories.setdefault(file.path.parent, []).append(file)
     if len(directories) > MAX_DIRECTORIES or any(f.format != "parquet" for f in files):
         return None
+    if any(_has_checksum(f.path) for f in files):
+        return None
     schema = pl.read_parquet_schema(files[0].path)
     keys = [k for k in resolved if k not in schema]
     if list(resolved) != [*schema, *keys] or any(resolved[c] != schema[c] for c in schema):
@@ -116,6 +118,16 @@ def _read_by_spark(
     for piece in pieces[1:]:
         union = union.unionByName(piece)
     return union
+
+
+def _has_checksum(path: Path) -> bool:
+    """Whether a Hadoop checksum file (``.name.crc``) lies beside ``path``.
+
+    Hadoop's local file system verifies it on every read: a stale one (the part file rewritten
+    by another tool) fails Spark's read, and was seen to stall a local Spark session for good
+    instead. The resolver skips it as bookkeeping, so such files are shipped from the driver.
+    """
+    return path.with_name(f".{path.name}.crc").exists()
 
 
 def _spark_failures() -> tuple[type[BaseException], ...]:
