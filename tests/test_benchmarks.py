@@ -21,28 +21,23 @@ pytest.importorskip("duckdb")
 pytest.importorskip("pandas")
 
 
+def run_benchmark(tmp_path: Path, out: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """Run ``benchmarks/run.py OPTIONS`` on data under ``tmp_path``, writing ``out``; no waiting."""
+    command = [
+        sys.executable,
+        str(BENCH / "run.py"),
+        *options,
+        *("--data-dir", str(tmp_path / "data"), "--out", str(out)),
+        *("--max-wait", "0", "--retries", "0"),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 def test_quick_benchmark_runs_and_engines_agree(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(BENCH / "run.py"),
-            "--quick",
-            "--data-dir",
-            str(tmp_path / "data"),
-            "--out",
-            str(out),
-            "--max-wait",
-            "0",
-            "--retries",
-            "0",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = run_benchmark(tmp_path, out, "--quick")
     assert "counts identical across recoverylab, recoverylab_stats, duckdb, pandas" in done.stdout
     assert "per-task types identical across recoverylab, duckdb_per_task, pandas_per_task" in (
         done.stdout
@@ -195,31 +190,9 @@ def test_paired_ratio_measures_every_budget_against_duckdb(tmp_path: Path) -> No
 def test_ratios_run_writes_its_section_and_keeps_the_rest(tmp_path: Path) -> None:
     out = tmp_path / "RESULTS.md"
     out.write_text("# Benchmark results\n\nset-up\n\n## Earlier section\n\nkept\n")
-    command = [
-        sys.executable,
-        str(BENCH / "run.py"),
-        "--ratios",
-        "--ratio-tasks",
-        "30",
-        "--ratio-rounds",
-        "1",
-        "--goal-units",
-        "40",
-        "--takeover-units",
-        "6",
-        "--skip",
-        "startup",
-        "--data-dir",
-        str(tmp_path / "data"),
-        "--out",
-        str(out),
-        "--max-wait",
-        "0",
-        "--retries",
-        "0",
-    ]
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
+    ratios_options = ("--ratios", "--ratio-tasks", "30", "--ratio-rounds", "1")
+    sizes = ("--goal-units", "40", "--takeover-units", "6", "--skip", "startup")
+    run_benchmark(tmp_path, out, *ratios_options, *sizes)
     text = out.read_text()
     sys.path.insert(0, str(BENCH))
     import ratios
