@@ -52,26 +52,54 @@ def _score_query(
     ``_episode`` and ``_case`` are the ids' hashes for the columns in ``hashed`` (see
     :func:`_key_partial`), else the ids.
     """
+    keyed = _keyed(tables, hashed)
+    return _scored(
+        keyed,
+        _step_counts(keyed["steps"]),
+        _cited_sources(keyed, prefilter="episode_id" in hashed),
+        _reachable_counts(keyed["resources"], "_case"),
+        case_columns,
+        episode_columns,
+    )
+
+
+def _keyed(tables: Mapping[str, pl.LazyFrame], hashed: Sequence[str]) -> dict[str, pl.LazyFrame]:
+    """Return the tables with their keys ``_episode`` and ``_case`` (hashes for ``hashed``)."""
     episode = _key("episode_id", "_episode", hashed="episode_id" in hashed)
     case = _key("case_id", "_case", hashed="case_id" in hashed)
-    keyed = {
+    return {
         "cases": tables["cases"].with_columns(case),
         "resources": tables["resources"].with_columns(case),
         "episodes": tables["episodes"].with_columns(episode, case),
         "steps": tables["steps"].with_columns(episode),
         "citations": tables["citations"].with_columns(episode),
     }
-    step_counts = (
-        keyed["steps"]
-        .group_by("_episode")
-        .agg(
-            pl.len().cast(pl.Int64).alias("steps"),
-            pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
-        )
+
+
+def _step_counts(steps: pl.LazyFrame, *extra: pl.Expr) -> pl.LazyFrame:
+    """Per episode key: ``steps`` and ``n_prohibited`` (and the ``extra`` aggregations)."""
+    return steps.group_by("_episode").agg(
+        pl.len().cast(pl.Int64).alias("steps"),
+        pl.col("prohibited").sum().cast(pl.Int64).alias("n_prohibited"),
+        *extra,
     )
-    citation_counts = _citation_counts(_cited_sources(keyed, prefilter="episode_id" in hashed))
+
+
+def _scored(
+    keyed: Mapping[str, pl.LazyFrame],
+    step_counts: pl.LazyFrame,
+    cited: pl.LazyFrame,
+    reachable: pl.LazyFrame,
+    case_columns: list[str],
+    episode_columns: list[str],
+) -> pl.LazyFrame:
+    """Score the episodes from the keyed tables and their per-key parts (see _score_query).
+
+    ``step_counts``: :func:`_step_counts`; ``cited``: :func:`_cited_sources`; ``reachable``:
+    :func:`_reachable_counts` by ``_case``. They may be collected frames made lazy again.
+    """
     return (
-        _episode_counts(keyed, step_counts, citation_counts)
+        _episode_counts(keyed, step_counts, _citation_counts(cited), reachable)
         .with_columns(_branch().alias("branch"))
         .with_columns(_branch_reason().alias("_branch_reason"))
         .with_columns(*_outcomes())
@@ -80,7 +108,9 @@ def _score_query(
     )
 
 
-def _cited_sources(tables: Mapping[str, pl.LazyFrame], *, prefilter: bool) -> pl.LazyFrame:
+def _cited_sources(
+    tables: Mapping[str, pl.LazyFrame], *, prefilter: bool, checked: bool = False
+) -> pl.LazyFrame:
     """One row per cited (episode key, source) with its ``relation`` and whether ``_supported``.
 
     Supported = visited and compliantly reachable (only those count towards S ∩ C and S ⊆ V).
@@ -90,13 +120,19 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame], *, prefilter: bool) -> pl
     enter it only when their pair's hash is a citation's: a superset of the cited pairs (equal
     pairs hash alike), so the group-by stays exact and holds about as many groups as there are
     citations (0.2 GB less peak memory at 10M steps); the string-keyed query hashes nothing.
+
+    ``checked`` (for :mod:`recoverylab.goal._one_pass`): every table also carries the check
+    hash ``_episode_check`` of its episode ids, which joins the pair's key; the episodes are
+    joined on the left and ``_known`` says whether the pair's episode is one of them (same
+    key, same check hash).
     """
     cites = pl.col("_cites")
     pair = (pl.col("_episode").hash() ^ pl.col("resource_id").hash()).alias("_pair")
-    citations = tables["citations"].select("_episode", "resource_id")
+    key = ["_episode", "_episode_check"] if checked else ["_episode"]
+    citations = tables["citations"].select(*key, "resource_id")
     steps = (
         tables["steps"]
-        .select("_episode", "resource_id")
+        .select(*key, "resource_id")
         .filter(pl.col("resource_id").is_not_null())  # never cited: drop, not probe
     )
     if prefilter:
@@ -112,19 +148,30 @@ def _cited_sources(tables: Mapping[str, pl.LazyFrame], *, prefilter: bool) -> pl
                 steps.with_columns(pl.lit(0).alias("_cites")),
             ]
         )
-        .group_by("_episode", "resource_id")
+        .group_by(*key, "resource_id")
         .agg(cites.sum(), pl.len().alias("_rows"))
         .filter(cites > 0)
     )
     supported = (pl.col("_rows") > cites) & pl.col("reachable").fill_null(False)
+    owners = tables["episodes"].select(
+        "_episode", "_case", *([pl.col("_episode_check").alias("_owner_check")] if checked else [])
+    )
+    known = (pl.col("_owner_check") == pl.col("_episode_check")).fill_null(False)
     return (
-        pairs.join(tables["episodes"].select("_episode", "_case"), on="_episode", how="inner")
+        pairs.join(owners, on="_episode", how="left" if checked else "inner")
         .join(
             tables["resources"].select("_case", "resource_id", "relation", "reachable"),
             on=["_case", "resource_id"],
             how="left",
         )
-        .select("_episode", "resource_id", "relation", cites, supported.alias("_supported"))
+        .select(
+            "_episode",
+            "resource_id",
+            "relation",
+            cites,
+            supported.alias("_supported"),
+            *([known.alias("_known")] if checked else []),
+        )
     )
 
 
@@ -148,7 +195,10 @@ def _citation_counts(cited: pl.LazyFrame) -> pl.LazyFrame:
 
 
 def _episode_counts(
-    tables: Mapping[str, pl.LazyFrame], step_counts: pl.LazyFrame, citation_counts: pl.LazyFrame
+    tables: Mapping[str, pl.LazyFrame],
+    step_counts: pl.LazyFrame,
+    citation_counts: pl.LazyFrame,
+    reachable: pl.LazyFrame,
 ) -> pl.LazyFrame:
     """Every episode of a known case with its case columns, |C|, |V| and its counts (0 if none).
 
@@ -158,7 +208,7 @@ def _episode_counts(
     per_case = (
         tables["cases"]
         .drop("case_id")  # the episode's own
-        .join(_reachable_counts(tables["resources"], "_case"), on="_case", how="left")
+        .join(reachable, on="_case", how="left")
     )
     counts = ("steps", "n_prohibited", "n_cited", "_n_unsupported")
     own, with_case = _report_flags()

@@ -1,8 +1,10 @@
 """Scoring: per episode, did the agent recover the requested work within policy (seed Eq. 1-2).
 
-:func:`score` is a plan of three stages over the five goal tables, clustered by case: the
-contract checks, a one-row key stage (may ids be hashed?), then the scoring query of
-:mod:`recoverylab.goal._rules` per shard.
+:func:`score` is a plan of two stages over the five goal tables, clustered by case: the
+contract checks (or, with ``checks="schema"``, a one-row key stage: may ids be hashed?), then
+the scoring query of :mod:`recoverylab.goal._rules` per shard. The polars engine over whole
+tables skips the check stage and folds the checks into the scoring pass
+(:mod:`recoverylab.goal._one_pass`).
 """
 
 from __future__ import annotations
@@ -16,22 +18,19 @@ from recoverylab import engines, plan
 from recoverylab._diagnose import reads_inputs
 from recoverylab._errors import (
     ParameterError,
-    SchemaError,
     require_one_of,
 )
 
 # the id hash is read through its module at call time (tests swap in a colliding one)
 from recoverylab.goal import _rules
+from recoverylab.goal._one_pass import checked_scoring
 from recoverylab.goal._rules import _check_consistency, _score_query
 from recoverylab.goal._tables import (
-    _CASE_INTERNAL,
     _HASHED,
-    _REPORT_COLUMNS,
-    _RESERVED,
     _TABLES,
     _VIA,
-    JUDGED,
     Source,
+    _check_columns,
     from_nested,
 )
 from recoverylab.schema import (
@@ -58,9 +57,12 @@ def score(
 ) -> pl.LazyFrame:
     """Score every episode for goal preservation and policy compliance (seed Eq. 1-3).
 
-    The tables are checked (each against its contract, then against each other) by small lazy
-    aggregations; the result is one lazy query - joins and one aggregation per episode - that
-    runs on polars' streaming engine, so ``steps`` is never collected into Python.
+    The tables are checked (each against its contract, then against each other) when ``score``
+    is called. On the polars engine the checks share the scoring's own pass: the per-episode,
+    per-case and per-citation parts of the score are collected with the counts the checks need
+    (one row per key; ``steps`` is read once and never collected), and the result is a lazy
+    query joining them to the episodes; when any check fails, the checks run again one by one
+    to name the first problem.
 
     Parameters
     ----------
@@ -152,11 +154,13 @@ def score(
         if table is not None
     )
     # The check stage also decides whether the ids hash without collision (its counts need
-    # it too); with checks="schema" a one-row stage of its own does.
+    # it too); with checks="schema" a one-row stage of its own does. An engine over the whole
+    # tables skips the check stage (for_shards): the scoring stage then folds the checks into
+    # its own pass (recoverylab.goal._one_pass), reading the steps once.
     first = (
         plan.Stage("hashing the ids", _key_partial, reads=("cases", "episodes"))
         if checks == "schema"
-        else plan.Stage("checking the goal tables", _check_partial)
+        else plan.Stage("checking the goal tables", _check_partial, for_shards=True)
     )
     stages = (first, plan.Stage("scoring episodes", _score_partial))
     # a row-level plan: the engine returns the last stage's part and runs no finish
@@ -245,7 +249,16 @@ def _validate_ids(frame: pl.LazyFrame, table: str) -> tuple[pl.LazyFrame, pl.Dat
 
 
 def _score_partial(frames: Mapping[str, pl.LazyFrame], state: object) -> dict[str, pl.LazyFrame]:
-    """Score the episodes (the checks and the key check ran in the stages before)."""
+    """Score the episodes (the checks and the key check ran in the stages before).
+
+    ``state`` is None when the engine skipped the check stage (whole tables): the checks are
+    then folded into the scoring pass, or, when any of them might fail, run exactly first.
+    """
+    if state is None:
+        scored = checked_scoring(frames)
+        if scored is not None:
+            return {"scored": scored}
+        state = _check_partial(frames, None)
     keys = state.get("keys") if isinstance(state, Mapping) else None
     hashed: list[str] = []
     if isinstance(keys, pl.DataFrame) and keys.height > 0:
@@ -347,39 +360,3 @@ def _steps_are_clean(steps: pl.LazyFrame, episodes: pl.LazyFrame, keys: pl.DataF
     )
     found = sum(int(totals[name].item() or 0) for name in totals.columns if name != "_rows")
     return found == 0 and bool(totals["_rows"].item()) and bool(keys["episode_id"].item())
-
-
-def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
-    """Return the case and episode columns carried to the output, refusing ambiguous names."""
-    case_schema = cases.collect_schema()
-    episode_schema = episodes.collect_schema()
-    shared = sorted(set(case_schema.names()) & set(episode_schema.names()) - {"case_id"})
-    if shared:
-        raise SchemaError(
-            f"episodes: {_names(shared)} also in `cases`; the two tables may share "
-            "only `case_id`. Hint: rename or drop the column in one of them."
-        )
-    for table, schema in (("cases", case_schema), ("episodes", episode_schema)):
-        reserved = sorted(c for c in schema.names() if c in _RESERVED)
-        if reserved:
-            raise SchemaError(
-                f"{table}: {_names(reserved)} reserved for the output of "
-                "goal.score. Hint: rename or drop the extra column."
-            )
-    for name in JUDGED:
-        if name in episode_schema and episode_schema[name] not in (pl.Boolean, pl.Null):
-            raise SchemaError(
-                f"episodes: judged column `{name}` has type {episode_schema[name]}; it must be "
-                "Boolean (null = not judged)."
-            )
-    case_only = [c for c in case_schema.names() if c not in ("case_id", *_CASE_INTERNAL)]
-    episode_only = [
-        c for c in episode_schema.names() if c not in ("episode_id", "case_id", *_REPORT_COLUMNS)
-    ]
-    return case_only, episode_only
-
-
-def _names(columns: Sequence[str]) -> str:
-    """Return "column `a` is" or "columns `a`, `b` are"."""
-    shown = ", ".join(f"`{c}`" for c in columns)
-    return f"column {shown} is" if len(columns) == 1 else f"columns {shown} are"

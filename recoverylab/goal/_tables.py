@@ -303,3 +303,39 @@ def _raise_first(problems: Sequence[_Problem]) -> None:
             text = what.format(n=n, s="" if n == 1 else "s")
             keys = format_keys(sample.rows() if len(key) > 1 else sample.to_series(), n)
             raise error(f"{text} ({'/'.join(key)} {keys}); {requirement}.")
+
+
+def _check_columns(cases: pl.LazyFrame, episodes: pl.LazyFrame) -> tuple[list[str], list[str]]:
+    """Return the case and episode columns carried to the output, refusing ambiguous names."""
+    case_schema = cases.collect_schema()
+    episode_schema = episodes.collect_schema()
+    shared = sorted(set(case_schema.names()) & set(episode_schema.names()) - {"case_id"})
+    if shared:
+        raise SchemaError(
+            f"episodes: {_names(shared)} also in `cases`; the two tables may share "
+            "only `case_id`. Hint: rename or drop the column in one of them."
+        )
+    for table, schema in (("cases", case_schema), ("episodes", episode_schema)):
+        reserved = sorted(c for c in schema.names() if c in _RESERVED)
+        if reserved:
+            raise SchemaError(
+                f"{table}: {_names(reserved)} reserved for the output of "
+                "goal.score. Hint: rename or drop the extra column."
+            )
+    for name in JUDGED:
+        if name in episode_schema and episode_schema[name] not in (pl.Boolean, pl.Null):
+            raise SchemaError(
+                f"episodes: judged column `{name}` has type {episode_schema[name]}; it must be "
+                "Boolean (null = not judged)."
+            )
+    case_only = [c for c in case_schema.names() if c not in ("case_id", *_CASE_INTERNAL)]
+    episode_only = [
+        c for c in episode_schema.names() if c not in ("episode_id", "case_id", *_REPORT_COLUMNS)
+    ]
+    return case_only, episode_only
+
+
+def _names(columns: Sequence[str]) -> str:
+    """Return "column `a` is" or "columns `a`, `b` are"."""
+    shown = ", ".join(f"`{c}`" for c in columns)
+    return f"column {shown} is" if len(columns) == 1 else f"columns {shown} are"

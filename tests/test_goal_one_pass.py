@@ -1,0 +1,158 @@
+"""The checks of goal.score folded into its scoring pass against the exact checks (issue 28).
+
+On the polars engine over whole tables, ``score`` collects its per-key parts and every check
+count in one pass (:mod:`recoverylab.goal._one_pass`) and scores over them when all are clean;
+otherwise the exact checks run. The reference here is that exact path, called directly: for
+every table of a generated family (clean tables, and one corruption of every kind the checks
+know) the default ``score`` must give the same scored rows or raise the same error, and the
+one-pass path must never accept tables the exact checks refuse.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+
+import polars as pl
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from recoverylab import goal, synth
+from recoverylab._errors import RecoveryLabError
+from recoverylab.goal import _one_pass
+from recoverylab.goal import _score as goal_score
+from recoverylab.schema import spec
+
+TABLES = ("cases", "resources", "episodes", "steps", "citations")
+
+Tables = dict[str, pl.DataFrame]
+
+
+def exact(frames: Tables) -> pl.DataFrame:
+    """Score through the exact checks (the path the sharded and Spark engines take)."""
+    lazy = {t: f.lazy() for t, f in frames.items()}
+    state = goal_score._check_partial(lazy, None)
+    return goal_score._score_partial(lazy, state)["scored"].collect().sort("episode_id")
+
+
+def outcome(run: object, frames: Tables) -> tuple[str, object]:
+    """Return ("rows", the scored frame) or ("error", its type and message)."""
+    try:
+        return "rows", run(frames)  # type: ignore[operator]
+    except RecoveryLabError as error:
+        return "error", (type(error).__name__, str(error))
+
+
+def default(frames: Tables) -> pl.DataFrame:
+    return goal.score(*(frames[t] for t in TABLES)).collect().sort("episode_id")
+
+
+def set_value(frame: pl.DataFrame, column: str, row: int, value: object) -> pl.DataFrame:
+    """Return ``frame`` with ``column`` set to ``value`` in one row."""
+    new = pl.lit(value).cast(frame.schema[column]) if value is not None else pl.lit(None)
+    here = pl.int_range(pl.len()) == row
+    return frame.with_columns(pl.when(here).then(new).otherwise(pl.col(column)).alias(column))
+
+
+def contract_corruptions(frames: Tables, rng: random.Random) -> Iterator[tuple[str, Tables]]:
+    """One broken contract at a time: nulls, labels, ranges, rules, duplicate keys, no rows."""
+    for table in TABLES:
+        frame = frames[table]
+        row = rng.randrange(frame.height)
+        for column in spec(table).columns:
+            if column.name not in frame.columns:
+                continue
+            values: list[object] = [] if column.nullable else [None]
+            values += ["no-such-label"] if column.labels else []
+            values += [-1, 2**60] if column.kind == "int" else []
+            for value in values:
+                changed = set_value(frame, column.name, row, value)
+                yield f"{table}.{column.name} = {value!r}", {**frames, table: changed}
+        duplicate = pl.concat([frame, frame.slice(row, 1)])
+        yield f"{table}: a repeated row", {**frames, table: duplicate}
+        yield f"{table}: no rows", {**frames, table: frame.head(0)}
+
+
+def reference_corruptions(frames: Tables, rng: random.Random) -> Iterator[tuple[str, Tables]]:
+    """One broken reference or rule at a time, and look-alike ids that only differ slightly."""
+    references = (
+        ("steps", "episode_id"),
+        ("citations", "episode_id"),
+        ("citations", "resource_id"),
+        ("episodes", "case_id"),
+        ("resources", "case_id"),
+    )
+    # an episode that cites nothing: only the episodes' own check sees its case
+    uncited = frames["episodes"].join(frames["citations"], on="episode_id", how="anti")
+    for table, column in references:
+        frame = frames[table]
+        row = rng.randrange(frame.height)
+        if table == "episodes" and uncited.height:
+            row = frame["episode_id"].to_list().index(uncited["episode_id"][0])
+        known = frame[column][row]
+        for value in (f"{known}-ghost", f"{known} ", known.upper() + "X"):
+            yield (
+                f"{table}.{column} = {value!r}",
+                {**frames, table: set_value(frame, column, row, value)},
+            )
+    cases = frames["cases"]
+    for row in rng.sample(range(cases.height), min(4, cases.height)):
+        for regime in ("barrier_free", "recoverable", "unrecoverable"):
+            changed = set_value(cases, "regime", row, regime)
+            yield f"cases.regime[{row}] = {regime}", {**frames, "cases": changed}
+        changed = set_value(cases, "barrier", row, None)
+        yield f"cases.barrier[{row}] = null", {**frames, "cases": changed}
+    resources = frames["resources"]
+    row = rng.randrange(resources.height)
+    flipped = set_value(resources, "reachable", row, not resources["reachable"][row])
+    yield f"resources.reachable[{row}] flipped", {**frames, "resources": flipped}
+    clash = frames["episodes"].with_columns(pl.lit("x").alias("regime"))
+    yield "episodes: a column of cases", {**frames, "episodes": clash}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_corruption_gives_the_exact_checks_outcome(seed: int) -> None:
+    frames = synth.generate("goal", 6, seed=seed)
+    rng = random.Random(seed)
+    family = [
+        *contract_corruptions(frames, rng),
+        *reference_corruptions(frames, rng),
+    ]
+    errors = 0
+    for name, changed in family:
+        expected = outcome(exact, changed)
+        found = outcome(default, changed)
+        if expected[0] == "error":
+            errors += 1
+            assert found == expected, name
+            lazy = {t: f.lazy() for t, f in changed.items()}
+            assert _one_pass.checked_scoring(lazy) is None, name
+        else:
+            assert found[0] == "rows", name
+            assert found[1].equals(expected[1]), name
+    assert errors >= 40  # the family reaches every check (not a test that cannot fail)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(goals=st.integers(1, 25), seed=st.integers(0, 10_000), order=st.integers(0, 10_000))
+def test_clean_tables_score_in_one_pass_as_the_exact_checks_do(goals, seed, order) -> None:
+    frames = synth.generate("goal", goals, seed=seed, models=("m1", "m2"))
+    frames = {
+        t: f.sample(fraction=1.0, shuffle=True, seed=order + i)
+        for i, (t, f) in enumerate(frames.items())
+    }
+    assert _one_pass.checked_scoring({t: f.lazy() for t, f in frames.items()}) is not None
+    assert default(frames).equals(exact(frames))
+
+
+def test_empty_steps_and_citations_are_clean() -> None:
+    frames = synth.generate("goal", 4, seed=3)
+    frames = {**frames, "steps": frames["steps"].head(0), "citations": frames["citations"].head(0)}
+    assert _one_pass.checked_scoring({t: f.lazy() for t, f in frames.items()}) is not None
+    assert default(frames).equals(exact(frames))
+
+
+def test_the_nested_form_takes_the_exact_path() -> None:
+    frames = {"cases": pl.LazyFrame(), "resources": pl.LazyFrame(), "episodes": pl.LazyFrame()}
+    assert _one_pass.checked_scoring(frames) is None
