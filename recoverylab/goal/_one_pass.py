@@ -75,14 +75,16 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     keyed = _keyed(tables, tuple(_HASHED))
     checked = {name: _with_check_hashes(frame, _KEYS[name]) for name, frame in keyed.items()}
     pair = pl.struct("case_id", "resource_id").hash()
+    # the steps first: their per-episode group-by peaks highest, and the memory it leaves
+    # to the allocator serves the parts after it
     queries = {
+        "steps": _step_parts(checked["steps"]),
         "episodes": _flagged(checked["episodes"], "episodes", "_case", "_case_check"),
         "cases": _flagged(checked["cases"], "cases", "regime", "barrier"),
         "resources": _totals(
             checked["resources"], "resources", (pair.n_unique() == pl.len()).alias("_distinct")
         ),
         "per_case": _referrers(checked["resources"], "_case", *_reachable_exprs()),
-        "steps": _step_parts(checked["steps"]),
         "cited": _cited_sources(checked, prefilter=True, checked=True),
     }
     collected = [q.collect(engine="streaming") for q in queries.values()]
@@ -207,14 +209,22 @@ def _rows_clean(frame: pl.DataFrame, table: str) -> bool:
 def _all_known(refs: pl.DataFrame, owners: pl.DataFrame) -> bool:
     """Return whether every row of ``refs`` refers to an owner: same key, same check hash.
 
-    ``refs`` holds the key and the least and greatest check hash of its rows (``_lo``, ``_hi``);
-    ``owners`` the key and the owner's check hash (``_owner``); keys are owned once.
+    ``refs`` holds the key and the least and greatest check hash of its rows (``_lo``, ``_hi``,
+    or ``_lo`` alone); ``owners`` the key and the owner's check hash (``_owner``), each key
+    once. Two set lookups instead of a join (a third of the time): the key must be an owner's,
+    and so must the key XOR the check hash. A row whose id is not its owner's passes only if its
+    key hash equals an owner's and its XOR then equals one of the owners' (about 2**-85 per
+    such id at three million owners).
     """
     (key,) = (c for c in owners.columns if c != "_owner")
-    hi = pl.col("_hi" if "_hi" in refs.columns else "_lo").alias("_hi")
-    known = (pl.col("_lo") == pl.col("_owner")) & (pl.col("_hi") == pl.col("_owner"))
-    joined = refs.select(key, "_lo", hi).join(owners, on=key, how="left")
-    return _none(joined, ~known)
+    hi = pl.col("_hi" if "_hi" in refs.columns else "_lo")
+    pairs = (owners[key] ^ owners["_owner"]).implode()
+    known = (
+        pl.col(key).is_in(owners[key].implode())
+        & (pl.col(key) ^ pl.col("_lo")).is_in(pairs)
+        & (pl.col("_lo") == hi)
+    )
+    return _none(refs, ~known)
 
 
 def _rules_hold(cases: pl.DataFrame, per_case: pl.DataFrame) -> bool:
