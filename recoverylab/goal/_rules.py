@@ -121,18 +121,18 @@ def _cited_sources(
     pairs hash alike), so the group-by stays exact and holds about as many groups as there are
     citations (0.2 GB less peak memory at 10M steps); the string-keyed query hashes nothing.
 
-    ``checked`` (for :mod:`recoverylab.goal._one_pass`): every table also carries the check
-    hash ``_episode_check`` of its episode ids, which joins the pair's key; the episodes are
-    joined on the left and ``_known`` says whether the pair's episode is one of them (same
-    key, same check hash).
+    ``checked`` (for :mod:`recoverylab.goal._one_pass`): the citations also carry the check
+    hash ``_episode_check`` of their episode ids; ``_known`` says whether every citation row of
+    the pair has its episode's (same key, same check hash). The steps need none: the one-pass
+    checks match each step's id with its episode's on their own.
     """
     cites = pl.col("_cites")
     pair = (pl.col("_episode").hash() ^ pl.col("resource_id").hash()).alias("_pair")
-    key = ["_episode", "_episode_check"] if checked else ["_episode"]
-    citations = tables["citations"].select(*key, "resource_id")
+    check = ["_episode_check"] if checked else []
+    citations = tables["citations"].select("_episode", "resource_id", *check)
     steps = (
         tables["steps"]
-        .select(*key, "resource_id")
+        .select("_episode", "resource_id")
         .filter(pl.col("resource_id").is_not_null())  # never cited: drop, not probe
     )
     if prefilter:
@@ -141,22 +141,27 @@ def _cited_sources(
             .join(citations.select(pair), on="_pair", how="semi")
             .drop("_pair")
         )
+    step_check = [pl.lit(None, dtype=pl.UInt64).alias("_episode_check")] if checked else []
+    check_range = (
+        [pl.col(check).min().alias("_lo"), pl.col(check).max().alias("_hi")] if checked else []
+    )
     pairs = (
         pl.concat(
             [
                 citations.with_columns(pl.lit(1).alias("_cites")),
-                steps.with_columns(pl.lit(0).alias("_cites")),
+                steps.with_columns(*step_check, pl.lit(0).alias("_cites")),
             ]
         )
-        .group_by(*key, "resource_id")
-        .agg(cites.sum(), pl.len().alias("_rows"))
+        .group_by("_episode", "resource_id")
+        .agg(cites.sum(), pl.len().alias("_rows"), *check_range)
         .filter(cites > 0)
     )
     supported = (pl.col("_rows") > cites) & pl.col("reachable").fill_null(False)
     owners = tables["episodes"].select(
-        "_episode", "_case", *([pl.col("_episode_check").alias("_owner_check")] if checked else [])
+        "_episode", "_case", *([pl.col("_episode_check").alias("_owner")] if checked else [])
     )
-    known = (pl.col("_owner_check") == pl.col("_episode_check")).fill_null(False)
+    owner = pl.col("_owner")
+    known = ((pl.col("_lo") == owner) & (pl.col("_hi") == owner)).fill_null(False)
     return (
         pairs.join(owners, on="_episode", how="left" if checked else "inner")
         .join(
@@ -183,15 +188,21 @@ def _citation_counts(cited: pl.LazyFrame) -> pl.LazyFrame:
     def count(condition: pl.Expr, name: str) -> pl.Expr:
         return cites.filter(condition).sum().cast(pl.Int64).alias(name)
 
-    # One aggregation, unsupported list included, so the citation joins run once.
-    unsupported = pl.col("resource_id").filter(~supported).repeat_by(cites.filter(~supported))
-    return cited.group_by("_episode").agg(
+    counts = cited.group_by("_episode").agg(
         cites.sum().cast(pl.Int64).alias("n_cited"),
         count(~supported, "_n_unsupported"),
         count(supported & (pl.col("relation") == "copy"), "_n_cited_copy"),
         count(supported & (pl.col("relation") == "other_version"), "_n_cited_version"),
-        unsupported.list.explode(keep_nulls=False, empty_as_null=False).sort().alias("unsupported"),
     )
+    # The lists are built from the unsupported rows only (a tenth of them at 10M steps: 0.25 s
+    # against 2.2 s for an empty-or-not list per citing episode); null = none, filled later.
+    unsupported = pl.col("resource_id").repeat_by(cites)
+    lists = (
+        cited.filter(~supported)
+        .group_by("_episode")
+        .agg(unsupported.list.explode(keep_nulls=False, empty_as_null=False).sort())
+    )
+    return counts.join(lists.rename({"resource_id": "unsupported"}), on="_episode", how="left")
 
 
 def _episode_counts(
