@@ -1,22 +1,22 @@
 """The checks of :func:`recoverylab.goal.score` folded into its scoring pass (one read of steps).
 
 On the polars engine over whole tables, :func:`score` skips its separate check stage (a
-``for_shards`` stage): the scoring stage calls :func:`checked_scoring`, which collects the
-per-key parts the scoring query needs (the step counts per episode, the cited sources, the
-reachable resources per case) together with every count the checks need, one streaming query
-per part (collected together, their hash tables would all be held at once: 1.9 GB against
-1.2 GB at 10M steps).
-When every count says "clean", the scoring query is built over these collected parts, so the
-steps are read once. When any count is off (a broken contract, an inconsistency between the
-tables, two ids that share a hash, a table that cannot be read) nothing is decided here: the
-exact checks of :mod:`recoverylab.goal._score` run and raise the error they always raised, the
-same message in the same order, or score on the id strings when ids merely share a hash.
+``for_shards`` stage): the scoring stage calls :func:`checked_scoring`, which collects the per-key
+parts the scoring query needs (the step counts per episode, the cited sources, the reachable
+resources per case) together with every count the checks need, one streaming query per part
+(collected together, their hash tables would all be held at once: 1.9 GB against 1.2 GB at 10M
+steps). When every count says "clean", the scoring query is built over these collected parts, so
+the steps are read once. When any count is off (a broken contract, an inconsistency between the
+tables, two ids that share a hash, a table that cannot be read) nothing is decided here: the exact
+checks of :mod:`recoverylab.goal._score` run and raise the error they always raised, the same
+message in the same order, or score on the id strings when ids merely share a hash.
 
 Ids are keyed by their 64-bit hash, as the scoring query keys them. The owners of the ids
 (``episodes`` for episode ids, ``cases`` for case ids) must have distinct hashes; a row that
 refers to an id (a step, a citation, a resource, an episode's case) counts as that owner's only
-when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the owner's too. An id
-that is not its owner's would have to match it on both hashes to pass: below 2**-120 per pair.
+when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the owner's too
+(:func:`_all_known`: an id that is not its owner's passes with a chance of about 2**-85 at
+three million owners).
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def _all_known(refs: pl.DataFrame, owners: pl.DataFrame) -> bool:
 
     ``refs`` holds the key and the least and greatest check hash of its rows (``_lo``, ``_hi``,
     or ``_lo`` alone); ``owners`` the key and the owner's check hash (``_owner``), each key
-    once. Two set lookups instead of a join (a third of the time): the key must be an owner's,
+    once. Two set lookups, cheaper than a join: the key must be an owner's,
     and so must the key XOR the check hash. A row whose id is not its owner's passes only if its
     key hash equals an owner's and its XOR then equals one of the owners' (about 2**-85 per
     such id at three million owners).
