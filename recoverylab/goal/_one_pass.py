@@ -62,9 +62,10 @@ def checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     """
     if any(name not in frames for name in _TABLES):
         return None  # the nested form of episodes: the exact path unnests and checks it
+    refused: tuple[type[BaseException], ...] = (RecoveryLabError, *decode_errors())
     try:
         return _checked_scoring(frames)
-    except (RecoveryLabError, *decode_errors()):
+    except refused:
         return None
 
 
