@@ -18,6 +18,7 @@ import polars as pl
 from recoverylab import engines, plan, stats
 from recoverylab.schema import column_names
 from recoverylab.takeover import _reliability
+from recoverylab.takeover._dense_sums import dense_group_sums
 from recoverylab.takeover._inputs import (
     CODES,
     DIFFERENCES,
@@ -96,15 +97,20 @@ def _partials(
     Unscored units are zeroed (or nulled) before the group-by, so that every aggregation is a
     plain sum or count: a ``filter`` inside a group-by aggregation is several times slower.
     The group-by keys and the root-cause count use integer :data:`CODES` (faster than text;
-    :func:`_group_key`); the names are joined back to the few partial rows. Besides the exact
-    parts of the pass@ sums (:data:`_PARTS`), each workflow's sums as floats, for the bootstrap.
+    :func:`_group_key`); the names are joined back to the few partial rows. When the agent is
+    the only attempt-level key, the units are summed in a dense table of their codes instead
+    (:func:`_dense_partials`, the same rows). Besides the exact parts of the pass@ sums
+    (:data:`_PARTS`), each workflow's sums as floats, for the bootstrap.
     """
-    keys, decode = _group_key(frame, by, unit_keys)
-    partials = _partial_sums(frame, keys, {}).with_columns(
+    dense = _dense_partials(frame, by) if tuple(unit_keys) == ("agent",) else None
+    if dense is None:
+        keys, decode = _group_key(frame, by, unit_keys)
+        dense = decode(_partial_sums(frame, keys, {}))
+    partials = dense.with_columns(
         from_fixed_point_parts(pl.col(high), pl.col(low)).alias(name)
         for name, (high, low) in _PARTS.items()
     )
-    return decode(partials).select(
+    return partials.select(
         *cluster_keys(by),
         "attempted_states",
         "root_causes",
@@ -112,6 +118,34 @@ def _partials(
         *_SUMS,
         *_PART_COLUMNS,
     )
+
+
+def _dense_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame | None:
+    """:func:`_partial_sums` by the state's cell and agent codes, as dense sums; or None.
+
+    The units are collected once (their codes, names and masked counts) and summed by
+    :func:`dense_group_sums` (no hash group-by; its names are any row's, no join), which
+    answers None where its table would be large or its sums inexact: then the group-by runs.
+    """
+    names = cluster_keys(by)
+    counts = _masked_columns({})
+    summed = [*_unit_counts(), *_PART_COLUMNS]
+    table = (
+        frame.select(pl.col(CODES[2]), pl.col(CODES[3]), *names, *counts)
+        .with_columns(pl.col(summed).cast(pl.Float64))  # bincount's weights, as they are
+        .collect()
+    )
+    sums = dense_group_sums(
+        table,
+        [CODES[2], CODES[3]],
+        sums=summed,
+        distinct=["__root"],
+        carry=names,
+    )
+    if sums is None:
+        return None
+    differences = unit_differences([c for c in _COUNTS if c in DIFFERENCES])
+    return decoded(sums.lazy().rename({"__root": "root_causes"}).with_columns(differences))
 
 
 def _cell_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
@@ -135,26 +169,11 @@ def _partial_sums(
     """Sum each unit's counts and exact pass@ parts by ``keys``; count distinct root causes.
 
     ``distinct``: more counts (by name) of the distinct values of codes, null for an unscored
-    unit. Every column is made before the group-by, which then only adds.
+    unit. Every column is made before the group-by (:func:`_masked_columns`), which then only
+    adds.
     """
-    scored = pl.col("excluded").is_null()
     names = [key.meta.output_name() for key in keys]
-    parts = [
-        expr.alias(part)
-        for c, pair in _PARTS.items()
-        for expr, part in zip(
-            fixed_point_parts(pl.when(scored).then(pl.col(c.removesuffix("_sum"))).otherwise(0.0)),
-            pair,
-            strict=True,
-        )
-    ]
-    masked = frame.select(
-        *keys,
-        *(expr.cast(pl.Int64).alias(name) for name, expr in _unit_counts().items()),
-        pl.when(scored).then(pl.col(CODES[1])).alias("__root"),
-        *(expr.alias(f"__{name}") for name, expr in distinct.items()),
-        *parts,
-    )
+    masked = frame.select(*keys, *_masked_columns(distinct))
 
     def count(name: str) -> pl.Expr:
         return (pl.col(name).n_unique() - (pl.col(name).null_count() > 0).cast(pl.UInt32)).cast(
@@ -171,6 +190,30 @@ def _partial_sums(
         )
         .with_columns(unit_differences([c for c in _COUNTS if c in DIFFERENCES]))
     )
+
+
+def _masked_columns(distinct: Mapping[str, pl.Expr]) -> list[pl.Expr]:
+    """Each unit's Int64 counts, root-cause code (``__root``), ``distinct`` codes and pass@ parts.
+
+    Zero (codes: null) unless the unit is scored, so that a group's aggregations are plain sums
+    and distinct counts.
+    """
+    scored = pl.col("excluded").is_null()
+    parts = [
+        expr.alias(part)
+        for c, pair in _PARTS.items()
+        for expr, part in zip(
+            fixed_point_parts(pl.when(scored).then(pl.col(c.removesuffix("_sum"))).otherwise(0.0)),
+            pair,
+            strict=True,
+        )
+    ]
+    return [
+        *(expr.cast(pl.Int64).alias(name) for name, expr in _unit_counts().items()),
+        pl.when(scored).then(pl.col(CODES[1])).alias("__root"),
+        *(expr.alias(f"__{name}") for name, expr in distinct.items()),
+        *parts,
+    ]
 
 
 def _unit_counts() -> dict[str, pl.Expr]:
