@@ -85,9 +85,10 @@ def dense_group_sums(
         if counts is None:
             return None
         columns.append(pl.Series(c, counts[present]))
-    return pl.concat(
-        [frame.select(carry)[example[present]], pl.DataFrame(columns)], how="horizontal"
-    )
+    if not carry:
+        return pl.DataFrame(columns)
+    names = frame.select(carry)[example[present]]
+    return pl.concat([names, pl.DataFrame(columns)], how="horizontal")
 
 
 def _sums(slot: np.ndarray, values: np.ndarray, n_slots: int) -> np.ndarray:
