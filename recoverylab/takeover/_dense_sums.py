@@ -23,6 +23,8 @@ _SLOTS_PER_ROW = 4
 _SLACK = 1 << 16
 #: float64 adds integers exactly while every partial sum stays below this.
 _EXACT = 2.0**53
+#: Bits of a float64 significand: the fields of one packed column (:func:`_packed_sums`).
+_LANE_BITS = 53
 
 
 def dense_group_sums(
@@ -39,7 +41,7 @@ def dense_group_sums(
     ----------
     frame
         The rows: ``keys`` unsigned integer codes without nulls; ``sums`` integer-valued
-        columns without nulls (Float64 ones are read without a copy);
+        columns without nulls (read without a copy from one chunk);
         ``distinct`` integer codes (null: not counted); ``carry`` columns that are functions of
         the keys (a group's names), taken from any of its rows.
     keys
@@ -65,21 +67,17 @@ def dense_group_sums(
     if slots is None:
         return None
     slot, n_slots = slots
-    values = {c: frame.get_column(c).to_numpy() for c in sums}
-    largest = {c: float(np.abs(v).max()) for c, v in values.items()}
-    if any(m * n >= _EXACT for m in largest.values()):
-        return None
     rows = np.bincount(slot, minlength=n_slots)
     present = np.flatnonzero(rows)
+    summed = _packed_sums(
+        slot, n_slots, [frame.get_column(c).to_numpy() for c in sums], int(rows.max())
+    )
+    if summed is None:
+        return None
     # a row of each group (the last one written): any row names it
     example = np.empty(n_slots, dtype=np.int64)
     example[slot] = np.arange(n, dtype=np.int64)
-    columns = [
-        pl.Series(
-            c, _sums(slot, v, n_slots)[present] if largest[c] else np.zeros(present.size)
-        ).cast(pl.Int64)
-        for c, v in values.items()
-    ]
+    columns = [pl.Series(c, v[present]) for c, v in zip(sums, summed, strict=True)]
     for c in distinct:
         counts = _distinct_counts(slot, frame.get_column(c), n_slots)
         if counts is None:
@@ -91,9 +89,54 @@ def dense_group_sums(
     return pl.concat([names, pl.DataFrame(columns)], how="horizontal")
 
 
-def _sums(slot: np.ndarray, values: np.ndarray, n_slots: int) -> np.ndarray:
-    """Return the float64 sums of ``values`` per slot (exact: the caller checked the bound)."""
-    return np.bincount(slot, weights=values, minlength=n_slots)
+def _packed_sums(
+    slot: np.ndarray, n_slots: int, values: list[np.ndarray], most: int
+) -> list[np.ndarray] | None:
+    """Return the Int64 sums of each column per slot, or None when they could reach 2**53.
+
+    A slot holds at most ``most`` rows, so a column of non-negative integers up to m sums to
+    less than 2**b with b the bits of ``most`` x m: columns side by side in fields of b bits,
+    as one float64 column below 2**53, sum to the fields of their sums exactly (every partial
+    sum is an integer float64 holds), several columns to one ``bincount``. A column with
+    negative values takes a float64 column of its own (exact while n x its largest
+    magnitude stays below 2**53).
+    """
+    out: list[np.ndarray] = [np.zeros(n_slots, dtype=np.int64) for _ in values]
+    lanes: list[list[tuple[int, int, int]]] = []  # per lane: (column, shift, bits)
+    used: list[int] = []
+    for j, v in enumerate(values):
+        low, high = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
+        if low < 0:
+            if max(-low, high) * v.size >= _EXACT:
+                return None
+            lanes.append([(j, 0, 0)])
+            used.append(_LANE_BITS)
+            continue
+        if high == 0:
+            continue
+        bits = (most * int(high)).bit_length()
+        if bits > _LANE_BITS:
+            return None
+        lane = next((i for i, u in enumerate(used) if u + bits <= _LANE_BITS), len(used))
+        if lane == len(used):
+            lanes.append([])
+            used.append(0)
+        lanes[lane].append((j, used[lane], bits))
+        used[lane] += bits
+    term = np.empty(slot.size, dtype=np.float64)
+    for fields in lanes:
+        packed = np.zeros(slot.size, dtype=np.float64)
+        for j, shift, _ in fields:
+            np.multiply(values[j], 2.0**shift, out=term)  # disjoint bits: the sum is exact
+            packed += term
+        sums = np.bincount(slot, weights=packed, minlength=n_slots)
+        if len(fields) == 1 and not fields[0][2]:  # a column with negative values
+            out[fields[0][0]] = sums.astype(np.int64)
+            continue
+        whole = sums.astype(np.int64)
+        for j, shift, bits in fields:
+            out[j] = (whole >> shift) & ((1 << bits) - 1)
+    return out
 
 
 def _dense_slots(codes: list[np.ndarray], limit: int) -> tuple[np.ndarray, int] | None:

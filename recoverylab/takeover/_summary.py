@@ -130,10 +130,9 @@ def _dense_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame | No
     names = cluster_keys(by)
     counts = _masked_columns({})
     summed = [*_unit_counts(), *_PART_COLUMNS]
-    table = (
-        frame.select(pl.col(CODES[2]), pl.col(CODES[3]), *names, *counts)
-        .with_columns(pl.col(summed).cast(pl.Float64))  # bincount's weights, as they are
-        .collect()
+    # in memory: one chunk, which numpy reads without a copy
+    table = frame.select(pl.col(CODES[2]), pl.col(CODES[3]), *names, *counts).collect(
+        engine="in-memory"
     )
     sums = dense_group_sums(
         table,
