@@ -46,9 +46,15 @@ def frames(draw: st.DrawFn) -> pl.DataFrame:
     )
 
 
+def derived(y: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """A function of two few-valued columns (null for y = 2: counted as 0)."""
+    return pl.when(y != 2).then(y * y * 1_000 + b * 7 + 2**31).cast(pl.Int64).alias("f")
+
+
 def reference(frame: pl.DataFrame) -> pl.DataFrame:
     distinct = pl.col("root").drop_nulls().n_unique().cast(pl.Int64)
     return frame.group_by("a", "b").agg(
+        derived(pl.col("y"), pl.col("b").cast(pl.Int64)).fill_null(0).sum(),
         pl.col("name").first(),
         pl.col("twice").first(),
         pl.col("x").sum(),
@@ -62,11 +68,17 @@ def reference(frame: pl.DataFrame) -> pl.DataFrame:
 @given(frames())
 def test_dense_sums_equal_a_group_by(frame: pl.DataFrame) -> None:
     got = dense_group_sums(
-        frame, ["a", "b"], sums=["x", "y", "yf"], distinct=["root"], carry=["name", "twice"]
+        frame,
+        ["a", "b"],
+        sums=["x", "y", "yf"],
+        distinct=["root"],
+        carry=["name", "twice"],
+        derived=lambda rows: rows.select(derived(pl.col("y"), pl.col("b"))),
+        derived_from=["y", "b"],
     )
     assert got is not None
     want = reference(frame).drop("a", "b")
-    order = ["name", "twice", "x", "y", "yf", "root"]
+    order = ["name", "twice", "x", "y", "yf", "root", "f"]
     assert_frame_equal(got.sort(order), want.select(order).sort(order))
 
 
@@ -108,13 +120,14 @@ def test_bootstrap_partials_dense_equal_the_group_by(seed: int, monkeypatch) -> 
     kept = units.filter(pl.Series(rng.random(units.height) > 0.3))
     attempts = tables["attempts"].join(kept, on=["state_id", "agent"], how="semi")
     flags = {"common_states": seed in (1, 4), "common_sample": seed in (2, 4)}
+    k = 1 + seed % 3  # pass@k parts per distinct (repeats, passes), for k = 1, 2, 3
     by = ("agent", "depth", "tag") if seed % 2 else ("agent", "depth")
 
     def partials() -> pl.DataFrame:
         frames = {"states": states.lazy(), "attempts": attempts.lazy()}
         state = None
-        frame, inputs = _stages.scored_shard(frames, state, by=by, k=1, codes=True, **flags)
-        out = _summary._partials(frame, list(inputs.by), inputs.unit_keys)
+        frame, inputs = _stages.scored_shard(frames, state, by=by, k=k, codes=True, **flags)
+        out = _summary._partials(frame, list(inputs.by), inputs.unit_keys, k)
         return out.collect() if isinstance(out, pl.LazyFrame) else out
 
     used: list[bool] = []
@@ -134,13 +147,13 @@ def test_bootstrap_partials_dense_equal_the_group_by(seed: int, monkeypatch) -> 
     assert dense.height > 0
     assert_frame_equal(dense.sort(keys, nulls_last=False), grouped.sort(keys, nulls_last=False))
     if seed < 2:  # and the summaries, on the whole tables and on shards
-        whole = takeover.summarize(states, attempts, k=1, n_resamples=50, **flags)
+        whole = takeover.summarize(states, attempts, k=k, n_resamples=50, **flags)
         monkeypatch.undo()
         assert_frame_equal(
-            takeover.summarize(states, attempts, k=1, n_resamples=50, **flags), whole
+            takeover.summarize(states, attempts, k=k, n_resamples=50, **flags), whole
         )
         sharded = takeover.summarize(
-            states, attempts, k=1, n_resamples=50, engine=engines.ShardedEngine(k=3), **flags
+            states, attempts, k=k, n_resamples=50, engine=engines.ShardedEngine(k=3), **flags
         )
         assert_frame_equal(sharded, whole)
 

@@ -12,7 +12,7 @@ same rows as the group-by, or None where the table would not be small or the sum
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import polars as pl
@@ -34,6 +34,8 @@ def dense_group_sums(
     sums: Sequence[str],
     distinct: Sequence[str] = (),
     carry: Sequence[str] = (),
+    derived: Callable[[pl.DataFrame], pl.DataFrame] | None = None,
+    derived_from: Sequence[str] = (),
 ) -> pl.DataFrame | None:
     """Return ``frame.group_by(keys)`` sums and distinct counts, or None where not dense/exact.
 
@@ -49,11 +51,17 @@ def dense_group_sums(
     sums, distinct, carry
         Output columns: per group the Int64 sum of each ``sums`` column, the Int64 number of
         distinct non-null values of each ``distinct`` column, and the ``carry`` values.
+    derived, derived_from
+        More sums, of columns that are functions of a few columns with few distinct values
+        (non-negative integers): ``derived`` maps the distinct rows of the ``derived_from``
+        columns to integer columns (a row each, nulls for 0), computed once per distinct row;
+        each group's sums are its counts of each distinct row times those values (exact).
 
     Returns
     -------
     polars.DataFrame or None
-        One row per group present, in no particular order: ``carry``, ``sums``, ``distinct``.
+        One row per group present, in no particular order: ``carry``, ``sums``, ``distinct``
+        and the columns of ``derived``.
         None when a code, the groups or the pairs of a distinct count would need a table of
         more than about four slots per row, or a sum could reach 2**53 (the caller's group-by
         then gives the answer).
@@ -83,6 +91,11 @@ def dense_group_sums(
         if counts is None:
             return None
         columns.append(pl.Series(c, counts[present]))
+    if derived is not None:
+        more = _derived_sums(slot, n_slots, frame.select(derived_from), derived)
+        if more is None:
+            return None
+        columns += [pl.Series(c, v[present]) for c, v in more.items()]
     if not carry:
         return pl.DataFrame(columns)
     names = frame.select(carry)[example[present]]
@@ -139,6 +152,32 @@ def _packed_sums(
     return out
 
 
+def _derived_sums(
+    slot: np.ndarray,
+    n_slots: int,
+    inputs: pl.DataFrame,
+    derived: Callable[[pl.DataFrame], pl.DataFrame],
+) -> dict[str, np.ndarray] | None:
+    """Return the per-slot sums of ``derived`` of each row's ``inputs`` (Int64), or None.
+
+    Rows are counted per (slot, distinct input row) in a dense table; ``derived`` is computed
+    once per distinct input row; the sums are the counts times those values, in integers.
+    None when the inputs or the table would not be small (:func:`_dense_slots`).
+    """
+    limit = _SLOTS_PER_ROW * slot.size + _SLACK
+    found = _dense_slots([inputs.get_column(c).to_numpy() for c in inputs.columns], limit)
+    if found is None or n_slots * found[1] > limit:
+        return None
+    code, n_codes = found
+    example = np.full(n_codes, -1, dtype=np.int64)
+    example[code] = np.arange(code.size, dtype=np.int64)
+    seen = np.flatnonzero(example >= 0)
+    values = derived(inputs[example[seen]])
+    counts = np.bincount(slot * n_codes + code, minlength=n_slots * n_codes)
+    table = counts.reshape(n_slots, n_codes)[:, seen]
+    return {c: table @ values.get_column(c).fill_null(0).to_numpy() for c in values.columns}
+
+
 def _dense_slots(codes: list[np.ndarray], limit: int) -> tuple[np.ndarray, int] | None:
     """Return each row's slot in the dense table of the codes' present values, and its size.
 
@@ -149,7 +188,7 @@ def _dense_slots(codes: list[np.ndarray], limit: int) -> tuple[np.ndarray, int] 
     size = 1
     for code in codes:
         top = int(code.max(initial=0)) + 1
-        if top > limit:
+        if top > limit or (code.size and int(code.min()) < 0):
             return None
         seen = np.zeros(top, dtype=np.int64)
         seen[code] = 1

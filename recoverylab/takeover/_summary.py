@@ -26,6 +26,7 @@ from recoverylab.takeover._inputs import (
     REJECTED,
     check_settings,
     eligibility_counts,
+    pass_at_k_expr,
     sort_keys,
     unit_differences,
 )
@@ -90,7 +91,7 @@ _STATE_COUNTS = (
 
 
 def _partials(
-    frame: pl.LazyFrame, by: Sequence[str], unit_keys: Sequence[str] = ("agent",)
+    frame: pl.LazyFrame, by: Sequence[str], unit_keys: Sequence[str], k: int
 ) -> pl.LazyFrame:
     """Per (workflow_id, *by) additive partials of scored units, plus exclusion counts.
 
@@ -102,7 +103,7 @@ def _partials(
     (:func:`_dense_partials`, the same rows). Besides the exact parts of the pass@ sums
     (:data:`_PARTS`), each workflow's sums as floats, for the bootstrap.
     """
-    dense = _dense_partials(frame, by) if tuple(unit_keys) == ("agent",) else None
+    dense = _dense_partials(frame, by, k) if tuple(unit_keys) == ("agent",) else None
     if dense is None:
         keys, decode = _group_key(frame, by, unit_keys)
         dense = decode(_partial_sums(frame, keys, {}))
@@ -120,16 +121,18 @@ def _partials(
     )
 
 
-def _dense_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame | None:
+def _dense_partials(frame: pl.LazyFrame, by: Sequence[str], k: int) -> pl.LazyFrame | None:
     """:func:`_partial_sums` by the state's cell and agent codes, as dense sums; or None.
 
     The units are collected once (their codes, names and masked counts) and summed by
     :func:`dense_group_sums` (no hash group-by; its names are any row's, no join), which
     answers None where its table would be large or its sums inexact: then the group-by runs.
+    A unit's pass@1 and pass@k are functions of its repeats and passes (:func:`units`), which
+    take few values: their exact parts are computed once per distinct pair
+    (:func:`_pass_parts`), not per unit.
     """
     names = cluster_keys(by)
-    counts = _masked_columns({})
-    summed = [*_unit_counts(), *_PART_COLUMNS]
+    counts = _masked_columns({}, parts=False)
     # in memory: one chunk, which numpy reads without a copy
     table = frame.select(pl.col(CODES[2]), pl.col(CODES[3]), *names, *counts).collect(
         engine="in-memory"
@@ -137,14 +140,39 @@ def _dense_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame | No
     sums = dense_group_sums(
         table,
         [CODES[2], CODES[3]],
-        sums=summed,
+        sums=list(_unit_counts()),
         distinct=["__root"],
         carry=names,
+        derived=functools.partial(_pass_parts, k=k),
+        derived_from=["attempts", "n_passed"],
     )
     if sums is None:
         return None
     differences = unit_differences([c for c in _COUNTS if c in DIFFERENCES])
     return decoded(sums.lazy().rename({"__root": "root_causes"}).with_columns(differences))
+
+
+def _pass_parts(pairs: pl.DataFrame, *, k: int) -> pl.DataFrame:
+    """Return the pass@ parts (:data:`_PARTS`) of scored units with these repeats and passes.
+
+    ``pairs``: ``attempts`` (a scored unit's repeats; 0 for an unscored unit, whose parts are
+    0) and ``n_passed``. The same expressions as :func:`units` and :func:`_masked_columns`,
+    so the same bits.
+    """
+    repeats, passed = pl.col("attempts"), pl.col("n_passed")
+    rates = {
+        "pass_at_1_sum": passed / repeats,
+        "pass_at_k_sum": pass_at_k_expr(repeats, passed, k),
+    }
+    return pairs.select(
+        expr.alias(part)
+        for name, pair in _PARTS.items()
+        for expr, part in zip(
+            fixed_point_parts(pl.when(repeats > 0).then(rates[name]).otherwise(0.0)),
+            pair,
+            strict=True,
+        )
+    )
 
 
 def _cell_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
@@ -191,14 +219,14 @@ def _partial_sums(
     )
 
 
-def _masked_columns(distinct: Mapping[str, pl.Expr]) -> list[pl.Expr]:
+def _masked_columns(distinct: Mapping[str, pl.Expr], *, parts: bool = True) -> list[pl.Expr]:
     """Each unit's Int64 counts, root-cause code (``__root``), ``distinct`` codes and pass@ parts.
 
     Zero (codes: null) unless the unit is scored, so that a group's aggregations are plain sums
-    and distinct counts.
+    and distinct counts. ``parts=False``: without the pass@ parts.
     """
     scored = pl.col("excluded").is_null()
-    parts = [
+    exact = [
         expr.alias(part)
         for c, pair in _PARTS.items()
         for expr, part in zip(
@@ -211,7 +239,7 @@ def _masked_columns(distinct: Mapping[str, pl.Expr]) -> list[pl.Expr]:
         *(expr.cast(pl.Int64).alias(name) for name, expr in _unit_counts().items()),
         pl.when(scored).then(pl.col(CODES[1])).alias("__root"),
         *(expr.alias(f"__{name}") for name, expr in distinct.items()),
-        *parts,
+        *(exact if parts else []),
     ]
 
 
@@ -482,7 +510,7 @@ def _summary_partial(
     """One shard's partials: per (workflow, cell) for the bootstrap, else per cell."""
     frame, inputs = scored_shard(frames, state, codes=True, **options)
     partials = (
-        _partials(frame, list(inputs.by), inputs.unit_keys)
+        _partials(frame, list(inputs.by), inputs.unit_keys, options["k"])
         if per_workflow
         else _cell_partials(frame, list(inputs.by))
     )
