@@ -317,7 +317,11 @@ def _bootstrap_intervals(
     of the sampling variation).
     """
     metric = "__rate"
-    clusters = partials.filter(pl.col("attempted_states") > 0)
+    # only the columns the intervals read are filtered (a copy of every column cost more)
+    read = list(
+        dict.fromkeys([*by, "workflow_id", *(c for _, num, den in rates for c in (num, den))])
+    )
+    clusters = partials.lazy().filter(pl.col("attempted_states") > 0).select(read).collect()
     if ci_method == "percentile":
         boot = stats.cluster_bootstrap_ratios(
             clusters,
