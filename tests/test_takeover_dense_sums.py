@@ -121,6 +121,12 @@ def test_bootstrap_partials_dense_equal_the_group_by(seed: int, monkeypatch) -> 
     attempts = tables["attempts"].join(kept, on=["state_id", "agent"], how="semi")
     flags = {"common_states": seed in (1, 4), "common_sample": seed in (2, 4)}
     k = 1 + seed % 3  # pass@k parts per distinct (repeats, passes), for k = 1, 2, 3
+    if k < 3:  # units of 2 and 3 repeats (a third lose their last): pass@1 in halves and thirds
+        short = kept.filter(pl.Series(rng.random(kept.height) < 0.3)).with_columns(
+            pl.lit(2, pl.Int64).alias("repeat")
+        )
+        attempts = attempts.join(short, on=["state_id", "agent", "repeat"], how="anti")
+        assert set(attempts.group_by("state_id", "agent").len()["len"]) == {2, 3}
     by = ("agent", "depth", "tag") if seed % 2 else ("agent", "depth")
 
     def partials() -> pl.DataFrame:
