@@ -114,7 +114,8 @@ def _packed_sums(
     negative values takes a float64 column of its own (exact while n x its largest
     magnitude stays below 2**53).
     """
-    out: list[np.ndarray] = [np.zeros(n_slots, dtype=np.int64) for _ in values]
+    zero = np.zeros(n_slots, dtype=np.int64)
+    out: list[np.ndarray] = [zero] * len(values)
     lanes: list[list[tuple[int, int, int]]] = []  # per lane: (column, shift, bits)
     used: list[int] = []
     for j, v in enumerate(values):
@@ -136,17 +137,18 @@ def _packed_sums(
             used.append(0)
         lanes[lane].append((j, used[lane], bits))
         used[lane] += bits
-    term = np.empty(slot.size, dtype=np.float64)
+    packed = np.empty(slot.size, dtype=np.float64)
+    term = np.empty(slot.size, dtype=np.float64) if any(len(f) > 1 for f in lanes) else packed
     for fields in lanes:
-        packed = np.zeros(slot.size, dtype=np.float64)
-        for j, shift, _ in fields:
-            np.multiply(values[j], 2.0**shift, out=term)  # disjoint bits: the sum is exact
-            packed += term
-        sums = np.bincount(slot, weights=packed, minlength=n_slots)
+        for at, (j, shift, _) in enumerate(fields):
+            # disjoint bits: the sum is exact
+            np.multiply(values[j], 2.0**shift, out=term if at else packed)
+            if at:
+                packed += term
+        whole = np.bincount(slot, weights=packed, minlength=n_slots).astype(np.int64)
         if len(fields) == 1 and not fields[0][2]:  # a column with negative values
-            out[fields[0][0]] = sums.astype(np.int64)
+            out[fields[0][0]] = whole
             continue
-        whole = sums.astype(np.int64)
         for j, shift, bits in fields:
             out[j] = (whole >> shift) & ((1 << bits) - 1)
     return out
@@ -173,7 +175,9 @@ def _derived_sums(
     example[code] = np.arange(code.size, dtype=np.int64)
     seen = np.flatnonzero(example >= 0)
     values = derived(inputs[example[seen]])
-    counts = np.bincount(slot * n_codes + code, minlength=n_slots * n_codes)
+    pairs = slot * n_codes
+    pairs += code
+    counts = np.bincount(pairs, minlength=n_slots * n_codes)
     table = counts.reshape(n_slots, n_codes)[:, seen]
     return {c: table @ values.get_column(c).fill_null(0).to_numpy() for c in values.columns}
 
@@ -183,30 +187,37 @@ def _dense_slots(codes: list[np.ndarray], limit: int) -> tuple[np.ndarray, int] 
 
     Each key is first ranked among its present values (a mark and a cumulative sum: no sort),
     then the ranks are combined in mixed radix. None when a code or the table exceeds ``limit``.
+    The slots are intp, which ``bincount`` reads without a copy.
     """
-    slot = np.zeros(codes[0].size if codes else 0, dtype=np.int64)
+    n = codes[0].size if codes else 0
+    dtype = np.intp
+    slot = np.zeros(n, dtype=dtype)
     size = 1
     for code in codes:
         top = int(code.max(initial=0)) + 1
         if top > limit or (code.size and int(code.min()) < 0):
             return None
-        seen = np.zeros(top, dtype=np.int64)
-        seen[code] = 1
-        rank = np.cumsum(seen) - 1
+        rank = np.zeros(top, dtype=dtype)
+        rank[code] = 1
+        np.cumsum(rank, out=rank)
+        rank -= 1
         width = int(rank[-1]) + 1 if top else 1
         size *= width
         if size > limit:
             return None
-        slot = slot * width + rank[code]
+        slot *= width
+        slot += rank[code]
     return slot, size
 
 
 def _distinct_counts(slot: np.ndarray, values: pl.Series, n_slots: int) -> np.ndarray | None:
     """Return the number of distinct non-null ``values`` per slot (Int64), or None on overflow."""
-    known = values.is_not_null().to_numpy()
-    code = values.fill_null(0).to_numpy().astype(np.int64)
+    code = values.drop_nulls().to_numpy()
     width = int(code.max(initial=0)) + 1
     if code.size and (int(code.min()) < 0 or n_slots * width >= 2**62):
         return None
-    pairs = pl.Series(slot[known] * width + code[known]).unique().to_numpy()
-    return np.bincount(pairs // width, minlength=n_slots).astype(np.int64)
+    pairs = slot[values.is_not_null().to_numpy()]
+    pairs *= width
+    pairs += code
+    distinct = pl.Series(pairs).unique().to_numpy()
+    return np.bincount(distinct // width, minlength=n_slots).astype(np.int64)
