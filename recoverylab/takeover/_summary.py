@@ -4,7 +4,10 @@ Two phases (ARCHITECTURE §1.3): scored units are summed into per-(workflow × c
 lazy query; only those partials are collected, then summed into cells and handed to
 :mod:`recoverylab.stats` for workflow-clustered intervals and tests. Wilson intervals need no
 workflow: their partials are per cell and shard (:func:`_cell_partials`), and the cells' pass@
-sums are added from exact integer parts either way, so both give the same counts.
+sums are added from exact integer parts either way, so both give the same counts. The
+bootstrap's per-(workflow × cell) partials are, where the units carry integer codes of their
+group, sums in a dense table of those codes (:func:`_dense_partials`): the units' few columns
+are collected once instead of grouped by a hash table, with the same rows.
 """
 
 from __future__ import annotations
