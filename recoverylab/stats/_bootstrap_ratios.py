@@ -91,7 +91,15 @@ def cluster_bootstrap_ratios(
     if missing:
         raise ParameterError(f"columns {missing} are not in `partials` ({partials.columns}).")
     keys = list(dict.fromkeys([*cells_l, cluster]))  # the cluster may be a cell key itself
-    frame = partials.select(*keys, *(pl.col(c).cast(pl.Float64) for c in columns))
+    # integers are read as they are (numpy converts them while it orders the rows, exactly as
+    # a cast would): a Float64 copy of every column cost as much as ordering them
+    frame = partials.select(
+        *keys,
+        *(
+            pl.col(c) if partials.schema[c].is_integer() else pl.col(c).cast(pl.Float64)
+            for c in columns
+        ),
+    )
     groups: dict[bytes, list[tuple[tuple, np.ndarray]]] = {}
     members: dict[bytes, np.ndarray] = {}
     n_universe, by_cell = _cells_by_position(frame, cells_l, cluster, columns)

@@ -140,4 +140,6 @@ def packed_per_unit(
         (_WORD_BITS - 1 - bits.bitwise_leading_zeros().cast(pl.Int64)).alias("last"),
         bits.bitwise_count_ones().cast(pl.UInt32).alias("distinct"),
     )
-    return units, agents.to_series().cast(pl.Categorical(agents))
+    # one chunk (the streaming group-by gives many): every later query reads it, and a view of
+    # it collects to one chunk that numpy reads without a copy
+    return units.rechunk(), agents.to_series().cast(pl.Categorical(agents))

@@ -4,7 +4,10 @@ Two phases (ARCHITECTURE §1.3): scored units are summed into per-(workflow × c
 lazy query; only those partials are collected, then summed into cells and handed to
 :mod:`recoverylab.stats` for workflow-clustered intervals and tests. Wilson intervals need no
 workflow: their partials are per cell and shard (:func:`_cell_partials`), and the cells' pass@
-sums are added from exact integer parts either way, so both give the same counts.
+sums are added from exact integer parts either way, so both give the same counts. The
+bootstrap's per-(workflow × cell) partials are, where the units carry integer codes of their
+group, sums in a dense table of those codes (:func:`_dense_partials`): the units' few columns
+are collected once instead of grouped by a hash table, with the same rows.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import polars as pl
 from recoverylab import engines, plan, stats
 from recoverylab.schema import column_names
 from recoverylab.takeover import _reliability
+from recoverylab.takeover._dense_sums import dense_group_sums
 from recoverylab.takeover._inputs import (
     CODES,
     DIFFERENCES,
@@ -25,6 +29,7 @@ from recoverylab.takeover._inputs import (
     REJECTED,
     check_settings,
     eligibility_counts,
+    pass_at_k_expr,
     sort_keys,
     unit_differences,
 )
@@ -89,28 +94,87 @@ _STATE_COUNTS = (
 
 
 def _partials(
-    frame: pl.LazyFrame, by: Sequence[str], unit_keys: Sequence[str] = ("agent",)
+    frame: pl.LazyFrame, by: Sequence[str], unit_keys: Sequence[str], k: int
 ) -> pl.LazyFrame:
     """Per (workflow_id, *by) additive partials of scored units, plus exclusion counts.
 
     Unscored units are zeroed (or nulled) before the group-by, so that every aggregation is a
     plain sum or count: a ``filter`` inside a group-by aggregation is several times slower.
     The group-by keys and the root-cause count use integer :data:`CODES` (faster than text;
-    :func:`_group_key`); the names are joined back to the few partial rows. Besides the exact
-    parts of the pass@ sums (:data:`_PARTS`), each workflow's sums as floats, for the bootstrap.
+    :func:`_group_key`); the names are joined back to the few partial rows. When the agent is
+    the only attempt-level key, the units are summed in a dense table of their codes instead
+    (:func:`_dense_partials`, the same rows). Besides the exact parts of the pass@ sums
+    (:data:`_PARTS`), each workflow's sums as floats, for the bootstrap.
     """
-    keys, decode = _group_key(frame, by, unit_keys)
-    partials = _partial_sums(frame, keys, {}).with_columns(
+    dense = _dense_partials(frame, by, k) if tuple(unit_keys) == ("agent",) else None
+    if dense is None:
+        keys, decode = _group_key(frame, by, unit_keys)
+        dense = decode(_partial_sums(frame, keys, {}))
+    partials = dense.with_columns(
         from_fixed_point_parts(pl.col(high), pl.col(low)).alias(name)
         for name, (high, low) in _PARTS.items()
     )
-    return decode(partials).select(
+    return partials.select(
         *cluster_keys(by),
         "attempted_states",
         "root_causes",
         *_COUNTS[2:],
         *_SUMS,
         *_PART_COLUMNS,
+    )
+
+
+def _dense_partials(frame: pl.LazyFrame, by: Sequence[str], k: int) -> pl.LazyFrame | None:
+    """:func:`_partial_sums` by the state's cell and agent codes, as dense sums; or None.
+
+    The units are collected once (their codes, names and masked counts) and summed by
+    :func:`dense_group_sums` (no hash group-by; its names are any row's, no join), which
+    answers None where its table would be large or its sums inexact: then the group-by runs.
+    A unit's pass@1 and pass@k are functions of its repeats and passes (:func:`units`), which
+    take few values: their exact parts are computed once per distinct pair
+    (:func:`_pass_parts`), not per unit.
+    """
+    names = cluster_keys(by)
+    counts = _masked_columns({}, parts=False)
+    # in memory: one chunk, which numpy reads without a copy
+    table = frame.select(pl.col(CODES[2]), pl.col(CODES[3]), *names, *counts).collect(
+        engine="in-memory"
+    )
+    sums = dense_group_sums(
+        table,
+        [CODES[2], CODES[3]],
+        sums=list(_unit_counts()),
+        distinct=["__root"],
+        carry=names,
+        derived=functools.partial(_pass_parts, k=k),
+        derived_from=["attempts", "n_passed"],
+    )
+    if sums is None:
+        return None
+    differences = unit_differences([c for c in _COUNTS if c in DIFFERENCES])
+    return decoded(sums.lazy().rename({"__root": "root_causes"}).with_columns(differences))
+
+
+def _pass_parts(pairs: pl.DataFrame, *, k: int) -> pl.DataFrame:
+    """Return the pass@ parts (:data:`_PARTS`) of scored units with these repeats and passes.
+
+    ``pairs``: ``attempts`` (a scored unit's repeats; 0 for an unscored unit, whose parts are
+    0) and ``n_passed``. The same expressions as :func:`units` and :func:`_masked_columns`,
+    so the same bits.
+    """
+    repeats, passed = pl.col("attempts"), pl.col("n_passed")
+    rates = {
+        "pass_at_1_sum": passed / repeats,
+        "pass_at_k_sum": pass_at_k_expr(repeats, passed, k),
+    }
+    return pairs.select(
+        expr.alias(part)
+        for name, pair in _PARTS.items()
+        for expr, part in zip(
+            fixed_point_parts(pl.when(repeats > 0).then(rates[name]).otherwise(0.0)),
+            pair,
+            strict=True,
+        )
     )
 
 
@@ -135,26 +199,11 @@ def _partial_sums(
     """Sum each unit's counts and exact pass@ parts by ``keys``; count distinct root causes.
 
     ``distinct``: more counts (by name) of the distinct values of codes, null for an unscored
-    unit. Every column is made before the group-by, which then only adds.
+    unit. Every column is made before the group-by (:func:`_masked_columns`), which then only
+    adds.
     """
-    scored = pl.col("excluded").is_null()
     names = [key.meta.output_name() for key in keys]
-    parts = [
-        expr.alias(part)
-        for c, pair in _PARTS.items()
-        for expr, part in zip(
-            fixed_point_parts(pl.when(scored).then(pl.col(c.removesuffix("_sum"))).otherwise(0.0)),
-            pair,
-            strict=True,
-        )
-    ]
-    masked = frame.select(
-        *keys,
-        *(expr.cast(pl.Int64).alias(name) for name, expr in _unit_counts().items()),
-        pl.when(scored).then(pl.col(CODES[1])).alias("__root"),
-        *(expr.alias(f"__{name}") for name, expr in distinct.items()),
-        *parts,
-    )
+    masked = frame.select(*keys, *_masked_columns(distinct))
 
     def count(name: str) -> pl.Expr:
         return (pl.col(name).n_unique() - (pl.col(name).null_count() > 0).cast(pl.UInt32)).cast(
@@ -171,6 +220,30 @@ def _partial_sums(
         )
         .with_columns(unit_differences([c for c in _COUNTS if c in DIFFERENCES]))
     )
+
+
+def _masked_columns(distinct: Mapping[str, pl.Expr], *, parts: bool = True) -> list[pl.Expr]:
+    """Each unit's Int64 counts, root-cause code (``__root``), ``distinct`` codes and pass@ parts.
+
+    Zero (codes: null) unless the unit is scored, so that a group's aggregations are plain sums
+    and distinct counts. ``parts=False``: without the pass@ parts.
+    """
+    scored = pl.col("excluded").is_null()
+    exact = [
+        expr.alias(part)
+        for c, pair in _PARTS.items()
+        for expr, part in zip(
+            fixed_point_parts(pl.when(scored).then(pl.col(c.removesuffix("_sum"))).otherwise(0.0)),
+            pair,
+            strict=True,
+        )
+    ]
+    return [
+        *(expr.cast(pl.Int64).alias(name) for name, expr in _unit_counts().items()),
+        pl.when(scored).then(pl.col(CODES[1])).alias("__root"),
+        *(expr.alias(f"__{name}") for name, expr in distinct.items()),
+        *(exact if parts else []),
+    ]
 
 
 def _unit_counts() -> dict[str, pl.Expr]:
@@ -247,7 +320,11 @@ def _bootstrap_intervals(
     of the sampling variation).
     """
     metric = "__rate"
-    clusters = partials.filter(pl.col("attempted_states") > 0)
+    # only the columns the intervals read are filtered (a copy of every column cost more)
+    read = list(
+        dict.fromkeys([*by, "workflow_id", *(c for _, num, den in rates for c in (num, den))])
+    )
+    clusters = partials.lazy().filter(pl.col("attempted_states") > 0).select(read).collect()
     if ci_method == "percentile":
         boot = stats.cluster_bootstrap_ratios(
             clusters,
@@ -440,7 +517,7 @@ def _summary_partial(
     """One shard's partials: per (workflow, cell) for the bootstrap, else per cell."""
     frame, inputs = scored_shard(frames, state, codes=True, **options)
     partials = (
-        _partials(frame, list(inputs.by), inputs.unit_keys)
+        _partials(frame, list(inputs.by), inputs.unit_keys, options["k"])
         if per_workflow
         else _cell_partials(frame, list(inputs.by))
     )
