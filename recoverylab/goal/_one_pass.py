@@ -86,10 +86,13 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
             checked["resources"], "resources", (pair.n_unique() == pl.len()).alias("_distinct")
         ),
         "per_case": _referrers(checked["resources"], "_case", *_reachable_exprs()),
-        "cited": _cited_sources(checked, prefilter=True, checked=True),
     }
-    collected = [q.collect(engine="streaming") for q in queries.values()]
-    parts = dict(zip(queries, collected, strict=True))
+    parts = {name: query.collect(engine="streaming") for name, query in queries.items()}
+    # the episodes' keys are collected: the citations join them rather than read them again
+    owners = {**checked, "episodes": parts["episodes"].lazy()}
+    parts["cited"] = _cited_sources(owners, prefilter=True, checked=True).collect(
+        engine="streaming"
+    )
     if not _clean(parts):
         return None
     return _scored(
