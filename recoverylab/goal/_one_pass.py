@@ -1,15 +1,17 @@
-"""The checks of :func:`recoverylab.goal.score` folded into its scoring pass (one read of steps).
+"""The checks of :func:`recoverylab.goal.score` folded into its scoring pass (no pass of their own).
 
 On the polars engine over whole tables, :func:`score` skips its separate check stage (a
 ``for_shards`` stage): the scoring stage calls :func:`checked_scoring`, which collects the per-key
 parts the scoring query needs (the step counts per episode, the cited sources, the reachable
 resources per case) together with every count the checks need, one streaming query per part
 (collected together, their hash tables would all be held at once: 1.9 GB against 1.2 GB at 10M
-steps). When every count says "clean", the scoring query is built over these collected parts, so
-the steps are read once. When any count is off (a broken contract, an inconsistency between the
-tables, two ids that share a hash, a table that cannot be read) nothing is decided here: the exact
-checks of :mod:`recoverylab.goal._score` run and raise the error they always raised, the same
-message in the same order, or score on the id strings when ids merely share a hash.
+steps). When every count says "clean", the scoring query is built over these collected parts: the
+steps are read by the two queries the scoring needs (the counts and the cited sources), each for
+its own columns, and by no check pass. When any count is off (a broken contract, an inconsistency
+between the tables, two ids that share a hash, a table that cannot be read) nothing is decided
+here: the exact checks of :mod:`recoverylab.goal._score` run and raise the error they always
+raised, the same message in the same order, or score on the id strings when ids merely share a
+hash.
 
 Ids are keyed by their 64-bit hash, as the scoring query keys them. The owners of the ids
 (``episodes`` for episode ids, ``cases`` for case ids) must have distinct hashes; a row that

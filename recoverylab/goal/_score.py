@@ -60,9 +60,9 @@ def score(
     The tables are checked (each against its contract, then against each other) when ``score``
     is called. On the polars engine the checks share the scoring's own pass: the per-episode,
     per-case and per-citation parts of the score are collected with the counts the checks need
-    (one row per key; ``steps`` is read once and never collected), and the result is a lazy
-    query joining them to the episodes; when any check fails, the checks run again one by one
-    to name the first problem.
+    (one row per key: ``steps`` is never collected, and no pass over it checks alone), and the
+    result is a lazy query joining them to the episodes; when any check fails, the checks run
+    again one by one to name the first problem.
 
     Parameters
     ----------
