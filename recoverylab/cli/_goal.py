@@ -117,7 +117,9 @@ def _score_and_summarise(
         # the score query runs once and nothing row-level is held in memory
         scratch_file = scratch / "episodes.parquet"
         progress("scoring episodes")
-        lazy.sort("episode_id").sink_parquet(scratch_file)  # private: no staging needed
+        # sorted only for the kept file (byte-stable); the summaries ignore row order, and a sort
+        # holds every scored row (1.8 against 1.3 GB at 10M steps)
+        (lazy.sort("episode_id") if keep is not None else lazy).sink_parquet(scratch_file)
         scored = scan(scratch_file)
         progress(f"summarising with {args.resamples} bootstrap resamples")
         statistics = {
