@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from recoverylab import goal, synth
 from recoverylab._errors import RecoveryLabError
 from recoverylab.goal import _one_pass
+from recoverylab.goal import _rules as goal_rules
 from recoverylab.goal import _score as goal_score
 from recoverylab.schema import spec
 
@@ -156,3 +157,47 @@ def test_empty_steps_and_citations_are_clean() -> None:
 def test_the_nested_form_takes_the_exact_path() -> None:
     frames = {"cases": pl.LazyFrame(), "resources": pl.LazyFrame(), "episodes": pl.LazyFrame()}
     assert _one_pass.checked_scoring(frames) is None
+
+
+def prefix_colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
+    """A stand-in for goal's id hash under which "x-<id>" has the key hash of "<id>"."""
+    return ids.str.strip_prefix("x-").hash(seed)
+
+
+def impostors(frames: Tables) -> Iterator[tuple[str, Tables]]:
+    """Rows whose id is "x-<id>" of an owner that has no genuine row of that kind beside them.
+
+    Every other check passes on them, so only the owner's check hash can tell them apart.
+    """
+    steps, episodes = frames["steps"], frames["episodes"]
+    episode = steps["episode_id"][0]
+    impostor = steps.filter(pl.col("episode_id") == episode).with_columns(
+        pl.lit(f"x-{episode}").alias("episode_id")
+    )
+    kept = steps.filter(pl.col("episode_id") != episode)
+    yield "the steps of one episode", {**frames, "steps": pl.concat([kept, impostor])}
+    case = episodes["case_id"][0]
+    moved = set_value(episodes, "case_id", 0, f"x-{case}")
+    yield "one episode's case", {**frames, "episodes": moved}
+    # an unrecoverable case loses no rule with its resources; its episodes' citations go too
+    case = frames["cases"].filter(pl.col("regime") == "unrecoverable")["case_id"][0]
+    resources = frames["resources"]
+    impostor = resources.filter(pl.col("case_id") == case).with_columns(
+        pl.lit(f"x-{case}").alias("case_id")
+    )
+    kept = resources.filter(pl.col("case_id") != case)
+    of_case = episodes.filter(pl.col("case_id") == case).select("episode_id")
+    citations = frames["citations"].join(of_case, on="episode_id", how="anti")
+    changed = {**frames, "resources": pl.concat([kept, impostor]), "citations": citations}
+    yield "the resources of one case", changed
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_an_impostor_alone_under_its_owners_key_is_refused(monkeypatch, seed: int) -> None:
+    monkeypatch.setattr(goal_rules, "_id_hash", prefix_colliding)
+    for name, changed in impostors(synth.generate("goal", 6, seed=seed)):
+        expected = outcome(exact, changed)
+        assert expected[0] == "error", name
+        assert "unknown" in expected[1][1], name
+        assert _one_pass.checked_scoring({t: f.lazy() for t, f in changed.items()}) is None, name
+        assert outcome(default, changed) == expected, name
