@@ -165,9 +165,10 @@ def prefix_colliding(ids: pl.Expr, seed: int = 0) -> pl.Expr:
 
 
 def impostors(frames: Tables) -> Iterator[tuple[str, Tables]]:
-    """Rows whose id is "x-<id>" of an owner that has no genuine row of that kind beside them.
+    """Rows whose id is "x-<id>", which shares the key hash of an owner's id "<id>".
 
-    Every other check passes on them, so only the owner's check hash can tell them apart.
+    Alone under the owner's key every other check passes on them, so only the owner's check
+    hash tells them apart; beside genuine rows, their check hashes disagree.
     """
     steps, episodes = frames["steps"], frames["episodes"]
     episode = steps["episode_id"][0]
@@ -190,6 +191,8 @@ def impostors(frames: Tables) -> Iterator[tuple[str, Tables]]:
     citations = frames["citations"].join(of_case, on="episode_id", how="anti")
     changed = {**frames, "resources": pl.concat([kept, impostor]), "citations": citations}
     yield "the resources of one case", changed
+    beside = impostor.head(1).with_columns(pl.lit("x-never-cited").alias("resource_id"))
+    yield "a resource beside its case's", {**frames, "resources": pl.concat([resources, beside])}
 
 
 @pytest.mark.parametrize("seed", [4, 5])

@@ -185,6 +185,7 @@ def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
         and episodes["_episode"].n_unique() == episodes.height
         and cases["_case"].n_unique() == cases.height
         and _none(steps, pl.col("_broken"))
+        and _none(per_case, pl.col("_lo") != pl.col("_hi"))
         and _all_known(steps, episode_owner)
         and _all_known(per_case, case_owner)
         and _all_known(case_refs, case_owner)
@@ -215,21 +216,16 @@ def _rows_clean(frame: pl.DataFrame, table: str) -> bool:
 def _all_known(refs: pl.DataFrame, owners: pl.DataFrame) -> bool:
     """Return whether every row of ``refs`` refers to an owner: same key, same check hash.
 
-    ``refs`` holds the key and the least and greatest check hash of its rows (``_lo``, ``_hi``,
-    or ``_lo`` alone); ``owners`` the key and the owner's check hash (``_owner``), each key
-    once. Two set lookups, cheaper than a join: the key must be an owner's,
-    and so must the key XOR the check hash. A row whose id is not its owner's passes only if its
-    key hash equals an owner's and its XOR then equals one of the owners' (about 2**-85 per
-    such id at three million owners).
+    ``refs`` holds the key and the check hash ``_lo`` its rows share (the rows under one key
+    were checked to agree); ``owners`` the key and the owner's check hash (``_owner``), each
+    key once. Two set lookups, cheaper than a join: the key must be an owner's, and so must the
+    key XOR the check hash. A row whose id is not its owner's passes only if its key hash equals
+    an owner's and its XOR then equals one of the owners' (about 2**-85 per such id at three
+    million owners).
     """
     (key,) = (c for c in owners.columns if c != "_owner")
-    hi = pl.col("_hi" if "_hi" in refs.columns else "_lo")
     pairs = (owners[key] ^ owners["_owner"]).implode()
-    known = (
-        pl.col(key).is_in(owners[key].implode())
-        & (pl.col(key) ^ pl.col("_lo")).is_in(pairs)
-        & (pl.col("_lo") == hi)
-    )
+    known = pl.col(key).is_in(owners[key].implode()) & (pl.col(key) ^ pl.col("_lo")).is_in(pairs)
     return _none(refs, ~known)
 
 
