@@ -167,15 +167,18 @@ def _pass_parts(pairs: pl.DataFrame, *, k: int) -> pl.DataFrame:
         "pass_at_1_sum": passed / repeats,
         "pass_at_k_sum": pass_at_k_expr(repeats, passed, k),
     }
-    return pairs.select(
+    return pairs.select(_exact_parts(rates, repeats > 0))
+
+
+def _exact_parts(rates: Mapping[str, pl.Expr], scored: pl.Expr) -> list[pl.Expr]:
+    """Return the exact parts (:data:`_PARTS`) of each pass@ sum's unit rate, 0 unless scored."""
+    return [
         expr.alias(part)
         for name, pair in _PARTS.items()
         for expr, part in zip(
-            fixed_point_parts(pl.when(repeats > 0).then(rates[name]).otherwise(0.0)),
-            pair,
-            strict=True,
+            fixed_point_parts(pl.when(scored).then(rates[name]).otherwise(0.0)), pair, strict=True
         )
-    )
+    ]
 
 
 def _cell_partials(frame: pl.LazyFrame, by: Sequence[str]) -> pl.LazyFrame:
@@ -229,20 +232,12 @@ def _masked_columns(distinct: Mapping[str, pl.Expr], *, parts: bool = True) -> l
     and distinct counts. ``parts=False``: without the pass@ parts.
     """
     scored = pl.col("excluded").is_null()
-    exact = [
-        expr.alias(part)
-        for c, pair in _PARTS.items()
-        for expr, part in zip(
-            fixed_point_parts(pl.when(scored).then(pl.col(c.removesuffix("_sum"))).otherwise(0.0)),
-            pair,
-            strict=True,
-        )
-    ]
+    rates = {name: pl.col(name.removesuffix("_sum")) for name in _PARTS}
     return [
         *(expr.cast(pl.Int64).alias(name) for name, expr in _unit_counts().items()),
         pl.when(scored).then(pl.col(CODES[1])).alias("__root"),
         *(expr.alias(f"__{name}") for name, expr in distinct.items()),
-        *(exact if parts else []),
+        *(_exact_parts(rates, scored) if parts else []),
     ]
 
 
