@@ -110,6 +110,19 @@ def reference_corruptions(frames: Tables, rng: random.Random) -> Iterator[tuple[
     yield f"resources.reachable[{row}] flipped", {**frames, "resources": flipped}
     clash = frames["episodes"].with_columns(pl.lit("x").alias("regime"))
     yield "episodes: a column of cases", {**frames, "episodes": clash}
+    # dead ends need no resource, so only the contract refuses an empty `resources` here
+    dead_ends = frames["cases"].filter(pl.col("regime") == "unrecoverable")
+    episodes = frames["episodes"].join(dead_ends, on="case_id", how="semi")
+    yield (
+        "dead ends only, no resources",
+        {
+            "cases": dead_ends,
+            "resources": frames["resources"].head(0),
+            "episodes": episodes,
+            "steps": frames["steps"].join(episodes, on="episode_id", how="semi"),
+            "citations": frames["citations"].head(0),
+        },
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
