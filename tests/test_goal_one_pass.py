@@ -217,3 +217,99 @@ def test_an_impostor_alone_under_its_owners_key_is_refused(monkeypatch, seed: in
         assert "unknown" in expected[1][1], name
         assert _one_pass.checked_scoring({t: f.lazy() for t, f in changed.items()}) is None, name
         assert outcome(default, changed) == expected, name
+
+
+def look_alike_sources(frames: Tables) -> Iterator[tuple[str, Tables]]:
+    """A source "x-<id>" where "<id>" is cited: visited instead of it, or cited instead of it.
+
+    Each for several citations: which of the two sources' second hashes is the smaller one
+    differs between them, and with it the check that tells them apart first.
+    """
+    citations, steps = frames["citations"], frames["steps"]
+    for row in range(min(6, citations.height)):
+        episode, source = citations.row(row)[:2]
+        of_pair = (pl.col("episode_id") == episode) & (pl.col("resource_id") == source)
+        look_alike = (
+            steps.filter(pl.col("episode_id") == episode)
+            .head(1)
+            .with_columns(
+                pl.lit(f"x-{source}").alias("resource_id"),
+                (pl.col("step") + steps["step"].max() + 1).alias("step"),
+            )
+        )
+        unvisited = steps.filter(~of_pair)
+        visited = pl.concat([unvisited, look_alike])
+        yield f"a look-alike of cited {source} visited", {**frames, "steps": visited}
+        cited = set_value(citations, "resource_id", row, f"x-{source}")
+        changed = {**frames, "citations": cited, "steps": unvisited}
+        yield f"a look-alike of listed {source} cited", changed
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_a_look_alike_source_under_the_same_hash_is_told_apart(monkeypatch, seed: int) -> None:
+    monkeypatch.setattr(_one_pass, "_source_hash", prefix_colliding)
+    for name, changed in look_alike_sources(synth.generate("goal", 6, seed=seed)):
+        assert _one_pass.checked_scoring({t: f.lazy() for t, f in changed.items()}) is None, name
+        expected = outcome(exact, changed)
+        found = outcome(default, changed)
+        assert found[0] == expected[0], name
+        assert found[1] == expected[1] if found[0] == "error" else found[1].equals(expected[1])
+
+
+def test_pairs_of_colliding_keys_are_scored_exactly(monkeypatch) -> None:
+    # every (episode, source) pair and (case, source) key hashes as its source alone
+    monkeypatch.setattr(_one_pass, "_pair_key", lambda key, source_hash: source_hash)
+    frames = synth.generate("goal", 6, seed=8)
+    assert _one_pass.checked_scoring({t: f.lazy() for t, f in frames.items()}) is None
+    assert default(frames).equals(exact(frames))
+
+
+def shared_source(frames: Tables, *, swap: bool, elsewhere: str) -> Tables:
+    """Clean tables where "solo" is cited by one episode and ``elsewhere`` seen by another.
+
+    ``elsewhere``: ``"visited"`` by the other episode, or ``"listed"`` by its case as a decoy.
+    The citing episode's case lists "solo" as a reachable copy. ``swap`` swaps the episodes
+    (whose key is the smaller decides which row keys their shared pair).
+    """
+    episodes, cases = frames["episodes"], frames["cases"]
+    recoverable = cases.filter(pl.col("regime") != "unrecoverable")["case_id"].implode()
+    citing = episodes.filter(pl.col("case_id").is_in(recoverable)).row(0, named=True)
+    other = episodes.filter(
+        pl.col("case_id").is_in(recoverable) & (pl.col("case_id") != citing["case_id"])
+    ).row(0, named=True)
+    citing, other = (other, citing) if swap else (citing, other)
+    resources, steps = frames["resources"], frames["steps"]
+    listed = [(citing["case_id"], "solo", "copy", True)]
+    listed += [(other["case_id"], "solo", "decoy", False)] if elsewhere == "listed" else []
+    visit = steps.head(1).with_columns(
+        pl.lit(other["episode_id"]).alias("episode_id"),
+        pl.lit(steps["step"].max() + 1).cast(steps.schema["step"]).alias("step"),
+        pl.lit("solo").alias("resource_id"),
+    )
+    citation = pl.DataFrame({"episode_id": [citing["episode_id"]], "resource_id": ["solo"]})
+    return {
+        **frames,
+        "resources": pl.concat(
+            [resources, pl.DataFrame(listed, schema=resources.schema, orient="row")]
+        ),
+        "citations": pl.concat([frames["citations"], citation.cast(frames["citations"].schema)]),
+        "steps": pl.concat([steps, visit]) if elsewhere == "visited" else steps,
+    }
+
+
+@pytest.mark.parametrize("elsewhere", ["visited", "listed"])
+@pytest.mark.parametrize("swap", [False, True])
+def test_a_pair_key_shared_across_episodes_or_cases_is_refused(monkeypatch, swap, elsewhere):
+    frames = shared_source(synth.generate("goal", 6, seed=9), swap=swap, elsewhere=elsewhere)
+    lazy = {t: f.lazy() for t, f in frames.items()}
+    assert _one_pass.checked_scoring(lazy) is not None  # clean under the real keys
+    # "solo" alone keys its pairs by its own hash: the citation shares its key with the other
+    # episode's visit or the other case's listing, and only the pair's own checks see it
+    solo = pl.lit("solo").hash()
+
+    def pair_key(key: pl.Expr, source_hash: pl.Expr) -> pl.Expr:
+        return pl.when(source_hash == solo).then(source_hash).otherwise(key.hash() ^ source_hash)
+
+    monkeypatch.setattr(_one_pass, "_pair_key", pair_key)
+    assert _one_pass.checked_scoring(lazy) is None
+    assert default(frames).equals(exact(frames))

@@ -108,9 +108,7 @@ def _scored(
     )
 
 
-def _cited_sources(
-    tables: Mapping[str, pl.LazyFrame], *, prefilter: bool, checked: bool = False
-) -> pl.LazyFrame:
+def _cited_sources(tables: Mapping[str, pl.LazyFrame], *, prefilter: bool) -> pl.LazyFrame:
     """One row per cited (episode key, source) with its ``relation`` and whether ``_supported``.
 
     Supported = visited and compliantly reachable (only those count towards S ∩ C and S ⊆ V).
@@ -120,16 +118,10 @@ def _cited_sources(
     enter it only when their pair's hash is a citation's: a superset of the cited pairs (equal
     pairs hash alike), so the group-by stays exact and holds about as many groups as there are
     citations (0.2 GB less peak memory at 10M steps); the string-keyed query hashes nothing.
-
-    ``checked`` (for :mod:`recoverylab.goal._one_pass`): the citations also carry the check
-    hash ``_episode_check`` of their episode ids; ``_known`` says whether every citation row of
-    the pair has its episode's (same key, same check hash). The steps need none: the one-pass
-    checks match each step's id with its episode's on their own.
     """
     cites = pl.col("_cites")
     pair = (pl.col("_episode").hash() ^ pl.col("resource_id").hash()).alias("_pair")
-    check = ["_episode_check"] if checked else []
-    citations = tables["citations"].select("_episode", "resource_id", *check)
+    citations = tables["citations"].select("_episode", "resource_id")
     steps = (
         tables["steps"]
         .select("_episode", "resource_id")
@@ -141,29 +133,20 @@ def _cited_sources(
             .join(citations.select(pair), on="_pair", how="semi")
             .drop("_pair")
         )
-    step_check = [pl.lit(None, dtype=pl.UInt64).alias("_episode_check")] if checked else []
-    check_range = (
-        [pl.col(check).min().alias("_lo"), pl.col(check).max().alias("_hi")] if checked else []
-    )
     pairs = (
         pl.concat(
             [
                 citations.with_columns(pl.lit(1).alias("_cites")),
-                steps.with_columns(*step_check, pl.lit(0).alias("_cites")),
+                steps.with_columns(pl.lit(0).alias("_cites")),
             ]
         )
         .group_by("_episode", "resource_id")
-        .agg(cites.sum(), pl.len().alias("_rows"), *check_range)
+        .agg(cites.sum(), pl.len().alias("_rows"))
         .filter(cites > 0)
     )
     supported = (pl.col("_rows") > cites) & pl.col("reachable").fill_null(False)
-    owners = tables["episodes"].select(
-        "_episode", "_case", *([pl.col("_episode_check").alias("_owner")] if checked else [])
-    )
-    owner = pl.col("_owner")
-    known = ((pl.col("_lo") == owner) & (pl.col("_hi") == owner)).fill_null(False)
     return (
-        pairs.join(owners, on="_episode", how="left" if checked else "inner")
+        pairs.join(tables["episodes"].select("_episode", "_case"), on="_episode", how="inner")
         .join(
             tables["resources"].select("_case", "resource_id", "relation", "reachable"),
             on=["_case", "resource_id"],
@@ -175,7 +158,6 @@ def _cited_sources(
             "relation",
             cites,
             supported.alias("_supported"),
-            *([known.alias("_known")] if checked else []),
         )
     )
 
