@@ -98,6 +98,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
         parts["per_case"].select("_case", "_n_copies", "_n_versions").lazy(),
         case_columns,
         episode_columns,
+        cases_listed=True,  # every episode's case: _all_known(case_refs, ...)
     )
 
 
