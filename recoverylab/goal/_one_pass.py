@@ -17,9 +17,10 @@ Ids are keyed by their 64-bit hash, as the scoring query keys them. The owners o
 (``episodes`` for episode ids, ``cases`` for case ids) must have distinct hashes; a row that
 refers to an id (a step, a citation, a resource, an episode's case) counts as that owner's only
 when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the owner's too
-(:func:`_all_known`: an id that is not its owner's passes with a chance of about 2**-85 at
-three million owners). The cited sources are keyed the same way, one 64-bit hash per
-(episode, source) pair, with the sources' second hashes compared (:func:`_cited_pairs`).
+(:func:`_owned`, after a join with the owners: an id that is not its owner's passes only when
+both of its hashes are some owner's, a chance of about 2**-106 at three million owners). The
+cited sources are keyed the same way, one 64-bit hash per (episode, source) pair, with the
+sources' second hashes compared (:func:`_cited_pairs`).
 """
 
 from __future__ import annotations
@@ -77,15 +78,22 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
     keyed = _keyed(tables, tuple(_HASHED))
     checked = {name: _with_check_hashes(frame, _KEYS[name]) for name, frame in keyed.items()}
-    # the steps first: their per-episode group-by peaks highest, and the memory it leaves
-    # to the allocator serves the parts after it
-    queries = {
-        "steps": _step_parts(checked["steps"]),
-        "episodes": _flagged(checked["episodes"], "episodes", "_case", "_case_check"),
-        "cases": _flagged(checked["cases"], "cases", "regime", "barrier"),
-        "per_case": _resource_parts(checked["resources"]),
-    }
-    parts = {name: query.collect(engine="streaming") for name, query in queries.items()}
+    # the owners first: the steps and resources parts meet them in their own streaming query
+    cases = _flagged(checked["cases"], "cases", "regime", "barrier")
+    parts = {"cases": cases.collect(engine="streaming")}
+    case_owners = _owners(parts["cases"], "_case")
+    episodes = _flagged(checked["episodes"], "episodes", "_case", "_case_check")
+    parts["episodes"] = (
+        episodes.join(case_owners, on="_case", how="left")
+        .with_columns(_owned(pl.col("_violated"), "_case_check").alias("_violated"))
+        .drop("_owner")
+        .collect(engine="streaming")
+    )
+    episode_owners = _owners(parts["episodes"], "_episode")
+    parts["steps"] = _step_parts(checked["steps"], episode_owners).collect(engine="streaming")
+    parts["per_case"] = _resource_parts(checked["resources"], case_owners).collect(
+        engine="streaming"
+    )
     # the episodes' keys are collected: the citations join them rather than read them again
     owners = {**checked, "episodes": parts["episodes"].lazy()}
     parts["cited"] = _cited_pairs(owners).collect(engine="streaming")
@@ -98,7 +106,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
         parts["per_case"].select("_case", "_n_copies", "_n_versions").lazy(),
         case_columns,
         episode_columns,
-        cases_listed=True,  # every episode's case: _all_known(case_refs, ...)
+        cases_listed=True,  # every episode's case is an owner's (_clean)
     )
 
 
@@ -115,13 +123,29 @@ def _flagged(frame: pl.LazyFrame, table: str, *columns: str) -> pl.LazyFrame:
     return frame.select(own, _CHECKS[own][1], *columns, _violated(frame, table))
 
 
-def _resource_parts(resources: pl.LazyFrame) -> pl.LazyFrame:
-    """Per case key: |C|, |V|, the check hash ``_lo``, the ``_rows`` and a ``_broken`` flag.
+def _owners(part: pl.DataFrame, key: str) -> pl.LazyFrame:
+    """Return an owner part's key and its check hash as ``_owner`` (one row per owner)."""
+    return part.lazy().select(key, pl.col(_CHECKS[key][1]).alias("_owner"))
+
+
+def _owned(broken: pl.Expr, check: str = "_lo") -> pl.Expr:
+    """Return ``broken`` widened to the rows whose key has no owner with their check hash.
+
+    Applied after a left join with :func:`_owners` (owners' keys were checked distinct): a row
+    counts as its owner's only when its key and its check hash (column ``check``) are the
+    owner's.
+    """
+    return pl.any_horizontal(broken, pl.col(check) != pl.col("_owner")).fill_null(True)
+
+
+def _resource_parts(resources: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
+    """Per case key: |C|, |V|, the ``_rows`` and a ``_broken`` flag.
 
     ``_broken``: a data-check violation, a resource listed twice under the case (its ids'
     hashes repeat; distinct ids that merely share a hash also count, and the exact checks then
-    decide), or ids of two check hashes under the key. One pass over ``resources`` makes both
-    the scoring's counts and the checks'.
+    decide), ids of two check hashes under the key, or no case of ``owners`` with that key and
+    check hash (:func:`_owned`). One pass over ``resources`` makes both the scoring's counts and
+    the checks'.
     """
     check = pl.col("_case_check")
     broken = pl.any_horizontal(
@@ -140,8 +164,9 @@ def _resource_parts(resources: pl.LazyFrame) -> pl.LazyFrame:
             pl.col("resource_id").hash().n_unique().alias("_distinct"),
             pl.col("_violated").any(),
         )
-        .with_columns(broken.fill_null(True).alias("_broken"))
-        .drop("_hi", "_distinct", "_violated")
+        .join(owners, on="_case", how="left")
+        .with_columns(_owned(broken).alias("_broken"))
+        .drop("_lo", "_hi", "_distinct", "_violated", "_owner")
     )
 
 
@@ -151,12 +176,14 @@ def _violated(frame: pl.LazyFrame, table: str) -> pl.Expr:
     return pl.any_horizontal(pl.lit(False), *checks.values()).fill_null(True).alias("_violated")
 
 
-def _step_parts(steps: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode key: the scoring's step counts, the check hash ``_lo`` and a ``_broken`` flag.
+def _step_parts(steps: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
+    """Per episode key: the scoring's step counts and a ``_broken`` flag.
 
-    ``_broken``: a repeated step, a data-check violation, or ids of two check hashes under one
-    key (``_lo`` then says nothing). Flags are made in the streaming query, so the collected
-    part holds four narrow columns per episode.
+    ``_broken``: a repeated step, a data-check violation, ids of two check hashes under one
+    key, or no episode of ``owners`` with that key and check hash (:func:`_owned`: a join in
+    this streaming query costs less than looking the keys up in the collected part). Flags
+    are made in the streaming query, so the collected part holds four narrow columns per
+    episode.
     """
     check = pl.col("_episode_check")
     broken = pl.any_horizontal(
@@ -173,8 +200,9 @@ def _step_parts(steps: pl.LazyFrame) -> pl.LazyFrame:
             check.max().alias("_hi"),
             pl.col("_violated").any(),
         )
-        .with_columns(broken.fill_null(True).alias("_broken"))
-        .select("_episode", "steps", "n_prohibited", "_lo", "_broken")
+        .join(owners, on="_episode", how="left")
+        .with_columns(_owned(broken).alias("_broken"))
+        .select("_episode", "steps", "n_prohibited", "_broken")
     )
 
 
@@ -283,9 +311,6 @@ def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
     """
     episodes, cases = parts["episodes"], parts["cases"]
     steps, per_case, cited = parts["steps"], parts["per_case"], parts["cited"]
-    episode_owner = episodes.select("_episode", pl.col("_episode_check").alias("_owner"))
-    case_owner = cases.select("_case", pl.col("_case_check").alias("_owner"))
-    case_refs = episodes.select("_case", _lo="_case_check")
     return (
         _enough("episodes", episodes.height)
         and _enough("cases", cases.height)
@@ -296,9 +321,6 @@ def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
         and cases["_case"].n_unique() == cases.height
         and _none(steps, pl.col("_broken"))
         and _none(per_case, pl.col("_broken"))
-        and _all_known(steps, episode_owner)
-        and _all_known(per_case, case_owner)
-        and _all_known(case_refs, case_owner)
         and _rules_hold(cases, per_case)
         and _none(cited, ~pl.col("_known"), pl.col("relation").is_null(), pl.col("_cites") != 1)
     )
@@ -314,22 +336,6 @@ def _none(frame: pl.DataFrame, *conditions: pl.Expr) -> bool:
 def _enough(table: str, rows: int) -> bool:
     """Return whether ``table`` has the rows its contract needs (any, unless it may be empty)."""
     return rows > 0 or spec(table).allow_empty
-
-
-def _all_known(refs: pl.DataFrame, owners: pl.DataFrame) -> bool:
-    """Return whether every row of ``refs`` refers to an owner: same key, same check hash.
-
-    ``refs`` holds the key and the check hash ``_lo`` its rows share (the rows under one key
-    were checked to agree); ``owners`` the key and the owner's check hash (``_owner``), each
-    key once. Two set lookups, cheaper than a join: the key must be an owner's, and so must the
-    key XOR the check hash. A row whose id is not its owner's passes only if its key hash equals
-    an owner's and its XOR then equals one of the owners' (about 2**-85 per such id at three
-    million owners).
-    """
-    (key,) = (c for c in owners.columns if c != "_owner")
-    pairs = (owners[key] ^ owners["_owner"]).implode()
-    known = pl.col(key).is_in(owners[key].implode()) & (pl.col(key) ^ pl.col("_lo")).is_in(pairs)
-    return _none(refs, ~known)
 
 
 def _rules_hold(cases: pl.DataFrame, per_case: pl.DataFrame) -> bool:
