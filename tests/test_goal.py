@@ -512,6 +512,18 @@ def test_checks_schema_skips_data_checks() -> None:
     assert out["success"].to_list() == [True]
 
 
+def test_checks_schema_leaves_out_episodes_of_unknown_cases() -> None:
+    # documented in score(): the case columns join inner unless every case was checked listed
+    frames = one_case("recoverable", COPY_WORLD, visited=("mirror",), cited=("mirror",)).frames()
+    episodes = frames["episodes"]
+    stray = episodes.head(1).with_columns(
+        pl.lit("e-stray").alias("episode_id"), pl.lit("c-unknown").alias("case_id")
+    )
+    frames = {**frames, "episodes": pl.concat([episodes, stray])}
+    out = score_frames(frames, checks="schema")
+    assert out["episode_id"].to_list() == episodes["episode_id"].to_list()
+
+
 def test_inputs_are_not_mutated() -> None:
     frames = one_case("recoverable", COPY_WORLD, visited=("mirror",), cited=("mirror",)).frames()
     copies = {k: v.clone() for k, v in frames.items()}
