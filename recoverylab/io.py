@@ -642,6 +642,11 @@ def output_format(path: str | os.PathLike[str]) -> str:
         ) from None
 
 
+#: Rows per row group of a parquet output. Streamed without a fixed size, the groups follow the
+#: morsels of the query, which depend on the thread count: the same rows, other bytes.
+PARQUET_ROW_GROUP = 100_000
+
+
 def write_to(
     frame: pl.DataFrame | pl.LazyFrame, out: BinaryIO, fmt: str, *, target: object = "output"
 ) -> None:
@@ -649,7 +654,10 @@ def write_to(
 
     Rows are written in one deterministic order, sorted by every column left to right (see
     :mod:`recoverylab._order`), so the same result gives the same bytes whatever the thread
-    count, the order of the input rows or the number of input files.
+    count, the order of the input rows or the number of input files. Parquet row groups hold
+    :data:`PARQUET_ROW_GROUP` rows. A lazy table streams to parquet unless it has nested (list,
+    struct) columns: the pages of those follow the query's morsels, so such a table is collected
+    into one chunk first (it costs the memory of the table; the sort held it anyway).
 
     Raises
     ------
@@ -665,8 +673,8 @@ def write_to(
             )
     frame = stable_order(frame)
     if isinstance(frame, pl.LazyFrame):
-        if fmt == "parquet":
-            frame.sink_parquet(out)
+        if fmt == "parquet" and not any(t.is_nested() for t in frame.collect_schema().dtypes()):
+            frame.sink_parquet(out, row_group_size=PARQUET_ROW_GROUP)
             return
         frame = frame.collect(engine="streaming")
     frame = frame.rechunk()  # one chunk: IPC record batches must not follow the thread count
@@ -674,7 +682,9 @@ def write_to(
         out.write(frame.write_json().encode())
     elif fmt == "ipc":  # plain Arrow strings: string views keep buffer layouts of the input files
         frame.write_ipc(out, compat_level=pl.CompatLevel.oldest())
-    else:  # write_parquet, write_csv, write_ndjson
+    elif fmt == "parquet":
+        frame.write_parquet(out, row_group_size=PARQUET_ROW_GROUP)
+    else:  # write_csv, write_ndjson
         getattr(frame, f"write_{fmt}")(out)
 
 

@@ -176,3 +176,42 @@ def test_stable_order_sorts_every_column_left_to_right_with_nulls_last(lazy: boo
     assert result["delay"].to_list() == [1, None, 1, 1, 2]
     assert result["scores"].to_list() == [[1.0, 2.0], [0.5], [1.5], [2.0], [1.0]]
     assert stable_order(pl.DataFrame()).collect_schema() == pl.Schema()
+
+
+#: Writes a lazy table of several row groups, flat or with a list column, from three layouts of
+#: its rows, and prints the md5 of each file (run here and with polars on one thread).
+_MANY_ROWS_SCRIPT = """
+import hashlib, io, sys
+import polars as pl
+from recoverylab.io import write_to
+n = 300_000
+frame = pl.DataFrame({"k": [f"e{i:07d}" for i in range(n)], "v": list(range(n))})
+if sys.argv[1] == "nested":
+    frame = frame.with_columns(pl.col("v").map_elements(
+        lambda i: ["r%d" % (i % 7)] * (i % 3), return_dtype=pl.List(pl.String)).alias("l"))
+for seed in (0, 1, 2):
+    rows = frame.sample(fraction=1.0, shuffle=True, seed=seed)
+    rows = pl.concat([rows.slice(0, 1000 * (seed + 1)), rows.slice(1000 * (seed + 1))],
+                     rechunk=False)
+    out = io.BytesIO()
+    write_to(rows.lazy(), out, "parquet")
+    print(hashlib.md5(out.getvalue()).hexdigest())
+"""
+
+
+@pytest.mark.parametrize("kind", ["flat", "nested"])
+def test_a_streamed_parquet_of_many_row_groups_does_not_follow_the_thread_count(kind) -> None:
+    # without fixed row groups (and one chunk for nested columns) the bytes changed with
+    # POLARS_MAX_THREADS at a few hundred thousand rows, the contents being equal
+    digests = set()
+    for threads in ({}, {"POLARS_MAX_THREADS": "1"}):
+        env = {**os.environ, "PYTHONPATH": str(REPO), **threads}
+        done = subprocess.run(
+            [sys.executable, "-c", _MANY_ROWS_SCRIPT, kind],
+            env=env,
+            capture_output=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()[-2000:]
+        digests |= set(done.stdout.decode().split())
+    assert len(digests) == 1, digests
