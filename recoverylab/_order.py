@@ -14,13 +14,23 @@ enums by their declared order. Equal rows are identical, so their order cannot c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import polars as pl
 
 __all__ = ["stable_order"]
 
 
-def stable_order(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFrame:
+def stable_order(
+    frame: pl.DataFrame | pl.LazyFrame, *, unique_key: Sequence[str] = ()
+) -> pl.DataFrame | pl.LazyFrame:
     """Return ``frame`` sorted by every column, left to right, nulls last (lazy stays lazy).
+
+    ``unique_key``: leading columns that the caller guarantees no two rows share. The order by
+    every column is then their order, and only they are sorted by (a sort by every column
+    encodes each row's every value, lists included: twice the time and 0.8 GB more at three
+    million scored episodes). Columns that do not lead the table are not trusted: every column
+    is sorted by.
 
     Examples
     --------
@@ -31,8 +41,11 @@ def stable_order(frame: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame | pl.LazyFr
     schema = frame.collect_schema()
     if not schema:
         return frame
+    names = list(schema)
+    if unique_key and names[: len(unique_key)] == list(unique_key):
+        names = names[: len(unique_key)]
     keys = [
-        pl.col(name).cast(pl.String) if dtype == pl.Categorical else pl.col(name)
-        for name, dtype in schema.items()
+        pl.col(name).cast(pl.String) if schema[name] == pl.Categorical else pl.col(name)
+        for name in names
     ]
     return frame.sort(keys, nulls_last=True, maintain_order=True)

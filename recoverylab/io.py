@@ -648,7 +648,12 @@ PARQUET_ROW_GROUP = 100_000
 
 
 def write_to(
-    frame: pl.DataFrame | pl.LazyFrame, out: BinaryIO, fmt: str, *, target: object = "output"
+    frame: pl.DataFrame | pl.LazyFrame,
+    out: BinaryIO,
+    fmt: str,
+    *,
+    target: object = "output",
+    unique_key: Sequence[str] = (),
 ) -> None:
     """Write ``frame`` to an open binary handle in format ``fmt`` (LazyFrames stream to parquet).
 
@@ -658,6 +663,7 @@ def write_to(
     :data:`PARQUET_ROW_GROUP` rows. A lazy table streams to parquet unless it has nested (list,
     struct) columns: the pages of those follow the query's morsels, so such a table is collected
     into one chunk first (it costs the memory of the table; the sort held it anyway).
+    ``unique_key``: leading columns no two rows share (:func:`recoverylab._order.stable_order`).
 
     Raises
     ------
@@ -671,7 +677,7 @@ def write_to(
                 f"`{target}` is CSV, which cannot hold the nested column `{nested[0]}`; write "
                 ".parquet, .arrow, .ndjson or .json instead."
             )
-    frame = stable_order(frame)
+    frame = stable_order(frame, unique_key=unique_key)
     if isinstance(frame, pl.LazyFrame):
         if fmt == "parquet" and not any(t.is_nested() for t in frame.collect_schema().dtypes()):
             frame.sink_parquet(out, row_group_size=PARQUET_ROW_GROUP)

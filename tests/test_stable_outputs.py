@@ -11,12 +11,15 @@ same paths (a directory per table), so nothing but their layout changes.
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from recoverylab._order import stable_order
 from recoverylab.cli import main
@@ -215,3 +218,32 @@ def test_a_streamed_parquet_of_many_row_groups_does_not_follow_the_thread_count(
         assert done.returncode == 0, done.stderr.decode()[-2000:]
         digests |= set(done.stdout.decode().split())
     assert len(digests) == 1, digests
+
+
+@given(
+    ids=st.lists(st.integers(0, 10**6), min_size=0, max_size=60, unique=True),
+    seed=st.integers(0, 10_000),
+    lazy=st.booleans(),
+)
+@settings(max_examples=40, deadline=None)
+def test_a_unique_leading_key_alone_gives_the_order_of_every_column(ids, seed, lazy) -> None:
+    rng = random.Random(seed)
+    frame = pl.DataFrame(
+        {
+            "episode_id": [f"e{i}" for i in ids],
+            "n": [rng.choice([None, 1, 2]) for _ in ids],
+            "unsupported": [[rng.choice("xy")] * rng.randrange(3) for _ in ids],
+        },
+        schema={"episode_id": pl.String, "n": pl.Int64, "unsupported": pl.List(pl.String)},
+    )
+    source = frame.lazy() if lazy else frame
+
+    def ordered(**key: tuple[str, ...]) -> pl.DataFrame:
+        out = stable_order(source, **key)
+        return out.collect() if isinstance(out, pl.LazyFrame) else out
+
+    assert ordered(unique_key=("episode_id",)).equals(ordered())
+    # a key that does not lead the table is not trusted: every column orders the rows
+    by_n = frame.with_columns(pl.col("n").fill_null(0)).select("n", "episode_id", "unsupported")
+    trusted = stable_order(by_n, unique_key=("episode_id",))
+    assert trusted.equals(stable_order(by_n))

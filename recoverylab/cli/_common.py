@@ -362,10 +362,12 @@ def write_output(
     args: argparse.Namespace,
     *,
     rows: int | None = None,
+    unique_key: tuple[str, ...] = (),
 ) -> None:
     """Stage ``frame`` for ``out`` in the format its suffix names (parquet, csv, ...).
 
     A LazyFrame streams to disk; its row count is shown only when the caller gives ``rows``.
+    ``unique_key``: leading columns no two rows share (they alone order the rows).
     """
     import polars as pl
 
@@ -375,7 +377,7 @@ def write_output(
     guard_output(out, args)
     fmt = output_format(out)
     with atomic_file(out) as handle:
-        write_to(frame, handle, fmt, target=out)
+        write_to(frame, handle, fmt, target=out, unique_key=unique_key)
     if rows is None and isinstance(frame, pl.DataFrame):
         rows = frame.height
     announce_written(f"wrote {out}" + (f" ({count_text(rows)})" if rows is not None else ""))
