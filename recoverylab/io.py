@@ -655,7 +655,7 @@ def write_to(
     target: object = "output",
     unique_key: Sequence[str] = (),
 ) -> None:
-    """Write ``frame`` to an open binary handle in format ``fmt`` (LazyFrames stream to parquet).
+    """Write ``frame`` to an open binary handle in format ``fmt`` (flat LazyFrames stream).
 
     Rows are written in one deterministic order, sorted by every column left to right (see
     :mod:`recoverylab._order`), so the same result gives the same bytes whatever the thread
@@ -670,16 +670,15 @@ def write_to(
     ParameterError
         CSV asked for a table with nested (list or struct) columns, which CSV cannot hold.
     """
-    if fmt == "csv":
-        nested = [name for name, dtype in frame.collect_schema().items() if dtype.is_nested()]
-        if nested:
-            raise ParameterError(
-                f"`{target}` is CSV, which cannot hold the nested column `{nested[0]}`; write "
-                ".parquet, .arrow, .ndjson or .json instead."
-            )
+    nested = [name for name, dtype in frame.collect_schema().items() if dtype.is_nested()]
+    if fmt == "csv" and nested:
+        raise ParameterError(
+            f"`{target}` is CSV, which cannot hold the nested column `{nested[0]}`; write "
+            ".parquet, .arrow, .ndjson or .json instead."
+        )
     frame = stable_order(frame, unique_key=unique_key)
     if isinstance(frame, pl.LazyFrame):
-        if fmt == "parquet" and not any(t.is_nested() for t in frame.collect_schema().dtypes()):
+        if fmt == "parquet" and not nested:
             frame.sink_parquet(out, row_group_size=PARQUET_ROW_GROUP)
             return
         frame = frame.collect(engine="streaming")
