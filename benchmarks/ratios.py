@@ -124,10 +124,17 @@ def _peak(runs: list[dict]) -> float:
 def ratio_row(
     label: str, data: str, ours: list[dict], theirs: list[dict], target: float, peak: float | None
 ) -> dict:
-    """One table row: medians, ratios and the verdicts against the targets."""
+    """One table row: medians, ratios and the verdicts against the targets.
+
+    ``met``: the ratio of the medians and the peak are within the targets (the issue's test).
+    ``every_round``: so is each round's own ratio (ours and DuckDB's ran back to back): a
+    target met on the medians but not in every round is on the line.
+    """
     cpu, their_cpu = _median(ours, "cpu_seconds"), _median(theirs, "cpu_seconds")
     wall, their_wall = _median(ours, "seconds"), _median(theirs, "seconds")
-    met = cpu / their_cpu <= target and (peak is None or _peak(ours) <= peak)
+    small = peak is None or _peak(ours) <= peak
+    met = cpu / their_cpu <= target and small
+    rounds = [a["cpu_seconds"] / b["cpu_seconds"] for a, b in zip(ours, theirs, strict=True)]
     return {
         "label": label,
         "data": data,
@@ -140,6 +147,8 @@ def ratio_row(
         "their_peak": _peak(theirs),
         "target": f"≤ {target:g}" + (f", peak ≤ {peak:g} GB" if peak is not None else ""),
         "met": met,
+        "round_ratios": (min(rounds), max(rounds)),
+        "every_round": met and max(rounds) <= target,
         "others": max(x.get("others_during", 0.0) for x in (*ours, *theirs)),
     }
 
@@ -163,6 +172,8 @@ def startup_row(runs: int) -> dict:
         "their_peak": None,
         "target": "wall ≤ 1 × `import polars`",
         "met": ratio["help_over_import_polars_wall"] <= 1.0,
+        "round_ratios": None,
+        "every_round": ratio["help_over_import_polars_wall"] <= 1.0,
         "others": 0.0,
     }
 
@@ -171,27 +182,44 @@ def render(rows: list[dict], header: list[str]) -> str:
     """The markdown section: what was run, the table, and the verdict in one line."""
     lines = [HEADING, "", *header, ""]
     lines += [
-        "| workload | data | rounds | ours CPU (s) | DuckDB CPU (s) | CPU ratio | wall ratio "
-        "| our peak (GB) | DuckDB peak (GB) | target | met | others' CPUs (max) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
+        "| workload | data | rounds | ours CPU (s) | DuckDB CPU (s) | CPU ratio | CPU ratio by "
+        "round | wall ratio | our peak (GB) | DuckDB peak (GB) | target | met | others' CPUs "
+        "(max) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---:|",
     ]
     for row in rows:
         peaks = [f"{p:.2f}" if p is not None else "" for p in (row["peak"], row["their_peak"])]
+        spread = row.get("round_ratios")
+        by_round = f"{spread[0]:.2f}–{spread[1]:.2f}" if spread else ""
         lines.append(
             f"| {row['label']} | {row['data']} | {row['rounds']} | {row['cpu']:.2f} "
-            f"| {row['their_cpu']:.2f} | {row['cpu_ratio']:.2f} | {row['wall_ratio']:.2f} "
-            f"| {peaks[0]} | {peaks[1]} | {row['target']} | {'yes' if row['met'] else '**no**'} "
-            f"| {row['others']:.2f} |"
+            f"| {row['their_cpu']:.2f} | {row['cpu_ratio']:.2f} | {by_round} "
+            f"| {row['wall_ratio']:.2f} | {peaks[0]} | {peaks[1]} | {row['target']} "
+            f"| {_verdict(row)} | {row['others']:.2f} |"
         )
-    missed = [r["label"] + " (" + r["data"] + ")" for r in rows if not r["met"]]
+    missed = [_name(r) for r in rows if not r["met"]]
+    on_the_line = [_name(r) for r in rows if r["met"] and not r.get("every_round", True)]
     lines += [
         "",
-        'For `recoverylab --help` the DuckDB columns hold `python -c "import polars"`.',
+        'For `recoverylab --help` the DuckDB columns hold `python -c "import polars"`. "On the '
+        "line\": met by the ratio of the medians, not by every round's own ratio (ours and "
+        "DuckDB's back to back).",
         "",
         f"**{len(rows) - len(missed)} of {len(rows)} targets met.**"
-        + (" Missed: " + "; ".join(missed) + "." if missed else ""),
+        + (" Missed: " + "; ".join(missed) + "." if missed else "")
+        + (" On the line: " + "; ".join(on_the_line) + "." if on_the_line else ""),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _verdict(row: dict) -> str:
+    if not row["met"]:
+        return "**no**"
+    return "yes" if row.get("every_round", True) else "**on the line**"
+
+
+def _name(row: dict) -> str:
+    return f"{row['label']} ({row['data']})"
 
 
 def replace_section(text: str, section: str) -> str:

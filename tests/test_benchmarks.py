@@ -228,6 +228,16 @@ def test_ratios_verdict_needs_the_cpu_ratio_and_the_peak() -> None:
     assert [r["met"] for r in (fast_small, slow, big, unbounded)] == [True, False, False, True]
     section = ratios.render([fast_small, slow], ["header"])
     assert "**1 of 2 targets met.** Missed: x (d)." in section
+    # met on the medians, but one round's own ratio is over the target: on the line
+    ours = [*runs(0.9, 1.0), *runs(1.2, 1.0), *runs(0.95, 1.0)]
+    theirs = [*runs(1.0, 0.5), *runs(1.0, 0.5), *runs(1.0, 0.5)]
+    line = ratios.ratio_row("y", "e", ours, theirs, 1.0, 1.5)
+    assert (line["met"], line["every_round"], line["round_ratios"]) == (True, False, (0.9, 1.2))
+    assert fast_small["every_round"]
+    section = ratios.render([fast_small, line], ["header"])
+    assert "**2 of 2 targets met.** On the line: y (e)." in section
+    assert "| 0.90–1.20 |" in section
+    assert "| **on the line** |" in section
 
 
 def test_sequences_scale_prints_a_row_per_workload_and_size() -> None:
