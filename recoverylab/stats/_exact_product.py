@@ -14,6 +14,8 @@ import functools
 
 import numpy as np
 
+from recoverylab._lanes import plan_lanes
+
 #: A set's values: one (K, C) array, or several side by side (the cells of a set, uncopied).
 Block = np.ndarray | list[np.ndarray]
 #: Kinds of a design column: all zero, an exact (scaled) raw column, a float64 raw column.
@@ -173,8 +175,6 @@ class _ExactProduct:
 #: CPU of a float64 product column against a float32 one (measured 2.3 with OpenBLAS on
 #: AVX-512), counted high so that packed lanes are used only where they clearly pay.
 _DOUBLE_COST = 2.5
-#: Bits of a float64 significand: a lane's fields may need at most this many bits together.
-_LANE_BITS = 53
 
 
 class _Lanes:
@@ -206,7 +206,7 @@ class _Lanes:
 
     @classmethod
     def plan(cls, columns: list[tuple[np.ndarray, np.ndarray]], n_draws: int) -> _Lanes | None:
-        """Fill lanes first fit, widest fields first; None when float32 columns cost less.
+        """Fill lanes (:func:`~recoverylab._lanes.plan_lanes`); None when float32 columns cost less.
 
         ``columns``: per column, its rows among the ``n_draws`` and its values there.
         """
@@ -216,19 +216,8 @@ class _Lanes:
         alone = [bool(values.min(initial=0) < 0) for _, values in columns]
         # a field must hold n_draws x largest: bit_length bits (0 marks a lane of its own)
         bits = [0 if a else (n_draws * m).bit_length() for m, a in zip(largest, alone, strict=True)]
-        lane, shift = np.zeros(len(bits), dtype=np.int64), np.zeros(len(bits), dtype=np.int64)
-        used: list[int] = []
-        free: list[list[int]] = [[] for _ in range(_LANE_BITS + 1)]  # lanes by free bits
-        for j in sorted(range(len(bits)), key=lambda j: -bits[j]):
-            width = bits[j] or _LANE_BITS
-            room = next((r for r in range(width, _LANE_BITS + 1) if free[r]), None)
-            lane[j] = free[room].pop() if room is not None else len(used)
-            if room is None:
-                used.append(0)
-            shift[j] = used[lane[j]]
-            used[lane[j]] += width
-            free[_LANE_BITS - used[lane[j]]].append(int(lane[j]))
-        if len(used) * _DOUBLE_COST >= len(columns):
+        lane, shift, n_lanes = plan_lanes(bits)
+        if n_lanes * _DOUBLE_COST >= len(columns):
             return None
         return cls(columns, n_draws, lane, shift, np.array(bits, dtype=np.int64))
 

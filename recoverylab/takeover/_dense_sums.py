@@ -17,14 +17,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import polars as pl
 
+from recoverylab._lanes import LANE_BITS, plan_lanes
+
 #: A dense table may have this many slots per row (plus :data:`_SLACK`): the sums cost about
 #: the slots plus the rows, so it never costs much more than the rows alone.
 _SLOTS_PER_ROW = 4
 _SLACK = 1 << 16
 #: float64 adds integers exactly while every partial sum stays below this.
 _EXACT = 2.0**53
-#: Bits of a float64 significand: the fields of one packed column (:func:`_packed_sums`).
-_LANE_BITS = 53
 
 
 def dense_group_sums(
@@ -116,27 +116,25 @@ def _packed_sums(
     """
     zero = np.zeros(n_slots, dtype=np.int64)
     out: list[np.ndarray] = [zero] * len(values)
-    lanes: list[list[tuple[int, int, int]]] = []  # per lane: (column, shift, bits)
-    used: list[int] = []
+    packable: list[int] = []  # the columns with a non-zero value
+    widths: list[int] = []  # their fields' bits; 0: a lane of its own (negative values)
     for j, v in enumerate(values):
         low, high = (float(v.min()), float(v.max())) if v.size else (0.0, 0.0)
         if low < 0:
             if max(-low, high) * v.size >= _EXACT:
                 return None
-            lanes.append([(j, 0, 0)])
-            used.append(_LANE_BITS)
-            continue
-        if high == 0:
-            continue
-        bits = (most * int(high)).bit_length()
-        if bits > _LANE_BITS:
-            return None
-        lane = next((i for i, u in enumerate(used) if u + bits <= _LANE_BITS), len(used))
-        if lane == len(used):
-            lanes.append([])
-            used.append(0)
-        lanes[lane].append((j, used[lane], bits))
-        used[lane] += bits
+            packable.append(j)
+            widths.append(0)
+        elif high > 0:
+            bits = (most * int(high)).bit_length()
+            if bits > LANE_BITS:
+                return None
+            packable.append(j)
+            widths.append(bits)
+    lane_of, shift_of, n_lanes = plan_lanes(widths)
+    lanes: list[list[tuple[int, int, int]]] = [[] for _ in range(n_lanes)]
+    for at, j in enumerate(packable):  # per lane: (column, shift, bits)
+        lanes[lane_of[at]].append((j, int(shift_of[at]), widths[at]))
     packed = np.empty(slot.size, dtype=np.float64)
     term = np.empty(slot.size, dtype=np.float64) if any(len(f) > 1 for f in lanes) else packed
     for fields in lanes:
