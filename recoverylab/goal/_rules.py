@@ -97,8 +97,9 @@ def _scored(
 ) -> pl.LazyFrame:
     """Score the episodes from the keyed tables and their per-key parts (see _score_query).
 
-    ``step_counts``: :func:`_step_counts`; ``cited``: :func:`_cited_sources`; ``reachable``:
-    :func:`_reachable_counts` by ``_case``. They may be collected frames made lazy again.
+    ``step_counts``: :func:`_step_counts`; ``cited``: :func:`_cited_sources` (or the same
+    columns from :mod:`recoverylab.goal._one_pass`); ``reachable``: :func:`_reachable_counts` by
+    ``_case``. They may be collected frames made lazy again.
     ``cases_listed``: every episode's case is known to be listed (see :func:`_episode_counts`).
     """
     counts = _episode_counts(
