@@ -190,6 +190,11 @@ def impostors(frames: Tables) -> Iterator[tuple[str, Tables]]:
     )
     kept = steps.filter(pl.col("episode_id") != episode)
     yield "the steps of one episode", {**frames, "steps": pl.concat([kept, impostor])}
+    citations = frames["citations"]
+    episode = citations["episode_id"][0]
+    renamed = pl.when(pl.col("episode_id") == episode).then(pl.lit(f"x-{episode}"))
+    moved = citations.with_columns(renamed.otherwise(pl.col("episode_id")).alias("episode_id"))
+    yield "the citations of one episode", {**frames, "citations": moved}
     case = episodes["case_id"][0]
     moved = set_value(episodes, "case_id", 0, f"x-{case}")
     yield "one episode's case", {**frames, "episodes": moved}
