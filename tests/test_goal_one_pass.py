@@ -250,15 +250,27 @@ def look_alike_sources(frames: Tables) -> Iterator[tuple[str, Tables]]:
         yield f"a look-alike of listed {source} cited", changed
 
 
+def assert_exact(frames: Tables, name: str, *, refused: bool) -> None:
+    """Assert that ``score`` gives the exact checks' outcome, in one pass unless ``refused``."""
+    one_pass = _one_pass.checked_scoring({t: f.lazy() for t, f in frames.items()})
+    assert (one_pass is None) == refused, name
+    expected = outcome(exact, frames)
+    found = outcome(default, frames)
+    assert found[0] == expected[0], name
+    assert found[1] == expected[1] if found[0] == "error" else found[1].equals(expected[1]), name
+    if one_pass is not None:
+        assert one_pass.collect().sort("episode_id").equals(expected[1]), name
+
+
 @pytest.mark.parametrize("seed", [6, 7])
-def test_a_look_alike_source_under_the_same_hash_is_told_apart(monkeypatch, seed: int) -> None:
-    monkeypatch.setattr(_one_pass, "_source_hash", prefix_colliding)
+@pytest.mark.parametrize("shared", ["_source_hash", "_source_check"])
+def test_a_look_alike_source_under_one_of_its_hashes_is_told_apart(monkeypatch, seed, shared):
+    # the look-alike shares one of the source's two hashes: a visit of it is no visit of the
+    # cited source (the other half of the visit key differs), and a citation of it is refused
+    # when it meets the listed source's resource (its second hash differs) or has none
+    monkeypatch.setattr(_one_pass, shared, prefix_colliding)
     for name, changed in look_alike_sources(synth.generate("goal", 6, seed=seed)):
-        assert _one_pass.checked_scoring({t: f.lazy() for t, f in changed.items()}) is None, name
-        expected = outcome(exact, changed)
-        found = outcome(default, changed)
-        assert found[0] == expected[0], name
-        assert found[1] == expected[1] if found[0] == "error" else found[1].equals(expected[1])
+        assert_exact(changed, name, refused=name.endswith("cited"))
 
 
 def test_pairs_of_colliding_keys_are_scored_exactly(monkeypatch) -> None:
@@ -302,19 +314,37 @@ def shared_source(frames: Tables, *, swap: bool, elsewhere: str) -> Tables:
     }
 
 
+def solo_colliding(key: pl.Expr, source_hash: pl.Expr) -> pl.Expr:
+    """A stand-in for ``_pair_key`` under which every pair of source "solo" has one key."""
+    solo = pl.lit("solo").hash()
+    return pl.when(source_hash == solo).then(source_hash).otherwise(key.hash() ^ source_hash)
+
+
 @pytest.mark.parametrize("elsewhere", ["visited", "listed"])
 @pytest.mark.parametrize("swap", [False, True])
-def test_a_pair_key_shared_across_episodes_or_cases_is_refused(monkeypatch, swap, elsewhere):
+def test_a_pair_key_shared_across_episodes_or_cases_is_told_apart(monkeypatch, swap, elsewhere):
     frames = shared_source(synth.generate("goal", 6, seed=9), swap=swap, elsewhere=elsewhere)
-    lazy = {t: f.lazy() for t, f in frames.items()}
-    assert _one_pass.checked_scoring(lazy) is not None  # clean under the real keys
-    # "solo" alone keys its pairs by its own hash: the citation shares its key with the other
-    # episode's visit or the other case's listing, and only the pair's own checks see it
-    solo = pl.lit("solo").hash()
+    assert_exact(frames, "real keys", refused=False)
+    # "solo" alone keys its pairs by its own hash: the citation shares its pair key with the
+    # other episode's visit (the visit key's other half tells them apart) or with the other
+    # case's listing (the resource's case differs: refused)
+    monkeypatch.setattr(_one_pass, "_pair_key", solo_colliding)
+    assert_exact(frames, elsewhere, refused=elsewhere == "listed")
 
-    def pair_key(key: pl.Expr, source_hash: pl.Expr) -> pl.Expr:
-        return pl.when(source_hash == solo).then(source_hash).otherwise(key.hash() ^ source_hash)
 
-    monkeypatch.setattr(_one_pass, "_pair_key", pair_key)
-    assert _one_pass.checked_scoring(lazy) is None
-    assert default(frames).equals(exact(frames))
+def test_a_visit_key_half_shared_across_episodes_is_told_apart(monkeypatch) -> None:
+    frames = shared_source(synth.generate("goal", 6, seed=9), swap=False, elsewhere="visited")
+    monkeypatch.setattr(_one_pass, "_pair_check", lambda key, source_check: source_check)
+    assert_exact(frames, "the second half shared", refused=False)
+
+
+def test_a_source_listed_by_another_case_only_under_a_shared_key_is_refused(monkeypatch):
+    frames = shared_source(synth.generate("goal", 6, seed=9), swap=False, elsewhere="listed")
+    own_listing = (pl.col("resource_id") == "solo") & (pl.col("relation") == "copy")
+    frames = {**frames, "resources": frames["resources"].filter(~own_listing)}
+    expected = outcome(exact, frames)
+    assert expected[0] == "error", expected
+    assert "list" in expected[1][1], expected
+    # the citation's resource key is the other case's listing's: only their cases differ
+    monkeypatch.setattr(_one_pass, "_pair_key", solo_colliding)
+    assert_exact(frames, "listed by the other case only", refused=True)
