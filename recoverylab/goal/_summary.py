@@ -165,9 +165,12 @@ def _summary_partials(
         count = expr.is_not_null().sum().cast(pl.Int64)
         return [expr.sum().alias(f"__{name}"), count.alias(f"__{name}_n")]
 
-    aggregations = [
+    resampled = [  # what the bootstrap needs per cluster
         pl.len().cast(pl.Int64).alias("n"),
         success.sum().cast(pl.Int64).alias("successes"),
+    ]
+    aggregations = [
+        *resampled,
         *total(pl.col("gp").cast(pl.Int64), "gp"),
         *total(pl.col("compliant").cast(pl.Int64), "compliant"),
         *total(steps, "steps"),
@@ -178,7 +181,7 @@ def _summary_partials(
         *((pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS),
         *(e for name in JUDGED if name in schema for e in total(pl.col(name).cast(pl.Int64), name)),
     ]
-    clusters = source.group_by([*keyed, cluster]).agg(aggregations[:2])
+    clusters = source.group_by([*keyed, cluster]).agg(resampled)
     return {"partials": source.group_by(keyed).agg(aggregations), "clusters": clusters}
 
 
