@@ -13,7 +13,6 @@ import fnmatch
 import glob
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -285,58 +284,6 @@ def command_outputs(args: argparse.Namespace) -> Iterator[OutputSet]:
     if not getattr(args, "quiet", False):
         for message in messages:
             print(message, file=sys.stderr)
-
-
-@contextmanager
-def native_stderr_filtered() -> Iterator[None]:
-    """Keep native engine panics (a Rust message and backtrace on file descriptor 2) off stderr.
-
-    polars can panic on a damaged input instead of raising; Python then gets an exception that
-    the command turns into one line, but the panic hook has already printed a backtrace. Native
-    output is captured while the command runs and replayed at the end without panic blocks.
-    Python's own stderr (progress, warnings) still goes straight to the terminal.
-    """
-    try:
-        sys.stderr.flush()
-        saved = os.dup(2)
-    except (OSError, ValueError):
-        yield
-        return
-    replaced = None
-    try:
-        if sys.stderr.fileno() == 2:
-            replaced = sys.stderr
-            sys.stderr = open(os.dup(saved), "w", buffering=1)  # noqa: SIM115 - closed below
-    except (OSError, ValueError, AttributeError):
-        replaced = None
-    with tempfile.TemporaryFile() as capture:
-        os.dup2(capture.fileno(), 2)
-        try:
-            yield
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-            if replaced is not None:
-                sys.stderr.close()
-                sys.stderr = replaced
-            capture.seek(0)
-            kept = _without_panics(capture.read().decode("utf-8", "replace"))
-            if kept:
-                sys.stderr.write(kept)
-                sys.stderr.flush()
-
-
-def _without_panics(text: str) -> str:
-    kept: list[str] = []
-    in_panic = False
-    for line in text.splitlines(keepends=True):
-        if " panicked at " in line:
-            in_panic = True
-        if not in_panic:
-            kept.append(line)
-        elif line.startswith("note:"):
-            in_panic = False
-    return "".join(kept)
 
 
 def current_outputs() -> OutputSet:

@@ -16,12 +16,8 @@ from recoverylab._errors import RecoveryLabError
 from recoverylab._formats import FORMATS
 from recoverylab._resolve import ignored
 from recoverylab._signals import raise_if_stopped
-from recoverylab.cli._common import (
-    Inputs,
-    command_outputs,
-    configure_printing,
-    native_stderr_filtered,
-)
+from recoverylab.cli._common import Inputs, command_outputs, configure_printing
+from recoverylab.cli._native_stderr import native_stderr_filtered
 from recoverylab.io import translate_read_errors
 
 __all__ = ["EXIT_BAD_INPUT", "run"]
