@@ -263,7 +263,7 @@ def assert_exact(frames: Tables, name: str, *, refused: bool) -> None:
 
 
 @pytest.mark.parametrize("seed", [6, 7])
-@pytest.mark.parametrize("shared", ["_source_hash", "_source_check"])
+@pytest.mark.parametrize("shared", ["_text_hash", "_text_check"])
 def test_a_look_alike_source_under_one_of_its_hashes_is_told_apart(monkeypatch, seed, shared):
     # the look-alike shares one of the source's two hashes: a visit of it is no visit of the
     # cited source (the other half of the visit key differs), and a citation of it is refused
@@ -348,3 +348,69 @@ def test_a_source_listed_by_another_case_only_under_a_shared_key_is_refused(monk
     # the citation's resource key is the other case's listing's: only their cases differ
     monkeypatch.setattr(_one_pass, "_pair_key", solo_colliding)
     assert_exact(frames, "listed by the other case only", refused=True)
+
+
+def report_texts(frames: Tables) -> Iterator[tuple[str, bool | None, Tables]]:
+    """A dead end's episodes, abstaining and citing nothing, with each diagnosis and barrier.
+
+    Yields (name, whether the diagnosis names the barrier, or None: refused, the tables). The
+    scoring compares the two texts by their hashes in one pass: a null diagnosis, equal texts
+    and look-alikes ("x-<barrier>" shares a hash of "<barrier>" under the stand-in of the test)
+    must each diagnose as the strings do. A dead end without a barrier breaks a rule.
+    """
+    cases, episodes = frames["cases"], frames["episodes"]
+    case = cases.filter(pl.col("regime") == "unrecoverable")["case_id"][0]
+    of_case = pl.col("case_id") == case
+    barrier = "blocked by a login wall"
+    pairings = {
+        "a null diagnosis, a null barrier": (None, None, None),
+        "a diagnosis, a null barrier": (barrier, None, None),
+        "a null diagnosis": (None, barrier, False),
+        "equal texts": (barrier, barrier, True),
+        "a look-alike": (f"x-{barrier}", barrier, False),
+        "the other case": (barrier.upper(), barrier, False),
+        "a trailing space": (f"{barrier} ", barrier, False),
+    }
+    silent = episodes.filter(of_case).select("episode_id")
+    citations = frames["citations"].join(silent, on="episode_id", how="anti")
+    for name, (diagnosis, truth, diagnosed) in pairings.items():
+        abstained = episodes.with_columns(
+            pl.when(of_case).then(None).otherwise(pl.col("answer")).alias("answer"),
+            pl.when(of_case).then(pl.lit(diagnosis, pl.String)).otherwise(pl.col("diagnosis"))
+            .alias("diagnosis"),
+        )  # fmt: skip
+        barriers = cases.with_columns(
+            pl.when(of_case).then(pl.lit(truth, pl.String)).otherwise(pl.col("barrier"))
+            .alias("barrier")
+        )  # fmt: skip
+        changed = {**frames, "episodes": abstained, "cases": barriers, "citations": citations}
+        yield name, diagnosed, changed
+
+
+@pytest.mark.parametrize("shared", [None, "_text_hash", "_text_check"])
+def test_a_diagnosis_meets_its_barrier_as_the_strings_do(monkeypatch, shared) -> None:
+    if shared is not None:  # the look-alike shares this half of the barrier's hash
+        monkeypatch.setattr(_one_pass, shared, prefix_colliding)
+    frames = synth.generate("goal", 6, seed=8)
+    for name, diagnosed, changed in report_texts(frames):
+        assert_exact(changed, name, refused=diagnosed is None)
+        if diagnosed is not None:  # the exact outcome is the intended one
+            case = changed["cases"].filter(pl.col("regime") == "unrecoverable")["case_id"][0]
+            reasons = set(default(changed).filter(pl.col("case_id") == case)["reason"])
+            assert ("wrong_diagnosis" not in reasons) == diagnosed, name
+            assert diagnosed or reasons == {"wrong_diagnosis"}, name
+
+
+def test_compared_texts_keep_their_nulls_and_their_equalities() -> None:
+    # a null barrier never reaches the comparison on clean tables (a rule refuses it), so the
+    # hashed texts are checked here: equal, different, null against null, null against a text
+    diagnoses = ["login wall", "login wall ", None, None, "login wall"]
+    barriers = ["login wall", "login wall", None, "login wall", None]
+    tables = {
+        "episodes": pl.LazyFrame({"diagnosis": diagnoses}),
+        "cases": pl.LazyFrame({"barrier": barriers}),
+    }
+    hashed = [f.collect() for f in _one_pass._report_texts_hashed(tables).values()]
+    same = pl.col("diagnosis") == pl.col("barrier")
+    compared = pl.concat(hashed, how="horizontal").select(same).to_series()
+    assert compared.to_list() == [True, False, None, None, None]  # as the strings compare

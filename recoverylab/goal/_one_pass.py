@@ -21,7 +21,8 @@ when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the ow
 both of its hashes are some owner's, a chance of about 2**-106 at three million owners). A
 citation's visits are met the same way, by two independent 64-bit hashes of its (episode,
 source) pair, and its resource by one, with the source's second hash compared
-(:func:`_cited_pairs`).
+(:func:`_cited_pairs`). The scoring compares an episode's diagnosis with its case's barrier
+by the same two hashes (:func:`_report_texts_hashed`).
 """
 
 from __future__ import annotations
@@ -101,7 +102,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     if not _clean(parts):
         return None
     return _scored(
-        keyed,
+        _report_texts_hashed(keyed),
         parts["steps"].select("_episode", "steps", "n_prohibited").lazy(),
         parts["cited"].drop("_known", "_visit").lazy(),
         parts["per_case"].select("_case", "_n_copies", "_n_versions").lazy(),
@@ -228,7 +229,7 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     ``relation``).
     """
     source = pl.col("resource_id")
-    source_hash, check = _source_hash(source).alias("_r"), _source_check(source).alias("_rc")
+    source_hash, check = _text_hash(source).alias("_r"), _text_check(source).alias("_rc")
     visit = _visit_key(pl.col("_episode"), pl.col("_r"), pl.col("_rc"))
     citations = (
         tables["citations"]
@@ -246,7 +247,7 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     )
     owners = tables["episodes"].select("_episode", "_case", _owner="_episode_check")
     resources = tables["resources"].select(
-        _pair_key(pl.col("_case"), _source_hash(source)).alias("_k"),
+        _pair_key(pl.col("_case"), _text_hash(source)).alias("_k"),
         pl.col("_case").alias("_res_case"),
         check.alias("_res_rc"),
         "resource_id",
@@ -275,14 +276,14 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     )
 
 
-def _source_hash(sources: pl.Expr) -> pl.Expr:
-    """Return the 64-bit hash of a source (``resource_id``) that keys its pairs."""
-    return sources.hash()
+def _text_hash(texts: pl.Expr) -> pl.Expr:
+    """Return the 64-bit hash of a text (a source, keying its pairs; a diagnosis or barrier)."""
+    return texts.hash()
 
 
-def _source_check(sources: pl.Expr) -> pl.Expr:
-    """Return the second, independently seeded 64-bit hash of a source."""
-    return sources.hash(_CHECK_SEED)
+def _text_check(texts: pl.Expr) -> pl.Expr:
+    """Return the second, independently seeded 64-bit hash of a text."""
+    return texts.hash(_CHECK_SEED)
 
 
 def _pair_key(key: pl.Expr, source_hash: pl.Expr) -> pl.Expr:
@@ -296,14 +297,40 @@ def _pair_check(key: pl.Expr, source_check: pl.Expr) -> pl.Expr:
 
 
 def _visit_key(key: pl.Expr, source_hash: pl.Expr, source_check: pl.Expr) -> pl.Expr:
-    """Return ``_visit``: :func:`_pair_key` and :func:`_pair_check` side by side in an Int128.
+    """Return ``_visit``: :func:`_pair_key` and :func:`_pair_check` side by side (:func:`_wide`)."""
+    return _wide(_pair_key(key, source_hash), _pair_check(key, source_check)).alias("_visit")
 
-    The high half is the pair key's bits read as a signed integer, so no product overflows.
+
+def _wide(high: pl.Expr, low: pl.Expr) -> pl.Expr:
+    """Return two 64-bit hashes side by side in an Int128.
+
+    The high half is read as a signed integer, so no product overflows.
     """
     wide = pl.Int128
-    high = _pair_key(key, source_hash).reinterpret(signed=True).cast(wide)
-    low = _pair_check(key, source_check).cast(wide)
-    return (high * pl.lit(1 << 64, dtype=wide) + low).alias("_visit")
+    return high.reinterpret(signed=True).cast(wide) * pl.lit(1 << 64, dtype=wide) + low.cast(wide)
+
+
+#: Per table: the report texts the scoring only compares with each other (diagnosis = barrier).
+_COMPARED_TEXTS = {"episodes": "diagnosis", "cases": "barrier"}
+
+
+def _report_texts_hashed(keyed: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
+    """Replace the texts of :data:`_COMPARED_TEXTS` by their 128-bit hashes (null stays null).
+
+    The scoring only tests ``diagnosis == barrier``, after the case join. Carried through the
+    joins as one Int128 (:func:`_wide` of two independent 64-bit hashes) rather than as
+    strings, the scoring costs about 0.25-0.3 s CPU less at three million episodes. Two
+    distinct texts compare equal only when both hashes agree: a chance of about 2**-106 over
+    three million episodes.
+    """
+    hashed = dict(keyed)
+    for table, name in _COMPARED_TEXTS.items():
+        text = pl.col(name)
+        wide = _wide(_text_hash(text), _text_check(text))
+        hashed[table] = keyed[table].with_columns(
+            pl.when(text.is_not_null()).then(wide).alias(name)
+        )
+    return hashed
 
 
 def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
