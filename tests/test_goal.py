@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from recoverylab import InputError, ParameterError, SchemaError, goal, synth
+from recoverylab.engines import ShardedEngine
 from recoverylab.goal import _rules as goal_rules
 from recoverylab.goal import _score as goal_score
 from recoverylab.schema import validate
@@ -1009,6 +1010,45 @@ def test_summarize_by_regime_hand_counts(frame_kind: Callable) -> None:
     assert sum(rec[f"fail_{r}"] for r in goal.REASONS) == rec["n"] - rec["successes"]
     for row in (free, rec):
         assert row["ci_low"] <= row["ts"] <= row["ci_high"]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from(["m1", "m2", None]),
+            st.sampled_from(["g1", "g2", "g3"]),
+            st.sampled_from([*goal.REASONS, "not_a_reason", None]),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    k=st.integers(1, 4),
+)
+def test_summarize_failure_counts_match_a_count_per_reason(
+    rows: list[tuple[str | None, str, str | None]], k: int
+) -> None:
+    # reasons outside REASONS (a scored frame the caller changed) and nulls count nowhere;
+    # null groups are groups; shards (whole clusters each) give the same counts
+    scored = pl.DataFrame(
+        {
+            "model": [m for m, _, _ in rows],
+            "goal_id": [g for _, g, _ in rows],
+            "reason": [r for _, _, r in rows],
+            "success": [r is None for _, _, r in rows],
+            "gp": [True] * len(rows),
+            "compliant": [True] * len(rows),
+            "steps": [1] * len(rows),
+        },
+        schema_overrides={"model": pl.String, "reason": pl.String},
+    )
+    for engine in ("polars", ShardedEngine(k=k)):
+        out = goal.summarize(scored, by=("model",), n_resamples=50, engine=engine)
+        for row in out.iter_rows(named=True):
+            for reason in goal.REASONS:
+                expected = sum(1 for m, _, r in rows if m == row["model"] and r == reason)
+                assert row[f"fail_{reason}"] == expected
+        assert out["n"].sum() == len(rows)
 
 
 def test_summarize_columns_without_judged() -> None:

@@ -105,7 +105,7 @@ def summarize(
         plan.Stage(
             "goal summary partials", functools.partial(_summary_partials, by=by, cluster=cluster)
         ),
-        functools.partial(_summary_finish, by=by, cluster=cluster),
+        functools.partial(_summary_finish, by=by),
         deprecated,
         n_resamples=n_resamples,
         confidence=confidence,
@@ -145,14 +145,16 @@ def _summary_partials(
 ) -> dict[str, pl.LazyFrame]:
     """Check :func:`summarize`'s columns; return its additive partials.
 
-    ``partials``: per group, every count and sum of the table; ``clusters``: per (group,
-    cluster), only what the bootstrap resamples (``successes``, ``n``). One group-by of all the
-    sums per (group, cluster) cost twice as much: groups are few and clusters many, and a
-    group-by's cost grows with its aggregations times its groups (goal at 10M steps, 750,000
-    clusters: 1.5 to 0.85 s CPU). The engine collects both together, so a lazy ``scored`` is
-    computed once. Every mean is carried as an integer-valued sum and a count, so partials of
-    disjoint sets of episodes add up to exactly the numbers one pass over all episodes gives
-    (ARCHITECTURE §1.3).
+    ``partials``: per group, every count and sum of the table; ``reasons``: per (group,
+    reason), the episodes; ``clusters``: per (group, cluster), only what the bootstrap
+    resamples (``successes``, ``n``). One group-by of all the sums per (group, cluster) cost
+    twice as much: groups are few and clusters many, and a group-by's cost grows with its
+    aggregations times its groups (goal at 10M steps, 750,000 clusters: 1.5 to 0.85 s CPU).
+    Likewise the failure counts: one comparison of ``reason`` per reason and episode cost
+    about twice the group-by by reason. The engine collects the three together, so a lazy
+    ``scored`` is computed once. Every mean is carried as an integer-valued sum and a count, so
+    partials of disjoint sets of episodes add up to exactly the numbers one pass over all
+    episodes gives (ARCHITECTURE §1.3).
     """
     schema = frames["scored"].collect_schema()
     by = _check_by(by, schema)
@@ -178,26 +180,31 @@ def _summary_partials(
         # same numbers, about a third less work for the group-by.
         *total(pl.when(success).then(steps), "steps_success"),
         *total(pl.when(~success).then(steps), "steps_failure"),
-        *((pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS),
         *(e for name in JUDGED if name in schema for e in total(pl.col(name).cast(pl.Int64), name)),
     ]
-    clusters = source.group_by([*keyed, cluster]).agg(resampled)
-    return {"partials": source.group_by(keyed).agg(aggregations), "clusters": clusters}
+    return {
+        "partials": source.group_by(keyed).agg(aggregations),
+        "reasons": source.group_by([*keyed, "reason"]).agg(pl.len().cast(pl.Int64).alias("n")),
+        "clusters": source.group_by([*keyed, cluster]).agg(resampled),
+    }
 
 
 def _summary_finish(
-    parts: dict[str, pl.DataFrame], *, by: Sequence[str], cluster: str | None, **statistics: Any
+    parts: dict[str, pl.DataFrame], *, by: Sequence[str], **statistics: Any
 ) -> pl.DataFrame:
     """Sum the partials of :func:`_summary_partials` into groups and add the TS interval."""
     partials = parts["partials"]
     by = list(column_names("by", by))
-    cluster = cluster or _default_cluster(parts["clusters"].schema)
     judged = [name for name in JUDGED if f"__{name}" in partials.columns]
     keyed = by or ["_all"]
     # Integer-valued sums: a group's totals are its partial rows' sums however the episodes were
-    # sharded; the bootstrap needs one row per cluster (a cluster's shards, if any, add up).
-    table = partials.group_by(keyed).agg(pl.all().sum())
-    per_cluster = parts["clusters"].group_by([*keyed, cluster]).agg(pl.col("successes", "n").sum())
+    # sharded. The bootstrap needs one row per cluster, which the partials already are: the
+    # plan's input is keyed by the cluster, so every engine keeps a cluster's rows in one shard.
+    table = (
+        partials.group_by(keyed)
+        .agg(pl.all().sum())
+        .join(_failure_counts(parts["reasons"], keyed), on=keyed, how="left", nulls_equal=True)
+    )
 
     def mean(name: str) -> pl.Expr:
         return pl.when(pl.col(f"__{name}_n") > 0).then(pl.col(f"__{name}") / pl.col(f"__{name}_n"))
@@ -219,7 +226,7 @@ def _summary_finish(
         **rates,
     )
     intervals = stats.cluster_bootstrap(
-        per_cluster, cells=keyed, values=["successes", "n"], **statistics
+        parts["clusters"], cells=keyed, values=["successes", "n"], **statistics
     )
     out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
         (pl.col("successes") / pl.col("n")).alias("ts")
@@ -228,6 +235,18 @@ def _summary_finish(
     columns += [f"fail_{r}" for r in REASONS]
     columns += [c for name in judged for c in (f"{name}_rate", f"n_{name}_judged")]
     return out.select(columns).sort(by, nulls_last=False) if by else out.select(columns)
+
+
+def _failure_counts(reasons: pl.DataFrame, keyed: list[str]) -> pl.DataFrame:
+    """Per group: ``fail_<reason>`` for every reason of :data:`REASONS` (0 when none).
+
+    ``reasons``: the partials' episodes per (group, reason), of any number of shards; reasons
+    that are not in :data:`REASONS` (a scored frame the caller changed) and nulls count nowhere.
+    """
+    n = pl.col("n")
+    return reasons.group_by(keyed).agg(
+        n.filter(pl.col("reason") == r).sum().cast(pl.Int64).alias(f"fail_{r}") for r in REASONS
+    )
 
 
 @reads_inputs
