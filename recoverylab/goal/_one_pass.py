@@ -98,7 +98,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     )
     # the episodes' keys are collected: the citations join them rather than read them again
     owners = {**checked, "episodes": parts["episodes"].lazy()}
-    parts["cited"] = _cited_pairs(owners).collect(engine="streaming")
+    parts["cited"] = _visited(_cited_pairs(owners).collect(engine="streaming"), checked["steps"])
     if not _clean(parts):
         return None
     return _scored(
@@ -211,15 +211,10 @@ def _step_parts(steps: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
 def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     """:func:`~recoverylab.goal._rules._cited_sources` with each citation's visit keyed by hash.
 
-    One row per citation with ``resource_id``, ``relation``, ``_cites`` (1), ``_supported``,
-    ``_known`` and ``_visit``, the 128-bit key of its (episode, source) pair
-    (:func:`_visit_key`); a clean table has one citation per pair (:func:`_clean` counts the
-    distinct ``_visit``). A citation was visited unless an anti-join finds no step with its
-    ``_visit``: one hash table of the visits, where grouping the citations and their visits
-    together by pair needed a semi-join, a group-by of both and checks that each pair's rows
-    agree (measured at 10M steps: about 0.5 s CPU less). A step counts as a visit of another
-    pair only when both independent 64-bit halves of the key match (a chance of about
-    2**-84 over 2.7 million citations and 5.8 million visits).
+    One row per citation with ``resource_id``, ``relation``, ``_cites`` (1), ``_supported``
+    (so far: compliantly reachable; :func:`_visited` adds "and visited"), ``_known`` and
+    ``_visit``, the 128-bit key of its (episode, source) pair (:func:`_visit_key`); a clean
+    table has one citation per pair (:func:`_clean` counts the distinct ``_visit``).
 
     The resource is met by the 64-bit hash ``_k`` of the case key and the source's hash, so it
     decides nothing alone: ``_known`` holds only where the citation's episode has an owner with
@@ -230,20 +225,10 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
     """
     source = pl.col("resource_id")
     source_hash, check = _text_hash(source).alias("_r"), _text_check(source).alias("_rc")
-    visit = _visit_key(pl.col("_episode"), pl.col("_r"), pl.col("_rc"))
     citations = (
         tables["citations"]
         .select("_episode", "_episode_check", source_hash, check)
-        .with_columns(visit)
-    )
-    visits = (
-        tables["steps"]
-        .filter(source.is_not_null())  # never cited
-        .select("_episode", source_hash, check)
-        .select(visit)
-    )
-    unvisited = citations.join(visits, on="_visit", how="anti").select(
-        "_visit", pl.lit(False).alias("_visited")
+        .with_columns(_visit_key(pl.col("_episode"), pl.col("_r"), pl.col("_rc")))
     )
     owners = tables["episodes"].select("_episode", "_case", _owner="_episode_check")
     resources = tables["resources"].select(
@@ -258,10 +243,8 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         pl.col("_res_case").is_null()  # no resource: refused by its null relation
         | ((pl.col("_res_case") == pl.col("_case")) & (pl.col("_res_rc") == pl.col("_rc")))
     )
-    visited = pl.col("_visited").fill_null(True)
     return (
-        citations.join(unvisited, on="_visit", how="left")
-        .join(owners, on="_episode", how="left")
+        citations.join(owners, on="_episode", how="left")
         .with_columns(_pair_key(pl.col("_case"), pl.col("_r")).alias("_k"))
         .join(resources, on="_k", how="left")
         .select(
@@ -269,11 +252,38 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
             "resource_id",
             "relation",
             pl.lit(1).alias("_cites"),
-            (visited & pl.col("reachable").fill_null(False)).alias("_supported"),
+            pl.col("reachable").fill_null(False).alias("_supported"),
             known.fill_null(False).alias("_known"),
             "_visit",
         )
     )
+
+
+def _visited(cited: pl.DataFrame, steps: pl.LazyFrame) -> pl.DataFrame:
+    """Narrow ``_supported`` of the :func:`_cited_pairs` rows to the visited citations.
+
+    A citation was visited unless an anti-join finds no step with its ``_visit``: one hash
+    table of the visits, probed by the collected citations' keys, and the few unvisited keys
+    are then looked up by the citations. Joining the unvisited keys back onto the citations
+    in the query that made them cost a second pass over the citations (measured at 10M steps:
+    about 0.15 s CPU more); grouping the citations and their visits together by pair needed a
+    semi-join, a group-by of both and checks that each pair's rows agree (0.5 s more). A step
+    counts as a visit of another pair only when both independent 64-bit halves of the key
+    match (a chance of about 2**-84 over 2.7 million citations and 5.8 million visits).
+    """
+    source = pl.col("resource_id")
+    visits = steps.filter(source.is_not_null()).select(  # never cited
+        _visit_key(pl.col("_episode"), _text_hash(source), _text_check(source))
+    )
+    unvisited = (
+        cited.lazy()
+        .select("_visit")
+        .join(visits, on="_visit", how="anti")
+        .collect(engine="streaming")
+    )
+    # a null key (a null episode id, refused anyway: it has no owner) counts as visited
+    visited = (~pl.col("_visit").is_in(unvisited["_visit"].implode())).fill_null(True)
+    return cited.with_columns(pl.col("_supported") & visited)
 
 
 def _text_hash(texts: pl.Expr) -> pl.Expr:
