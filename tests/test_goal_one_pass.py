@@ -224,6 +224,56 @@ def test_an_impostor_alone_under_its_owners_key_is_refused(monkeypatch, seed: in
         assert outcome(default, changed) == expected, name
 
 
+def impostors_beside_owners(frames: Tables, n: int) -> Iterator[tuple[str, Tables]]:
+    """``n`` rows of "x-<id>" beside the genuine rows of "<id>", under the same key hash.
+
+    Every other check passes: a new step number, an unreachable decoy resource of a new id.
+    Only the check hashes of the key's rows tell the impostors from the owner's rows.
+    """
+    steps, resources = frames["steps"], frames["resources"]
+    episode = steps["episode_id"][0]
+    extra = (
+        steps.filter(pl.col("episode_id") == episode)
+        .head(1)
+        .select(
+            pl.lit(f"x-{episode}").alias("episode_id"),
+            (steps["step"].max() + 1 + pl.int_range(n)).alias("step"),
+            pl.lit(None, dtype=pl.String).alias("resource_id"),
+            pl.lit(False).alias("prohibited"),
+        )
+    )
+    if n > 1:
+        extra = extra.select(pl.all().repeat_by(n).explode()).with_columns(
+            (steps["step"].max() + 1 + pl.int_range(pl.len())).alias("step")
+        )
+    yield f"{n} steps beside their owner's", {**frames, "steps": pl.concat([steps, extra])}
+    case = resources["case_id"][0]
+    decoys = pl.DataFrame(
+        {
+            "case_id": [f"x-{case}"] * n,
+            "resource_id": [f"x-decoy-{i}" for i in range(n)],
+            "relation": ["decoy"] * n,
+            "reachable": [False] * n,
+        },
+        schema=resources.schema,
+    )
+    yield (
+        f"{n} resources beside their case's",
+        {**frames, "resources": pl.concat([resources, decoys])},
+    )
+
+
+@pytest.mark.parametrize("n", [1, 2, 4])
+def test_an_impostor_beside_its_owners_rows_is_refused(monkeypatch, n: int) -> None:
+    monkeypatch.setattr(goal_rules, "_id_hash", prefix_colliding)
+    for name, changed in impostors_beside_owners(synth.generate("goal", 6, seed=3), n):
+        expected = outcome(exact, changed)
+        assert expected[0] == "error", name
+        assert "unknown" in expected[1][1], name
+        assert _one_pass.checked_scoring({t: f.lazy() for t, f in changed.items()}) is None, name
+        assert outcome(default, changed) == expected, name
+
+
 def look_alike_sources(frames: Tables) -> Iterator[tuple[str, Tables]]:
     """A source "x-<id>" where "<id>" is cited: visited instead of it, or cited instead of it.
 

@@ -18,7 +18,8 @@ Ids are keyed by their 64-bit hash, as the scoring query keys them. The owners o
 refers to an id (a step, a citation, a resource, an episode's case) counts as that owner's only
 when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the owner's too
 (:func:`_owned`, after a join with the owners: an id that is not its owner's passes only when
-both of its hashes are some owner's, a chance of about 2**-106 at three million owners). A
+both of its hashes are some owner's, a chance of about 2**-106 at three million owners; the
+steps and resources of a key compare the sum of their second hashes, :func:`_all_owned`). A
 citation's visits are met the same way, by two independent 64-bit hashes of its (episode,
 source) pair, and its resource by one, with the source's second hash compared
 (:func:`_cited_pairs`). The scoring compares an episode's diagnosis with its case's barrier
@@ -87,7 +88,11 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     episodes = _flagged(checked["episodes"], "episodes", "_case", "_case_check")
     parts["episodes"] = (
         episodes.join(case_owners, on="_case", how="left")
-        .with_columns(_owned(pl.col("_violated"), "_case_check").alias("_violated"))
+        .with_columns(
+            _owned(pl.col("_violated"), pl.col("_case_check") == pl.col("_owner")).alias(
+                "_violated"
+            )
+        )
         .drop("_owner")
         .collect(engine="streaming")
     )
@@ -130,14 +135,31 @@ def _owners(part: pl.DataFrame, key: str) -> pl.LazyFrame:
     return part.lazy().select(key, pl.col(_CHECKS[key][1]).alias("_owner"))
 
 
-def _owned(broken: pl.Expr, check: str = "_lo") -> pl.Expr:
+def _owned(broken: pl.Expr, owner_check: pl.Expr) -> pl.Expr:
     """Return ``broken`` widened to the rows whose key has no owner with their check hash.
 
-    Applied after a left join with :func:`_owners` (owners' keys were checked distinct): a row
-    counts as its owner's only when its key and its check hash (column ``check``) are the
-    owner's.
+    Applied after a left join with :func:`_owners` (owners' keys were checked distinct):
+    ``owner_check`` tells whether the row's check hash is its owner's (``_owner``), a row
+    without an owner (null) counting as broken.
     """
-    return pl.any_horizontal(broken, pl.col(check) != pl.col("_owner")).fill_null(True)
+    return pl.any_horizontal(broken, ~owner_check).fill_null(True)
+
+
+def _check_sum(check: str) -> pl.Expr:
+    """Aggregate ``_checks``: the sum (mod 2**64) of a group's check hashes (:func:`_all_owned`)."""
+    return pl.col(check).sum().alias("_checks")
+
+
+def _all_owned(rows: str) -> pl.Expr:
+    """Return whether every row of a group has its owner's check hash, after the owners' join.
+
+    The group's :func:`_check_sum` is then ``rows`` times the owner's (mod 2**64): one sum per
+    group costs about half a minimum and a maximum (0.1 s CPU at 10M steps). A group whose
+    rows mix ``k`` ids of foreign check ``c`` with the owner's ``o`` passes only when
+    ``k (c - o)`` is 0 mod 2**64: for random 64-bit hashes a chance of at most ``k`` in 2**64,
+    and only where two ids already share the 64-bit key hash.
+    """
+    return pl.col("_checks") == pl.col("_owner") * pl.col(rows).cast(pl.UInt64)
 
 
 def _resource_parts(resources: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
@@ -145,30 +167,24 @@ def _resource_parts(resources: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFra
 
     ``_broken``: a data-check violation, a resource listed twice under the case (its ids'
     hashes repeat; distinct ids that merely share a hash also count, and the exact checks then
-    decide), ids of two check hashes under the key, or no case of ``owners`` with that key and
-    check hash (:func:`_owned`). One pass over ``resources`` makes both the scoring's counts and
-    the checks'.
+    decide), or a row under the key with no case of ``owners`` with that key and check hash
+    (:func:`_all_owned`). One pass over ``resources`` makes both the scoring's counts and the
+    checks'.
     """
-    check = pl.col("_case_check")
-    broken = pl.any_horizontal(
-        pl.col("_violated"),
-        pl.col("_distinct") != pl.col("_rows"),
-        pl.col("_lo") != pl.col("_hi"),
-    )
+    broken = pl.any_horizontal(pl.col("_violated"), pl.col("_distinct") != pl.col("_rows"))
     return (
         resources.with_columns(_violated(resources, "resources"))
         .group_by("_case")
         .agg(
-            check.min().alias("_lo"),
-            check.max().alias("_hi"),
+            _check_sum("_case_check"),
             *_reachable_exprs(),
             pl.len().alias("_rows"),
             pl.col("resource_id").hash().n_unique().alias("_distinct"),
             pl.col("_violated").any(),
         )
         .join(owners, on="_case", how="left")
-        .with_columns(_owned(broken).alias("_broken"))
-        .drop("_lo", "_hi", "_distinct", "_violated", "_owner")
+        .with_columns(_owned(broken, _all_owned("_rows")).alias("_broken"))
+        .drop("_checks", "_distinct", "_violated", "_owner")
     )
 
 
@@ -181,29 +197,22 @@ def _violated(frame: pl.LazyFrame, table: str) -> pl.Expr:
 def _step_parts(steps: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
     """Per episode key: the scoring's step counts and a ``_broken`` flag.
 
-    ``_broken``: a repeated step, a data-check violation, ids of two check hashes under one
-    key, or no episode of ``owners`` with that key and check hash (:func:`_owned`: a join in
-    this streaming query costs less than looking the keys up in the collected part). Flags
-    are made in the streaming query, so the collected part holds four narrow columns per
-    episode.
+    ``_broken``: a repeated step, a data-check violation, or a row under the key with no
+    episode of ``owners`` with that key and check hash (:func:`_all_owned`: a join in this
+    streaming query costs less than looking the keys up in the collected part). Flags are made
+    in the streaming query, so the collected part holds four narrow columns per episode.
     """
-    check = pl.col("_episode_check")
-    broken = pl.any_horizontal(
-        pl.col("steps") != pl.col("_distinct"),
-        pl.col("_lo") != pl.col("_hi"),
-        pl.col("_violated"),
-    )
+    broken = pl.any_horizontal(pl.col("steps") != pl.col("_distinct"), pl.col("_violated"))
     return (
         _step_counts(
             # one flag for every data check (a sum per check and episode: 0.2 s CPU more)
             steps.with_columns(_violated(steps, "steps")),
             pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
-            check.min().alias("_lo"),
-            check.max().alias("_hi"),
+            _check_sum("_episode_check"),
             pl.col("_violated").any(),
         )
         .join(owners, on="_episode", how="left")
-        .with_columns(_owned(broken).alias("_broken"))
+        .with_columns(_owned(broken, _all_owned("steps")).alias("_broken"))
         .select("_episode", "steps", "n_prohibited", "_broken")
     )
 
