@@ -23,7 +23,7 @@ steps and resources of a key compare the sum of their second hashes, :func:`_all
 citation's visits are met the same way, by two independent 64-bit hashes of its (episode,
 source) pair, and its resource by one, with the source's second hash compared
 (:func:`_cited_pairs`). The scoring compares an episode's diagnosis with its case's barrier
-by the same two hashes (:func:`_report_texts_hashed`).
+by the same two hashes (:func:`_hashed_text`).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from recoverylab.goal._rules import (
     _reachable_exprs,
     _scored,
     _step_counts,
+    _with_reachable,
 )
 from recoverylab.goal._tables import _HASHED, _TABLES, _check_columns
 from recoverylab.schema import data_checks, spec, validate
@@ -81,9 +82,10 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     case_columns, episode_columns = _check_columns(tables["cases"], tables["episodes"])
     keyed = _keyed(tables, tuple(_HASHED))
     checked = {name: _with_check_hashes(frame, _KEYS[name]) for name, frame in keyed.items()}
-    # the owners first: the steps and resources parts meet them in their own streaming query
-    cases = _flagged(checked["cases"], "cases", "regime", "barrier")
-    parts = {"cases": cases.collect(engine="streaming")}
+    # the owners first: the steps and resources parts meet them in their own streaming query;
+    # the cases part keeps every column, the scoring's case columns included
+    cases = checked["cases"].with_columns(_violated(checked["cases"], "cases"))
+    parts = {"cases": cases.with_columns(_hashed_text("barrier")).collect(engine="streaming")}
     case_owners = _owners(parts["cases"], "_case")
     episodes = _flagged(checked["episodes"], "episodes", "_case", "_case_check")
     parts["episodes"] = (
@@ -104,13 +106,17 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     # the episodes' keys are collected: the citations join them rather than read them again
     owners = {**checked, "episodes": parts["episodes"].lazy()}
     parts["cited"] = _visited(_cited_pairs(owners).collect(engine="streaming"), checked["steps"])
+    # the cases with their |C| and |V|: the regime rules and the scoring read them both
+    reachable = parts["per_case"].select("_case", "_n_copies", "_n_versions")
+    parts["with_reachable"] = _with_reachable(parts["cases"].lazy(), reachable.lazy()).collect()
     if not _clean(parts):
         return None
+    episodes = keyed["episodes"].with_columns(_hashed_text("diagnosis"))
     return _scored(
-        _report_texts_hashed(keyed),
+        {**keyed, "episodes": episodes},
         parts["steps"].select("_episode", "steps", "n_prohibited").lazy(),
         parts["cited"].drop("_known", "_visit").lazy(),
-        parts["per_case"].select("_case", "_n_copies", "_n_versions").lazy(),
+        parts["with_reachable"].drop("_case_check", "_violated").lazy(),
         case_columns,
         episode_columns,
         cases_listed=True,  # every episode's case is an owner's (_clean)
@@ -329,27 +335,17 @@ def _wide(high: pl.Expr, low: pl.Expr) -> pl.Expr:
     return high.reinterpret(signed=True).cast(wide) * pl.lit(1 << 64, dtype=wide) + low.cast(wide)
 
 
-#: Per table: the report texts the scoring only compares with each other (diagnosis = barrier).
-_COMPARED_TEXTS = {"episodes": "diagnosis", "cases": "barrier"}
-
-
-def _report_texts_hashed(keyed: Mapping[str, pl.LazyFrame]) -> dict[str, pl.LazyFrame]:
-    """Replace the texts of :data:`_COMPARED_TEXTS` by their 128-bit hashes (null stays null).
+def _hashed_text(name: str) -> pl.Expr:
+    """Return a report text the scoring only compares (diagnosis = barrier) as its 128-bit hash.
 
     The scoring only tests ``diagnosis == barrier``, after the case join. Carried through the
-    joins as one Int128 (:func:`_wide` of two independent 64-bit hashes) rather than as
-    strings, the scoring costs about 0.25-0.3 s CPU less at three million episodes. Two
-    distinct texts compare equal only when both hashes agree: a chance of about 2**-106 over
-    three million episodes.
+    joins as one Int128 (:func:`_wide` of two independent 64-bit hashes; null stays null)
+    rather than as strings, the scoring costs about 0.25-0.3 s CPU less at three million
+    episodes. Two distinct texts compare equal only when both hashes agree: a chance of about
+    2**-106 over three million episodes.
     """
-    hashed = dict(keyed)
-    for table, name in _COMPARED_TEXTS.items():
-        text = pl.col(name)
-        wide = _wide(_text_hash(text), _text_check(text))
-        hashed[table] = keyed[table].with_columns(
-            pl.when(text.is_not_null()).then(wide).alias(name)
-        )
-    return hashed
+    text = pl.col(name)
+    return pl.when(text.is_not_null()).then(_wide(_text_hash(text), _text_check(text))).alias(name)
 
 
 def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
@@ -371,7 +367,7 @@ def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
         and cases["_case"].n_unique() == cases.height
         and _none(steps, pl.col("_broken"))
         and _none(per_case, pl.col("_broken"))
-        and _rules_hold(cases, per_case)
+        and _none(parts["with_reachable"], *(rule for rule, _, _ in _case_rules()))
         and _none(cited, ~pl.col("_known"), pl.col("relation").is_null())
         and cited["_visit"].n_unique() == cited.height
     )
@@ -387,10 +383,3 @@ def _none(frame: pl.DataFrame, *conditions: pl.Expr) -> bool:
 def _enough(table: str, rows: int) -> bool:
     """Return whether ``table`` has the rows its contract needs (any, unless it may be empty)."""
     return rows > 0 or spec(table).allow_empty
-
-
-def _rules_hold(cases: pl.DataFrame, per_case: pl.DataFrame) -> bool:
-    """Return whether every case meets the regime rules of ARCHITECTURE §3.3 (``_case_rules``)."""
-    counts = per_case.select("_case", "_n_copies", "_n_versions")
-    joined = cases.join(counts, on="_case", how="left")
-    return _none(joined, *(rule for rule, _, _ in _case_rules()))

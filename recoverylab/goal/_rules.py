@@ -57,10 +57,15 @@ def _score_query(
         keyed,
         _step_counts(keyed["steps"]),
         _cited_sources(keyed, prefilter="episode_id" in hashed),
-        _reachable_counts(keyed["resources"], "_case"),
+        _with_reachable(keyed["cases"], _reachable_counts(keyed["resources"], "_case")),
         case_columns,
         episode_columns,
     )
+
+
+def _with_reachable(cases: pl.LazyFrame, reachable: pl.LazyFrame) -> pl.LazyFrame:
+    """Per case key: the case's columns but its id, and |C|, |V| (null when it lists none)."""
+    return cases.drop("case_id").join(reachable, on="_case", how="left")
 
 
 def _keyed(tables: Mapping[str, pl.LazyFrame], hashed: Sequence[str]) -> dict[str, pl.LazyFrame]:
@@ -89,7 +94,7 @@ def _scored(
     keyed: Mapping[str, pl.LazyFrame],
     step_counts: pl.LazyFrame,
     cited: pl.LazyFrame,
-    reachable: pl.LazyFrame,
+    per_case: pl.LazyFrame,
     case_columns: list[str],
     episode_columns: list[str],
     *,
@@ -98,12 +103,16 @@ def _scored(
     """Score the episodes from the keyed tables and their per-key parts (see _score_query).
 
     ``step_counts``: :func:`_step_counts`; ``cited``: :func:`_cited_sources` (or the same
-    columns from :mod:`recoverylab.goal._one_pass`); ``reachable``: :func:`_reachable_counts` by
-    ``_case``. They may be collected frames made lazy again.
+    columns from :mod:`recoverylab.goal._one_pass`); ``per_case``: :func:`_with_reachable`.
+    They may be collected frames made lazy again.
     ``cases_listed``: every episode's case is known to be listed (see :func:`_episode_counts`).
     """
     counts = _episode_counts(
-        keyed, step_counts, *_citation_counts(cited), reachable, cases_listed=cases_listed
+        keyed["episodes"],
+        step_counts,
+        *_citation_counts(cited),
+        per_case,
+        cases_listed=cases_listed,
     )
     return (
         counts.with_columns(_branch().alias("branch"))
@@ -200,11 +209,11 @@ def _citation_counts(cited: pl.LazyFrame) -> tuple[pl.LazyFrame, pl.LazyFrame]:
 
 
 def _episode_counts(
-    tables: Mapping[str, pl.LazyFrame],
+    episodes: pl.LazyFrame,
     step_counts: pl.LazyFrame,
     citation_counts: pl.LazyFrame,
     unsupported: pl.LazyFrame,
-    reachable: pl.LazyFrame,
+    per_case: pl.LazyFrame,
     *,
     cases_listed: bool = False,
 ) -> pl.LazyFrame:
@@ -216,16 +225,10 @@ def _episode_counts(
     left, the same rows; polars would move an inner join first and carry the case's strings
     through the other joins (0.2-0.3 s CPU at three million episodes).
     """
-    per_case = (
-        tables["cases"]
-        .drop("case_id")  # the episode's own
-        .join(reachable, on="_case", how="left")
-    )
     counts = ("steps", "n_prohibited", "n_cited", "_n_unsupported")
     own, with_case = _report_flags()
     return (
-        tables["episodes"]
-        .with_columns(*own)
+        episodes.with_columns(*own)
         .drop("answer", "version_claim")
         .join(step_counts, on="_episode", how="left")
         .join(citation_counts, on="_episode", how="left")
