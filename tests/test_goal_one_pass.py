@@ -460,3 +460,83 @@ def test_compared_texts_keep_their_nulls_and_their_equalities() -> None:
     hashed = texts.select(_one_pass._hashed_text("diagnosis"), _one_pass._hashed_text("barrier"))
     compared = hashed.select(pl.col("diagnosis") == pl.col("barrier")).to_series()
     assert compared.to_list() == [True, False, None, None, None]  # as the strings compare
+
+
+def numbered(kind: str, start: int, n: int, rng: random.Random) -> list[int]:
+    """Step numbers of one episode: a run, a run with gaps, or a run with repeats.
+
+    ``balanced`` keeps the count, the smallest and largest number and the sum of a run while
+    repeating two numbers: only the fingerprint's hashes tell it from the run.
+    """
+    run = list(range(start, start + n))
+    if kind == "gaps":
+        return sorted(rng.sample(range(start, start + 3 * n), n))
+    if kind == "repeat" and n > 1:
+        run[rng.randrange(1, n)] = run[rng.randrange(n)]
+    if kind == "balanced" and n >= 4:
+        run[1], run[-2] = start, start + n - 1
+    rng.shuffle(run)
+    return run
+
+
+def steps_part(numbers: list[list[int]]) -> tuple[pl.DataFrame, pl.LazyFrame]:
+    """The steps part of :func:`_one_pass._step_parts` for episodes with these step numbers."""
+    steps = pl.DataFrame(
+        {
+            "episode_id": [f"e{i}" for i, steps in enumerate(numbers) for _ in steps],
+            "step": [s for steps in numbers for s in steps],
+            "resource_id": None,
+            "prohibited": False,
+        },
+        schema_overrides={"resource_id": pl.String, "step": pl.Int64},
+    )
+    keyed = steps.lazy().with_columns(goal_rules._key("episode_id", "_episode", hashed=True))
+    checked = _one_pass._with_check_hashes(keyed, ("_episode",))
+    owners = checked.select("_episode", _owner="_episode_check").unique()
+    return _one_pass._step_parts(checked, owners).collect(), checked
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    # the fixture only sets the table size, which every example sets again
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    episodes=st.lists(
+        st.tuples(
+            st.sampled_from(["run", "gaps", "repeat", "balanced"]),
+            st.sampled_from([0, 1, 7, 2**22 - 3, 2**40]),
+            st.integers(1, 9),
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    table=st.sampled_from([4, 64, 2**22]),
+    seed=st.integers(0, 2**16),
+)
+def test_a_repeated_step_is_found_however_the_steps_are_numbered(
+    monkeypatch, episodes: list[tuple[str, int, int]], table: int, seed: int
+) -> None:
+    # runs from any start, gaps, repeats that keep the run's count, bounds and sum, and runs
+    # beyond the table of prefix fingerprints (then counted exactly): against a plain check
+    monkeypatch.setattr(_one_pass, "_MAX_TABULATED_STEP", table)
+    rng = random.Random(seed)
+    numbers = [numbered(kind, start, n, rng) for kind, start, n in episodes]
+    part, steps = steps_part(numbers)
+    repeated = any(len(set(steps)) < len(steps) for steps in numbers)
+    assert _one_pass._steps_repeat(part, steps) == repeated
+
+
+def test_runs_are_told_apart_by_their_fingerprint_alone(monkeypatch) -> None:
+    # runs within the table never reach the exact count, whatever their order and start
+    rng = random.Random(3)
+    numbers = [numbered("run", start, n, rng) for start in (0, 1, 5) for n in (1, 2, 9)]
+    part, steps = steps_part(numbers)
+    monkeypatch.setattr(_one_pass, "_MAX_TABULATED_STEP", 64)
+
+    def no_second_pass(*args: object, **kwargs: object) -> None:
+        raise AssertionError("counted exactly")
+
+    monkeypatch.setattr(pl.LazyFrame, "join", no_second_pass)
+    assert not _one_pass._steps_repeat(part, steps)

@@ -48,6 +48,12 @@ from recoverylab.schema import data_checks, spec, validate
 #: Seed of the second hash of an id (any seed other than the key hash's default).
 _CHECK_SEED = 0x5EED_C0DE_2026
 
+#: Seed of the hash of a step number in an episode's fingerprint (:func:`_steps_repeat`).
+_STEP_SEED = 0x57E9_F1A6_2026
+
+#: The largest step number + 1 whose prefix fingerprint :func:`_steps_repeat` tabulates (32 MB).
+_MAX_TABULATED_STEP = 1 << 22
+
 #: Per key column: the id column behind it and the name of the id's second hash.
 _CHECKS = {"_episode": ("episode_id", "_episode_check"), "_case": ("case_id", "_case_check")}
 
@@ -99,7 +105,10 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
         .collect(engine="streaming")
     )
     episode_owners = _owners(parts["episodes"], "_episode")
-    parts["steps"] = _step_parts(checked["steps"], episode_owners).collect(engine="streaming")
+    steps = _step_parts(checked["steps"], episode_owners).collect(engine="streaming")
+    if not _none(steps, pl.col("_broken")) or _steps_repeat(steps, checked["steps"]):
+        return None
+    parts["steps"] = steps.drop("_first", "_fingerprint")  # held no longer than needed
     parts["per_case"] = _resource_parts(checked["resources"], case_owners).collect(
         engine="streaming"
     )
@@ -201,26 +210,67 @@ def _violated(frame: pl.LazyFrame, table: str) -> pl.Expr:
 
 
 def _step_parts(steps: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode key: the scoring's step counts and a ``_broken`` flag.
+    """Per episode key: the scoring's step counts, a ``_broken`` flag and a step fingerprint.
 
-    ``_broken``: a repeated step, a data-check violation, or a row under the key with no
-    episode of ``owners`` with that key and check hash (:func:`_all_owned`: a join in this
-    streaming query costs less than looking the keys up in the collected part). Flags are made
-    in the streaming query, so the collected part holds four narrow columns per episode.
+    ``_broken``: a data-check violation, or a row under the key with no episode of ``owners``
+    with that key and check hash (:func:`_all_owned`: a join in this streaming query costs less
+    than looking the keys up in the collected part). ``_first`` (the smallest step number) and
+    ``_fingerprint`` (the sum of the step numbers' hashes) tell whether a step repeats
+    (:func:`_steps_repeat`). Flags are made in the streaming query, so the collected part holds
+    six narrow columns per episode.
     """
-    broken = pl.any_horizontal(pl.col("steps") != pl.col("_distinct"), pl.col("_violated"))
+    broken = pl.col("_violated")
     return (
         _step_counts(
             # one flag for every data check (a sum per check and episode: 0.2 s CPU more)
             steps.with_columns(_violated(steps, "steps")),
-            pl.col("step").n_unique().cast(pl.Int64).alias("_distinct"),
+            pl.col("step").min().cast(pl.Int64).alias("_first"),
+            _step_hash(pl.col("step")).sum().alias("_fingerprint"),
             _check_sum("_episode_check"),
             pl.col("_violated").any(),
         )
         .join(owners, on="_episode", how="left")
         .with_columns(_owned(broken, _all_owned("steps")).alias("_broken"))
-        .select("_episode", "steps", "n_prohibited", "_broken")
+        .select("_episode", "steps", "n_prohibited", "_broken", "_first", "_fingerprint")
     )
+
+
+def _step_hash(numbers: pl.Expr) -> pl.Expr:
+    """Return the 64-bit hash of step numbers that :func:`_steps_repeat` sums."""
+    return numbers.cast(pl.Int64).hash(_STEP_SEED)
+
+
+def _steps_repeat(part: pl.DataFrame, steps: pl.LazyFrame) -> bool:
+    """Return whether some episode of the steps part lists a step number twice.
+
+    Steps numbered without a gap (0..n-1, 1..n, or any run of n numbers from ``_first``) are
+    told from repeats by their fingerprint: the sum (mod 2**64) of their hashes equals that of
+    the run ``_first .. _first + steps - 1``, read off a table of prefix sums, exactly when
+    they are that run, but for a chance of about 2**-64 per episode. That costs about half the
+    CPU of counting each episode's distinct numbers in the streaming pass, and 0.3 GB less
+    memory at 10M steps (a set per episode). Episodes whose fingerprint differs (numbers with
+    gaps, or repeats) or whose run is beyond the table (:data:`_MAX_TABULATED_STEP`) are
+    counted exactly, in a second pass over only their steps. Call on a part with no
+    ``_broken`` episode (no null or negative step).
+    """
+    if part.height == 0:
+        return False
+    first, end = part["_first"], part["_first"] + part["steps"]
+    largest = int(end.max() or 0)
+    unsure = part
+    if largest <= _MAX_TABULATED_STEP:
+        runs = pl.select(_step_hash(pl.int_range(0, largest)).cum_sum()).to_series()
+        prefix = pl.Series([0], dtype=pl.UInt64).append(runs)  # prefix[k]: steps 0..k-1
+        unsure = part.filter(part["_fingerprint"] != prefix.gather(end) - prefix.gather(first))
+    if unsure.height == 0:
+        return False
+    counted = (
+        steps.join(unsure.lazy().select("_episode"), on="_episode", how="semi")
+        .group_by("_episode")
+        .agg(pl.len().alias("_rows"), pl.col("step").n_unique().alias("_distinct"))
+        .collect(engine="streaming")
+    )
+    return bool((counted["_rows"] != counted["_distinct"]).any())
 
 
 def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
