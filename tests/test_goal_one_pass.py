@@ -466,7 +466,7 @@ def numbered(kind: str, start: int, n: int, rng: random.Random) -> list[int]:
     """Step numbers of one episode: a run, a run with gaps, or a run with repeats.
 
     ``balanced`` keeps the count, the smallest and largest number and the sum of a run while
-    repeating two numbers: only the fingerprint's hashes tell it from the run.
+    repeating two numbers: only the hashes in the episode's tag tell it from the run.
     """
     run = list(range(start, start + n))
     if kind == "gaps":
@@ -479,27 +479,53 @@ def numbered(kind: str, start: int, n: int, rng: random.Random) -> list[int]:
     return run
 
 
-def steps_part(numbers: list[list[int]]) -> tuple[pl.DataFrame, pl.LazyFrame]:
-    """The steps part of :func:`_one_pass._step_parts` for episodes with these step numbers."""
+#: Ways one row of an episode breaks a check other than a repeat (see :func:`steps_part`).
+BREAKS = ("impostor", "negative step", "null prohibited", "null id", "no owner")
+
+
+def steps_part(
+    numbers: list[list[int]], breaks: dict[int, str] | None = None
+) -> tuple[pl.DataFrame, pl.LazyFrame, pl.LazyFrame]:
+    """The steps part of episodes with these step numbers, its steps and their owners.
+
+    ``breaks``: per episode, a break of :data:`BREAKS` in its first row: an "x-" id that shares
+    the key hash under :func:`prefix_colliding`, a step of -1, a null ``prohibited``, a null
+    id, or no episode owning the key.
+    """
+    breaks = breaks or {}
+    rows = [(f"e{i}", s, False) for i, steps in enumerate(numbers) for s in steps]
+    first_rows = {f"e{i}": rows.index(next(r for r in rows if r[0] == f"e{i}")) for i in breaks}
+    for i, kind in breaks.items():
+        at = first_rows[f"e{i}"]
+        episode, step, prohibited = rows[at]
+        if kind == "impostor":
+            rows[at] = (f"x-{episode}", step, prohibited)
+        elif kind == "negative step":
+            rows[at] = (episode, -1, prohibited)
+        elif kind == "null prohibited":
+            rows[at] = (episode, step, None)
+        elif kind == "null id":
+            rows[at] = (None, step, prohibited)
     steps = pl.DataFrame(
-        {
-            "episode_id": [f"e{i}" for i, steps in enumerate(numbers) for _ in steps],
-            "step": [s for steps in numbers for s in steps],
-            "resource_id": None,
-            "prohibited": False,
-        },
-        schema_overrides={"resource_id": pl.String, "step": pl.Int64},
-    )
+        rows,
+        schema={"episode_id": pl.String, "step": pl.Int64, "prohibited": pl.Boolean},
+        orient="row",
+    ).with_columns(pl.lit(None, dtype=pl.String).alias("resource_id"))
     keyed = steps.lazy().with_columns(goal_rules._key("episode_id", "_episode", hashed=True))
     checked = _one_pass._with_check_hashes(keyed, ("_episode",))
-    owners = checked.select("_episode", _owner="_episode_check").unique()
-    return _one_pass._step_parts(checked, owners).collect(), checked
+    owned = [f"e{i}" for i in range(len(numbers)) if breaks.get(i) != "no owner"]
+    episodes = pl.LazyFrame({"episode_id": owned}, schema={"episode_id": pl.String})
+    owners = _one_pass._with_check_hashes(
+        episodes.with_columns(goal_rules._key("episode_id", "_episode", hashed=True)),
+        ("_episode",),
+    ).select("_episode", _owner="_episode_check")
+    return _one_pass._step_parts(checked, owners).collect(), checked, owners
 
 
 @settings(
-    max_examples=150,
+    max_examples=200,
     deadline=None,
-    # the fixture only sets the table size, which every example sets again
+    # the fixture only swaps the id hash and sets the table size, the same for every example
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(
@@ -508,6 +534,7 @@ def steps_part(numbers: list[list[int]]) -> tuple[pl.DataFrame, pl.LazyFrame]:
             st.sampled_from(["run", "gaps", "repeat", "balanced"]),
             st.sampled_from([0, 1, 7, 2**22 - 3, 2**40]),
             st.integers(1, 9),
+            st.sampled_from([None, None, None, *BREAKS]),
         ),
         min_size=1,
         max_size=8,
@@ -515,28 +542,31 @@ def steps_part(numbers: list[list[int]]) -> tuple[pl.DataFrame, pl.LazyFrame]:
     table=st.sampled_from([4, 64, 2**22]),
     seed=st.integers(0, 2**16),
 )
-def test_a_repeated_step_is_found_however_the_steps_are_numbered(
-    monkeypatch, episodes: list[tuple[str, int, int]], table: int, seed: int
+def test_broken_steps_are_found_however_the_steps_are_numbered(
+    monkeypatch, episodes: list[tuple[str, int, int, str | None]], table: int, seed: int
 ) -> None:
-    # runs from any start, gaps, repeats that keep the run's count, bounds and sum, and runs
-    # beyond the table of prefix fingerprints (then counted exactly): against a plain check
+    # runs from any start, gaps, repeats that keep the run's count, bounds and sum, runs beyond
+    # the table of prefix sums (then checked exactly), each with or without a broken row:
+    # against a plain check
+    null_kept = lambda ids: pl.when(ids.is_not_null()).then(prefix_colliding(ids))  # noqa: E731
+    monkeypatch.setattr(goal_rules, "_id_hash", null_kept)  # a null id has a null key
     monkeypatch.setattr(_one_pass, "_MAX_TABULATED_STEP", table)
     rng = random.Random(seed)
-    numbers = [numbered(kind, start, n, rng) for kind, start, n in episodes]
-    part, steps = steps_part(numbers)
-    repeated = any(len(set(steps)) < len(steps) for steps in numbers)
-    assert _one_pass._steps_repeat(part, steps) == repeated
+    numbers = [numbered(kind, start, n, rng) for kind, start, n, _ in episodes]
+    breaks = {i: kind for i, (*_, kind) in enumerate(episodes) if kind is not None}
+    clean = not breaks and all(len(set(steps)) == len(steps) for steps in numbers)
+    assert _one_pass._steps_clean(*steps_part(numbers, breaks)) == clean
 
 
-def test_runs_are_told_apart_by_their_fingerprint_alone(monkeypatch) -> None:
-    # runs within the table never reach the exact count, whatever their order and start
+def test_runs_are_told_apart_by_their_tag_alone(monkeypatch) -> None:
+    # clean runs within the table never reach the exact count, whatever their order and start
     rng = random.Random(3)
     numbers = [numbered("run", start, n, rng) for start in (0, 1, 5) for n in (1, 2, 9)]
-    part, steps = steps_part(numbers)
+    part, steps, owners = steps_part(numbers)
     monkeypatch.setattr(_one_pass, "_MAX_TABULATED_STEP", 64)
 
     def no_second_pass(*args: object, **kwargs: object) -> None:
-        raise AssertionError("counted exactly")
+        raise AssertionError("checked exactly")
 
-    monkeypatch.setattr(pl.LazyFrame, "join", no_second_pass)
-    assert not _one_pass._steps_repeat(part, steps)
+    monkeypatch.setattr(_one_pass, "_checked_exactly", no_second_pass)
+    assert _one_pass._steps_clean(part, steps, owners)

@@ -19,7 +19,7 @@ refers to an id (a step, a citation, a resource, an episode's case) counts as th
 when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the owner's too
 (:func:`_owned`, after a join with the owners: an id that is not its owner's passes only when
 both of its hashes are some owner's, a chance of about 2**-106 at three million owners; the
-steps and resources of a key compare the sum of their second hashes, :func:`_all_owned`). A
+rows of a key compare the sum of their second hashes, :func:`_all_owned`, :func:`_steps_clean`). A
 citation's visits are met the same way, by two independent 64-bit hashes of its (episode,
 source) pair, and its resource by one, with the source's second hash compared
 (:func:`_cited_pairs`). The scoring compares an episode's diagnosis with its case's barrier
@@ -48,10 +48,14 @@ from recoverylab.schema import data_checks, spec, validate
 #: Seed of the second hash of an id (any seed other than the key hash's default).
 _CHECK_SEED = 0x5EED_C0DE_2026
 
-#: Seed of the hash of a step number in an episode's fingerprint (:func:`_steps_repeat`).
+#: Seed of the hash of a step number in an episode's ``_tag`` (:func:`_step_parts`).
 _STEP_SEED = 0x57E9_F1A6_2026
 
-#: The largest step number + 1 whose prefix fingerprint :func:`_steps_repeat` tabulates (32 MB).
+#: Added to an episode's ``_tag`` per row that breaks a data check (odd: k < 2**64 rows never
+#: add up to 0 mod 2**64).
+_VIOLATION_WEIGHT = 0x9E37_79B9_7F4A_7C15
+
+#: The step numbers whose prefix sums of hashes :func:`_steps_clean` tabulates (32 MB at most).
 _MAX_TABULATED_STEP = 1 << 22
 
 #: Per key column: the id column behind it and the name of the id's second hash.
@@ -106,9 +110,9 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     )
     episode_owners = _owners(parts["episodes"], "_episode")
     steps = _step_parts(checked["steps"], episode_owners).collect(engine="streaming")
-    if not _none(steps, pl.col("_broken")) or _steps_repeat(steps, checked["steps"]):
+    if not _steps_clean(steps, checked["steps"], episode_owners):
         return None
-    parts["steps"] = steps.drop("_first", "_fingerprint")  # held no longer than needed
+    parts["steps"] = steps.select("_episode", "steps", "n_prohibited")  # held no longer
     parts["per_case"] = _resource_parts(checked["resources"], case_owners).collect(
         engine="streaming"
     )
@@ -210,67 +214,93 @@ def _violated(frame: pl.LazyFrame, table: str) -> pl.Expr:
 
 
 def _step_parts(steps: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode key: the scoring's step counts, a ``_broken`` flag and a step fingerprint.
+    """Per episode key: the scoring's step counts and what tells whether its steps are clean.
 
-    ``_broken``: a data-check violation, or a row under the key with no episode of ``owners``
-    with that key and check hash (:func:`_all_owned`: a join in this streaming query costs less
-    than looking the keys up in the collected part). ``_first`` (the smallest step number) and
-    ``_fingerprint`` (the sum of the step numbers' hashes) tell whether a step repeats
-    (:func:`_steps_repeat`). Flags are made in the streaming query, so the collected part holds
-    six narrow columns per episode.
+    ``_first`` (the smallest step number), ``_tag`` and ``_owner`` (the check hash of the
+    episode with that key, null when none; a join in this streaming query costs less than
+    looking the keys up in the collected part), read by :func:`_steps_clean`. ``_tag`` is one
+    sum (mod 2**64) over the episode's rows of the step number's hash, the row's check hash of
+    its episode id and, for a row that breaks a data check, :data:`_VIOLATION_WEIGHT`: one
+    aggregation stands for a set of step numbers per episode (0.35-0.4 GB of peak memory and
+    about 0.2 s CPU at 10M steps), a check-hash sum and a violation flag (0.1-0.15 s more).
     """
-    broken = pl.col("_violated")
+    weight = pl.lit(_VIOLATION_WEIGHT, dtype=pl.UInt64)
+    violations = _violated(steps, "steps").cast(pl.UInt64) * weight
+    tag = _step_hash(pl.col("step")) + pl.col("_episode_check") + violations
     return (
         _step_counts(
-            # one flag for every data check (a sum per check and episode: 0.2 s CPU more)
-            steps.with_columns(_violated(steps, "steps")),
+            steps,
             pl.col("step").min().cast(pl.Int64).alias("_first"),
-            _step_hash(pl.col("step")).sum().alias("_fingerprint"),
-            _check_sum("_episode_check"),
-            pl.col("_violated").any(),
+            tag.sum().alias("_tag"),
         )
         .join(owners, on="_episode", how="left")
-        .with_columns(_owned(broken, _all_owned("steps")).alias("_broken"))
-        .select("_episode", "steps", "n_prohibited", "_broken", "_first", "_fingerprint")
+        .select("_episode", "steps", "n_prohibited", "_first", "_tag", "_owner")
     )
 
 
 def _step_hash(numbers: pl.Expr) -> pl.Expr:
-    """Return the 64-bit hash of step numbers that :func:`_steps_repeat` sums."""
+    """Return the 64-bit hash of step numbers that an episode's ``_tag`` sums."""
     return numbers.cast(pl.Int64).hash(_STEP_SEED)
 
 
-def _steps_repeat(part: pl.DataFrame, steps: pl.LazyFrame) -> bool:
-    """Return whether some episode of the steps part lists a step number twice.
+def _steps_clean(part: pl.DataFrame, steps: pl.LazyFrame, owners: pl.LazyFrame) -> bool:
+    """Return whether no step breaks a check: a data check, a repeated step, an unknown episode.
 
-    Steps numbered without a gap (0..n-1, 1..n, or any run of n numbers from ``_first``) are
-    told from repeats by their fingerprint: the sum (mod 2**64) of their hashes equals that of
-    the run ``_first .. _first + steps - 1``, read off a table of prefix sums, exactly when
-    they are that run, but for a chance of about 2**-64 per episode. That costs about half the
-    CPU of counting each episode's distinct numbers in the streaming pass, and 0.3 GB less
-    memory at 10M steps (a set per episode). Episodes whose fingerprint differs (numbers with
-    gaps, or repeats) or whose run is beyond the table (:data:`_MAX_TABULATED_STEP`) are
-    counted exactly, in a second pass over only their steps. Call on a part with no
-    ``_broken`` episode (no null or negative step).
+    An episode is clean for sure when its ``_tag`` (:func:`_step_parts`) is the one clean steps
+    numbered as a run of n from the smallest (0..n-1, 1..n, any start) give: the hashes of the
+    run, read off a table of prefix sums, plus n times the owner's check hash. Anything else
+    differs but for a chance of about 2**-64 per episode: a repeat or a gap changes the hashed
+    numbers, a row of a foreign id under the key adds k times the difference of two check
+    hashes (0 only when k times it is 0 mod 2**64), and k violations add k times an odd weight.
+    The other episodes (numbers with gaps, which are clean, or broken checks, or runs beyond the
+    table of :data:`_MAX_TABULATED_STEP` numbers) are checked exactly by
+    :func:`_checked_exactly`, in a second pass over only their steps.
     """
     if part.height == 0:
-        return False
-    first, end = part["_first"], part["_first"] + part["steps"]
-    largest = int(end.max() or 0)
-    unsure = part
-    if largest <= _MAX_TABULATED_STEP:
-        runs = pl.select(_step_hash(pl.int_range(0, largest)).cum_sum()).to_series()
-        prefix = pl.Series([0], dtype=pl.UInt64).append(runs)  # prefix[k]: steps 0..k-1
-        unsure = part.filter(part["_fingerprint"] != prefix.gather(end) - prefix.gather(first))
-    if unsure.height == 0:
-        return False
+        return True
+    first, count = part["_first"], part["steps"]
+    end = first + count
+    size = min(int(end.max() or 0), _MAX_TABULATED_STEP)
+    runs = pl.select(_step_hash(pl.int_range(0, size)).cum_sum()).to_series()
+    prefix = pl.Series([0], dtype=pl.UInt64).append(runs)  # prefix[k]: the hashes of 0..k-1
+
+    def before(numbers: pl.Series) -> pl.Series:
+        return prefix.gather(numbers.clip(0, size))
+
+    run = before(end) - before(first)
+    owned = count.cast(pl.UInt64) * part["_owner"]
+    clean = (end <= size) & (part["_tag"] == run + owned)  # a negative step: a violation
+    unsure = part.filter(~clean.fill_null(False)).select("_episode")
+    return unsure.is_empty() or _checked_exactly(unsure, steps, owners)
+
+
+def _checked_exactly(episodes: pl.DataFrame, steps: pl.LazyFrame, owners: pl.LazyFrame) -> bool:
+    """Return whether the steps of ``episodes`` (keys) are clean, counted exactly.
+
+    Per episode: no data-check violation, distinct step numbers, and every row's check hash of
+    its episode id the owner's. A null key has no steps the join finds: then not clean.
+    """
     counted = (
-        steps.join(unsure.lazy().select("_episode"), on="_episode", how="semi")
+        steps.join(episodes.lazy(), on="_episode", how="semi")
+        .with_columns(_violated(steps, "steps"))
         .group_by("_episode")
-        .agg(pl.len().alias("_rows"), pl.col("step").n_unique().alias("_distinct"))
+        .agg(
+            (pl.len() == pl.col("step").n_unique()).alias("_distinct"),
+            pl.col("_episode_check").min().alias("_lo"),
+            pl.col("_episode_check").max().alias("_hi"),
+            pl.col("_violated").any(),
+        )
+        .join(owners, on="_episode", how="left")
+        .select(
+            pl.col("_distinct")
+            & (pl.col("_lo") == pl.col("_owner"))
+            & (pl.col("_hi") == pl.col("_owner"))
+            & ~pl.col("_violated")
+        )
         .collect(engine="streaming")
+        .to_series()
     )
-    return bool((counted["_rows"] != counted["_distinct"]).any())
+    return counted.len() == episodes.height and bool(counted.fill_null(False).all())
 
 
 def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
@@ -401,12 +431,13 @@ def _hashed_text(name: str) -> pl.Expr:
 def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
     """Return whether no check of ``score`` can fail on the tables the ``parts`` count.
 
-    The citations need no totals of their own: a citation with a null or unknown episode id has
+    The steps were checked when their part was collected (:func:`_steps_clean`). The
+    citations need no totals of their own: a citation with a null or unknown episode id has
     no owner (``_known``), one with a null or unlisted source no ``relation``, and a repeated one
     the ``_visit`` of another; the table may be empty.
     """
     episodes, cases = parts["episodes"], parts["cases"]
-    steps, per_case, cited = parts["steps"], parts["per_case"], parts["cited"]
+    per_case, cited = parts["per_case"], parts["cited"]
     return (
         _enough("episodes", episodes.height)
         and _enough("cases", cases.height)
@@ -415,7 +446,6 @@ def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
         and _none(cases, pl.col("_violated"))
         and episodes["_episode"].n_unique() == episodes.height
         and cases["_case"].n_unique() == cases.height
-        and _none(steps, pl.col("_broken"))
         and _none(per_case, pl.col("_broken"))
         and _none(parts["with_reachable"], *(rule for rule, _, _ in _case_rules()))
         and _none(cited, ~pl.col("_known"), pl.col("relation").is_null())
