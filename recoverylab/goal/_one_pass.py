@@ -108,6 +108,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
         .drop("_owner")
         .collect(engine="streaming")
     )
+    unvisited = _unvisited(checked["citations"], checked["steps"])
     episode_owners = _owners(parts["episodes"], "_episode")
     steps = _step_parts(checked["steps"], episode_owners).collect(engine="streaming")
     if not _steps_clean(steps, checked["steps"], episode_owners):
@@ -118,7 +119,8 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     )
     # the episodes' keys are collected: the citations join them rather than read them again
     owners = {**checked, "episodes": parts["episodes"].lazy()}
-    parts["cited"] = _visited(_cited_pairs(owners).collect(engine="streaming"), checked["steps"])
+    cited = _cited_pairs(owners, unvisited)
+    parts["cited"] = cited.collect(engine="streaming")
     # the cases with their |C| and |V|: the regime rules and the scoring read them both
     reachable = parts["per_case"].select("_case", "_n_copies", "_n_versions")
     parts["with_reachable"] = _with_reachable(parts["cases"].lazy(), reachable.lazy()).collect()
@@ -303,13 +305,14 @@ def _checked_exactly(episodes: pl.DataFrame, steps: pl.LazyFrame, owners: pl.Laz
     return counted.len() == episodes.height and bool(counted.fill_null(False).all())
 
 
-def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
+def _cited_pairs(tables: Mapping[str, pl.LazyFrame], unvisited: pl.Series) -> pl.LazyFrame:
     """:func:`~recoverylab.goal._rules._cited_sources` with each citation's visit keyed by hash.
 
-    One row per citation with ``resource_id``, ``relation``, ``_cites`` (1), ``_supported``
-    (so far: compliantly reachable; :func:`_visited` adds "and visited"), ``_known`` and
-    ``_visit``, the 128-bit key of its (episode, source) pair (:func:`_visit_key`); a clean
-    table has one citation per pair (:func:`_clean` counts the distinct ``_visit``).
+    One row per citation with ``resource_id``, ``relation``, ``_cites`` (1), ``_supported``,
+    ``_known`` and ``_visit``, the 128-bit key of its (episode, source) pair
+    (:func:`_visit_key`); a clean table has one citation per pair (:func:`_clean` counts the
+    distinct ``_visit``). A citation was visited unless its ``_visit`` is ``unvisited``
+    (:func:`_unvisited`).
 
     The resource is met by the 64-bit hash ``_k`` of the case key and the source's hash, so it
     decides nothing alone: ``_known`` holds only where the citation's episode has an owner with
@@ -338,6 +341,8 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
         pl.col("_res_case").is_null()  # no resource: refused by its null relation
         | ((pl.col("_res_case") == pl.col("_case")) & (pl.col("_res_rc") == pl.col("_rc")))
     )
+    # a null key (a null episode id, refused anyway: it has no owner) counts as visited
+    visited = (~pl.col("_visit").is_in(unvisited.implode())).fill_null(True)
     return (
         citations.join(owners, on="_episode", how="left")
         .with_columns(_pair_key(pl.col("_case"), pl.col("_r")).alias("_k"))
@@ -347,38 +352,32 @@ def _cited_pairs(tables: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame:
             "resource_id",
             "relation",
             pl.lit(1).alias("_cites"),
-            pl.col("reachable").fill_null(False).alias("_supported"),
+            (pl.col("reachable").fill_null(False) & visited).alias("_supported"),
             known.fill_null(False).alias("_known"),
             "_visit",
         )
     )
 
 
-def _visited(cited: pl.DataFrame, steps: pl.LazyFrame) -> pl.DataFrame:
-    """Narrow ``_supported`` of the :func:`_cited_pairs` rows to the visited citations.
+def _unvisited(citations: pl.LazyFrame, steps: pl.LazyFrame) -> pl.Series:
+    """Return the ``_visit`` keys of the citations that no step visited.
 
-    A citation was visited unless an anti-join finds no step with its ``_visit``: one hash
-    table of the visits, probed by the collected citations' keys, and the few unvisited keys
-    are then looked up by the citations. Joining the unvisited keys back onto the citations
-    in the query that made them cost a second pass over the citations (measured at 10M steps:
-    about 0.15 s CPU more); grouping the citations and their visits together by pair needed a
-    semi-join, a group-by of both and checks that each pair's rows agree (0.5 s more). A step
-    counts as a visit of another pair only when both independent 64-bit halves of the key
+    One anti-join: a hash table of the steps' visits, probed by the citations' keys. It runs
+    before the citations meet their episodes and resources, so its table (0.3-0.4 GB at 10M
+    steps) is not held beside theirs (with the citations collected first, the peak was about
+    0.15 GB higher). Grouping the citations and their visits together by pair needed a
+    semi-join, a group-by of both and checks that each pair's rows agree (0.5 s CPU more). A
+    step counts as a visit of another pair only when both independent 64-bit halves of the key
     match (a chance of about 2**-84 over 2.7 million citations and 5.8 million visits).
     """
     source = pl.col("resource_id")
-    visits = steps.filter(source.is_not_null()).select(  # never cited
-        _visit_key(pl.col("_episode"), _text_hash(source), _text_check(source))
-    )
-    unvisited = (
-        cited.lazy()
-        .select("_visit")
-        .join(visits, on="_visit", how="anti")
-        .collect(engine="streaming")
-    )
-    # a null key (a null episode id, refused anyway: it has no owner) counts as visited
-    visited = (~pl.col("_visit").is_in(unvisited["_visit"].implode())).fill_null(True)
-    return cited.with_columns(pl.col("_supported") & visited)
+
+    def visit(frame: pl.LazyFrame) -> pl.LazyFrame:
+        return frame.select(_visit_key(pl.col("_episode"), _text_hash(source), _text_check(source)))
+
+    visits = visit(steps.filter(source.is_not_null()))  # never cited
+    unvisited = visit(citations).join(visits, on="_visit", how="anti")
+    return unvisited.collect(engine="streaming").to_series()
 
 
 def _text_hash(texts: pl.Expr) -> pl.Expr:
