@@ -570,3 +570,15 @@ def test_runs_are_told_apart_by_their_tag_alone(monkeypatch) -> None:
 
     monkeypatch.setattr(_one_pass, "_checked_exactly", no_second_pass)
     assert _one_pass._steps_clean(part, steps, owners)
+
+
+@pytest.mark.parametrize("table", ["cases", "episodes"])
+@pytest.mark.parametrize("name", ["_case_check", "_episode_check", "_violated"])
+def test_an_extra_column_named_as_a_helper_is_refused_on_both_paths(table: str, name: str) -> None:
+    # the one-pass parts add these columns beside the case columns they carry to the output
+    frames = synth.generate("goal", 4, seed=2)
+    changed = {**frames, table: frames[table].with_columns(pl.lit(1).alias(name))}
+    expected = outcome(exact, changed)
+    assert expected[0] == "error"
+    assert "reserved" in expected[1][1]
+    assert outcome(default, changed) == expected

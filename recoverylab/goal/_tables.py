@@ -79,13 +79,16 @@ _REPORT_COLUMNS = ("answer", "version_claim", "diagnosis", "requested_user")
 _CASE_INTERNAL = ("barrier", "needs_user_help")
 
 
-#: Names of helper columns inside the scoring query; with the result columns, no input may use them.
+#: Names of helper columns inside the scoring query and its one-pass checks
+#: (:mod:`recoverylab.goal._one_pass`); with the result columns, no input may use them.
 _INTERNAL = (
     "_episode",
     "_case",
+    "_episode_check",
+    "_case_check",
+    "_violated",
     "_n_copies",
     "_n_versions",
-    "_visited",
     "_supported",
     "_n_unsupported",
     "_n_cited_copy",
