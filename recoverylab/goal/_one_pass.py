@@ -6,12 +6,12 @@ parts the scoring query needs (the step counts per episode, the cited sources, t
 resources per case) together with every count the checks need, one streaming query per part
 (collected together, their hash tables would all be held at once: 1.9 GB against 1.2 GB at 10M
 steps). When every count says "clean", the scoring query is built over these collected parts: the
-steps are read by the two queries the scoring needs (the counts and the cited sources), each for
-its own columns, and by no check pass. When any count is off (a broken contract, an inconsistency
-between the tables, two ids that share a hash, a table that cannot be read) nothing is decided
-here: the exact checks of :mod:`recoverylab.goal._score` run and raise the error they always
-raised, the same message in the same order, or score on the id strings when ids merely share a
-hash.
+steps are read by the two queries the scoring needs (the counts per episode and the visits of the
+cited sources), each for its own columns, and by no check pass. When any count is off (a broken
+contract, an inconsistency between the tables, two ids that share a hash, a table that cannot be
+read) nothing is decided here: the exact checks of :mod:`recoverylab.goal._score` run and raise the
+error they always raised, the same message in the same order, or score on the id strings when ids
+merely share a hash.
 
 Ids are keyed by their 64-bit hash, as the scoring query keys them. The owners of the ids
 (``episodes`` for episode ids, ``cases`` for case ids) must have distinct hashes; a row that
@@ -108,6 +108,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
         .drop("_owner")
         .collect(engine="streaming")
     )
+    # while little is held: the hash table of the visits is the largest of the parts'
     unvisited = _unvisited(checked["citations"], checked["steps"])
     episode_owners = _owners(parts["episodes"], "_episode")
     steps = _step_parts(checked["steps"], episode_owners).collect(engine="streaming")
@@ -119,8 +120,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     )
     # the episodes' keys are collected: the citations join them rather than read them again
     owners = {**checked, "episodes": parts["episodes"].lazy()}
-    cited = _cited_pairs(owners, unvisited)
-    parts["cited"] = cited.collect(engine="streaming")
+    parts["cited"] = _cited_pairs(owners, unvisited).collect(engine="streaming")
     # the cases with their |C| and |V|: the regime rules and the scoring read them both
     reachable = parts["per_case"].select("_case", "_n_copies", "_n_versions")
     parts["with_reachable"] = _with_reachable(parts["cases"].lazy(), reachable.lazy()).collect()
@@ -129,7 +129,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     episodes = keyed["episodes"].with_columns(_hashed_text("diagnosis"))
     return _scored(
         {**keyed, "episodes": episodes},
-        parts["steps"].select("_episode", "steps", "n_prohibited").lazy(),
+        parts["steps"].lazy(),
         parts["cited"].drop("_known", "_visit").lazy(),
         parts["with_reachable"].drop("_case_check", "_violated").lazy(),
         case_columns,
