@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from recoverylab import goal, synth
 from recoverylab._errors import RecoveryLabError
-from recoverylab.goal import _one_pass
+from recoverylab.goal import _one_pass, _step_checks
 from recoverylab.goal import _rules as goal_rules
 from recoverylab.goal import _score as goal_score
 from recoverylab.schema import spec
@@ -484,7 +484,7 @@ BREAKS = ("impostor", "negative step", "null prohibited", "null id", "no owner")
 
 
 def steps_part(
-    numbers: list[list[int]], breaks: dict[int, str] | None = None
+    numbers: list[list[int]], breaks: dict[int, str] | None = None, *, as_runs: bool = True
 ) -> tuple[pl.DataFrame, pl.LazyFrame, pl.LazyFrame]:
     """The steps part of episodes with these step numbers, its steps and their owners.
 
@@ -519,7 +519,8 @@ def steps_part(
         episodes.with_columns(goal_rules._key("episode_id", "_episode", hashed=True)),
         ("_episode",),
     ).select("_episode", _owner="_episode_check")
-    return _one_pass._step_parts(checked, owners).collect(), checked, owners
+    part = _step_checks.step_parts(checked, owners, as_runs=as_runs).collect()
+    return part, checked, owners
 
 
 @settings(
@@ -541,21 +542,26 @@ def steps_part(
     ),
     table=st.sampled_from([4, 64, 2**22]),
     seed=st.integers(0, 2**16),
+    as_runs=st.booleans(),
 )
 def test_broken_steps_are_found_however_the_steps_are_numbered(
-    monkeypatch, episodes: list[tuple[str, int, int, str | None]], table: int, seed: int
+    monkeypatch,
+    episodes: list[tuple[str, int, int, str | None]],
+    table: int,
+    seed: int,
+    as_runs: bool,
 ) -> None:
     # runs from any start, gaps, repeats that keep the run's count, bounds and sum, runs beyond
-    # the table of prefix sums (then checked exactly), each with or without a broken row:
-    # against a plain check
+    # the table of prefix sums (then checked exactly), each with or without a broken row, by
+    # the tag or by the exact flags: against a plain check
     null_kept = lambda ids: pl.when(ids.is_not_null()).then(prefix_colliding(ids))  # noqa: E731
     monkeypatch.setattr(goal_rules, "_id_hash", null_kept)  # a null id has a null key
-    monkeypatch.setattr(_one_pass, "_MAX_TABULATED_STEP", table)
+    monkeypatch.setattr(_step_checks, "_MAX_TABULATED_STEP", table)
     rng = random.Random(seed)
     numbers = [numbered(kind, start, n, rng) for kind, start, n, _ in episodes]
     breaks = {i: kind for i, (*_, kind) in enumerate(episodes) if kind is not None}
     clean = not breaks and all(len(set(steps)) == len(steps) for steps in numbers)
-    assert _one_pass._steps_clean(*steps_part(numbers, breaks)) == clean
+    assert _step_checks.steps_clean(*steps_part(numbers, breaks, as_runs=as_runs)) == clean
 
 
 def test_runs_are_told_apart_by_their_tag_alone(monkeypatch) -> None:
@@ -563,13 +569,13 @@ def test_runs_are_told_apart_by_their_tag_alone(monkeypatch) -> None:
     rng = random.Random(3)
     numbers = [numbered("run", start, n, rng) for start in (0, 1, 5) for n in (1, 2, 9)]
     part, steps, owners = steps_part(numbers)
-    monkeypatch.setattr(_one_pass, "_MAX_TABULATED_STEP", 64)
+    monkeypatch.setattr(_step_checks, "_MAX_TABULATED_STEP", 64)
 
     def no_second_pass(*args: object, **kwargs: object) -> None:
         raise AssertionError("checked exactly")
 
-    monkeypatch.setattr(_one_pass, "_checked_exactly", no_second_pass)
-    assert _one_pass._steps_clean(part, steps, owners)
+    monkeypatch.setattr(_step_checks, "_checked_exactly", no_second_pass)
+    assert _step_checks.steps_clean(part, steps, owners)
 
 
 @pytest.mark.parametrize("table", ["cases", "episodes"])
@@ -582,3 +588,31 @@ def test_an_extra_column_named_as_a_helper_is_refused_on_both_paths(table: str, 
     assert expected[0] == "error"
     assert "reserved" in expected[1][1]
     assert outcome(default, changed) == expected
+
+
+@pytest.mark.parametrize(
+    ("kind", "start", "expected"),
+    [("run", 0, True), ("run", 1, True), ("run", 10**9, True), ("gaps", 0, False)],
+)
+def test_the_check_is_chosen_by_how_the_first_steps_are_numbered(
+    monkeypatch, kind: str, start: int, expected: bool
+) -> None:
+    # runs (shuffled, any start) take the tag, numbers with gaps the exact flags; the last
+    # sampled episode may be cut without changing the choice
+    monkeypatch.setattr(_step_checks, "_SAMPLE_ROWS", 100)
+    rng = random.Random(5)
+    numbers = [numbered(kind, start, 7, rng) for _ in range(40)]
+    _, steps, _ = steps_part(numbers)
+    assert _step_checks.numbered_as_runs(steps) == expected
+
+
+def test_numbers_with_gaps_are_checked_in_the_one_pass(monkeypatch) -> None:
+    # every step number doubled: the one pass takes the exact flags and reads the steps once
+    frames = synth.generate("goal", 6, seed=4)
+    gaps = {**frames, "steps": frames["steps"].with_columns(pl.col("step") * 2)}
+
+    def no_second_pass(*args: object, **kwargs: object) -> None:
+        raise AssertionError("checked exactly")
+
+    monkeypatch.setattr(_step_checks, "_checked_exactly", no_second_pass)
+    assert_exact(gaps, "every step number doubled", refused=False)

@@ -19,7 +19,8 @@ refers to an id (a step, a citation, a resource, an episode's case) counts as th
 when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the owner's too
 (:func:`_owned`, after a join with the owners: an id that is not its owner's passes only when
 both of its hashes are some owner's, a chance of about 2**-106 at three million owners; the
-rows of a key compare the sum of their second hashes, :func:`_all_owned`, :func:`_steps_clean`). A
+rows of a key compare the sum of their second hashes, :func:`_all_owned`, and the steps their
+tag, :mod:`recoverylab.goal._step_checks`). A
 citation's visits are met the same way, by two independent 64-bit hashes of its (episode,
 source) pair, and its resource by one, with the source's second hash compared
 (:func:`_cited_pairs`). The scoring compares an episode's diagnosis with its case's barrier
@@ -39,24 +40,14 @@ from recoverylab.goal._rules import (
     _keyed,
     _reachable_exprs,
     _scored,
-    _step_counts,
     _with_reachable,
 )
-from recoverylab.goal._tables import _HASHED, _TABLES, _check_columns
-from recoverylab.schema import data_checks, spec, validate
+from recoverylab.goal._step_checks import numbered_as_runs, step_parts, steps_clean
+from recoverylab.goal._tables import _HASHED, _TABLES, _check_columns, _violated
+from recoverylab.schema import spec, validate
 
 #: Seed of the second hash of an id (any seed other than the key hash's default).
 _CHECK_SEED = 0x5EED_C0DE_2026
-
-#: Seed of the hash of a step number in an episode's ``_tag`` (:func:`_step_parts`).
-_STEP_SEED = 0x57E9_F1A6_2026
-
-#: Added to an episode's ``_tag`` per row that breaks a data check (odd: k < 2**64 rows never
-#: add up to 0 mod 2**64).
-_VIOLATION_WEIGHT = 0x9E37_79B9_7F4A_7C15
-
-#: The step numbers whose prefix sums of hashes :func:`_steps_clean` tabulates (32 MB at most).
-_MAX_TABULATED_STEP = 1 << 22
 
 #: Per key column: the id column behind it and the name of the id's second hash.
 _CHECKS = {"_episode": ("episode_id", "_episode_check"), "_case": ("case_id", "_case_check")}
@@ -111,8 +102,11 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     # while little is held: the hash table of the visits is the largest of the parts'
     unvisited = _unvisited(checked["citations"], checked["steps"])
     episode_owners = _owners(parts["episodes"], "_episode")
-    steps = _step_parts(checked["steps"], episode_owners).collect(engine="streaming")
-    if not _steps_clean(steps, checked["steps"], episode_owners):
+    as_runs = numbered_as_runs(checked["steps"])
+    steps = step_parts(checked["steps"], episode_owners, as_runs=as_runs).collect(
+        engine="streaming"
+    )
+    if not steps_clean(steps, checked["steps"], episode_owners):
         return None
     parts["steps"] = steps.select("_episode", "steps", "n_prohibited")  # held no longer
     parts["per_case"] = _resource_parts(checked["resources"], case_owners).collect(
@@ -207,102 +201,6 @@ def _resource_parts(resources: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFra
         .with_columns(_owned(broken, _all_owned("_rows")).alias("_broken"))
         .drop("_checks", "_distinct", "_violated", "_owner")
     )
-
-
-def _violated(frame: pl.LazyFrame, table: str) -> pl.Expr:
-    """Return ``_violated``: whether a row breaks any data check of ``table`` (null counts)."""
-    checks = data_checks(spec(table), frame.collect_schema())
-    return pl.any_horizontal(pl.lit(False), *checks.values()).fill_null(True).alias("_violated")
-
-
-def _step_parts(steps: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
-    """Per episode key: the scoring's step counts and what tells whether its steps are clean.
-
-    ``_first`` (the smallest step number), ``_tag`` and ``_owner`` (the check hash of the
-    episode with that key, null when none; a join in this streaming query costs less than
-    looking the keys up in the collected part), read by :func:`_steps_clean`. ``_tag`` is one
-    sum (mod 2**64) over the episode's rows of the step number's hash, the row's check hash of
-    its episode id and, for a row that breaks a data check, :data:`_VIOLATION_WEIGHT`: one
-    aggregation stands for a set of step numbers per episode (0.35-0.4 GB of peak memory and
-    about 0.2 s CPU at 10M steps), a check-hash sum and a violation flag (0.1-0.15 s more).
-    """
-    weight = pl.lit(_VIOLATION_WEIGHT, dtype=pl.UInt64)
-    violations = _violated(steps, "steps").cast(pl.UInt64) * weight
-    tag = _step_hash(pl.col("step")) + pl.col("_episode_check") + violations
-    return (
-        _step_counts(
-            steps,
-            pl.col("step").min().cast(pl.Int64).alias("_first"),
-            tag.sum().alias("_tag"),
-        )
-        .join(owners, on="_episode", how="left")
-        .select("_episode", "steps", "n_prohibited", "_first", "_tag", "_owner")
-    )
-
-
-def _step_hash(numbers: pl.Expr) -> pl.Expr:
-    """Return the 64-bit hash of step numbers that an episode's ``_tag`` sums."""
-    return numbers.cast(pl.Int64).hash(_STEP_SEED)
-
-
-def _steps_clean(part: pl.DataFrame, steps: pl.LazyFrame, owners: pl.LazyFrame) -> bool:
-    """Return whether no step breaks a check: a data check, a repeated step, an unknown episode.
-
-    An episode is clean for sure when its ``_tag`` (:func:`_step_parts`) is the one clean steps
-    numbered as a run of n from the smallest (0..n-1, 1..n, any start) give: the hashes of the
-    run, read off a table of prefix sums, plus n times the owner's check hash. Anything else
-    differs but for a chance of about 2**-64 per episode: a repeat or a gap changes the hashed
-    numbers, a row of a foreign id under the key adds k times the difference of two check
-    hashes (0 only when k times it is 0 mod 2**64), and k violations add k times an odd weight.
-    The other episodes (numbers with gaps, which are clean, or broken checks, or runs beyond the
-    table of :data:`_MAX_TABULATED_STEP` numbers) are checked exactly by
-    :func:`_checked_exactly`, in a second pass over only their steps.
-    """
-    if part.height == 0:
-        return True
-    first, count = part["_first"], part["steps"]
-    end = first + count
-    size = min(int(end.max() or 0), _MAX_TABULATED_STEP)
-    runs = pl.select(_step_hash(pl.int_range(0, size)).cum_sum()).to_series()
-    prefix = pl.Series([0], dtype=pl.UInt64).append(runs)  # prefix[k]: the hashes of 0..k-1
-
-    def before(numbers: pl.Series) -> pl.Series:
-        return prefix.gather(numbers.clip(0, size))
-
-    run = before(end) - before(first)
-    owned = count.cast(pl.UInt64) * part["_owner"]
-    clean = (end <= size) & (part["_tag"] == run + owned)  # a negative step: a violation
-    unsure = part.filter(~clean.fill_null(False)).select("_episode")
-    return unsure.is_empty() or _checked_exactly(unsure, steps, owners)
-
-
-def _checked_exactly(episodes: pl.DataFrame, steps: pl.LazyFrame, owners: pl.LazyFrame) -> bool:
-    """Return whether the steps of ``episodes`` (keys) are clean, counted exactly.
-
-    Per episode: no data-check violation, distinct step numbers, and every row's check hash of
-    its episode id the owner's. A null key has no steps the join finds: then not clean.
-    """
-    counted = (
-        steps.join(episodes.lazy(), on="_episode", how="semi")
-        .with_columns(_violated(steps, "steps"))
-        .group_by("_episode")
-        .agg(
-            (pl.len() == pl.col("step").n_unique()).alias("_distinct"),
-            pl.col("_episode_check").min().alias("_lo"),
-            pl.col("_episode_check").max().alias("_hi"),
-            pl.col("_violated").any(),
-        )
-        .join(owners, on="_episode", how="left")
-        .select(
-            pl.col("_distinct")
-            & (pl.col("_lo") == pl.col("_owner"))
-            & (pl.col("_hi") == pl.col("_owner"))
-            & ~pl.col("_violated")
-        )
-        .collect(engine="streaming")
-        .to_series()
-    )
-    return counted.len() == episodes.height and bool(counted.fill_null(False).all())
 
 
 def _cited_pairs(tables: Mapping[str, pl.LazyFrame], unvisited: pl.Series) -> pl.LazyFrame:
@@ -430,7 +328,7 @@ def _hashed_text(name: str) -> pl.Expr:
 def _clean(parts: Mapping[str, pl.DataFrame]) -> bool:
     """Return whether no check of ``score`` can fail on the tables the ``parts`` count.
 
-    The steps were checked when their part was collected (:func:`_steps_clean`). The
+    The steps were checked when their part was collected (:func:`steps_clean`). The
     citations need no totals of their own: a citation with a null or unknown episode id has
     no owner (``_known``), one with a null or unlisted source no ``relation``, and a repeated one
     the ``_visit`` of another; the table may be empty.

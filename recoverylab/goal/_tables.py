@@ -25,6 +25,8 @@ from recoverylab.io import scan
 from recoverylab.schema import (
     Column,
     canonical_dtype,
+    data_checks,
+    spec,
 )
 
 #: Regimes that carry a barrier (the "with barriers" side of :func:`barrier_drop`).
@@ -342,3 +344,9 @@ def _names(columns: Sequence[str]) -> str:
     """Return "column `a` is" or "columns `a`, `b` are"."""
     shown = ", ".join(f"`{c}`" for c in columns)
     return f"column {shown} is" if len(columns) == 1 else f"columns {shown} are"
+
+
+def _violated(frame: pl.LazyFrame, table: str) -> pl.Expr:
+    """Return ``_violated``: whether a row breaks any data check of ``table`` (null counts)."""
+    checks = data_checks(spec(table), frame.collect_schema())
+    return pl.any_horizontal(pl.lit(False), *checks.values()).fill_null(True).alias("_violated")
