@@ -108,7 +108,7 @@ def _checked_scoring(frames: Mapping[str, pl.LazyFrame]) -> pl.LazyFrame | None:
     )
     if not steps_clean(steps, checked["steps"], episode_owners):
         return None
-    parts["steps"] = steps.select("_episode", "steps", "n_prohibited")  # held no longer
+    parts["steps"] = steps.select("_episode", "steps", "n_prohibited")  # checks: not kept
     parts["per_case"] = _resource_parts(checked["resources"], case_owners).collect(
         engine="streaming"
     )

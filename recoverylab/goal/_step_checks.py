@@ -72,13 +72,11 @@ def step_parts(steps: pl.LazyFrame, owners: pl.LazyFrame, *, as_runs: bool) -> p
         violations = _violated(steps, "steps").cast(pl.UInt64) * weight
         tag = _step_hash(pl.col("step")) + pl.col("_episode_check") + violations
         checks = [pl.col("step").min().cast(pl.Int64).alias("_first"), tag.sum().alias("_tag")]
-        kept = ["_first", "_tag", "_owner"]
+        kept = [pl.col("_first", "_tag", "_owner")]
     else:
         steps = steps.with_columns(_violated(steps, "steps"))
-        checks, kept = _exact_checks(), ["_clean"]
+        checks, kept = _exact_checks(), [_exactly_clean()]
     counted = _step_counts(steps, *checks).join(owners, on="_episode", how="left")
-    if not as_runs:
-        counted = counted.with_columns(_exactly_clean())
     return counted.select("_episode", "steps", "n_prohibited", *kept)
 
 
