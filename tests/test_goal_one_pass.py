@@ -564,17 +564,22 @@ def test_broken_steps_are_found_however_the_steps_are_numbered(
     assert _step_checks.steps_clean(*steps_part(numbers, breaks, as_runs=as_runs)) == clean
 
 
+def forbid_second_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the exact second pass over the steps fail the test if it runs."""
+
+    def no_second_pass(*args: object, **kwargs: object) -> None:
+        raise AssertionError("checked exactly")
+
+    monkeypatch.setattr(_step_checks, "_checked_exactly", no_second_pass)
+
+
 def test_runs_are_told_apart_by_their_tag_alone(monkeypatch) -> None:
     # clean runs within the table never reach the exact count, whatever their order and start
     rng = random.Random(3)
     numbers = [numbered("run", start, n, rng) for start in (0, 1, 5) for n in (1, 2, 9)]
     part, steps, owners = steps_part(numbers)
     monkeypatch.setattr(_step_checks, "_MAX_TABULATED_STEP", 64)
-
-    def no_second_pass(*args: object, **kwargs: object) -> None:
-        raise AssertionError("checked exactly")
-
-    monkeypatch.setattr(_step_checks, "_checked_exactly", no_second_pass)
+    forbid_second_pass(monkeypatch)
     assert _step_checks.steps_clean(part, steps, owners)
 
 
@@ -610,9 +615,5 @@ def test_numbers_with_gaps_are_checked_in_the_one_pass(monkeypatch) -> None:
     # every step number doubled: the one pass takes the exact flags and reads the steps once
     frames = synth.generate("goal", 6, seed=4)
     gaps = {**frames, "steps": frames["steps"].with_columns(pl.col("step") * 2)}
-
-    def no_second_pass(*args: object, **kwargs: object) -> None:
-        raise AssertionError("checked exactly")
-
-    monkeypatch.setattr(_step_checks, "_checked_exactly", no_second_pass)
+    forbid_second_pass(monkeypatch)
     assert_exact(gaps, "every step number doubled", refused=False)

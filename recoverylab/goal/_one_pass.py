@@ -7,7 +7,9 @@ resources per case) together with every count the checks need, one streaming que
 (collected together, their hash tables would all be held at once: 1.9 GB against 1.2 GB at 10M
 steps). When every count says "clean", the scoring query is built over these collected parts: the
 steps are read by the two queries the scoring needs (the counts per episode and the visits of the
-cited sources), each for its own columns, and by no check pass. When any count is off (a broken
+cited sources), each for its own columns, and by no check pass of their own (only their first rows
+choose how the steps are checked, and a second pass reads the steps of any episode the first
+does not vouch for: :mod:`recoverylab.goal._step_checks`). When any count is off (a broken
 contract, an inconsistency between the tables, two ids that share a hash, a table that cannot be
 read) nothing is decided here: the exact checks of :mod:`recoverylab.goal._score` run and raise the
 error they always raised, the same message in the same order, or score on the id strings when ids
@@ -19,8 +21,8 @@ refers to an id (a step, a citation, a resource, an episode's case) counts as th
 when the id's second hash, independently seeded (:data:`_CHECK_SEED`), is the owner's too
 (:func:`_owned`, after a join with the owners: an id that is not its owner's passes only when
 both of its hashes are some owner's, a chance of about 2**-106 at three million owners; the
-rows of a key compare the sum of their second hashes, :func:`_all_owned`, and the steps their
-tag, :mod:`recoverylab.goal._step_checks`). A
+resources of a key compare the sum of their second hashes, :func:`_resource_parts`, and the
+steps their tag, :mod:`recoverylab.goal._step_checks`). A
 citation's visits are met the same way, by two independent 64-bit hashes of its (episode,
 source) pair, and its resource by one, with the source's second hash compared
 (:func:`_cited_pairs`). The scoring compares an episode's diagnosis with its case's barrier
@@ -160,45 +162,32 @@ def _owned(broken: pl.Expr, owner_check: pl.Expr) -> pl.Expr:
     return pl.any_horizontal(broken, ~owner_check).fill_null(True)
 
 
-def _check_sum(check: str) -> pl.Expr:
-    """Aggregate ``_checks``: the sum (mod 2**64) of a group's check hashes (:func:`_all_owned`)."""
-    return pl.col(check).sum().alias("_checks")
-
-
-def _all_owned(rows: str) -> pl.Expr:
-    """Return whether every row of a group has its owner's check hash, after the owners' join.
-
-    The group's :func:`_check_sum` is then ``rows`` times the owner's (mod 2**64): one sum per
-    group costs about half a minimum and a maximum (0.1 s CPU at 10M steps). A group whose
-    rows mix ``k`` ids of foreign check ``c`` with the owner's ``o`` passes only when
-    ``k (c - o)`` is 0 mod 2**64: for random 64-bit hashes a chance of at most ``k`` in 2**64,
-    and only where two ids already share the 64-bit key hash.
-    """
-    return pl.col("_checks") == pl.col("_owner") * pl.col(rows).cast(pl.UInt64)
-
-
 def _resource_parts(resources: pl.LazyFrame, owners: pl.LazyFrame) -> pl.LazyFrame:
     """Per case key: |C|, |V|, the ``_rows`` and a ``_broken`` flag.
 
     ``_broken``: a data-check violation, a resource listed twice under the case (its ids'
     hashes repeat; distinct ids that merely share a hash also count, and the exact checks then
-    decide), or a row under the key with no case of ``owners`` with that key and check hash
-    (:func:`_all_owned`). One pass over ``resources`` makes both the scoring's counts and the
-    checks'.
+    decide), or a row under the key with no case of ``owners`` with that key and check hash.
+    The last is told by one sum per key: the check hashes of its rows sum (mod 2**64) to
+    ``_rows`` times the owner's, which costs about half a minimum and a maximum; rows that mix
+    ``k`` ids of foreign check ``c`` with the owner's ``o`` pass only when ``k (c - o)`` is 0
+    mod 2**64, a chance of at most ``k`` in 2**64 where two ids already share the key hash.
+    One pass over ``resources`` makes both the scoring's counts and the checks'.
     """
     broken = pl.any_horizontal(pl.col("_violated"), pl.col("_distinct") != pl.col("_rows"))
+    owned = pl.col("_checks") == pl.col("_owner") * pl.col("_rows").cast(pl.UInt64)
     return (
         resources.with_columns(_violated(resources, "resources"))
         .group_by("_case")
         .agg(
-            _check_sum("_case_check"),
+            pl.col("_case_check").sum().alias("_checks"),
             *_reachable_exprs(),
             pl.len().alias("_rows"),
             pl.col("resource_id").hash().n_unique().alias("_distinct"),
             pl.col("_violated").any(),
         )
         .join(owners, on="_case", how="left")
-        .with_columns(_owned(broken, _all_owned("_rows")).alias("_broken"))
+        .with_columns(_owned(broken, owned).alias("_broken"))
         .drop("_checks", "_distinct", "_violated", "_owner")
     )
 
