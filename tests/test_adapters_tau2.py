@@ -76,7 +76,8 @@ def reference_rows(paths: list[Path]) -> set[tuple[Any, ...]]:
                 (
                     info["environment_info"]["domain_name"],
                     info["agent_info"]["llm"],
-                    s["task_id"],
+                    # task identity: tau2 numbers tasks per domain, so the id is domain/id
+                    f"{info['environment_info']['domain_name']}/{s['task_id']}",
                     s["trial"],
                     reward,
                     _is_successful(reward),
@@ -374,6 +375,8 @@ def test_cli_trials_and_forks(cli: Any, tmp_path: Path) -> None:
         "success",
         "domain",
         "attempt",
+        "raw_task_id",
+        "task_scope",
     }
     paired = cli(
         "paired",

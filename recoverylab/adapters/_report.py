@@ -7,17 +7,29 @@ that counts the files read, the logs used, the logs superseded (each with the lo
 it), the units per exclusion reason and the rows per table. The command line prints
 :meth:`ReadReport.render` on stderr (``--quiet`` silences it) and writes
 :meth:`ReadReport.to_json` with ``--report-out``.
+
+The file counts add up: every file read is exactly one of *used* (a unit of it reached a table
+or ``excluded``), *superseded* (every unit of it was replaced by another file's, e.g. a failed
+log and its ``eval_retry``) or *no unit used* (read for an index or a configuration, such as a
+tau2 ``results.json`` or a Harbor job's ``config.json``). A retry *inside* one file (tau2 writes a
+resumed run's retry into the same results file) supersedes units, not the file: it is listed as
+such ("retried inside the file"), never as a file superseded by itself.
+
+:class:`Imported` unpacks and indexes like the tuple the adapters used to return: ``forks,
+excluded = result``, ``result[0]``, ``result[-1]`` (``excluded``), ``len(result)``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 if TYPE_CHECKING:
     import polars as pl
+
+    from recoverylab.adapters._identity import Identity
 
 __all__ = ["Imported", "ReadReport", "Superseded", "exclusion_counts"]
 
@@ -56,6 +68,10 @@ class ReadReport:
         Rows per output table (``excluded`` included).
     hint
         What to do next with the tables, if anything (e.g. ``pair by epoch``).
+    identity
+        How the task ids were made (:class:`~recoverylab.adapters._identity.Identity`: the
+        field that scopes them, the scopes seen, raw ids shared by several); None when the
+        format has no scope. Set with :meth:`with_identity`.
     """
 
     format: str
@@ -66,12 +82,40 @@ class ReadReport:
     excluded: Mapping[str, int] = field(default_factory=dict)
     rows: Mapping[str, int] = field(default_factory=dict)
     hint: str = ""
+    identity: Identity | None = field(default=None, init=False, compare=False)
 
     def with_tables(self, tables: Mapping[str, pl.DataFrame], excluded: pl.DataFrame) -> ReadReport:
         """Return a copy whose ``rows`` and ``excluded`` counts are those of the given tables."""
         rows = {name: frame.height for name, frame in tables.items()}
         rows["excluded"] = excluded.height
-        return replace(self, rows=rows, excluded=exclusion_counts(excluded))
+        out = replace(self, rows=rows, excluded=exclusion_counts(excluded))
+        return out.with_identity(self.identity)
+
+    def with_identity(self, identity: Identity | None) -> ReadReport:
+        """Return a copy that records how the task ids were made (``identity``)."""
+        out = replace(self)
+        object.__setattr__(out, "identity", identity)  # not an __init__ field: see `identity`
+        return out
+
+    def file_counts(self) -> dict[str, int]:
+        """Files read, split into used, superseded and no-unit-used; the three parts add up.
+
+        A file is *used* when it is in ``used``; *superseded* when another file replaced it
+        (``superseded`` entries whose ``by`` is a different file) and it is not used; the rest
+        were read but gave no unit (indexes, configurations). Retries inside one file count
+        in ``retried_inside`` (entries whose ``log`` is their ``by``), not as superseded files.
+        """
+        read = set(self.files_read)
+        used = read & set(self.used)
+        gone = {s.log for s in self.superseded if s.log != s.by} & (read - used)
+        inside = {s.log for s in self.superseded if s.log == s.by}
+        return {
+            "files_read": len(read),
+            "used": len(used),
+            "superseded": len(gone),
+            "no_unit_used": len(read) - len(used) - len(gone),
+            "retried_inside": len(inside),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         """Return the report as plain JSON-ready values (reasons sorted)."""
@@ -84,6 +128,8 @@ class ReadReport:
             "excluded": dict(sorted(self.excluded.items())),
             "rows": dict(self.rows),
             "hint": self.hint,
+            "file_counts": self.file_counts(),
+            "identity": None if self.identity is None else self.identity.describe(),
         }
 
     def to_json(self) -> str:
@@ -95,17 +141,28 @@ class ReadReport:
 
         For example::
 
-            import inspect: 12 files read, 10 logs used, 2 superseded
+            import inspect: 12 files read (10 used, 2 superseded, 0 with no unit used)
               superseded logs/a.eval by logs/b.eval (retry)
               forks: 480 rows; excluded: 7 (error 4, limit 3) (pair by epoch)
+
+        A retry inside one file reads ``results.json: retried inside the file (retry, 2
+        simulations); the later run kept``. The identity line (``task ids: ...``) says how the
+        task ids were made when the format scopes them.
         """
+        counts = self.file_counts()
         head = (
-            f"import {self.format}: {_count(len(self.files_read), 'file')} read, "
-            f"{_count(len(self.used), 'log')} used, {len(self.superseded)} superseded"
+            f"import {self.format}: {_count(counts['files_read'], 'file')} read "
+            f"({counts['used']:,} used, {counts['superseded']:,} superseded, "
+            f"{counts['no_unit_used']:,} with no unit used)"
         )
         lines = [head]
         shown = self.superseded[:SHOWN_SUPERSEDED]
-        lines += [f"  superseded {s.log} by {s.by} ({s.reason})" for s in shown]
+        lines += [
+            f"  {s.log}: retried inside the file ({s.reason}); the later run kept"
+            if s.log == s.by
+            else f"  superseded {s.log} by {s.by} ({s.reason})"
+            for s in shown
+        ]
         if len(self.superseded) > len(shown):  # a resumed job may supersede thousands of trials
             more = len(self.superseded) - len(shown)
             lines.append(f"  ... and {more:,} more superseded (every one in --report-out)")
@@ -114,6 +171,8 @@ class ReadReport:
         reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(self.excluded.items()))
         excluded = f"excluded: {total:,}" + (f" ({reasons})" if reasons else "")
         hint = f" ({self.hint})" if self.hint else ""
+        if self.identity is not None:
+            lines.append("  " + self.identity.describe())
         lines.append("  " + "; ".join(filter(None, (made, excluded))) + hint)
         return "\n".join(lines)
 
@@ -129,6 +188,37 @@ class Imported:
     def outputs(self) -> dict[str, pl.DataFrame]:
         """Every table to write, ``excluded`` last (the files of ``recoverylab import``)."""
         return {**self.tables, "excluded": self.excluded}
+
+    def _parts(self) -> tuple[pl.DataFrame, ...]:
+        """Return the tuple this result stands for: each table in order, then ``excluded``."""
+        return (*self.tables.values(), self.excluded)
+
+    def __iter__(self) -> Iterator[pl.DataFrame]:
+        """Unpack as the tables then ``excluded`` (``forks, excluded = result``)."""
+        return iter(self._parts())
+
+    def __len__(self) -> int:
+        """How many frames it unpacks into (the tables and ``excluded``)."""
+        return len(self._parts())
+
+    @overload
+    def __getitem__(self, index: int) -> pl.DataFrame: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[pl.DataFrame, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> pl.DataFrame | tuple[pl.DataFrame, ...]:
+        """Index like the tuple it replaced.
+
+        ``result[0]`` is the first table, ``result[-1]`` ``excluded``; a slice gives a tuple.
+        Tables by name are in :attr:`tables`.
+        """
+        if isinstance(index, bool) or not isinstance(index, (int, slice)):
+            raise TypeError(
+                f"{type(self).__name__} indexes like a tuple (an int or a slice), not by "
+                f"{type(index).__name__}; tables by name are in `.tables`."
+            )
+        return self._parts()[index]
 
 
 def exclusion_counts(excluded: pl.DataFrame) -> dict[str, int]:

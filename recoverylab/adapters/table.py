@@ -25,6 +25,14 @@ Exclusions: ``exclude={"infrastructure": "status = 'sandbox_error'", ...}`` (CLI
 ``excluded`` with that reason (the first matching reason wins, in the order given), never counted
 as failures.
 
+Task identity: a log whose task ids repeat per dataset (or domain, suite...) declares that scope
+as our column ``task_scope`` (``--map task_scope=dataset``, or ``--scope dataset`` on the command
+line, or a log column of that name). ``task_id`` is then ``<scope>/<id>`` on every row whose scope
+is not null, the raw id kept in ``raw_task_id`` (:mod:`recoverylab.adapters._identity`; always,
+not only when ids collide, so two imports join on the same ids). ``key`` columns are pairing keys,
+not scopes: a task run by two models is one task. A frame that already holds ``raw_task_id`` and
+``task_scope`` (the tau2 adapter's trials) is carried as it is.
+
 Targets: ``forks`` (the ``forks`` table), ``trials`` (one row per task attempt) and ``takeover``
 (one log row per attempt: ``attempts``, and ``states`` as the distinct state columns; a state whose
 rows disagree is a duplicate-key error). ``excluded`` has ``log`` (the file), ``task_id`` (or
@@ -42,6 +50,7 @@ import polars as pl
 from recoverylab import io
 from recoverylab._diagnose import check_text_file
 from recoverylab._errors import InputError, ParameterError, SchemaError, SourceError
+from recoverylab.adapters._identity import RAW, SCOPE, Identity, identity_of, qualify
 from recoverylab.adapters._report import Imported, ReadReport
 from recoverylab.adapters._trials import TRIALS
 from recoverylab.schema import SPECS, TableSpec, canonical_dtype, validate
@@ -139,7 +148,8 @@ def _target_columns(
             f"Hint: add {maps}."
         )
     wanted = [c.name for contract in contracts for c in contract.columns if c.name in names]
-    return list(dict.fromkeys([*wanted, *mapping]))
+    identity = [c for c in (RAW, SCOPE) if c in names]  # carried to every table (tau2's trials)
+    return list(dict.fromkeys([*wanted, *mapping, *identity]))
 
 
 def _typed_projection(
@@ -250,12 +260,22 @@ def from_frame(
         ).collect()
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"table: mapping the logs failed: {_first_line(exc)}.") from None
+    rows, _ = _qualified(rows, columns)
     kept = rows.filter(pl.col(_REASON).is_null()).drop(_REASON, "detail", _LOG)
+    columns = list(dict.fromkeys([*columns, *(c for c in (RAW, SCOPE) if c in rows.columns)]))
     tables = {
         contract.name: _table(kept, contract, [c for c in columns if c in kept.columns], key, to)
         for contract in contracts
     }
     return tables, _excluded(rows)
+
+
+def _qualified(rows: pl.DataFrame, columns: list[str]) -> tuple[pl.DataFrame, Identity | None]:
+    """Qualify ``task_id`` by a declared ``task_scope`` (not yet qualified: no ``raw_task_id``)."""
+    if SCOPE not in columns or RAW in columns or "task_id" not in rows.columns:
+        return rows, None
+    rows = rows.with_columns(pl.col(SCOPE).cast(pl.String), pl.col("task_id").cast(pl.String))
+    return qualify(rows, SCOPE, "table")
 
 
 def _table(
@@ -284,6 +304,7 @@ def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
         task_expr.alias("task_id"),
         pl.col(_REASON).alias("reason"),
         pl.col("detail"),
+        *(c for c in (RAW, SCOPE) if c in out.columns),
     ).sort("log", "task_id", "reason", nulls_last=False)
 
 
@@ -401,11 +422,12 @@ def read(
         raise SourceError(f"table: the logs do not share a schema ({_first_line(exc)}).") from None
     tables, excluded = from_frame(frame, to=to, mapping=mapping, exclude=exclude, key=key, log=_LOG)
     used = tuple(str(p) for p in files)
-    report = ReadReport(
+    report: ReadReport = ReadReport(
         format="table",
         files_read=used,
         used=used,
         unit="rows",
         hint=f"pair by {', '.join(key)}" if key and to == "forks" else "",
-    ).with_tables(tables, excluded)
+    ).with_identity(identity_of([*tables.values(), excluded], SCOPE))
+    report = report.with_tables(tables, excluded)
     return Imported(tables, excluded, report)

@@ -22,7 +22,7 @@ Read per simulation: ``id``, ``task_id``, ``trial``, ``seed``, ``termination_rea
 =================== ======= ====================================================================
 column              type    from tau2-bench
 =================== ======= ====================================================================
-task_id             str     ``SimulationRun.task_id``
+task_id             str     ``<domain>/<SimulationRun.task_id>`` (tau2 numbers tasks per domain)
 attempt             int     ``SimulationRun.trial`` (from 0)
 success             bool    tau2's ``is_successful``: reward within 1e-6 of 1 (partial: false)
 reward              float   ``reward_info.reward`` (partial rewards kept)
@@ -36,7 +36,14 @@ simulation_id       str     ``SimulationRun.id``
 duration            float   ``SimulationRun.duration``
 agent_cost          float   ``SimulationRun.agent_cost`` (null when none)
 user_cost           float   ``SimulationRun.user_cost`` (null when none)
+raw_task_id         str     ``SimulationRun.task_id`` as written
+task_scope          str     the domain (the scope of tau2's task ids)
 =================== ======= ====================================================================
+
+**Task identity.** tau2-bench numbers the tasks of each domain from ``0``, so ``0`` of airline and
+``0`` of retail are two tasks: ``task_id`` is always ``<domain>/<id>`` (``airline/0``), the raw id
+in ``raw_task_id`` (see :mod:`recoverylab.adapters._identity`; ``--raw-ids`` keeps raw ids and
+refuses when one occurs in two domains).
 
 **Which runs count** follows tau2-bench's own rule: the termination reasons in
 ``NON_EVALUABLE_TERMINATION_REASONS`` (``infrastructure_error`` and ``context_window_exceeded``;
@@ -75,6 +82,7 @@ import polars as pl
 from recoverylab import io
 from recoverylab._errors import InputError, ParameterError, SourceError, format_keys
 from recoverylab.adapters import table
+from recoverylab.adapters._identity import RAW, SCOPE, qualify
 from recoverylab.adapters._report import Imported, ReadReport, Superseded
 
 __all__ = [
@@ -118,6 +126,8 @@ TRIALS_SCHEMA: Mapping[str, pl.DataType] = {
     "duration": pl.Float64(),
     "agent_cost": pl.Float64(),
     "user_cost": pl.Float64(),
+    RAW: pl.String(),
+    SCOPE: pl.String(),
 }
 _KEY = [*EXPERIMENT, "task_id", "attempt"]
 _INFRA = "infrastructure_error"
@@ -261,7 +271,7 @@ def _read_rows(sources: list[_Source]) -> tuple[pl.DataFrame, list[str]]:
         run = _run_columns(meta, source.meta)
         for position, (file, sim) in enumerate(_simulations(source, meta, read)):
             rows.append({**_sim_row(sim, file, position), **run})
-    schema = {name: dtype for name, dtype in TRIALS_SCHEMA.items() if name != "success"}
+    schema = {n: t for n, t in TRIALS_SCHEMA.items() if n not in ("success", RAW, SCOPE)}
     frame = pl.DataFrame(rows, schema={**schema, "log": pl.String()}, orient="row")
     return frame, read
 
@@ -304,15 +314,15 @@ def _refuse_conflicts(frame: pl.DataFrame) -> None:
     clash = frame.filter(pl.len().over(_KEY) > 1)
     if clash.height == 0:
         return
-    first = clash.head(1).select(_KEY).row(0, named=True)
-    pair = clash.join(pl.DataFrame([first], schema=clash.select(_KEY).schema), on=_KEY)
+    first = clash.head(1).select(*_KEY, RAW).row(0, named=True)
+    pair = clash.join(clash.head(1).select(_KEY), on=_KEY, nulls_equal=True)
     columns = pair.select("log", "simulation_id", "termination_reason", "reward").head(2)
     shown = "; ".join(
         f"`{log}` (simulation {sim}, {reason}, reward {reward})"
         for log, sim, reason, reward in zip(*columns, strict=True)
     )
     raise InputError(
-        f"tau2: task `{first['task_id']}` trial {first['attempt']} of domain {first['domain']}, "
+        f"tau2: task `{first[RAW]}` trial {first['attempt']} of domain {first['domain']}, "
         f"agent {first['agent']} ({first['agent_model']}), user {first['user_model']} has "
         f"{pair.height} different simulations: {shown}. tau2-bench keeps one run per (task, "
         "trial, seed); give the files of one run (a resumed run's final file supersedes its "
@@ -330,7 +340,7 @@ def _split(frame: pl.DataFrame, non_evaluable: Sequence[str]) -> tuple[pl.DataFr
     )
     marked = frame.with_columns(reason.alias("reason"))
     excluded = marked.filter(pl.col("reason").is_not_null()).select(
-        "log", *_KEY, "reason", pl.col("simulation_id").alias("detail")
+        "log", *_KEY, "reason", pl.col("simulation_id").alias("detail"), RAW, SCOPE
     )
     success = (pl.col("reward") - 1.0).abs() <= _SUCCESS_TOLERANCE
     trials = marked.filter(pl.col("reason").is_null()).with_columns(success.alias("success"))
@@ -396,6 +406,7 @@ def read(
         )
     sources = _sources(results)
     frame, files_read = _read_rows(sources)
+    frame, identity = qualify(frame.with_columns(pl.col("domain").alias(SCOPE)), "domain", "tau2")
     frame, superseded = _deduplicate(frame)
     trials, excluded = _split(frame, non_evaluable)
     tables = {"trials": trials}
@@ -412,5 +423,5 @@ def read(
         superseded=tuple(superseded),
         unit="simulations",
         hint=hint,
-    ).with_tables(tables, excluded)
-    return Imported(tables, excluded, report)
+    ).with_identity(identity)
+    return Imported(tables, excluded, report.with_tables(tables, excluded))
