@@ -42,6 +42,8 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
 * ``_paired_intervals``: :func:`fay_lumbard_interval`, :func:`sign_flip_interval`,
   :func:`cluster_melded_interval` (``_meld``: their quadrature); ``_paired_effect``:
   :func:`paired_effect_cells`, :func:`agree_with_test`.
+* ``_rates``: :func:`rate_cells`, :func:`korn_graubard`: the one interval policy of every
+  protocol's rates (``ci_method="auto"``; Korn–Graubard where the bootstrap is not accurate).
 * ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
   :func:`wilson_interval`, :func:`wilson_exprs`.
 * ``_results``: the result dataclasses and :func:`result_html`.
@@ -86,6 +88,14 @@ from recoverylab.stats._paired_intervals import (
     fay_lumbard_interval,
     sign_flip_interval,
 )
+from recoverylab.stats._rates import (
+    BOOTSTRAP_MIN_CLUSTERS,
+    BOOTSTRAP_MIN_EVENTS,
+    RATE_CI_METHODS,
+    RATE_TESTS,
+    korn_graubard,
+    rate_cells,
+)
 from recoverylab.stats._reliability import ICC_COLUMNS as ICC_COLUMNS
 from recoverylab.stats._reliability import icc_oneway
 from recoverylab.stats._results import (
@@ -106,8 +116,12 @@ from recoverylab.stats._streams import cell_rng
 __all__ = [
     "ADJUST_METHODS",
     "ALTERNATIVES",
+    "BOOTSTRAP_MIN_CLUSTERS",
+    "BOOTSTRAP_MIN_EVENTS",
     "CI_METHODS",
     "PAIRED_CI_METHODS",
+    "RATE_CI_METHODS",
+    "RATE_TESTS",
     "BootstrapResult",
     "Interval",
     "IntervalExprs",
@@ -125,8 +139,10 @@ __all__ = [
     "effective_melded_interval",
     "fay_lumbard_interval",
     "icc_oneway",
+    "korn_graubard",
     "mcnemar_exact",
     "paired_effect_cells",
+    "rate_cells",
     "ratio",
     "ratio_difference",
     "result_html",
