@@ -152,7 +152,10 @@ def test_takeover_from_funnel_reward_keys(tmp_path: Path) -> None:
     got = harbor.takeover(tmp_path, reward="reward", agent="agent_kwarg:method")
     attempts = got.tables["attempts"]
     assert attempts.height == sum(t.valid for t in truth)
-    assert set(got.tables["states"]["state_id"]) == {t.task for t in truth if t.valid}
+    # task identity: Harbor names tasks per dataset (TrialResult.source), so source/task
+    assert set(got.tables["states"]["state_id"]) == {
+        f"recovery-bench/{t.task}" for t in truth if t.valid
+    }
     assert (attempts["derived_fixed"] & ~attempts["root_cause_fixed"]).sum() == 0
     assert attempts["passed"].sum() == sum(t.reward == 1.0 for t in truth if t.valid)
     runs = attempts.group_by("state_id", "agent").agg(pl.col("repeat").sort(), n=pl.len())

@@ -107,7 +107,9 @@ def test_the_report_lists_a_few_superseded_logs_and_counts_the_rest() -> None:
     read = (*used, *(s.log for s in many))
     report = ReadReport(format="harbor", files_read=read, used=used, superseded=many, unit="trials")
     lines = report.render().splitlines()
-    assert lines[0] == "import harbor: 50 files read (25 used, 25 superseded, 0 with no unit used)"
+    assert lines[0] == (
+        "import harbor: 50 files read (25 used, 25 superseded, 0 with no unit in the tables)"
+    )
     assert [line for line in lines if line.startswith("  superseded ")] == [
         f"  superseded trial-{i}/result.json by retry-{i}/result.json (retry)" for i in range(10)
     ]

@@ -41,7 +41,7 @@ def resolve_duplicates(
     frame = _surplus(frame, retried, ["config.job_id", "trial_name"], mapped, "retry", dropped)
     caps = pl.col("job_dir").replace_strict(dict(capacities), default=None, return_dtype=pl.Int64)
     planned = frame.filter(job.is_not_null()).with_columns(caps.alias("_cap"))
-    group = ["config.job_id", "task_name", "config.agent"]
+    group = ["config.job_id", "task_scope", "task_name", "config.agent"]  # names are per dataset
     frame = _surplus(
         frame, planned.filter(pl.col("_cap").is_not_null()), group, mapped, "resumed", dropped
     )
@@ -52,7 +52,7 @@ def _copies(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Rule 1: one trial id in several files; identical copies collapse to the first file."""
     twins = frame.filter(pl.col("id").is_duplicated())
     if twins.height == 0:
-        return frame, twins.select("file", "task_id", by="file")
+        return frame, twins.select("file", "task_id", "raw_task_id", "task_scope", by="file")
     compared = [c for c in frame.columns if c not in (*_PLACE, "_row")]
     versions = pl.struct(compared).n_unique().over("id")
     conflict = twins.filter(versions > 1)
@@ -67,7 +67,7 @@ def _copies(frame: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
     extra = twins.with_columns(pl.col("file").min().over("id").alias("by"))
     extra = extra.filter(pl.col("file") != pl.col("by"))
     kept = frame.filter(~pl.col("_row").is_in(extra["_row"].implode()))
-    return kept, extra.select("file", "task_id", "by")
+    return kept, extra.select("file", "task_id", "raw_task_id", "task_scope", "by")
 
 
 def _regraded(

@@ -8,12 +8,13 @@ it), the units per exclusion reason and the rows per table. The command line pri
 :meth:`ReadReport.render` on stderr (``--quiet`` silences it) and writes
 :meth:`ReadReport.to_json` with ``--report-out``.
 
-The file counts add up: every file read is exactly one of *used* (a unit of it reached a table
-or ``excluded``), *superseded* (every unit of it was replaced by another file's, e.g. a failed
-log and its ``eval_retry``) or *no unit used* (read for an index or a configuration, such as a
-tau2 ``results.json`` or a Harbor job's ``config.json``). A retry *inside* one file (tau2 writes a
-resumed run's retry into the same results file) supersedes units, not the file: it is listed as
-such ("retried inside the file"), never as a file superseded by itself.
+The file counts add up: every file read is exactly one of *used* (a unit of it reached a table),
+*superseded* (another file replaced it, e.g. a failed log and its ``eval_retry``) or *no unit in
+the tables* (read for an index or a configuration, such as the ``results.json`` of a tau2 run
+directory or a Harbor job's ``config.json``, or every unit of it excluded, counted by reason).
+A retry *inside* one file (tau2 writes a resumed run's retry into the same results file)
+supersedes units, not the file: it is listed as such ("retried inside the file"), never as a
+file superseded by itself.
 
 :class:`Imported` unpacks and indexes like the tuple the adapters used to return: ``forks,
 excluded = result``, ``result[0]``, ``result[-1]`` (``excluded``), ``len(result)``.
@@ -98,12 +99,13 @@ class ReadReport:
         return out
 
     def file_counts(self) -> dict[str, int]:
-        """Files read, split into used, superseded and no-unit-used; the three parts add up.
+        """Return the files read split into used, superseded and the rest; the parts add up.
 
-        A file is *used* when it is in ``used``; *superseded* when another file replaced it
-        (``superseded`` entries whose ``by`` is a different file) and it is not used; the rest
-        were read but gave no unit (indexes, configurations). Retries inside one file count
-        in ``retried_inside`` (entries whose ``log`` is their ``by``), not as superseded files.
+        A file is *used* when it is in ``used`` (a unit of it reached a table); *superseded*
+        when another file replaced it (a ``superseded`` entry whose ``by`` is another file) and
+        it is not used; the rest (``no_unit``) were read but no unit of theirs is in the tables
+        (indexes, configurations, files whose units were all excluded). Retries inside one file
+        count in ``retried_inside`` (entries whose ``log`` is their ``by``), not as superseded.
         """
         read = set(self.files_read)
         used = read & set(self.used)
@@ -113,7 +115,7 @@ class ReadReport:
             "files_read": len(read),
             "used": len(used),
             "superseded": len(gone),
-            "no_unit_used": len(read) - len(used) - len(gone),
+            "no_unit": len(read) - len(used) - len(gone),
             "retried_inside": len(inside),
         }
 
@@ -141,7 +143,7 @@ class ReadReport:
 
         For example::
 
-            import inspect: 12 files read (10 used, 2 superseded, 0 with no unit used)
+            import inspect: 12 files read (10 used, 2 superseded, 0 with no unit in the tables)
               superseded logs/a.eval by logs/b.eval (retry)
               forks: 480 rows; excluded: 7 (error 4, limit 3) (pair by epoch)
 
@@ -153,7 +155,7 @@ class ReadReport:
         head = (
             f"import {self.format}: {_count(counts['files_read'], 'file')} read "
             f"({counts['used']:,} used, {counts['superseded']:,} superseded, "
-            f"{counts['no_unit_used']:,} with no unit used)"
+            f"{counts['no_unit']:,} with no unit in the tables)"
         )
         lines = [head]
         shown = self.superseded[:SHOWN_SUPERSEDED]

@@ -63,6 +63,14 @@ duplicates are resolved by Harbor's record of its runs, never by a rule of ours 
 A superseded trial and its replacement must agree on every mapped value (else an error naming both
 files and the column); surplus trials that did not fail are an error naming two of them.
 
+Task identity
+-------------
+Harbor names tasks per dataset (``TrialResult.source``: two datasets may both hold a
+``hello-world``), so ``task_id`` is ``<source>/<task>`` whenever the trial records a source, the
+task as written otherwise; ``raw_task_id`` and ``task_scope`` (the source) are kept in ``trials``,
+``forks`` and ``excluded`` (:mod:`recoverylab.adapters._identity`). Attempts are numbered, and
+duplicates resolved, per qualified task.
+
 The ``trials`` table (``--to trials``)
 --------------------------------------
 One row per trial whose reward counts: ``task_id`` (str), ``attempt`` (int), ``success`` (bool),
@@ -87,6 +95,7 @@ from recoverylab._errors import InputError, ParameterError
 from recoverylab.adapters._harbor_policy import has_valid_reward
 from recoverylab.adapters._harbor_read import REQUIRED, HarborRead, read_jobs
 from recoverylab.adapters._harbor_resolve import resolve_duplicates
+from recoverylab.adapters._identity import RAW, SCOPE, qualify
 from recoverylab.adapters._report import Imported, ReadReport
 
 __all__ = ["EXCLUDED_SCHEMA", "FORMS", "forks", "parse_source", "takeover", "trials"]
@@ -105,6 +114,8 @@ EXCLUDED_SCHEMA = pl.Schema(
         "attempt": pl.Int64(),
         "reason": pl.String(),
         "detail": pl.String(),
+        RAW: pl.String(),
+        SCOPE: pl.String(),
     }
 )
 _FUNNEL = ("aware", "root_cause_fixed", "derived_fixed")
@@ -226,6 +237,8 @@ def forks(
         "attempt",
         "agent",
         "model",
+        RAW,
+        SCOPE,
     ).with_columns(pl.col("method").replace(none_label, "none"))
     from recoverylab.schema import validate
 
@@ -348,7 +361,7 @@ def _imported(
         superseded=report.superseded,
         unit="trials",
         hint=hint,
-    )
+    ).with_identity(report.identity)
     return Imported(tables, excluded, report.with_tables(tables, excluded))
 
 
@@ -364,6 +377,7 @@ def _load(
     read = read_jobs(jobs if not isinstance(jobs, (str, os.PathLike)) else [jobs], leaves)
     _check_required(read.trials)
     frame = _map(read, sources).with_columns(*_validity(), _utc("started_at").alias("_start"))
+    frame, identity = qualify(frame.with_columns(pl.col("source").alias(SCOPE)), "source", "harbor")
     frame, superseded, copies = resolve_duplicates(frame, list(sources), _capacities(read))
     frame = _number(frame, [c for c in sources if c != "task_id"])
     frame, threshold = _reward(frame, reward, success, extra)
@@ -378,7 +392,7 @@ def _load(
         files_read=read.files_read,
         used=tuple(sorted(used["file"].to_list())),
         superseded=tuple(superseded),
-    )
+    ).with_identity(identity)
     return used, excluded, report
 
 
@@ -622,6 +636,8 @@ def _outcome_rows(
         "job",
         "trial_name",
         "file",
+        RAW,
+        SCOPE,
     ).sort(["task_id", *arms, "agent", "model", "attempt"], nulls_last=True)
 
 
@@ -642,6 +658,8 @@ def _excluded_rows(frame: pl.DataFrame) -> pl.DataFrame:
         "attempt",
         reason.alias("reason"),
         pl.col("_message").fill_null(pl.col("rewards")).alias("detail"),
+        RAW,
+        SCOPE,
     ).cast(EXCLUDED_SCHEMA)
 
 
@@ -652,12 +670,14 @@ def _copy_rows(copies: pl.DataFrame) -> pl.DataFrame:
         pl.lit(None, pl.Int64).alias("attempt"),
         pl.lit("duplicate").alias("reason"),
         pl.format("the same trial as {}", "by").alias("detail"),
+        RAW,
+        SCOPE,
     ).cast(EXCLUDED_SCHEMA)
 
 
 def _unfinished(read: HarborRead) -> pl.DataFrame:
     rows = [
-        (d, None, None, "unfinished", "trial directory without result.json")
+        (d, None, None, "unfinished", "trial directory without result.json", None, None)
         for d in read.unfinished
     ]
     return pl.DataFrame(rows, schema=EXCLUDED_SCHEMA, orient="row")

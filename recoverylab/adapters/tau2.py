@@ -330,8 +330,13 @@ def _refuse_conflicts(frame: pl.DataFrame) -> None:
     )
 
 
-def _split(frame: pl.DataFrame, non_evaluable: Sequence[str]) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """``trials`` (outcomes) and ``excluded`` (non-evaluable terminations, missing rewards)."""
+def _split(
+    frame: pl.DataFrame, non_evaluable: Sequence[str]
+) -> tuple[pl.DataFrame, pl.DataFrame, list[str]]:
+    """Split into ``trials`` (outcomes) and ``excluded`` (non-evaluable, missing rewards).
+
+    Also returns the files that gave ``trials`` a row (the report's logs used).
+    """
     reason = (
         pl.when(pl.col("termination_reason").is_in(list(non_evaluable)))
         .then(pl.col("termination_reason"))
@@ -344,8 +349,11 @@ def _split(frame: pl.DataFrame, non_evaluable: Sequence[str]) -> tuple[pl.DataFr
     )
     success = (pl.col("reward") - 1.0).abs() <= _SUCCESS_TOLERANCE
     trials = marked.filter(pl.col("reason").is_null()).with_columns(success.alias("success"))
-    return trials.select(list(TRIALS_SCHEMA)).sort(_KEY, nulls_last=False), excluded.sort(
-        ["log", *_KEY], nulls_last=False
+    used = trials["log"].unique().to_list()
+    return (
+        trials.select(list(TRIALS_SCHEMA)).sort(_KEY, nulls_last=False),
+        excluded.sort(["log", *_KEY], nulls_last=False),
+        used,
     )
 
 
@@ -408,18 +416,17 @@ def read(
     frame, files_read = _read_rows(sources)
     frame, identity = qualify(frame.with_columns(pl.col("domain").alias(SCOPE)), "domain", "tau2")
     frame, superseded = _deduplicate(frame)
-    trials, excluded = _split(frame, non_evaluable)
+    trials, excluded, used = _split(frame, non_evaluable)
     tables = {"trials": trials}
     hint = ""
     if to == "forks":
         pair_by = list(dict.fromkeys(["domain", "attempt", *key]))
         tables, _ = table.from_frame(trials.lazy(), to="forks", mapping=mapping, key=pair_by)
         hint = f"pair by {', '.join(pair_by)}"
-    used = sorted({str(s.meta) for s in sources})
     report = ReadReport(
         format="tau2",
         files_read=tuple(sorted(files_read)),
-        used=tuple(used),
+        used=tuple(sorted(used)),
         superseded=tuple(superseded),
         unit="simulations",
         hint=hint,

@@ -17,6 +17,9 @@ per-trial ``policy_override``, or no verifier result at all. With ``resumed=True
 the first job taken before ``harbor jobs resume`` is written beside it (the cancelled trials and
 the ones that were complete), and one trial retried in place leaves its failed first run in the
 snapshot: the duplicates the adapter must resolve. :class:`HarborTrial` records the truth.
+
+:func:`write_harbor_datasets` writes the same experiment run on several datasets (Harbor's
+``source``) whose task names coincide -- the ids a task-identity rule must tell apart.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from typing import Any
 
 from recoverylab._errors import ParameterError
 
-__all__ = ["ARMS", "HarborTrial", "write_harbor_jobs"]
+__all__ = ["ARMS", "HarborTrial", "write_harbor_datasets", "write_harbor_jobs"]
 
 #: The default arms: (condition, method, delay); ``none`` is the no-recovery run.
 ARMS: tuple[tuple[str, str, int | None], ...] = (
@@ -139,6 +142,39 @@ def write_harbor_jobs(
         job_id = str(uuid.UUID(int=rng.getrandbits(128)))
         job = _Job(job_dir, job_id, attempts, group, layout, seed, (reward_keys, funnel))
         out += job.write(plan, failures, snapshot=resumed and j == 0)
+    return out
+
+
+def write_harbor_datasets(
+    root: str | os.PathLike[str],
+    datasets: Sequence[str] = ("recovery-bench", "recovery-bench-hard"),
+    *,
+    seed: int = 0,
+    **options: Any,
+) -> dict[str, list[HarborTrial]]:
+    """Write one set of jobs per dataset under ``root/<i>/``; task names repeat across datasets.
+
+    Harbor names tasks per dataset (``TrialResult.source``), so two datasets may both hold
+    ``fix-git``. Each dataset's jobs are :func:`write_harbor_jobs` with ``options`` and a seed of
+    its own (distinct trial and job ids), every ``source`` (the trial's and its config's) set to
+    the dataset's name. Returns the truth of every trial, by dataset.
+    """
+    if len(set(datasets)) != len(datasets) or not datasets:
+        raise ParameterError("write_harbor_datasets: give one or more distinct dataset names.")
+    out: dict[str, list[HarborTrial]] = {}
+    for i, name in enumerate(datasets):
+        trials = write_harbor_jobs(Path(root) / str(i), seed=seed * 1000 + i, **options)
+        for path in sorted((Path(root) / str(i)).rglob("*.json")):
+            document = json.loads(path.read_text(encoding="utf-8"))
+            if "source" in document:  # a TrialResult: its source and its config's
+                document["source"] = name
+                document["config"]["task"]["source"] = name
+            elif "trial_name" in document and "task" in document:  # a TrialConfig
+                document["task"]["source"] = name
+            else:
+                continue
+            _dump(path, document)
+        out[name] = trials
     return out
 
 
