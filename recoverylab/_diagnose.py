@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import functools
-import json
+import io
 import os
 import sys
 import weakref
@@ -19,11 +19,14 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, NoReturn, TypeVar, cast
 
 import polars as pl
 
+from recoverylab._contracts import text_columns
 from recoverylab._errors import EngineError, RecoveryLabError, SourceError
+from recoverylab._formats import compression_of_path, decompressed_chunks, strip_compression
+from recoverylab._json import loads
 from recoverylab._resolve import resolve_paths
 
 __all__ = [
@@ -104,41 +107,88 @@ class TextShape:
     empty: frozenset[str]
 
 
-def check_text_file(path: Path, fmt: str, separator: str = ",") -> TextShape:
+def check_text_file(
+    path: Path, fmt: str, separator: str = ",", data: bytes | None = None
+) -> TextShape:
     """Raise :class:`SourceError` naming the line of the first structural problem of a text file.
 
     CSV: every row has as many fields as the header (a ragged row is an error, never cut or padded)
     and every quote is closed. NDJSON: every non-blank line is one JSON object. Returns the
-    file's :class:`TextShape`.
+    file's :class:`TextShape`. A compressed file is checked on its decompressed text (streamed,
+    or ``data`` when the caller already holds it); lines are counted in that text.
     """
     shape = TextShape((), frozenset())
     if fmt == "csv":
-        shape = _check_csv(path, separator)
+        shape = _check_csv(path, separator, data)
     elif fmt == "ndjson":
-        shape = _check_ndjson(path)
-    _check_final_line_break(path)
+        shape = _check_ndjson(path, data)
+    _check_final_line_break(path, data)
     return shape
 
 
-def _check_final_line_break(path: Path) -> None:
+class _Chunks(io.RawIOBase):
+    """A readable binary stream over an iterator of byte blocks (a decompressed file)."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks, self._rest = chunks, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._rest:
+            self._rest = next(self._chunks, b"")
+            if not self._rest:
+                return 0
+        size = min(len(buffer), len(self._rest))
+        buffer[:size] = self._rest[:size]
+        self._rest = self._rest[size:]
+        return size
+
+
+@contextmanager
+def _open_binary(path: Path, data: bytes | None) -> Iterator[Any]:
+    """Open a text table's bytes: ``data`` if given, else the file, decompressed if compressed."""
+    if data is not None:
+        yield io.BytesIO(data)
+        return
+    codec = compression_of_path(path)
+    if codec is None:
+        with path.open("rb") as handle:
+            yield handle
+        return
+    with io.BufferedReader(_Chunks(decompressed_chunks(path, codec))) as handle:
+        yield handle
+
+
+@contextmanager
+def _open_text(path: Path, data: bytes | None, newline: str | None = None) -> Iterator[Any]:
+    with _open_binary(path, data) as raw:
+        wrapper = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=newline)
+        try:
+            yield wrapper
+        finally:
+            wrapper.detach()
+
+
+def _check_final_line_break(path: Path, data: bytes | None = None) -> None:
     """Refuse a text table without a final line break: its last row may have been cut off."""
-    with path.open("rb") as handle:
-        size = handle.seek(0, os.SEEK_END)
-        if size == 0:
-            return
-        handle.seek(size - 1)
-        if handle.read(1) in (b"\n", b"\r"):
-            return
-        handle.seek(0)
-        lines = sum(1 for _ in handle)
+    lines, last = 0, b""
+    with _open_binary(path, data) as handle:
+        while block := handle.read(1 << 20):
+            lines += block.count(b"\n")
+            last = block[-1:]
+    if last in (b"", b"\n", b"\r"):
+        return
+    lines += 1
     raise SourceError(
         f"`{path}` line {lines}: the file ends inside a row (no final line break), so the row "
         "may have been cut off. Hint: if the file is complete, end it with a newline."
     )
 
 
-def _check_csv(path: Path, separator: str) -> TextShape:
-    with path.open(newline="", encoding="utf-8-sig", errors="replace") as handle:
+def _check_csv(path: Path, separator: str, data: bytes | None = None) -> TextShape:
+    with _open_text(path, data, newline="") as handle:
         reader = csv.reader(handle, delimiter=separator, strict=True)
         row_start = 1
         try:
@@ -171,25 +221,52 @@ def _check_csv(path: Path, separator: str) -> TextShape:
     return TextShape(tuple(header), frozenset(header[i] for i in unseen))
 
 
-def _check_ndjson(path: Path) -> TextShape:
+def _check_ndjson(path: Path, data: bytes | None = None) -> TextShape:
+    """Check every line is one JSON object, and no nested value stands where text belongs.
+
+    A JSON object or array in a contract text column (``task_id``, ``condition``...), or in a
+    column whose other rows hold scalars, would be read as its JSON text: a key nobody wrote
+    (ARCHITECTURE §8, "an object where a key belongs"). Both are errors naming the column and
+    the line.
+    """
     keys: dict[str, None] = {}
-    with path.open(encoding="utf-8-sig", errors="replace") as handle:
+    text = text_columns()
+    scalar: dict[str, int] = {}  # column -> first line holding a scalar
+    nested: dict[str, int] = {}  # column -> first line holding an object or array
+    with _open_text(path, data) as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SourceError(
-                    f"`{path}` line {number}: not valid JSON ({exc.msg} at column {exc.colno})."
-                ) from None
+            value = loads(line, path, number)
             if not isinstance(value, dict):
                 raise SourceError(
                     f"`{path}` line {number}: a JSON {type(value).__name__} where each line must "
                     "be one object (a row)."
                 )
             keys.update(dict.fromkeys(value))
+            for name, item in value.items():
+                if item is None:
+                    continue
+                kinds = nested if isinstance(item, (dict, list)) else scalar
+                kinds.setdefault(name, number)
+                if name in nested and (name in text or name in scalar):  # text: one line
+                    _raise_nested(path, name, nested[name], scalar.get(name))
     return TextShape(tuple(keys), frozenset())
+
+
+def _raise_nested(path: Path, name: str, nested: int, scalar: int | None) -> NoReturn:
+    if name in text_columns() or scalar is None:
+        line, found = nested, "a JSON object or array where a key or label (text) belongs"
+    else:
+        line = max(nested, scalar)
+        kinds = ("a JSON object or array", "a scalar")
+        first, second = kinds if line == nested else kinds[::-1]
+        found = f"{first} where line {min(nested, scalar)} holds {second}"
+    raise SourceError(
+        f"`{path}` line {line}: column `{name}` holds {found}; a key or label column holds one "
+        "text or number per row. Hint: move the nested value to a column of its own, or "
+        "flatten it."
+    )
 
 
 def verify_file(path: Path, fmt: str) -> None:
@@ -215,6 +292,10 @@ def verify_file(path: Path, fmt: str) -> None:
         ) from None
 
 
+def _separator_of(path: Path) -> str:
+    return "\t" if strip_compression(path).suffix.lower() == ".tsv" else ","
+
+
 def diagnose(files: Iterable[tuple[Path, str]], exc: BaseException) -> RecoveryLabError:
     """Return the error that explains ``exc``: the first broken file, or an :class:`EngineError`."""
     for path, fmt in files:
@@ -224,7 +305,7 @@ def diagnose(files: Iterable[tuple[Path, str]], exc: BaseException) -> RecoveryL
             if fmt in ("parquet", "ipc"):
                 verify_file(Path(path), fmt)
             else:
-                check_text_file(Path(path), fmt, "\t" if Path(path).suffix == ".tsv" else ",")
+                check_text_file(Path(path), fmt, _separator_of(Path(path)))
         except SourceError as found:
             return found
     shown = ", ".join(f"`{p}`" for p, _ in list(files)[:3])

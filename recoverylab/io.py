@@ -12,9 +12,18 @@ DataFrame,          used as given (an Arrow Table, RecordBatch or chunked table 
 LazyFrame, Arrow,   frame are converted, Arrow dictionary strings to String; a pyarrow
 pandas              Dataset is scanned lazily).
 file                the file, in the format its suffix names (``.parquet``/``.pq``, ``.arrow``/
-                    ``.ipc``/``.feather``, ``.csv``/``.tsv``, ``.ndjson``/``.jsonl``/``.json``,
-                    each optionally ``.gz``) or ``format=``; named explicitly, it is read even if
-                    its name is hidden. An inspect_ai log is refused with a hint to import it.
+                    ``.ipc``/``.feather``, ``.csv``/``.tsv``, ``.ndjson``/``.jsonl``/``.json``)
+                    or ``format=``; named explicitly, it is read even if its name is hidden. An
+                    inspect_ai log is refused with a hint to import it.
+compressed file     a text file may be compressed: ``.gz``, ``.zst`` or ``.bz2`` after the
+                    format's suffix (``forks.csv.gz`` is CSV, ``runs.ndjson.zst`` NDJSON), or
+                    a file without one that starts with a codec's magic bytes. It is read like
+                    the plain file (same rows, same checks, same line numbers in errors); a cut
+                    or damaged stream is one error naming the file, a stream that holds no
+                    bytes is "empty once decompressed". Parquet and Arrow IPC are never wrapped
+                    (``x.parquet.gz`` is refused: those formats compress their own pages).
+                    The same rules hold for compressed files in directories, globs, lists and
+                    hive datasets.
 directory           every regular file below it, recursively, sorted by path; ``key=value``
                     directories are hive partitions (``hive=False`` turns them off). A
                     Spark-style output directory (``part-*`` files) is a directory like any other.
@@ -45,6 +54,10 @@ schemas             files may hold different columns, in any order: the result h
 text files          CSV/NDJSON types are inferred from every row of every file; a column with no
                     value in a file is typed null there, so it takes the other files' type;
                     contract text columns (``task_id``, ``condition``...) stay text (``007``).
+                    An NDJSON object or array in a contract text column, or in a column whose
+                    other rows hold scalars, is an error naming the file, the column and the line
+                    (it would be read as its JSON text, a key nobody wrote); so are JSON values
+                    nested over 100 levels (:mod:`recoverylab._json`).
 hive values         typed as text for contract text columns, else integer or float when every
                     value of the key parses so, else text; ``__HIVE_DEFAULT_PARTITION__`` is
                     null. A file that also holds the column must hold exactly the directory's
@@ -54,9 +67,12 @@ empty match         a glob matching no file: ``no file matches `PATTERN`.`` (and
                     directory with no data files.``; an empty list, a missing path, a 0-byte file:
                     one line each.
 many files          binary files are grouped by schema, one scan per group; text files (up to
-                    :data:`EAGER_TEXT_BYTES` in all, not compressed, not in a hive dataset) are
-                    parsed once at scan time, the files of one header as one text; larger text
-                    is scanned lazily by header. Reading N small files costs time linear in N.
+                    :data:`EAGER_TEXT_BYTES` in all, not in a hive dataset) are parsed once at
+                    scan time, the files of one header as one text; larger text is scanned
+                    lazily by header. Compressed text is decompressed once at scan time and held
+                    in memory (no polars scan streams zstd or bzip2, and its gzip reader
+                    decompresses into memory too); the structural check streams it. Reading N
+                    small files costs time linear in N.
 ==================  ==========================================================================
 
 Writers write a temporary file and rename it into place: a failed job leaves nothing at the target
@@ -82,7 +98,13 @@ from recoverylab._diagnose import (
     verify_file,
 )
 from recoverylab._errors import ParameterError, SourceError
-from recoverylab._formats import FORMATS, format_of_path
+from recoverylab._formats import (
+    FORMATS,
+    compression_of_path,
+    format_of_path,
+    read_decompressed,
+    strip_compression,
+)
 from recoverylab._order import stable_order
 from recoverylab._outputs import OutputSet, atomic_file, remove_stale_temporaries
 from recoverylab._resolve import InputFile, resolve_paths
@@ -260,6 +282,7 @@ class _Group:
     schema: pl.Schema  # the columns as the files hold them (text: as inferred per file)
     files: list[InputFile]
     data: pl.DataFrame | None = None  # small text files: their rows, read at scan time
+    tag: str | None = None  # the one file of held rows read in a hive dataset (joins its values)
 
 
 def _file_schema(file: InputFile) -> tuple[pl.Schema, str]:
@@ -282,34 +305,37 @@ def _file_schema(file: InputFile) -> tuple[pl.Schema, str]:
     return pl.Schema({n: pl.Null() if n in empty else d for n, d in schema.items()}), separator
 
 
-def _held_in_memory(file: InputFile, budget: int) -> bool:
+def _held_in_memory(file: InputFile, budget: int, compressed: bool) -> bool:
     """Whether a text file is read now, with the others of its header, rather than scanned.
 
     Text is parsed whole at scan time anyway (the structural check); holding small files'
     rows saves opening every file again on every later query, which made many small files
     cost far more than their rows. Hive files keep the per-file scan (their rows are tagged
-    with their file), as do compressed files and text beyond the budget.
+    with their file), as does plain text beyond the budget. Compressed text is always held:
+    no polars scan reads zstd or bz2, and its gzip reader decompresses into memory anyway, so
+    the bytes are decompressed once (by :func:`recoverylab._formats.read_decompressed`) and
+    parsed from memory (a compressed file of a hive dataset on its own, tagged with its file).
     """
-    name = file.path.name.lower()
-    return (
-        file.format in ("csv", "ndjson")
-        and not file.hive
-        and not name.endswith(".gz")
-        and file.path.stat().st_size <= budget
-    )
+    if file.format not in ("csv", "ndjson"):
+        return False
+    return compressed or (not file.hive and file.path.stat().st_size <= budget)
 
 
 def _read_together(
-    fmt: str, separator: str, members: list[tuple[InputFile, TextShape]]
+    fmt: str,
+    separator: str,
+    members: list[tuple[InputFile, TextShape]],
+    texts: dict[Path, bytes],
 ) -> pl.DataFrame:
     """Parse text files of one header as one text: their bytes joined, headers but the first cut.
 
     Types are inferred from every row of every file, so a column empty in one file takes the
-    type of the others; a CSV column empty in every file is typed null.
+    type of the others; a CSV column empty in every file is typed null. ``texts`` holds the
+    decompressed bytes of compressed members.
     """
     buffer = bytearray()
     for index, (file, _) in enumerate(members):
-        data = file.path.read_bytes()
+        data = texts[file.path] if file.path in texts else file.path.read_bytes()
         if b"\n" not in data:  # a line break of "\r" alone: rows would run together
             raise SourceError(
                 f"`{file.path}` ends its lines with a carriage return alone; recoverylab reads "
@@ -344,16 +370,36 @@ def _read_together(
     return frame
 
 
+def _decompressed(path: Path) -> bytes:
+    """Return a compressed text file's bytes, decompressed; refuse a stream holding none."""
+    data = read_decompressed(path)
+    if not data:
+        raise SourceError(f"`{path}` is empty once decompressed; it holds no table.")
+    return data
+
+
 def _readable(path: Path, fmt: str, separator: str) -> bool:
     try:
-        _text_scan(path, fmt, separator, None).collect()
+        _text_frame(path, fmt, separator).collect()
     except pl.exceptions.PolarsError:
         return False
     return True
 
 
 def _separator(path: Path) -> str:
-    return "\t" if path.name.lower().endswith((".tsv", ".tsv.gz")) else ","
+    return "\t" if strip_compression(path).suffix.lower() == ".tsv" else ","
+
+
+def _text_frame(path: Path, fmt: str, separator: str) -> pl.LazyFrame:
+    """One text file as a frame with inferred types; a compressed one parsed from memory."""
+    if compression_of_path(path) is None:
+        return _text_scan(path, fmt, separator, None)
+    data = read_decompressed(path)
+    if fmt == "csv":
+        return pl.read_csv(
+            data, separator=separator, infer_schema_length=None, schema_overrides=text_columns()
+        ).lazy()
+    return pl.read_ndjson(data, infer_schema_length=None).lazy()
 
 
 def _text_scan(
@@ -381,27 +427,35 @@ def _read(files: list[InputFile]) -> tuple[pl.LazyFrame, list[tuple[Path, frozen
     """Read resolved files as one frame: one scan per group, schemas unified, hive joined."""
     groups: dict[tuple[object, ...], _Group] = {}
     schemas: dict[Path, pl.Schema] = {}
-    small: dict[tuple[str, str, tuple[str, ...]], list[tuple[InputFile, TextShape]]] = {}
+    small: dict[tuple[str, str, tuple[str, ...], str], list[tuple[InputFile, TextShape]]] = {}
+    texts: dict[Path, bytes] = {}  # compressed text files: their decompressed bytes
     budget = EAGER_TEXT_BYTES
     for file in files:
         _check_file(file.path, file.format)
         separator = _separator(file.path)
-        if _held_in_memory(file, budget):  # small text: read now, with the others of its header
-            shape = check_text_file(file.path, file.format, separator)
-            budget -= file.path.stat().st_size
+        compressed = file.format in ("csv", "ndjson") and compression_of_path(file.path) is not None
+        if _held_in_memory(file, budget, compressed):  # read now, with the others of its header
+            if compressed:
+                texts[file.path] = _decompressed(file.path)
+            else:
+                budget -= file.path.stat().st_size
+            shape = check_text_file(file.path, file.format, separator, texts.get(file.path))
             header = shape.columns if file.format == "csv" else ()
-            small.setdefault((file.format, separator, header), []).append((file, shape))
+            tag = str(file.path) if file.hive else ""
+            small.setdefault((file.format, separator, header, tag), []).append((file, shape))
             continue
         schemas[file.path] = _join_scan_group(file, groups)
     for key, members in small.items():
-        data = _read_together(key[0], key[1], members)
+        data = _read_together(key[0], key[1], members, texts)
         for file, shape in members:
             # The file's own columns, as the joined text typed them (names polars changed,
             # such as a repeated header name, fall back to every column of the group).
             names = shape.columns if set(shape.columns) <= set(data.schema) else data.columns
             schemas[file.path] = pl.Schema({name: data.schema[name] for name in names})
         group_files = [file for file, _ in members]
-        groups[("memory", key)] = _Group(key[0], key[1], data.schema, group_files, data)
+        groups[("memory", key)] = _Group(
+            key[0], key[1], data.schema, group_files, data, key[3] or None
+        )
     unified = _unify(files, schemas)
     hive = _hive_table(files, schemas, unified)
     frames = [_scan_group(group, unified) for group in groups.values()]
@@ -480,7 +534,7 @@ def _scan_group(group: _Group, unified: pl.Schema) -> pl.LazyFrame:
     """One scan of a group's files, cast to the unified types, missing columns as nulls."""
     paths = [f.path for f in group.files]
     if group.data is not None:
-        frame = group.data.lazy().with_columns(pl.lit(None, pl.String).alias(_FILE))
+        frame = group.data.lazy().with_columns(pl.lit(group.tag, pl.String).alias(_FILE))
     elif group.format in ("csv", "ndjson"):
         read = pl.Schema(
             {n: pl.String() if unified[n] == pl.Null else unified[n] for n in group.schema}
@@ -552,7 +606,7 @@ def _reconcile(
 ) -> None:
     """Raise unless every row of ``file`` holds the value its ``key=raw`` directory names."""
     if file.format in ("csv", "ndjson"):
-        frame = _text_scan(file.path, file.format, _separator(file.path), None)
+        frame = _text_frame(file.path, file.format, _separator(file.path))
     elif file.format == "parquet":
         frame = pl.scan_parquet(file.path, hive_partitioning=False, glob=False)
     else:

@@ -27,7 +27,7 @@ from recoverylab._contracts import (  # the label sets stay importable from here
     Rule,
     TableSpec,
 )
-from recoverylab._diagnose import file_columns, reads_inputs
+from recoverylab._diagnose import file_columns, files_of, reads_inputs
 from recoverylab._errors import (
     ParameterError,
     RecoveryLabError,
@@ -211,6 +211,7 @@ def _check_schema(
             f"{contract.name}: missing required {noun} {names}; found columns: {have}."
         )
     _check_files_hold(lazy, contract, key)
+    _check_flat_keys(lazy, found, contract, key)
     casts = []
     for column in contract.columns:
         if column.name not in found or column.dtype is None:
@@ -227,6 +228,31 @@ def _check_schema(
         if target != dtype:
             casts.append(pl.col(column.name).cast(target))
     return lazy.with_columns(casts) if casts else lazy
+
+
+def _check_flat_keys(
+    lazy: pl.LazyFrame, found: pl.Schema, contract: TableSpec, key: Sequence[str]
+) -> None:
+    """Refuse a nested (struct or list) column where a key or label belongs (issue 39).
+
+    A key column (the contract's, or an extra ``pair_by`` key) or a text label column holding
+    objects or arrays cannot identify anything; it names the first input file whose own
+    columns hold it nested (text files are refused earlier, at the line, by the reader).
+    """
+    labels = [c.name for c in contract.columns if c.kind == "str"]
+    for name in dict.fromkeys([*key, *labels]):
+        if name not in found or not found[name].is_nested():
+            continue
+        where = ""
+        for path, fmt in files_of(lazy):
+            if fmt == "parquet" and pl.read_parquet_schema(path).get(name, pl.Null).is_nested():
+                where = f" (in `{path}`)"
+                break
+        raise SchemaError(
+            f"{contract.name}: column `{name}` holds nested values ({found[name]}){where} where "
+            "a key or label belongs; it must hold one text or number per row. Hint: move the "
+            "nested value to a column of its own, or flatten it."
+        )
 
 
 def _check_files_hold(lazy: pl.LazyFrame, contract: TableSpec, key: Sequence[str]) -> None:

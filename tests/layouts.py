@@ -8,10 +8,14 @@ a mix), string columns sometimes dictionary-encoded, rows always shuffled, and a
 column left out of files where it holds no value. :func:`in_memory` hands the rows over as the
 in-memory kinds instead. A small share of layouts is genuinely ambiguous: a file placed under a
 hive directory that contradicts its own column, which every command must refuse in one line.
+Text files are sometimes compressed (gzip, zstandard, bzip2; issue 39): the same rows, read
+through the same resolver.
 """
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import itertools
 import uuid
 from collections.abc import Sequence
@@ -23,8 +27,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.dataset as ds
 
-FORMATS = ("parquet", "ipc", "csv", "ndjson")
-SUFFIX = {"parquet": ".parquet", "ipc": ".arrow", "csv": ".csv", "ndjson": ".ndjson"}
+#: File encodings drawn: the four formats, and text compressed by each codec (issue 39).
+FORMATS = ("parquet", "ipc", "csv", "ndjson", "csv.gz", "ndjson.gz", "csv.zst", "ndjson.bz2")
+SUFFIX = {fmt: "." + fmt.replace("ipc", "arrow") for fmt in FORMATS}
 #: Kinds of on-disk layout, and how often each is drawn.
 KINDS = {"single": 2, "files": 4, "hive": 3, "spark": 2, "contradiction": 1}
 #: In-memory kinds (Python API only).
@@ -206,6 +211,22 @@ def _spark_bookkeeping(frame: pl.DataFrame, folder: Path, fmt: str) -> None:
 
 
 def _write_file(frame: pl.DataFrame, path: Path, fmt: str, *, dictionary: bool) -> None:
+    fmt, _, codec = fmt.partition(".")
+    if codec:
+        plain = path.with_name(f".plain-{uuid.uuid4().hex}.{fmt}")  # hidden: never read
+        _write_file(frame, plain, fmt, dictionary=dictionary)
+        data = plain.read_bytes()
+        plain.unlink()
+        if codec == "gz":
+            data = gzip.compress(data, mtime=0)
+        elif codec == "bz2":
+            data = bz2.compress(data)
+        else:
+            import zstandard
+
+            data = zstandard.ZstdCompressor().compress(data)
+        path.write_bytes(data)
+        return
     if dictionary and fmt in ("parquet", "ipc"):
         frame = frame.with_columns(pl.col(pl.String).cast(pl.Categorical))
     if fmt == "parquet":

@@ -559,3 +559,40 @@ def test_the_python_api_raises_our_error_naming_the_file(tmp_path, kind, verb) -
             verb(source)
         assert isinstance(info.value, rl.SourceError)
         assert path.name in str(info.value) or "b.parquet" in str(info.value)
+
+
+# --- a nested value where a key or label belongs (issue 39) ---------------------------------
+
+
+@pytest.mark.parametrize("where", ["frame", "parquet"])
+@pytest.mark.parametrize(
+    ("column", "value"), [("task_id", {"id": "m001"}), ("condition", ["clean"])]
+)
+def test_a_nested_key_or_label_column_is_refused_naming_it(tmp_path, where, column, value):
+    row = {"task_id": "t1", "condition": "clean", "method": "none", "delay": None, "success": True}
+    frame = pl.DataFrame([{**row, column: value}])
+    source: object = frame
+    if where == "parquet":
+        source = tmp_path / "forks.parquet"
+        frame.write_parquet(source)
+    with pytest.raises(rl.SchemaError) as caught:
+        rl.validate(source, "forks")
+    text = str(caught.value)
+    assert text.startswith(f"forks: column `{column}` holds nested values (")
+    assert (f"(in `{source}`)" in text) == (where == "parquet")
+    assert text.endswith("Hint: move the nested value to a column of its own, or flatten it.")
+
+
+def test_a_nested_pair_by_key_is_refused():
+    frame = pl.DataFrame(
+        {
+            "task_id": ["t1"],
+            "condition": ["clean"],
+            "method": ["none"],
+            "delay": [None],
+            "success": [True],
+            "seed": [[1, 2]],
+        }
+    )
+    with pytest.raises(rl.SchemaError, match=r"^forks: column `seed` holds nested values \(List"):
+        rl.validate(frame, "forks", key=["seed"])

@@ -249,3 +249,142 @@ def test_file_split_and_row_order_do_not_matter(tmp_path_factory, n, cuts, seed)
 def test_empty_list_of_paths_is_named_as_such() -> None:
     with pytest.raises(SourceError, match=r"empty list of paths"):
         scan([])
+
+
+# --- compressed text, nested keys, hostile JSON (issue 39) ---------------------------------
+
+FORKS = pl.DataFrame(
+    {
+        "task_id": ["007", "007", "t2", "t2"],
+        "condition": ["clean"] * 4,
+        "method": ["none", "refresh"] * 2,
+        "delay": [None, 1, None, 1],
+        "success": [False, True, True, True],
+    }
+)
+
+
+def _compress(data: bytes, codec: str) -> bytes:
+    import bz2
+    import gzip
+
+    import zstandard
+
+    if codec == "gz":
+        return gzip.compress(data)
+    if codec == "bz2":
+        return bz2.compress(data)
+    return zstandard.ZstdCompressor().compress(data)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    fmt=st.sampled_from(["csv", "tsv", "ndjson", "jsonl", "json"]),
+    codec=st.sampled_from(["gz", "zst", "bz2"]),
+    rows=st.integers(1, 4),
+    members=st.integers(1, 3),
+)
+def test_a_compressed_text_file_reads_like_the_plain_file(tmp_path, fmt, codec, rows, members):
+    """Every text format under every codec, in one or several concatenated streams."""
+    frame = FORKS.head(rows)
+    folder = tmp_path / f"{fmt}-{codec}-{rows}-{members}"
+    folder.mkdir()
+    plain = folder / f"forks.{fmt}"
+    if fmt in ("csv", "tsv"):
+        frame.write_csv(plain, separator="\t" if fmt == "tsv" else ",")
+    else:
+        frame.write_ndjson(plain)
+    data = plain.read_bytes()
+    cut = [data] if members == 1 or fmt in ("csv", "tsv") else data.splitlines(keepends=True)
+    packed = folder / f"forks.{fmt}.{codec}"
+    packed.write_bytes(b"".join(_compress(part, codec) for part in cut))
+    assert scan(packed).collect().equals(scan(plain).collect())
+    assert scan(packed).collect()["task_id"][0] == "007"  # text keys stay text
+
+
+@pytest.mark.parametrize("codec", ["gz", "zst", "bz2"])
+def test_a_cut_or_mislabelled_compressed_file_is_one_line_naming_it(tmp_path, codec):
+    data = FORKS.write_csv().encode()
+    cut = tmp_path / f"forks.csv.{codec}"
+    cut.write_bytes(_compress(data, codec)[:-6])
+    with pytest.raises(SourceError) as caught:
+        scan(cut).collect()
+    name = {"gz": "gzip", "zst": "zstd", "bz2": "bz2"}[codec]
+    assert str(caught.value).startswith(f"`{cut}` is not a readable {name} file (")
+    assert str(caught.value).endswith("; it may be cut off or damaged.")
+    plain = tmp_path / f"plain.csv.{codec}"
+    plain.write_bytes(data)  # named compressed, holds plain text: never a CSV diagnosis
+    with pytest.raises(SourceError, match=rf"^`{plain}` is not a readable {name} file \("):
+        scan(plain)
+    empty = tmp_path / f"empty.ndjson.{codec}"
+    empty.write_bytes(_compress(b"", codec))
+    with pytest.raises(SourceError, match=rf"^`{empty}` is empty once decompressed; it holds"):
+        scan(empty)
+
+
+def test_compressed_file_errors_keep_their_line_numbers(tmp_path):
+    ragged = tmp_path / "forks.csv.gz"
+    ragged.write_bytes(_compress(b"task_id,success\nt1,true\nt2,true,extra\n", "gz"))
+    with pytest.raises(SourceError, match=r"`.*forks.csv.gz` line 3: a row has 3 fields where"):
+        scan(ragged)
+
+
+def test_a_gzip_stream_without_the_suffix_is_read_as_what_it_holds(tmp_path):
+    hidden = tmp_path / "forks.csv"
+    hidden.write_bytes(_compress(FORKS.write_csv().encode(), "gz"))
+    assert scan(hidden).collect().equals(FORKS.with_columns(pl.col("delay")))
+
+
+def test_parquet_is_never_wrapped(tmp_path):
+    packed = tmp_path / "forks.parquet.gz"
+    packed.write_bytes(_compress(b"PAR1", "gz"))
+    with pytest.raises(SourceError, match=r"is a gzip-compressed parquet file; recoverylab reads"):
+        scan(packed)
+
+
+def test_compressed_files_in_a_hive_dataset_keep_their_directory_values(tmp_path):
+    for cond in ("clean", "stale"):
+        folder = tmp_path / f"condition={cond}"
+        folder.mkdir()
+        data = FORKS.drop("condition").write_ndjson().encode()
+        (folder / "part.ndjson.zst").write_bytes(_compress(data, "zst"))
+    got = scan(tmp_path).collect()
+    assert sorted(got["condition"].unique()) == ["clean", "stale"]
+    assert got.height == 2 * FORKS.height
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (
+            ['{"task_id": "t1", "success": true}', '{"task_id": {"id": "m001"}, "success": true}'],
+            "line 2: column `task_id` holds a JSON object or array where a key or label (text) "
+            "belongs",
+        ),
+        (
+            ['{"task_id": ["t1"], "success": true}'],
+            "line 1: column `task_id` holds a JSON object or array where a key or label",
+        ),
+        (
+            ['{"task_id": "t1", "seed": 1}', '{"task_id": "t2", "seed": {"v": 1}}'],
+            "line 2: column `seed` holds a JSON object or array where line 1 holds a scalar",
+        ),
+        (
+            ['{"task_id": "t1", "x": ' + "[" * 5000 + "]" * 5000 + "}"],
+            "line 1: JSON values nested more than 100 levels deep",
+        ),
+        (
+            ['{"task_id": "t1", "x": ' + "[" * 101 + "]" * 101 + "}"],
+            "line 1: JSON values nested more than 100 levels deep",
+        ),
+    ],
+)
+def test_a_nested_key_or_deep_ndjson_line_names_file_column_and_line(tmp_path, rows, message):
+    path = tmp_path / "forks.ndjson.gz"
+    path.write_bytes(_compress(("\n".join(rows) + "\n").encode(), "gz"))
+    with pytest.raises(SourceError) as caught:
+        scan(path)
+    assert str(caught.value).startswith(f"`{path}` {message}")
+    assert "\n" not in str(caught.value)
