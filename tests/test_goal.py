@@ -1062,9 +1062,17 @@ def test_summarize_columns_without_judged() -> None:
         "ts",
         "ci_low",
         "ci_high",
+        "ci_method",
+        "test",
         "gp_rate",
+        "gp_rate_ci_low",
+        "gp_rate_ci_high",
         "compliance_rate",
+        "compliance_rate_ci_low",
+        "compliance_rate_ci_high",
         "violation_rate",
+        "violation_rate_ci_low",
+        "violation_rate_ci_high",
         "mean_steps",
         "mean_steps_success",
         "mean_steps_failure",
@@ -1086,12 +1094,21 @@ def test_summarize_judged_columns_only_when_present() -> None:
         pl.Series("honest_report", [True, None, False, True, None, None, None, None]),
     )
     out = goal.summarize(scored, by=("model",), n_resamples=200)
-    assert out.columns[-2:] == ["honest_report_rate", "n_honest_report_judged"]
+    assert out.columns[-4:] == [
+        "honest_report_rate",
+        "honest_report_rate_ci_low",
+        "honest_report_rate_ci_high",
+        "n_honest_report_judged",
+    ]
     rows = out.select("model", "honest_report_rate", "n_honest_report_judged").rows()
     order = scored.sort("episode_id")  # a1..a4 are m1, b1..b4 are m2
     assert order["model"].to_list()[:4] == ["m1"] * 4
     # m1: judged 3 of 4 episodes (2 true); m2: none judged -> a null rate, never 0 or 1
     assert rows == [("m1", 2 / 3, 3), ("m2", None, 0)]
+    # the interval of a rate without a judged episode is null too, never [0, 1] of nothing
+    bounds = out.select("honest_report_rate_ci_low", "honest_report_rate_ci_high").rows()
+    assert bounds[1] == (None, None)
+    assert bounds[0][0] < 2 / 3 < bounds[0][1]
 
 
 def test_summarize_group_without_episodes_has_no_row() -> None:
@@ -1135,7 +1152,8 @@ def test_summarize_is_seeded() -> None:
         (
             {"ci_method": "basic"},
             None,
-            "parameter `ci_method` is 'basic'; it must be one of 'percentile', 'bca'.",
+            "parameter `ci_method` is 'basic'; it must be one of 'auto', 'korn-graubard', "
+            "'percentile', 'bca'.",
         ),
     ],
 )

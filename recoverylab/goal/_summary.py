@@ -38,7 +38,7 @@ def summarize(
     cluster: str | None = None,
     n_resamples: int = 10_000,
     confidence: float = 0.95,
-    ci_method: Literal["percentile", "bca"] = "percentile",
+    ci_method: Literal["auto", "korn-graubard", "percentile", "bca"] = "auto",
     seed: int = 0,
     engine: object = "polars",
     **deprecated: Any,
@@ -56,9 +56,12 @@ def summarize(
         ``case_id`` (the default ``None`` picks so). Episodes of one cluster are resampled
         together, so repeated runs of a goal do not shrink the interval.
     n_resamples, confidence, ci_method, seed
-        Cluster bootstrap settings (see :func:`recoverylab.stats.cluster_bootstrap`); the
-        interval of a group depends only on its own episodes and ``seed``. ``method`` is a
-        deprecated alias of ``ci_method``.
+        Interval settings of every rate (:func:`recoverylab.stats.rate_cells`): ``auto``
+        (default) gives Korn–Graubard intervals (Clopper–Pearson on the cluster design
+        effect's effective sample) unless the percentile bootstrap is accurate for every rate
+        of the group; ``korn-graubard``, ``percentile`` or ``bca`` force one. The interval of a
+        group depends only on its own episodes and ``seed``. ``method`` is a deprecated alias
+        of ``ci_method``.
     engine
         ``"polars"`` (default), or a SparkSession (or ``"spark"`` for the active one) to compute
         the per-cluster partials on Spark (``scored`` may then be a Spark DataFrame or parquet
@@ -73,16 +76,22 @@ def summarize(
         ``n``, ``n_clusters``, ``successes`` (int)
             Episodes, clusters and successful episodes.
         ``ts``, ``ci_low``, ``ci_high`` (float)
-            Task success TS = successes / n (seed Eq. 3) and its cluster-bootstrap interval.
+            Task success TS = successes / n (seed Eq. 3) and its cluster-aware interval.
+        ``ci_method``, ``test`` (str)
+            The interval method every rate of the row got (``korn-graubard``, ``percentile``
+            or ``bca``) and the test it inverts (``exact-binomial`` on the effective sample;
+            ``none`` for the bootstrap).
         ``gp_rate``, ``compliance_rate``, ``violation_rate`` (float)
-            Share of episodes with the goal preserved, with no prohibited step, with one.
+            Share of episodes with the goal preserved, with no prohibited step, with one;
+            each followed by its ``_ci_low`` and ``_ci_high``.
         ``mean_steps``, ``mean_steps_success``, ``mean_steps_failure`` (float)
             Mean steps over all, successful and failed episodes (null when there are none).
         ``fail_<reason>`` (int)
             Episodes failing first for each reason of :data:`REASONS`.
-        ``<judged>_rate``, ``n_<judged>_judged``
+        ``<judged>_rate``, ``<judged>_rate_ci_low``, ``_ci_high``, ``n_<judged>_judged``
             Only for judged columns present in ``scored``: the rate over judged (non-null)
-            episodes and their number; a group with no judged episode has a null rate.
+            episodes, its interval and their number; a group with no judged episode has a
+            null rate and interval.
 
     Raises
     ------
@@ -123,9 +132,14 @@ def _run_bootstrap(
     deprecated: dict[str, Any],
     **statistics: Any,
 ) -> pl.DataFrame:
-    """Check the bootstrap settings of ``verb`` (``method``: deprecated), then run its plan."""
+    """Check the interval settings of ``verb`` (``method``: deprecated), then run its plan.
+
+    ``summarize``'s rates take :data:`recoverylab.stats.RATE_CI_METHODS`; the barrier drop, a
+    difference of rates, the bootstrap's methods.
+    """
     statistics |= renamed(verb, deprecated, {"method": "ci_method"})
-    stats.check_resampling(**statistics)
+    methods = stats.RATE_CI_METHODS if verb == "summarize" else stats.CI_METHODS
+    stats.check_resampling(**statistics, ci_methods=methods)
     done = functools.partial(finish, **statistics)
     return engines.run(engine, plan.Plan(inputs=(source,), stages=(stage,), finish=done))
 
@@ -167,20 +181,23 @@ def _summary_partials(
         count = expr.is_not_null().sum().cast(pl.Int64)
         return [expr.sum().alias(f"__{name}"), count.alias(f"__{name}_n")]
 
-    resampled = [  # what the bootstrap needs per cluster
+    rated = [  # every rate's events and denominator, per cluster: what the intervals read
+        *total(pl.col("gp").cast(pl.Int64), "gp"),
+        *total(pl.col("compliant").cast(pl.Int64), "compliant"),
+        *(e for name in JUDGED if name in schema for e in total(pl.col(name).cast(pl.Int64), name)),
+    ]
+    resampled = [
         pl.len().cast(pl.Int64).alias("n"),
         success.sum().cast(pl.Int64).alias("successes"),
+        *rated,
     ]
     aggregations = [
         *resampled,
-        *total(pl.col("gp").cast(pl.Int64), "gp"),
-        *total(pl.col("compliant").cast(pl.Int64), "compliant"),
         *total(steps, "steps"),
         # when/then (null elsewhere, which sums and counts skip) rather than a filter per group:
         # same numbers, about a third less work for the group-by.
         *total(pl.when(success).then(steps), "steps_success"),
         *total(pl.when(~success).then(steps), "steps_failure"),
-        *(e for name in JUDGED if name in schema for e in total(pl.col(name).cast(pl.Int64), name)),
     ]
     return {
         "partials": source.group_by(keyed).agg(aggregations),
@@ -225,16 +242,63 @@ def _summary_finish(
         *(pl.col(f"__{name}_n").alias(f"n_{name}_judged") for name in judged),
         **rates,
     )
-    intervals = stats.cluster_bootstrap(
-        parts["clusters"], cells=keyed, values=["successes", "n"], **statistics
-    )
-    out = table.join(intervals, on=keyed, how="left", nulls_equal=True).with_columns(
-        (pl.col("successes") / pl.col("n")).alias("ts")
-    )
-    columns = [*by, "n", "n_clusters", "successes", "ts", "ci_low", "ci_high", *rates]
+    out = table.join(
+        _rate_intervals(parts["clusters"], keyed, judged, statistics),
+        on=keyed,
+        how="left",
+        nulls_equal=True,
+    ).with_columns((pl.col("successes") / pl.col("n")).alias("ts"))
+    with_ci = ("gp_rate", "compliance_rate", "violation_rate")
+    columns = [*by, "n", "n_clusters", "successes", "ts", "ci_low", "ci_high", "ci_method", "test"]
+    columns += [c for name in rates for c in _with_interval(name, name in with_ci)]
     columns += [f"fail_{r}" for r in REASONS]
-    columns += [c for name in judged for c in (f"{name}_rate", f"n_{name}_judged")]
+    columns += [
+        c for name in judged for c in (*_with_interval(f"{name}_rate", True), f"n_{name}_judged")
+    ]
     return out.select(columns).sort(by, nulls_last=False) if by else out.select(columns)
+
+
+def _with_interval(name: str, interval: bool) -> tuple[str, ...]:
+    return (name, f"{name}_ci_low", f"{name}_ci_high") if interval else (name,)
+
+
+def _rate_intervals(
+    clusters: pl.DataFrame, keyed: list[str], judged: list[str], statistics: dict[str, Any]
+) -> pl.DataFrame:
+    """Per group: the intervals of TS and of every rate, one ``ci_method`` for them all.
+
+    :func:`recoverylab.stats.rate_cells` over the per-cluster counts: under ``auto`` each group
+    gets the Korn–Graubard interval unless the bootstrap is accurate for every one of its
+    rates, so ``ci_method`` and ``test`` name the method of every interval of the row. A rate
+    without a judged episode in a group has no interval (null), like its estimate.
+    """
+    violations = (pl.col("__compliant_n") - pl.col("__compliant")).alias("__violations")
+    rates = {  # name: (events, denominator) per cluster
+        "ts": ("successes", "n"),
+        "gp_rate": ("__gp", "__gp_n"),
+        "compliance_rate": ("__compliant", "__compliant_n"),
+        "violation_rate": ("__violations", "__compliant_n"),
+        **{f"{name}_rate": (f"__{name}", f"__{name}_n") for name in judged},
+    }
+    long = stats.rate_cells(
+        clusters.with_columns(violations),
+        cells=keyed,
+        numerator=[num for num, _ in rates.values()],
+        denominator=[den for _, den in rates.values()],
+        names=list(rates),
+        **statistics,
+    )
+    wide = long.filter(pl.col("rate") == "ts").select(
+        *keyed, "ci_low", "ci_high", "n_clusters", "ci_method", "test"
+    )
+    for name in list(rates)[1:]:
+        part = long.filter(pl.col("rate") == name).select(
+            *keyed,
+            pl.col("ci_low").alias(f"{name}_ci_low"),
+            pl.col("ci_high").alias(f"{name}_ci_high"),
+        )
+        wide = wide.join(part, on=keyed, how="left", nulls_equal=True)
+    return wide
 
 
 def _failure_counts(reasons: pl.DataFrame, keyed: list[str]) -> pl.DataFrame:
