@@ -99,7 +99,10 @@ def reference() -> tuple[pl.DataFrame, dict[str, int]]:
             excluded["limit"] += 1
         else:
             ok = il.outcome(sample, condition, method, delay, epoch, model=model)
-            rows.append((str(sample), condition, method, delay, ok, model, epoch))
+            # no dataset name in these logs: the id is not qualified, its scope is null
+            rows.append(
+                (str(sample), condition, method, delay, ok, model, epoch, str(sample), None)
+            )
     schema = {
         "task_id": pl.String,
         "condition": pl.String,
@@ -108,6 +111,8 @@ def reference() -> tuple[pl.DataFrame, dict[str, int]]:
         "success": pl.Boolean,
         "model": pl.String,
         "epoch": pl.Int64,
+        "raw_task_id": pl.String,
+        "task_scope": pl.String,
     }
     return pl.DataFrame(rows, schema=schema, orient="row"), excluded
 
@@ -346,7 +351,9 @@ def test_cli_metadata_arms_import_then_paired_matches_counting_by_hand(
     out = tmp_path / "tables"
     done = cli("import", "inspect", logs, *CLI_METADATA, "--out", out)
     assert done.code == 0, done.err
-    assert "import inspect: 8 files read, 8 logs used, 0 superseded" in done.err
+    assert "import inspect: 8 files read (8 used, 0 superseded, 0 with no unit in the tables)" in (
+        done.err
+    )
     cells_path = tmp_path / "cells.parquet"
     done = cli("paired", out / "forks.parquet", "--pair-by", "epoch,model", "--resamples", 100,
                "--out", cells_path)  # fmt: skip

@@ -72,13 +72,14 @@ def latest_runs(
             superseded.append(Superseded(other.location, keep.location, reason))
         used.append(keep)
     superseded.sort(key=lambda s: (s.log, s.by))
-    rows = pl.DataFrame(
-        [
-            (s.log, None, None, "superseded_log", f"{s.reason}: superseded by {s.by}")
-            for s in superseded
-        ],
+    given = {
+        "log": [s.log for s in superseded],
+        "reason": ["superseded_log"] * len(superseded),
+        "detail": [f"{s.reason}: superseded by {s.by}" for s in superseded],
+    }
+    rows = pl.DataFrame(  # a whole log: no task, epoch or scope of its own
+        {name: given.get(name, [None] * len(superseded)) for name in excluded_schema},
         schema=dict(excluded_schema),
-        orient="row",
     )
     return used, superseded, rows
 

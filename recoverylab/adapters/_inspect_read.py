@@ -45,6 +45,7 @@ class Log:
     task_id: str = ""
     eval_id: str = ""
     run_id: str = ""
+    dataset: str | None = None  # the dataset's name: the scope of the sample ids
 
 
 def require_inspect() -> None:
@@ -154,4 +155,5 @@ def _log(location: str, header: Any, summaries: list[Any], markers: dict[Any, An
         task_id=spec.task_id or "",
         eval_id=spec.eval_id or "",
         run_id=spec.run_id or "",
+        dataset=(spec.dataset.name or None) if spec.dataset is not None else None,
     )

@@ -21,7 +21,11 @@ reason                    meaning
 ========================  ===========================================================
 
 Cluster keys are the samples' stable ``id`` (ints and strings unified as strings), never
-inspect's per-run ids. With several epochs an ``epoch`` column is added (pair by it); with several
+inspect's per-run ids. Sample ids are unique only within a dataset, so ``task_id`` is
+``<dataset>/<id>`` whenever the log records its dataset's name (``eval.dataset.name``), the id
+alone otherwise; ``raw_task_id`` and ``task_scope`` (the dataset) are kept in ``forks`` and
+``excluded`` (:mod:`recoverylab.adapters._identity`; takeover states are named from the
+qualified id). With several epochs an ``epoch`` column is added (pair by it); with several
 models a ``model`` column.
 
 Both functions return the shared adapter shape, :class:`~recoverylab.adapters.Imported`
@@ -40,6 +44,7 @@ from typing import Any, Literal
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, format_keys
+from recoverylab.adapters._identity import RAW, SCOPE, qualify
 from recoverylab.adapters._inspect_identity import latest_runs
 from recoverylab.adapters._inspect_read import Log, read_logs
 from recoverylab.adapters._mapping import (
@@ -67,12 +72,25 @@ EXCLUDED_SCHEMA = {
     "epoch": pl.Int64,
     "reason": pl.String,
     "detail": pl.String,
+    RAW: pl.String,
+    SCOPE: pl.String,
 }
 Success = float | Callable[[Any], bool] | None
 Epochs = Literal["forks", "independent"] | None
 _SCORE_FIELDS = ("aware", "root_cause_fixed", "derived_fixed", "passed")
 #: Columns of a sample row before the mapped values and the score parts (see ``_rows``).
-_ROW_COLUMNS = ("log", "task_id", "epoch", "model", "error", "limit", "turns", "marker", "unmapped")
+_ROW_COLUMNS = (
+    "log",
+    "task_id",
+    "epoch",
+    "model",
+    "error",
+    "limit",
+    "turns",
+    "marker",
+    "unmapped",
+    SCOPE,
+)
 #: Takeover eligibility flags, read from sample metadata when present (true otherwise).
 _FLAGS = ("replay_ok", "expected_ok")
 
@@ -231,6 +249,7 @@ def forks(
     used, superseded, dropped = latest_runs(read, sources, EXCLUDED_SCHEMA)
     score = (_scorer_name(used, scorer), _score_key(used, _scorer_name(used, scorer), score_key))
     rows = _rows(used, sources, marker is not None, {"score": score})
+    rows, identity = qualify(rows, "dataset", "inspect")
     rows = _convert(rows, "score", "success", success, score[0])
     table, excluded = _forks_table(rows, none_label, marker is not None)
     if "epoch" in table.columns and epochs is None:
@@ -245,7 +264,7 @@ def forks(
     excluded = pl.concat([dropped, excluded], how="vertical")
     extra = [c for c in ("model", "epoch") if c in table.columns]
     hint = f"pair by {', '.join(extra)}" if extra else ""
-    report = _report(read, used, superseded, hint)
+    report = _report(read, used, superseded, hint).with_identity(identity)
     return InspectForks({"forks": table}, excluded, report.with_tables({"forks": table}, excluded))
 
 
@@ -297,10 +316,12 @@ def takeover(
     read = read_logs(logs, None, full=False, workers=workers)
     used, superseded, dropped = latest_runs(read, sources, EXCLUDED_SCHEMA)
     rows = _rows(used, sources, False, _score_fields(used, scores))
+    rows, identity = qualify(rows, "dataset", "inspect")
     states, attempts, excluded = _takeover_tables(rows)
     excluded = pl.concat([dropped, excluded], how="vertical")
     tables = {"states": states, "attempts": attempts}
-    report = _report(read, used, superseded, "").with_tables(tables, excluded)
+    report = _report(read, used, superseded, "").with_identity(identity)
+    report = report.with_tables(tables, excluded)
     return InspectTakeover(tables, excluded, report)
 
 
@@ -464,6 +485,7 @@ def _rows(
                 s.turn_count,
                 log.markers.get((str(s.id), s.epoch)) if with_marker else None,
                 ", ".join(gaps) or None,
+                log.dataset,
                 *(None if v is MISSING else v for v in values.values()),
             ]
             for scorer_name, key in wanted.values():
@@ -485,7 +507,7 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
         typed,
         schema_overrides={
             **dict.fromkeys(("epoch", "turns"), pl.Int64),
-            **dict.fromkeys(("error", "limit", "unmapped"), pl.String),
+            **dict.fromkeys(("error", "limit", "unmapped", SCOPE), pl.String),
             "marker": pl.Boolean,
             **{c: pl.Float64 for c in typed if c.endswith("__num")},
             **{c: pl.String for c in typed if c.endswith(("__letter", "__kind"))},
@@ -597,7 +619,9 @@ def _excluded(rows: pl.DataFrame) -> pl.DataFrame:
     )
     return (
         rows.filter(pl.col("reason").is_not_null())
-        .select("log", "task_id", "epoch", "reason", detail.cast(pl.String).alias("detail"))
+        .select(
+            "log", "task_id", "epoch", "reason", detail.cast(pl.String).alias("detail"), RAW, SCOPE
+        )
         .cast(dict(EXCLUDED_SCHEMA))  # type: ignore[arg-type]
     )
 
@@ -617,6 +641,8 @@ def _forks_table(
         *keys,
         "success",
         *extra,
+        RAW,
+        SCOPE,
         *(
             pl.when(pl.col("method") == "none").then(pl.col(source)).alias(name)
             for source, name in (("perturb_action", "perturb_action"), ("turns", "end_action"))
