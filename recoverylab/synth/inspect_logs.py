@@ -12,6 +12,9 @@ recovery never fired ends like the no-recovery run (the store key ``recovery_app
 a fired recovery also leaves an info event with source ``recovery``). Samples in ``errors`` raise
 in every arm of their condition, so inspect records them as errored.
 
+:func:`relabel_datasets` writes the same logs again, with inspect's own writer, as runs of
+several named datasets whose sample ids coincide (the ids a task-identity rule must tell apart).
+
 Nothing reaches the network: every scripted output carries a ``usage`` (else inspect fetches a
 tokenizer to count tokens); inspect sends telemetry only when ``INSPECT_TELEMETRY`` names a hook.
 """
@@ -34,6 +37,7 @@ __all__ = [
     "Experiment",
     "layout_mapping",
     "outcome",
+    "relabel_datasets",
     "restyle",
     "write_inspect_logs",
     "write_layout",
@@ -517,4 +521,43 @@ def restyle(
             str(target / name),
             format="json" if layout == "json" else "eval",
         )
+    return dirs
+
+
+def relabel_datasets(
+    source: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    datasets: Sequence[str] = ("recovery-a", "recovery-b"),
+) -> list[Path]:
+    """Write every log in ``source`` once per dataset, as runs of that named dataset.
+
+    inspect numbers samples per dataset, so two datasets may both hold sample ``1``. Each copy
+    is the genuine log read and written by ``inspect_ai.log`` with ``eval.dataset.name`` set to
+    the dataset and its own ``task_id``, ``eval_id`` and ``run_id`` (a different task, as
+    inspect would record it; derived from the dataset and the original ids, so reruns agree).
+    Returns one directory per dataset, ``out_dir/<i>``.
+    """
+    if not datasets or len(set(datasets)) != len(datasets):
+        raise ParameterError("relabel_datasets: give one or more distinct dataset names.")
+    _require()
+    from inspect_ai.log import list_eval_logs, read_eval_log, write_eval_log
+
+    logs = sorted(info.name.removeprefix("file://") for info in list_eval_logs(os.fspath(source)))
+    dirs = []
+    for i, name in enumerate(datasets):
+        target = Path(out_dir) / str(i)
+        target.mkdir(parents=True, exist_ok=True)
+        for location in logs:
+            log = read_eval_log(location)
+            spec = log.eval
+            ids = {
+                key: hashlib.sha256(f"{name}:{getattr(spec, key)}".encode()).hexdigest()[:22]
+                for key in ("task_id", "eval_id", "run_id")
+            }
+            dataset = spec.dataset.model_copy(update={"name": name})
+            log = log.model_copy(
+                update={"eval": spec.model_copy(update={**ids, "dataset": dataset})}
+            )
+            write_eval_log(log, str(target / Path(location).name), format="eval")
+        dirs.append(target)
     return dirs
