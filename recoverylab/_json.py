@@ -107,8 +107,13 @@ def loads(text: str, path: Path | str, line: int | None = None) -> Any:
     except RecursionError:
         raise _too_deep(path, line) from None
     except json.JSONDecodeError as exc:
-        at = f"line {exc.lineno} column {exc.colno}" if line is None else f"column {exc.colno}"
-        raise SourceError(f"{_where(path, line)}: not valid JSON ({exc.msg} at {at}).") from None
+        if line is not None:
+            raise SourceError(
+                f"`{path}` line {line}: not valid JSON ({exc.msg} at column {exc.colno})."
+            ) from None
+        raise SourceError(
+            f"`{path}` is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})."
+        ) from None
     if deep and _depth(value) > MAX_DEPTH:
         raise _too_deep(path, line)
     return value
@@ -153,7 +158,8 @@ def load_object(path: Path | str, data: bytes | None = None, *, what: str = "doc
     value = load(path, data)
     if not isinstance(value, dict):
         raise SourceError(
-            f"`{path}` holds a JSON {_kind(value)} where the {what} must be one JSON object."
+            f"`{path}` is not a JSON object (it holds a JSON {_kind(value)}); the {what} must "
+            "be one object."
         )
     return value
 

@@ -13,7 +13,15 @@ Reading: the files are read as bytes, their line breaks (never inside a JSON str
 spaces, and the whole set parsed by polars' JSON reader in one call with an explicit schema holding
 only the fields of ``TrialResult`` the adapter uses; a dict whose keys are the user's (rewards,
 agent kwargs, metadata) is kept as its JSON text and read with JSON paths later. A file that does
-not parse is found and named by parsing the files one at a time, only when the scan failed.
+not parse is found and named by parsing the files one at a time, only when the scan failed, with
+the one JSON reader (:mod:`recoverylab._json`: depth, encoding and syntax failures are one line
+naming the file). A file with a byte-order mark is re-encoded as plain UTF-8 first.
+
+A result that parses but that Harbor's own models reject (an ``exception_info`` without one of
+``ExceptionInfo``'s required fields ``exception_type``, ``exception_message``,
+``exception_traceback``, ``occurred_at``; an ``agent_info.model_info`` without ``name`` or
+``provider``) is a trial Harbor itself skips when it loads the job: its row carries the reason in
+``invalid_result`` and the adapter excludes it by that reason rather than count its outcome.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from typing import Any, NoReturn
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, SourceError
+from recoverylab._json import decode, load_object
 
 __all__ = ["HarborRead", "read_jobs"]
 
@@ -37,8 +46,10 @@ __all__ = ["HarborRead", "read_jobs"]
 #: regrades (``.sources/``): never searched for trials.
 _TRIAL_OUTPUTS = frozenset({"agent", "verifier", "artifacts", "steps", "user-agent", ".sources"})
 _POLICY = pl.Struct({"has_valid_reward": pl.Boolean})
+#: ``ExceptionInfo``'s fields without a default: a record lacking one fails Harbor's model.
+_EXCEPTION_REQUIRED = ("exception_type", "exception_message", "exception_traceback", "occurred_at")
 _EXCEPTION = pl.Struct(
-    {"exception_type": pl.String, "exception_message": pl.String, "policy_override": _POLICY}
+    {**dict.fromkeys(_EXCEPTION_REQUIRED, pl.String), "policy_override": _POLICY}
 )
 _TIMING = pl.Struct({"started_at": pl.String, "finished_at": pl.String})
 #: The fields of ``TrialResult`` read, by Harbor's names (``harbor/models/trial/result.py``).
@@ -237,12 +248,9 @@ def _job_config(job_dir: str) -> dict[str, Any]:
     if not os.path.isfile(path):
         return {}
     try:
-        value = json.loads(Path(path).read_bytes())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"harbor job config `{path}` is not valid JSON ({exc}).") from None
-    if not isinstance(value, dict):
-        raise InputError(f"harbor job config `{path}` is not a JSON object.")
-    return value
+        return load_object(Path(path), what="JobConfig")
+    except SourceError as exc:
+        raise InputError(f"harbor job config {exc}") from None
 
 
 def _schema(leaves: Sequence[tuple[str, str]]) -> dict[str, Any]:
@@ -269,6 +277,7 @@ def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str
     if not files:
         frame = pl.DataFrame(schema=schema)
     else:
+        texts = [_utf8(file, text) for file, text in zip(files, texts, strict=True)]
         # one object per line: a raw line break can only be whitespace between JSON tokens
         blob = b"\x00".join(texts).replace(b"\r", b" ").replace(b"\n", b" ").replace(b"\x00", b"\n")
         try:
@@ -278,6 +287,16 @@ def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str
         if frame.height != len(files):
             _name_broken(files, texts, schema)
     return _flatten(frame, leaves)
+
+
+def _utf8(file: str, text: bytes) -> bytes:
+    """Return a result's bytes as plain UTF-8 (a byte-order mark, UTF-16 or UTF-32 re-encoded)."""
+    if text[:1] in (b"{", b" ", b"\n", b"\t", b"\r"):  # the common case: no mark to look at
+        return text
+    try:
+        return decode(text, file).encode()
+    except SourceError as exc:
+        raise InputError(f"harbor result {exc}") from None
 
 
 def _read(file: str) -> bytes:
@@ -293,11 +312,9 @@ def _name_broken(files: list[str], texts: list[bytes], schema: dict[str, Any]) -
     """Find the file the one-scan read failed on (file by file: the error path only); raise."""
     for file, text in zip(files, texts, strict=True):
         try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise InputError(f"harbor result `{file}` is not valid JSON ({exc}).") from None
-        if not isinstance(value, dict):
-            raise InputError(f"harbor result `{file}` is not a JSON object (a TrialResult).")
+            value = load_object(Path(file), text, what="TrialResult")
+        except SourceError as exc:
+            raise InputError(f"harbor result {exc}") from None
         try:
             pl.read_ndjson(json.dumps(value).encode(), schema=schema)
         except pl.exceptions.PolarsError as exc:
@@ -306,6 +323,32 @@ def _name_broken(files: list[str], texts: list[bytes], schema: dict[str, Any]) -
                 f"harbor result `{file}` does not have TrialResult's shape ({problem})."
             ) from None
     raise InputError(f"harbor results under `{os.path.dirname(files[0])}` could not be read.")
+
+
+def _invalid_result(exceptions: pl.Expr) -> pl.Expr:
+    """Why Harbor's models reject a parsed result (null when they accept it).
+
+    ``ExceptionInfo`` requires all of :data:`_EXCEPTION_REQUIRED`; ``ModelInfo`` requires
+    ``name`` and ``provider`` (``harbor/models/trial/result.py``).
+    """
+    model = pl.col("agent_info").struct.field("model_info")
+    reasons = [
+        (
+            exceptions.list.eval(pl.element().struct.field(name).is_null()).list.any(),
+            f"an `exception_info` lacks `{name}` (required by Harbor's ExceptionInfo)",
+        )
+        for name in _EXCEPTION_REQUIRED
+    ] + [
+        (
+            model.is_not_null() & model.struct.field(name).is_null(),
+            f"`agent_info.model_info` lacks `{name}` (required by Harbor's ModelInfo)",
+        )
+        for name in ("name", "provider")
+    ]
+    expr = pl.lit(None, pl.String)
+    for condition, reason in reversed(reasons):
+        expr = pl.when(condition.fill_null(False)).then(pl.lit(reason)).otherwise(expr)
+    return expr
 
 
 def _flatten(frame: pl.DataFrame, leaves: Sequence[tuple[str, str]]) -> pl.DataFrame:
@@ -317,6 +360,7 @@ def _flatten(frame: pl.DataFrame, leaves: Sequence[tuple[str, str]]) -> pl.DataF
         .list.eval(pl.element().struct.field("exception_info")),
     ).list.drop_nulls()
     return frame.select(
+        _invalid_result(exceptions).alias("invalid_result"),
         "id",
         "task_name",
         "trial_uri",

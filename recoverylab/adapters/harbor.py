@@ -33,7 +33,9 @@ applied (:mod:`recoverylab.adapters._harbor_policy`). So an ``AgentTimeoutError`
 (the verifier graded what the agent left) while a ``SandboxBuildFailedError`` or an
 ``ApiRateLimitError`` is excluded with its exception type as the ``reason``; a trial with no
 reward and no such exception is excluded as ``no_reward``, a valid trial without the chosen
-reward key as ``no_reward_key``, a trial directory without ``result.json`` as ``unfinished``.
+reward key as ``no_reward_key``, a trial directory without ``result.json`` as ``unfinished``, and
+a result Harbor's own models reject (an ``exception_info`` lacking ``exception_type`` or another
+required field; Harbor skips such a trial when it loads the job) as ``invalid_result``.
 The ``reward_valid`` and ``ExceptionInfo.policy`` values a file records are not read: they are
 computed fields, which Harbor itself recomputes from its table whenever it loads a result.
 
@@ -514,15 +516,18 @@ def _validity() -> list[pl.Expr]:
     types = pl.col("exceptions").list.eval(element.field("exception_type"))
     invalid = pl.col("exceptions").list.eval(element.field("exception_type").filter(~keeps))
     has_rewards = pl.col("rewards").is_not_null() & ~pl.col("rewards").is_in(["{}", "null"])
+    rejected = pl.col("invalid_result").is_not_null()  # Harbor's models reject the file
     return [
-        (has_rewards & (invalid.list.len() == 0)).alias("_valid"),
-        invalid.list.first().fill_null(pl.lit("no_reward")).alias("_reason"),
+        (has_rewards & (invalid.list.len() == 0) & ~rejected).alias("_valid"),
+        pl.when(rejected)
+        .then(pl.lit("invalid_result"))
+        .otherwise(invalid.list.first().fill_null(pl.lit("no_reward")))
+        .alias("_reason"),
         types.list.first().alias("exception_type"),
-        pl.col("exceptions")
-        .list.first()
-        .struct.field("exception_message")
-        .str.slice(0, 200)
-        .alias("_message"),
+        pl.coalesce(
+            "invalid_result",
+            pl.col("exceptions").list.first().struct.field("exception_message").str.slice(0, 200),
+        ).alias("_message"),
     ]
 
 
