@@ -51,6 +51,10 @@ __all__ = [
     "validate",
 ]
 
+#: The column in which the adapters record the scope of each task id (its domain, dataset...):
+#: a table that carries it must give each ``task_id`` one scope (ARCHITECTURE §8).
+TASK_SCOPE = "task_scope"
+
 #: True inside :func:`shard_scope`: the table being validated is one shard of a larger table.
 _SHARD: ContextVar[bool] = ContextVar("recoverylab_shard_scope", default=False)
 
@@ -176,7 +180,9 @@ def validate(
     ------
     SchemaError
         On a missing column, a wrong type, a null where none is allowed, an unknown label, a
-        broken row rule, a duplicate key or an empty table. The message is one line.
+        broken row rule, a duplicate key or an empty table; or, in a table that carries
+        ``task_scope``, a ``task_id`` under two scopes (in either mode of ``checks``: two tasks
+        merged into one cluster are wrong whatever else is trusted). The message is one line.
 
     Examples
     --------
@@ -190,6 +196,7 @@ def validate(
     lazy = scan(frame)
     full_key = (*contract.key, *(k for k in key if k not in contract.key))
     lazy = _check_schema(lazy, contract, full_key, integer_ids)
+    _check_task_scopes(lazy, contract)
     if checks == "full":
         _check_data(lazy, contract, full_key)
     elif checks != "schema":
@@ -252,6 +259,34 @@ def _check_flat_keys(
             f"{contract.name}: column `{name}` holds nested values ({found[name]}){where} where "
             "a key or label belongs; it must hold one text or number per row. Hint: move the "
             "nested value to a column of its own, or flatten it."
+        )
+
+
+def _check_task_scopes(lazy: pl.LazyFrame, contract: TableSpec) -> None:
+    """Refuse a ``task_id`` recorded under two scopes (two tasks that would be one cluster).
+
+    Only tables that carry :data:`TASK_SCOPE` are checked (the adapters write it beside the
+    qualified id); a null scope counts as a scope of its own.
+    """
+    schema = lazy.collect_schema()
+    if TASK_SCOPE not in schema or "task_id" not in schema or "task_id" not in contract:
+        return
+    scopes = pl.col(TASK_SCOPE).cast(pl.String)
+    clash = (
+        lazy.group_by("task_id")
+        .agg(scopes.n_unique().alias("__n"), scopes.unique().sort().head(2).alias("__scopes"))
+        .filter(pl.col("__n") > 1)
+        .sort("task_id")
+        .collect()
+    )
+    if clash.height:
+        task, shown = clash["task_id"][0], clash["__scopes"][0].to_list()
+        named = " and ".join("null" if v is None else f"`{v}`" for v in shown)
+        more = f" ({clash.height} tasks in all)" if clash.height > 1 else ""
+        raise SchemaError(
+            f"{contract.name}: task `{task}` has {clash['__n'][0]} scopes in `{TASK_SCOPE}` "
+            f"({named}){more}; a task id must name one task. Hint: qualify the ids by their "
+            f"scope (e.g. `{shown[0]}/{task}`), as `recoverylab import` does without --raw-ids."
         )
 
 

@@ -27,6 +27,10 @@ and know no protocol.
   ``takeover`` (``states``, ``attempts``) or ``trials``.
 - :class:`Imported` and :class:`ReadReport`: what every adapter returns (tables, ``excluded``,
   and a report of the files read, logs used and superseded, units excluded by reason, rows).
+- :func:`keep_raw_ids`: every adapter qualifies a task id by the scope the harness gives it
+  (tau2's domain, Harbor's dataset, inspect's dataset, a declared ``task_scope``):
+  ``airline/0``, the raw id in ``raw_task_id``. This puts the raw ids back, or refuses in one
+  line when one id occurs under two scopes (:mod:`recoverylab.adapters._identity`).
 - :func:`looks_like_inspect_log`: recognise an inspect log without importing inspect_ai (the
   core's own detection, :mod:`recoverylab._formats`, re-exported here).
 """
@@ -34,6 +38,14 @@ and know no protocol.
 from __future__ import annotations
 
 from recoverylab.adapters._detect import inspect_log_hint, looks_like_inspect_log
+from recoverylab.adapters._identity import keep_raw_ids
 from recoverylab.adapters._report import Imported, ReadReport, Superseded
 
-__all__ = ["Imported", "ReadReport", "Superseded", "inspect_log_hint", "looks_like_inspect_log"]
+__all__ = [
+    "Imported",
+    "ReadReport",
+    "Superseded",
+    "inspect_log_hint",
+    "keep_raw_ids",
+    "looks_like_inspect_log",
+]

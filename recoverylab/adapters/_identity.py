@@ -205,8 +205,8 @@ def keep_raw_ids(imported: Imported) -> Imported:
             raw, a, b = hit
             raise InputError(
                 f"{imported.report.format}: task id `{raw}` occurs under {scoped_by} {a} and "
-                f"{scoped_by} {b}; raw ids would merge two tasks into one. Hint: drop "
-                f"--raw-ids (raw_ids): ids are then qualified, e.g. `{a}{SEPARATOR}{raw}`."
+                f"{scoped_by} {b}; raw ids would merge two tasks into one. Hint: keep the "
+                f"qualified ids (without --raw-ids, keep_raw_ids), e.g. `{a}{SEPARATOR}{raw}`."
             )
 
     def raw(frame: pl.DataFrame) -> pl.DataFrame:

@@ -275,7 +275,7 @@ def _qualified(rows: pl.DataFrame, columns: list[str]) -> tuple[pl.DataFrame, Id
     if SCOPE not in columns or RAW in columns or "task_id" not in rows.columns:
         return rows, None
     rows = rows.with_columns(pl.col(SCOPE).cast(pl.String), pl.col("task_id").cast(pl.String))
-    return qualify(rows, SCOPE, "table")
+    return qualify(rows, "scope", "table")
 
 
 def _table(
@@ -428,6 +428,6 @@ def read(
         used=used,
         unit="rows",
         hint=f"pair by {', '.join(key)}" if key and to == "forks" else "",
-    ).with_identity(identity_of([*tables.values(), excluded], SCOPE))
+    ).with_identity(identity_of([*tables.values(), excluded], "scope"))
     report = report.with_tables(tables, excluded)
     return Imported(tables, excluded, report)

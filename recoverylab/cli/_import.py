@@ -4,7 +4,9 @@ Each format is one module ``recoverylab.cli._import_<format>`` exposing ``HELP``
 ``DESCRIPTION``, ``TARGETS`` (the ``--to`` choices, the first being the default),
 ``add_arguments(parser)`` and ``convert(args) -> adapters.Imported``. This module adds the options
 every format shares (``LOGS...``, ``--to``, ``--out DIR``, ``--report-out FILE``), writes the tables
-and ``excluded.parquet`` as one staged set, and prints the read report on stderr.
+and ``excluded.parquet`` as one staged set, and prints the read report on stderr. ``--raw-ids``
+(every format) keeps the harness's task ids as written instead of qualifying them by their scope
+(:func:`recoverylab.adapters.keep_raw_ids`: refused in one line when an id has two scopes).
 """
 
 from __future__ import annotations
@@ -43,6 +45,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         sub.add_argument("--to", choices=module.TARGETS, default=module.TARGETS[0])
         sub.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
         sub.add_argument("--report-out", type=Path, help="write the read report here (JSON)")
+        sub.add_argument(
+            "--raw-ids",
+            action="store_true",
+            help="keep the harness's task ids as written instead of <scope>/<id> (refused when "
+            "one id occurs under two scopes, e.g. tau2 task 0 in two domains)",
+        )
         module.add_arguments(sub)
         sub.set_defaults(func=run)
 
@@ -50,10 +58,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> None:
     """Convert the logs and write the tables, ``excluded.parquet`` and the report."""
     from recoverylab._outputs import atomic_file
+    from recoverylab.adapters import keep_raw_ids
     from recoverylab.cli._common import announce_written, emit_many, guard_output
 
     guard_out(args.out, args.logs)
     result = _module(args.format).convert(args)
+    if args.raw_ids:
+        result = keep_raw_ids(result)
     emit_many(result.outputs(), args.out, args)
     if args.report_out is not None:
         guard_output(args.report_out, args)

@@ -26,6 +26,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--map``, ``--exclude`` and ``--key``."""
     add_map_arguments(parser)
     parser.add_argument(
+        "--scope",
+        metavar="EXPR",
+        help="what scopes the task ids (a log column or polars SQL expression, e.g. dataset): "
+        "task_id becomes <scope>/<id>, the raw id kept in raw_task_id; same as "
+        "--map task_scope=EXPR",
+    )
+    parser.add_argument(
         "--exclude",
         action="append",
         default=[],
@@ -78,10 +85,15 @@ def convert(args: argparse.Namespace) -> Imported:
     """Read the logs with :func:`recoverylab.adapters.table.read`."""
     from recoverylab.adapters import table
 
+    mapping = pairs(args.map, "--map")
+    if args.scope is not None:
+        if "task_scope" in mapping:
+            raise ParameterError("import table: give the scope once, with --scope or --map.")
+        mapping["task_scope"] = args.scope
     return table.read(
         args.logs,
         to=args.to,
-        mapping=pairs(args.map, "--map"),
+        mapping=mapping,
         exclude=pairs(args.exclude, "--exclude", names_only=False),
         key=keys(args.key),
     )
