@@ -16,15 +16,19 @@ import polars as pl
 
 __all__ = [
     "ALL",
+    "FACES",
     "GROUP_KEYS",
     "MISSING",
     "NOT_RATE_PREFIXES",
     "P_FLOOR",
     "RATE_PREFIXES",
     "RATE_SUFFIXES",
+    "Face",
     "Shown",
     "count_text",
     "decimal_text",
+    "interval_of",
+    "is_note",
     "is_rate",
     "key_text",
     "label",
@@ -164,25 +168,170 @@ def label(name: str) -> str:
     """
     if name == "p_value":
         return "p"
+    if name == "p_adjusted":
+        return "p adj."
     words = name.replace("_", " ")
     return f"{words} pp" if is_rate(name) else words
 
 
 @dataclass(frozen=True)
 class Shown:
-    """One shown column: its header, its cells as a text expression, whether it is a row key."""
+    """One shown column: its header, its cells as text, whether it is a row key or a main column.
+
+    ``rank`` orders the main columns when the terminal cannot hold them all: the estimates
+    first (0), then the p-value (1), the denominators (2), the other main columns (3); a
+    secondary column has rank 9 and ``main`` false.
+    """
 
     header: str
     cells: pl.Expr
     key: bool = False
+    main: bool = True
+    rank: int = 0
+
+
+@dataclass(frozen=True)
+class Face:
+    """What a result shows first: its answer columns (ARCHITECTURE §6).
+
+    Every column not named here (and not a row key or a p-value) is secondary: the terminal
+    drops secondary columns first and never drops a main one. A column named here but absent
+    from a frame is ignored, so one face serves a result with and without its optional columns.
+
+    Attributes
+    ----------
+    estimates
+        The answer columns, each shown with its interval when the frame has one.
+    counts
+        Denominators and counts shown beside the estimates (``n``, ``rescue``, ``harm``).
+    main
+        Other main columns (a second rate, a verdict).
+    keys
+        The row keys, when the dtype does not tell them (default: text columns and
+        :data:`KEY_INTEGERS`).
+    rates
+        Further columns holding fractions (shown in percentage points like every rate).
+    p
+        The p-value columns that are main (the gate decides on ``p_adjusted`` alone).
+    interval
+        The name of the interval in headers: ``CI``, or ``bounds`` where they are not a
+        confidence interval at the shown level (the gate's family-adjusted one-sided bounds).
+    """
+
+    estimates: tuple[str, ...]
+    counts: tuple[str, ...] = ("n",)
+    main: tuple[str, ...] = ()
+    keys: tuple[str, ...] | None = None
+    rates: tuple[str, ...] = ()
+    p: tuple[str, ...] = ("p_value", "p_adjusted")
+    interval: str = "CI"
+
+
+#: The face of every result the command line prints, by result name (one place for all).
+FACES: dict[str, Face] = {
+    "paired.summary": Face(
+        estimates=("effect", "break_even"), counts=("n", "n_tasks", "rescue", "harm")
+    ),
+    "paired.contrast": Face(estimates=("difference",), counts=("n_tasks",)),
+    "paired.policy": Face(
+        estimates=("gain",),
+        counts=("n", "rescue", "harm"),
+        main=("intervention_rate", "clean_touch_rate"),
+    ),
+    "paired.overlap": Face(estimates=("rescue_both",), counts=("n_both", "rescue_a", "rescue_b")),
+    "paired.exclusions": Face(estimates=(), counts=()),
+    "paired.plan": Face(
+        estimates=("tasks_needed", "mde", "planned_power"),
+        counts=("n_tasks",),
+        main=("effect", "icc", "design_effect"),
+        rates=("p10", "p01", "discordance", "mde", "alpha", "power", "planned_power"),
+    ),
+    "paired.monitor": Face(estimates=("effect",), counts=("n_tasks", "n")),
+    "gate.claims": Face(
+        estimates=("estimate",),
+        counts=("n_tasks",),
+        main=("verdict", "more_tasks"),
+        keys=("claim", "cell"),
+        rates=("threshold",),
+        p=("p_adjusted",),
+        interval="bounds",
+    ),
+    "router.evaluation": Face(
+        estimates=("gain",),
+        counts=("n", "rescue", "harm"),
+        main=("intervention_rate", "clean_touch_rate"),
+    ),
+    "router.uplift": Face(estimates=("estimate",), counts=("tasks",)),
+    "router.toc": Face(estimates=("toc", "qini"), counts=(), keys=("policy", "q"), rates=("q",)),
+    "goal.summary": Face(
+        estimates=("ts",),
+        counts=("n", "n_clusters"),
+        main=("gp_rate", "compliance_rate", "violation_rate"),
+    ),
+    "goal.drop": Face(estimates=("drop",), counts=("goals",), main=("ts_without", "ts_with")),
+    "takeover.eligibility": Face(
+        estimates=(), counts=("states", "eligible_states", "rejected_states")
+    ),
+    "takeover.summary": Face(
+        estimates=("ear", "pass_at_1", "pass_at_k"), counts=("eligible_states", "attempts")
+    ),
+    "takeover.funnel": Face(
+        estimates=(
+            "aware_rate",
+            "fixed_rate",
+            "derived_rate",
+            "pass_rate",
+            "fixed_given_aware_rate",
+            "derived_given_fixed_rate",
+            "pass_given_derived_rate",
+        ),
+        counts=("attempts",),
+    ),
+    "takeover.reliability": Face(
+        estimates=("pass_hat_k", "flip_rate"), counts=("attempted_states",)
+    ),
+    "takeover.awareness": Face(
+        estimates=("difference", "aware_pass_rate", "unaware_pass_rate"),
+        counts=("aware_attempts", "unaware_attempts"),
+    ),
+    "takeover.comparison": Face(
+        estimates=("difference",),
+        counts=("common_states",),
+        main=("pass_at_k_a", "pass_at_k_b"),
+    ),
+    "takeover.latency": Face(
+        estimates=("final_step_rate", "median_latency"),
+        counts=("annotated", "surfaced"),
+        main=("surfaced_rate",),
+    ),
+    "takeover.verifier_gate": Face(
+        estimates=("catch_rate",), counts=("executed", "caught"), main=("passes_gate",)
+    ),
+    "takeover.leakage": Face(estimates=(), counts=("n_splits", "states")),
+}
 
 
 #: Text or flag columns that describe a row's statistics, not which row it is.
-STATISTIC_NOTES = ("ci_method", "p_method", "sparse", "interpretation")
+STATISTIC_NOTES = (
+    "ci_method",
+    "p_method",
+    "test",
+    "sparse",
+    "interpretation",
+    "alternative",
+    "power_method",
+)
 
 
-def _is_key(name: str, dtype: pl.DataType) -> bool:
-    if name in STATISTIC_NOTES:
+def is_note(name: str) -> bool:
+    """Whether a column holds words about a row's statistics (its interval method, its test)."""
+    return name in STATISTIC_NOTES or name.endswith(("_ci_method", "_test", "_p_method"))
+
+
+def _is_key(name: str, dtype: pl.DataType, face: Face | None) -> bool:
+    if face is not None and face.keys is not None:
+        return name in face.keys
+    if is_note(name):
         return False
     return name in KEY_INTEGERS if dtype.is_integer() else not dtype.is_numeric()
 
@@ -197,40 +346,79 @@ def key_text(name: str, dtype: pl.DataType) -> pl.Expr:
     return text.fill_null(ALL if name in GROUP_KEYS else MISSING)
 
 
-def _interval(frame: pl.DataFrame, name: str) -> tuple[str, str] | None:
-    """Return the ``(low, high)`` columns of ``name``'s interval, if the frame has them."""
+#: Columns that own the frame's unnamed ``ci_low`` / ``ci_high`` (in order of preference).
+_SHARED_INTERVAL_OWNERS = ("effect", "difference", "gain", "ts", "drop", "estimate")
+
+
+def interval_of(columns: list[str] | tuple[str, ...], name: str) -> tuple[str, str] | None:
+    """Return the ``(low, high)`` columns of ``name``'s interval among ``columns``, if any.
+
+    ``X_ci_low`` / ``X_ci_high`` belong to ``X``; the unnamed ``ci_low`` / ``ci_high`` belong to
+    the first of :data:`_SHARED_INTERVAL_OWNERS` present.
+
+    Examples
+    --------
+    >>> interval_of(["effect", "ci_low", "ci_high"], "effect")
+    ('ci_low', 'ci_high')
+    >>> interval_of(["ear", "ear_ci_low", "ear_ci_high"], "ear")
+    ('ear_ci_low', 'ear_ci_high')
+    """
     for low, high in ((f"{name}_ci_low", f"{name}_ci_high"), ("ci_low", "ci_high")):
-        if low in frame.columns and high in frame.columns:
-            # the unnamed interval belongs to the frame's first owner column present
-            owners = [c for c in _SHARED_INTERVAL_OWNERS if c in frame.columns]
+        if low in columns and high in columns:
+            owners = [c for c in _SHARED_INTERVAL_OWNERS if c in columns]
             if low == "ci_low" and owners[:1] != [name]:
                 continue
             return low, high
     return None
 
 
-#: Columns that own the frame's unnamed ``ci_low`` / ``ci_high`` (in order of preference).
-_SHARED_INTERVAL_OWNERS = ("effect", "difference", "gain", "ts", "drop")
+def _in_pp(name: str, face: Face | None, columns: list[str]) -> bool:
+    """Whether a float column is shown in percentage points.
+
+    A rate by name (:func:`is_rate`), a rate the face declares, or the owner of an interval
+    whose bounds are rates: one unit for an estimate and its bounds, never a fraction beside pp.
+    """
+    if (face is not None and name in face.rates) or is_rate(name):
+        return True
+    bounds = interval_of(columns, name)
+    return bounds is not None and all(is_rate(b) for b in bounds)
 
 
-def _rate_column(frame: pl.DataFrame, name: str) -> tuple[Shown, tuple[str, ...]]:
-    """Show a rate in pp with its interval; return the column and the names it used."""
+#: Decimals of numbers shown as they are (not in pp): ICCs and factors need two.
+_DECIMALS = {"icc": 2, "repeat_icc": 2, "design_effect": 2, "e_value": 2, "pairs_per_task": 2}
+
+
+def _number_text(name: str, column: str, pp: bool, signed: bool) -> pl.Expr:
+    if pp:
+        return pp_text(column, signed=signed)
+    digits = next((d for prefix, d in _DECIMALS.items() if name.startswith(prefix)), 1)
+    return decimal_text(column, digits, signed=signed)
+
+
+def _estimate_column(
+    frame: pl.DataFrame, name: str, face: Face | None
+) -> tuple[Shown, tuple[str, ...]]:
+    """Show a number with its interval in one unit; return the column and the names it used."""
+    columns = frame.columns
+    pp = _in_pp(name, face, columns)
     signed = name in ("effect", "difference", "gain", "drop") or name.startswith("effect_")
-    text = pp_text(name, signed=signed)
-    interval = _interval(frame, name)
+    text = _number_text(name, name, pp, signed)
+    header = f"{name.replace('_', ' ')} pp" if pp else name.replace("_", " ")
+    interval = interval_of(columns, name)
     if interval is None:
-        return Shown(label(name), text.fill_null(MISSING)), (name,)
-    low, high = (pp_text(c) for c in interval)
+        return Shown(header, text.fill_null(MISSING)), (name,)
+    low, high = (_number_text(name, c, pp, False) for c in interval)
     bracket = pl.concat_str(pl.lit(" ["), low, pl.lit(", "), high, pl.lit("]")).fill_null("")
     cells = pl.concat_str(text.fill_null(MISSING), bracket)
-    return Shown(f"{label(name)} [CI]", cells), (name, *interval)
+    word = face.interval if face is not None else "CI"
+    return Shown(f"{header} [{word}]", cells), (name, *interval)
 
 
 def _value_column(name: str, dtype: pl.DataType) -> Shown:
-    if name == "p_value":
+    if name in ("p_value", "p_adjusted"):
         return Shown(label(name), p_text(name).fill_null(MISSING))
     if dtype.is_float():
-        return Shown(label(name), decimal_text(name, 1).fill_null(MISSING))
+        return Shown(label(name), _number_text(name, name, False, False).fill_null(MISSING))
     return Shown(label(name), pl.col(name).cast(pl.String).fill_null(MISSING))
 
 
@@ -243,28 +431,71 @@ def _is_denominator(name: str) -> bool:
     )
 
 
-def shown_columns(frame: pl.DataFrame, *, wide: bool) -> list[Shown]:
+def _inferred_face(frame: pl.DataFrame) -> Face:
+    """Return the face of an undeclared frame: its rates are its estimates, n its counts."""
+    schema = frame.schema
+    rates = tuple(n for n, d in schema.items() if d.is_float() and is_rate(n) and "_ci_" not in n)
+    rates = tuple(n for n in rates if n not in ("ci_low", "ci_high"))
+    counts = tuple(n for n in schema if _is_denominator(n))
+    if not rates:  # counts only: every column is an answer
+        return Face(estimates=(), counts=tuple(schema), main=())
+    return Face(estimates=rates, counts=counts, main=("sparse",))
+
+
+def _rank(name: str, face: Face) -> int | None:
+    """Fitting priority of a main column (lower first), or None for a secondary column."""
+    if name in face.estimates:
+        return 0
+    if name in face.p:
+        return 1
+    if name in face.counts:
+        return 2
+    if name in face.main:
+        return 3
+    return None
+
+
+def shown_columns(
+    frame: pl.DataFrame, *, wide: bool, face: Face | str | None = None
+) -> list[Shown]:
     """Return the shown columns of ``frame``: every column with ``wide``, else the main ones.
 
-    The main columns are the row keys, the denominators, the rates (in pp, with their
-    intervals) and the p-value. A table with no rate (counts only) shows every column.
+    The main columns are the row keys and what the result's :class:`Face` declares (its
+    estimates with their intervals, p, its counts); a frame no face describes shows its keys,
+    denominators, rates (with their intervals) and p. Rates read in percentage points, an
+    interval in its estimate's unit. With ``wide`` every column is returned, each marked main
+    or secondary (``Shown.main``), so a fitter can drop the secondary ones first.
     """
+    if isinstance(face, str):
+        face = FACES[face]
+    declared = face
+    face = face if face is not None else _inferred_face(frame)
     schema = frame.schema
-    narrow = not wide and any(dtype.is_float() and is_rate(name) for name, dtype in schema.items())
+    columns = frame.columns
+    owned = {b for name in columns for b in (interval_of(columns, name) or ())}
     shown: list[Shown] = []
     used: set[str] = set()
     for name, dtype in schema.items():
-        if name in used:
-            continue
-        if _is_key(name, dtype):
-            shown.append(Shown(label(name), key_text(name, dtype), key=True))
-        elif dtype.is_float() and is_rate(name):
-            if narrow and "_ci_" not in name and name.endswith(("_low", "_high")):
-                continue  # an interval bound shown inside its rate's cell
-            column, names = _rate_column(frame, name)
-            shown.append(column)
-            used.update(names)
-        elif not narrow or name in ("p_value", "sparse") or _is_denominator(name):
-            shown.append(_value_column(name, dtype))
+        if name in used or name in owned:
+            continue  # a bound is shown inside its estimate's cell
         used.add(name)
+        if _is_key(name, dtype, declared):
+            if dtype.is_float():  # a number that names a row (the TOC's q): in its unit
+                column, _ = _estimate_column(frame, name, declared)
+                shown.append(Shown(column.header, column.cells, key=True, rank=0))
+            else:
+                shown.append(Shown(label(name), key_text(name, dtype), key=True, rank=0))
+            continue
+        rank = _rank(name, face)
+        if dtype.is_float() and name not in ("p_value", "p_adjusted"):
+            column, names = _estimate_column(frame, name, declared)
+            used.update(names)
+        else:
+            column = _value_column(name, dtype)
+        main = rank is not None
+        if not main and not wide:
+            continue
+        shown.append(
+            Shown(column.header, column.cells, main=main, rank=9 if rank is None else rank)
+        )
     return shown

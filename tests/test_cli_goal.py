@@ -31,7 +31,7 @@ def test_diagnostic_sample_gives_the_seed_numbers(cli, tmp_path) -> None:
     assert f"wrote {out} (1 row)" in result.err
 
 
-def test_printed_summary_shows_percentage_points(cli) -> None:
+def test_printed_summary_shows_percentage_points(cli, monkeypatch) -> None:
     result = cli("goal", *table_args(DIAGNOSTIC), "--by", "", "--resamples", 200, "--quiet")
     assert result.code == 0, result.err
     assert result.out.startswith("goal preservation by all episodes")
@@ -39,6 +39,7 @@ def test_printed_summary_shows_percentage_points(cli) -> None:
     assert "50.0 [" in result.out
     assert "mean steps" not in result.out  # the narrow view: keys, n, rates, p
     assert result.err == ""
+    monkeypatch.setenv("COLUMNS", "1000")  # every header on one line
     wide = cli("goal", *table_args(DIAGNOSTIC), "--by", "", "--resamples", 200, "--quiet", "--wide")
     assert "mean steps" in wide.out
     assert " 1.8 " in wide.out  # 1.75 mean steps, one decimal as every other decimal

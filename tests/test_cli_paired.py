@@ -185,7 +185,9 @@ def test_readable_output_in_percentage_points(cli: Callable) -> None:
     assert "+10.4 [" in quiet.out
     policy = cli("policy", "--decisions", DECISIONS, "--forks", POLICY_FORKS, "--quiet")
     assert "gain pp [CI]" in policy.out
-    assert "73.3" in policy.out
+    assert "+3.0 [0.0, 6.2]" in policy.out  # all conditions: 73.3 - 70.3 pp
+    wide = cli("policy", "--decisions", DECISIONS, "--forks", POLICY_FORKS, "--quiet", "--wide")
+    assert "73.3" in wide.out  # the policy's success rate, a secondary column
 
 
 def test_pairs_and_exclusions_outputs(cli: Callable, tmp_path: Path) -> None:

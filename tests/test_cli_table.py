@@ -130,13 +130,17 @@ def test_printed_tables_fit_the_terminal(
         assert set(header) <= words, header
 
 
-def test_narrow_view_shows_the_main_columns_and_wide_every_column(cli: Callable) -> None:
+def test_narrow_view_shows_the_main_columns_and_wide_every_column(
+    cli: Callable, monkeypatch: pytest.MonkeyPatch
+) -> None:
     narrow = cli("--quiet", *COMMANDS["paired"]).out
     assert "effect pp [CI]" in narrow
-    assert " 87.7 " in narrow  # clean base rate 93/106 in pp, one decimal
+    assert re.search(r" rescue +harm +effect pp \[CI\]", narrow)  # the counts behind the effect
     assert "unchanged" not in narrow
-    assert "main columns shown; --wide shows every column" in narrow
+    assert "secondary columns not shown; --wide shows every column" in narrow
+    monkeypatch.setenv("COLUMNS", "400")  # wide enough for every header on one line
     wide = cli("--quiet", *COMMANDS["paired"], "--wide").out
+    assert " 87.7 " in wide  # clean base rate 93/106 in pp, one decimal
     for column in ("unchanged", "carried forward", "prefix mismatch", "recovery rate pp"):
         assert column in wide
     assert "--wide" not in wide
@@ -158,7 +162,9 @@ def test_machine_formats(cli: Callable, tmp_path: Path) -> None:
     assert pl.DataFrame(as_json).equals(cells)
     markdown = cli("--quiet", *COMMANDS["paired"], "--format", "markdown").out.splitlines()
     assert markdown[:2] == ["rescue and harm by condition, delay, method", ""]
-    markdown = markdown[2:]
+    assert markdown[2].startswith("95% intervals: fay-lumbard")  # the method, as a paragraph
+    assert markdown[3] == ""
+    markdown = markdown[4:]
     assert markdown[0].startswith("| condition | delay | method | n |")
     assert markdown[1].startswith("|---|---|---|---:|")
     assert len(markdown) == 2 + cells.height
@@ -206,7 +212,7 @@ def test_render_wraps_headers_and_repeats_keys_in_blocks() -> None:
     assert "0.29" in text
     assert re.search(r"^all +212", text, re.M)
     assert lines[-1] == "2 rows"
-    one_line = render(frame, wide=True)
+    one_line = render(frame, wide=True, width=200)
     assert "intervention rate pp" in one_line  # wide: headers on one line
 
 

@@ -336,29 +336,49 @@ def emit(
     args: argparse.Namespace,
     *,
     title: str | None = None,
-    percent: bool = True,
+    face: str | None = None,
+    line: str | None = None,
 ) -> None:
-    """Stage ``frame`` for ``out`` (committed with the command's other outputs), or print it."""
+    """Stage ``frame`` for ``out`` (committed with the command's other outputs), or print it.
+
+    ``face`` names the result's declared main columns (:data:`recoverylab._display.FACES`);
+    the interval level and sidedness come from the command's ``--confidence`` and
+    ``--alternative`` where it has them; ``line`` replaces the line naming the method.
+    """
     if out is not None:
         write_output(frame, out, args)
         return
-    from recoverylab.cli._table import render
+    from recoverylab.cli._table import render, terminal_width, wrap_text
 
     fmt, wide = printing(args)
     if title and headline(fmt):
-        print(title + ("\n" if fmt == "markdown" else ""))  # markdown: a paragraph
-    print(render(frame, fmt, wide=wide))
+        text = title if fmt == "markdown" else wrap_text(title, terminal_width())
+        print(text + ("\n" if fmt == "markdown" else ""))  # markdown: a paragraph
+    print(render(frame, fmt, wide=wide, face=face, line=line, **interval_level(args)))
+
+
+def interval_level(args: argparse.Namespace) -> dict[str, object]:
+    """Return the ``confidence`` and ``alternative`` a command asked for (None: it has none)."""
+    return {
+        "confidence": getattr(args, "confidence", None),
+        "alternative": getattr(args, "alternative", None),
+    }
 
 
 def emit_many(
-    frames: dict[str, pl.DataFrame], out_dir: Path | None, args: argparse.Namespace
+    frames: dict[str, pl.DataFrame],
+    out_dir: Path | None,
+    args: argparse.Namespace,
+    *,
+    faces: dict[str, str] | None = None,
 ) -> None:
     """Stage several named result tables into ``out_dir`` (one parquet each), or print them."""
     if out_dir is None:
         from recoverylab.cli._table import render_many
 
         fmt, wide = printing(args)
-        print(render_many(frames, fmt, wide=wide))
+        level = getattr(args, "confidence", None)
+        print(render_many(frames, fmt, wide=wide, faces=faces, confidence=level))
         return
     for name, frame in frames.items():
         emit(frame, out_dir / f"{name}.parquet", args)

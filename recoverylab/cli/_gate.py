@@ -26,22 +26,19 @@ from recoverylab.cli._common import (
 )
 
 if TYPE_CHECKING:
-    import polars as pl
-
     from recoverylab.paired import GateResult
 
-#: Columns of the gate's text view, with their headers.
-_TEXT_COLUMNS = {
-    "claim": "claim",
-    "cell": "cell",
-    "n_tasks": "tasks",
-    "estimate": "estimate pp",
-    "bound": "bounds pp",
-    "threshold": "threshold pp",
-    "p_adjusted": "p adj.",
-    "verdict": "verdict",
-    "more": "more tasks",
+#: What each kind of claim asserts about its estimate (the threshold follows).
+_ASSERTS = {
+    "superiority": "effect >=",
+    "non_inferiority": "effect >=",
+    "max_harm_rate": "harm rate <=",
+    "max_clean_touch": "clean-touch rate <=",
 }
+#: The family adjustments, by name, as a reader knows them.
+_ADJUSTMENTS = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no"}
+#: Power at which ``tasks_needed`` sizes a fixed-n study (``paired`` gate, power 0.8).
+GATE_POWER = 0.8
 
 
 def _add_sequential_options(parser: argparse.ArgumentParser) -> None:
@@ -89,6 +86,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="text",
         help="printed form: text (default), markdown (a CI job summary), json or csv",
     )
+    parser.add_argument(
+        "--wide", action="store_true", help="print every column (default: the main columns)"
+    )
     parser.set_defaults(func=run_gate)
 
     parser = subparsers.add_parser(
@@ -118,64 +118,69 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run_monitor)
 
 
-def _text(result: GateResult) -> str:
-    """Render the verdicts as a plain table that reads in a terminal or a log."""
+def explanation(result: GateResult) -> list[str]:
+    """Return the lines above the gate's tables: the verdict, the bounds' level, "more tasks".
+
+    The gate's bounds are one-sided and each sits at its row's family-adjusted level (see
+    :func:`recoverylab.paired.gate`), so they are wider than the two-sided intervals of
+    ``recoverylab paired`` for the same cell; the lines say so, and what "more tasks" assumes.
+    """
+    adjust = _ADJUSTMENTS.get(result.adjust, result.adjust)
+    levels = sorted(set(result.claims["confidence"].to_list()))
+    alpha = ", ".join(f"{100 * (1 - c):g}%" for c in levels)
+    mode = "confidence sequences (anytime-valid)" if result.sequential else "fixed-n tests"
+    family = "unadjusted" if result.adjust == "none" else f"adjusted as one family ({adjust})"
+    if result.adjust == "none":
+        where = f"at the one-sided level alpha = {alpha}"
+    else:
+        where = (
+            f"each at its row's {adjust}-adjusted one-sided level (alpha x p / p adjusted, "
+            f"alpha = {alpha})"
+        )
+    sequences = " of the confidence sequence" if result.sequential else ""
+    return [
+        f"gate: {result.verdict} (exit {result.exit_status}); claims decided by one-sided "
+        f"{mode}, p-values {family}.",
+        f"bounds{sequences}: {where}, so wider than the two-sided "
+        f"{100 * levels[0]:g}% intervals `recoverylab paired` prints for the same cell.",
+        "more tasks: tasks beyond those seen that a fixed-n study would need to decide the "
+        f"claim with {100 * GATE_POWER:g}% power at the row's adjusted level, if the observed "
+        "estimate (and, for effects, the observed share of discordant pairs and pairs per "
+        "task, with no correlation inside a task; for rates, the design effect) stayed as it is.",
+    ]
+
+
+def _text(result: GateResult, width: int, *, wide: bool = False) -> str:
+    """Render the verdicts: the explanation, then one table per claim that fits ``width``."""
     import polars as pl
 
-    rows = result.claims.select(
-        "claim",
-        "cell",
-        pl.col("n_tasks").cast(pl.String),
-        (100 * pl.col("estimate")).round(1).cast(pl.String).alias("estimate"),
-        pl.format(
-            "[{}, {}]",
-            (100 * pl.col("ci_low")).round(1),
-            (100 * pl.col("ci_high")).round(1),
-        ).alias("bound"),
-        (100 * pl.col("threshold")).round(1).cast(pl.String).alias("threshold"),
-        pl.col("p_adjusted").map_batches(_p_text, return_dtype=pl.String).alias("p_adjusted"),
-        "verdict",
-        pl.when(pl.col("verdict") == "INCONCLUSIVE")
-        .then(pl.col("more_tasks").cast(pl.String).fill_null("?"))
-        .otherwise(pl.lit(""))
-        .alias("more"),
-    ).rename(_TEXT_COLUMNS)
-    widths = [max(len(name), *(len(v) for v in rows[name].to_list())) for name in rows.columns]
-    numeric = {"tasks", "estimate pp", "threshold pp", "p adj.", "more tasks"}
+    from recoverylab.cli._table import render, wrap_text
 
-    def line(values: list[str]) -> str:
-        cells = [
-            v.rjust(w) if name in numeric else v.ljust(w)
-            for name, v, w in zip(rows.columns, values, widths, strict=True)
-        ]
-        return "  ".join(cells).rstrip()
-
-    mode = "confidence sequences" if result.sequential else "fixed-n tests"
-    head = (
-        f"gate: {result.verdict} (exit {result.exit_status}); one-sided {mode}, "
-        f"family adjusted: {result.adjust}"
-    )
-    body = [line(list(rows.columns)), line(["-" * w for w in widths])]
-    body.extend(line([str(v) for v in row]) for row in rows.rows())
-    return "\n".join([head, *body])
+    parts = [wrap_text(line, width, indent="  ") for line in explanation(result)]
+    claims = result.claims
+    for name, kind, threshold in (
+        claims.select("claim", "kind", "threshold").unique(maintain_order=True).iter_rows()
+    ):
+        rows = claims.filter(pl.col("claim") == name)
+        more = pl.when(pl.col("verdict") == "INCONCLUSIVE").then(pl.col("more_tasks"))
+        redundant = ("claim", "kind", "threshold", "confidence", "condition", "delay", "method")
+        shown = rows.drop(redundant).with_columns(more.alias("more_tasks"))
+        title = f"{name} ({kind}: {_ASSERTS.get(kind, kind)} {100 * threshold:+.1f} pp)"
+        table = render(shown, face="gate.claims", width=width, line="", wide=wide)
+        parts.append(wrap_text(title, width, indent="  ") + "\n" + table)
+    return "\n\n".join(parts)
 
 
-def _p_text(series: pl.Series) -> pl.Series:
-    import polars as pl
-
-    from recoverylab._display import p_str
-
-    return pl.Series([p_str(v) for v in series.to_list()], dtype=pl.String)
-
-
-def _show(result: GateResult, fmt: str) -> str:
-    if fmt == "markdown":
-        return result.to_markdown()
+def _show(result: GateResult, fmt: str, *, wide: bool = False) -> str:
+    if fmt == "markdown":  # the verdict table, then what its bounds and "more tasks" mean
+        return result.to_markdown() + "\n" + "\n\n".join(explanation(result)[1:])
     if fmt == "json":
         return result.to_json()
     if fmt == "csv":
         return result.claims.write_csv().rstrip("\n")
-    return _text(result)
+    from recoverylab.cli._table import terminal_width
+
+    return _text(result, terminal_width(), wide=wide)
 
 
 def run_gate(args: argparse.Namespace) -> int:
@@ -198,7 +203,7 @@ def run_gate(args: argparse.Namespace) -> int:
     if args.out is not None:
         write_output(result.claims, args.out, args)
     else:
-        print(_show(result, args.format))
+        print(_show(result, args.format, wide=args.wide))
     return result.exit_status
 
 
@@ -231,10 +236,14 @@ def run_monitor(args: argparse.Namespace) -> int:
         return result.claims.exit_status
     level = f"{100 * result.confidence:g}%"
     title = f"each cell after its latest task ({level} confidence sequences, anytime-valid)"
-    emit(result.summary, None, args, title=title)
+    line = (
+        f"{level} intervals: anytime-valid confidence sequences; p: anytime-valid "
+        "(1 / the largest e-value so far, of effect = 0)"
+    )
+    emit(result.summary, None, args, title=title, face="paired.monitor", line=line)
     if result.claims is None:
         return 0
     if fmt != "csv":  # csv holds one table: the verdict is the exit status
         print()
-        print(_show(result.claims, fmt))
+        print(_show(result.claims, fmt, wide=printing(args)[1]))
     return result.claims.exit_status

@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> None:
     else:
         summary, drop = _score_and_summarise(args, by, progress)
     if drop is not None:
-        emit(drop, args.drop_out, args)
+        emit(drop, args.drop_out, args, face="goal.drop")
     title = "goal preservation by " + (", ".join(by) or "all episodes")
-    emit(summary, args.out, args, title=title)
+    emit(summary, args.out, args, title=title, face="goal.summary")
 
 
 def _score_and_summarise(

@@ -196,13 +196,19 @@ def run_paired(args: argparse.Namespace) -> None:
         pairs = paired.pairs(forks, pair_by=args.pair_by, cohort=args.cohort)
         write_output(pairs, args.pairs_out, args)
     if excluded is not None:
-        emit(excluded, args.exclusions_out, args)
+        emit(excluded, args.exclusions_out, args, face="paired.exclusions")
     cohort = "" if args.cohort == "full" else f" ({args.cohort} cohort)"
-    emit(summary, args.out, args, title=f"rescue and harm by condition, delay, method{cohort}")
+    emit(
+        summary,
+        args.out,
+        args,
+        title=f"rescue and harm by condition, delay, method{cohort}",
+        face="paired.summary",
+    )
     if overlap is not None:
         if args.out is None and args.overlap_out is None:
             print()
-        emit(overlap, args.overlap_out, args, title="rescue overlap")
+        emit(overlap, args.overlap_out, args, title="rescue overlap", face="paired.overlap")
 
 
 def run_contrast(args: argparse.Namespace) -> None:
@@ -225,7 +231,8 @@ def run_contrast(args: argparse.Namespace) -> None:
         engine=engine,
     )
     cohort = "" if args.cohort == "full" else f" ({args.cohort} cohort)"
-    emit(result, args.out, args, title=f"effect of {args.a} minus effect of {args.b}{cohort}")
+    title = f"effect of {args.a} minus effect of {args.b}{cohort}"
+    emit(result, args.out, args, title=title, face="paired.contrast")
 
 
 def run_policy(args: argparse.Namespace) -> None:
@@ -252,6 +259,7 @@ def run_policy(args: argparse.Namespace) -> None:
         args.out,
         args,
         title="policy against never recovering (per condition, and all conditions)",
+        face="paired.policy",
     )
 
 

@@ -88,4 +88,4 @@ def run_plan(args: argparse.Namespace) -> None:
         n_sims=args.simulate,
         engine=engine,
     )
-    emit(plan, args.out, args, title="paired study plan")
+    emit(plan, args.out, args, title="paired study plan", face="paired.plan")

@@ -228,7 +228,7 @@ def run_decide(args: argparse.Namespace) -> None:
 
     policy = load_rule(args.rule)
     decisions = policy.decide(read(args.decision_points)).collect()
-    emit(decisions, args.out, args, percent=False)
+    emit(decisions, args.out, args)
 
 
 def _load_named(paths: list[Path]) -> dict:
@@ -267,7 +267,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
     for warning in caught:
         print(f"recoverylab router: warning: {warning.message}", file=sys.stderr)
     if args.no_uplift:
-        emit(table, args.out, args)
+        emit(table, args.out, args, face="router.evaluation")
         return
     for target in (args.out, args.uplift_out, args.toc_out):
         if target is not None:
@@ -285,7 +285,7 @@ def run_evaluate(args: argparse.Namespace) -> None:
         if out is not None:
             write_output(frame, out, args)
     if printed:
-        emit_many(printed, None, args)
+        emit_many(printed, None, args, faces={n: f"router.{n}" for n in printed})
 
 
 def evaluate_uplift(

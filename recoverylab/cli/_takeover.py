@@ -70,7 +70,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     interval = "interval of the rates: workflow cluster bootstrap (default) or Wilson"
     for flag, choices, text in (
         ("--interval", ("bootstrap", "wilson"), interval),
-        ("--ci-method", ("percentile", "bca"), "bootstrap interval method (default percentile)"),
+        (
+            "--ci-method",
+            ("auto", "korn-graubard", "percentile", "bca"),
+            "rates' interval method (default auto: Korn-Graubard unless the bootstrap is accurate)",
+        ),
     ):
         parser.add_argument(flag, choices=choices, default=choices[0], help=text)
     parser.add_argument(
@@ -128,25 +132,11 @@ def run(args: argparse.Namespace) -> None:
     )
     if args.out_dir is None and not args.wide and args.format == "text":
         frames = views(frames)
-        print("(main columns shown; --wide prints and --out-dir writes every column)")
-    emit_many(frames, args.out_dir, args)
+    emit_many(frames, args.out_dir, args, faces={name: f"takeover.{name}" for name in frames})
 
 
-#: Columns of the printed views of the wide summary (after the row keys).
-_SUMMARY_VIEW = (
-    "eligible_states",
-    "rejected_states",
-    "attempted_states",
-    "attempts",
-    "ear",
-    "ear_ci_low",
-    "ear_ci_high",
-    "pass_at_1",
-    "pass_at_k",
-    "pass_at_k_ci_low",
-    "pass_at_k_ci_high",
-)
-_FUNNEL_VIEW = (
+#: Columns of the repair funnel (ARCHITECTURE §3.4), printed as a table of their own.
+_FUNNEL = (
     "attempts",
     "aware_rate",
     "fixed_rate",
@@ -162,22 +152,23 @@ _FUNNEL_VIEW = (
 
 
 def views(frames: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
-    """Narrow the wide tables for printing: the summary splits into summary and funnel views."""
-    shown = dict(frames)
+    """Print the repair funnel as a table of its own, after the summary it is part of.
+
+    The summary holds every rate of a row; printed whole, its funnel stages would be secondary
+    columns of the EAR and pass@k table. The funnel view is the same rows with their funnel
+    rates and intervals (``takeover.funnel`` face); nothing else changes.
+    """
     summary = frames["summary"]
     keys = summary.columns[: summary.columns.index("k")]
-    shown["summary"] = summary.select(*keys, "k", *_SUMMARY_VIEW)
-    shown = {
+    bounds = tuple(f"{name}_ci_{side}" for name in _FUNNEL for side in ("low", "high"))
+    funnel = summary.select(*keys, *(c for c in summary.columns if c in _FUNNEL or c in bounds))
+    shown = dict(frames)
+    return {
         "eligibility": shown.pop("eligibility"),
         "summary": shown.pop("summary"),
-        "funnel": summary.select(*keys, *_FUNNEL_VIEW),
+        "funnel": funnel,
         **shown,
     }
-    awareness = shown["awareness"]
-    shown["awareness"] = awareness.select(
-        c for c in awareness.columns if "_ci_" not in c and c != "interpretation"
-    )
-    return shown
 
 
 def tables(
@@ -191,7 +182,7 @@ def tables(
     common_sample: bool = False,
     common_states: bool = False,
     interval: str = "bootstrap",
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     compare: tuple[str, ...] | None,
     min_catch: float = 0.5,
     n_resamples: int,
