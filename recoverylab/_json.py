@@ -130,7 +130,11 @@ def load(path: Path | str, data: bytes | None = None) -> Any:
     """
     path = Path(path)
     if data is None:
-        if path.stat().st_size > MAX_BYTES:
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise SourceError(f"`{path}` cannot be read ({exc.strerror or exc}).") from None
+        if size > MAX_BYTES:
             raise _too_large(path)
         data = read_decompressed(path)
     if len(data) > MAX_BYTES:

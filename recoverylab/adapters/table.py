@@ -41,6 +41,7 @@ rows disagree is a duplicate-key error). ``excluded`` has ``log`` (the file), ``
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -50,6 +51,8 @@ import polars as pl
 from recoverylab import io
 from recoverylab._diagnose import check_text_file
 from recoverylab._errors import InputError, ParameterError, SchemaError, SourceError
+from recoverylab._formats import compression_of_path, read_decompressed, strip_compression
+from recoverylab._json import load
 from recoverylab.adapters._identity import RAW, SCOPE, Identity, identity_of, qualify
 from recoverylab.adapters._report import Imported, ReadReport
 from recoverylab.adapters._trials import TRIALS
@@ -317,7 +320,9 @@ def _files(logs: object) -> list[Path]:
     for entry in entries:
         path = Path(entry)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in _SUFFIXES)
+            found = sorted(
+                p for p in path.rglob("*") if strip_compression(p).suffix.lower() in _SUFFIXES
+            )
             if not found:
                 raise SourceError(f"`{path}` holds no {', '.join(_SUFFIXES)} file.")
             files.extend(found)
@@ -327,32 +332,60 @@ def _files(logs: object) -> list[Path]:
 
 
 def _scan_log(path: Path, text: frozenset[str]) -> pl.LazyFrame:
-    """Return one log file as a frame (JSON array, CSV keeping `text` columns text, io.scan)."""
-    suffix = path.suffix.lower()
+    """Return one log file as a frame (JSON array, CSV keeping `text` columns text, io.scan).
+
+    Compressed files (``.json.gz``, ``.csv.zst``...) read like plain ones; JSON goes through the
+    one JSON reader (:mod:`recoverylab._json`) and the same row checks as NDJSON (a nested value
+    where text belongs is an error naming the item).
+    """
+    suffix = strip_compression(path).suffix.lower()
+    compressed = path.is_file() and compression_of_path(path) is not None
     if suffix == ".json":
-        with path.open("rb") as handle:
-            head = handle.read(4096).lstrip()
-        if head.startswith(b"["):
-            try:
-                return pl.read_json(path, infer_schema_length=None).lazy()
-            except pl.exceptions.PolarsError as exc:
-                raise SourceError(
-                    f"`{path}` cannot be read as a JSON array ({_first_line(exc)})."
-                ) from None
+        if compressed:
+            head = read_decompressed(path)[:4096]
+        else:
+            with path.open("rb") as handle:
+                head = handle.read(4096)
+        if head.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"["):
+            return _json_array(path)
         return io.scan(path, format="ndjson")
     if suffix in (".csv", ".tsv") and path.is_file() and path.stat().st_size > 0:
         separator = "\t" if suffix == ".tsv" else ","
-        check_text_file(path, "csv", separator)
+        data = read_decompressed(path) if compressed else None
+        check_text_file(path, "csv", separator, data)
         overrides = {name: pl.String() for name in sorted(text | _contract_text())}
         try:
             frame = pl.scan_csv(
-                path, separator=separator, infer_schema_length=None, schema_overrides=overrides
+                path if data is None else data,  # type: ignore[arg-type]
+                separator=separator,
+                infer_schema_length=None,
+                schema_overrides=overrides,
             )
             frame.collect_schema()
         except pl.exceptions.PolarsError as exc:
             raise SourceError(f"`{path}` cannot be read as csv ({_first_line(exc)}).") from None
         return frame
     return io.scan(path)
+
+
+def _json_array(path: Path) -> pl.LazyFrame:
+    """Read a JSON array of row objects: checked by the NDJSON rules, item N as line N."""
+    rows = load(path)
+    if not isinstance(rows, list):  # a document that opens with "[" is an array or not JSON
+        raise SourceError(f"`{path}` is not a JSON array of objects.")  # pragma: no cover
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict):
+            raise SourceError(f"`{path}` item {number} of the JSON array is not an object (a row).")
+    if not rows:
+        return pl.DataFrame().lazy()
+    data = "".join(json.dumps(row, allow_nan=True) + "\n" for row in rows).encode()
+    check_text_file(path, "ndjson", data=data)
+    try:
+        return pl.read_ndjson(data, infer_schema_length=None).lazy()
+    except pl.exceptions.PolarsError as exc:
+        raise SourceError(
+            f"`{path}` cannot be read as a JSON array ({_first_line(exc)})."
+        ) from None
 
 
 def _contract_text() -> set[str]:

@@ -70,7 +70,7 @@ pass^k (the mean over tasks of C(c, k)/C(n, k)) for every k up to the fewest tri
 
 from __future__ import annotations
 
-import json
+import math
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -81,6 +81,8 @@ import polars as pl
 
 from recoverylab import io
 from recoverylab._errors import InputError, ParameterError, SourceError, format_keys
+from recoverylab._formats import strip_compression
+from recoverylab._json import load
 from recoverylab.adapters import table
 from recoverylab.adapters._identity import RAW, SCOPE, qualify
 from recoverylab.adapters._report import Imported, ReadReport, Superseded
@@ -154,7 +156,7 @@ def _sources(results: object) -> list[_Source]:
         if path.is_dir() and (path / "results.json").is_file():
             found.append(_Source(path, path / "results.json", path / "simulations"))
         elif path.is_dir():
-            inner = [p for p in sorted(path.iterdir()) if p.suffix == ".json" or p.is_dir()]
+            inner = [p for p in sorted(path.iterdir()) if _is_json(p) or p.is_dir()]
             runs = [_one(p) for p in inner if p.is_file() or (p / "results.json").is_file()]
             if not runs:
                 raise SourceError(f"`{path}` holds no tau2-bench results file or run directory.")
@@ -171,12 +173,17 @@ def _one(path: Path) -> _Source:
     return _Source(path, path, sims if sims.is_dir() else None)
 
 
+def _is_json(path: Path) -> bool:
+    """Return whether ``path`` is a ``.json`` file, plain or compressed (``.json.gz``...)."""
+    return strip_compression(path).suffix == ".json" and path.is_file()
+
+
 def _load_json(path: Path) -> Any:
+    """Read one JSON file through the one reader (depth, encoding, compression: one line)."""
     try:
-        with path.open("rb") as handle:
-            return json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise SourceError(f"`{path}` is not valid JSON (line {exc.lineno}: {exc.msg}).") from None
+        return load(path)
+    except SourceError:
+        raise
     except OSError as exc:
         raise SourceError(f"`{path}` cannot be read ({exc.strerror}).") from None
 
@@ -200,11 +207,15 @@ def _simulations(
             raise InputError(f"`{source.meta}`: `simulations` is not a list.")
         yield from ((source.meta, sim) for sim in sims)
         return
-    files = sorted(source.simulations.glob("*.json")) if source.simulations.is_dir() else []
+    files = (
+        sorted(p for p in source.simulations.iterdir() if _is_json(p))
+        if source.simulations.is_dir()
+        else []
+    )
     index = meta.get("simulation_index")
     if index is not None:
         indexed = {str(entry.get("id")) for entry in index if isinstance(entry, dict)}
-        on_disk = {f.stem for f in files}
+        on_disk = {strip_compression(f).stem for f in files}
         if indexed != on_disk:
             gone, extra = sorted(indexed - on_disk), sorted(on_disk - indexed)
             raise InputError(
@@ -219,11 +230,24 @@ def _simulations(
 
 def _run_columns(meta: dict[str, Any], path: Path) -> dict[str, Any]:
     """Return the experiment columns of one run, from its ``info``."""
+    where = f"`{path}`: info"
+    agent_info, user_info = (
+        _field(meta, "info.agent_info", path),
+        _field(meta, "info.user_info", path),
+    )
+    for name, value in (("agent_info", agent_info), ("user_info", user_info)):
+        if not isinstance(value, dict):
+            raise InputError(f"{where} has `{name}` {value!r:.60}; it must be an object.")
+    models = [agent_info.get("llm"), user_info.get("llm")]
     return {
-        "domain": str(_field(meta, "info.environment_info.domain_name", path)),
-        "agent": str(_field(meta, "info.agent_info.implementation", path)),
-        "agent_model": _field(meta, "info.agent_info", path).get("llm"),
-        "user_model": _field(meta, "info.user_info", path).get("llm"),
+        "domain": _key(
+            _field(meta, "info.environment_info.domain_name", path), where, "domain_name"
+        ),
+        "agent": _key(
+            _field(meta, "info.agent_info.implementation", path), where, "implementation"
+        ),
+        "agent_model": None if models[0] is None else _key(models[0], where, "agent_info.llm"),
+        "user_model": None if models[1] is None else _key(models[1], where, "user_info.llm"),
     }
 
 
@@ -245,18 +269,39 @@ def _sim_row(sim: Any, file: Path, position: int) -> dict[str, Any]:
         raise InputError(f"{where} ({sim['id']}) has trial {sim['trial']!r}; it must be an int.")
     reward_info = sim.get("reward_info")
     reward = reward_info.get("reward") if isinstance(reward_info, dict) else None
+    where = f"{where} ({_key(sim['id'], where, 'id')})"
     return {
-        "task_id": str(sim["task_id"]),
+        "task_id": _key(sim["task_id"], where, "task_id"),
         "attempt": sim["trial"],
-        "reward": None if reward is None else float(reward),
+        "reward": _number(reward, where, "reward_info.reward"),
         "termination_reason": reason,
-        "seed": sim.get("seed"),
-        "simulation_id": str(sim["id"]),
-        "duration": sim.get("duration"),
-        "agent_cost": sim.get("agent_cost"),
-        "user_cost": sim.get("user_cost"),
+        "seed": _number(sim.get("seed"), where, "seed", integer=True),
+        "simulation_id": _key(sim["id"], where, "id"),
+        "duration": _number(sim.get("duration"), where, "duration"),
+        "agent_cost": _number(sim.get("agent_cost"), where, "agent_cost"),
+        "user_cost": _number(sim.get("user_cost"), where, "user_cost"),
         "log": str(file),
     }
+
+
+def _key(value: Any, where: str, name: str) -> str:
+    """Return an identifier as text: tau2 writes a string (or a number); refuse anything else."""
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return str(value)
+    kind = "a JSON object or array" if isinstance(value, (dict, list)) else repr(value)
+    raise InputError(f"{where} has `{name}` {kind} where a key belongs; it must be text.")
+
+
+def _number(value: Any, where: str, name: str, *, integer: bool = False) -> Any:
+    """Return a finite number (an int where ``integer``) or null; refuse anything else."""
+    if value is None:
+        return None
+    wanted = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, wanted) or not math.isfinite(value):
+        shown = "a JSON object or array" if isinstance(value, (dict, list)) else repr(value)
+        kind = "an integer" if integer else "a finite number"
+        raise InputError(f"{where} has `{name}` {shown[:60]}; it must be {kind} or null.")
+    return value if integer else float(value)
 
 
 def _read_rows(sources: list[_Source]) -> tuple[pl.DataFrame, list[str]]:
