@@ -43,8 +43,35 @@ COLUMNS = [
 
 
 def cells(html: str) -> list[list[str]]:
+    """The cells of a table as shown: each value's ``data-column`` element unwrapped."""
     rows = re.findall(r"<tr>(.*?)</tr>", html.split("<tbody>")[1])
-    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows]
+    shown = [re.sub(r'<span data-column="[^"]*">([^<]*)</span>', r"\1", row) for row in rows]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in shown]
+
+
+def test_every_value_names_its_column() -> None:
+    html = report.table_html(FRAME, COLUMNS)
+    first = re.findall(r"<tr>(.*?)</tr>", html.split("<tbody>")[1])[0]
+    assert re.findall(r'data-column="(\w+)">([^<]*)<', first) == [
+        ("regime", "barrier_free"),
+        ("ts", "+83.5"),
+        ("ci_low", "78.0"),
+        ("ci_high", "88.5"),
+        ("n", "200"),
+        ("steps", "3.46"),
+        ("p_value", "0.29"),
+    ]
+
+
+def test_a_denominator_shown_once_per_table() -> None:
+    columns = [
+        report.Key("regime"),
+        report.Rate("ts", "n", "TS", "n (episodes)"),
+        report.Count("steps"),
+        report.Rate("ci_low", "n", "low", "n (episodes)"),
+    ]
+    headers = re.findall(r"<th\b[^>]*>(.*?)</th>", report.table_html(FRAME, columns))
+    assert headers == ["regime", "TS, pp", "n (episodes)", "steps", "low, pp"]
 
 
 def test_table_rates_in_pp_with_n_beside_by_hand() -> None:
@@ -177,16 +204,19 @@ def test_takeover_sections_count_each_rejected_state_once(by_depth: pl.DataFrame
     assert section.table.count("<tr>") == by_depth.height + 1
 
 
-def test_policy_section_shows_clean_touch_on_the_clean_row_only() -> None:
+def test_policy_section_shows_the_written_clean_touch_rate_with_the_clean_episodes() -> None:
     folder = SAMPLES / "paired"
     evaluation = paired.evaluate_policy(
         folder / "policy_decisions.parquet", folder / "policy_forks.parquet", n_resamples=100
     )
     section = report.policy_section(evaluation, PROVENANCE)
     rows = {row[0]: row for row in cells(section.table)}
-    # clean-touch rate and its n (clean episodes) are the last two cells.
+    # clean-touch rate and its n (clean episodes) are the last two cells: on the clean row and
+    # the overall row, whose clean episodes are the clean row's n (not all 300 episodes).
     assert rows["clean"][-2:] == ["0.0", "75"]
-    assert rows["all"][-2:] == ["—", "300"]
+    assert rows["all"][-2:] == ["0.0", "75"]
+    assert rows["stale2"][-2:] == ["—", "—"]
+    assert 'data-column="n" data-row-condition="clean">75</td>' in section.table
 
 
 def test_goal_sections() -> None:
@@ -237,9 +267,18 @@ def test_render_refuses_no_sections_and_duplicate_keys(mechanism: pl.DataFrame) 
         report.render_html([])
     section = report.effect_section(mechanism, PROVENANCE)
     with pytest.raises(
-        ParameterError, match=r"^section keys must be unique; paired-effect appear more than"
+        ParameterError,
+        match=r"^section keys must be unique \(a heading appears once in a report\); "
+        "paired-effect appear more than",
     ):
         report.render_html([section, section])
+    other = report.effect_section(mechanism, PROVENANCE, key="other")
+    with pytest.raises(
+        ParameterError,
+        match=r"^section titles must be unique .*; Effect of recovery with its confidence "
+        "interval appear",
+    ):
+        report.render_html([section, other])
 
 
 def test_page_is_self_contained_and_script_safe(mechanism: pl.DataFrame) -> None:

@@ -298,21 +298,9 @@ def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
     scored = {name: policy for name, policy in named.items() if name != "never"}
     lift = evaluate_uplift(scored, read(args.decision_points), read(source), **stats)
     return [
-        _router_section(evaluation, provenance),
+        report.router_policies_section(evaluation, provenance),
         report.toc_section(lift.curves, lift.metrics, provenance),
     ]
-
-
-def _router_section(evaluation: pl.DataFrame, provenance: Provenance) -> Section:
-    from recoverylab import report
-
-    return report.policy_section(
-        evaluation,
-        provenance,
-        key="router-policies",
-        title="The router and its baselines on held-out tasks",
-        group="Recovery router (CIR router)",
-    )
 
 
 def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
@@ -492,7 +480,8 @@ def _demo_router(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
             ("rule", f"{DEMO_FILES['rule']} (written by the demo)"),
         ],
     )
-    sections = [_router_section(demo.load(DEMO_FILES["evaluation"]), provenance)]
+    evaluation = demo.load(DEMO_FILES["evaluation"])
+    sections = [report.router_policies_section(evaluation, provenance)]
     if demo.have(DEMO_FILES["toc"], DEMO_FILES["uplift"]):
         uplift_provenance = replace(provenance, n_resamples=UPLIFT_DEMO_RESAMPLES)
         curves, metrics = demo.load(DEMO_FILES["toc"]), demo.load(DEMO_FILES["uplift"])

@@ -63,6 +63,7 @@ from recoverylab.report._sections import (
     policy_section,
     reasons_section,
     rescue_harm_section,
+    router_policies_section,
     ts_section,
 )
 from recoverylab.report._tables import Count, Key, PValue, Rate, table_html
@@ -131,6 +132,7 @@ __all__ = [
     "rescue_harm_section",
     "rescue_overlap",
     "result_html",
+    "router_policies_section",
     "show",
     "table_html",
     "toc_curves",

@@ -7,15 +7,13 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from recoverylab.report._html import Provenance, Section
+from recoverylab.report._registry import GATE
 from recoverylab.report._tables import Column, Count, Key, PValue, Rate, table_html
 
 if TYPE_CHECKING:
     from recoverylab.paired import GateResult
 
 __all__ = ["GATE", "gate_section"]
-
-#: The group heading of the gate section (shown before every protocol's sections).
-GATE = "Ship or hold"
 
 
 def gate_section(result: GateResult, provenance: Provenance, *, key: str = "gate") -> Section:

@@ -8,7 +8,6 @@ drawn says so in the page, in place of the chart.
 from __future__ import annotations
 
 import html
-import itertools
 import json
 import os
 import re
@@ -20,6 +19,8 @@ from typing import Any
 from recoverylab._errors import ParameterError
 from recoverylab.io import atomic_file
 from recoverylab.report import _deps
+from recoverylab.report._glossary_html import how_to_read_html
+from recoverylab.report._registry import GROUPS, HOW_TO_READ, SUMMARY
 
 __all__ = ["Input", "Provenance", "Section", "render_html", "write_report"]
 
@@ -198,37 +199,62 @@ def render_html(sections: Sequence[Section], *, title: str = "recoverylab report
     """
     if not sections:
         raise ParameterError("a report needs at least one section; none was given.")
-    keys = [s.key for s in sections]
-    duplicated = sorted({k for k in keys if keys.count(k) > 1})
-    if duplicated:
-        raise ParameterError(
-            f"section keys must be unique; {', '.join(duplicated)} appear more than once."
-        )
+    _check_unique(sections)
     vl_convert = _deps.vl_convert()
     specs = {f"chart-{s.key}": s.chart.to_dict() for s in sections if s.chart is not None}
+    summary: list[str] = []
     body: list[str] = []
     toc: list[str] = []
-    for group, grouped in itertools.groupby(sections, key=lambda s: s.group):
-        members = list(grouped)
+    for group, members in _grouped(sections):
         anchor = f"group-{members[0].key}"
-        body.append(f'<h2 id="{anchor}">{html.escape(group)}</h2>')
+        part = summary if group == SUMMARY else body
+        part.append(f'<h2 id="{anchor}">{html.escape(group)}</h2>')
         items = "".join(f'<li><a href="#{s.key}">{html.escape(s.title)}</a></li>' for s in members)
         toc.append(f'<li><a href="#{anchor}">{html.escape(group)}</a><ul>{items}</ul></li>')
         for section in members:
             label = html.escape(section.title)
             chart = f'<div class="chart" id="chart-{section.key}" role="img" aria-label="{label}">'
-            body.append(section.body_html("" if section.chart is None else chart + "</div>"))
+            part.append(section.body_html("" if section.chart is None else chart + "</div>"))
+    toc.append(f'<li><a href="#how-to-read">{html.escape(HOW_TO_READ)}</a></li>')
+    body.append(how_to_read_html())
     bundle = vl_convert.javascript_bundle(**_vl_version())
     return _PAGE.format(
         title=html.escape(title),
         version=html.escape(_version()),
         css=_PAGE_CSS + _CSS,
+        summary=f'<div class="recoverylab">{"".join(summary)}</div>' if summary else "",
         toc="".join(toc),
         body="".join(body),
         bundle=_script_safe(bundle),
         specs=_json_safe(json.dumps(specs, separators=(",", ":"), allow_nan=False)),
         script=_SCRIPT,
     )
+
+
+def _check_unique(sections: Sequence[Section]) -> None:
+    """Refuse two sections with one key or one title, or a title that is a group heading."""
+    for what, values in (
+        ("keys", [s.key for s in sections]),
+        (
+            "titles",
+            [s.title for s in sections] + sorted({HOW_TO_READ, *(s.group for s in sections)}),
+        ),
+    ):
+        duplicated = sorted({v for v in values if values.count(v) > 1})
+        if duplicated:
+            raise ParameterError(
+                f"section {what} must be unique (a heading appears once in a report); "
+                f"{', '.join(duplicated)} appear more than once."
+            )
+
+
+def _grouped(sections: Sequence[Section]) -> list[tuple[str, list[Section]]]:
+    """Sections by group, the groups in the registry's order (others after, as first given)."""
+    groups: dict[str, list[Section]] = {}
+    for section in sections:
+        groups.setdefault(section.group, []).append(section)
+    rank = {group: at for at, group in enumerate(GROUPS)}
+    return sorted(groups.items(), key=lambda item: rank.get(item[0], len(GROUPS)))
 
 
 def write_report(
@@ -441,12 +467,12 @@ _PAGE = """<!DOCTYPE html>
 <header>
 <h1>{title}</h1>
 <p class="lead">Made by recoverylab {version}. Rates are in percentage points (pp), each with
-its denominator n beside it in the tables and in the chart tooltips (hover a mark); intervals are
-95% unless a provenance block says otherwise. Every section gives the table, the chart, how to
-read them, and where the numbers come from.</p>
+its denominator n beside it; every section gives the table, the chart, how to read them, and where
+the numbers come from (see <a href="#how-to-read">how to read this report</a>).</p>
 <noscript><p class="chart-error">Charts need JavaScript; the tables hold every number.</p>
 </noscript>
 <div id="report-errors" role="alert"></div>
+{summary}
 <nav><ul>{toc}</ul></nav>
 </header>
 <main class="recoverylab">{body}</main>

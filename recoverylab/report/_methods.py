@@ -1,11 +1,13 @@
 """The words a report uses for how its numbers were computed, read from the result itself.
 
 A reading or a provenance block that names a method must say what the cells got (STYLE: words
-that explain a number are data): a paired result's ``ci_method`` column names each cell's
-interval method, a result whose cells got several methods is said to be mixed, and resamples
-are counted only where an interval resampled (0 when none did). Results without a ``ci_method``
-column (goal, takeover, uplift) have cluster-bootstrap intervals; a ``p_method`` column, where a
-result has one, names how each p-value was computed.
+that explain a number are data): a result's ``ci_method`` column names each cell's interval
+method, a result whose cells got several methods is said to be mixed, and resamples are counted
+only where an interval resampled (0 when none did). A method the report has no words for is
+named as the column names it (never guessed, never refused). Results without a ``ci_method``
+column (older goal, takeover and uplift results) have cluster-bootstrap intervals. A ``test``
+column, where a result has one, names the test each interval inverts; a ``p_method`` column how
+each p-value was computed.
 """
 
 from __future__ import annotations
@@ -14,10 +16,18 @@ from dataclasses import dataclass, replace
 
 import polars as pl
 
-from recoverylab._errors import SchemaError, format_keys
+from recoverylab._errors import SchemaError
 from recoverylab.report._html import Provenance
 
-__all__ = ["BOOTSTRAP", "INTERVAL_METHODS", "IntervalMethod", "Methods", "level"]
+__all__ = [
+    "BOOTSTRAP",
+    "INTERVAL_METHODS",
+    "TESTS",
+    "IntervalMethod",
+    "Methods",
+    "interval_method",
+    "level",
+]
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,34 @@ INTERVAL_METHODS: dict[str, IntervalMethod] = {
         "a bootstrap that resamples whole {cluster}",
         resamples=True,
     ),
+    "korn-graubard": IntervalMethod(
+        "Korn–Graubard (Clopper–Pearson on the effective sample of {cluster}), no resampling",
+        "the Korn–Graubard method (Clopper–Pearson on the effective sample after the design "
+        "effect of {cluster})",
+        resamples=False,
+    ),
 }
+
+#: The words of each test a result's ``test`` column can name (others are shown as named).
+TESTS: dict[str, str] = {
+    "sign-flip": "the sign-flip test of the per-task summed differences",
+    "exact-binomial": "the exact binomial test on the effective sample",
+    "none": "no test (a bootstrap interval inverts none)",
+}
+
+
+def interval_method(name: str) -> IntervalMethod:
+    """Return the words of an interval method; one the report does not know, as it is named."""
+    known = INTERVAL_METHODS.get(name)
+    if known is not None:
+        return known
+    return IntervalMethod(
+        f"{name} (as the result's ci_method names it)",
+        f"the {name} method (as the result's ci_method names it)",
+        resamples=False,
+    )
+
+
 #: The method of results without a ``ci_method`` column: their intervals are the cluster
 #: bootstrap (percentile or BCa, as the protocol was asked).
 BOOTSTRAP = "bootstrap"
@@ -115,12 +152,15 @@ class Methods:
         The test behind the p-values (None when the result has none).
     p_methods
         ``(p_method, cells)`` when the result names how each p-value was computed.
+    tests
+        ``(test, cells)`` when the result names the test each interval inverts (``test``).
     """
 
     intervals: tuple[tuple[str, int], ...]
     cluster: str
     test: str | None = None
     p_methods: tuple[tuple[str, int], ...] = ()
+    tests: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def of(cls, frame: pl.DataFrame, cluster: str, test: str | None = None) -> Methods:
@@ -132,28 +172,26 @@ class Methods:
             For a ``ci_method`` the report has no words for (or a null one): a report that
             cannot name a method must not guess it.
         """
+        tests = _counted(frame, "test") if "test" in frame.columns else ()
         if "ci_method" not in frame.columns:
-            return cls(((BOOTSTRAP, frame.height),), cluster, test)
-        unknown = frame.filter(
-            pl.col("ci_method").is_null() | ~pl.col("ci_method").is_in(list(INTERVAL_METHODS))
-        )
-        if unknown.height:
-            shown = format_keys(unknown["ci_method"].unique().sort().to_list())
+            return cls(((BOOTSTRAP, frame.height),), cluster, test, tests=tests)
+        nulls = frame.filter(pl.col("ci_method").is_null()).height
+        if nulls:
             raise SchemaError(
-                f"report: column `ci_method` has {unknown.height} rows with a method the report "
-                f"cannot name ({shown}); known: {', '.join(INTERVAL_METHODS)}."
+                f"report: column `ci_method` has {nulls} rows with a method the report cannot "
+                "name (null); every interval must name its method."
             )
         p_methods = _counted(frame, "p_method") if "p_method" in frame.columns else ()
-        return cls(_counted(frame, "ci_method"), cluster, test, p_methods)
+        return cls(_counted(frame, "ci_method"), cluster, test, p_methods, tests)
 
     @property
     def resampled(self) -> bool:
         """Whether any interval of the result drew resamples."""
-        return any(INTERVAL_METHODS[m].resamples for m, _ in self.intervals)
+        return any(interval_method(m).resamples for m, _ in self.intervals)
 
     def source(self) -> str:
         """Where the intervals come from, for a reading: "from ..." (mixed results by cell)."""
-        methods = [(INTERVAL_METHODS[m], n) for m, n in self.intervals]
+        methods = [(interval_method(m), n) for m, n in self.intervals]
         agree = [method.agrees for method, _ in methods]
         if len(methods) == 1:
             text = "from " + methods[0][0].source.format(cluster=self.cluster)
@@ -173,7 +211,7 @@ class Methods:
         """Return the provenance line of the intervals: each method, its resamples, its cells."""
         parts = []
         for name, cells in self.intervals:
-            method = INTERVAL_METHODS[name]
+            method = interval_method(name)
             drawn = ""
             if method.resamples:
                 drawn = (
@@ -192,6 +230,9 @@ class Methods:
         """
         drawn = provenance.n_resamples if self.resampled else 0
         settings = [("intervals", self.intervals_text(drawn))]
+        if self.tests:
+            inverted = "; ".join(f"{TESTS.get(name, name)}: {_cells(n)}" for name, n in self.tests)
+            settings.append(("test each interval inverts", inverted))
         if self.test is not None:
             how = "; ".join(f"{name}: {_cells(n)}" for name, n in self.p_methods)
             settings.append(("p-values", f"{self.test} ({how})" if how else self.test))

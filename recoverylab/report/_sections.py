@@ -19,7 +19,16 @@ from recoverylab.report import _goal, _paired, _router, _takeover
 from recoverylab.report._common import altair, as_frame, keys_before
 from recoverylab.report._html import Provenance, Section
 from recoverylab.report._methods import Methods, level
-from recoverylab.report._tables import Column, Count, Key, PValue, Rate, table_html
+from recoverylab.report._registry import GOAL, PAIRED, ROUTER, TAKEOVER
+from recoverylab.report._tables import (
+    Column,
+    Count,
+    Key,
+    PValue,
+    Rate,
+    RowLookupRate,
+    table_html,
+)
 
 __all__ = [
     "contrast_section",
@@ -31,13 +40,9 @@ __all__ = [
     "policy_section",
     "reasons_section",
     "rescue_harm_section",
+    "router_policies_section",
     "ts_section",
 ]
-
-PAIRED = "Paired recovery (CIR paired forks)"
-ROUTER = "Recovery router (CIR router)"
-GOAL = "Goal preservation (AgentHeal)"
-TAKEOVER = "Takeover from replayed error states (CUA-Recovery)"
 
 
 def _sums(frame: pl.DataFrame, columns: tuple[str, ...], names: tuple[str, ...]) -> tuple:
@@ -229,7 +234,8 @@ def policy_section(
 
     The chart shows success without and with each policy, its gain over never recovering with
     its CI, and its intervention and clean-touch rates. In the table the clean-touch rate is
-    shown on the clean condition's row, whose ``n`` is its denominator (clean episodes).
+    shown where the result has one (the clean condition's row and the overall row), beside its
+    denominator, the clean episodes: the ``n`` of the clean row.
     """
     alt = altair()
     frame = as_frame(evaluation, "policy_success")
@@ -237,10 +243,6 @@ def policy_section(
         # a policy against itself (never against never) carries no information: gain 0 [0, 0]
         frame = frame.filter(pl.col("policy") != pl.col("reference"))
     methods = Methods.of(frame, "tasks", _PAIRED_TEST)
-    clean_row = pl.col("condition").is_not_null()
-    shown = frame.with_columns(
-        pl.when(clean_row).then(pl.col("clean_touch_rate")).alias("clean_touch_rate")
-    )
     columns: list[Column] = [
         *_keys(frame, "n"),
         Rate("base_rate", "n", "success, reference", "n (episodes)"),
@@ -251,7 +253,13 @@ def policy_section(
         Count("harm"),
         Count("interventions"),
         Rate("intervention_rate", "n", "intervention rate", "n (episodes)"),
-        Rate("clean_touch_rate", "n", "clean-touch rate", "n (clean episodes)"),
+        RowLookupRate(
+            "clean_touch_rate",
+            _CLEAN_N,
+            "clean-touch rate",
+            "n (clean episodes)",
+            row_key=("condition", _CLEAN_CONDITION),
+        ),
     ]
     independent = {"color": "independent", "x": "independent", "xOffset": "independent"}
     chart = alt.vconcat(
@@ -265,10 +273,56 @@ def policy_section(
         group=group,
         title=title,
         reading=_policy_reading(frame, _interval(provenance, methods)),
-        table=table_html(shown, columns),
+        table=table_html(_with_clean_episodes(frame), columns),
         chart=chart,
         provenance=methods.provenance(provenance),
     )
+
+
+_CLEAN_N = "__clean_episodes"
+_CLEAN_CONDITION = "__clean_condition"
+
+
+def _with_clean_episodes(frame: pl.DataFrame) -> pl.DataFrame:
+    """Add the denominator of each row's clean-touch rate: the ``n`` of its clean row.
+
+    The clean-touch rate is interventions on clean episodes over clean episodes; the result
+    holds it on the clean condition's row (the condition row that has one) and on the overall
+    row, and the number of clean episodes is the clean row's ``n``. This looks that value up
+    on its row (no arithmetic); a row without a clean-touch rate has no denominator for it.
+    """
+    groups = [k for k in keys_before(frame, "n") if k != "condition"]
+    clean = frame.filter(
+        pl.col("condition").is_not_null() & pl.col("clean_touch_rate").is_not_null()
+    ).select(*groups, pl.col("condition").alias(_CLEAN_CONDITION), pl.col("n").alias(_CLEAN_N))
+    joined = (
+        frame.join(clean, on=groups, how="left", nulls_equal=True, maintain_order="left")
+        if groups
+        else frame.join(clean, how="cross", maintain_order="left")
+        if clean.height == 1
+        else frame.with_columns(
+            pl.lit(None, pl.String).alias(_CLEAN_CONDITION), pl.lit(None, pl.Int64).alias(_CLEAN_N)
+        )
+    )
+    has_rate = pl.col("clean_touch_rate").is_not_null()
+    return joined.with_columns(
+        pl.when(has_rate).then(pl.col(c)).alias(c) for c in (_CLEAN_N, _CLEAN_CONDITION)
+    )
+
+
+def router_policies_section(
+    evaluation: pl.DataFrame | pl.LazyFrame,
+    provenance: Provenance,
+    *,
+    key: str = "router-policies",
+    title: str = "The router and its baselines on held-out tasks",
+) -> Section:
+    """Section of :func:`recoverylab.router.compare`, under the router's heading.
+
+    The same table and charts as :func:`policy_section` (each rule against never recovering
+    and the paired margins between rules), in the report's router group.
+    """
+    return policy_section(evaluation, provenance, key=key, title=title, group=ROUTER)
 
 
 def _policy_reading(frame: pl.DataFrame, interval: str) -> str:
@@ -364,8 +418,8 @@ def drop_section(
     frame = as_frame(drop, "barrier_drop")
     columns: list[Column] = [
         *_keys(frame, "goals"),
-        Rate("ts_without", "n_without", "TS without barriers", "n (episodes)"),
-        Rate("ts_with", "n_with", "TS with barriers", "n (episodes)"),
+        Rate("ts_without", "n_without", "TS without barriers", "n (episodes without)"),
+        Rate("ts_with", "n_with", "TS with barriers", "n (episodes with)"),
         Rate("drop", "goals", "drop", "n (goals)", ci=("ci_low", "ci_high"), signed=True),
         Count("unpaired_goals", "unpaired goals"),
     ]
@@ -459,10 +513,6 @@ def funnel_section(
     """Section of :func:`recoverylab.takeover.summarize` (best pooled: ``by=("agent",)``)."""
     frame = as_frame(summary, "repair_funnel")
     methods = Methods.of(frame, "workflows")
-    # the nested funnel's last layer as a share of attempts (display arithmetic on counts)
-    shown = frame.with_columns(
-        (pl.col("aware_fixed_derived_passed") / pl.col("attempts")).alias("chain_pass_rate")
-    )
     columns: list[Column] = [
         *_keys(frame, "k"),
         Rate("aware_rate", "attempts", "aware", "n (attempts)"),
@@ -474,7 +524,7 @@ def funnel_section(
             "passed, of derived fixed",
             "n (derived fixed)",
         ),
-        Rate("chain_pass_rate", "attempts", "all four layers", "n (attempts)"),
+        Count("aware_fixed_derived_passed", "attempts through all four layers"),
     ]
     return Section(
         key=key,
@@ -486,7 +536,7 @@ def funnel_section(
         "the table and the tooltips). Both panels together separate agents that rarely "
         "notice an inherited error from agents that notice it but do not repair the "
         "persistent state.",
-        table=table_html(shown, columns),
+        table=table_html(frame, columns),
         chart=_takeover.repair_funnel(frame),
         provenance=_with_exclusions(methods.provenance(provenance), _takeover_exclusions(frame)),
     )

@@ -2,6 +2,12 @@
 
 The cells are built with polars expressions (no loop over rows): each column becomes a string
 expression, a row is their concatenation, the table body is the join of the rows.
+
+Every shown value sits in an element whose ``data-column`` names the frame column it shows (a
+key cell, a count, a p-value, a rate and each bound of its interval, a denominator), so a reader
+or a test can check every number against the result it came from. A denominator looked up on
+another row of the same result (the clean episodes of a policy's overall row) says which row
+with ``data-row-<key>="<value>"``.
 """
 
 from __future__ import annotations
@@ -12,11 +18,11 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from recoverylab._display import decimal_text, p_text
+from recoverylab._display import MISSING, decimal_text, p_text
 from recoverylab._errors import SchemaError
 from recoverylab.report._common import ALL
 
-__all__ = ["Count", "Key", "PValue", "Rate", "table_html"]
+__all__ = ["Count", "Key", "PValue", "Rate", "RowLookupRate", "table_html"]
 
 
 @dataclass(frozen=True)
@@ -82,27 +88,67 @@ def _escape(expr: pl.Expr) -> pl.Expr:
     return expr
 
 
-def _cell(content: pl.Expr, css: str) -> pl.Expr:
-    return pl.concat_str(pl.lit(f'<td class="{css}">'), content.fill_null("—"), pl.lit("</td>"))
+def _attribute(name: str) -> str:
+    return html.escape(name, quote=True)
+
+
+def _cell(content: pl.Expr, css: str, column: str) -> pl.Expr:
+    """Return a ``<td>`` showing one value of ``column`` (``—`` when it is null)."""
+    return pl.concat_str(
+        pl.lit(f'<td class="{css}" data-column="{_attribute(column)}">'),
+        content.fill_null(MISSING),
+        pl.lit("</td>"),
+    )
+
+
+def _value(content: pl.Expr, column: str) -> pl.Expr:
+    """Return a ``<span>`` showing one value of ``column``; null when the value is null."""
+    return pl.concat_str(
+        pl.lit(f'<span data-column="{_attribute(column)}">'), content, pl.lit("</span>")
+    )
+
+
+def _rate_cell(column: Rate) -> pl.Expr:
+    """Return the rate cell: the rate in pp and its interval, each value in its own element."""
+    shown = decimal_text(column.column, 1, scale=100, signed=column.signed).fill_null(MISSING)
+    rate = _value(shown, column.column)
+    if column.ci is not None:
+        low, high = (_value(decimal_text(c, 1, scale=100), c) for c in column.ci)
+        interval = pl.concat_str(
+            pl.lit(' <span class="ci">['), low, pl.lit(", "), high, pl.lit("]</span>")
+        )
+        rate = pl.concat_str(rate, interval.fill_null(""))
+    return pl.concat_str(pl.lit('<td class="rate">'), rate, pl.lit("</td>"))
+
+
+def _n_cell(column: Rate) -> pl.Expr:
+    if not isinstance(column, RowLookupRate):
+        return _cell(decimal_text(column.n, 0), "n", column.n)
+    # the denominator is the value of `source` on another row of the result: say which (a
+    # row without that other row has no denominator to show, and no value to point to)
+    key = _escape(pl.col(column.row_key[1]).cast(pl.String))
+    looked_up = pl.concat_str(
+        pl.lit(f'<td class="n" data-column="{_attribute(column.source)}" '),
+        pl.lit(f'data-row-{_attribute(column.row_key[0])}="'),
+        key,
+        pl.lit('">'),
+        decimal_text(column.n, 0),
+        pl.lit("</td>"),
+    )
+    return looked_up.fill_null(pl.lit(f'<td class="n">{MISSING}</td>'))
 
 
 def _cells(column: Column | _RateOnly) -> list[pl.Expr]:
     if isinstance(column, _RateOnly):
         return _cells(column.rate)[:1]
     if isinstance(column, Key):
-        return [_cell(_escape(pl.col(column.column).cast(pl.String).fill_null(ALL)), "key")]
+        text = _escape(pl.col(column.column).cast(pl.String).fill_null(ALL))
+        return [_cell(text, "key", column.column)]
     if isinstance(column, Count):
-        return [_cell(decimal_text(column.column, column.digits), "count")]
+        return [_cell(decimal_text(column.column, column.digits), "count", column.column)]
     if isinstance(column, PValue):
-        return [_cell(_escape(p_text(column.column)), "count")]
-    rate = decimal_text(column.column, 1, scale=100, signed=column.signed)
-    if column.ci is not None:
-        low, high = (decimal_text(c, 1, scale=100) for c in column.ci)
-        interval = pl.concat_str(
-            pl.lit(' <span class="ci">['), low, pl.lit(", "), high, pl.lit("]</span>")
-        )
-        rate = pl.concat_str(rate, interval.fill_null(""))
-    return [_cell(rate, "rate"), _cell(decimal_text(column.n, 0), "n")]
+        return [_cell(_escape(p_text(column.column)), "count", column.column)]
+    return [_rate_cell(column), _n_cell(column)]
 
 
 def _th(text: str, css: str) -> str:
@@ -123,19 +169,41 @@ def _headers(column: Column | _RateOnly) -> str:
 
 
 def _share_denominators(columns: Sequence[Column]) -> list[Column | _RateOnly]:
-    """Adjacent rates over the same ``n``: the ``n`` column once, after the last of them.
+    """Each denominator once: after the last of the first run of rates over it.
 
     ``base rate | policy rate | gain | n`` reads as three rates of one denominator and keeps
-    a wide table narrow; a rate whose neighbour has another denominator keeps its own ``n``.
+    a wide table narrow; a rate whose neighbour has another denominator keeps its own ``n``,
+    and a later rate over a denominator already shown does not repeat it (one label, one
+    column: a header row never names the same ``n`` twice).
     """
-    return [
-        _RateOnly(column)
-        if isinstance(column, Rate)
-        and isinstance(following, Rate)
-        and (following.n, following.n_title) == (column.n, column.n_title)
-        else column
-        for column, following in zip(columns, [*columns[1:], None], strict=True)
-    ]
+    shown: list[Column | _RateOnly] = []
+    seen: set[tuple[str, str]] = set()
+    for column, following in zip(columns, [*columns[1:], None], strict=True):
+        if not isinstance(column, Rate):
+            shown.append(column)
+            continue
+        denominator = (column.n, column.n_title)
+        shares = isinstance(following, Rate) and (following.n, following.n_title) == denominator
+        if shares or denominator in seen:
+            shown.append(_RateOnly(column))
+        else:
+            shown.append(column)
+            seen.add(denominator)
+    return shown
+
+
+@dataclass(frozen=True)
+class RowLookupRate(Rate):
+    """A rate whose denominator is a value on another row of the same result.
+
+    A policy's overall row carries the clean-touch rate of all its clean episodes; their number
+    is the ``n`` of the clean condition's row. The frame holds that value in ``n`` (a display
+    column joined from that row); the cell names where it comes from: the column ``source`` of
+    the row whose key ``row_key[0]`` has the value held in the frame column ``row_key[1]``.
+    """
+
+    source: str = "n"
+    row_key: tuple[str, str] = ("condition", "condition")
 
 
 @dataclass(frozen=True)
@@ -146,6 +214,8 @@ class _RateOnly:
 
 
 def _needed(column: Column) -> list[str]:
+    if isinstance(column, RowLookupRate):
+        return [column.column, column.n, column.row_key[1], *(column.ci or ())]
     if isinstance(column, Rate):
         return [column.column, column.n, *(column.ci or ())]
     return [column.column]

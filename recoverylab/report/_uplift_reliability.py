@@ -20,6 +20,7 @@ from recoverylab.report._common import (
 )
 from recoverylab.report._html import Provenance, Section
 from recoverylab.report._methods import Methods
+from recoverylab.report._registry import ROUTER, TAKEOVER
 from recoverylab.report._tables import Count, Key, Rate, table_html
 
 if TYPE_CHECKING:
@@ -29,8 +30,6 @@ __all__ = ["pass_hat_k_by_depth", "reliability_section", "toc_curves", "toc_sect
 
 _UPLIFT = "recoverylab.router.uplift"
 _RELIABILITY = "recoverylab.takeover.reliability"
-_ROUTER = "Recovery router (CIR)"
-_TAKEOVER = "Takeover from replayed error states (CUA-Recovery)"
 
 
 def toc_curves(curves: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
@@ -111,7 +110,7 @@ def toc_section(
     )
     return Section(
         key=key,
-        group=_ROUTER,
+        group=ROUTER,
         title=title,
         reading=(
             "Paired forks give the effect of a refresh at every decision point (+1 rescue, −1 "
@@ -209,7 +208,7 @@ def reliability_section(
     )
     return Section(
         key=key,
-        group=_TAKEOVER,
+        group=TAKEOVER,
         title=title,
         reading=(
             "pass^k is the chance that all k repeats of an agent on a state pass, C(c, k) / "

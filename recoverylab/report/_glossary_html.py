@@ -1,0 +1,43 @@
+"""The report's closing part: how to read its numbers, and the glossary of our own terms."""
+
+from __future__ import annotations
+
+import html
+
+from recoverylab._display import ALL, MISSING
+from recoverylab.report._registry import HOW_TO_READ
+
+__all__ = ["how_to_read_html"]
+
+
+def _glossary() -> dict[str, str]:
+    """Return the glossary: each term and its one-sentence definition (as README and terminal)."""
+    return {}
+
+
+def how_to_read_html() -> str:
+    """Render the "how to read" part: units, intervals, marks, and the glossary as a list."""
+    terms = "".join(
+        f'<dt id="term-{html.escape(term.replace(" ", "-"))}">{html.escape(term)}</dt>'
+        f"<dd>{html.escape(meaning)}</dd>"
+        for term, meaning in _glossary().items()
+    )
+    glossary = f'<h3>Glossary</h3><dl class="glossary">{terms}</dl>' if terms else ""
+    return (
+        f'<section class="section how-to-read" id="how-to-read"><h2>{html.escape(HOW_TO_READ)}</h2>'
+        "<ul>"
+        "<li>Rates, effects and gains are in percentage points (pp): a fraction × 100, one "
+        "decimal. Each rate has its denominator n beside it in the table (a column headed "
+        "<em>n (…)</em> names what was counted) and in the chart tooltips (hover a mark).</li>"
+        "<li>Intervals follow their estimate in brackets. The provenance block under each "
+        "table names each cell's interval method and level, the test behind its p-values and "
+        "the resamples drawn; p-values have two significant digits (&lt; 0.001 below).</li>"
+        f"<li><em>{html.escape(ALL)}</em> in a key column is the row over every value of that "
+        f"key; {html.escape(MISSING)} is a value the result does not have (null), never a "
+        "zero.</li>"
+        "<li>Every number in a table is the value in the result the run wrote, rounded for "
+        "display; a table wider than the page scrolls sideways (a shadow at its edge shows "
+        "there is more).</li>"
+        "</ul>"
+        f"{glossary}</section>"
+    )

@@ -1,0 +1,325 @@
+"""Every number the report shows is the number the run wrote (ARCHITECTURE §6).
+
+``recoverylab demo`` writes its results as parquet and ``report.html`` from them; a synthetic run
+writes ``recoverylab paired --out`` and ``recoverylab report`` on the same forks. This module
+parses the rendered tables with the standard library's ``html.parser`` and compares every cell
+with the value in the parquet the same run wrote, after the documented display rounding (rates
+in percentage points, × 100, one decimal; counts as written; p-values to two significant
+digits): each value sits in an element whose ``data-column`` names its column, and a row is
+found in the parquet by its key cells. ``—`` must stand exactly for a null.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from recoverylab._display import ALL, MISSING, p_str
+from recoverylab.cli import main
+
+pytest.importorskip("altair")
+pytest.importorskip("vl_convert")
+
+#: The parquet files behind each section of the demo report; a cohort key added by the demo
+#: (both cohorts in one table) names the file each row comes from.
+DEMO_SOURCES: dict[str, dict[str | None, str]] = {
+    "paired-rescue-harm": {
+        "full": "paired/main_full_summary.parquet",
+        "factual_success": "paired/main_factual_summary.parquet",
+    },
+    "paired-effect": {
+        "full": "paired/main_full_summary.parquet",
+        "factual_success": "paired/main_factual_summary.parquet",
+    },
+    "paired-contrast": {
+        "full": "paired/main_full_contrast.parquet",
+        "factual_success": "paired/main_factual_contrast.parquet",
+    },
+    "paired-overlap": {None: "paired/mechanism_overlap.parquet"},
+    "paired-policy": {None: "paired/policy_summary.parquet"},
+    "router-policies": {None: "router_evaluation.parquet"},
+    "router-uplift": {None: "router_uplift.parquet"},
+    "goal-ts": {None: "goal/synthetic_by_model.parquet"},
+    "goal-reasons": {None: "goal/synthetic_summary.parquet"},
+    "goal-drop": {None: "goal/synthetic_drop.parquet"},
+    "takeover-depth": {None: "takeover/summary.parquet"},
+    "takeover-funnel": {None: "takeover/summary_by_agent.parquet"},
+    "takeover-pass-hat-k": {None: "takeover/reliability.parquet"},
+}
+
+
+# ------------------------------------------------------------------------------------------------
+# Reading the rendered tables
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Value:
+    """One shown value: its column, its text, whether it is a rate (pp) and its row lookup."""
+
+    column: str
+    text: str = ""
+    rate: bool = False
+    key: bool = False
+    row: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Table:
+    section: str
+    headers: list[str] = field(default_factory=list)
+    rows: list[list[Value]] = field(default_factory=list)
+
+
+class Tables(HTMLParser):
+    """Every ``table.result`` of a page, by section, with each cell's ``data-column`` values."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: list[Table] = []
+        self.headings: list[str] = []
+        self._section = ""
+        self._stack: list[tuple[str, Value | None]] = []
+        self._in_rate = 0
+        self._header: list[str] | None = None
+        self._heading: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {name: value or "" for name, value in attrs}
+        if tag == "section" and "id" in attributes:
+            self._section = attributes["id"]
+        if tag in ("h1", "h2", "h3"):
+            self._heading = []
+        if tag == "table" and "result" in attributes.get("class", "").split():
+            self.tables.append(Table(self._section))
+        if tag == "th" and self.tables:
+            self._header = []
+        if tag == "tr" and self.tables and self._stack_has("tbody"):
+            self.tables[-1].rows.append([])
+        classes = attributes.get("class", "").split()
+        if tag == "td" and "rate" in classes:
+            self._in_rate += 1
+        value = None
+        if "data-column" in attributes and self.tables:
+            rows = {
+                name.removeprefix("data-row-"): v
+                for name, v in attributes.items()
+                if name.startswith("data-row-")
+            }
+            value = Value(attributes["data-column"], rate=self._in_rate > 0, row=rows)
+            value.key = tag == "td" and "key" in classes
+            self.tables[-1].rows[-1].append(value)
+        self._stack.append((tag, value))
+
+    def _stack_has(self, tag: str) -> bool:
+        return any(open_tag == tag for open_tag, _ in self._stack)
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._stack:
+            open_tag, _ = self._stack.pop()
+            if open_tag == "td" and tag == "td" and self._in_rate:
+                self._in_rate = max(0, self._in_rate - 1)
+            if open_tag == tag:
+                break
+        if tag == "th" and self._header is not None:
+            self.tables[-1].headers.append("".join(self._header).strip())
+            self._header = None
+        if tag in ("h1", "h2", "h3") and self._heading is not None:
+            self.headings.append("".join(self._heading).strip())
+            self._heading = None
+
+    def handle_data(self, data: str) -> None:
+        if self._header is not None:
+            self._header.append(data)
+        if self._heading is not None:
+            self._heading.append(data)
+        for _, value in reversed(self._stack):
+            if value is not None:
+                value.text += data
+                break
+
+
+def parse(page: str) -> Tables:
+    parser = Tables()
+    parser.feed(page)
+    return parser
+
+
+# ------------------------------------------------------------------------------------------------
+# Comparing a shown value with the written one
+# ------------------------------------------------------------------------------------------------
+
+
+def agrees(value: Value, written: object) -> str | None:
+    """Return why ``value`` does not show ``written`` (None when it does)."""
+    text = value.text.strip()
+    missing = written is None or (isinstance(written, float) and math.isnan(written))
+    if text == MISSING or missing:
+        return None if text == MISSING and missing else f"shows {text!r}, written {written!r}"
+    if value.column.startswith("p_") or value.column == "p_value":
+        expected = p_str(float(written))  # type: ignore[arg-type]
+        return None if text == expected else f"shows {text!r}, written {written!r} ({expected})"
+    if isinstance(written, str):
+        return None if text == written else f"shows {text!r}, written {written!r}"
+    shown = float(text.replace("−", "-").replace(",", ""))
+    decimals = len(text.split(".", 1)[1]) if "." in text else 0
+    scale = 100.0 if value.rate else 1.0
+    if abs(shown - float(written) * scale) <= 0.5 * 10**-decimals + 1e-9:  # type: ignore[arg-type]
+        return None
+    return f"shows {text!r}, written {written!r} (× {scale:g})"
+
+
+def key_matches(frame: pl.DataFrame, keys: dict[str, str]) -> pl.DataFrame:
+    """The rows of ``frame`` whose key columns show as ``keys`` (``all`` and ``—`` are null)."""
+    for column, text in keys.items():
+        if text in (ALL, MISSING):
+            frame = frame.filter(pl.col(column).is_null())
+        else:
+            frame = frame.filter(pl.col(column).cast(pl.String) == text)
+    return frame
+
+
+def check_table(table: Table, written: pl.DataFrame) -> list[str]:
+    """Compare every row of a rendered table with its row in ``written``; return the problems."""
+    problems = []
+    for number, row in enumerate(table.rows):
+        keys = {v.column: v.text.strip() for v in row if v.key}
+        matched = key_matches(written, keys)
+        where = f"{table.section} row {number} {keys}"
+        if matched.height != 1:
+            problems.append(f"{where}: {matched.height} rows of the parquet have these keys")
+            continue
+        for value in row:
+            if value.key:
+                continue
+            source = matched
+            if value.row:
+                source = key_matches(written, {**keys, **value.row})
+                if source.height != 1:
+                    problems.append(f"{where}: {value.column} looked up on {value.row}: none")
+                    continue
+            if value.column not in source.columns:
+                problems.append(f"{where}: shows {value.column!r}, which the parquet lacks")
+                continue
+            wrong = agrees(value, source[value.column].item())
+            if wrong:
+                problems.append(f"{where}, {value.column}: {wrong}")
+    return problems
+
+
+def written_by(out: Path, sources: dict[str | None, str]) -> pl.DataFrame:
+    """The parquet behind a table; with cohorts, each file with its cohort as a key column."""
+    frames = [
+        pl.read_parquet(out / path).with_columns(pl.lit(cohort).alias("cohort"))
+        if cohort is not None
+        else pl.read_parquet(out / path)
+        for cohort, path in sources.items()
+    ]
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+# ------------------------------------------------------------------------------------------------
+# The demo
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Tables]:
+    out = tmp_path_factory.mktemp("demo")
+    assert main(["--quiet", "demo", "--out", str(out)]) == 0
+    return out, parse((out / "report.html").read_text(encoding="utf-8"))
+
+
+def test_every_number_of_the_demo_report_is_the_written_one(demo: tuple[Path, Tables]) -> None:
+    out, page = demo
+    assert sorted(t.section for t in page.tables if t.section in DEMO_SOURCES) == sorted(
+        DEMO_SOURCES
+    )
+    problems = []
+    for table in page.tables:
+        if table.section in DEMO_SOURCES:
+            assert table.rows, table.section
+            problems += check_table(table, written_by(out, DEMO_SOURCES[table.section]))
+    assert problems == []
+
+
+def test_the_policy_all_rows_show_the_written_clean_touch_rate(
+    demo: tuple[Path, Tables],
+) -> None:
+    out, page = demo
+    (table,) = [t for t in page.tables if t.section == "router-policies"]
+    written = pl.read_parquet(out / "router_evaluation.parquet")
+    overall = written.filter(
+        (pl.col("policy") == "router") & (pl.col("reference") == "never")
+    ).filter(pl.col("condition").is_null())
+    clean = written.filter(
+        (pl.col("policy") == "router")
+        & (pl.col("reference") == "never")
+        & (pl.col("condition") == "clean")
+    )
+    for row in table.rows:
+        keys = {v.column: v.text for v in row if v.key}
+        if keys == {"policy": "router", "reference": "never", "condition": ALL}:
+            shown = {v.column: v.text for v in row}
+            assert shown["clean_touch_rate"] == f"{overall['clean_touch_rate'].item() * 100:.1f}"
+            assert shown["n"] == str(clean["n"].item())  # the clean episodes, not all
+            break
+    else:
+        pytest.fail("the router's overall row is missing")
+
+
+def test_headings_and_column_labels_are_unique(demo: tuple[Path, Tables]) -> None:
+    _, page = demo
+    assert len(page.headings) == len(set(page.headings)), page.headings
+    for table in page.tables:
+        assert len(table.headers) == len(set(table.headers)), (table.section, table.headers)
+
+
+def test_the_check_finds_a_wrong_number(demo: tuple[Path, Tables]) -> None:
+    # the comparison is not vacuous: one changed value in the parquet is found
+    out, page = demo
+    (table,) = [t for t in page.tables if t.section == "paired-policy"]
+    written = written_by(out, DEMO_SOURCES["paired-policy"])
+    assert check_table(table, written) == []
+    changed = written.with_columns(
+        pl.when(pl.col("condition").is_null())
+        .then(pl.col("clean_touch_rate") + 0.01)
+        .otherwise(pl.col("clean_touch_rate"))
+        .alias("clean_touch_rate")
+    )
+    assert check_table(table, changed) == [
+        "paired-policy row 4 {'condition': 'all'}, clean_touch_rate: shows '0.0', written "
+        "0.01 (× 100)"
+    ]
+    nulled = written.with_columns(pl.lit(None, pl.Int64).alias("rescue"))
+    assert any("rescue: shows" in problem for problem in check_table(table, nulled))
+
+
+# ------------------------------------------------------------------------------------------------
+# A synthetic run: `recoverylab paired --out` and `recoverylab report` on the same forks
+# ------------------------------------------------------------------------------------------------
+
+
+def test_every_number_of_a_synthetic_report_is_the_written_one(tmp_path: Path) -> None:
+    assert (
+        main(["--quiet", "synth", "forks", "--tasks", "40", "--seed", "3", "--out", str(tmp_path)])
+        == 0
+    )
+    forks = str(tmp_path / "forks")
+    settings = ["--seed", "5", "--resamples", "500"]
+    summary = tmp_path / "summary.parquet"
+    assert main(["--quiet", "paired", forks, *settings, "--out", str(summary)]) == 0
+    page_path = tmp_path / "report.html"
+    assert main(["--quiet", "report", "--forks", forks, *settings, "--out", str(page_path)]) == 0
+    page = parse(page_path.read_text(encoding="utf-8"))
+    written = pl.read_parquet(summary)
+    checked = [t for t in page.tables if t.section in ("paired-rescue-harm", "paired-effect")]
+    assert len(checked) == 2
+    problems = [problem for table in checked for problem in check_table(table, written)]
+    assert problems == []
+    assert sum(len(t.rows) for t in checked) == 2 * written.height
