@@ -286,8 +286,11 @@ def test_summarize_wilson_intervals_match_stats(
 def test_summarize_bootstrap_resamples_workflows_per_cell_and_rate(
     states_df: pl.DataFrame, attempts_df: pl.DataFrame
 ) -> None:
-    out = takeover.summarize(states_df, attempts_df, n_resamples=500, seed=11)
+    out = takeover.summarize(
+        states_df, attempts_df, n_resamples=500, seed=11, ci_method="percentile"
+    )
     a0 = row(out, agent="a", depth=0)
+    assert (a0["ci_method"], a0["test"]) == ("percentile", "none")
     # EAR of (a, 0): workflow w1 has 2 aware of 3 attempts, w2 has 0 of 3.
     expected = stats.bootstrap_types(
         [[0, 3], [2, 3]], [1, 1], n_resamples=500, rng=stats.cell_rng(11, ("a", 0, "ear"))
@@ -301,7 +304,9 @@ def test_summarize_bootstrap_resamples_workflows_per_cell_and_rate(
                 & (pl.col(rate) <= pl.col(f"{rate}_ci_high") + 1e-12)
             )
             assert ok.to_series().all(), column
-    again = takeover.summarize(states_df, attempts_df, n_resamples=500, seed=11)
+    again = takeover.summarize(
+        states_df, attempts_df, n_resamples=500, seed=11, ci_method="percentile"
+    )
     assert out.equals(again)
 
 

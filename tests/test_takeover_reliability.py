@@ -94,9 +94,11 @@ def test_reliability_eager_and_lazy_agree_and_summary_gains_columns():
     assert_frame_equal(eager, lazy, rel_tol=1e-9)
     assert (eager["pass_hat_k"] <= 1).all()
     summary = takeover.summarize(s, a, n_resamples=300, reliability=True)
-    assert summary.columns[-len(takeover.RELIABILITY_COLUMNS) :] == list(
-        takeover.RELIABILITY_COLUMNS
-    )
+    appended = [*takeover.RELIABILITY_COLUMNS, *takeover.RELIABILITY_METHOD_COLUMNS]
+    assert summary.columns[-len(appended) :] == appended
+    # the summary's rates and the reliability's each name their own method and test
+    assert {"ci_method", "test"} <= set(summary.columns)
+    assert set(summary["reliability_test"]) <= {"exact-binomial", "none"}
     # pass^k never exceeds pass@1, which never exceeds pass@k.
     assert (summary["pass_hat_k"] <= summary["pass_at_1"] + 1e-12).all()
     assert (summary["pass_at_1"] <= summary["pass_at_k"] + 1e-12).all()

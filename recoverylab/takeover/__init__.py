@@ -46,7 +46,11 @@ from recoverylab.takeover import (
 )
 from recoverylab.takeover._awareness import INTERPRETATION
 from recoverylab.takeover._inputs import FLAGS, pass_at_k_expr
-from recoverylab.takeover._reliability import RELIABILITY_COLUMNS, pass_hat_k_expr
+from recoverylab.takeover._reliability import (
+    RELIABILITY_COLUMNS,
+    RELIABILITY_METHOD_COLUMNS,
+    pass_hat_k_expr,
+)
 from recoverylab.takeover._summary import RATES
 
 # Public verbs: an engine error on a damaged input file becomes a SourceError naming the file.
@@ -66,6 +70,7 @@ __all__ = [
     "INTERPRETATION",
     "RATES",
     "RELIABILITY_COLUMNS",
+    "RELIABILITY_METHOD_COLUMNS",
     "awareness_split",
     "compare_agents",
     "eligibility",

@@ -50,7 +50,7 @@ def compare_agents(
     common_sample: bool = False,
     confidence: float = 0.95,
     n_resamples: int = 10_000,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     seed: int = 0,
     engine: object = "polars",
     alternative: str = "two-sided",
@@ -81,9 +81,12 @@ def compare_agents(
         Within each row group (``by`` without depth), keep only root causes with paired states
         at every depth.
     confidence, n_resamples, ci_method
-        Bootstrap settings. The sign-flip test is exact when the differences are integers;
-        otherwise it draws 100,000 Monte Carlo sign flips, as :func:`recoverylab.paired.contrast`
-        does (the deprecated ``n_permutations`` keyword still sets that count for one release).
+        Bootstrap settings (``ci_method`` ``percentile`` or ``bca``; the rates' ``auto`` and
+        ``korn-graubard``, which the command line passes to every table, mean ``percentile``
+        here: a difference of two agents' pass@k is not a rate). The sign-flip test is exact
+        when the differences are integers; otherwise it draws 100,000 Monte Carlo sign flips,
+        as :func:`recoverylab.paired.contrast` does (the deprecated ``n_permutations``
+        keyword still sets that count for one release).
     seed
         Seed of the bootstrap and of any Monte Carlo test.
     engine
@@ -104,7 +107,9 @@ def compare_agents(
         ``only_b_states`` (unpaired, excluded), ``excluded_not_common_sample``, ``pass_at_k_a``,
         ``pass_at_k_b``, ``difference``, ``ci_low``, ``ci_high``, ``a_better_states``,
         ``b_better_states`` (states where a's pass@k is higher / lower), ``p_value``, ``p_method``
-        (and ``p_adjusted`` with ``adjust``). Statistics are null for a cell without paired states.
+        (the sign-flip test's), ``ci_method`` (the bootstrap's) and ``test`` (``none``: the
+        bootstrap interval inverts no test; ``p_method`` names the one that gives ``p_value``),
+        and ``p_adjusted`` with ``adjust``. Statistics are null for a cell without paired states.
 
     Raises
     ------
@@ -134,6 +139,7 @@ def compare_agents(
         n_resamples=n_resamples,
         seed=seed,
         ci_method=ci_method,
+        ci_methods=stats.RATE_CI_METHODS,
         alternative=alternative,
         adjust=adjust,
     )
@@ -148,7 +154,8 @@ def compare_agents(
     statistics: dict[str, Any] = {
         "confidence": confidence,
         "n_resamples": n_resamples,
-        "ci_method": ci_method,
+        # a difference of two agents' rates is not a rate: the rates' methods mean percentile
+        "ci_method": ci_method if ci_method in stats.CI_METHODS else "percentile",
         "sign_flips": _sign_flips(deprecated),
         "seed": seed,
         "alternative": alternative,
@@ -344,6 +351,8 @@ _COMPARE_COLUMNS = (
     *_COMPARE_COUNTS[5:],
     "p_value",
     "p_method",
+    "ci_method",
+    "test",
 )
 
 
@@ -413,6 +422,10 @@ def _compare_finish(
         pl.lit(b).alias("b"),
         pl.lit(k, dtype=pl.Int64).alias("k"),
     ]
+    table = table.with_columns(
+        pl.lit(ci_method, pl.String).alias("ci_method"),
+        pl.lit(stats.RATE_TESTS[ci_method], pl.String).alias("test"),
+    )
     result = table.select(*cells, *labels, *_COMPARE_COLUMNS).sort(
         sort_keys(table.schema, cells), nulls_last=False
     )

@@ -80,11 +80,18 @@ def check_settings(
     ci_method: object,
     interval: object = "bootstrap",
 ) -> None:
-    """Check ``k``, ``interval`` and the bootstrap settings before any data is read."""
+    """Check ``k``, ``interval`` and the interval settings before any data is read.
+
+    ``ci_method`` is one of :data:`recoverylab.stats.RATE_CI_METHODS`: the rates' intervals.
+    """
     check_k(k)
     require_one_of("interval", interval, ("bootstrap", "wilson"))
     stats.check_resampling(
-        confidence=confidence, n_resamples=n_resamples, seed=seed, ci_method=ci_method
+        confidence=confidence,
+        n_resamples=n_resamples,
+        seed=seed,
+        ci_method=ci_method,
+        ci_methods=stats.RATE_CI_METHODS,
     )
 
 

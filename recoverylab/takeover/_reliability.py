@@ -35,6 +35,7 @@ from recoverylab.takeover._inputs import check_k, check_settings, sort_keys
 
 __all__ = [
     "RELIABILITY_COLUMNS",
+    "RELIABILITY_METHOD_COLUMNS",
     "join_reliability",
     "pass_hat_k_expr",
     "reliability",
@@ -46,6 +47,15 @@ RELIABILITY_COLUMNS = tuple(
     f"{name}{end}"
     for name in ("pass_hat_k", "flip_rate", "repeat_icc")
     for end in ("", "_ci_low", "_ci_high")
+)
+
+#: What :func:`join_reliability` appends after :data:`RELIABILITY_COLUMNS`: the interval method
+#: and test of pass^k and the flip rate (one per row), then those of the ICC (a bootstrap).
+RELIABILITY_METHOD_COLUMNS = (
+    "reliability_ci_method",
+    "reliability_test",
+    "repeat_icc_ci_method",
+    "repeat_icc_test",
 )
 
 _ICC_VALUES = ("__s2m", "__s", "__q", "__m", "__m2", "__one")
@@ -114,27 +124,58 @@ def _partials(
     )
 
 
-def _interval(
-    partials: pl.DataFrame,
-    by: list[str],
-    values: list[str],
-    statistic: stats.Statistic,
-    name: str,
-    settings: dict[str, object],
+def _icc_interval(
+    partials: pl.DataFrame, by: list[str], settings: dict[str, object]
 ) -> pl.DataFrame:
+    """Return the ICC of repeats with its cluster bootstrap interval (not a rate: not exact).
+
+    ``auto`` and ``korn-graubard`` (the rates' methods) give the ICC the percentile bootstrap.
+    """
+    method = settings["ci_method"] if settings["ci_method"] in stats.CI_METHODS else "percentile"
     boot = stats.cluster_bootstrap(
         partials,
         cells=by,
-        values=values,
-        statistic=statistic,
-        **settings,  # type: ignore[arg-type]
+        values=list(_ICC_VALUES),
+        statistic=stats.icc_oneway,
+        **{**settings, "ci_method": method},  # type: ignore[arg-type]
     )
     return boot.select(
         *by,
-        pl.col("estimate").fill_nan(None).alias(name),
-        pl.col("ci_low").fill_nan(None).alias(f"{name}_ci_low"),
-        pl.col("ci_high").fill_nan(None).alias(f"{name}_ci_high"),
+        pl.col("estimate").fill_nan(None).alias("repeat_icc"),
+        pl.col("ci_low").fill_nan(None).alias("repeat_icc_ci_low"),
+        pl.col("ci_high").fill_nan(None).alias("repeat_icc_ci_high"),
+        pl.lit(method, pl.String).alias("repeat_icc_ci_method"),
+        pl.lit(stats.RATE_TESTS[str(method)], pl.String).alias("repeat_icc_test"),
     )
+
+
+def _rate_intervals(
+    partials: pl.DataFrame, by: list[str], settings: dict[str, object]
+) -> pl.DataFrame:
+    """pass^k and the flip rate with :func:`stats.rate_cells` intervals, one method per row.
+
+    Their per-workflow values are sums of per-unit fractions (pass^k from n > k repeats is
+    C(c, k)/C(n, k)) over the workflow's units: bounded cluster means, which the rates'
+    intervals take as they are.
+    """
+    long = stats.rate_cells(
+        partials,
+        cells=by,
+        numerator=["__hat", "__flip"],
+        denominator=["__units", "__units"],
+        names=["pass_hat_k", "flip_rate"],
+        **settings,  # type: ignore[arg-type]
+    )
+    wide = long.group_by(by).agg(pl.col("ci_method").first(), pl.col("test").first())
+    for name in ("pass_hat_k", "flip_rate"):
+        part = long.filter(pl.col("rate") == name).select(
+            *by,
+            pl.col("estimate").alias(name),
+            pl.col("ci_low").alias(f"{name}_ci_low"),
+            pl.col("ci_high").alias(f"{name}_ci_high"),
+        )
+        wide = wide.join(part, on=by, how="left", nulls_equal=True)
+    return wide
 
 
 def reliability(
@@ -147,7 +188,7 @@ def reliability(
     common_states: bool = False,
     confidence: float = 0.95,
     n_resamples: int = 10_000,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     seed: int = 0,
     engine: object = "polars",
 ) -> pl.DataFrame:
@@ -159,7 +200,11 @@ def reliability(
         As in :func:`recoverylab.takeover.summarize` (units with fewer than k repeats are
         refused there and here).
     confidence, n_resamples, ci_method, seed
-        Workflow-clustered bootstrap settings.
+        Workflow-clustered interval settings. pass^k and the flip rate take
+        :func:`recoverylab.stats.rate_cells`' methods (``auto``, the default: Korn–Graubard
+        unless the bootstrap is accurate for both; ``korn-graubard``, ``percentile``,
+        ``bca``); the ICC, not a rate, takes the bootstrap (percentile under ``auto`` and
+        ``korn-graubard``).
     engine
         ``"polars"`` (default), a SparkSession (or ``"spark"``) or an engine object (see
         :mod:`recoverylab.engines`); the result is the same.
@@ -171,7 +216,9 @@ def reliability(
         :data:`RELIABILITY_COLUMNS`: ``pass_hat_k`` (mean over units of C(c, k)/C(n, k)),
         ``flip_rate`` (share of units with 0 < c < n), ``repeat_icc`` (one-way ANOVA ICC of
         the pass outcome across repeats of a unit; null when undefined, e.g. every repeat
-        equal), each with a workflow-clustered bootstrap interval.
+        equal), each with a workflow-clustered interval; then ``ci_method`` and ``test`` (of
+        pass^k and the flip rate: ``korn-graubard`` / ``exact-binomial``, or a bootstrap /
+        ``none``) and ``repeat_icc_ci_method``, ``repeat_icc_test`` (the ICC's bootstrap).
 
     Examples
     --------
@@ -232,13 +279,10 @@ def _finish(
     partials = parts["partials"].with_columns(pl.col("__one").alias("__units"))
     cells = partials.group_by(by).agg(pl.col("__units").sum().cast(pl.Int64).alias(count))
     cells = cells.select(*by, pl.lit(k, pl.Int64).alias("k"), count)
-    for part in (
-        _interval(partials, by, ["__hat", "__units"], stats.ratio, "pass_hat_k", settings),
-        _interval(partials, by, ["__flip", "__units"], stats.ratio, "flip_rate", settings),
-        _interval(partials, by, list(_ICC_VALUES), stats.icc_oneway, "repeat_icc", settings),
-    ):
+    for part in (_rate_intervals(partials, by, settings), _icc_interval(partials, by, settings)):
         cells = cells.join(part, on=by, how="left", nulls_equal=True)
-    ordered = cells.select(*by, "k", count, *RELIABILITY_COLUMNS)
+    methods = ("ci_method", "test", *RELIABILITY_METHOD_COLUMNS[2:])
+    ordered = cells.select(*by, "k", count, *RELIABILITY_COLUMNS, *methods)
     return ordered.sort(sort_keys(ordered.schema, by), nulls_last=False)
 
 
@@ -252,7 +296,7 @@ def repeats_reliability(
     k: int = 3,
     confidence: float = 0.95,
     n_resamples: int = 10_000,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     seed: int = 0,
     engine: object = "polars",
 ) -> pl.DataFrame:
@@ -277,7 +321,8 @@ def repeats_reliability(
     Returns
     -------
     polars.DataFrame
-        One row per cell: ``by``, ``k``, ``units``, then :data:`RELIABILITY_COLUMNS`.
+        One row per cell: ``by``, ``k``, ``units``, then :data:`RELIABILITY_COLUMNS` and the
+        method columns of :func:`reliability`.
 
     Raises
     ------
@@ -433,7 +478,20 @@ def _check_units(per_unit: pl.DataFrame, keys: list[str], outcome: str, k: int) 
 def join_reliability(
     summary: pl.DataFrame, states: object, attempts: object, **options: object
 ) -> pl.DataFrame:
-    """Append :data:`RELIABILITY_COLUMNS` to a :func:`~recoverylab.takeover.summarize` result."""
+    """Append :data:`RELIABILITY_COLUMNS` and :data:`RELIABILITY_METHOD_COLUMNS` to a summary.
+
+    The summary is :func:`~recoverylab.takeover.summarize`'s; its own ``ci_method`` and ``test``
+    name its rates' intervals, ``reliability_ci_method`` and ``reliability_test`` those of
+    pass^k and the flip rate.
+    """
     by = list(options["by"])  # type: ignore[call-overload]
-    extra = reliability(states, attempts, **options).select(*by, *RELIABILITY_COLUMNS)  # type: ignore[arg-type]
+    extra = reliability(
+        states, attempts, **options
+    ).select(  # type: ignore[arg-type]
+        *by,
+        *RELIABILITY_COLUMNS,
+        pl.col("ci_method").alias("reliability_ci_method"),
+        pl.col("test").alias("reliability_test"),
+        *RELIABILITY_METHOD_COLUMNS[2:],
+    )
     return summary.join(extra, on=by, how="left", nulls_equal=True, maintain_order="left")

@@ -313,6 +313,11 @@ def _bootstrap_intervals(
     cells (``*by``, rate). A workflow with attempts in a cell is a cluster of every rate (with
     0/0 for a conditional rate it does not inform: the number of informative workflows is part
     of the sampling variation).
+
+    ``auto`` and ``korn-graubard``: :func:`stats.rate_cells` over the same per-workflow
+    partials, one method per cell for all its rates (``auto``: Korn–Graubard unless the
+    bootstrap is accurate for every rate of the cell); the other methods are the bootstrap's,
+    as before. Adds ``ci_method`` and ``test``: what every interval of the row got.
     """
     metric = "__rate"
     # only the columns the intervals read are filtered (a copy of every column cost more)
@@ -320,6 +325,17 @@ def _bootstrap_intervals(
         dict.fromkeys([*by, "workflow_id", *(c for _, num, den in rates for c in (num, den))])
     )
     clusters = partials.lazy().filter(pl.col("attempted_states") > 0).select(read).collect()
+    if ci_method in ("auto", "korn-graubard"):
+        return _rate_cells_intervals(
+            clusters,
+            cells,
+            by,
+            rates,
+            confidence=confidence,
+            n_resamples=n_resamples,
+            ci_method=ci_method,
+            seed=seed,
+        )
     if ci_method == "percentile":
         boot = stats.cluster_bootstrap_ratios(
             clusters,
@@ -358,6 +374,41 @@ def _bootstrap_intervals(
             pl.col("ci_high").fill_nan(None).alias(f"{name}_ci_high"),
         )
         cells = join_on(cells, part, by)
+    return cells.with_columns(
+        pl.lit(ci_method, pl.String).alias("ci_method"),
+        pl.lit(stats.RATE_TESTS[ci_method], pl.String).alias("test"),
+    )
+
+
+def _rate_cells_intervals(
+    clusters: pl.DataFrame,
+    cells: pl.DataFrame,
+    by: Sequence[str],
+    rates: Sequence[tuple[str, str, str]],
+    **settings: Any,
+) -> pl.DataFrame:
+    """Join :func:`stats.rate_cells`' intervals of every rate (one method per cell) to ``cells``.
+
+    A rate whose denominator is 0 in every workflow of a cell has no interval (null), like its
+    estimate.
+    """
+    long = stats.rate_cells(
+        clusters,
+        cells=list(by),
+        numerator=[num for _, num, _ in rates],
+        denominator=[den for _, _, den in rates],
+        names=[name for name, _, _ in rates],
+        **settings,
+    )
+    methods = long.group_by(list(by)).agg(pl.col("ci_method").first(), pl.col("test").first())
+    cells = join_on(cells, methods, list(by))
+    for name, _, _ in rates:
+        part = long.filter(pl.col("rate") == name).select(
+            *by,
+            pl.col("ci_low").alias(f"{name}_ci_low"),
+            pl.col("ci_high").alias(f"{name}_ci_high"),
+        )
+        cells = join_on(cells, part, list(by))
     return cells
 
 
@@ -372,7 +423,7 @@ def summarize(
     interval: str = "bootstrap",
     confidence: float = 0.95,
     n_resamples: int = 10_000,
-    ci_method: str = "percentile",
+    ci_method: str = "auto",
     seed: int = 0,
     engine: object = "polars",
     reliability: bool = False,
@@ -426,11 +477,16 @@ def summarize(
         Keep only states attempted by every agent in the table (common-state comparison). Removed
         units are counted in ``excluded_not_common_state``. Applied before ``common_sample``.
     interval
-        ``"bootstrap"``: cluster bootstrap over workflows (percentile or BCa, ``ci_method``);
+        ``"bootstrap"`` (the name is kept): workflow-clustered intervals by ``ci_method``;
         ``"wilson"``: Wilson score intervals, which treat the denominator as independent
         trials and so ignore the clustering of repeats and depths within a workflow.
     confidence, n_resamples, ci_method, seed
-        Interval settings; the bootstrap is deterministic for a given seed.
+        Interval settings (:func:`recoverylab.stats.rate_cells`): ``ci_method="auto"``
+        (default) gives each row Korn–Graubard intervals (Clopper–Pearson on the workflow
+        design effect's effective sample; no resampling) unless the percentile bootstrap is
+        accurate for every rate of the row (many workflows, enough events);
+        ``"korn-graubard"``, ``"percentile"`` (the coupled bootstrap of every rate) or
+        ``"bca"`` force one. The bootstrap is deterministic for a given seed.
     reliability
         Also add pass^k (all k repeats pass, C(c, k)/C(n, k)), the flip rate and the ICC of
         repeats with workflow-clustered intervals (:func:`recoverylab.takeover.reliability`),
@@ -455,7 +511,10 @@ def summarize(
         ``aware_fixed``, ``aware_fixed_derived``, ``aware_fixed_derived_passed``, the
         off-funnel counts ``off_funnel_fixed``, ``off_funnel_derived``, ``off_funnel_passed``
         and the conditional rates. Every rate is followed by ``<rate>_ci_low`` and
-        ``<rate>_ci_high``. Rates with a zero denominator are null.
+        ``<rate>_ci_high``. Rates with a zero denominator are null. Last, ``ci_method``
+        (``korn-graubard``, ``percentile``, ``bca`` or ``wilson``: what every interval of the
+        row got) and ``test`` (the test it inverts: ``exact-binomial`` on the effective
+        sample, ``score`` for Wilson, ``none`` for the bootstrap).
 
     Raises
     ------
@@ -569,6 +628,8 @@ def _finish_units(
         cells = cells.with_columns(
             *(ci.low.alias(f"{name}_ci_low") for name, ci in cis.items()),
             *(ci.high.alias(f"{name}_ci_high") for name, ci in cis.items()),
+            pl.lit("wilson", pl.String).alias("ci_method"),
+            pl.lit("score", pl.String).alias("test"),
         )
     else:
         cells = _bootstrap_intervals(
@@ -606,4 +667,6 @@ def _summary_columns(by: Sequence[str]) -> list[str]:
         *rates(3, 7),
         *_FUNNEL_COUNTS[4:],
         *rates(7, 10),
+        "ci_method",
+        "test",
     ]
