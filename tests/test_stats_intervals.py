@@ -280,6 +280,9 @@ def test_methods_sparse_flag_and_bootstrap_one_sided():
         "p_value",
         "ci_method",
         "sparse",
+        "test",
+        "ci_inverts_test",
+        "p_sign_flip",
     ]
     assert auto["sparse"].item() is False
     flip = stats.paired_effect_cells(frame, cells=["cell"], ci_method="sign-flip")

@@ -41,7 +41,8 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
   distribution functions computed without scipy.
 * ``_paired_intervals``: :func:`fay_lumbard_interval`, :func:`sign_flip_interval`,
   :func:`cluster_melded_interval` (``_meld``: their quadrature); ``_paired_effect``:
-  :func:`paired_effect_cells`, :func:`agree_with_test`.
+  :func:`paired_effect_cells` (each interval with the p-value of the test it inverts),
+  :func:`interval_agrees_with_test`; :func:`agree_with_test` is deprecated (moves nothing).
 * ``_rates``: :func:`rate_cells`, :func:`korn_graubard`: the one interval policy of every
   protocol's rates (``ci_method="auto"``; Korn–Graubard where the bootstrap is not accurate).
 * ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
@@ -80,7 +81,11 @@ from recoverylab.stats._meld import _meld_setup as _meld_setup
 from recoverylab.stats._multiplicity import adjust_p_values
 from recoverylab.stats._paired_effect import SPARSE_CLUSTERS as SPARSE_CLUSTERS
 from recoverylab.stats._paired_effect import SPARSE_NONZERO_CLUSTERS as SPARSE_NONZERO_CLUSTERS
-from recoverylab.stats._paired_effect import agree_with_test, paired_effect_cells
+from recoverylab.stats._paired_effect import (
+    agree_with_test,
+    interval_agrees_with_test,
+    paired_effect_cells,
+)
 from recoverylab.stats._paired_intervals import _melded_bounds as _melded_bounds
 from recoverylab.stats._paired_intervals import (
     cluster_melded_interval,
@@ -139,6 +144,7 @@ __all__ = [
     "effective_melded_interval",
     "fay_lumbard_interval",
     "icc_oneway",
+    "interval_agrees_with_test",
     "korn_graubard",
     "mcnemar_exact",
     "paired_effect_cells",

@@ -3,7 +3,9 @@
 The numerical core of the Fay–Lumbard intervals (``_paired_intervals``): P(W ≤ w) by
 Gauss–Legendre quadrature on the logit of the more concentrated variable, inverted by
 Chandrupatla's bracketed root search, vectorised over cells and levels. Deterministic (no Monte
-Carlo), and exact at w = 0 so the sign of a bound follows the exact binomial test.
+Carlo). At w = 0 the CDF is exact (:func:`_meld_at_zero`, the exact binomial tail), and the
+search keeps one end of its bracket at 0, so a quantile lies beyond zero exactly when that exact
+value is below the level: the sign of a bound and the p-value are one computation.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ _MELD_NODES = 12
 
 #: Bisection steps for quantiles on [-1, 1]: 2**-35 is below any reported digit.
 _BISECTION_STEPS = 36
+
+#: Half the width at which a root search stops (Chandrupatla's tolerance).
+_TOLERANCE = 2.0**-36
 
 
 class _Meld(NamedTuple):
@@ -163,7 +168,9 @@ def _meld_cdf(meld: _Meld, w: np.ndarray, cells: np.ndarray) -> np.ndarray:
     factor = special.betainc(
         np.where(flip, i_b, i_a), np.where(flip, i_a, i_b), np.where(flip, 1.0 - arg, arg)
     )
-    part = (density * factor * width * slope) @ weights
+    # a row sum, not a matrix product: BLAS may block rows differently for other batch sizes,
+    # and a cell's bound must not depend on the cells computed with it
+    part = (density * factor * width * slope * weights).sum(axis=1)
     o_a, o_b = meld.outer[0][cells], meld.outer[1][cells]
     start = np.where(w > 0, special.betainc(o_a, o_b, np.clip(base, 0.0, 1.0)), 0.0)
     return np.asarray(start + np.bincount(cell, weights=part, minlength=len(w)), dtype=np.float64)
@@ -174,20 +181,26 @@ def _bracketed_root(
     level: float | np.ndarray,
     skip: np.ndarray,
     guess: tuple[np.ndarray, np.ndarray] | None = None,
+    ends: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> np.ndarray:
-    """Smallest w in [−1, 1] with cdf(w) >= level, to within 2⁻³⁵, vectorised over cells.
+    """Smallest w in [low end, high end] with cdf(w) >= level, to within 2⁻³⁵, per cell.
 
     Chandrupatla's method (1997): inverse quadratic interpolation when the last three points
     allow it, else bisection, never closer to an end than the tolerance: as sure as bisection,
     in 8-12 evaluations of the costly CDF instead of 36. The bracket (a, b) keeps cdf − level
-    >= 0 at exactly one end, which is returned. ``cdf(w, cells)`` evaluates only the cells of
-    the mask (converged ones cost nothing); ``level``: one, or one per cell; ``skip``: cells
-    the caller answers. ``guess`` (low, high) is a first bracket; where it misses the root it
-    is widened to that end of [−1, 1] (one more evaluation).
+    >= 0 at exactly one end, which is returned, so the answer is always a point where the CDF
+    reached the level. ``cdf(w, cells)`` evaluates only the cells of the mask (converged ones
+    cost nothing); ``level``: one, or one per cell; ``skip``: cells the caller answers.
+    ``ends`` (low, high), default [−1, 1]: the high end must reach the level and the low end
+    must not (unless the answer is the low end itself); the answer never leaves them.
+    ``guess`` (low, high) is a first bracket inside them; where it misses the root it is
+    widened to that end (one more evaluation).
     """
     shape = skip.shape
     levels = np.broadcast_to(np.asarray(level, dtype=np.float64), shape)
-    tolerance = 2.0**-36
+    low_end, high_end = (
+        np.broadcast_to(np.asarray(v, dtype=np.float64), shape) for v in (ends or (-1.0, 1.0))
+    )
 
     def value(w: np.ndarray, cells: np.ndarray) -> np.ndarray:
         out = np.zeros(shape)
@@ -195,7 +208,7 @@ def _bracketed_root(
             out[cells] = cdf(w[cells], cells) - levels[cells]
         return out
 
-    a, f_a, b, f_b, start = _first_bracket(value, ~skip, guess)
+    a, f_a, b, f_b, start = _first_bracket(value, ~skip, guess, low_end, high_end)
     done = skip | start
     c, f_c = a.copy(), f_a.copy()
     t = np.full(shape, 0.5)
@@ -213,7 +226,7 @@ def _bracketed_root(
         a, f_a = np.where(live, x, a), np.where(live, f_x, f_a)
         # converged cells (b = c) divide by zero here; they are done and keep a finite t
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            tlim = tolerance / np.abs(b - c)
+            tlim = _TOLERANCE / np.abs(b - c)
             done |= tlim > 0.5
             xi = (a - b) / (c - b)
             phi = (f_a - f_b) / (f_c - f_b)
@@ -223,27 +236,30 @@ def _bracketed_root(
             usable = (phi * phi < xi) & ((1 - phi) ** 2 < 1 - xi) & np.isfinite(quadratic)
             t = np.clip(np.where(usable, quadratic, 0.5), tlim, 1 - tlim)
         t = np.where(done, 0.5, t)
-    return np.where(skip, 1.0, np.where(f_a >= 0, a, b))
+    # the end where the CDF reached the level (the high end if, against its contract, neither)
+    reached = np.where(f_a >= 0, a, np.where(f_b >= 0, b, high_end))
+    return np.where(skip, 1.0, reached)
 
 
 def _first_bracket(
     value: Callable[[np.ndarray, np.ndarray], np.ndarray],
     search: np.ndarray,
     guess: tuple[np.ndarray, np.ndarray] | None,
+    low_end: np.ndarray,
+    high_end: np.ndarray,
 ) -> tuple[np.ndarray, ...]:
-    """Return (a, f_a, b, f_b, start) of :func:`_bracketed_root`; ``start``: the root is −1."""
-    shape = search.shape
+    """Return (a, f_a, b, f_b, start) of :func:`_bracketed_root` (``start``: root at low end)."""
     if guess is None:
-        b, a = np.full(shape, -1.0), np.full(shape, 1.0)
+        b, a = low_end.copy(), high_end.copy()
     else:
-        b, a = (np.clip(np.broadcast_to(v, shape), -1.0, 1.0) for v in guess)
+        b, a = (np.clip(v, low_end, high_end) for v in guess)
     f_b = value(b, search)
     # the guessed low end is already past the level: the root is below it
-    past = search & (f_b >= 0) & (b > -1.0)
+    past = search & (f_b >= 0) & (b > low_end)
     a, f_a = np.where(past, b, a), np.where(past, f_b, 0.0)
-    b = np.where(past, -1.0, b)
+    b = np.where(past, low_end, b)
     f_b = np.where(past, value(b, past), f_b)
-    # the level reached at −1 already: the answer is −1
+    # the level reached at the low end already: the answer is the low end
     start = search & (f_b >= 0)
     a = np.where(start, b, a)
     rest = search & ~start & ~past
@@ -251,7 +267,7 @@ def _first_bracket(
     # the guessed high end is short of the level: the root is above it
     short = rest & (f_a < 0)
     b, f_b = np.where(short, a, b), np.where(short, f_a, f_b)
-    a = np.where(short, 1.0, a)
+    a = np.where(short, high_end, a)
     f_a = np.where(short, value(a, short), f_a)
     return a, f_a, b, f_b, start
 
@@ -271,6 +287,24 @@ def _meld_guess(meld: _Meld, levels: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return centre - sd / 4.0 - 1e-9, centre + sd / 4.0 + 1e-9
 
 
+def _meld_at_zero(t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarray) -> np.ndarray:
+    """Return P(W ≤ 0) of W = T·(2B − 1) exactly: the meld's confidence curve at zero.
+
+    T > 0 almost surely, so W ≤ 0 exactly when B ≤ ½: the value is F_B(½), the exact
+    one-sided binomial tail (Beta(x, m − x + 1) at ½ is P(Binomial(m, ½) >= x)). Point masses
+    (a parameter ≤ 0, as in :func:`_meld_quantile`): T at 0 or B at 0 put all of W at or below
+    0 (1); B at 1 with T > 0 puts none (0). :func:`_meld_quantile` anchors its search here, and
+    the paired intervals report it as their p-value, so the two cannot disagree.
+    """
+    t_a, t_b, b_a, b_b = np.broadcast_arrays(
+        *(np.asarray(v, dtype=np.float64) for v in (t_a, t_b, b_a, b_b))
+    )
+    safe_a, safe_b = np.where(b_a > 0, b_a, 1.0), np.where(b_b > 0, b_b, 1.0)
+    curve = _special().betainc(safe_a, safe_b, 0.5)
+    curve = np.where(b_b <= 0, 0.0, curve)
+    return np.asarray(np.where((t_a <= 0) | (b_a <= 0), 1.0, curve), dtype=np.float64)
+
+
 def _meld_quantile(
     t_a: np.ndarray,
     t_b: np.ndarray,
@@ -280,10 +314,13 @@ def _meld_quantile(
 ) -> np.ndarray:
     """Return the ``level`` quantile of W = T·(2B − 1), T ~ Beta(t_a, t_b), B ~ Beta(b_a, b_b).
 
-    The root of :func:`_meld_cdf` (quadrature) by :func:`_bracketed_root`, vectorised over
-    cells and levels. At w = 0 the CDF is F_B(½) exactly, so the exact binomial test, not the
-    quadrature, sets the sign. A parameter ≤ 0 is its beta's point-mass limit (Beta(0, b) at 0,
-    Beta(a, 0) at 1, as Clopper–Pearson at the edges), where the quantile is a beta quantile.
+    The root of the CDF (:func:`_meld_cdf`, quadrature) by :func:`_bracketed_root`, vectorised
+    over cells and levels. The search is bracketed on the side of zero that the exact value at
+    zero (:func:`_meld_at_zero`) decides, with that value at the bracket's end at 0: the
+    quantile is above zero exactly when ``_meld_at_zero(...) < level``, by construction. A
+    parameter ≤ 0 is its beta's point-mass limit (Beta(0, b) at 0, Beta(a, 0) at 1, as
+    Clopper–Pearson at the edges): W ≡ 0 (T at 0) and W = −T (B at 0) have closed forms at or
+    below zero; W = 2B − 1 (T at 1) and W = T (B at 1) are searched on their exact beta CDFs.
     """
     arrays = np.broadcast_arrays(
         *(np.asarray(v, dtype=np.float64) for v in (t_a, t_b, b_a, b_b, level))
@@ -305,25 +342,44 @@ def _meld_quantile_chunk(
     t_a: np.ndarray, t_b: np.ndarray, b_a: np.ndarray, b_b: np.ndarray, levels: np.ndarray
 ) -> np.ndarray:
     """:func:`_meld_quantile` of 1-D arrays of parameters and levels."""
-    meld = _meld_setup(t_a, t_b, b_a, b_b)
-    b_zero, b_one, t_zero, t_one = b_a <= 0, b_b <= 0, t_a <= 0, t_b <= 0
-    found = _bracketed_root(
-        lambda w, cells: _meld_cdf(meld, w, cells),
-        levels,
-        b_zero | b_one | t_zero | t_one,
-        guess=_meld_guess(meld, levels),
-    )
     special = _special()
-    t_a, t_b, b_a, b_b = (np.where(v > 0, v, 1.0) for v in (t_a, t_b, b_a, b_b))
-    # Exactly on the test's side of zero: the sign is decided by F_B(½) alone.
-    at_zero = special.betainc(b_a, b_b, 0.5) >= levels
-    quantile = np.where(at_zero, np.minimum(found, 0.0), np.maximum(found, np.nextafter(0.0, 1.0)))
-    # T the point mass at 1 (n = m): W = 2B − 1.
-    quantile = np.where(t_one, 2.0 * special.betaincinv(b_a, b_b, levels) - 1.0, quantile)
-    # B a point mass (no rescue, or no harm): W = ∓T, whose quantile is a beta quantile.
-    t_low = special.betaincinv(t_a, t_b, 1.0 - levels)
-    t_high = special.betaincinv(t_a, t_b, levels)
-    t_low = np.where(t_zero, 0.0, np.where(t_one, 1.0, t_low))
-    t_high = np.where(t_zero, 0.0, np.where(t_one, 1.0, t_high))
-    quantile = np.where(t_zero, 0.0, quantile)
-    return np.asarray(np.where(b_zero, -t_low, np.where(b_one, t_high, quantile)))
+    zero = _meld_at_zero(t_a, t_b, b_a, b_b)
+    b_zero, b_one, t_zero, t_one = b_a <= 0, b_b <= 0, t_a <= 0, t_b <= 0
+    closed = t_zero | b_zero
+    meld = _meld_setup(t_a, t_b, b_a, b_b)
+    s_t_a, s_t_b, s_b_a, s_b_b = (np.where(v > 0, v, 1.0) for v in (t_a, t_b, b_a, b_b))
+    general = ~(closed | t_one | b_one)
+
+    def cdf(w: np.ndarray, cells: np.ndarray) -> np.ndarray:
+        out = np.empty(w.shape)
+        quad = general[cells]
+        if quad.any():
+            out[quad] = _meld_cdf(meld, w[quad], cells & general)
+        # T at 1: W = 2B − 1; B at 1: W = T (T at 1 too: W ≡ 1)
+        beta_b = t_one[cells] & ~b_one[cells]
+        if beta_b.any():
+            arg = np.clip((1.0 + w[beta_b]) / 2.0, 0.0, 1.0)
+            out[beta_b] = special.betainc(s_b_a[cells][beta_b], s_b_b[cells][beta_b], arg)
+        beta_t = b_one[cells]
+        if beta_t.any():
+            arg = np.clip(w[beta_t], 0.0, 1.0)
+            value = special.betainc(s_t_a[cells][beta_t], s_t_b[cells][beta_t], arg)
+            out[beta_t] = np.where(t_one[cells][beta_t], (w[beta_t] >= 1.0) * 1.0, value)
+        # the exact value at zero, the same number the p-value reports
+        at = w == 0.0
+        out[at] = zero[cells][at]
+        return out
+
+    below = zero >= levels
+    found = _bracketed_root(
+        cdf,
+        levels,
+        closed,
+        guess=_meld_guess(meld, levels),
+        ends=(np.where(below, -1.0, 0.0), np.where(below, 0.0, 1.0)),
+    )
+    # T at 0: W ≡ 0; B at 0: W = −T, whose quantile is minus T's upper quantile (both <= 0)
+    t_low = np.where(
+        t_zero, 0.0, np.where(t_one, 1.0, special.betaincinv(s_t_a, s_t_b, 1.0 - levels))
+    )
+    return np.asarray(np.where(t_zero, 0.0, np.where(b_zero, -t_low, found)))

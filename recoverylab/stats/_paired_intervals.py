@@ -1,4 +1,4 @@
-"""Intervals for paired proportions and clustered paired effects that agree with the test.
+"""Intervals for paired proportions and clustered paired effects, each with its own p-value.
 
 * :func:`fay_lumbard_interval`: one pair per cluster, the exact McNemar-compatible meld.
 * :func:`sign_flip_interval`: the exact inversion of the sign-flip test (half-sampling).
@@ -6,13 +6,17 @@
   meld on design-effect-adjusted counts (:func:`effective_melded_interval`).
 
 These are the ``ci_method`` values of :func:`~recoverylab.stats.paired_effect_cells` other
-than the bootstrap; none of them resamples.
+than the bootstrap; none of them resamples. Each is computed with the p-value of the test it
+inverts (its confidence curve at zero, :class:`_Tested`): zero lies outside the interval
+exactly when that p-value is below 1 − confidence, because the bound and the p-value are read
+off one curve (ARCHITECTURE §4); no bound is moved afterwards.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -20,10 +24,40 @@ from recoverylab._errors import ParameterError, require_one_of
 from recoverylab.stats import _limits
 from recoverylab.stats._checks import ALTERNATIVES, _check_confidence, _check_counts, _numeric_array
 from recoverylab.stats._distributions import _binomial_half_pmf, _normal_quantile, _special
-from recoverylab.stats._meld import _meld_quantile
+from recoverylab.stats._meld import _meld_at_zero, _meld_quantile
 from recoverylab.stats._multiplicity import _alpha_per_side
 from recoverylab.stats._results import Interval
 from recoverylab.stats._streams import _merge_types
+
+
+class _Tested(NamedTuple):
+    """An interval with the one-sided p-values at zero of the test it inverts.
+
+    ``p_greater`` (H0: effect <= 0) is the lower bound's confidence curve at zero: ``low > 0``
+    exactly when ``p_greater`` is below the lower side's error; ``p_less`` likewise for the
+    upper bound. :meth:`p_value` combines them for an alternative.
+    """
+
+    low: np.ndarray | float
+    high: np.ndarray | float
+    p_greater: np.ndarray | float
+    p_less: np.ndarray | float
+
+    def p_value(self, alternative: str) -> np.ndarray | float:
+        """Return the p-value this interval inverts (two-sided: twice the smaller side, <= 1).
+
+        Doubling is exact in floating point, so with α/2 per side (``_alpha_per_side``)
+        ``p < 1 − confidence`` exactly when a one-sided p-value is below α/2.
+        """
+        if alternative == "greater":
+            return self.p_greater
+        if alternative == "less":
+            return self.p_less
+        return np.minimum(1.0, 2.0 * np.minimum(self.p_greater, self.p_less))
+
+    def interval(self) -> Interval:
+        """Return the bounds as an :class:`Interval`."""
+        return Interval(low=self.low, high=self.high)
 
 
 def fay_lumbard_interval(
@@ -44,7 +78,10 @@ def fay_lumbard_interval(
     distribution B, the upper bound the larger (1 − α)-quantile with the upper one. As T > 0,
     the lower bound is above zero exactly when P(B < ½) < α (the one-sided exact binomial test
     rejects): zero is outside exactly when the exact McNemar p-value is below 1 − confidence.
-    The quantiles come from deterministic quadrature (no Monte Carlo noise).
+    That p-value is the meld's own confidence curve at zero (``_meld_at_zero``), the very
+    number each bound's search is anchored on, so the agreement holds in floating point too
+    (:func:`~recoverylab.stats.paired_effect_cells` reports it as ``p_value``). The quantiles
+    come from deterministic quadrature (no Monte Carlo noise).
 
     Parameters
     ----------
@@ -73,14 +110,25 @@ def fay_lumbard_interval(
     >>> round(ci.low, 4), round(ci.high, 4)
     (-0.0545, 0.0295)
     """
+    return _fay_lumbard(rescue, harm, n, confidence, alternative).interval()
+
+
+def _fay_lumbard(
+    rescue: np.ndarray | int,
+    harm: np.ndarray | int,
+    n: np.ndarray | int,
+    confidence: float,
+    alternative: str,
+) -> _Tested:
+    """:func:`fay_lumbard_interval` with the p-values of the test it inverts."""
     confidence = _check_confidence(confidence)
     require_one_of("alternative", alternative, ALTERNATIVES)
     x, m, total = _matched_counts_iv(rescue, harm, n)
     alpha = _alpha_per_side(confidence, alternative)
-    low, high = _melded_bounds(x, m, m, total, alpha, alternative)
-    if low.ndim == 0:
-        return Interval(low=float(low), high=float(high))
-    return Interval(low=low, high=high)
+    found = _melded_curves(x, m, m, total, alpha, alternative)
+    if np.ndim(found.low) == 0:
+        return _Tested(*(float(v) for v in found))
+    return found
 
 
 #: Effective counts within this of 0 (or of their total) are 0 (or the total): a beta with a
@@ -103,10 +151,28 @@ def _melded_bounds(
     alpha: float,
     alternative: str,
 ) -> tuple[np.ndarray, np.ndarray]:
+    """Return the bounds of :func:`_melded_curves` (without its p-values)."""
+    found = _melded_curves(x, m_phi, m_psi, n_psi, alpha, alternative)
+    return np.asarray(found.low), np.asarray(found.high)
+
+
+def _melded_curves(
+    x: np.ndarray,
+    m_phi: np.ndarray,
+    m_psi: np.ndarray,
+    n_psi: np.ndarray,
+    alpha: float,
+    alternative: str,
+) -> _Tested:
     """Meld the beta confidence distributions of φ (x of m_phi) and ψ (m_psi of n_psi).
 
-    Counts may be effective (non-integer) sizes. The two or four quantiles of every cell (two
-    ψ distributions per bounded side) are searched in one batch.
+    Counts may be effective (non-integer) sizes. The lower bound is the smaller α-quantile of
+    T·(2B − 1) over the two ψ distributions T, with B ~ Beta(x, m_phi − x + 1); its curve at
+    zero, the larger of the two exact values at zero, is ``p_greater``. The upper bound is the
+    same construction mirrored (−W = T·(2B' − 1), B' ~ Beta(m_phi − x, x + 1) = 1 − B_upper):
+    minus the smaller α-quantile, with ``p_less``. So ``low > 0`` exactly when
+    ``p_greater < alpha`` and ``high < 0`` exactly when ``p_less < alpha``. An unbounded side
+    has p-value 1. The quantiles of every cell are searched in one batch.
     """
     x, m_phi, m_psi, n_psi = np.broadcast_arrays(x, m_phi, m_psi, n_psi)
     shape = x.shape
@@ -114,27 +180,27 @@ def _melded_bounds(
     m_phi = _snap_count(m_phi, m_phi)
     x, m_psi = _snap_count(x, m_phi), _snap_count(m_psi, n_psi)
     psi = ((m_psi, n_psi - m_psi + 1), (m_psi + 1, n_psi - m_psi))
-    sides = []  # (φ distribution, level) per bounded side
+    sides = []  # the φ distribution of each bounded side, the upper side's mirrored
     if alternative != "less":
-        sides.append(((x, m_phi - x + 1), alpha))
+        sides.append((x, m_phi - x + 1))
     if alternative != "greater":
-        sides.append(((x + 1, m_phi - x), 1 - alpha))
-    jobs = [(t, b, level) for b, level in sides for t in psi]
-    quantiles = _meld_quantile(
-        np.concatenate([t[0] for t, _, _ in jobs]),
-        np.concatenate([t[1] for t, _, _ in jobs]),
-        np.concatenate([b[0] for _, b, _ in jobs]),
-        np.concatenate([b[1] for _, b, _ in jobs]),
-        np.repeat([level for _, _, level in jobs], x.size),
-    ).reshape(len(jobs), x.size)
+        sides.append((m_phi - x, x + 1))
+    jobs = [(t, b) for b in sides for t in psi]
+    params = [np.concatenate([job[i][j] for job in jobs]) for i in (0, 1) for j in (0, 1)]
+    quantiles = _meld_quantile(*params, alpha).reshape(len(jobs), x.size)
+    at_zero = _meld_at_zero(*params).reshape(len(jobs), x.size)
     low, high = np.full(x.size, -1.0), np.full(x.size, 1.0)
+    p_greater, p_less = np.ones(x.size), np.ones(x.size)
     if alternative != "less":
         low = np.minimum(quantiles[0], quantiles[1])
+        p_greater = np.maximum(at_zero[0], at_zero[1])
     if alternative != "greater":
-        high = np.maximum(quantiles[-2], quantiles[-1])
+        high = -np.minimum(quantiles[-2], quantiles[-1])
+        p_less = np.maximum(at_zero[-2], at_zero[-1])
     empty = n_psi == 0
     low, high = np.where(empty, np.nan, low), np.where(empty, np.nan, high)
-    return low.reshape(shape), high.reshape(shape)
+    p_greater, p_less = np.where(empty, 1.0, p_greater), np.where(empty, 1.0, p_less)
+    return _Tested(*(v.reshape(shape) for v in (low, high, p_greater, p_less)))
 
 
 def cluster_melded_interval(
@@ -152,8 +218,11 @@ def cluster_melded_interval(
     θ = ψ·(2φ − 1), ψ = Σ|d| / Σn, φ = Σd⁺ / Σ|d|; each count is divided by its cluster design
     effect (cluster-robust over binomial variance of the ratio, in [1, largest cluster size];
     that size when it cannot be estimated) and scaled by (z / t_{K−1})² for few clusters (Korn
-    & Graubard 1998). The paired-effect step then puts zero on the side the sign-flip test
-    decides, so the result never contradicts the test.
+    & Graubard 1998). Its test is the hull's own: zero lies outside the hull exactly when it
+    lies outside both parts on one side, so its one-sided p-value is the larger of the two
+    parts' (each part's confidence curve at zero), and the two-sided p-value twice the smaller
+    side (:func:`~recoverylab.stats.paired_effect_cells` reports it). Where the exact lattice
+    is too large, the meld alone is the interval (its own p-value with it).
 
     Parameters
     ----------
@@ -180,20 +249,32 @@ def cluster_melded_interval(
     >>> bool(ci.low < 0.074 < ci.high)
     True
     """
-    meld = effective_melded_interval(values, counts, confidence=confidence, alternative=alternative)
+    return _cluster_melded(values, counts, confidence, alternative).interval()
+
+
+def _cluster_melded(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None,
+    confidence: float,
+    alternative: str,
+) -> _Tested:
+    """:func:`cluster_melded_interval` with the p-values of the hull's test."""
+    meld = _effective_melded(values, counts, confidence, alternative)
     try:
-        exact = sign_flip_interval(values, counts, confidence=confidence, alternative=alternative)
+        exact = _sign_flip_inversion(values, counts, confidence, alternative, (-1.0, 1.0))
     except ParameterError:
         if math.isnan(float(meld.low)):
             raise
-        # too large a lattice for the exact inversion: there the meld alone is wide enough,
-        # and agree_with_test still aligns it with the p-value
+        # too large a lattice for the exact inversion: there the meld alone is wide enough
         return meld
     if math.isnan(float(exact.low)):
         return exact
-    return Interval(
-        low=float(min(float(meld.low), float(exact.low))),
-        high=float(max(float(meld.high), float(exact.high))),
+    # the hull excludes zero on a side exactly when both parts do: the larger p-value
+    return _Tested(
+        low=min(float(meld.low), float(exact.low)),
+        high=max(float(meld.high), float(exact.high)),
+        p_greater=max(float(meld.p_greater), float(exact.p_greater)),
+        p_less=max(float(meld.p_less), float(exact.p_less)),
     )
 
 
@@ -229,18 +310,27 @@ def effective_melded_interval(
     >>> bool(ci.low < 0.074 < ci.high)
     True
     """
+    return _effective_melded(values, counts, confidence, alternative).interval()
+
+
+def _effective_melded(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None,
+    confidence: float,
+    alternative: str,
+) -> _Tested:
+    """:func:`effective_melded_interval` with the p-values of its meld at zero."""
     confidence = _check_confidence(confidence)
     require_one_of("alternative", alternative, ALTERNATIVES)
     array = _numeric_array("values", values).astype(np.float64)
     c = np.ones(array.shape[0]) if counts is None else np.asarray(counts, dtype=np.float64)
     d, pairs = array[:, 0], array[:, 1]
     if float(c @ pairs) == 0:
-        return Interval(low=math.nan, high=math.nan)
+        return _Tested(low=math.nan, high=math.nan, p_greater=1.0, p_less=1.0)
     alpha = _alpha_per_side(confidence, alternative)
     effective = _effective_counts(d, pairs, c, alpha)
     x, m_phi, m_psi, n_psi = (np.asarray(v, dtype=np.float64) for v in effective)
-    low, high = _melded_bounds(x, m_phi, m_psi, n_psi, alpha, alternative)
-    return Interval(low=float(low), high=float(high))
+    return _Tested(*(float(v) for v in _melded_curves(x, m_phi, m_psi, n_psi, alpha, alternative)))
 
 
 def _normal_over_t_squared(df: float, alpha: float) -> float:
@@ -353,7 +443,10 @@ def sign_flip_interval(
     P(Q ≤ δ), Q = Σ_S d / Σ_S n the effect on a random half of the clusters (each in S with
     chance ½; S empty counts on both sides). The interval is the pair of α-quantiles of Q (a
     *half-sampling* interval), and zero lies outside it exactly when the sign-flip test of the
-    dᵢ rejects (the symmetric null's two-sided p is twice the smaller one-sided one). Q's law is
+    dᵢ rejects (the symmetric null's two-sided p is twice the smaller one-sided one): each
+    bound is the first point where the one-sided p-value curve reaches α, and that curve at
+    zero is the p-value :func:`~recoverylab.stats.paired_effect_cells` reports, so the two
+    agree in floating point too. Q's law is
     exact: (Σ_S d, Σ_S n) = Σₜ Kₜ·(dₜ, nₜ), Kₜ ~ Binomial(mₜ, ½), convolved on the integer
     lattice (mass beyond 4·√mₜ of mₜ/2, below 3e-14, dropped): the cost grows with the types
     and √(clusters), never with rows.
@@ -389,6 +482,17 @@ def sign_flip_interval(
     >>> round(ci.low, 4), round(ci.high, 4)
     (0.0435, 0.3636)
     """
+    return _sign_flip_inversion(values, counts, confidence, alternative, limits).interval()
+
+
+def _sign_flip_inversion(
+    values: np.ndarray | Sequence[Sequence[float]],
+    counts: np.ndarray | Sequence[int] | None,
+    confidence: float,
+    alternative: str,
+    limits: tuple[float, float],
+) -> _Tested:
+    """:func:`sign_flip_interval` with the one-sided sign-flip p-values at zero."""
     confidence = _check_confidence(confidence)
     require_one_of("alternative", alternative, ALTERNATIVES)
     array = _numeric_array("values", values).astype(np.float64)
@@ -413,7 +517,7 @@ def sign_flip_interval(
     keep = (types != 0).any(axis=1)
     types, c = types[keep].astype(np.int64), c[keep]
     if types.size == 0 or int(c @ types[:, 1]) == 0:
-        return Interval(low=math.nan, high=math.nan)
+        return _Tested(low=math.nan, high=math.nan, p_greater=1.0, p_less=1.0)
     try:
         ratios, mass, empty = _half_sample_distribution(types, c)
     except _LatticeTooLargeError:
@@ -425,22 +529,45 @@ def sign_flip_interval(
         ) from None
     alpha = _alpha_per_side(confidence, alternative)
     low, high = float(limits[0]), float(limits[1])
+    p_greater = p_less = 1.0
     if alternative != "less":
-        low = _half_sample_bound(ratios, mass, alpha - empty, low)
+        low, p_greater = _half_sample_bound(ratios, mass, empty, alpha, (low, high))
     if alternative != "greater":
-        high = -_half_sample_bound(-ratios[::-1], mass[::-1], alpha - empty, -high)
-    return Interval(low=low, high=high)
+        mirrored, p_less = _half_sample_bound(
+            -ratios[::-1], mass[::-1], empty, alpha, (-high, -low)
+        )
+        high = -mirrored
+    return _Tested(low=low, high=high, p_greater=p_greater, p_less=p_less)
 
 
-def _half_sample_bound(ratios: np.ndarray, mass: np.ndarray, needed: float, limit: float) -> float:
-    """Return the first sorted ratio whose cumulated mass reaches ``needed`` (else ``limit``)."""
-    if needed <= 0:
-        return limit
-    cumulated = np.cumsum(mass)
-    index = int(np.searchsorted(cumulated, needed * (1 - 1e-12), side="left"))
-    if index >= ratios.size:
-        return limit
-    return float(max(ratios[index], limit))
+def _half_sample_bound(
+    ratios: np.ndarray,
+    mass: np.ndarray,
+    empty: float,
+    alpha: float,
+    limits: tuple[float, float],
+) -> tuple[float, float]:
+    """Return (lower bound, one-sided p-value at zero) from one curve p(δ) = P(Q ≤ δ) + empty.
+
+    ``ratios`` sorted with their ``mass``; the curve at δ is the cumulated mass at the last
+    ratio <= δ plus the empty half-sample's (``empty`` where no ratio is <= δ). The bound is
+    the smallest δ in ``limits`` with p(δ) >= α (the low limit when p already reaches α there,
+    the high limit when it never does); the p-value is p(0). Both compare the same floats
+    with α, so the bound is above zero exactly when p(0) < α.
+    """
+    curve = np.cumsum(mass) + empty
+
+    def at(delta: float) -> float:
+        index = int(np.searchsorted(ratios, delta, side="right"))
+        return float(curve[index - 1]) if index > 0 else float(empty)
+
+    p_zero = at(0.0)
+    if at(limits[0]) >= alpha:
+        return float(limits[0]), p_zero
+    reached = np.flatnonzero(curve >= alpha)
+    if reached.size == 0:
+        return float(limits[1]), p_zero
+    return float(max(ratios[reached[0]], limits[0])), p_zero
 
 
 def _half_sample_distribution(
