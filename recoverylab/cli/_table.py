@@ -99,6 +99,7 @@ def _method_counts(frame: pl.DataFrame, names: list[str]) -> str:
         counts = (
             frame.select(pl.col(name).cast(pl.String))
             .drop_nulls()
+            .filter(pl.col(name) != "none")  # a row whose interval inverts no test
             .group_by(name)
             .len()
             .sort(["len", name], descending=[True, False])
@@ -145,12 +146,12 @@ def method_line(
         names = [c for c in columns if c == "ci_method" or c.endswith("_ci_method")]
         methods = _method_counts(frame, names) if names else ""
         parts.append(f"{level}{sided}intervals: {methods or 'method not recorded in the result'}")
+    names = [c for c in columns if c in ("test", "p_method") or c.endswith(("_test", "_p_method"))]
+    tests = _method_counts(frame, names) if names else ""
     if "p_value" in columns or "p_adjusted" in columns:
-        names = [
-            c for c in columns if c in ("test", "p_method") or c.endswith(("_test", "_p_method"))
-        ]
-        tests = _method_counts(frame, names) if names else ""
         parts.append(f"p: {tests or 'test not recorded in the result'}")
+    elif tests:  # no p-value printed: the test each interval inverts
+        parts.append(f"test inverted: {tests}")
     if "interpretation" in columns and frame["interpretation"].n_unique() == 1:
         parts.append(str(frame["interpretation"][0]))
     return "; ".join(parts) if parts else None
@@ -187,8 +188,9 @@ def _fit(
     )
     rest = [i for i, c in enumerate(shown) if not c.key and not c.main]
     key_width = sum(widths[i] + GAP for i in keys)
-    first = (main or rest)[:1]
-    if key_width - GAP > width or (first and key_width + widths[first[0]] > width):
+    # every main column (every column with ``wide``) must fit beside the keys
+    needed = main + rest if wide else main or rest[:1]
+    if key_width - GAP > width or any(key_width + widths[i] > width for i in needed):
         return None
     if wide:
         return _pack(main + rest, widths, keys, width)
