@@ -358,7 +358,8 @@ def finish(
     if progress is not None:
         progress(
             f"{ci_method} intervals and sign-flip tests over {counts.height} cells "
-            f"({types.height} task types)"
+            f"({types.height} task types: tasks alike in pairs and net rescues in a cell, "
+            "computed once)"
         )
     tests = stats.paired_effect_cells(types, cells=cells, **statistics)
     result = counts.join(
