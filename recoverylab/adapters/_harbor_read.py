@@ -15,7 +15,9 @@ only the fields of ``TrialResult`` the adapter uses; a dict whose keys are the u
 agent kwargs, metadata) is kept as its JSON text and read with JSON paths later. A file that does
 not parse is found and named by parsing the files one at a time, only when the scan failed, with
 the one JSON reader (:mod:`recoverylab._json`: depth, encoding and syntax failures are one line
-naming the file). A file with a byte-order mark is re-encoded as plain UTF-8 first.
+naming the file). A file with a byte-order mark is re-encoded as plain UTF-8 first. A trial
+directory archived with its ``result.json`` compressed (``result.json.gz``, ``.zst``, ``.bz2``)
+is read like one holding ``result.json``.
 
 A result that parses but that Harbor's own models reject (an ``exception_info`` without one of
 ``ExceptionInfo``'s required fields ``exception_type``, ``exception_message``,
@@ -38,10 +40,13 @@ from typing import Any, NoReturn
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, SourceError
-from recoverylab._json import decode, load_object
+from recoverylab._formats import COMPRESSIONS, read_decompressed
+from recoverylab._json import MAX_DEPTH, decode, load_object
 
 __all__ = ["HarborRead", "read_jobs"]
 
+#: A trial's result file: as Harbor writes it, then compressed by an archiver.
+_RESULT_NAMES = ("result.json", *(f"result.json{suffix}" for suffix in COMPRESSIONS))
 #: Output directories inside a trial directory, and a regrade job's cache of the trials it
 #: regrades (``.sources/``): never searched for trials.
 _TRIAL_OUTPUTS = frozenset({"agent", "verifier", "artifacts", "steps", "user-agent", ".sources"})
@@ -118,9 +123,9 @@ def read_jobs(
     for path in _expand(paths):
         if os.path.isdir(path):
             found.visit(os.path.normpath(path))
-        elif os.path.basename(path) == "result.json":
+        elif os.path.basename(path) in _RESULT_NAMES:
             trial = os.path.dirname(os.path.normpath(path)) or "."
-            found.texts[trial] = _read(path)
+            found.texts[trial] = (path, _read(path))
         else:
             raise ParameterError(
                 f"import harbor: `{path}` is a file but not a trial's result.json; give job "
@@ -135,11 +140,11 @@ def read_jobs(
         if parent not in found.jobs and os.path.isfile(os.path.join(parent, "config.json")):
             found.jobs.add(parent)
     jobs = {d: _job_config(d) for d in sorted(found.jobs - set(trial_dirs))}
-    files = [os.path.join(d, "result.json") for d in trial_dirs]
+    files = [found.texts[d][0] for d in trial_dirs]
     leaves = sorted(
         {("config", "agent"), ("config", "job_id"), ("config", "source_trial"), *leaves}
     )
-    frame = _parse(files, [found.texts[d] for d in trial_dirs], leaves)
+    frame = _parse(files, [found.texts[d][1] for d in trial_dirs], leaves)
     parents = [os.path.dirname(d) for d in trial_dirs]
     frame = frame.with_columns(
         pl.Series("file", files, dtype=pl.String),
@@ -175,14 +180,14 @@ class _Found:
     """
 
     def __init__(self) -> None:
-        self.texts: dict[str, bytes] = {}
+        self.texts: dict[str, tuple[str, bytes]] = {}  # directory -> (result file, its bytes)
         self.jobs: set[str] = set()
         self.unfinished: set[str] = set()
 
     def visit(self, directory: str) -> bool:
         """Search ``directory``; return whether it held any trial, job or unfinished trial."""
         files, subdirs = _listing(directory)
-        marked = "result.json" in files or "config.json" in files
+        marked = "config.json" in files or any(name in files for name in _RESULT_NAMES)
         below = [
             os.path.join(directory, s)
             for s in sorted(subdirs)
@@ -202,8 +207,12 @@ class _Found:
             held = True
         if held:
             self.jobs.add(directory)
-        elif "result.json" in files:
-            self.texts[directory] = _read(os.path.join(directory, "result.json"))
+        elif any(name in files for name in _RESULT_NAMES):
+            name = next(name for name in _RESULT_NAMES if name in files)
+            self.texts[directory] = (
+                os.path.join(directory, name),
+                _read(os.path.join(directory, name)),
+            )
         else:
             self.unfinished.add(directory)
         return True
@@ -221,7 +230,7 @@ def _listing(directory: str) -> tuple[set[str], list[str]]:
     return files, subdirs
 
 
-def _read_many(directories: list[str]) -> list[bytes | None]:
+def _read_many(directories: list[str]) -> list[tuple[str, bytes] | None]:
     """Read ``result.json`` in each directory (None where there is none), in parallel threads."""
     if len(directories) < 64:
         return [_maybe(d) for d in directories]
@@ -232,15 +241,26 @@ def _read_many(directories: list[str]) -> list[bytes | None]:
     return [text for part in parts for text in part]
 
 
-def _maybe(directory: str) -> bytes | None:
-    path = os.path.join(directory, "result.json")
+def _maybe(directory: str) -> tuple[str, bytes] | None:
+    """Return a trial directory's result file and bytes (decompressed), or None without one."""
+    for name in _RESULT_NAMES:  # the compressed names are looked for only without result.json
+        path = os.path.join(directory, name)
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError as exc:
+            raise SourceError(f"harbor result `{path}` cannot be read ({exc.strerror}).") from None
+        return path, data if name == "result.json" else _decompressed(path)
+    return None
+
+
+def _decompressed(path: str) -> bytes:
     try:
-        with open(path, "rb") as handle:
-            return handle.read()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as exc:
-        raise SourceError(f"harbor result `{path}` cannot be read ({exc.strerror}).") from None
+        return read_decompressed(Path(path))
+    except SourceError as exc:
+        raise InputError(f"harbor result {exc}") from None
 
 
 def _job_config(job_dir: str) -> dict[str, Any]:
@@ -278,6 +298,9 @@ def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str
         frame = pl.DataFrame(schema=schema)
     else:
         texts = [_utf8(file, text) for file, text in zip(files, texts, strict=True)]
+        for file, text in zip(files, texts, strict=True):
+            if text.count(b"[") + text.count(b"{") > MAX_DEPTH:  # maybe too deep: look
+                _load(file, text)
         # one object per line: a raw line break can only be whitespace between JSON tokens
         blob = b"\x00".join(texts).replace(b"\r", b" ").replace(b"\n", b" ").replace(b"\x00", b"\n")
         try:
@@ -286,7 +309,97 @@ def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str
             _name_broken(files, texts, schema)
         if frame.height != len(files):
             _name_broken(files, texts, schema)
-    return _flatten(frame, leaves)
+    return _check_types(_flatten(frame, leaves), files, texts)
+
+
+#: Text fields of TrialResult read as keys or labels (flattened names -> Harbor's names).
+_TEXT_FIELDS = {
+    "task_name": "task_name",
+    "trial_name": "trial_name",
+    "trial_uri": "trial_uri",
+    "task_checksum": "task_checksum",
+    "source": "source",
+    "agent": "agent_info.name",
+    "agent_version": "agent_info.version",
+    "model": "agent_info.model_info.name",
+}
+#: What polars' reader makes of a JSON number, boolean, object or array read as a string.
+_NOT_TEXT = r"^\s*[\[{]|^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$|^(true|false)$"
+
+
+def _check_types(frame: pl.DataFrame, files: list[str], texts: list[bytes]) -> pl.DataFrame:
+    """Check the types the one-scan read cannot see, on the few files that look wrong.
+
+    Read with a String schema, a JSON object, array, number or boolean becomes its JSON text.
+    Rows where a text field looks like one, or whose rewards hold a string, object or array,
+    are parsed again in Python to see the real type: an object or array where a key or label
+    belongs (``task_name``...) and any non-string there is an error naming the file and the
+    field, as is a reward that is text, an object or an array; an ``exception_info`` field that
+    is not text marks the trial ``invalid_result`` (Harbor skips it).
+    """
+    exception_fields = [
+        pl.col("exceptions")
+        .list.eval(pl.element().struct.field(name).str.contains(_NOT_TEXT))
+        .list.any()
+        for name in _EXCEPTION_REQUIRED
+    ]
+    suspect = pl.any_horizontal(
+        *(pl.col(c).str.contains(_NOT_TEXT) for c in _TEXT_FIELDS),
+        *exception_fields,
+        pl.col("rewards").str.contains(r':\s*["\[{]'),
+    ).fill_null(False)
+    rows = frame.with_row_index("_row").filter(suspect)["_row"].to_list()
+    if not rows:
+        return frame
+    reasons = frame["invalid_result"].to_list()
+    for row in rows:
+        value = _load(files[row], _utf8(files[row], texts[row]))
+        reasons[row] = reasons[row] or _model_problem(files[row], value)
+    return frame.with_columns(pl.Series("invalid_result", reasons, dtype=pl.String))
+
+
+def _model_problem(file: str, value: dict[str, Any]) -> str | None:
+    """Raise on a non-text key field; return why Harbor's models reject the result, or None."""
+    for dotted in _TEXT_FIELDS.values():
+        found: Any = value
+        for part in dotted.split("."):
+            found = found.get(part) if isinstance(found, dict) else None
+        if found is not None and not isinstance(found, str):
+            kind = "a JSON object or array" if isinstance(found, (dict, list)) else repr(found)
+            raise InputError(
+                f"harbor result `{file}`: `{dotted}` is {kind[:60]} where a key or label "
+                "belongs; TrialResult holds text there."
+            )
+    steps = value.get("step_results") if isinstance(value.get("step_results"), list) else []
+    infos = [
+        value.get("exception_info"),
+        *(s.get("exception_info") for s in steps if isinstance(s, dict)),
+    ]
+    for info in infos:
+        if isinstance(info, dict):
+            for name in _EXCEPTION_REQUIRED:
+                if not isinstance(info.get(name), str):
+                    return (
+                        f"an `exception_info` has `{name}` {info.get(name)!r:.40}; Harbor's "
+                        "ExceptionInfo holds text"
+                    )
+    verifier = value.get("verifier_result")
+    rewards = verifier.get("rewards") if isinstance(verifier, dict) else None
+    for key, reward in (rewards or {}).items() if isinstance(rewards, dict) else ():
+        if isinstance(reward, (str, dict, list)):  # null: no reward; a bool: a number
+            raise InputError(
+                f"harbor result `{file}`: reward `{key}` is {reward!r:.40}, one of the values "
+                "that are not numbers; VerifierResult.rewards holds numbers."
+            )
+    return None
+
+
+def _load(file: str, text: bytes) -> dict[str, Any]:
+    """Parse one result with the one JSON reader; its failures name the file."""
+    try:
+        return load_object(Path(file), text, what="TrialResult")
+    except SourceError as exc:
+        raise InputError(f"harbor result {exc}") from None
 
 
 def _utf8(file: str, text: bytes) -> bytes:
@@ -300,6 +413,8 @@ def _utf8(file: str, text: bytes) -> bytes:
 
 
 def _read(file: str) -> bytes:
+    if file.endswith(tuple(COMPRESSIONS)):
+        return _decompressed(file)
     try:
         with open(file, "rb") as handle:
             text = handle.read()
@@ -311,10 +426,7 @@ def _read(file: str) -> bytes:
 def _name_broken(files: list[str], texts: list[bytes], schema: dict[str, Any]) -> NoReturn:
     """Find the file the one-scan read failed on (file by file: the error path only); raise."""
     for file, text in zip(files, texts, strict=True):
-        try:
-            value = load_object(Path(file), text, what="TrialResult")
-        except SourceError as exc:
-            raise InputError(f"harbor result {exc}") from None
+        value = _load(file, text)
         try:
             pl.read_ndjson(json.dumps(value).encode(), schema=schema)
         except pl.exceptions.PolarsError as exc:
