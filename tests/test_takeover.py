@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
+from scipy import stats as scipy_stats
 
 from recoverylab import engines, stats, synth, takeover
 from recoverylab._errors import InputError, ParameterError, SchemaError
@@ -498,10 +499,12 @@ def test_latency_reports_602_and_619_as_separate_denominators(
     assert got["final_step_annotated_rate"] == pytest.approx(361 / 619)
     assert got["surfaced_rate"] == pytest.approx(602 / 619)
     assert got["median_latency"] == 17.0
-    ci = stats.wilson_interval(361, 602)
+    # every failure is its own cluster: the rates' interval is exactly Clopper–Pearson
+    ci = scipy_stats.binomtest(361, 602).proportion_ci(0.95, method="exact")
     assert (got["final_step_rate_ci_low"], got["final_step_rate_ci_high"]) == pytest.approx(
-        (ci.low, ci.high)
+        (ci.low, ci.high), rel=1e-9
     )
+    assert (got["ci_method"], got["test"]) == ("korn-graubard", "exact-binomial")
 
 
 def test_awareness_split_on_sample_is_labelled_an_association(

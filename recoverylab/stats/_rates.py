@@ -11,7 +11,7 @@ the cell carries no information about its rate).
 Construction (``"korn-graubard"``; Korn & Graubard 1998). The design effect is estimated from
 the per-cluster partials by the linearised (ratio-estimator) variance
 
-    v = K / (K − 1) · Σ (y_i − θ̂ m_i)² / (Σm)²,      deff = v / (θ̂ (1 − θ̂) / Σm),
+    v = K / (K − 1) · Σ (y_i − θ̂ m_i)² / (Σm)²,      deff = v / (θ̂ (1 − θ̂) / (Σm − 1)),
 
 floored at 1 (clustering never makes a rate *more* precise than independent units) and set to 1
 when θ̂ is 0 or 1, where the variance cannot be estimated. Where the events (or the non-events)
@@ -171,7 +171,9 @@ def korn_graubard(
         p = np.clip(x / n, 0.0, 1.0)
         inner = (p > 0.0) & (p < 1.0) & (k > 1)
         variance = k / (k - 1.0) * s2 / (n * n)
-        deff = np.where(inner, np.maximum(variance * n / (p * (1.0 - p)), 1.0), 1.0)
+        # the SRS variance with the same small-sample factor, p̂(1 − p̂)/(Σm − 1): one unit
+        # per cluster gives deff = 1 exactly (Clopper–Pearson)
+        deff = np.where(inner, np.maximum(variance * (n - 1.0) / (p * (1.0 - p)), 1.0), 1.0)
         if size_squares is not None:
             # few clusters hold the events (or non-events): their clustering cannot be seen
             largest = n * np.asarray(size_squares, dtype=np.float64) / (n * n)

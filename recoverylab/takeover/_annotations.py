@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from recoverylab import stats
@@ -32,7 +33,8 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
     by
         Optional columns of `failures` to group by (e.g. ``source_agent``).
     confidence
-        Level of the Wilson intervals of the two shares.
+        Level of the interval of ``final_step_rate``: Clopper–Pearson (every failure is its
+        own cluster: the rates' Korn–Graubard interval with design effect 1).
 
     Returns
     -------
@@ -42,8 +44,9 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
         (surfaced / annotated), ``median_latency``, ``mean_latency``, ``latency_q25``,
         ``latency_q75`` (surfaced_step − root_cause_step over surfaced failures; null if none
         surfaced), ``at_final_step`` (surfaced at the final step), ``final_step_rate``
-        (at_final_step / surfaced) with ``final_step_rate_ci_low``/``_ci_high``, and
-        ``final_step_annotated_rate`` (at_final_step / annotated).
+        (at_final_step / surfaced) with ``final_step_rate_ci_low``/``_ci_high``, its
+        ``ci_method`` (``korn-graubard``) and ``test`` (``exact-binomial``), null when nothing
+        surfaced, and ``final_step_annotated_rate`` (at_final_step / annotated).
 
     Raises
     ------
@@ -82,18 +85,39 @@ def latency(failures: object, *, by: Sequence[str] = (), confidence: float = 0.9
         .alias("at_final_step"),
     ]
     grouped = lazy.group_by(keys).agg(aggregates) if keys else lazy.select(aggregates)
-    low, high = stats.wilson_exprs("at_final_step", "surfaced", confidence)
+    bounds = pl.struct("at_final_step", "surfaced").map_batches(
+        lambda counts: _exact_bounds(counts, float(confidence)),
+        return_dtype=pl.Struct({"low": pl.Float64, "high": pl.Float64}),
+    )
     result = grouped.with_columns(
         pl.when(pl.col("surfaced") > 0)
         .then(pl.col("at_final_step") / pl.col("surfaced"))
         .alias("final_step_rate"),
-        low.alias("final_step_rate_ci_low"),
-        high.alias("final_step_rate_ci_high"),
+        bounds.struct.field("low").alias("final_step_rate_ci_low"),
+        bounds.struct.field("high").alias("final_step_rate_ci_high"),
+        pl.when(pl.col("surfaced") > 0).then(pl.lit("korn-graubard")).alias("ci_method"),
+        pl.when(pl.col("surfaced") > 0).then(pl.lit("exact-binomial")).alias("test"),
         (pl.col("at_final_step") / pl.col("annotated")).alias("final_step_annotated_rate"),
     )
     if keys:
         result = result.sort(sort_keys(schema, keys), nulls_last=False)
     return result
+
+
+def _exact_bounds(counts: pl.Series, confidence: float) -> pl.Series:
+    """Clopper–Pearson bounds of at_final_step / surfaced (null where nothing surfaced).
+
+    Every failure is its own cluster (one root cause each), so the rates' interval policy
+    (:func:`stats.korn_graubard`, design effect 1) is exactly Clopper–Pearson.
+    """
+    x = counts.struct.field("at_final_step").cast(pl.Float64).to_numpy()
+    n = counts.struct.field("surfaced").cast(pl.Float64).to_numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = x / n
+        squares = x * (1.0 - p) ** 2 + (n - x) * p**2
+    low, high, _, _ = stats.korn_graubard(n, n, x, squares, confidence=confidence)
+    frame = pl.DataFrame({"low": low, "high": high}).fill_nan(None)
+    return frame.to_struct(counts.name)
 
 
 def leakage(states: object, *, split: str = "split") -> pl.LazyFrame:

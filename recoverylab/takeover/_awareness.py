@@ -18,6 +18,7 @@ from recoverylab.takeover._inputs import (
     sort_keys,
 )
 from recoverylab.takeover._stages import (
+    cluster_keys,
     plan_inputs,
     rate,
     scored_shard,
@@ -56,7 +57,8 @@ def awareness_split(
     common_sample, common_states
         As in :func:`summarize`.
     confidence
-        Level of the Wilson intervals of the per-agent rates (attempts as independent trials).
+        Level of the per-agent rates' intervals: Korn–Graubard over workflows
+        (:func:`recoverylab.stats.rate_cells`; attempts of one workflow are not independent).
     engine
         As in :func:`summarize`.
 
@@ -69,7 +71,8 @@ def awareness_split(
         and unaware attempts), ``aware_attempts``, ``aware_passed``, ``aware_pass_rate`` (+
         ``_ci_low``/``_ci_high``), ``unaware_attempts``, ``unaware_passed``, ``unaware_pass_rate``
         (+ CIs), ``difference`` (aware − unaware; on macro rows the mean of the per-agent
-        differences), ``interpretation``. Macro rows have null intervals.
+        differences), ``ci_method`` and ``test`` (``korn-graubard`` / ``exact-binomial`` on
+        agent rows), ``interpretation``. Macro rows have null intervals, methods and tests.
 
     Raises
     ------
@@ -116,13 +119,13 @@ def _awareness_partial(
     common_states: bool,
     common_sample: bool,
 ) -> dict[str, pl.LazyFrame]:
-    """Aware and unaware attempts and passes per ``by`` cell (additive over workflows)."""
+    """Aware and unaware attempts and passes per (workflow, ``by`` cell), the clusters."""
     frame, _ = scored_shard(
         frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
     )
     counts = (
         frame.filter(pl.col("excluded").is_null())
-        .group_by(list(by))
+        .group_by(cluster_keys(by))
         .agg(
             pl.col("n_aware").sum().alias("aware_attempts"),
             pl.col("aware_passed").sum().alias("aware_passed"),
@@ -138,19 +141,21 @@ def _awareness_finish(
 ) -> pl.DataFrame:
     keys = list(by)
     rest = [c for c in keys if c != "agent"]
+    # a workflow's partials may come from several shards only if the engine split it: add them
+    per_workflow = (
+        parts["counts"].group_by(cluster_keys(keys)).agg(pl.col(c).sum() for c in _AWARENESS_COUNTS)
+    )
     per_agent = (
-        parts["counts"]
-        .group_by(keys)
+        per_workflow.group_by(keys)
         .agg(pl.col(c).sum() for c in _AWARENESS_COUNTS)
         .with_columns(rate(f"{s}_passed", f"{s}_attempts").alias(f"{s}_pass_rate") for s in _SIDES)
         .with_columns((pl.col("aware_pass_rate") - pl.col("unaware_pass_rate")).alias("difference"))
     )
-    cis = {s: stats.wilson_exprs(f"{s}_passed", f"{s}_attempts", confidence) for s in _SIDES}
-    agent_rows = per_agent.with_columns(
+    agent_rows = per_agent.join(
+        _side_intervals(per_workflow, keys, confidence), on=keys, how="left", nulls_equal=True
+    ).with_columns(
         pl.lit("agent").alias("scope"),
         pl.lit(1, dtype=pl.Int64).alias("agents"),
-        *(ci.low.alias(f"{s}_pass_rate_ci_low") for s, ci in cis.items()),
-        *(ci.high.alias(f"{s}_pass_rate_ci_high") for s, ci in cis.items()),
     )
     both = per_agent.filter(pl.col("difference").is_not_null())
     macro_aggs = [
@@ -170,6 +175,8 @@ def _awareness_finish(
             for s in _SIDES
             for end in ("low", "high")
         ),
+        pl.lit(None, dtype=pl.String).alias("ci_method"),
+        pl.lit(None, dtype=pl.String).alias("test"),
     )
     order = [
         "scope",
@@ -187,6 +194,8 @@ def _awareness_finish(
             )
         ),
         "difference",
+        "ci_method",
+        "test",
     ]
     schema = agent_rows.collect_schema()
     return (
@@ -199,3 +208,29 @@ def _awareness_finish(
         .with_columns(pl.lit(INTERPRETATION).alias("interpretation"))
         .sort([*sort_keys(schema, rest), "scope", *sort_keys(schema, ["agent"])], nulls_last=True)
     )
+
+
+def _side_intervals(per_workflow: pl.DataFrame, keys: list[str], confidence: float) -> pl.DataFrame:
+    """Workflow-clustered intervals of the aware and unaware pass rates of every agent row.
+
+    :func:`stats.rate_cells` in its Korn–Graubard form (no resampling: the verb takes no
+    seed), one method for both sides of a row; a side without attempts has a null interval.
+    """
+    long = stats.rate_cells(
+        per_workflow,
+        cells=keys,
+        numerator=[f"{s}_passed" for s in _SIDES],
+        denominator=[f"{s}_attempts" for s in _SIDES],
+        names=list(_SIDES),
+        ci_method="korn-graubard",
+        confidence=confidence,
+    )
+    wide = long.group_by(keys).agg(pl.col("ci_method").first(), pl.col("test").first())
+    for side in _SIDES:
+        part = long.filter(pl.col("rate") == side).select(
+            *keys,
+            pl.col("ci_low").alias(f"{side}_pass_rate_ci_low"),
+            pl.col("ci_high").alias(f"{side}_pass_rate_ci_high"),
+        )
+        wide = wide.join(part, on=keys, how="left", nulls_equal=True)
+    return wide
