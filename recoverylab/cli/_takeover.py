@@ -161,7 +161,10 @@ def views(frames: dict[str, pl.DataFrame]) -> dict[str, pl.DataFrame]:
     summary = frames["summary"]
     keys = summary.columns[: summary.columns.index("k")]
     bounds = tuple(f"{name}_ci_{side}" for name in _FUNNEL for side in ("low", "high"))
-    funnel = summary.select(*keys, *(c for c in summary.columns if c in _FUNNEL or c in bounds))
+    notes = ("ci_method", "test")  # the words that explain the intervals go with them
+    funnel = summary.select(
+        *keys, *(c for c in summary.columns if c in _FUNNEL or c in bounds or c in notes)
+    )
     shown = dict(frames)
     return {
         "eligibility": shown.pop("eligibility"),
