@@ -792,6 +792,9 @@ def test_compare_columns_and_rows(router, test_set, frame_kind):
         "p_value",
         "ci_method",
         "sparse",
+        "test",
+        "ci_inverts_test",
+        "p_sign_flip",
     )
     assert table["policy"].to_list() == ["cir"] * 5 + ["never"] * 5
     assert table.filter(pl.col("condition").is_null())["n"].to_list() == [1200, 1200]

@@ -45,6 +45,8 @@ BREAK_EVEN_COLUMNS = (
     "break_even",
     "break_even_ci_low",
     "break_even_ci_high",
+    "break_even_ci_method",
+    "break_even_test",
 )
 _COUNTS = ("rescue", "unchanged", "harm", "kept")
 
@@ -95,8 +97,10 @@ def break_even(
         One row per cell: condition, delay, method, *by*, ``n``, then
         :data:`BREAK_EVEN_COLUMNS`: ``p_fail`` = (rescue + unchanged) / n,
         ``rescue_given_fail`` = r, ``harm_given_success`` = d, ``net_effect`` = p·r − (1 − p)·d,
-        ``break_even`` = d / (r + d) with its interval. Null where undefined (e.g. no
-        succeeding run: d has no denominator).
+        ``break_even`` = d / (r + d) with its interval, ``break_even_ci_method`` (the
+        bootstrap method) and ``break_even_test`` (null: no p-value is reported beside this
+        interval; prefixed so the columns can join a summary's). Null where undefined (e.g.
+        no succeeding run: d has no denominator).
 
     Examples
     --------
@@ -174,6 +178,8 @@ def _finish(parts: dict[str, pl.DataFrame], *, cells: list[str], **statistics: A
         pl.col("estimate").fill_nan(None).alias("break_even"),
         pl.col("ci_low").fill_nan(None).alias("break_even_ci_low"),
         pl.col("ci_high").fill_nan(None).alias("break_even_ci_high"),
+        pl.lit(str(statistics["ci_method"])).alias("break_even_ci_method"),
+        pl.lit(None, dtype=pl.String).alias("break_even_test"),
     )
     return joined.select(*cells, "n", *BREAK_EVEN_COLUMNS).sort(cells, nulls_last=False)
 

@@ -83,8 +83,10 @@ def contrast(
         labels), delay, method, *by*, ``n_tasks`` (tasks resampled: with a pair in either
         condition), ``n_a``, ``n_b`` (pairs), ``effect_a``, ``effect_b``, ``difference``,
         ``ci_low``, ``ci_high`` (of the difference), ``p_value``, ``ci_method``, ``sparse``
-        (fewer than 10 tasks with a nonzero difference or fewer than 20 tasks) and
-        ``p_adjusted`` (with ``adjust``).
+        (fewer than 10 tasks with a nonzero difference or fewer than 20 tasks), ``test``
+        (``"sign-flip"``: the test ``p_value`` is), ``ci_inverts_test`` (false: the bootstrap
+        interval is not that test's inversion and may disagree with it) and ``p_adjusted``
+        (with ``adjust``).
 
     Raises
     ------
@@ -261,6 +263,9 @@ def _contrast_finish(
             "p_value",
             "ci_method",
             pl.col("sparse").fill_null(True),
+            # the bootstrap inverts no test: the p-value is the sign-flip test's, named
+            pl.lit(stats.BOOTSTRAP_TEST).alias("test"),
+            pl.lit(False).alias("ci_inverts_test"),
         )
         .sort(cells, nulls_last=False)
     )

@@ -34,7 +34,7 @@ from recoverylab.paired._summary import (
 )
 from recoverylab.schema import SPECS, validate
 
-__all__ = ["DECISIONS", "RESULT_COLUMNS", "evaluate_policy"]
+__all__ = ["DECISIONS", "RATE_INTERVAL_COLUMNS", "RESULT_COLUMNS", "evaluate_policy"]
 
 #: Contract of a decision table (one row per episode; see :data:`recoverylab.schema.SPECS`).
 DECISIONS = SPECS["decisions"]
@@ -55,6 +55,9 @@ RESULT_COLUMNS = (
     "p_value",
     "ci_method",
     "sparse",
+    "test",
+    "ci_inverts_test",
+    "p_sign_flip",
 )
 
 
@@ -225,10 +228,13 @@ def evaluate_policy(
     recovery outcome at that delay (carried forward if the task had already ended: then the
     recovery never ran and is not an intervention), else the no-recovery outcome. "Never" is
     the shared ``none`` row's outcome (the chosen point's ``none`` row when there is no shared
-    one). The gain's p-value is the exact sign-flip test of the per-task summed differences
-    (policy - never), clustered by task (all episodes of a task together); its interval is the
-    one ``ci_method`` asks for, named per row in the ``ci_method`` column (by default one that
-    agrees with the test, computed without resampling).
+    one). The gain is tested on the per-task summed differences (policy - never), clustered by
+    task (all episodes of a task together); its interval is the one ``ci_method`` asks for,
+    named per row in the ``ci_method`` column (by default one that inverts an exact test,
+    computed without resampling), and ``p_value`` is the p-value of the test that interval
+    inverts (named in ``test``), so zero is outside exactly when ``p_value < 1 − confidence``;
+    the exact sign-flip test is ``p_sign_flip`` (see
+    :func:`recoverylab.stats.paired_effect_cells`).
 
     With ``reference`` decisions, the same comparison is made against the outcome under those
     decisions instead of never recovering: a paired margin between two policies.
@@ -263,8 +269,12 @@ def evaluate_policy(
         *by*, ``n`` (episodes), ``base_rate`` (never), ``policy_rate``, ``gain``, ``rescue``,
         ``harm``, ``interventions``, ``intervention_rate``, ``clean_touch_rate`` (interventions
         on clean episodes / clean episodes: on the clean row and the overall row; null where
-        there are no clean episodes), ``ci_low``, ``ci_high`` (of the gain), ``p_value``,
-        ``ci_method``, ``sparse`` and ``p_adjusted`` (with ``adjust``).
+        there are no clean episodes; the two rates' intervals, clustered by task, are the
+        last columns, :data:`RATE_INTERVAL_COLUMNS`: ``<rate>_ci_low``, ``<rate>_ci_high``,
+        ``<rate>_ci_method`` and ``<rate>_test`` as :func:`recoverylab.stats.rate_cells`
+        gives them), ``ci_low``, ``ci_high`` (of the gain), ``p_value``,
+        ``ci_method``, ``sparse``, ``test``, ``ci_inverts_test``, ``p_sign_flip`` (as
+        :func:`~recoverylab.paired.summarize`) and ``p_adjusted`` (with ``adjust``).
 
     Raises
     ------
@@ -413,7 +423,73 @@ def _policy_partial(
         ],
         how="vertical",
     )
-    return {"counts": counts_query, "types": types_query}
+    rate_types = [  # per task: the rates' events and denominators (their intervals' clusters)
+        pl.len().cast(pl.Int64).alias("n"),
+        pl.col("intervened").sum().cast(pl.Int64).alias("interventions"),
+        is_clean.sum().cast(pl.Int64).alias("clean"),
+        (is_clean & pl.col("intervened")).sum().cast(pl.Int64).alias("clean_touched"),
+    ]
+    rates_query = pl.concat(
+        [
+            episodes.group_by([*per_condition, "task_id"])
+            .agg(rate_types)
+            .group_by([*per_condition, *_RATE_PARTS])
+            .agg(type_count),
+            episodes.group_by([*by_keys, "task_id"])
+            .agg(rate_types)
+            .group_by([*by_keys, *_RATE_PARTS])
+            .agg(type_count)
+            .select(null_condition, *by_keys, *_RATE_PARTS, "count"),
+        ],
+        how="vertical",
+    )
+    return {"counts": counts_query, "types": types_query, "rates": rates_query}
+
+
+#: Per-task partials of the intervention and clean-touch rates (:func:`_rate_intervals`).
+_RATE_PARTS = ("n", "interventions", "clean", "clean_touched")
+
+#: Columns :func:`evaluate_policy` adds after :data:`RESULT_COLUMNS`: the two rates' intervals,
+#: each with the method it got and the test that interval inverts.
+RATE_INTERVAL_COLUMNS = tuple(
+    f"{rate}_{end}"
+    for rate in ("intervention_rate", "clean_touch_rate")
+    for end in ("ci_low", "ci_high", "ci_method", "test")
+)
+
+
+def _rate_intervals(
+    rates: pl.DataFrame, per_condition: list[str], statistics: dict[str, Any]
+) -> pl.DataFrame:
+    """Task-clustered intervals of the intervention and clean-touch rates of every row.
+
+    :func:`recoverylab.stats.rate_cells` over per-task types (the rates' one interval policy:
+    Korn–Graubard unless the bootstrap is accurate, or the bootstrap the gain's ``ci_method``
+    names); two-sided whatever the gain's ``alternative`` (a rate has no null to test). A row
+    without clean episodes has no clean-touch interval (null), like its rate.
+    """
+    method = statistics.get("ci_method", "auto")
+    types = rates.group_by([*per_condition, *_RATE_PARTS]).agg(pl.col("count").sum())
+    long = stats.rate_cells(
+        types,
+        cells=per_condition,
+        numerator=["interventions", "clean_touched"],
+        denominator=["n", "clean"],
+        names=["intervention_rate", "clean_touch_rate"],
+        count="count",
+        ci_method=method if method in stats.CI_METHODS else "auto",
+        confidence=statistics.get("confidence", 0.95),
+        n_resamples=statistics.get("n_resamples", 10_000),
+        seed=statistics.get("seed", 0),
+    )
+    wide = types.select(per_condition).unique()
+    for rate in ("intervention_rate", "clean_touch_rate"):
+        part = long.filter(pl.col("rate") == rate).select(
+            *per_condition,
+            *(pl.col(c).alias(f"{rate}_{c}") for c in ("ci_low", "ci_high", "ci_method", "test")),
+        )
+        wide = wide.join(part, on=per_condition, how="left", nulls_equal=True)
+    return wide
 
 
 def policy_finish(
@@ -444,7 +520,13 @@ def policy_finish(
             (pl.col("interventions") / n).alias("intervention_rate"),
             clean_touch.alias("clean_touch_rate"),
         )
-        .select(*per_condition, *RESULT_COLUMNS)
+        .join(
+            _rate_intervals(parts["rates"], per_condition, statistics),
+            on=per_condition,
+            how="left",
+            nulls_equal=True,
+        )
+        .select(*per_condition, *RESULT_COLUMNS, *RATE_INTERVAL_COLUMNS)
         .sort(
             [*by_keys, pl.col("condition").is_null(), "condition"],
             nulls_last=True,

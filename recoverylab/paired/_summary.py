@@ -62,6 +62,9 @@ _RESULT_COLUMNS = (
     "p_adjusted",
     "unpaired",
     "prefix_mismatch",
+    "test",
+    "ci_inverts_test",
+    "p_sign_flip",
 )
 
 
@@ -404,12 +407,15 @@ def summarize(
 
     Every paired recovery branch (see :func:`~recoverylab.paired.pairs`, carry-forward included)
     falls in one cell; the cell's ``effect = (rescue - harm) / n`` is the paired success
-    difference of recovery over no recovery. The p-value is the sign-flip test of the per-task
-    summed differences (exact; two-sided unless ``alternative`` says otherwise). The interval is
-    computed over the cell's distinct per-task (difference, pairs) types, at a cost that does not
-    grow with the number of tasks, and the ``ci_method`` column names what each cell got: by
-    default an interval that agrees with the test and draws no resamples, on request a
-    task-level cluster bootstrap (tasks resampled, never single branches). Each cell has its own
+    difference of recovery over no recovery. The interval is computed over the cell's distinct
+    per-task (difference, pairs) types, at a cost that does not grow with the number of tasks,
+    and the ``ci_method`` column names what each cell got: by default an interval that inverts
+    an exact test and draws no resamples (two-sided unless ``alternative`` says otherwise), on
+    request a
+    task-level cluster bootstrap (tasks resampled, never single branches). ``p_value`` is the
+    p-value of the test the interval inverts (named in ``test``), so zero lies outside the
+    interval exactly when ``p_value < 1 − confidence``; the sign-flip test has its own column
+    ``p_sign_flip``. No bound is moved to agree with a p-value. Each cell has its own
     random stream (seed + cell key), so a cell's CI does not depend on which other cells exist.
 
     The aggregation runs lazily on polars' streaming engine; only the type table (a few rows per
@@ -471,7 +477,10 @@ def summarize(
         ``ci_high`` (of the effect), ``p_value``, ``ci_method`` (what produced the interval),
         ``sparse`` (fewer than 10 tasks with a nonzero difference or fewer than 20 tasks: read
         the interval with care), ``p_adjusted`` (with ``adjust``), and the excluded recovery
-        rows ``unpaired`` and ``prefix_mismatch``. A cell whose rows were all excluded has
+        rows ``unpaired`` and ``prefix_mismatch``; then ``test`` (whose p-value ``p_value``
+        is: ``fay-lumbard``, ``cluster-melded`` or ``sign-flip``), ``ci_inverts_test`` (the
+        interval is that test's inversion; false for the bootstrap) and ``p_sign_flip`` (the
+        exact sign-flip test of the task differences). A cell whose rows were all excluded has
         ``n = 0`` and null rates. Rates are fractions.
 
     Raises

@@ -180,8 +180,9 @@ def compare(
         (``"polars"``, a SparkSession or an engine of :mod:`recoverylab.engines`).
     alternative
         ``"two-sided"`` (default), ``"greater"`` (the policy is better) or ``"less"``: p-values
-        and intervals are one-sided to match (the default interval agrees with the sign-flip
-        p-value; see :func:`recoverylab.stats.paired_effect_cells`).
+        and intervals are one-sided to match (``p_value`` is the p-value of the test each
+        row's interval inverts, named in ``test``; see
+        :func:`recoverylab.stats.paired_effect_cells`).
     adjust
         ``None``, ``"holm"`` or ``"bh"``: add ``p_adjusted`` over all rows of the result.
 
@@ -191,7 +192,9 @@ def compare(
         Columns :data:`COLUMNS`. Per policy, one row per condition and one overall row (null
         ``condition``) from :func:`recoverylab.paired.evaluate_policy`, with ``reference =
         "never"``: ``base_rate`` (never recovering), ``policy_rate``, ``gain`` with ``ci_low``,
-        ``ci_high`` and sign-flip ``p_value``, ``rescue``, ``harm``, ``interventions``,
+        ``ci_high`` and ``p_value`` (of the test named in ``test``, which the interval inverts
+        where ``ci_inverts_test``; the sign-flip test in ``p_sign_flip``), ``ci_method``,
+        ``rescue``, ``harm``, ``interventions``,
         ``intervention_rate``, ``clean_touch_rate``. Per margin, the same rows with ``reference``
         the other policy: ``base_rate`` and ``policy_rate`` are the two policies' success rates,
         ``gain`` their paired difference (policy - reference) with its CI and p-value,
@@ -254,6 +257,8 @@ def compare(
         **dict.fromkeys(("n", "rescue", "harm", "interventions"), pl.Int64),
         "ci_method": pl.String,
         "sparse": pl.Boolean,
+        "test": pl.String,
+        "ci_inverts_test": pl.Boolean,
     }
     result = pl.concat(rows, how="diagonal_relaxed")
     result = result.select(

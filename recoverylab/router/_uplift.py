@@ -51,6 +51,8 @@ CURVE_COLUMNS = (
     "qini",
     "qini_ci_low",
     "qini_ci_high",
+    "ci_method",
+    "test",
 )
 #: Columns of :attr:`Uplift.metrics`.
 METRIC_COLUMNS = (
@@ -62,7 +64,12 @@ METRIC_COLUMNS = (
     "ci_high",
     "points",
     "tasks",
+    "ci_method",
+    "test",
 )
+#: The ``ci_method`` of every uplift interval (task-clustered percentile bootstrap); ``test``
+#: is null: no p-value is reported beside these intervals, so they invert none.
+_UPLIFT_CI_METHOD = "percentile"
 _DEFAULT_Q = tuple(round(0.05 * i, 2) for i in range(1, 21))
 #: Upper bound on resamples × points held in memory at once.
 _MAX_BATCH_ELEMENTS = 2_000_000
@@ -71,6 +78,9 @@ _MAX_BATCH_ELEMENTS = 2_000_000
 @dataclass(frozen=True)
 class Uplift(stats.ResultHtml):
     """TOC/Qini curves and RATE metrics of several scores on the same decision points.
+
+    Every interval is a task-clustered percentile bootstrap (``ci_method`` ``"percentile"``);
+    no p-value is reported beside it, so ``test`` is null.
 
     Attributes
     ----------
@@ -491,8 +501,10 @@ def _curve_frame(results: dict, grid: np.ndarray, confidence: float) -> pl.DataF
         for j, level in enumerate(grid):
             toc = _interval(res["toc"][:, j], confidence)
             qini = _interval(level * res["toc"][:, j], confidence)
-            rows.append((name, float(level), *toc, *qini))
-    return pl.DataFrame(rows, schema=list(CURVE_COLUMNS), orient="row")
+            rows.append((name, float(level), *toc, *qini, _UPLIFT_CI_METHOD, None))
+    types = (pl.String,) + (pl.Float64,) * 7 + (pl.String,) * 2
+    schema = dict(zip(CURVE_COLUMNS, types, strict=True))
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def _metric_frame(results: dict, confidence: float, points: int, tasks: int) -> pl.DataFrame:
@@ -501,12 +513,16 @@ def _metric_frame(results: dict, confidence: float, points: int, tasks: int) -> 
         top = res["toc"][:, -1] + res["ate"]  # uplift@k: TOC at the share `at`, plus the ATE
         for metric in ("autoc", "qini", "uplift_at_k", "ate"):
             values = top if metric == "uplift_at_k" else res[metric]
-            rows.append((name, None, metric, *_interval(values, confidence), points, tasks))
+            interval = _interval(values, confidence)
+            rows.append((name, None, metric, *interval, points, tasks, _UPLIFT_CI_METHOD, None))
     names = list(results)
     for other in names[1:]:
         for metric in ("autoc", "qini"):
             diff = results[names[0]][metric] - results[other][metric]
-            rows.append((names[0], other, metric, *_interval(diff, confidence), points, tasks))
-    types = (pl.String,) * 3 + (pl.Float64,) * 3 + (pl.Int64,) * 2
+            interval = _interval(diff, confidence)
+            rows.append(
+                (names[0], other, metric, *interval, points, tasks, _UPLIFT_CI_METHOD, None)
+            )
+    types = (pl.String,) * 3 + (pl.Float64,) * 3 + (pl.Int64,) * 2 + (pl.String,) * 2
     schema = dict(zip(METRIC_COLUMNS, types, strict=True))
     return pl.DataFrame(rows, schema=schema, orient="row")

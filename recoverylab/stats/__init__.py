@@ -79,6 +79,7 @@ from recoverylab.stats._meld import _meld_cdf as _meld_cdf
 from recoverylab.stats._meld import _meld_quantile as _meld_quantile
 from recoverylab.stats._meld import _meld_setup as _meld_setup
 from recoverylab.stats._multiplicity import adjust_p_values
+from recoverylab.stats._paired_effect import BOOTSTRAP_TEST as BOOTSTRAP_TEST
 from recoverylab.stats._paired_effect import SPARSE_CLUSTERS as SPARSE_CLUSTERS
 from recoverylab.stats._paired_effect import SPARSE_NONZERO_CLUSTERS as SPARSE_NONZERO_CLUSTERS
 from recoverylab.stats._paired_effect import (
