@@ -37,9 +37,13 @@ and know no protocol.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from recoverylab.adapters._detect import inspect_log_hint, looks_like_inspect_log
-from recoverylab.adapters._identity import keep_raw_ids
 from recoverylab.adapters._report import Imported, ReadReport, Superseded
+
+if TYPE_CHECKING:  # loads polars: imported on first use (see __getattr__), so commands start fast
+    from recoverylab.adapters._identity import keep_raw_ids
 
 __all__ = [
     "Imported",
@@ -49,3 +53,12 @@ __all__ = [
     "keep_raw_ids",
     "looks_like_inspect_log",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "keep_raw_ids":
+        from recoverylab.adapters._identity import keep_raw_ids
+
+        globals()[name] = keep_raw_ids  # later lookups are plain attribute reads
+        return keep_raw_ids
+    raise AttributeError(f"module 'recoverylab.adapters' has no attribute {name!r}")

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
 
 from recoverylab._errors import InputError
+from recoverylab.adapters._report import Identity
 
 if TYPE_CHECKING:
     from recoverylab.adapters._report import Imported
@@ -44,7 +44,6 @@ __all__ = [
     "RAW",
     "SCOPE",
     "SEPARATOR",
-    "Identity",
     "identity_of",
     "keep_raw_ids",
     "qualify",
@@ -57,44 +56,7 @@ RAW = "raw_task_id"
 SCOPE = "task_scope"
 #: Between the scope and the raw id in a qualified id.
 SEPARATOR = "/"
-_NONE = "(no scope)"
-
-
-@dataclass(frozen=True)
-class Identity:
-    """How one import made its task ids: the scope field, the scopes seen, the shared ids.
-
-    ``shared`` counts raw ids seen under more than one scope; ``example`` is one of them with
-    its scopes (for the read report).
-    """
-
-    scoped_by: str
-    scopes: tuple[str, ...] = ()
-    shared: int = 0
-    example: tuple[str, tuple[str, ...]] | None = None
-    raw: bool = False
-
-    def describe(self) -> str:
-        """One line for the read report: the rule and what it did."""
-        if not self.scopes:
-            return f"task ids: as written (no {self.scoped_by} recorded)"
-        noun = self.scoped_by if len(self.scopes) == 1 else _plural(self.scoped_by)
-        shown = ", ".join(self.scopes[:5]) + (", ..." if len(self.scopes) > 5 else "")
-        if self.raw:
-            return f"task ids: as written (--raw-ids; {len(self.scopes)} {noun}: {shown})"
-        head = f"task ids: {self.scoped_by}/id, raw id in `{RAW}` "
-        head += f"({len(self.scopes)} {noun}: {shown}"
-        if self.example is not None:
-            raw, scopes = self.example
-            head += (
-                f"; {self.shared:,} id{'s' if self.shared != 1 else ''} occur under several, "
-                f"e.g. `{raw}` in {', '.join(scopes)}"
-            )
-        return head + ")"
-
-
-def _plural(word: str) -> str:
-    return word + ("es" if word.endswith("s") else "s")
+_NONE = "(no scope)"  # a null scope, in messages
 
 
 def qualify(frame: pl.DataFrame, scoped_by: str, what: str) -> tuple[pl.DataFrame, Identity]:

@@ -30,9 +30,7 @@ from typing import TYPE_CHECKING, Any, overload
 if TYPE_CHECKING:
     import polars as pl
 
-    from recoverylab.adapters._identity import Identity
-
-__all__ = ["Imported", "ReadReport", "Superseded", "exclusion_counts"]
+__all__ = ["Identity", "Imported", "ReadReport", "Superseded", "exclusion_counts"]
 
 #: Superseded logs listed one per line on stderr; the rest are counted (the JSON lists all).
 SHOWN_SUPERSEDED = 10
@@ -45,6 +43,43 @@ class Superseded:
     log: str
     by: str
     reason: str = "retry"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """How one import made its task ids: the scope field, the scopes seen, the shared ids.
+
+    ``shared`` counts raw ids seen under more than one scope; ``example`` is one of them with
+    its scopes (for the read report).
+    """
+
+    scoped_by: str
+    scopes: tuple[str, ...] = ()
+    shared: int = 0
+    example: tuple[str, tuple[str, ...]] | None = None
+    raw: bool = False
+
+    def describe(self) -> str:
+        """Return one line for the read report: the rule and what it did."""
+        if not self.scopes:
+            return f"task ids: as written (no {self.scoped_by} recorded)"
+        noun = self.scoped_by if len(self.scopes) == 1 else _plural(self.scoped_by)
+        shown = ", ".join(self.scopes[:5]) + (", ..." if len(self.scopes) > 5 else "")
+        if self.raw:
+            return f"task ids: as written (--raw-ids; {len(self.scopes)} {noun}: {shown})"
+        head = f"task ids: {self.scoped_by}/id, raw id in `raw_task_id` "
+        head += f"({len(self.scopes)} {noun}: {shown}"
+        if self.example is not None:
+            raw, scopes = self.example
+            head += (
+                f"; {self.shared:,} id{'s' if self.shared != 1 else ''} occur under several, "
+                f"e.g. `{raw}` in {', '.join(scopes)}"
+            )
+        return head + ")"
+
+
+def _plural(word: str) -> str:
+    return word + ("es" if word.endswith("s") else "s")
 
 
 @dataclass(frozen=True)
@@ -70,9 +105,9 @@ class ReadReport:
     hint
         What to do next with the tables, if anything (e.g. ``pair by epoch``).
     identity
-        How the task ids were made (:class:`~recoverylab.adapters._identity.Identity`: the
-        field that scopes them, the scopes seen, raw ids shared by several); None when the
-        format has no scope. Set with :meth:`with_identity`.
+        How the task ids were made (:class:`Identity`: the field that scopes them, the scopes
+        seen, raw ids shared by several; the rule is :mod:`recoverylab.adapters._identity`);
+        None when the format has no scope. Set with :meth:`with_identity`.
     """
 
     format: str
