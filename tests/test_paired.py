@@ -1023,7 +1023,21 @@ def test_evaluate_policy_hand_table(frame_kind: Callable) -> None:
         "test",
         "ci_inverts_test",
         "p_sign_flip",
+        *(
+            f"{rate}_{end}"
+            for rate in ("intervention_rate", "clean_touch_rate")
+            for end in ("ci_low", "ci_high", "ci_method", "test")
+        ),
     ]
+    # the rates' task-clustered intervals hold their rates; no clean episode, no interval
+    for rate in ("intervention_rate", "clean_touch_rate"):
+        for row in got.iter_rows(named=True):
+            if row[rate] is None:
+                assert (row[f"{rate}_ci_low"], row[f"{rate}_ci_method"]) == (None, None)
+            else:
+                assert row[f"{rate}_ci_low"] <= row[rate] <= row[f"{rate}_ci_high"]
+                assert row[f"{rate}_ci_high"] > row[f"{rate}_ci_low"]
+                assert row[f"{rate}_test"] == "exact-binomial"
     rows = got.select(
         "condition",
         "n",
