@@ -70,11 +70,13 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_demo_writes_the_report(demo_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page = (demo_dir / "report.html").read_text(encoding="utf-8")
-    assert re.findall(r'<section class="section" id="([^"]+)">', page) == SECTIONS
+    # the headline (no chart, no table: a list of findings) opens the report
+    assert re.findall(r'<section class="section" id="([^"]+)">', page) == ["summary", *SECTIONS]
     assert page.count('<div class="chart" id="chart-') == len(SECTIONS)
     assert page.count('<table class="result">') == len(SECTIONS)
-    assert page.count('<p class="reading">') == len(SECTIONS)
-    assert page.count('<dl class="provenance">') == len(SECTIONS)
+    assert page.count('<ul class="headline">') == 1
+    assert page.count('<p class="reading">') == len(SECTIONS) + 1
+    assert page.count('<dl class="provenance">') == len(SECTIONS) + 1
     assert "<code>states</code>: data_samples/takeover/states.parquet (" in page
     assert "<dd>state_replay_mismatch: 12, state_missing_expected: 11," in page
     assert "<dd>2,000 resamples, 95% intervals</dd>" in page

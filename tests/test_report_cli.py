@@ -25,6 +25,7 @@ GOAL = SAMPLES / "goal" / "synthetic"
 TAKEOVER = SAMPLES / "takeover"
 GOAL_ARGS = [arg for name in _report._GOAL_TABLES for arg in (f"--{name}", GOAL / name)]
 EVERY_SECTION = [
+    "summary",
     "paired-rescue-harm",
     "paired-effect",
     "paired-contrast",
@@ -95,7 +96,7 @@ def test_report_of_every_protocol(cli: Callable, rule: Path, tmp_path: Path) -> 
     assert f"wrote {out} ({len(EVERY_SECTION)} sections)" in result.err
     page = out.read_text(encoding="utf-8")
     assert section_ids(page) == EVERY_SECTION
-    assert page.count('<div class="chart" id="chart-') == len(EVERY_SECTION)
+    assert page.count('<div class="chart" id="chart-') == len(EVERY_SECTION) - 1  # no summary
     assert page.count('<details class="provenance-block" open>') == len(EVERY_SECTION)
     assert "<title>Runs of week 12</title>" in page
     # Provenance: inputs relative to the checkout with row counts, settings, exclusions.

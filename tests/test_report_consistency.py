@@ -12,6 +12,7 @@ found in the parquet by its key cells. ``—`` must stand exactly for a null.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from recoverylab._display import ALL, MISSING, p_str
+from recoverylab._display import ALL, MISSING, is_rate, p_str
 from recoverylab.cli import main
 
 pytest.importorskip("altair")
@@ -77,11 +78,16 @@ class Table:
 
 
 class Tables(HTMLParser):
-    """Every ``table.result`` of a page, by section, with each cell's ``data-column`` values."""
+    """Every ``table.result`` of a page, by section, with each cell's ``data-column`` values.
+
+    Values outside tables that name their source (``data-source``: the headline's numbers) are
+    collected in ``sourced`` with the section whose result they come from.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.tables: list[Table] = []
+        self.sourced: list[tuple[str, Value]] = []
         self.headings: list[str] = []
         self._section = ""
         self._stack: list[tuple[str, Value | None]] = []
@@ -105,7 +111,16 @@ class Tables(HTMLParser):
         if tag == "td" and "rate" in classes:
             self._in_rate += 1
         value = None
-        if "data-column" in attributes and self.tables:
+        if "data-source" in attributes:
+            rows = {
+                name.removeprefix("data-row-"): v
+                for name, v in attributes.items()
+                if name.startswith("data-row-")
+            }
+            value = Value(attributes["data-column"], rate=is_rate(attributes["data-column"]))
+            value.row = rows
+            self.sourced.append((attributes["data-source"], value))
+        elif "data-column" in attributes and self.tables:
             rows = {
                 name.removeprefix("data-row-"): v
                 for name, v in attributes.items()
@@ -248,6 +263,46 @@ def test_every_number_of_the_demo_report_is_the_written_one(demo: tuple[Path, Ta
     assert problems == []
 
 
+def test_every_number_of_the_headline_is_the_written_one(demo: tuple[Path, Tables]) -> None:
+    out, page = demo
+    assert {source for source, _ in page.sourced} == {
+        "paired-effect",
+        "paired-policy",
+        "router-policies",
+    }
+    problems = []
+    for source, value in page.sourced:
+        written = key_matches(written_by(out, DEMO_SOURCES[source]), value.row)
+        if written.height != 1:
+            problems.append(f"{source} {value.row}: {written.height} rows")
+            continue
+        wrong = agrees(value, written[value.column].item())
+        if wrong:
+            problems.append(f"{source} {value.row} {value.column}: {wrong}")
+    assert problems == []
+    assert len(page.sourced) > 40
+
+
+def test_the_headline_names_the_routers_harm_on_clean_runs(demo: tuple[Path, Tables]) -> None:
+    out, _ = demo
+    page = (out / "report.html").read_text(encoding="utf-8")
+    summary = page.split('<ul class="headline">', 1)[1].split("</ul>", 1)[0]
+    text = re.sub(r"<[^>]+>", "", summary)
+    written = pl.read_parquet(out / "router_evaluation.parquet").filter(
+        (pl.col("policy") == "router") & (pl.col("reference") == "never")
+    )
+    clean = written.filter(pl.col("condition") == "clean").row(0, named=True)
+    overall = written.filter(pl.col("condition").is_null()).row(0, named=True)
+    assert clean["gain"] < 0 and clean["p_value"] < 0.05  # the demo's router harms clean runs
+    expected = (
+        f"it harms clean runs ({clean['gain'] * 100:.1f} pp, p = {p_str(clean['p_value'])}) "
+        f"while touching {overall['clean_touch_rate'] * 100:.1f} % of the {clean['n']} clean "
+        "episodes"
+    )
+    assert expected in text
+    assert text.index("Helped most:") < text.index("router:")
+
+
 def test_the_policy_all_rows_show_the_written_clean_touch_rate(
     demo: tuple[Path, Tables],
 ) -> None:
@@ -323,3 +378,10 @@ def test_every_number_of_a_synthetic_report_is_the_written_one(tmp_path: Path) -
     problems = [problem for table in checked for problem in check_table(table, written)]
     assert problems == []
     assert sum(len(t.rows) for t in checked) == 2 * written.height
+    # the headline opens the page, each of its numbers the written one
+    assert page.headings[1:3] == ["Summary", "What helped, what harmed, and the verdict"]
+    assert page.sourced
+    for source, value in page.sourced:
+        assert source == "paired-effect"
+        row = key_matches(written, value.row)
+        assert agrees(value, row[value.column].item()) is None, (value, row)

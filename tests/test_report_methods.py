@@ -9,6 +9,8 @@ mixed, resamples counted only when an interval resampled (0 otherwise), the test
 from __future__ import annotations
 
 import functools
+import html
+import re
 from pathlib import Path
 
 import polars as pl
@@ -69,8 +71,10 @@ def check_words(section: report.Section, frame: pl.DataFrame, *, reading: bool =
     methods = computed(frame)
     html = section.body_html("")
     provenance = section.provenance.to_html()
+    intervals = re.search(r"<dt>intervals</dt><dd>(.*?)</dd>", provenance)
+    assert intervals is not None, provenance
     for name, (phrase, _) in NAMES.items():
-        assert (phrase in provenance) == (name in methods), (name, provenance)
+        assert (phrase in intervals.group(1)) == (name in methods), (name, provenance)
         assert phrase not in section.reading or reading
     assert "sign-flip test of the per-task" in provenance
     resampled = any(NAMES[m][1] for m in methods)
@@ -101,7 +105,9 @@ def check_words(section: report.Section, frame: pl.DataFrame, *, reading: bool =
         assert "differs by cell" not in section.reading
         assert f"{frame.height} cells" in provenance
     agree = [not NAMES[m][1] for m in methods]
-    assert ("exactly when the sign-flip test rejects" in section.reading) == all(agree)
+    # the p-value beside each interval is that of the test it inverts (the `test` column)
+    agreement = "exactly when its p-value is below 1 − confidence"
+    assert (agreement in section.reading) == all(agree)
     assert html.count(section.reading.split(".")[0].replace("'", "&#x27;")) == 1
 
 
@@ -156,7 +162,7 @@ def test_contrast_section_names_its_bootstrap(requested: str) -> None:
     assert ("percentile bootstrap" in section.reading) == (expected == "percentile")
     assert "each resample of tasks serving both effects" in section.reading
     assert "<dd>200 resamples, 90% intervals</dd>" in section.provenance.to_html()
-    assert "differences of effects" in section.provenance.to_html()
+    assert "sign-flip test of the per-cluster summed differences" in section.provenance.to_html()
 
 
 def test_the_rendered_report_says_what_each_section_computed() -> None:
@@ -229,12 +235,18 @@ def test_a_method_the_report_has_no_words_for_is_named_as_the_column_names_it() 
 
 
 def test_the_test_column_names_what_each_interval_inverts() -> None:
-    frame = summary("auto").with_columns(pl.lit("sign-flip").alias("test"))
-    block = report.effect_section(frame, PROVENANCE).provenance.to_html()
+    frame = summary("auto").with_columns(pl.lit("fay-lumbard").alias("test"))
+    frame = frame.with_columns(pl.col("p_value").alias("p_sign_flip"))
+    section = report.effect_section(frame, PROVENANCE)
+    block = section.provenance.to_html()
     assert (
-        "<dt>test each interval inverts</dt><dd>the sign-flip test of the per-task summed "
-        f"differences: {frame.height} cells</dd>"
-    ) in block
+        "<dt>p-values</dt><dd>the Fay–Lumbard meld's own test at zero "
+        f"(the exact McNemar p-value): {frame.height} cells</dd>"
+    ) in html.unescape(block)
+    assert "<dt>p (sign-flip)</dt><dd>sign-flip test of the per-task summed differences" in block
+    assert "it excludes zero exactly when its p-value is below 1 − confidence" in section.reading
+    headers = re.findall(r"<th\b[^>]*>(.*?)</th>", section.table)
+    assert headers[-2:] == ["p (the interval&#x27;s test)", "p (sign-flip)"]
 
 
 def test_provenance_of_intervals_that_drew_nothing() -> None:

@@ -168,16 +168,17 @@ def run(args: argparse.Namespace) -> None:
         raise ParameterError(f"`--out` is `{args.out}`; the report is an .html file.")
     stats = {"seed": args.seed, "n_resamples": args.resamples, "confidence": args.confidence}
     sections: list[Section] = []
+    found: dict[str, Any] = {}  # the results the headline reads
     if args.forks is not None:
-        sections += _paired(args, stats, progress)
+        sections += _paired(args, stats, progress, found)
     elif any(getattr(args, n) for n in ("contrast", "overlap", "overlap_forks")):
         raise ParameterError("`--contrast` and `--overlap` need `--forks`.")
     if args.policy is not None:
-        sections = [_gate(args, progress), *sections]  # the verdicts come first
+        sections = [_gate(args, progress, found), *sections]  # the verdicts come first
     if args.decisions is not None:
-        sections += _policy(args, stats, progress)
+        sections += _policy(args, stats, progress, found)
     if args.rule is not None or args.decision_points is not None:
-        sections += _router(args, stats, progress)
+        sections += _router(args, stats, progress, found)
     if _require_together(args, ("cases", "resources", "episodes"), "the goal report"):
         sections += _goal(args, stats, progress)
     if _require_together(args, _TAKEOVER_TABLES, "the takeover report"):
@@ -187,9 +188,23 @@ def run(args: argparse.Namespace) -> None:
             "give the inputs of at least one protocol: --forks, --decisions, --rule with "
             "--decision-points, --cases/--resources/--episodes, or --states/--attempts."
         )
+    sections = [*_headline(found, args.confidence), *sections]
     progress(f"writing {len(sections)} sections to {args.out}")
     report.write_report(args.out, sections, title=args.title)
     announce_written(f"wrote {args.out} ({len(sections)} sections)")
+
+
+def _headline(found: dict[str, Any], confidence: float) -> list[Section]:
+    """Return the headline section when a result it reads was computed (none for goal, takeover)."""
+    from recoverylab import report
+
+    if not found:
+        return []
+    provenance = report.Provenance(
+        confidence=confidence,
+        settings=(("read from", "the results of the sections below, as their tables show them"),),
+    )
+    return [report.headline_section(**found, confidence=confidence, provenance=provenance)]
 
 
 def _check_extra() -> None:
@@ -198,7 +213,9 @@ def _check_extra() -> None:
     report.check_extra()
 
 
-def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+def _paired(
+    args: argparse.Namespace, stats: dict[str, Any], progress: Progress, found: dict[str, Any]
+) -> list[Section]:
     from recoverylab import paired, report
 
     forks = read(args.forks)
@@ -207,6 +224,7 @@ def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
     provenance = _provenance([("forks", args.forks)], **stats, settings=cohort)
     progress("paired: rescue and harm per cell")
     summary = paired.summarize(forks, **keys, **stats)
+    found["effects"] = summary
     sections = [
         report.rescue_harm_section(summary, provenance),
         report.effect_section(summary, provenance),
@@ -234,7 +252,7 @@ def _paired(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
     return sections
 
 
-def _gate(args: argparse.Namespace, progress: Progress) -> Section:
+def _gate(args: argparse.Namespace, progress: Progress, found: dict[str, Any]) -> Section:
     """Return the release gate's verdicts on ``--forks`` (and ``--decisions``) as a section."""
     from recoverylab import paired, report
 
@@ -244,6 +262,7 @@ def _gate(args: argparse.Namespace, progress: Progress) -> Section:
     progress(f"gate: {len(policy.claims)} claims of {args.policy}")
     decisions = read(args.decisions) if args.decisions else None
     result = paired.gate(read(args.forks), policy, decisions=decisions)
+    found["gate"] = result
     inputs = [("forks", args.forks), *([("decisions", args.decisions)] if args.decisions else [])]
     settings = [("policy", _shown([args.policy])), ("adjust", policy.adjust)]
     return report.gate_section(result, _provenance(inputs, settings=settings))
@@ -257,7 +276,9 @@ def _has_rows(frame: pl.DataFrame, what: str, progress: Progress) -> bool:
     return False
 
 
-def _policy(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+def _policy(
+    args: argparse.Namespace, stats: dict[str, Any], progress: Progress, found: dict[str, Any]
+) -> list[Section]:
     from recoverylab import paired, report
 
     source = args.policy_forks or args.forks
@@ -268,10 +289,13 @@ def _policy(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         read(args.decisions), read(source), pair_by=args.pair_by, **stats
     )
     provenance = _provenance([("decisions", args.decisions), ("forks", source)], **stats)
+    found["policy"] = evaluation
     return [report.policy_section(evaluation, provenance)]
 
 
-def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+def _router(
+    args: argparse.Namespace, stats: dict[str, Any], progress: Progress, found: dict[str, Any]
+) -> list[Section]:
     from recoverylab import report
     from recoverylab.cli._router import _load_named, evaluate_uplift
     from recoverylab.router import Never, compare
@@ -289,6 +313,7 @@ def _router(args: argparse.Namespace, stats: dict[str, Any], progress: Progress)
         evaluation = compare(named, read(args.decision_points), read(source), **stats)
     for warning in caught:
         print(f"recoverylab report: warning: {warning.message}", file=sys.stderr)
+    found["router"] = evaluation
     provenance = _provenance(
         [("decision_points", args.decision_points), ("forks", source)],
         **stats,
@@ -391,16 +416,20 @@ class _Demo:
 def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Section]:
     """Report sections of the results the demos wrote into ``out_dir`` (missing ones skipped)."""
     demo = _Demo(out_dir)
-    return [
-        *_demo_paired(demo, progress),
-        *_demo_overlap_and_policy(demo),
-        *_demo_router(demo, progress),
+    found: dict[str, Any] = {}  # the results the headline reads
+    sections = [
+        *_demo_paired(demo, progress, found),
+        *_demo_overlap_and_policy(demo, found),
+        *_demo_router(demo, progress, found),
         *_demo_goal(demo, progress),
         *_demo_takeover(demo, progress),
     ]
+    return [*_headline(found, DEMO_SETTINGS["paired"]["confidence"]), *sections]
 
 
-def _demo_paired(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+def _demo_paired(
+    demo: _Demo, progress: Callable[[str], None], found: dict[str, Any]
+) -> list[Section]:
     """Rescue/harm, effect and contrast sections of both cohorts of the main forks."""
     from recoverylab import report
 
@@ -424,6 +453,7 @@ def _demo_paired(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
         )
 
     summary = both_cohorts("summary", "n")
+    found["effects"] = summary
     sections = [
         report.rescue_harm_section(summary, provenance),
         report.effect_section(summary, provenance),
@@ -434,7 +464,7 @@ def _demo_paired(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
     return sections
 
 
-def _demo_overlap_and_policy(demo: _Demo) -> list[Section]:
+def _demo_overlap_and_policy(demo: _Demo, found: dict[str, Any]) -> list[Section]:
     """Build the mechanism overlap (with its exclusions) and the policy sections."""
     from recoverylab import report
 
@@ -456,11 +486,14 @@ def _demo_overlap_and_policy(demo: _Demo) -> list[Section]:
             **DEMO_SETTINGS["paired"],
         )
         policy = demo.load("paired/policy_summary.parquet")
+        found["policy"] = policy
         sections.append(report.policy_section(policy, provenance))
     return sections
 
 
-def _demo_router(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+def _demo_router(
+    demo: _Demo, progress: Callable[[str], None], found: dict[str, Any]
+) -> list[Section]:
     """Build the router evaluation and, when written, its uplift (TOC) section."""
     from recoverylab import report
     from recoverylab.cli._router import DEMO_FILES, UPLIFT_DEMO_RESAMPLES
@@ -481,6 +514,7 @@ def _demo_router(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
         ],
     )
     evaluation = demo.load(DEMO_FILES["evaluation"])
+    found["router"] = evaluation
     sections = [report.router_policies_section(evaluation, provenance)]
     if demo.have(DEMO_FILES["toc"], DEMO_FILES["uplift"]):
         uplift_provenance = replace(provenance, n_resamples=UPLIFT_DEMO_RESAMPLES)

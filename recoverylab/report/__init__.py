@@ -33,7 +33,8 @@ Charts
 Report
 ------
 :class:`Section` (table, chart, two sentences on how to read them, :class:`Provenance`), built by
-the ``*_section`` functions; :func:`render_html` / :func:`write_report` assemble sections into one
+the ``*_section`` functions (:func:`headline_section`: the findings that open the report, read
+from the same results); :func:`render_html` / :func:`write_report` assemble sections into one
 HTML file that opens with no network. :func:`table_html` renders a result frame with rates in
 percentage points and ``n`` beside every rate; :func:`result_html` renders a non-frame result.
 
@@ -49,6 +50,7 @@ Examples
 from recoverylab.report._deps import EXTRA, chart_renderer, check_extra
 from recoverylab.report._gate import gate_section
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
+from recoverylab.report._headline import headline_section
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
 from recoverylab.report._repr import ResultTable, show
@@ -118,6 +120,7 @@ __all__ = [
     "failure_reasons",
     "funnel_section",
     "gate_section",
+    "headline_section",
     "overlap_section",
     "pass_hat_k_by_depth",
     "policy_gain",

@@ -107,8 +107,8 @@ def tip_pp(field: str, title: str) -> Any:
     return altair().Tooltip(f"{field}:Q", title=f"{title} (pp)", format=".1f")
 
 
-def tip_p(field: str = "p_value", title: str = "p (sign-flip)") -> Any:
-    """Return a tooltip entry for a p-value."""
+def tip_p(field: str = "p_value", title: str = "p") -> Any:
+    """Return a tooltip entry for a p-value (the result's ``p_value``: its interval's test)."""
     return altair().Tooltip(f"{field}:Q", title=title, format=".2g")  # as in the tables
 
 

@@ -101,7 +101,9 @@ INTERVAL_METHODS: dict[str, IntervalMethod] = {
 
 #: The words of each test a result's ``test`` column can name (others are shown as named).
 TESTS: dict[str, str] = {
-    "sign-flip": "the sign-flip test of the per-task summed differences",
+    "fay-lumbard": "the Fay–Lumbard meld's own test at zero (the exact McNemar p-value)",
+    "cluster-melded": "the cluster meld's own p-value (per side the larger of its two parts')",
+    "sign-flip": "the exact sign-flip test of the per-cluster summed differences",
     "exact-binomial": "the exact binomial test on the effective sample",
     "none": "no test (a bootstrap interval inverts none)",
 }
@@ -153,7 +155,10 @@ class Methods:
     p_methods
         ``(p_method, cells)`` when the result names how each p-value was computed.
     tests
-        ``(test, cells)`` when the result names the test each interval inverts (``test``).
+        ``(test, cells)`` when the result names the test each interval inverts (``test``): its
+        ``p_value`` is then that test's, and the sign-flip test, if shown, is ``p_sign_flip``.
+    sign_flip
+        Whether the result has ``p_sign_flip``, the sign-flip test in a column of its own.
     """
 
     intervals: tuple[tuple[str, int], ...]
@@ -161,6 +166,7 @@ class Methods:
     test: str | None = None
     p_methods: tuple[tuple[str, int], ...] = ()
     tests: tuple[tuple[str, int], ...] = ()
+    sign_flip: bool = False
 
     @classmethod
     def of(cls, frame: pl.DataFrame, cluster: str, test: str | None = None) -> Methods:
@@ -173,8 +179,9 @@ class Methods:
             cannot name a method must not guess it.
         """
         tests = _counted(frame, "test") if "test" in frame.columns else ()
+        sign_flip = "p_sign_flip" in frame.columns
         if "ci_method" not in frame.columns:
-            return cls(((BOOTSTRAP, frame.height),), cluster, test, tests=tests)
+            return cls(((BOOTSTRAP, frame.height),), cluster, test, (), tests, sign_flip)
         nulls = frame.filter(pl.col("ci_method").is_null()).height
         if nulls:
             raise SchemaError(
@@ -182,7 +189,7 @@ class Methods:
                 "name (null); every interval must name its method."
             )
         p_methods = _counted(frame, "p_method") if "p_method" in frame.columns else ()
-        return cls(_counted(frame, "ci_method"), cluster, test, p_methods, tests)
+        return cls(_counted(frame, "ci_method"), cluster, test, p_methods, tests, sign_flip)
 
     @property
     def resampled(self) -> bool:
@@ -200,11 +207,15 @@ class Methods:
                 f"{_cells(n)} from {method.source.format(cluster=self.cluster)}"
                 for method, n in methods
             )
+        # a result naming each interval's test holds that test's p-value in p_value
+        rejects = (
+            "its p-value is below 1 − confidence" if self.tests else "the sign-flip test rejects"
+        )
         if all(agree):
             every = "it excludes" if len(methods) == 1 else "each excludes"
-            return f"{text}; {every} zero exactly when the sign-flip test rejects"
+            return f"{text}; {every} zero exactly when {rejects}"
         if any(agree):
-            return f"{text}; those not from a bootstrap exclude zero exactly when the test rejects"
+            return f"{text}; those not from a bootstrap exclude zero exactly when {rejects}"
         return text
 
     def intervals_text(self, n_resamples: int | None) -> str:
@@ -232,8 +243,10 @@ class Methods:
         settings = [("intervals", self.intervals_text(drawn))]
         if self.tests:
             inverted = "; ".join(f"{TESTS.get(name, name)}: {_cells(n)}" for name, n in self.tests)
-            settings.append(("test each interval inverts", inverted))
-        if self.test is not None:
+            settings.append(("p-values", inverted))
+            if self.test is not None and self.sign_flip:
+                settings.append(("p (sign-flip)", self.test))
+        elif self.test is not None:
             how = "; ".join(f"{name}: {_cells(n)}" for name, n in self.p_methods)
             settings.append(("p-values", f"{self.test} ({how})" if how else self.test))
         return replace(provenance, n_resamples=drawn, settings=(*settings, *provenance.settings))

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from recoverylab._errors import ParameterError
-from recoverylab.paired import POLICY_COLUMNS
 from recoverylab.report._common import (
     ALL,
     GREY,
@@ -41,7 +40,22 @@ if TYPE_CHECKING:
 
 __all__ = ["policy_gain", "policy_rates", "policy_success"]
 
-_COLUMNS = ("condition", *POLICY_COLUMNS)
+#: The columns the charts draw (a policy evaluation has more; see POLICY_COLUMNS).
+_COLUMNS = (
+    "condition",
+    "n",
+    "base_rate",
+    "policy_rate",
+    "gain",
+    "rescue",
+    "harm",
+    "interventions",
+    "intervention_rate",
+    "clean_touch_rate",
+    "ci_low",
+    "ci_high",
+    "p_value",
+)
 _SOURCE = "recoverylab.paired.evaluate_policy or recoverylab.router.compare"
 _NEVER = "never"
 

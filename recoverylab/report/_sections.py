@@ -68,8 +68,24 @@ def _interval(provenance: Provenance, methods: Methods) -> str:
     return f"a {shown} interval {methods.source()}" if shown else f"an interval {methods.source()}"
 
 
-#: The test behind the p-values of paired effects and policy gains.
+#: The test behind the p-values of paired effects and policy gains (results without a
+#: ``test`` column), and behind ``p_sign_flip`` where a result names its interval's test.
 _PAIRED_TEST = "sign-flip test of the per-task summed differences"
+
+
+def _p_columns(frame: pl.DataFrame) -> list[Column]:
+    """Return the p-value columns: of the test each interval inverts, and the sign-flip test.
+
+    A result with a ``test`` column holds in ``p_value`` the p-value of the test its interval
+    inverts (named per row in ``test``) and the sign-flip test in ``p_sign_flip``, a column of
+    its own; an older result's ``p_value`` is the sign-flip test's.
+    """
+    if "test" not in frame.columns:
+        return [PValue(title="p (sign-flip)")]
+    shown: list[Column] = [PValue(title="p (the interval's test)")]
+    if "p_sign_flip" in frame.columns:
+        shown.append(PValue("p_sign_flip", "p (sign-flip)"))
+    return shown
 
 
 _PAIRED_EXCLUSIONS = (("unpaired", "prefix_mismatch"), ("unpaired", "prefix_mismatch"))
@@ -131,7 +147,7 @@ def effect_section(
         Count("rescue"),
         Count("harm"),
         Count("n_tasks", "tasks (clusters)"),
-        PValue(title="p (sign-flip)"),
+        *_p_columns(frame),
     ]
     return Section(
         key=key,
@@ -173,7 +189,7 @@ def contrast_section(
             ci=("ci_low", "ci_high"),
             signed=True,
         ),
-        PValue(title="p (sign-flip)"),
+        *_p_columns(frame),
     ]
     return Section(
         key=key,
@@ -248,7 +264,7 @@ def policy_section(
         Rate("base_rate", "n", "success, reference", "n (episodes)"),
         Rate("policy_rate", "n", "success, policy", "n (episodes)"),
         Rate("gain", "n", "gain", "n (episodes)", ci=("ci_low", "ci_high"), signed=True),
-        PValue(title="p (sign-flip)"),
+        *_p_columns(frame),
         Count("rescue"),
         Count("harm"),
         Count("interventions"),
