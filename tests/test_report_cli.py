@@ -108,7 +108,7 @@ def test_report_of_every_protocol(cli: Callable, rule: Path, tmp_path: Path) -> 
     # The report's numbers are the protocol's: the first cell's effect in pp.
     summary = paired.summarize(PAIRED / "main_forks.parquet", n_resamples=100, seed=4)
     first = summary.row(0, named=True)
-    assert f"data-column=\"effect\">{first['effect'] * 100:+.1f}</span> <span" in page
+    assert f'data-column="effect">{first["effect"] * 100:+.1f}</span> <span' in page
 
 
 def test_report_of_one_protocol(cli: Callable, tmp_path: Path) -> None:
