@@ -460,3 +460,25 @@ def test_file_counts_add_up_for_every_adapter(tmp_path: Path, layout: str) -> No
         assert tau2_counts["no_unit"] == 6 + tau2_import.excluded.height
     harbor_counts = reports[1].file_counts()
     assert harbor_counts["superseded"] > 0  # the resumed job's snapshot
+
+
+def test_harbor_takeover_states_are_tasks_of_one_dataset(tmp_path: Path) -> None:
+    """States (and the workflows that default to them) are qualified; raw ids map back."""
+    write_harbor_datasets(tmp_path / "two", tasks=3, attempts=2, funnel=True, seed=4)
+    got = harbor.takeover(tmp_path / "two", reward="reward")
+    states = got.tables["states"]
+    want = {reference_id(s, r) for _, r, s in harbor_reference(tmp_path / "two")}
+    assert set(states["state_id"]) <= want
+    assert states["workflow_id"].to_list() == states["state_id"].to_list()
+    assert states["root_cause_id"].to_list() == states["state_id"].to_list()
+    with pytest.raises(InputError, match="occurs under source recovery-bench and source"):
+        keep_raw_ids(got)
+    one = harbor.takeover(tmp_path / "two" / "0", reward="reward")
+    raw = keep_raw_ids(one)
+    states, attempts = raw.tables["states"], raw.tables["attempts"]
+    assert states["state_id"].to_list() == one.tables["states"]["raw_task_id"].to_list()
+    assert set(attempts["state_id"]) <= set(states["state_id"])
+    assert attempts.height == one.tables["attempts"].height
+    assert "  task ids: as written (--raw-ids; 1 source: recovery-bench)" in (
+        raw.report.render().splitlines()
+    )

@@ -150,7 +150,8 @@ def keep_raw_ids(imported: Imported) -> Imported:
     """Return ``imported`` with the harness's raw ids back in ``task_id``, or refuse.
 
     Raw ids are kept only when no raw id occurs under two scopes in any table of the import
-    (``excluded`` included); otherwise the same task id would name two tasks.
+    (``excluded`` included); otherwise the same task id would name two tasks. A takeover
+    import's ``state_id`` goes back to the id made from the raw one (``states`` carry it).
 
     Raises
     ------
@@ -171,10 +172,27 @@ def keep_raw_ids(imported: Imported) -> Imported:
                 f"qualified ids (without --raw-ids, keep_raw_ids), e.g. `{a}{SEPARATOR}{raw}`."
             )
 
+    # each id column's qualified -> raw pairs, from the tables that carry the raw id beside it
+    # (takeover ``attempts`` name their state by ``state_id`` alone: mapped through ``states``)
+    known = {
+        column: dict(
+            pl.concat([f.select(column, RAW) for f in with_raw], how="vertical_relaxed")
+            .unique()
+            .iter_rows()
+        )
+        for column in ("task_id", "state_id")
+        if (with_raw := [f for f in frames.values() if {column, RAW} <= set(f.columns)])
+    }
+
     def raw(frame: pl.DataFrame) -> pl.DataFrame:
-        if RAW not in frame.columns:
+        column = next((c for c in ("task_id", "state_id") if c in frame.columns), None)
+        if column is None:
             return frame
-        return frame.with_columns(pl.col(RAW).alias("task_id"))
+        if RAW in frame.columns:
+            return frame.with_columns(pl.col(RAW).alias(column))
+        if column in known:
+            return frame.with_columns(pl.col(column).replace(known[column]))
+        return frame
 
     tables = {name: raw(frame) for name, frame in imported.tables.items()}
     report = imported.report.with_identity(

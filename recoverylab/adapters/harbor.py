@@ -70,8 +70,9 @@ Task identity
 Harbor names tasks per dataset (``TrialResult.source``: two datasets may both hold a
 ``hello-world``), so ``task_id`` is ``<source>/<task>`` whenever the trial records a source, the
 task as written otherwise; ``raw_task_id`` and ``task_scope`` (the source) are kept in ``trials``,
-``forks`` and ``excluded`` (:mod:`recoverylab.adapters._identity`). Attempts are numbered, and
-duplicates resolved, per qualified task.
+``forks`` and ``excluded``, and in takeover ``states`` (the state id as written and its dataset;
+:mod:`recoverylab.adapters._identity`). Attempts are numbered, and duplicates resolved, per
+qualified task.
 
 The ``trials`` table (``--to trials``)
 --------------------------------------
@@ -269,10 +270,15 @@ def takeover(
     and ``expected_ok`` are true (trials whose environment never came up are excluded instead).
     """
     cols = {"agent_key": agent, "depth": depth}
-    cols |= {"workflow_id": workflow or state, "root_cause_id": root_cause or state}
+    given = {"workflow_id": workflow, "root_cause_id": root_cause}
+    cols |= {name: spec for name, spec in given.items() if spec is not None}
     used, excluded, report = _load(jobs, _sources(state, cols), reward, success, extra=_FUNNEL)
     used = used.rename({"task_id": "state_id"})
-    states = used.group_by("state_id").agg(pl.col("workflow_id", "root_cause_id", "depth").unique())
+    # a workflow or root cause that defaults to the state is the state's qualified id
+    used = used.with_columns(pl.col("state_id").alias(n) for n, s in given.items() if s is None)
+    states = used.group_by("state_id").agg(
+        pl.col("workflow_id", "root_cause_id", "depth").unique(), pl.col(RAW, SCOPE).first()
+    )
     for name in ("workflow_id", "root_cause_id", "depth"):
         clash = states.filter(pl.col(name).list.len() > 1)
         if clash.height:
@@ -285,6 +291,7 @@ def takeover(
         *(pl.col(n).list.first() for n in ("workflow_id", "root_cause_id", "depth")),
         replay_ok=pl.lit(True),
         expected_ok=pl.lit(True),
+        **{RAW: pl.col(RAW), SCOPE: pl.col(SCOPE)},  # the state's id as written, its dataset
     ).sort("state_id")
     attempts = used.select(
         "state_id",

@@ -24,9 +24,9 @@ Cluster keys are the samples' stable ``id`` (ints and strings unified as strings
 inspect's per-run ids. Sample ids are unique only within a dataset, so ``task_id`` is
 ``<dataset>/<id>`` whenever the log records its dataset's name (``eval.dataset.name``), the id
 alone otherwise; ``raw_task_id`` and ``task_scope`` (the dataset) are kept in ``forks`` and
-``excluded`` (:mod:`recoverylab.adapters._identity`; takeover states are named from the
-qualified id). With several epochs an ``epoch`` column is added (pair by it); with several
-models a ``model`` column.
+``excluded`` (:mod:`recoverylab.adapters._identity`); takeover ``states`` are named from the
+qualified id and carry the state id made from the raw one in ``raw_task_id``. With several
+epochs an ``epoch`` column is added (pair by it); with several models a ``model`` column.
 
 Both functions return the shared adapter shape, :class:`~recoverylab.adapters.Imported`
 (``tables``, ``excluded`` and a :class:`~recoverylab.adapters.ReadReport` in ``report``: files
@@ -695,10 +695,13 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
     for f in _SCORE_FIELDS:
         rows = _convert(rows, f, f, None, f)
     rows = rows.with_columns(_reason([f"{f}__problem" for f in _SCORE_FIELDS]).alias("reason"))
-    state = pl.col("task_id")
+    state, raw_state = pl.col("task_id"), pl.col(RAW)
     if "state" in rows.columns:
         state = pl.concat_str(["task_id", pl.col("state")], separator="/")
-    good = rows.filter(pl.col("reason").is_null()).with_columns(state.alias("state_id"))
+        raw_state = pl.concat_str([RAW, pl.col("state")], separator="/")
+    good = rows.filter(pl.col("reason").is_null()).with_columns(
+        state.alias("state_id"), raw_state.alias(f"__{RAW}")
+    )
     states = (
         good.group_by("state_id")
         .agg(
@@ -710,6 +713,8 @@ def _takeover_tables(rows: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
             ),
             pl.col("depth").first(),
             *(pl.col(flag).all() for flag in _FLAGS),
+            pl.col(f"__{RAW}").first().alias(RAW),  # the state id made from the raw sample id
+            pl.col(SCOPE).first(),
         )
         .sort("state_id")
     )
