@@ -29,6 +29,7 @@ __all__ = [
     "decimal_text",
     "interval_of",
     "is_note",
+    "is_p_value",
     "is_rate",
     "key_text",
     "label",
@@ -414,8 +415,19 @@ def _estimate_column(
     return Shown(f"{header} [{word}]", cells), (name, *interval)
 
 
+def is_p_value(name: str) -> bool:
+    """Whether a result column holds p-values (``p_value``, ``p_adjusted``, ``p_sign_flip``...).
+
+    Examples
+    --------
+    >>> is_p_value("p_value"), is_p_value("p_sign_flip"), is_p_value("p_fail"), is_p_value("p10")
+    (True, True, False, False)
+    """
+    return name in ("p_value", "p_adjusted") or (name.startswith("p_") and not is_rate(name))
+
+
 def _value_column(name: str, dtype: pl.DataType) -> Shown:
-    if name in ("p_value", "p_adjusted"):
+    if is_p_value(name) and dtype.is_numeric():
         return Shown(label(name), p_text(name).fill_null(MISSING))
     if dtype.is_float():
         return Shown(label(name), _number_text(name, name, False, False).fill_null(MISSING))
@@ -487,7 +499,7 @@ def shown_columns(
                 shown.append(Shown(label(name), key_text(name, dtype), key=True, rank=0))
             continue
         rank = _rank(name, face)
-        if dtype.is_float() and name not in ("p_value", "p_adjusted"):
+        if dtype.is_float() and not is_p_value(name):
             column, names = _estimate_column(frame, name, declared)
             used.update(names)
         else:

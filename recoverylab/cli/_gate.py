@@ -236,11 +236,7 @@ def run_monitor(args: argparse.Namespace) -> int:
         return result.claims.exit_status
     level = f"{100 * result.confidence:g}%"
     title = f"each cell after its latest task ({level} confidence sequences, anytime-valid)"
-    line = (
-        f"{level} intervals: anytime-valid confidence sequences; p: anytime-valid "
-        "(1 / the largest e-value so far, of effect = 0)"
-    )
-    emit(result.summary, None, args, title=title, face="paired.monitor", line=line)
+    emit(result.summary, None, args, title=title, face="paired.monitor")
     if result.claims is None:
         return 0
     if fmt != "csv":  # csv holds one table: the verdict is the exit status

@@ -92,31 +92,57 @@ def _wrap(header: str, width: int) -> list[str]:
     return lines
 
 
-def _method_counts(frame: pl.DataFrame, names: list[str]) -> str:
-    """Name the values of the method columns ``names``: ``a (6 rows), b (2 rows)``."""
-    described = []
-    for name in names:
-        counts = (
-            frame.select(pl.col(name).cast(pl.String))
-            .drop_nulls()
-            .filter(pl.col(name) != "none")  # a row whose interval inverts no test
-            .group_by(name)
-            .len()
-            .sort(["len", name], descending=[True, False])
-        )
-        values = [(str(v), int(n)) for v, n in counts.iter_rows()]
-        if not values:
+def _values(frame: pl.DataFrame, name: str) -> str:
+    """Name the values of a words column: ``a``, or ``a (6 rows), b (2 rows)`` when they differ.
+
+    ``none`` (a row whose interval inverts no test) and nulls are left out.
+    """
+    counts = (
+        frame.select(pl.col(name).cast(pl.String))
+        .drop_nulls()
+        .filter(pl.col(name) != "none")
+        .group_by(name)
+        .len()
+        .sort(["len", name], descending=[True, False])
+    )
+    values = [(str(v), int(n)) for v, n in counts.iter_rows()]
+    if len(values) == 1:
+        return values[0][0]
+    return ", ".join(f"{v} ({count_text(n)})" for v, n in values)
+
+
+def _words(frame: pl.DataFrame, name: str) -> bool:
+    return name in frame.columns and frame.schema[name] == pl.String
+
+
+def _interval_methods(frame: pl.DataFrame) -> str:
+    """Each interval's method, grouped: ``fay-lumbard; intervention rate: korn-graubard``.
+
+    The shared interval (``ci_low``/``ci_high``, its method in ``ci_method``) is named by its
+    estimate; a rate's own interval (``X_ci_low``, ``X_ci_method``) by the rate; a rate's test
+    (``X_test``) follows its method when it is not the method's own name.
+    """
+    owner = next((c for c in _SHARED_OWNERS if c in frame.columns), "")
+    groups: dict[str, list[str]] = {}
+    for column in frame.columns:
+        if not _words(frame, column) or not (
+            column == "ci_method" or column.endswith("_ci_method")
+        ):
             continue
-        if len(values) == 1:
-            text = values[0][0]
-        else:
-            text = ", ".join(f"{v} ({count_text(n)})" for v, n in values)
-        prefix = name.rsplit("_ci_method", 1)[0].rsplit("_test", 1)[0].rsplit("_p_method", 1)[0]
-        described.append((prefix if prefix != name else "", text))
-    texts = {text for _, text in described}
-    if len(texts) == 1:  # the same words for every column: said once
-        return texts.pop()
-    return "; ".join(f"{p.replace('_', ' ')}: {t}" if p else t for p, t in described)
+        prefix = column.removesuffix("ci_method").removesuffix("_")
+        text = _values(frame, column)
+        test = f"{prefix}_test"
+        if prefix and _words(frame, test) and (tests := _values(frame, test)) and tests != text:
+            text += f" (inverting {tests})"
+        if text:
+            groups.setdefault(text, []).append((prefix or owner or "rates").replace("_", " "))
+    if len(groups) <= 1:
+        return next(iter(groups), "")
+    return "; ".join(f"{', '.join(names)}: {text}" for text, names in groups.items())
+
+
+#: Estimates that own an unnamed ``ci_low`` / ``ci_high`` (as :mod:`recoverylab._display`).
+_SHARED_OWNERS = ("effect", "difference", "gain", "ts", "drop", "estimate")
 
 
 def method_line(
@@ -124,7 +150,7 @@ def method_line(
 ) -> str | None:
     """Return the line above a table naming its interval method(s) and level, and its test.
 
-    Taken from the result's own columns: ``ci_method`` (or ``<rate>_ci_method``) for the
+    Taken from the result's own columns: ``ci_method`` (and ``<rate>_ci_method``) for the
     intervals, ``test`` (or ``p_method``) for the p-values, ``confidence`` when the result
     holds it (else ``confidence``, the level the command asked for). A result that does not
     record a method says so rather than guessing one.
@@ -143,14 +169,13 @@ def method_line(
             confidence = float(frame["confidence"][0])
         level = "" if confidence is None else f"{100 * confidence:g}% "
         sided = "" if alternative in (None, "two-sided") else f"one-sided ({alternative}) "
-        names = [c for c in columns if c == "ci_method" or c.endswith("_ci_method")]
-        methods = _method_counts(frame, names) if names else ""
-        parts.append(f"{level}{sided}intervals: {methods or 'method not recorded in the result'}")
-    names = [c for c in columns if c in ("test", "p_method") or c.endswith(("_test", "_p_method"))]
-    tests = _method_counts(frame, names) if names else ""
+        methods = _interval_methods(frame) or "method not recorded in the result"
+        parts.append(f"{level}{sided}intervals: {methods}")
+    shared = [c for c in ("test", "p_method") if _words(frame, c)]
+    tests = "; ".join(t for t in (_values(frame, c) for c in shared) if t)
     if "p_value" in columns or "p_adjusted" in columns:
         parts.append(f"p: {tests or 'test not recorded in the result'}")
-    elif tests:  # no p-value printed: the test each interval inverts
+    elif tests:  # no p-value printed: the test the interval inverts
         parts.append(f"test inverted: {tests}")
     if "interpretation" in columns and frame["interpretation"].n_unique() == 1:
         parts.append(str(frame["interpretation"][0]))
@@ -349,6 +374,11 @@ def render(
     >>> import polars as pl
     >>> frame = pl.DataFrame({"condition": [None], "n": [20], "gain": [0.15]})
     >>> print(render(frame, width=40))
+    condition   n  gain pp
+    ---------  --  -------
+    all        20    +15.0
+    1 row
+    >>> print(render(frame, width=20))
                     gain
     condition   n     pp
     ---------  --  -----
