@@ -46,6 +46,10 @@ GLOSSARY = MappingProxyType(
         "design effect (ci_method cluster-melded).",
         "korn-graubard": "The exact (Clopper-Pearson) interval of a rate on counts divided by the "
         "design effect of the clusters, so 0 of n still has an upper bound above 0.",
+        "exact-binomial": "The exact binomial test of a rate on its effective counts, the test "
+        "a Korn-Graubard interval inverts.",
+        "p sign flip": "The sign-flip test's p-value, shown in a column of its own where the "
+        "interval inverts another test and p_value is that test's.",
         "percentile bootstrap": "An interval from the quantiles of the estimate over resampled "
         "clusters (tasks, workflows or goals); bca corrects it for bias and skew.",
         "design effect": "How much clustering inflates a rate's variance against independent "
@@ -68,6 +72,11 @@ GLOSSARY = MappingProxyType(
         "would need to decide a claim with 80% power, if the observed rates held.",
         "confidence sequence": "Intervals valid at every task at once, so they may be read after "
         "each task and the study stopped at any time (anytime-valid).",
+        "betting-sequence": "A confidence sequence built from betting martingales against each "
+        "candidate effect (Waudby-Smith and Ramdas), whose p-value is that of the test it "
+        "inverts at effect = 0.",
+        "e-value": "The wealth of a bet against effect = 0 after the latest task: large values "
+        "are evidence of an effect.",
         "TOC": "The uplift among the share q of units a rule ranks highest, minus the uplift of "
         "all units; AUTOC is its area and Qini its area weighted by q.",
         "uplift@k": "The effect of recovering among the share k of units a rule ranks highest.",
