@@ -57,6 +57,8 @@ CLAIM_COLUMNS = (
     "decided_at",
     "tasks_needed",
     "more_tasks",
+    "ci_method",
+    "test",
 )
 
 
@@ -204,28 +206,19 @@ def _decided_at(
     them: the task from which on the row decides (anytime p-values only fall, so it stays
     decided).
     """
-    from recoverylab.stats import sequences
-
     horizon = max(int(r.cell.arrival.max()) for r in rows)
     steps = np.arange(1, horizon + 1)
     paths = []
     for row in rows:
         claim = row.claims.claim
-        both = []
-        for side in ("less", "greater") if claim.upper else ("greater", "less"):
-            log_k = sequences.capital(
-                row.cell.x,
-                row.cell.m,
-                claim.threshold,
-                side=side,
-                lo=row.cell.lo,
-                hi=1.0,
-                max_pairs=_bound_pairs(row.cell, max_pairs),
-            )
-            best = np.maximum.accumulate(np.maximum(log_k, 0.0))
-            seen = np.searchsorted(row.cell.arrival, steps, side="right")  # tasks by step
-            both.append(np.where(seen > 0, np.exp(-best[np.maximum(seen - 1, 0)]), 1.0))
-        paths.append(both)
+        found = _gate_stats.p_paths(
+            row.cell,
+            claim.threshold,
+            upper=claim.upper,
+            max_pairs=_bound_pairs(row.cell, max_pairs),
+        )
+        seen = np.searchsorted(row.cell.arrival, steps, side="right")  # tasks by step
+        paths.append([np.where(seen > 0, p[np.maximum(seen - 1, 0)], 1.0) for p in found])
     first = np.full(len(rows), horizon)
     for which in (0, 1):
         family = np.stack([path[which] for path in paths])  # rows x arriving tasks
@@ -300,9 +293,12 @@ def gate(
         ``n_tasks``, ``estimate``, ``threshold`` (margin, or -margin for non-inferiority),
         ``ci_low``, ``ci_high`` (the one-sided bounds at the rows' adjusted levels; the other
         end is the range's), ``confidence``, ``p_value`` (of the pass test), ``p_adjusted``,
-        ``verdict``, ``decided_at``, ``tasks_needed`` (fixed-n tasks to decide at the observed
-        rates, power 0.8) and ``more_tasks`` (beyond those seen); ``verdict`` and
-        ``exit_status`` of the whole gate.
+        ``verdict`` (read off the shown bounds: PASS when the pass side's bound excludes the
+        threshold, FAIL when the fail side's does), ``decided_at``, ``tasks_needed`` (fixed-n
+        tasks to decide at the observed rates, power 0.8), ``more_tasks`` (beyond those seen),
+        ``ci_method`` and ``test`` (the bounds' procedure and the test they invert, one
+        name: ``fay-lumbard``, ``cluster-melded``, ``clopper-pearson``, ``korn-graubard`` or
+        ``betting-sequence``); ``verdict`` and ``exit_status`` of the whole gate.
 
     Raises
     ------
@@ -331,21 +327,24 @@ def gate(
     adj_pass, adj_fail = adjusted(p_pass, checked.adjust), adjusted(p_fail, checked.adjust)
     level_pass = _levels(alpha, p_pass, adj_pass)
     level_fail = _levels(alpha, p_fail, adj_fail)
-    verdicts = np.where(
-        adj_pass < alpha, "PASS", np.where(adj_fail < alpha, "FAIL", "INCONCLUSIVE")
-    )
+    shown = [
+        _record(row, checked, sequential, max_pairs, level_pass[i], level_fail[i])
+        for i, row in enumerate(rows)
+    ]
+    # the verdict is read off the shown, family-adjusted bounds: one computation
+    verdicts = np.array([_verdict(row, record) for row, record in zip(rows, shown, strict=True)])
     decided = (
         _decided_at(rows, checked.adjust, alpha, max_pairs) if sequential else [None] * len(rows)
     )
     records = [
-        _record(row, checked, sequential, max_pairs, level_pass[i], level_fail[i])
+        shown[i]
         | {
             "p_value": float(p_pass[i]),
             "p_adjusted": float(adj_pass[i]),
             "verdict": str(verdicts[i]),
             "decided_at": decided[i] if verdicts[i] != "INCONCLUSIVE" else None,
         }
-        for i, row in enumerate(rows)
+        for i in range(len(rows))
     ]
     frame = pl.DataFrame(records, schema=_SCHEMA).select(CLAIM_COLUMNS)
     worst = (
@@ -374,7 +373,21 @@ _SCHEMA = {
     "decided_at": pl.Int64,
     "tasks_needed": pl.Int64,
     "more_tasks": pl.Int64,
+    "ci_method": pl.String,
+    "test": pl.String,
 }
+
+
+def _verdict(row: _Row, record: dict[str, Any]) -> str:
+    """PASS when the pass side's bound excludes the threshold, FAIL when the fail side's does."""
+    claim = row.claims.claim
+    pass_side, fail_side = ("less", "greater") if claim.upper else ("greater", "less")
+    column = {"greater": "ci_low", "less": "ci_high"}
+    if _gate_stats.beyond(record[column[pass_side]], claim.threshold, pass_side):
+        return "PASS"
+    if _gate_stats.beyond(record[column[fail_side]], claim.threshold, fail_side):
+        return "FAIL"
+    return "INCONCLUSIVE"
 
 
 def _record(
@@ -417,4 +430,7 @@ def _record(
         "confidence": claim.confidence,
         "tasks_needed": needed,
         "more_tasks": None if needed is None else max(0, needed - n_tasks),
+        # the bounds' method; the p-value is the test they invert (the same procedure)
+        "ci_method": _gate_stats.method(row.cell, sequential=sequential),
+        "test": _gate_stats.method(row.cell, sequential=sequential),
     }

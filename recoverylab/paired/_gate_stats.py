@@ -8,17 +8,23 @@ Each (claim, cell) is two one-sided tests of its quantity q against the claim's 
 
 Fixed n (all tasks at once):
 
-* effect claims: the bound is the paired effect's test-compatible interval of
-  :func:`recoverylab.stats.paired_effect_cells` (Fay–Lumbard for one pair per task, the cluster
-  meld otherwise, each aligned with the one-sided sign-flip test at zero), and the p-value at
-  t is that interval family *inverted*: the α at which the one-sided bound at confidence 1 - α
-  reaches t (at t = 0 it is the sign-flip p-value itself). The bound excludes t exactly when the
-  p-value is below α, so a verdict read from the interval and one read from the p-value agree.
+* effect claims: the bound is the paired effect's one-sided interval
+  (:func:`recoverylab.stats.fay_lumbard_interval` for one pair per task,
+  :func:`recoverylab.stats.cluster_melded_interval` otherwise), exactly as computed, and the
+  p-value at t is that interval family *inverted*: the α at which the one-sided bound at
+  confidence 1 - α reaches t. With one pair per task and t = 0 it is the meld's own curve at
+  zero (the exact McNemar tail, :func:`recoverylab.stats.paired_effect_cells`), and the bound
+  excludes 0 exactly when it is below α; elsewhere the inversion is numerical (to 1e-4 in
+  log α).
 * rate claims: the exact binomial test and Clopper–Pearson bound, on design-effect-adjusted
   counts (Korn & Graubard 1998) when tasks have several pairs.
 
-Sequentially (:mod:`recoverylab.stats.sequences`): the p-value is the anytime-valid ``1 / max K``
-of the betting martingale at t, the bound the confidence sequence's.
+Sequentially: bound and p-value are one computation,
+:func:`recoverylab.stats.sequences.sequence_test` at t (the p-value of the test the grid
+confidence sequence inverts; anytime-valid).
+
+The gate's verdict is read from the shown, family-adjusted bounds (:func:`beyond`), so a
+verdict and the bound printed beside it cannot disagree.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from recoverylab._errors import ParameterError
 from recoverylab.paired import _planning
 from recoverylab.stats import sequences
 
-__all__ = ["CellData", "bound", "p_values", "tasks_needed"]
+__all__ = ["CellData", "beyond", "bound", "method", "p_paths", "p_values", "tasks_needed"]
 
 #: Smallest p-value the inversion resolves (reported as this value when the bound is beyond).
 P_FLOOR = 1e-12
@@ -103,7 +109,7 @@ def _effect_types(cell: CellData) -> pl.DataFrame:
     return frame.group_by("d", "n").agg(pl.len().cast(pl.Int64).alias("count")).sort("d", "n")
 
 
-def _effect_bound(cell: CellData, alpha: float, *, side: str, p_zero: float) -> float:
+def _effect_bound(cell: CellData, alpha: float, *, side: str) -> float:
     """Return the one-sided bound at confidence 1 - alpha ("greater": lower, "less": upper)."""
     confidence = 1.0 - alpha
     if cell.one_pair():
@@ -119,29 +125,20 @@ def _effect_bound(cell: CellData, alpha: float, *, side: str, p_zero: float) -> 
             confidence=confidence,
             alternative=side,
         )
-    agreed = stats.agree_with_test(
-        np.array([ci.low]),
-        np.array([ci.high]),
-        np.array([p_zero]),
-        confidence=confidence,
-        alternative=side,
-    )
-    low, high = np.ravel(agreed.low), np.ravel(agreed.high)
-    return float(low[0] if side == "greater" else high[0])
+    return float(ci.low if side == "greater" else ci.high)
 
 
-def _sign_flip_p(cell: CellData, side: str) -> float:
-    """Return the one-sided exact sign-flip p-value of the effect at zero.
-
-    The test :func:`recoverylab.stats.paired_effect_cells` reports (on the task differences).
-    """
-    return _sign_flip_cached(cell.x.tobytes(), side)
+def _curve_at_zero(cell: CellData, side: str) -> float:
+    """Return the one-sided p-value at zero that the one-pair (Fay–Lumbard) bound inverts."""
+    return _curve_at_zero_cached(cell.x.tobytes(), side)
 
 
 @functools.lru_cache(maxsize=256)
-def _sign_flip_cached(differences: bytes, side: str) -> float:
+def _curve_at_zero_cached(differences: bytes, side: str) -> float:
     values, counts = np.unique(np.frombuffer(differences, dtype=np.int64), return_counts=True)
-    return float(stats.sign_flip_test(values, counts, alternative=side).p_value)
+    types = pl.DataFrame({"d": values, "n": np.ones(values.size, dtype=np.int64), "count": counts})
+    found = stats.paired_effect_cells(types, cells=[], alternative=side)
+    return float(found["p_value"].item())
 
 
 def _invert(bound_at: Callable[[float], float], threshold: float, side: str) -> float | None:
@@ -160,17 +157,12 @@ def _invert(bound_at: Callable[[float], float], threshold: float, side: str) -> 
     return math.exp(brentq(beyond, bottom, top, xtol=1e-4))
 
 
-def _effect_p_values(cell: CellData, threshold: float) -> tuple[float, float, dict[str, float]]:
-    """Return (p greater, p less) of the effect at ``threshold``, and the sign-flip p at 0."""
-    zero = {side: _sign_flip_p(cell, side) for side in ("greater", "less")}
-    if threshold == 0.0:
-        return zero["greater"], zero["less"], zero
+def _effect_p_values(cell: CellData, threshold: float) -> tuple[float, float]:
+    """Return (p greater, p less) of the effect at ``threshold``: the bounds inverted."""
+    if threshold == 0.0 and cell.one_pair():
+        return _curve_at_zero(cell, "greater"), _curve_at_zero(cell, "less")
     found = {
-        side: _invert(
-            functools.partial(_effect_bound, cell, side=side, p_zero=zero[side]),
-            threshold,
-            side,
-        )
+        side: _invert(functools.partial(_effect_bound, cell, side=side), threshold, side)
         for side in ("greater", "less")
     }
     # a side whose bound does not reach the threshold even at α = 1/2: the data lean the other
@@ -181,7 +173,7 @@ def _effect_p_values(cell: CellData, threshold: float) -> tuple[float, float, di
         greater = max(_ALPHA_CEILING, 1.0 - (less if less is not None else 0.5))
     if less is None:
         less = max(_ALPHA_CEILING, 1.0 - greater)
-    return greater, less, zero
+    return greater, less
 
 
 # --- fixed n: rate claims ---------------------------------------------------------------------
@@ -225,23 +217,34 @@ def _rate_bound(cell: CellData, alpha: float, side: str) -> float:
 # --- both modes -------------------------------------------------------------------------------
 
 
+def _sequence(cell: CellData, threshold: float, max_pairs: float, **options: object) -> object:
+    """:func:`~recoverylab.stats.sequences.sequence_test` of the cell at ``threshold``."""
+    return sequences.sequence_test(
+        cell.x, cell.m, threshold, lo=cell.lo, hi=1.0, max_pairs=max_pairs, **options
+    )
+
+
+def p_paths(cell: CellData, threshold: float, *, upper: bool, max_pairs: float) -> tuple:
+    """Return (p_pass, p_fail) after each task of the cell: the sequence's own p-values.
+
+    The p-values of the test the confidence sequence inverts (level-free: ``alpha`` only sets
+    which grid points the bounds keep, not the p-values).
+    """
+    found = _sequence(cell, threshold, max_pairs, alpha=0.5)
+    greater, less = found.p_greater, found.p_less  # type: ignore[attr-defined]
+    return (less, greater) if upper else (greater, less)
+
+
 def p_values(
     cell: CellData, threshold: float, *, upper: bool, sequential: bool, max_pairs: float
 ) -> tuple[float, float]:
     """Return (p_pass, p_fail) of one claim on one cell (see the module docstring)."""
     if sequential:
-        sides = ("less", "greater") if upper else ("greater", "less")
-        found = []
-        for side in sides:
-            log_k = sequences.capital(
-                cell.x, cell.m, threshold, side=side, lo=cell.lo, hi=1.0, max_pairs=max_pairs
-            )
-            found.append(float(min(1.0, math.exp(-max(0.0, float(log_k.max()))))))
-        return found[0], found[1]
+        p_pass, p_fail = p_paths(cell, threshold, upper=upper, max_pairs=max_pairs)
+        return float(p_pass[-1]), float(p_fail[-1])
     if upper:
         return _rate_p_values(cell, threshold)
-    greater, less, _ = _effect_p_values(cell, threshold)
-    return greater, less
+    return _effect_p_values(cell, threshold)
 
 
 def bound(cell: CellData, alpha: float, side: str, *, sequential: bool, max_pairs: float) -> float:
@@ -256,8 +259,24 @@ def bound(cell: CellData, alpha: float, side: str, *, sequential: bool, max_pair
     alpha = min(alpha, _ALPHA_CEILING)
     if cell.rate:
         return _rate_bound(cell, alpha, side)
-    zero = _sign_flip_p(cell, side)
-    return _effect_bound(cell, alpha, side=side, p_zero=zero)
+    return _effect_bound(cell, alpha, side=side)
+
+
+def method(cell: CellData, *, sequential: bool) -> str:
+    """Name the procedure of the cell's bounds and p-values (its ``ci_method`` and ``test``)."""
+    if sequential:
+        return "betting-sequence"
+    if cell.rate:
+        return "clopper-pearson" if cell.one_pair() else "korn-graubard"
+    return "fay-lumbard" if cell.one_pair() else "cluster-melded"
+
+
+def beyond(value: float, threshold: float, side: str) -> bool:
+    """Whether a one-sided bound excludes ``threshold``: the gate's decision, read off the bound.
+
+    A lower bound ("greater") above the threshold, or an upper bound ("less") below it.
+    """
+    return value > threshold if side == "greater" else value < threshold
 
 
 def tasks_needed(cell: CellData, threshold: float, alpha: float) -> int | None:

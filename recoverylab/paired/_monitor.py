@@ -38,7 +38,13 @@ SEQUENCE_COLUMNS = (
     "ci_high",
     "e_value",
     "p_value",
+    "ci_method",
+    "test",
 )
+
+#: The ``ci_method`` and ``test`` of every monitor row: the betting confidence sequence and
+#: the anytime-valid test it inverts (one procedure).
+CI_METHOD = "betting-sequence"
 
 
 @dataclass(frozen=True)
@@ -78,31 +84,33 @@ def _check(confidence: object, max_pairs: object) -> None:
 
 
 def _cell_sequence(frame: pl.DataFrame, alpha: float, max_pairs: float) -> pl.DataFrame:
-    """Return the confidence sequence of one cell's tasks (rows in arrival order)."""
+    """Return the confidence sequence of one cell's tasks (rows in arrival order).
+
+    Bounds and p-value are one computation (:func:`~recoverylab.stats.sequences.sequence_test`
+    at zero, α/2 per side): the p-value is twice the smaller one-sided p-value the bounds
+    invert, so zero lies outside the interval exactly when ``p_value < alpha``.
+    """
     x = frame["x"].to_numpy().astype(np.float64)
     m = frame["m"].to_numpy().astype(np.float64)
-    cs = sequences.confidence_sequence(x, m, alpha=alpha / 2, max_pairs=max_pairs)
+    found = sequences.sequence_test(x, m, 0.0, alpha=alpha / 2, max_pairs=max_pairs)
+    p_value = np.minimum(1.0, 2.0 * np.minimum(found.p_greater, found.p_less))
     plus, minus = (
         sequences.capital(x, m, 0.0, side=side, max_pairs=max_pairs) for side in ("greater", "less")
     )
-    # two one-sided e-processes at α/2 each: the e-value max(K⁺, K⁻) / 2 has mean <= 1, and
-    # p = 1 / its running maximum rejects zero exactly when the sequence excludes it
+    # two one-sided e-processes at α/2 each: the e-value max(K⁺, K⁻) / 2 has mean <= 1
     log_e = np.maximum(plus, minus) - math.log(2.0)
-    p_value = np.minimum(1.0, np.exp(-np.maximum.accumulate(log_e)))
-    tiny = float(np.nextafter(0.0, 1.0))
-    crossed = math.log(2.0 / alpha)
-    low = np.where(np.maximum.accumulate(plus) >= crossed, np.maximum(cs.low, tiny), cs.low)
-    high = np.where(np.maximum.accumulate(minus) >= crossed, np.minimum(cs.high, -tiny), cs.high)
     return frame.select(
         pl.col("arrival").alias("task"),
         "task_id",
         pl.int_range(1, pl.len() + 1, dtype=pl.Int64).alias("n_tasks"),
         pl.col("m").cum_sum().alias("n"),
         (pl.col("x").cum_sum() / pl.col("m").cum_sum()).alias("effect"),
-        pl.Series("ci_low", low),
-        pl.Series("ci_high", high),
+        pl.Series("ci_low", found.low),
+        pl.Series("ci_high", found.high),
         pl.Series("e_value", np.exp(log_e)),
         pl.Series("p_value", p_value),
+        pl.lit(CI_METHOD).alias("ci_method"),
+        pl.lit(CI_METHOD).alias("test"),
     )
 
 
@@ -158,7 +166,10 @@ def monitor(
         ``task`` (arrival rank over all tasks), ``task_id``, ``n_tasks`` (the cell's tasks so
         far), ``n`` (pairs so far), ``effect`` (pooled, so far), ``ci_low``, ``ci_high``
         (the sequence's interval after this task),
-        ``e_value`` (of H0: effect = 0, now) and ``p_value`` (anytime-valid, of the same H0);
+        ``e_value`` (of H0: effect = 0, now), ``p_value`` (anytime-valid, of the same H0: the
+        p-value of the test the interval inverts, so zero lies outside the interval exactly
+        when ``p_value < 1 − confidence``; never below ``1 / max e_value`` so far), and
+        ``ci_method`` and ``test`` (both ``"betting-sequence"``);
         ``summary``: each cell's last row; ``claims``: the sequential gate, or None.
 
     Raises

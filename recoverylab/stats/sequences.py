@@ -28,6 +28,12 @@ is a nonnegative martingale with initial value 1, and by Ville's inequality P(su
   ``K⁺_t(θ0)``): under the composite null θ <= θ0 the capital at θ0 is a supermartingale, since
   E[z_i(θ0)] <= 0 and the bet is nonnegative.
 
+The sequence is inverted on a grid of θ and each bound widened by one grid step.
+:func:`sequence_test` reports, beside those bounds, the p-value of the test they invert: the
+largest ``min(1, 1 / max_s K_s(θ))`` over the grid points whose widened bound would still
+hold θ0. A grid point is rejected when that number is below α, so a bound excludes θ0
+exactly when the p-value is below α: one computation, no bound moved.
+
 Bets: the approximate growth-rate adaptive rule ("aGRAPA" of Waudby-Smith & Ramdas 2024),
 ``λ = μ̂ / (σ̂² + μ̂²)`` from the running mean and variance of the past ``z`` (with a prior of
 one pseudo-observation of mean 0 and variance 1/4), which bets boldly when the data lie far from
@@ -54,9 +60,11 @@ from recoverylab._errors import ParameterError, require_one_of
 __all__ = [
     "BET_CAP",
     "SequenceBounds",
+    "SequenceTest",
     "capital",
     "confidence_sequence",
     "first_crossing",
+    "sequence_test",
 ]
 
 #: Largest fraction of the safe bet that a gambler stakes (c in the module docstring).
@@ -253,8 +261,10 @@ def confidence_sequence(
     """Return lower and upper confidence sequences for θ = E[x] / E[m], each at level α.
 
     Inverts :func:`capital` on a grid of θ over ``[lo, hi]``: after task t the lower bound is
-    the smallest grid θ whose K⁺ never reached 1/α up to t, less one grid step (and the upper
-    bound likewise with K⁻). Both sides together are a two-sided sequence at level 1 - 2α.
+    the smallest grid θ whose K⁺ never reached 1/α up to t (``min(1, 1 / max K⁺) >= α``), less
+    one grid step (and the upper bound likewise with K⁻). Both sides together are a two-sided
+    sequence at level 1 - 2α. :func:`sequence_test` gives the same bounds with the p-value
+    they invert.
 
     Parameters
     ----------
@@ -287,6 +297,103 @@ def confidence_sequence(
     >>> bool(cs.low[-1] > 0), float(cs.high[-1])
     (True, 1.0)
     """
+    found = _invert(x, m, 0.0, alpha, lo, hi, max_pairs, grid_points, alternative)
+    return SequenceBounds(
+        low=found.low, high=found.high, alpha=found.alpha, grid_step=found.grid_step
+    )
+
+
+@dataclass(frozen=True)
+class SequenceTest:
+    """A confidence sequence with the one-sided p-values, at ``theta``, of the test it inverts.
+
+    Attributes
+    ----------
+    low, high
+        As :class:`SequenceBounds` (arrays of length T).
+    p_greater, p_less
+        Arrays of length T: after each task, the anytime-valid p-value of H0: θ <= theta
+        (``p_greater``) and of H0: θ >= theta (``p_less``) that the lower and the upper bound
+        invert: ``low > theta`` exactly when ``p_greater < alpha``, ``high < theta`` exactly
+        when ``p_less < alpha``. 1 on a side not computed.
+    theta
+        The value tested.
+    alpha, grid_step
+        As :class:`SequenceBounds`.
+    """
+
+    low: np.ndarray
+    high: np.ndarray
+    p_greater: np.ndarray
+    p_less: np.ndarray
+    theta: float
+    alpha: float
+    grid_step: float
+
+
+def sequence_test(
+    x: np.ndarray,
+    m: np.ndarray,
+    theta: float = 0.0,
+    *,
+    alpha: float,
+    lo: float = -1.0,
+    hi: float = 1.0,
+    max_pairs: float = 1.0,
+    grid_points: int = GRID_POINTS,
+    alternative: str = "two-sided",
+) -> SequenceTest:
+    """Return :func:`confidence_sequence` with the p-values at ``theta`` of the test it inverts.
+
+    The widened lower bound exceeds ``theta`` exactly when every grid point θᵢ with
+    ``θᵢ − step <= theta`` is rejected, i.e. has ``min(1, 1 / max_s K⁺_s(θᵢ)) < α``; the
+    p-value is the largest of those numbers, so the bound and the p-value are read off the same
+    floats. It is an anytime-valid p-value of H0: θ <= theta (those grid points include one in
+    [theta, theta + step], whose capital is a supermartingale under H0), never smaller than
+    ``1 / max K⁺(theta)``. Likewise ``p_less`` with K⁻ and θᵢ + step >= theta.
+
+    Parameters
+    ----------
+    x, m, alpha, lo, hi, max_pairs, grid_points, alternative
+        As :func:`confidence_sequence`.
+    theta
+        The value tested, in ``[lo, hi]``. No bound can exceed ``hi`` or fall below ``lo``:
+        at ``theta = hi`` ``p_greater`` is 1, at ``theta = lo`` ``p_less`` is 1.
+
+    Returns
+    -------
+    SequenceTest
+        The bounds and the p-values after each task.
+
+    Raises
+    ------
+    ParameterError
+        For a bad alpha, grid, data or ``theta``.
+
+    Examples
+    --------
+    >>> found = sequence_test(np.ones(40), np.ones(40), alpha=0.025)
+    >>> bool(found.low[-1] > 0), bool(found.p_greater[-1] < 0.025)
+    (True, True)
+    """
+    theta_ok = isinstance(theta, (int, float)) and not isinstance(theta, bool)
+    if not theta_ok or not lo <= float(theta) <= hi:
+        raise ParameterError(f"parameter `theta` is {theta!r}; it must lie in [{lo:g}, {hi:g}].")
+    return _invert(x, m, float(theta), alpha, lo, hi, max_pairs, grid_points, alternative)
+
+
+def _invert(
+    x: np.ndarray,
+    m: np.ndarray,
+    theta: float,
+    alpha: float,
+    lo: float,
+    hi: float,
+    max_pairs: float,
+    grid_points: int,
+    alternative: str,
+) -> SequenceTest:
+    """Bounds and p-values at ``theta`` of :func:`sequence_test` (one grid walk per side)."""
     alpha = _check_alpha(alpha)
     require_one_of("alternative", alternative, ("two-sided", "greater", "less"))
     if not isinstance(grid_points, int) or grid_points < 3:
@@ -300,15 +407,29 @@ def confidence_sequence(
     # keeps, widened by a grid step (a θ between two grid points is kept with its neighbours)
     low = np.full(x.size, float(lo))
     high = np.full(x.size, float(hi))
+    p_greater, p_less = np.ones(x.size), np.ones(x.size)
     if alternative != "less":
-        first = _kept_end(x, m, grid, "greater", alpha, lo, hi, max_pairs)
+        # the grid points whose widened lower bound would not exceed theta
+        holds = grid - step <= theta
+        first, p_greater = _kept_end(x, m, grid, "greater", alpha, lo, hi, max_pairs, holds)
+        p_greater = p_greater if theta < hi else np.ones(x.size)
         kept = first < grid_points
         low = np.where(kept, np.maximum(grid[np.where(kept, first, 0)] - step, lo), hi)
     if alternative != "greater":
-        last = _kept_end(x, m, grid, "less", alpha, lo, hi, max_pairs)
+        holds = grid + step >= theta
+        last, p_less = _kept_end(x, m, grid, "less", alpha, lo, hi, max_pairs, holds)
+        p_less = p_less if theta > lo else np.ones(x.size)
         kept = last >= 0
         high = np.where(kept, np.minimum(grid[np.where(kept, last, 0)] + step, hi), lo)
-    return SequenceBounds(low=low, high=high, alpha=alpha, grid_step=step)
+    return SequenceTest(
+        low=low,
+        high=high,
+        p_greater=p_greater,
+        p_less=p_less,
+        theta=theta,
+        alpha=alpha,
+        grid_step=step,
+    )
 
 
 def _kept_end(
@@ -320,28 +441,35 @@ def _kept_end(
     lo: float,
     hi: float,
     max_pairs: float,
-) -> np.ndarray:
+    holds: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
     """Per task t, the end of the θ grid the ``side`` gambler has not rejected up to t.
 
     ``"greater"`` (K⁺ rejects the θ below the data): the first kept grid index, or the grid's
-    size when none is kept; ``"less"``: the last kept index, or -1. The grid is walked in
-    blocks (rows of θ) so the memory stays at a few arrays of tasks × block, whatever the grid.
+    size when none is kept; ``"less"``: the last kept index, or -1. A grid point is kept while
+    its p-value ``min(1, 1 / max_s K_s)`` is at least α. Also returns, per task, the largest
+    such p-value over the grid points marked in ``holds`` (0 when none is). The grid is
+    walked in blocks (rows of θ) so the memory stays at a few arrays of tasks × block.
     """
-    threshold = math.log(1.0 / alpha)
     size = max(1, min(_GRID_BLOCK, _BLOCK_VALUES // max(1, x.size)))
     none = grid.size if side == "greater" else -1
     end = np.full(x.size, none)
+    p_value = np.zeros(x.size)
     for start in range(0, grid.size, size):
         block = grid[start : start + size]
         shape = (block.size, x.size)
         x_block, m_block = np.broadcast_to(x, shape), np.broadcast_to(m, shape)
         log_k = _log_capital(x_block, m_block, block, side, lo, hi, float(max_pairs))
         # the running intersection: a θ once rejected stays rejected
-        kept = np.maximum.accumulate(log_k, axis=-1) < threshold
+        p_block = np.minimum(1.0, np.exp(-np.maximum.accumulate(log_k, axis=-1)))
+        kept = p_block >= alpha
+        held = holds[start : start + size]
+        if held.any():
+            p_value = np.maximum(p_value, p_block[held].max(axis=0))
         found = kept.any(axis=0)
         if side == "greater":  # the first block that keeps a θ holds the first kept θ
             update = found & (end == none)
             end[update] = start + kept.argmax(axis=0)[update]
         else:  # each later block that keeps a θ moves the last one up
             end[found] = start + block.size - 1 - kept[::-1].argmax(axis=0)[found]
-    return end
+    return end, p_value
