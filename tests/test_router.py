@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from recoverylab import synth
+from recoverylab import paired, synth
 from recoverylab._errors import (
     InputError,
     MissingDependencyError,
@@ -795,8 +795,12 @@ def test_compare_columns_and_rows(router, test_set, frame_kind):
         "test",
         "ci_inverts_test",
         "p_sign_flip",
+        *paired.POLICY_RATE_COLUMNS,
     )
     assert table["policy"].to_list() == ["cir"] * 5 + ["never"] * 5
+    # the rates' intervals belong to the policies' own rows, like the rates
+    own = table.filter(pl.col("reference") == "never")
+    assert own["intervention_rate_ci_method"].null_count() == 0
     assert table.filter(pl.col("condition").is_null())["n"].to_list() == [1200, 1200]
     never = table.filter(policy="never")
     assert never["gain"].to_list() == [0.0] * 5

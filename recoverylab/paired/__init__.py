@@ -51,6 +51,7 @@ from recoverylab.paired._planning import (
     simulate_power,
     tasks_needed,
 )
+from recoverylab.paired._policy import RATE_INTERVAL_COLUMNS as POLICY_RATE_COLUMNS
 from recoverylab.paired._policy import RESULT_COLUMNS as POLICY_COLUMNS
 from recoverylab.paired._shards import pairs_plan
 
@@ -70,6 +71,7 @@ monitor = reads_inputs(_monitor.monitor)
 __all__ = [
     "BREAK_EVEN_COLUMNS",
     "POLICY_COLUMNS",
+    "POLICY_RATE_COLUMNS",
     "Claim",
     "Cohort",
     "GateResult",

@@ -10,7 +10,7 @@ import polars as pl
 
 from recoverylab import stats
 from recoverylab._errors import ParameterError, RecoveryLabWarning, format_keys, require_one_of
-from recoverylab.paired import POLICY_COLUMNS
+from recoverylab.paired import POLICY_COLUMNS, POLICY_RATE_COLUMNS
 from recoverylab.router import _data
 
 __all__ = ["COLUMNS", "compare"]
@@ -22,7 +22,7 @@ COLUMNS = (
     "condition",
     *POLICY_COLUMNS,
 )
-_INTERVENTION = ("interventions", "intervention_rate", "clean_touch_rate")
+_INTERVENTION = ("interventions", "intervention_rate", "clean_touch_rate", *POLICY_RATE_COLUMNS)
 
 
 def _named(policies: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
