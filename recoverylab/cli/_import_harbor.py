@@ -13,7 +13,8 @@ DESCRIPTION = (
     "TrialResult; no harbor package needed) and write our tables plus excluded.parquet (trials "
     "whose reward Harbor's error policy voids, by exception type; trials with no reward; "
     "unfinished trials) into --out DIR. Sources: task, agent, model, source, job, "
-    "agent_kwarg:NAME, agent_metadata:NAME, config:PATH, job_config:PATH, literal:VALUE."
+    "agent_kwarg:NAME, agent_metadata:NAME, config:PATH, job_config:PATH, literal:VALUE. Task "
+    "names are per dataset: task_id is SOURCE/TASK (the name as written in raw_task_id)."
 )
 TARGETS = ("forks", "takeover", "trials")
 

@@ -13,7 +13,9 @@ HELP = "inspect_ai evaluation logs (.eval or .json)"
 DESCRIPTION = (
     "Read inspect_ai evaluation logs (.eval or .json: files, directories or globs) through "
     "inspect_ai and write our tables plus excluded.parquet (samples that errored, hit a limit, "
-    "or have no usable score, by reason) into --out DIR. Needs the [inspect] extra."
+    "or have no usable score, by reason) into --out DIR. Sample ids are per dataset: task_id is "
+    "DATASET/ID when the log names its dataset (the id as written in raw_task_id). Needs the "
+    "[inspect] extra."
 )
 TARGETS = ("forks", "takeover")
 _SOURCE_HELP = (

@@ -14,8 +14,9 @@ DESCRIPTION = (
     "per (task, trial) with reward, success (reward 1), termination reason, domain and "
     "agent/user model. Infrastructure errors and context-window overflows go to "
     "excluded.parquet by reason (tau2-bench's NON_EVALUABLE_TERMINATION_REASONS); a resumed "
-    "run's retries replace its infrastructure errors. --to forks maps the trials to forks with "
-    "--map COL=EXPR (polars SQL over the trials columns)."
+    "run's retries replace its infrastructure errors. tau2 numbers tasks per domain: task_id is "
+    "DOMAIN/ID (airline/0; the id as written in raw_task_id). --to forks maps the trials to "
+    "forks with --map COL=EXPR (polars SQL over the trials columns)."
 )
 TARGETS = ("trials", "forks")
 
