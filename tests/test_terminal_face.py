@@ -270,8 +270,8 @@ def test_every_table_shows_its_estimate_and_fits(
 ) -> None:
     monkeypatch.setenv("COLUMNS", str(width))
     args = arguments(name, rule, tmp_path)
-    if wide and name in ("validate", "gate"):
-        pytest.skip("no --wide: prints no result table (validate) or tests it below (gate)")
+    if wide and name == "validate":
+        pytest.skip("validate prints a row count, no result table (no --wide)")
     result = cli("--quiet", *args, *(["--wide"] if wide else []))
     assert result.code in (0, 3), result.err
     lines = result.out.splitlines()
@@ -299,6 +299,9 @@ def test_every_table_shows_its_estimate_and_fits(
             methods = frame["ci_method"].drop_nulls().unique() if "ci_method" in frame else []
             assert all(m in text for m in methods), (level, methods)
             assert level.startswith("95% ")
+        if "test" in frame.columns and "p_value" in frame.columns:  # p's procedure, by name
+            tests = set(frame["test"].drop_nulls().to_list()) - {"none"}
+            assert all(f"{t}" in " ".join(text.split()) for t in tests), tests
         for table in tables:  # keys and estimate in one table: every block repeats the keys
             checked += check_units(table, frame, face)
     assert checked, name
