@@ -306,7 +306,7 @@ def _parse(files: list[str], texts: list[bytes], leaves: Sequence[tuple[str, str
         try:
             frame = pl.read_ndjson(blob, schema=schema)
         except pl.exceptions.PolarsError:
-            _name_broken(files, texts, schema)
+            frame = _parse_read_fields(files, texts, schema)
         if frame.height != len(files):
             _name_broken(files, texts, schema)
     return _check_types(_flatten(frame, leaves), files, texts)
@@ -423,13 +423,34 @@ def _read(file: str) -> bytes:
     return text
 
 
+def _read_fields(file: str, text: bytes, schema: dict[str, Any]) -> bytes:
+    """One result as one JSON line holding only the fields read (parsed by the one reader)."""
+    value = _load(file, text)
+    return json.dumps({k: v for k, v in value.items() if k in schema}).encode()
+
+
+def _parse_read_fields(
+    files: list[str], texts: list[bytes], schema: dict[str, Any]
+) -> pl.DataFrame:
+    """Parse again from the fields read only, after the one scan failed (the error path).
+
+    polars refuses values Python's JSON reads and Harbor's models accept (an integer beyond 64
+    bits, a NaN) even in a field the adapter never reads; a result is refused only for what
+    it holds in the fields read.
+    """
+    lines = [_read_fields(file, text, schema) for file, text in zip(files, texts, strict=True)]
+    try:
+        return pl.read_ndjson(b"\n".join(lines), schema=schema)
+    except pl.exceptions.PolarsError:
+        _name_broken(files, texts, schema)
+
+
 def _name_broken(files: list[str], texts: list[bytes], schema: dict[str, Any]) -> NoReturn:
     """Find the file the one-scan read failed on (file by file: the error path only); raise."""
     for file, text in zip(files, texts, strict=True):
-        value = _load(file, text)
         try:
-            pl.read_ndjson(json.dumps(value).encode(), schema=schema)
-        except pl.exceptions.PolarsError as exc:
+            pl.read_ndjson(_read_fields(file, text, schema), schema=schema)
+        except pl.exceptions.PolarsError as exc:  # noqa: PERF203 - the error path only
             problem = str(exc).strip().splitlines()[0]
             raise InputError(
                 f"harbor result `{file}` does not have TrialResult's shape ({problem})."
