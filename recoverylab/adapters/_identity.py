@@ -89,7 +89,8 @@ def qualify(frame: pl.DataFrame, scoped_by: str, what: str) -> tuple[pl.DataFram
     )
     out = frame.with_columns(pl.col("task_id").alias(RAW), qualified.alias("task_id"))
     pairs = out.select("task_id", RAW, SCOPE).unique()
-    clash = pairs.filter(pl.len().over("task_id") > 1).sort("task_id", SCOPE, nulls_last=False)
+    named = pairs.filter(pl.col("task_id").is_not_null())  # a null id: the contract's error
+    clash = named.filter(pl.len().over("task_id") > 1).sort("task_id", SCOPE, nulls_last=False)
     if clash.height:
         first = clash.filter(pl.col("task_id") == clash["task_id"][0]).head(2)
         (raw_a, raw_b), (scope_a, scope_b) = first[RAW], first[SCOPE]
