@@ -354,15 +354,16 @@ def emit(
     if title and headline(fmt):
         text = title if fmt == "markdown" else wrap_text(title, terminal_width())
         print(text + ("\n" if fmt == "markdown" else ""))  # markdown: a paragraph
-    print(render(frame, fmt, wide=wide, face=face, line=line, **interval_level(args)))
+    confidence, alternative = interval_level(args)
+    text = render(
+        frame, fmt, wide=wide, face=face, line=line, confidence=confidence, alternative=alternative
+    )
+    print(text)
 
 
-def interval_level(args: argparse.Namespace) -> dict[str, object]:
+def interval_level(args: argparse.Namespace) -> tuple[float | None, str | None]:
     """Return the ``confidence`` and ``alternative`` a command asked for (None: it has none)."""
-    return {
-        "confidence": getattr(args, "confidence", None),
-        "alternative": getattr(args, "alternative", None),
-    }
+    return getattr(args, "confidence", None), getattr(args, "alternative", None)
 
 
 def emit_many(
