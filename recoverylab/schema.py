@@ -273,7 +273,8 @@ def _check_task_scopes(lazy: pl.LazyFrame, contract: TableSpec) -> None:
         return
     scopes = pl.col(TASK_SCOPE).cast(pl.String)
     clash = (
-        lazy.group_by("task_id")
+        lazy.filter(pl.col("task_id").is_not_null())  # a null id: the null check names it
+        .group_by("task_id")
         .agg(scopes.n_unique().alias("__n"), scopes.unique().sort().head(2).alias("__scopes"))
         .filter(pl.col("__n") > 1)
         .sort("task_id")
