@@ -268,12 +268,15 @@ def _fields(cells: pl.DataFrame, shown: list[Shown], index: list[int], width: in
     records = []
     for row in cells.select(str(i) for i in index).iter_rows():
         lines: list[str] = []
+        joinable = False  # a field that had to wrap ends its line
         for i, value in zip(index, row, strict=True):
             field = f"{shown[i].header}: {value}"
-            if lines and len(lines[-1]) + FIELD_GAP + len(field) <= width:
+            if joinable and len(lines[-1]) + FIELD_GAP + len(field) <= width:
                 lines[-1] += " " * FIELD_GAP + field
             else:
-                lines.extend(wrap_text(field, width, indent="  ").split("\n"))
+                wrapped = wrap_text(field, width, indent="  ").split("\n")
+                lines.extend(wrapped)
+                joinable = len(wrapped) == 1
         records.append("\n".join(lines))
     return "\n\n".join(records)
 
