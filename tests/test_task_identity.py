@@ -482,3 +482,20 @@ def test_harbor_takeover_states_are_tasks_of_one_dataset(tmp_path: Path) -> None
     assert "  task ids: as written (--raw-ids; 1 source: recovery-bench)" in (
         raw.report.render().splitlines()
     )
+
+
+def test_a_null_task_id_is_named_by_the_null_check_not_as_a_scope_clash() -> None:
+    frame = pl.DataFrame(
+        {
+            "task": [None, None, "1"],
+            "ds": ["a", "b", "a"],
+            "ok": [True, False, True],
+            "n": [0, 1, 2],
+        }
+    )
+    mapping = {"task_id": "task", "attempt": "n", "success": "ok", "task_scope": "ds"}
+    with pytest.raises(SchemaError) as err:
+        table.from_frame(frame.lazy(), to="trials", mapping=mapping)
+    assert str(err.value) == (
+        "trials: column `task_id` has 2 nulls (task_id/attempt null/0, null/1); it may not be null."
+    )
