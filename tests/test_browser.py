@@ -247,13 +247,27 @@ PROBE = """
       scrollWidth: document.documentElement.scrollWidth,
       tables: Array.prototype.map.call(document.querySelectorAll(".table-wrap"), function (w) {
         return {section: w.closest("section").id, scrollWidth: w.scrollWidth,
-                clientWidth: w.clientWidth};
+                clientWidth: w.clientWidth, overflowX: window.getComputedStyle(w).overflowX,
+                cue: window.getComputedStyle(w).backgroundImage};
       }),
       charts: Array.prototype.map.call(document.querySelectorAll("div.chart"), function (c) {
         var svg = c.querySelector("svg.marks");
+        // the size text is drawn at: its font size times the scale CSS gives the SVG
+        var scale = svg ? svg.getBoundingClientRect().width / svg.width.baseVal.value : 1;
+        var smallest = null;
+        Array.prototype.forEach.call(svg ? svg.querySelectorAll("text") : [], function (t) {
+          if (!t.textContent.trim()) { return; }
+          var size = parseFloat(window.getComputedStyle(t).fontSize) * scale;
+          if (smallest === null || size < smallest.px) {
+            smallest = {px: size, text: t.textContent.slice(0, 60)};
+          }
+        });
         return {id: c.id, rendered: c.getAttribute("data-rendered"), svgs: svg ? 1 : 0,
                 canvases: c.querySelectorAll("canvas").length,
                 width: svg ? svg.getBoundingClientRect().width : 0,
+                box: c.getBoundingClientRect().width,
+                overflowX: window.getComputedStyle(c).overflowX,
+                smallestText: smallest,
                 text: c.textContent.slice(0, 300)};
       }),
       funnel: Array.prototype.map.call(
@@ -334,7 +348,19 @@ def test_demo_report_layout_fits_the_viewport(
         assert chart["rendered"] == "svg", chart
         assert chart["svgs"] + chart["canvases"] >= 1, chart
         assert not re.search(r"\berror\s*:|could not be drawn", chart["text"], re.I), chart
-        assert 0 < chart["width"] <= width
+        assert chart["width"] > 0
+        # a chart is never shrunk below its text size: what does not fit scrolls in its box
+        assert 0 < chart["box"] <= width, chart
+        assert chart["overflowX"] == "auto"
+        # chart text is legible: drawn at 10 px or more, however narrow the page (the SVG's
+        # own scale, up to float rounding)
+        assert chart["smallestText"]["px"] >= 10 - 1e-3, (chart["id"], chart["smallestText"])
+    # a wide table scrolls in its box and shows it: shadows at the edges with more to see
+    for table in layout["tables"]:
+        assert table["overflowX"] == "auto", table
+        assert table["cue"].count("radial-gradient") == 2, table
+    if width < 500:
+        assert any(t["scrollWidth"] > t["clientWidth"] for t in layout["tables"])
     if width >= 1280:
         # on a desktop every table shows every column (no scroll inside the table either)
         for table in layout["tables"]:

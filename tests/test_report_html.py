@@ -332,3 +332,41 @@ def test_write_report_is_atomic(mechanism: pl.DataFrame, tmp_path: Path) -> None
         report.write_report(target, [])
     assert target.read_bytes() == before
     assert sorted(p.name for p in target.parent.iterdir()) == ["report.html"]
+
+
+def test_toc_section_names_coinciding_policies_and_its_legend_is_legible() -> None:
+    q = [0.1, 0.5, 1.0]
+    curves = pl.DataFrame(
+        {
+            "policy": ["a"] * 3 + ["b"] * 3 + ["c"] * 3,
+            "q": q * 3,
+            "toc": [0.2, 0.1, 0.0] * 2 + [0.3, 0.1, 0.0],
+            "toc_ci_low": [0.1, 0.0, 0.0] * 3,
+            "toc_ci_high": [0.3, 0.2, 0.0] * 3,
+            "qini": [0.02, 0.05, 0.0] * 3,
+        }
+    )
+    metrics = pl.DataFrame(
+        {
+            "policy": ["a", "b", "c"],
+            "reference": [None, None, None],
+            "metric": ["autoc"] * 3,
+            "estimate": [0.1, 0.1, 0.2],
+            "ci_low": [0.0, 0.0, 0.1],
+            "ci_high": [0.2, 0.2, 0.3],
+            "points": [30, 30, 30],
+            "tasks": [10, 10, 10],
+        },
+        schema_overrides={"reference": pl.String},
+    )
+    section = report.toc_section(curves, metrics, PROVENANCE)
+    assert section.table.startswith(
+        '<p class="chart-note">Drawn on top of each other (identical curves, one visible '
+        "line): a and b.</p><table"
+    )
+    spec = section.chart.to_dict()
+    legends = [layer["encoding"]["color"].get("legend") for layer in spec["layer"][:2]]
+    assert {legend["symbolOpacity"] for legend in legends if legend} == {1}
+    assert "strokeDash" in spec["layer"][1]["encoding"]
+    distinct = curves.with_columns(pl.col("toc") + pl.col("q") * pl.int_range(pl.len()) / 100)
+    assert "chart-note" not in report.toc_section(distinct, metrics, PROVENANCE).table

@@ -134,17 +134,19 @@ def series_color(data: pl.DataFrame, title: str, field: str = "series") -> Any:
     return alt.Color(f"{field}:N", title=title, **legend)
 
 
-def facet_header(*, row: bool = False) -> Any:
+def facet_header(*, row: bool = False, labels: bool = True) -> Any:
     """Return a facet header with legible, horizontal labels (row labels left of their row)."""
     alt = altair()
     options: dict[str, Any] = {"labelFontSize": 13, "titleFontSize": 13, "labelLimit": 240}
+    if not labels:
+        options["labels"] = False
     if row:
         options.update(labelAngle=0, labelAlign="left", labelOrient="left", titleOrient="top")
         options.update(titleAngle=0, titleAlign="left")
     return alt.Header(**options)
 
 
-def x_band(field: str, title: str, *, sort: Sequence[str] | None = None) -> Any:
+def x_band(field: str, title: str | None, *, sort: Sequence[str] | None = None) -> Any:
     """Return an ordinal x encoding on a band scale, so ``xOffset`` can set series side by side."""
     alt = altair()
     return alt.X(

@@ -308,16 +308,28 @@ nav ul { margin: 4px 0; padding-left: 20px; } nav > ul { columns: 2; }
 }
 """
 
-#: Styles of a section, scoped to ``.recoverylab`` (safe to show inside a notebook).
+#: Styles of a section, scoped to ``.recoverylab`` (safe to show inside a notebook). A chart is
+#: never shrunk (its text would fall below 10 px): what does not fit scrolls sideways, as a wide
+#: table does. Shadows at an edge show there is more to scroll to (CSS only: the white covers
+#: move with the content, the shadows stay at the edges of the box).
 _CSS = """
 .recoverylab { --muted: #59636e; --line: #d1d9e0; --soft: #f6f8fa; min-width: 0; }
 .recoverylab h3 { margin: 28px 0 4px; font-size: 17px; }
 .recoverylab .reading { color: var(--muted); max-width: 860px; }
 .recoverylab .section { margin-bottom: 28px; min-width: 0; }
 .recoverylab .chart { margin: 8px 0 12px; min-height: 40px; max-width: 100%; }
-.recoverylab .chart .vega-embed { max-width: 100%; }
-.recoverylab .chart svg { max-width: 100%; height: auto; }
-.recoverylab .table-wrap { max-width: 100%; overflow-x: auto; }
+.recoverylab .chart svg { height: auto; }
+.recoverylab .chart-note { color: var(--muted); font-size: 13px; margin: -6px 0 10px; }
+.recoverylab .table-wrap, .recoverylab .chart { max-width: 100%; overflow-x: auto;
+  background:
+    linear-gradient(to right, #fff 30%, rgba(255, 255, 255, 0)) left center / 40px 100%,
+    linear-gradient(to left, #fff 30%, rgba(255, 255, 255, 0)) right center / 40px 100%,
+    radial-gradient(farthest-side at 0 50%, rgba(0, 0, 0, 0.3), rgba(0, 0, 0, 0))
+      left center / 14px 100%,
+    radial-gradient(farthest-side at 100% 50%, rgba(0, 0, 0, 0.3), rgba(0, 0, 0, 0))
+      right center / 14px 100%;
+  background-repeat: no-repeat; background-color: #fff;
+  background-attachment: local, local, scroll, scroll; }
 .recoverylab table.result { border-collapse: collapse; font-size: 13px; margin: 4px 0 8px; }
 .recoverylab table.result th, .recoverylab table.result td { border-bottom: 1px solid var(--line);
   padding: 3px 6px; }
@@ -437,7 +449,7 @@ _SCRIPT = """
       // the actions menu sits to the right of the chart
       var room = element.parentNode.clientWidth - 40;
       var width = drawnWidth(element);
-      if (round < 2 && width > 0 && room > 0 && Math.abs(room / width - 1) > 0.04) {
+      if (round < 4 && width > 0 && room > 0 && Math.abs(room / width - 1) > 0.04) {
         result.finalize();
         var ratio = Math.min(2.5, Math.max(0.3, room / width));
         return draw(id, spec, factor * ratio, round + 1);

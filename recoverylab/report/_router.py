@@ -148,8 +148,13 @@ def policy_success(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin
         )
         .properties(width=alt.Step(18), height=200)
         .facet(
+            # the panels are named by their policy; one policy's panel needs no name (the
+            # chart's title says what it is), and "policy" above the names says nothing
             column=alt.Column(
-                "policy:N", title="policy", sort=_policy_order(rows), header=facet_header()
+                "policy:N",
+                title=None,
+                sort=_policy_order(rows),
+                header=facet_header(labels=rows["policy"].n_unique() > 1),
             )
         )
         .properties(title="Success without and with each policy")
@@ -274,7 +279,7 @@ def policy_rates(evaluation: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     require_rows(overall, "policy_rates")
     measures = list(dict.fromkeys(data.sort("order")["measure"].to_list()))
     base = alt.Chart(data).encode(
-        x=x_band("policy", "policy", sort=_policy_order(rows)),
+        x=x_band("policy", None, sort=_policy_order(rows)),  # the ticks name the policies
         xOffset=alt.XOffset("measure:N", sort=measures),
         tooltip=[
             tip_key("policy"),

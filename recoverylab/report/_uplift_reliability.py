@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import TYPE_CHECKING
 
 import polars as pl
@@ -57,9 +58,12 @@ def toc_curves(curves: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         pp("toc_ci_high", "high_pp"),
         pp("qini", "qini_pp"),
     )
+    # the legend's swatches at full strength (the bands' 15% would make them near white);
+    # dashes tell apart lines drawn on top of each other (see coinciding_policies)
+    legend = alt.Legend(symbolOpacity=1, symbolType="stroke", symbolStrokeWidth=3)
     base = alt.Chart(data).encode(
         x=alt.X("q_pct:Q", title="share of decision points refreshed, by score (%)"),
-        color=alt.Color("policy:N", title="policy"),
+        color=alt.Color("policy:N", title="policy", legend=legend),
         tooltip=[
             tip_key("policy"),
             alt.Tooltip("q_pct:Q", title="top q (%)", format=".0f"),
@@ -73,10 +77,45 @@ def toc_curves(curves: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         y=alt.Y("low_pp:Q", title="TOC: effect in the top q minus the average (pp)"),
         y2="high_pp:Q",
     )
-    line = base.mark_line(point=True).encode(y="toc_pp:Q")
+    line = base.mark_line(point=True).encode(
+        y="toc_pp:Q", strokeDash=alt.StrokeDash("policy:N", legend=None)
+    )
     zero = alt.Chart(pl.DataFrame({"zero": [0.0]})).mark_rule(color="black").encode(y="zero:Q")
     return alt.layer(band, line, zero).properties(
         width=420, height=240, title="Targeting operator characteristic (TOC) by policy"
+    )
+
+
+def coinciding_policies(curves: pl.DataFrame) -> list[list[str]]:
+    """Return the groups of policies whose TOC curves are identical (drawn as one line).
+
+    Two policies that rank the points alike have the same curve and band at every q; the chart
+    draws one over the other, so the section says so in words.
+    """
+    shape = [
+        pl.col(c).cast(pl.String).fill_null("") for c in ("q", "toc", "toc_ci_low", "toc_ci_high")
+    ]
+    per_policy = (
+        curves.sort("policy", "q")
+        .group_by("policy", maintain_order=True)
+        .agg(pl.concat_str(shape, separator=":").str.join(";").alias("curve"))
+    )
+    groups = (
+        per_policy.group_by("curve", maintain_order=True)
+        .agg(pl.col("policy").sort())
+        .filter(pl.col("policy").list.len() > 1)
+    )
+    return groups["policy"].to_list()
+
+
+def _coinciding_note(curves: pl.DataFrame) -> str:
+    groups = coinciding_policies(curves)
+    if not groups:
+        return ""
+    said = "; ".join(" and ".join(group) for group in groups)
+    return (
+        f'<p class="chart-note">Drawn on top of each other (identical curves, one visible '
+        f"line): {html.escape(said)}.</p>"
     )
 
 
@@ -119,7 +158,7 @@ def toc_section(
             "the whole curve) and uplift@k is the mean effect in the top 10%. Bands and "
             "intervals resample tasks; rows with a 'minus' policy are paired RATE differences."
         ),
-        table=table,
+        table=_coinciding_note(as_frame(curves, "toc_curves")) + table,
         chart=toc_curves(curves),
         provenance=methods.provenance(provenance),
     )
