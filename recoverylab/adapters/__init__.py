@@ -12,7 +12,8 @@ and know no protocol.
 
 - :mod:`recoverylab.adapters.inspect`: inspect_ai evaluation logs (extra ``[inspect]``):
   :func:`~recoverylab.adapters.inspect.forks` and :func:`~recoverylab.adapters.inspect.takeover`,
-  each returning an :class:`Imported` (that also unpacks as the tables and ``excluded``).
+  each returning an :class:`Imported` (that also unpacks, and indexes, like the tuple of its
+  tables and ``excluded``).
 - :mod:`recoverylab.adapters.harbor`: Harbor (Terminal-Bench) job directories read from each
   trial's ``result.json`` by the field names of Harbor's own models, without Harbor; which trials
   count follows Harbor's own error policy (``reward_valid``): :func:`~.harbor.trials`,
