@@ -16,8 +16,9 @@ Fixed n (all tasks at once):
   zero (the exact McNemar tail, :func:`recoverylab.stats.paired_effect_cells`), and the bound
   excludes 0 exactly when it is below α; elsewhere the inversion is numerical (to 1e-4 in
   log α).
-* rate claims: the exact binomial test and Clopper–Pearson bound, on design-effect-adjusted
-  counts (Korn & Graubard 1998) when tasks have several pairs.
+* rate claims: every protocol's rate interval, :func:`recoverylab.stats.rate_interval`
+  (Clopper–Pearson, on the design-effect adjusted sample (Korn & Graubard 1998) when tasks
+  have several pairs), and the p-value at the margin that interval family inverted.
 
 Sequentially: bound and p-value are one computation,
 :func:`recoverylab.stats.sequences.sequence_test` at t (the p-value of the test the grid
@@ -179,39 +180,43 @@ def _effect_p_values(cell: CellData, threshold: float) -> tuple[float, float]:
 # --- fixed n: rate claims ---------------------------------------------------------------------
 
 
-def _effective_counts(cell: CellData) -> tuple[float, float]:
-    """Events and pairs divided by the design effect of several pairs per task (>= 1)."""
-    events, pairs = float(cell.x.sum()), float(cell.m.sum())
-    if cell.one_pair():
-        return events, pairs
-    rate = events / pairs
-    tasks = cell.x.size
-    if 0.0 < rate < 1.0 and tasks > 1:
-        robust = tasks / (tasks - 1) * float(((cell.x - rate * cell.m) ** 2).sum()) / pairs**2
-        deff = max(1.0, robust / (rate * (1.0 - rate) / pairs))
-    else:
-        deff = float(cell.m.max())  # cannot be estimated: the largest cluster, conservatively
-    return events / deff, pairs / deff
+def _rate_bound(cell: CellData, alpha: float, side: str) -> float:
+    """One-sided bound at confidence 1 - alpha ("less": upper, "greater": lower).
+
+    :func:`recoverylab.stats.rate_interval`: every protocol's rate interval (Korn–Graubard:
+    Clopper–Pearson on the design-effect adjusted sample of several pairs per task; exactly
+    Clopper–Pearson with one pair per task).
+    """
+    found = stats.rate_interval(cell.x, cell.m, confidence=1.0 - alpha, alternative=side)
+    return found.low if side == "greater" else found.high
 
 
 def _rate_p_values(cell: CellData, margin: float) -> tuple[float, float]:
-    """Return (p of H0 rate >= margin, p of H0 rate <= margin): exact binomial tails."""
-    from scipy import stats as sps
+    """Return (p of H0 rate >= margin, p of H0 rate <= margin): the bounds inverted.
 
-    events, pairs = _effective_counts(cell)
-    below = float(sps.beta.sf(margin, events + 1, pairs - events)) if events < pairs else 1.0
-    above = float(sps.beta.cdf(margin, events, pairs - events + 1)) if events > 0 else 1.0
+    The α at which the one-sided bound at confidence 1 - α reaches the margin (the interval's
+    degrees-of-freedom factor depends on the level, so the inversion is numerical, to 1e-4 in
+    log α); a side whose bound does not reach the margin at α = 1/2 mirrors the other. With
+    one pair per task the interval is Clopper–Pearson, whose inversion is the exact binomial
+    test: its tails are computed in closed form.
+    """
+    if cell.one_pair():  # Clopper–Pearson: the exact binomial tails, in closed form
+        from scipy import stats as sps
+
+        events, pairs = float(cell.x.sum()), float(cell.m.sum())
+        below = float(sps.beta.sf(margin, events + 1, pairs - events)) if events < pairs else 1.0
+        above = float(sps.beta.cdf(margin, events, pairs - events + 1)) if events > 0 else 1.0
+        return below, above
+    found = {
+        side: _invert(functools.partial(_rate_bound, cell, side=side), margin, side)
+        for side in ("less", "greater")
+    }
+    below, above = found["less"], found["greater"]
+    if below is None:
+        below = max(_ALPHA_CEILING, 1.0 - (above if above is not None else 0.5))
+    if above is None:
+        above = max(_ALPHA_CEILING, 1.0 - below)
     return below, above
-
-
-def _rate_bound(cell: CellData, alpha: float, side: str) -> float:
-    """Clopper–Pearson bound on effective counts: side "less" upper, "greater" lower."""
-    from scipy import stats as sps
-
-    events, pairs = _effective_counts(cell)
-    if side == "less":
-        return float(sps.beta.ppf(1 - alpha, events + 1, pairs - events)) if events < pairs else 1.0
-    return float(sps.beta.ppf(alpha, events, pairs - events + 1)) if events > 0 else 0.0
 
 
 # --- both modes -------------------------------------------------------------------------------
@@ -300,8 +305,8 @@ def tasks_needed(cell: CellData, threshold: float, alpha: float) -> int | None:
         spread = z_a * math.sqrt(threshold * (1 - threshold)) + z_b * math.sqrt(
             estimate * (1 - estimate)
         )
-        _, pairs = _effective_counts(cell)
-        deff = float(cell.m.sum()) / pairs if pairs else 1.0
+        # the design effect of the rate's own interval (two-sided, at the claim's level)
+        deff = stats.rate_interval(cell.x, cell.m, confidence=1.0 - alpha).design_effect
         return max(1, math.ceil((spread / distance) ** 2 * deff / pairs_per_task))
     discordant = float((cell.rescue + cell.harm).sum() / cell.m.sum())
     discordant = min(1.0, max(discordant, distance))

@@ -43,8 +43,9 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
   :func:`cluster_melded_interval` (``_meld``: their quadrature); ``_paired_effect``:
   :func:`paired_effect_cells` (each interval with the p-value of the test it inverts),
   :func:`interval_agrees_with_test`; :func:`agree_with_test` is deprecated (moves nothing).
-* ``_rates``: :func:`rate_cells`, :func:`korn_graubard`: the one interval policy of every
-  protocol's rates (``ci_method="auto"``; Korn–Graubard where the bootstrap is not accurate).
+* ``_rates``: :func:`rate_cells`, :func:`rate_interval`, :func:`korn_graubard`: the one
+  interval policy of every protocol's rates (``ci_method="auto"``; Korn–Graubard where the
+  bootstrap is not accurate).
 * ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
   :func:`wilson_interval`, :func:`wilson_exprs`.
 * ``_results``: the result dataclasses and :func:`result_html`.
@@ -99,8 +100,10 @@ from recoverylab.stats._rates import (
     BOOTSTRAP_MIN_EVENTS,
     RATE_CI_METHODS,
     RATE_TESTS,
+    RateInterval,
     korn_graubard,
     rate_cells,
+    rate_interval,
 )
 from recoverylab.stats._reliability import ICC_COLUMNS as ICC_COLUMNS
 from recoverylab.stats._reliability import icc_oneway
@@ -131,6 +134,7 @@ __all__ = [
     "BootstrapResult",
     "Interval",
     "IntervalExprs",
+    "RateInterval",
     "ResultHtml",
     "SignFlipResult",
     "TestResult",
@@ -150,6 +154,7 @@ __all__ = [
     "mcnemar_exact",
     "paired_effect_cells",
     "rate_cells",
+    "rate_interval",
     "ratio",
     "ratio_difference",
     "result_html",

@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -204,6 +205,99 @@ def korn_graubard(
         np.where(empty, nan, high),
         np.where(empty, nan, deff),
         np.where(empty, nan, n_eff),
+    )
+
+
+@dataclass(frozen=True)
+class RateInterval:
+    """One rate's cluster-aware interval (:func:`rate_interval`): what and how.
+
+    Attributes
+    ----------
+    estimate, low, high
+        Σy / Σm and the interval's bounds.
+    design_effect, n_effective
+        The design effect used (floored at 1) and the effective sample n*.
+    n_clusters
+        Clusters with a positive denominator.
+    ci_method, test
+        ``"korn-graubard"`` and ``"exact-binomial"`` (the test the interval inverts).
+    """
+
+    estimate: float
+    low: float
+    high: float
+    design_effect: float
+    n_effective: float
+    n_clusters: int
+    ci_method: str = "korn-graubard"
+    test: str = "exact-binomial"
+
+
+def rate_interval(
+    events: np.ndarray | Sequence[float],
+    denominators: np.ndarray | Sequence[float],
+    *,
+    confidence: float = 0.95,
+    alternative: str = "two-sided",
+) -> RateInterval:
+    """Korn–Graubard interval of one rate from its per-cluster events and denominators.
+
+    The numpy face of :func:`rate_cells`' exact interval (the gate's rate claims use it), the
+    same computation: ``events[i]`` in ``[0, denominators[i]]``, clusters with a zero
+    denominator left out.
+
+    Parameters
+    ----------
+    events, denominators
+        Per-cluster arrays of equal length.
+    confidence, alternative
+        As in :func:`rate_cells` (one-sided: ``"greater"`` lower bound, ``"less"`` upper).
+
+    Returns
+    -------
+    RateInterval
+
+    Raises
+    ------
+    ParameterError
+        Arrays of different shapes, non-finite values, or events outside [0, denominator].
+
+    Examples
+    --------
+    >>> ci = rate_interval([0] * 20, [1] * 20)
+    >>> ci.low, round(ci.high, 4)
+    (0.0, 0.1684)
+    """
+    y = np.asarray(events, dtype=np.float64).reshape(-1)
+    m = np.asarray(denominators, dtype=np.float64).reshape(-1)
+    if y.shape != m.shape or not (np.isfinite(y).all() and np.isfinite(m).all()):
+        raise ParameterError(
+            f"parameters `events` and `denominators` have shapes {y.shape} and {m.shape}; "
+            "give one finite number of each per cluster."
+        )
+    if _outside(y, m).any():
+        raise ParameterError(
+            "parameter `events` has values outside [0, `denominators`]; a rate's events must be "
+            "between 0 and its denominator."
+        )
+    sums = _cluster_sums(y, m, np.ones(y.size))
+    low, high, deff, n_eff = korn_graubard(
+        *(np.array([v]) for v in sums[:4]),
+        size_squares=np.array([sums[4]]),
+        event_clusters=np.array([sums[5]]),
+        nonevent_clusters=np.array([sums[6]]),
+        confidence=confidence,
+        alternative=alternative,
+    )
+    estimate = sums[2] / sums[1] if sums[1] > 0 else math.nan
+    return RateInterval(
+        float(estimate),
+        float(low[0]),
+        float(high[0]),
+        float(deff[0]),
+        float(n_eff[0]),
+        int(sums[0]),
     )
 
 
@@ -403,22 +497,26 @@ def _cell_sums(groups: list, pairs: list[tuple[int, int]]) -> np.ndarray:
     for c, (_, matrix, counts) in enumerate(groups):
         weights = counts.astype(np.float64)
         for r, (i, j) in enumerate(pairs):
-            y, m = matrix[:, i], matrix[:, j]
-            used = m > 0
-            total, events = float(weights[used] @ m[used]), float(weights[used] @ y[used])
-            theta = events / total if total > 0 else 0.0
-            residual = y[used] - theta * m[used]
-            w, yu, mu = weights[used], y[used], m[used]
-            out[c, r] = (
-                w.sum(),
-                total,
-                events,
-                w @ residual**2,
-                w @ mu**2,
-                w[yu > 0].sum(),
-                w[yu < mu].sum(),
-            )
+            out[c, r] = _cluster_sums(matrix[:, i], matrix[:, j], weights)
     return out
+
+
+def _cluster_sums(y: np.ndarray, m: np.ndarray, weights: np.ndarray) -> tuple[float, ...]:
+    """K, Σm, Σy, Σ (y − θ̂ m)², Σm², clusters with events, with non-events (m > 0 only)."""
+    used = m > 0
+    w, yu, mu = weights[used], y[used], m[used]
+    total, events = float(w @ mu), float(w @ yu)
+    theta = events / total if total > 0 else 0.0
+    residual = yu - theta * mu
+    return (
+        float(w.sum()),
+        total,
+        events,
+        float(w @ residual**2),
+        float(w @ mu**2),
+        float(w[yu > 0].sum()),
+        float(w[yu < mu].sum()),
+    )
 
 
 def _choose(
