@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from hypothesis import event
 
 from recoverylab import RecoveryLabError
 from recoverylab.cli import main
@@ -118,6 +119,7 @@ def run_cli(argv: list[str], capsys: Any) -> tuple[int, str]:
 
 def check(base: Outcome, expect: Expect, got: Outcome, where: str) -> None:
     """Assert ``got`` is what ``expect`` says the mutation does to ``base``."""
+    event("error" if got.error is not None else f"counted, moved by {expect.excluded or 'none'}")
     if got.error is not None:
         assert expect.kind in ("error", "either"), (where, "unexpected error", got.error)
         assert "\n" not in got.error, (where, got.error)

@@ -273,7 +273,7 @@ def _sim_row(sim: Any, file: Path, position: int) -> dict[str, Any]:
     return {
         "task_id": _key(sim["task_id"], where, "task_id"),
         "attempt": sim["trial"],
-        "reward": _number(reward, where, "reward_info.reward"),
+        "reward": _reward(reward, where),
         "termination_reason": reason,
         "seed": _number(sim.get("seed"), where, "seed", integer=True),
         "simulation_id": _key(sim["id"], where, "id"),
@@ -282,6 +282,16 @@ def _sim_row(sim: Any, file: Path, position: int) -> dict[str, Any]:
         "user_cost": _number(sim.get("user_cost"), where, "user_cost"),
         "log": str(file),
     }
+
+
+def _reward(value: Any, where: str) -> float | None:
+    """Return a reward: a number in [0, 1] (tau2's is a product of checks), or null."""
+    reward = _number(value, where, "reward_info.reward")
+    if reward is not None and not 0.0 <= reward <= 1.0:
+        raise InputError(
+            f"{where} has `reward_info.reward` {reward!r}; tau2-bench's rewards lie in [0, 1]."
+        )
+    return reward
 
 
 def _key(value: Any, where: str, name: str) -> str:
