@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -370,3 +371,24 @@ def test_toc_section_names_coinciding_policies_and_its_legend_is_legible() -> No
     assert "strokeDash" in spec["layer"][1]["encoding"]
     distinct = curves.with_columns(pl.col("toc") + pl.col("q") * pl.int_range(pl.len()) / 100)
     assert "chart-note" not in report.toc_section(distinct, metrics, PROVENANCE).table
+
+
+def test_the_report_closes_with_how_to_read_and_the_glossary(mechanism: pl.DataFrame) -> None:
+    from recoverylab._glossary import GLOSSARY
+
+    page = report.render_html([report.effect_section(mechanism, PROVENANCE)])
+    part = page.split('<section class="section how-to-read" id="how-to-read">', 1)[1]
+    assert part.startswith("<h2>How to read this report</h2>")
+    assert '<a href="#how-to-read">How to read this report</a>' in page  # in the contents
+    terms = dict(re.findall(r"<dt [^>]*>(.*?)</dt><dd>(.*?)</dd>", part))
+    assert {html.unescape(t): html.unescape(d) for t, d in terms.items()} == dict(GLOSSARY)
+    # the terms a reader meets in recoverylab's output, each defined
+    for term in (
+        "kept", "unchanged", "carried forward", "sparse", "cluster meld", "prefix mismatch",
+        "task types", "design effect", "ICC below zero", "rescue", "harm", "clean-touch rate",
+        "EAR", "pass@k", "pass^k", "family-adjusted",
+    ):  # fmt: skip
+        assert term in GLOSSARY
+    glossary = report.Section("g", "Other", "Glossary", "", "", None, PROVENANCE)
+    with pytest.raises(ParameterError, match="Glossary appear more than once"):
+        report.render_html([glossary])

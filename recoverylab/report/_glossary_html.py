@@ -1,18 +1,21 @@
-"""The report's closing part: how to read its numbers, and the glossary of our own terms."""
+"""The report's closing part: how to read its numbers, and the glossary of our own terms.
+
+The glossary is :data:`recoverylab._glossary.GLOSSARY`, the one the README and the command line
+use: each term is defined once, wherever a reader looks it up.
+"""
 
 from __future__ import annotations
 
 import html
 
 from recoverylab._display import ALL, MISSING
+from recoverylab._glossary import GLOSSARY
 from recoverylab.report._registry import HOW_TO_READ
 
-__all__ = ["how_to_read_html"]
+__all__ = ["GLOSSARY_HEADING", "how_to_read_html"]
 
-
-def _glossary() -> dict[str, str]:
-    """Return the glossary: each term and its one-sentence definition (as README and terminal)."""
-    return {}
+#: The heading of the glossary (inside the "how to read" part).
+GLOSSARY_HEADING = "Glossary"
 
 
 def how_to_read_html() -> str:
@@ -20,9 +23,9 @@ def how_to_read_html() -> str:
     terms = "".join(
         f'<dt id="term-{html.escape(term.replace(" ", "-"))}">{html.escape(term)}</dt>'
         f"<dd>{html.escape(meaning)}</dd>"
-        for term, meaning in _glossary().items()
+        for term, meaning in GLOSSARY.items()
     )
-    glossary = f'<h3>Glossary</h3><dl class="glossary">{terms}</dl>' if terms else ""
+    glossary = f'<h3>{GLOSSARY_HEADING}</h3><dl class="glossary">{terms}</dl>'
     return (
         f'<section class="section how-to-read" id="how-to-read"><h2>{html.escape(HOW_TO_READ)}</h2>'
         "<ul>"

@@ -19,7 +19,7 @@ from typing import Any
 from recoverylab._errors import ParameterError
 from recoverylab.io import atomic_file
 from recoverylab.report import _deps
-from recoverylab.report._glossary_html import how_to_read_html
+from recoverylab.report._glossary_html import GLOSSARY_HEADING, how_to_read_html
 from recoverylab.report._registry import GROUPS, HOW_TO_READ, SUMMARY
 
 __all__ = ["Input", "Provenance", "Section", "render_html", "write_report"]
@@ -237,7 +237,7 @@ def _check_unique(sections: Sequence[Section]) -> None:
         ("keys", [s.key for s in sections]),
         (
             "titles",
-            [s.title for s in sections] + sorted({HOW_TO_READ, *(s.group for s in sections)}),
+            [s.title for s in sections] + sorted(_headings(sections)),
         ),
     ):
         duplicated = sorted({v for v in values if values.count(v) > 1})
@@ -246,6 +246,11 @@ def _check_unique(sections: Sequence[Section]) -> None:
                 f"section {what} must be unique (a heading appears once in a report); "
                 f"{', '.join(duplicated)} appear more than once."
             )
+
+
+def _headings(sections: Sequence[Section]) -> set[str]:
+    """Return the page's headings other than section titles: its groups and closing part's."""
+    return {HOW_TO_READ, GLOSSARY_HEADING, *(s.group for s in sections)}
 
 
 def _grouped(sections: Sequence[Section]) -> list[tuple[str, list[Section]]]:
@@ -353,6 +358,11 @@ _CSS = """
 .recoverylab dl.provenance dt { font-weight: 600; }
 .recoverylab dl.provenance dd { margin: 0; min-width: 0; }
 .recoverylab dl.provenance ul { margin: 0; padding-left: 18px; }
+.recoverylab dl.glossary { display: grid; grid-template-columns: max-content minmax(0, 60em);
+  gap: 4px 16px; margin: 6px 0; }
+.recoverylab dl.glossary dt { font-weight: 600; }
+.recoverylab dl.glossary dd { margin: 0; min-width: 0; }
+.recoverylab ul.headline li { margin-bottom: 6px; max-width: 960px; }
 @media (max-width: 1500px) {
   .recoverylab table.result { font-size: 12px; }
   .recoverylab table.result .ci { display: block; font-size: 11px; }
@@ -360,7 +370,7 @@ _CSS = """
 @media (max-width: 700px) {
   .recoverylab table.result { font-size: 12px; }
   .recoverylab table.result th, .recoverylab table.result td { padding: 2px 5px; }
-  .recoverylab dl.provenance { grid-template-columns: minmax(0, 1fr); }
+  .recoverylab dl.provenance, .recoverylab dl.glossary { grid-template-columns: minmax(0, 1fr); }
 }
 """
 
