@@ -20,7 +20,8 @@ lie in fewer than :data:`SPARSE_EVENT_CLUSTERS` clusters, the data cannot show h
 is taken at its largest, that of identical units within a cluster (intra-cluster correlation 1):
 ``deff = Σm · Σm² / (Σm)²``, i.e. ``n_eff`` is Kish's effective number of clusters
 ``(Σm)² / Σm²`` -- every cluster one trial of its mean, the binomial relaxation that bounded
-cluster means obey (Hoeffding 1963). With one unit per cluster nothing changes. The effective
+cluster means obey (Hoeffding 1963); no variance is estimated there, so the degrees-of-freedom
+factor below is not applied. With one unit per cluster nothing changes. Elsewhere the effective
 sample size is
 ``n_eff = Σm / deff``, shrunk further for the few degrees of freedom of K clusters,
 ``n* = n_eff · (t_{Σm−1} / t_{K−1})²`` (quantiles at the interval's tail level; the factor is 1
@@ -170,23 +171,22 @@ def korn_graubard(
     special = _special()
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.clip(x / n, 0.0, 1.0)
-        inner = (p > 0.0) & (p < 1.0) & (k > 1)
-        variance = k / (k - 1.0) * s2 / (n * n)
-        # the SRS variance with the same small-sample factor, p̂(1 − p̂)/(Σm − 1): one unit
-        # per cluster gives deff = 1 exactly (Clopper–Pearson)
-        deff = np.where(inner, np.maximum(variance * (n - 1.0) / (p * (1.0 - p)), 1.0), 1.0)
-        if size_squares is not None:
-            # few clusters hold the events (or non-events): their clustering cannot be seen
-            largest = n * np.asarray(size_squares, dtype=np.float64) / (n * n)
-            sparse = (np.asarray(event_clusters) < SPARSE_EVENT_CLUSTERS) | (
-                np.asarray(nonevent_clusters) < SPARSE_EVENT_CLUSTERS
+        sparse_counts = (
+            None
+            if size_squares is None
+            else (
+                np.asarray(size_squares, dtype=np.float64),
+                np.asarray(event_clusters, dtype=np.float64),
+                np.asarray(nonevent_clusters, dtype=np.float64),
             )
-            deff = np.where(sparse & (k > 1), np.maximum(deff, largest), deff)
+        )
+        deff, sparse = _design_effect(k, n, p, s2, sparse_counts)
         tail = 1.0 - (1.0 - confidence) / (2.0 if alternative == "two-sided" else 1.0)
         # degrees of freedom of K clusters against those of Σm independent units (KG 1998)
         t_units = special.stdtrit(np.maximum(n - 1.0, 1.0), tail)
         t_clusters = special.stdtrit(np.maximum(k - 1.0, 1.0), tail)
-        factor = np.where(n - 1.0 > k - 1.0, (t_units / t_clusters) ** 2, 1.0)
+        # no variance was estimated where the sparse rule holds: no degrees-of-freedom factor
+        factor = np.where((n - 1.0 > k - 1.0) & ~sparse, (t_units / t_clusters) ** 2, 1.0)
         n_eff = np.where(k > 1, n / deff * factor, 1.0)
         n_eff = np.minimum(n_eff, n)
         x_eff = p * n_eff
@@ -206,6 +206,29 @@ def korn_graubard(
         np.where(empty, nan, deff),
         np.where(empty, nan, n_eff),
     )
+
+
+def _design_effect(
+    k: np.ndarray,
+    n: np.ndarray,
+    p: np.ndarray,
+    s2: np.ndarray,
+    sparse_counts: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the design effect per cell (floored at 1) and where the sparse rule set it."""
+    inner = (p > 0.0) & (p < 1.0) & (k > 1)
+    variance = k / (k - 1.0) * s2 / (n * n)
+    # the SRS variance with the same small-sample factor, p̂(1 − p̂)/(Σm − 1): one unit per
+    # cluster gives deff = 1 exactly (Clopper–Pearson)
+    deff = np.where(inner, np.maximum(variance * (n - 1.0) / (p * (1.0 - p)), 1.0), 1.0)
+    if sparse_counts is None:
+        return deff, np.zeros(p.shape, dtype=bool)
+    size_squares, event_clusters, nonevent_clusters = sparse_counts
+    # few clusters hold the events (or non-events): their clustering cannot be seen
+    largest = size_squares / n
+    sparse = (event_clusters < SPARSE_EVENT_CLUSTERS) | (nonevent_clusters < SPARSE_EVENT_CLUSTERS)
+    sparse &= k > 1
+    return np.where(sparse, np.maximum(deff, largest), deff), sparse
 
 
 @dataclass(frozen=True)
