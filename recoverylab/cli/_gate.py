@@ -122,7 +122,7 @@ def explanation(result: GateResult) -> list[str]:
     """Return the lines above the gate's tables: the verdict, the bounds' level, "more tasks".
 
     The gate's bounds are one-sided and each sits at its row's family-adjusted level (see
-    :func:`recoverylab.paired.gate`), so they are wider than the two-sided intervals of
+    :func:`recoverylab.paired.gate`), so they differ from the two-sided intervals of
     ``recoverylab paired`` for the same cell; the lines say so, and what "more tasks" assumes.
     """
     adjust = _ADJUSTMENTS.get(result.adjust, result.adjust)
@@ -141,8 +141,8 @@ def explanation(result: GateResult) -> list[str]:
     return [
         f"gate: {result.verdict} (exit {result.exit_status}); claims decided by one-sided "
         f"{mode}, p-values {family}.",
-        f"bounds{sequences}: {where}, so wider than the two-sided "
-        f"{100 * levels[0]:g}% intervals `recoverylab paired` prints for the same cell.",
+        f"bounds{sequences}: {where}; not the two-sided {100 * levels[0]:g}% intervals "
+        "`recoverylab paired` prints for the same cell, hence the difference.",
         "more tasks: tasks beyond those seen that a fixed-n study would need to decide the "
         f"claim with {100 * GATE_POWER:g}% power at the row's adjusted level, if the observed "
         "estimate (and, for effects, the observed share of discordant pairs and pairs per "
