@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from scipy import integrate, special
 
 from recoverylab import stats
+from recoverylab.stats._meld import _meld_at_zero
 
 mp = pytest.importorskip("mpmath")
 
@@ -203,3 +204,26 @@ def test_meld_quantile_keeps_the_shape_of_its_arguments():
     assert got.shape == (2, 3)
     assert np.all(got == got[0, 0])
     assert stats._meld_quantile(np.zeros(0), 1.0, 1.0, 1.0, 0.5).shape == (0,)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    t_a=st.one_of(st.just(0.0), st.floats(1e-3, 1e4)),
+    t_b=st.one_of(st.just(0.0), st.floats(1e-3, 1e4)),
+    b_a=st.one_of(st.just(0.0), st.floats(1e-3, 1e4)),
+    b_b=st.floats(1e-3, 1e4),
+    level=st.sampled_from([0.005, 0.025, 0.05, 0.1, 0.25, 0.5]),
+)
+# the exact curve at zero on the level itself: Beta(1, 1) at ½ is ½; Beta(5, 1) is 1/32
+@example(t_a=3.0, t_b=4.0, b_a=1.0, b_b=1.0, level=0.5)
+@example(t_a=1.0, t_b=0.0, b_a=5.0, b_b=1.0, level=0.5**5)
+def test_meld_quantile_is_beyond_zero_exactly_when_its_curve_at_zero_is_below_the_level(
+    t_a, t_b, b_a, b_b, level
+):
+    # by construction, not to rounding: the search is anchored on the exact value at zero,
+    # the same number the paired intervals report as their p-value
+    args = [np.array([v]) for v in (t_a, t_b, b_a, b_b)]
+    q = float(stats._meld_quantile(*args, level)[0])
+    at_zero = float(_meld_at_zero(*args)[0])
+    assert (q > 0) == (at_zero < level)
+    assert -1.0 <= q <= 1.0
