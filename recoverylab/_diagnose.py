@@ -26,7 +26,7 @@ import polars as pl
 from recoverylab._contracts import text_columns
 from recoverylab._errors import EngineError, RecoveryLabError, SourceError
 from recoverylab._formats import compression_of_path, decompressed_chunks, strip_compression
-from recoverylab._json import loads
+from recoverylab._json import loads, wide_encoding
 from recoverylab._resolve import resolve_paths
 
 __all__ = [
@@ -118,6 +118,13 @@ def check_text_file(
     or ``data`` when the caller already holds it); lines are counted in that text.
     """
     shape = TextShape((), frozenset())
+    with _open_binary(path, data) as handle:
+        wide = wide_encoding(handle.read(4))
+    if wide is not None:
+        raise SourceError(
+            f"`{path}` is {wide.upper()} text; recoverylab reads text tables as UTF-8. Hint: "
+            "save the file as UTF-8."
+        )
     if fmt == "csv":
         shape = _check_csv(path, separator, data)
     elif fmt == "ndjson":
@@ -225,9 +232,9 @@ def _check_ndjson(path: Path, data: bytes | None = None) -> TextShape:
     """Check every line is one JSON object, and no nested value stands where text belongs.
 
     A JSON object or array in a contract text column (``task_id``, ``condition``...), or in a
-    column whose other rows hold scalars, would be read as its JSON text: a key nobody wrote
-    (ARCHITECTURE §8, "an object where a key belongs"). Both are errors naming the column and
-    the line.
+    column (or field of a nested object, ``run.task``) whose other rows hold scalars, would be
+    read as its JSON text: a key nobody wrote (ARCHITECTURE §8, "an object where a key
+    belongs"). Both are errors naming the column and the line.
     """
     keys: dict[str, None] = {}
     text = text_columns()
@@ -237,20 +244,29 @@ def _check_ndjson(path: Path, data: bytes | None = None) -> TextShape:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue
-            value = loads(line, path, number)
+            value = loads(line, path, number, allow_nan=False)
             if not isinstance(value, dict):
                 raise SourceError(
                     f"`{path}` line {number}: a JSON {type(value).__name__} where each line must "
                     "be one object (a row)."
                 )
             keys.update(dict.fromkeys(value))
-            for name, item in value.items():
+            fields = list(value.items())
+            while fields:  # the fields of nested objects too, named by their dotted path
+                name, item = fields.pop()
                 if item is None:
                     continue
                 kinds = nested if isinstance(item, (dict, list)) else scalar
                 kinds.setdefault(name, number)
+                if isinstance(item, int) and not -(2**63) <= item < 2**63:
+                    raise SourceError(
+                        f"`{path}` line {number}: column `{name}` holds the integer "
+                        f"{str(item)[:12]}..., beyond 64 bits; write it as a float or as text."
+                    )
                 if name in nested and (name in text or name in scalar):  # text: one line
                     _raise_nested(path, name, nested[name], scalar.get(name))
+                if isinstance(item, dict):
+                    fields.extend((f"{name}.{key}", inner) for key, inner in item.items())
     return TextShape(tuple(keys), frozenset())
 
 

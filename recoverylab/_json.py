@@ -33,7 +33,7 @@ from typing import Any
 from recoverylab._errors import SourceError
 from recoverylab._formats import read_decompressed
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "decode", "load", "load_object", "loads"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "decode", "load", "load_object", "loads", "wide_encoding"]
 
 #: Deepest nesting of arrays and objects read (polars' own JSON reader stops at 128).
 MAX_DEPTH = 100
@@ -71,6 +71,11 @@ def decode(data: bytes, path: Path | str, line: int | None = None) -> str:
         ) from None
 
 
+def wide_encoding(head: bytes) -> str | None:
+    """Return ``utf-16``/``utf-32`` when ``head`` opens with their byte-order mark, else None."""
+    return next((n for b, n in _BOMS if head.startswith(b) and n != "utf-8-sig"), None)
+
+
 def _depth(value: Any) -> int:
     """Return the nesting depth of a parsed value, walked without recursion."""
     deepest, stack = 0, [(value, 1)]
@@ -92,27 +97,40 @@ def _too_deep(path: Path | str, line: int | None) -> SourceError:
     )
 
 
-def loads(text: str, path: Path | str, line: int | None = None) -> Any:
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(name)
+
+
+def loads(text: str, path: Path | str, line: int | None = None, *, allow_nan: bool = True) -> Any:
     """Parse one JSON text read from ``path`` (``line``: its line in an NDJSON file).
+
+    ``allow_nan=False`` refuses the ``NaN``/``Infinity`` tokens Python's reader accepts and
+    JSON does not (polars' reader refuses them, without the line).
 
     Raises
     ------
     SourceError
-        Invalid JSON (with the parser's line and column) or nesting beyond :data:`MAX_DEPTH`.
+        Invalid JSON (with the parser's line and column), a refused constant, or nesting
+        beyond :data:`MAX_DEPTH`.
     """
     # Fewer brackets than the limit cannot nest deeper than it: no walk needed.
     deep = text.count("[") + text.count("{") > MAX_DEPTH
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=None if allow_nan else _refuse_constant)
     except RecursionError:
         raise _too_deep(path, line) from None
-    except json.JSONDecodeError as exc:
+    except json.JSONDecodeError as exc:  # before ValueError: it is one
         if line is not None:
             raise SourceError(
                 f"`{path}` line {line}: not valid JSON ({exc.msg} at column {exc.colno})."
             ) from None
         raise SourceError(
             f"`{path}` is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})."
+        ) from None
+    except ValueError as exc:  # a NaN or Infinity token, refused
+        raise SourceError(
+            f"{_where(path, line)}: `{exc}` is not a JSON number; write null (no value) or a "
+            "number."
         ) from None
     if deep and _depth(value) > MAX_DEPTH:
         raise _too_deep(path, line)

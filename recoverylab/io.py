@@ -336,6 +336,7 @@ def _read_together(
     buffer = bytearray()
     for index, (file, _) in enumerate(members):
         data = texts[file.path] if file.path in texts else file.path.read_bytes()
+        data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte-order mark is not text
         if b"\n" not in data:  # a line break of "\r" alone: rows would run together
             raise SourceError(
                 f"`{file.path}` ends its lines with a carriage return alone; recoverylab reads "

@@ -388,3 +388,30 @@ def test_a_nested_key_or_deep_ndjson_line_names_file_column_and_line(tmp_path, r
         scan(path)
     assert str(caught.value).startswith(f"`{path}` {message}")
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b'{"task_id": "t1", "reward": NaN}\n', "line 1: `NaN` is not a JSON number"),
+        (b'{"task_id": "t1", "n": 100000000000000000000000}\n', "line 1: column `n` holds the "),
+        ('{"task_id": "t1"}\n'.encode("utf-16"), "is UTF-16 text; recoverylab reads text tables"),
+        (
+            b'{"task_id": "t1", "run": {"task": "a"}}\n{"task_id": "t2", "run": {"task": {}}}\n',
+            "line 2: column `run.task` holds a JSON object or array where line 1 holds a scalar",
+        ),
+    ],
+)
+def test_ndjson_values_polars_cannot_read_are_named_with_their_line(tmp_path, data, message):
+    path = tmp_path / "runs.ndjson"
+    path.write_bytes(data)
+    with pytest.raises(SourceError) as caught:
+        scan(path)
+    assert str(caught.value).startswith(f"`{path}` {message}")
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_row(tmp_path):
+    for suffix, text in (("ndjson", FORKS.write_ndjson()), ("csv", FORKS.write_csv())):
+        path = tmp_path / f"forks.{suffix}"
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())
+        assert scan(path).collect().equals(FORKS), suffix
