@@ -387,3 +387,33 @@ def test_every_number_of_a_synthetic_report_is_the_written_one(tmp_path: Path) -
         assert source == "paired-effect"
         row = key_matches(written, value.row)
         assert agrees(value, row[value.column].item()) is None, (value, row)
+
+
+def test_a_gate_report_opens_with_the_verdict_then_the_gate(tmp_path: Path) -> None:
+    from recoverylab import paired
+    from tests.conftest import SAMPLES
+
+    folder = SAMPLES / "paired"
+    forks, decisions = folder / "policy_forks.parquet", folder / "policy_decisions.parquet"
+    policy = folder / "gate_policy.toml"
+    out = tmp_path / "report.html"
+    arguments = ["--forks", str(forks), "--decisions", str(decisions), "--policy", str(policy)]
+    assert main(["--quiet", "report", *arguments, "--resamples", "200", "--out", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    page = parse(text)
+    result = paired.gate(forks, paired.read_policy(policy), decisions=decisions)
+    assert page.headings[1:4] == [
+        "Summary",
+        "What helped, what harmed, and the verdict",
+        "Ship or hold",
+    ]
+    first = re.search(r'<ul class="headline"><li>(.*?)</li>', text)
+    assert first is not None
+    counts = result.claims["verdict"].value_counts().sort("verdict")
+    tally = ", ".join(f"{n} {verdict}" for verdict, n in counts.iter_rows())
+    assert re.sub(r"<[^>]+>", "", first.group(1)).startswith(
+        f"Release gate: {result.verdict} (exit status {result.exit_status}; claim rows: {tally}"
+    )
+    (gate,) = [t for t in page.tables if t.section == "gate"]
+    written = result.claims.with_columns(pl.col("cell").cast(pl.String))
+    assert check_table(gate, written) == []

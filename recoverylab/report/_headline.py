@@ -223,7 +223,8 @@ def _gate_lines(gate: GateResult) -> list[str]:
             .head(SHOWN_CELLS)
             .str.join("; ")
         ).item()
-        named = f"; not passing: {listed}"
+        more = failing.height - min(failing.height, SHOWN_CELLS)
+        named = f"; not passing: {listed}" + (f" (and {more} more)" if more else "")
     return [
         f"<strong>Release gate: {html.escape(gate.verdict)}</strong> (exit status "
         f"{gate.exit_status}; claim rows: {html.escape(tally)}{named})."
