@@ -43,7 +43,8 @@ GLOSSARY = MappingProxyType(
         "the exact sign-flip (McNemar) test inverts.",
         "cluster meld": "The interval of a paired effect when a task has several pairs in a "
         "cell: the hull of the inverted exact sign-flip test and a meld on counts divided by the "
-        "design effect (ci_method cluster-melded).",
+        "design effect (ci_method cluster-melded); its p-value is the hull's own (per side the "
+        "larger of its two parts'), so it can exceed p_sign_flip.",
         "korn-graubard": "The exact (Clopper-Pearson) interval of a rate on counts divided by the "
         "design effect of the clusters, so 0 of n still has an upper bound above 0.",
         "exact-binomial": "The exact binomial test of a rate on its effective counts, the test "
