@@ -3,8 +3,14 @@
 The command line (:mod:`recoverylab.cli._table`), the notebook HTML repr and the HTML report
 (:mod:`recoverylab.report`) all show results through these expressions, so a number reads the
 same everywhere: rates in percentage points to one decimal, p-values to two significant digits
-(``< 0.001`` below), other decimals to one decimal, an overall row's null key as ``all``.
-Each helper returns a polars expression of strings (no loop over rows).
+(``< 0.001`` below), other decimals to one decimal (ICCs and factors two), an overall row's
+null key as ``all``; an estimate and its interval always in one unit. Each helper returns a
+polars expression of strings (no loop over rows).
+
+Which columns are a result's answer is declared once, in :data:`FACES` (one :class:`Face` per
+printed result: its estimates, counts, p-values and other main columns); every other column is
+secondary, and :func:`shown_columns` marks each shown column main or secondary so a fitter can
+drop the secondary ones first and never the answer (issue 38).
 """
 
 from __future__ import annotations
