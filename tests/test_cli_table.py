@@ -181,7 +181,10 @@ def test_router_fit_report_in_percentage_points(cli: Callable, tmp_path: Path) -
         "--features", "repetition,noops,obs_novelty,consistency", "--out", tmp_path / "r.json",
     )  # fmt: skip
     assert result.code == 0, result.err
-    assert re.search(r"^oof_clean_touch_rate \(pp\) +15\.0$", result.out, re.M)
+    rates = result.out.split("== out-of-fold rates (pp)", 1)[1].split("== ", 1)[0]
+    assert re.search(r"^oof_clean_touch_rate +15\.0$", rates, re.M)  # one unit: the table's pp
+    others = result.out.split("== counts, scores and settings", 1)[1]
+    assert re.search(r"^auc_err +0\.\d+$", others, re.M)  # as computed, in its own table
     assert "0.1500" not in result.out
 
 

@@ -172,18 +172,27 @@ def _fit_policy(args: argparse.Namespace, progress: Progress):
     return RateMatchedAnomaly.matching(router).fit(*data)
 
 
-def _report_frame(policy: object) -> pl.DataFrame:
-    """Return the fit report as (field, value) rows; rates in pp (``(pp)`` after the name)."""
+def _report_frames(policy: object) -> dict[str, pl.DataFrame]:
+    """Return the fit report as two (field, value) tables, one unit each.
+
+    The out-of-fold rates in percentage points (``value pp``), then every other field as the
+    fit computed it (counts, AUCs, thresholds, settings): a column never mixes pp and fractions.
+    """
     import polars as pl
 
     report = policy.fit_report_.to_dict()  # type: ignore[attr-defined]
-    return pl.DataFrame(
-        {
-            "field": [f"{name} (pp)" if _pp(name, v) else name for name, v in report.items()],
-            "value": [_show(v, pp=_pp(name, v)) for name, v in report.items()],
-        },
-        schema={"field": pl.String, "value": pl.String},
-    )
+    rates = {name: v for name, v in report.items() if _pp(name, v)}
+    other = {name: v for name, v in report.items() if name not in rates}
+    schema = {"field": pl.String, "value": pl.String}
+    return {
+        "out-of-fold rates (pp)": pl.DataFrame(
+            {"field": list(rates), "value pp": [_show(v, pp=True) for v in rates.values()]},
+            schema={"field": pl.String, "value pp": pl.String},
+        ),
+        "counts, scores and settings": pl.DataFrame(
+            {"field": list(other), "value": [_show(v) for v in other.values()]}, schema=schema
+        ),
+    }
 
 
 def _pp(name: str, value: object) -> bool:
@@ -204,7 +213,7 @@ def run_fit(args: argparse.Namespace) -> None:
     """Fit a rule and write it as JSON; print the fit report."""
     import polars as pl
 
-    from recoverylab.cli._table import render
+    from recoverylab.cli._table import render, render_many
 
     progress = Progress("router fit", quiet=args.quiet)
     guard_output(args.out, args)
@@ -219,7 +228,7 @@ def run_fit(args: argparse.Namespace) -> None:
         return
     if headline(fmt):
         print("fit report (out-of-fold)")
-    print(render(_report_frame(policy), fmt, wide=wide))
+    print(render_many(_report_frames(policy), fmt, wide=wide))
 
 
 def run_decide(args: argparse.Namespace) -> None:
