@@ -43,8 +43,8 @@ def _add_common(parser: argparse.ArgumentParser, *, cohort: bool = True) -> None
         "--ci-method",
         choices=("auto", "fay-lumbard", "cluster-melded", "sign-flip", "percentile", "bca"),
         default="auto",
-        help="interval method (default auto: agrees with the sign-flip p-value, exact in "
-        "sparse cells; percentile or bca for the bootstrap)",
+        help="interval method (default auto: exact in sparse cells, shown with the p-value of "
+        "the test it inverts; percentile or bca for the bootstrap)",
     )
     parser.add_argument(
         "--alternative",
@@ -71,11 +71,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "paired",
         help="rescue and harm per condition × delay × method (CIR paired forks)",
         description="Pair every recovery branch with the no-recovery branch forked from the same "
-        "state and count rescues and harms per (condition, delay, method), with an exact "
-        "sign-flip p-value of the effect and an interval that agrees with it (the exact "
-        "Fay-Lumbard interval, or the cluster meld where a task has several pairs; "
-        "--ci-method percentile or bca for a task-level bootstrap); the ci_method column names "
-        "each cell's interval. Rates are printed in percentage points.",
+        "state and count rescues and harms per (condition, delay, method), with an interval "
+        "of the effect and the p-value of the test it inverts (the exact Fay-Lumbard "
+        "interval, or the cluster meld where a task has several pairs; --ci-method "
+        "percentile or bca for a task-level bootstrap, shown with the sign-flip p-value); the "
+        "ci_method and test columns name each cell's. Rates are printed in percentage points.",
     )
     parser.add_argument("forks", nargs="+", help="forks table (paths, globs or directories)")
     _add_common(parser)
