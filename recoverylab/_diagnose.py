@@ -125,10 +125,13 @@ def check_text_file(
             f"`{path}` is {wide.upper()} text; recoverylab reads text tables as UTF-8. Hint: "
             "save the file as UTF-8."
         )
-    if fmt == "csv":
-        shape = _check_csv(path, separator, data)
-    elif fmt == "ndjson":
-        shape = _check_ndjson(path, data)
+    try:
+        if fmt == "csv":
+            shape = _check_csv(path, separator, data)
+        elif fmt == "ndjson":
+            shape = _check_ndjson(path, data)
+    except UnicodeDecodeError:
+        _raise_not_utf8(path, data)
     _check_final_line_break(path, data)
     return shape
 
@@ -171,11 +174,28 @@ def _open_binary(path: Path, data: bytes | None) -> Iterator[Any]:
 @contextmanager
 def _open_text(path: Path, data: bytes | None, newline: str | None = None) -> Iterator[Any]:
     with _open_binary(path, data) as raw:
-        wrapper = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="replace", newline=newline)
+        wrapper = io.TextIOWrapper(raw, encoding="utf-8-sig", errors="strict", newline=newline)
         try:
             yield wrapper
         finally:
             wrapper.detach()
+
+
+def _raise_not_utf8(path: Path, data: bytes | None) -> NoReturn:
+    """Raise the error naming the line and byte of a text table's first non-UTF-8 byte."""
+    with _open_binary(path, data) as handle:
+        raw = handle.read()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise SourceError(
+            f"`{path}` line {line}: not UTF-8 text (byte 0x{raw[exc.start]:02x}). Hint: save "
+            "the file as UTF-8."
+        ) from None
+    raise SourceError(
+        f"`{path}` is not UTF-8 text. Hint: save the file as UTF-8."
+    )  # pragma: no cover
 
 
 def _check_final_line_break(path: Path, data: bytes | None = None) -> None:
