@@ -7,6 +7,7 @@ import json
 import os
 import re
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -78,7 +79,7 @@ def test_a_denominator_shown_once_per_table() -> None:
 def test_table_rates_in_pp_with_n_beside_by_hand() -> None:
     html = report.table_html(FRAME, COLUMNS)
     headers = re.findall(r"<th\b[^>]*>(.*?)</th>", html)
-    assert headers == ["regime", "TS, pp [95% CI]", "n (episodes)", "mean steps", "p"]
+    assert headers == ["regime", "TS, pp [CI]", "n (episodes)", "mean steps", "p"]
     assert cells(html) == [
         ["barrier_free", '+83.5 <span class="ci">[78.0, 88.5]</span>', "200", "3.46", "0.29"],
         ["all", "—", "0", "1.00", "&lt; 0.001"],
@@ -187,8 +188,11 @@ def test_paired_sections_count_exclusions_by_reason(mechanism: pl.DataFrame) -> 
     assert section.provenance.exclusions == (("unpaired", 0), ("prefix_mismatch", 42))
     assert section.provenance.inputs == PROVENANCE.inputs
     assert len(re.findall(r"[.!?](\s|$)", section.reading)) == 2  # two sentences
+    # an interval's header names the level the provenance gives, or none when it gives none
     effect = report.effect_section(mechanism, PROVENANCE)
-    assert "effect, pp [95% CI]" in effect.table
+    assert "effect, pp [CI]" in effect.table
+    at_90 = report.effect_section(mechanism, replace(PROVENANCE, confidence=0.9))
+    assert "effect, pp [90% CI]" in at_90.table
 
 
 def test_takeover_sections_count_each_rejected_state_once(by_depth: pl.DataFrame) -> None:

@@ -103,9 +103,7 @@ def ts_by_regime(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         encoding["color"] = alt.Color("group:N", title=" · ".join(extra))
     base = alt.Chart(data).encode(**encoding)
     rules = base.mark_rule(strokeWidth=2).encode(
-        y=alt.Y(
-            "ci_low_pp:Q", title="task success TS (pp), 95% CI", scale=alt.Scale(domain=[0, 100])
-        ),
+        y=alt.Y("ci_low_pp:Q", title="task success TS (pp), CI", scale=alt.Scale(domain=[0, 100])),
         y2="ci_high_pp:Q",
     )
     points = base.mark_point(filled=True, size=60).encode(y="ts_pp:Q")
@@ -249,7 +247,7 @@ def barrier_drop(drop: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         width=260, height=alt.Step(26), title="TS without (green) and with (orange) barriers"
     )
     drop_rules = base.mark_rule(strokeWidth=2).encode(
-        x=alt.X("ci_low_pp:Q", title="drop (pp), 95% CI", axis=zero_axis()), x2="ci_high_pp:Q"
+        x=alt.X("ci_low_pp:Q", title="drop (pp), CI", axis=zero_axis()), x2="ci_high_pp:Q"
     )
     drop_points = base.mark_point(filled=True, size=60, color="black").encode(x="drop_pp:Q")
     drops = alt.layer(drop_rules, drop_points).properties(

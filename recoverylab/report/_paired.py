@@ -198,7 +198,7 @@ def effect(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
     data = slim(cells, [*_CELL, "series", *_PP, "n", *_TIPS], [*_CELL, "series"])
     base = _series_base(alt.Chart(), data, extra, _cell_tooltip())
     return (
-        alt.layer(*_with_interval(base, "effect_pp", "effect (pp), 95% CI", 60), data=data)
+        alt.layer(*_with_interval(base, "effect_pp", "effect (pp), CI", 60), data=data)
         .properties(width=200, height=200)
         .facet(column=alt.Column("condition:N", title="condition", header=facet_header()))
         .resolve_scale(x="independent", xOffset="independent")
@@ -296,7 +296,7 @@ def contrast(frame: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
         tip_p(),
     ]
     base = _series_base(alt.Chart(data), data, extra, tooltip)
-    title = "difference of effects (pp), 95% CI"
+    title = "difference of effects (pp), CI"
     return alt.layer(*_with_interval(base, "difference_pp", title, 70)).properties(
         width=320, height=220, title=f"Contrast of effects: {', '.join(titles)}"
     )

@@ -227,7 +227,7 @@ def policy_gain(
         else f"Paired margin over {reference}, with its CI"
     )
     rules = base.mark_rule(strokeWidth=2).encode(
-        y=alt.Y("ci_low_pp:Q", title="gain (pp), 95% CI", axis=zero_axis()), y2="ci_high_pp:Q"
+        y=alt.Y("ci_low_pp:Q", title="gain (pp), CI", axis=zero_axis()), y2="ci_high_pp:Q"
     )
     points = base.mark_point(filled=True, size=60).encode(y="gain_pp:Q")
     return alt.layer(rules, points).properties(width=420, height=220, title=title)

@@ -27,7 +27,7 @@ from recoverylab.report._tables import (
     PValue,
     Rate,
     RowLookupRate,
-    table_html,
+    leveled_table,
 )
 
 __all__ = [
@@ -123,7 +123,7 @@ def rescue_harm_section(
         "succeeds) and orange bars runs it harmed, both as a share of the cell's n pairs. "
         "The black tick is their difference, the effect, so a method that looks neutral on "
         "average can still be seen rescuing and harming many runs.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_paired.rescue_harm(frame),
         provenance=_with_exclusions(
             methods.provenance(provenance), _sums(frame, *_PAIRED_EXCLUSIONS)
@@ -157,7 +157,7 @@ def effect_section(
         f"(rescue share minus harm share) in its cell, with {_interval(provenance, methods)}. "
         "An interval crossing zero means the sample cannot tell the direction; compare "
         "conditions at the same delay, where the pairs share their history.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_paired.effect(frame),
         provenance=_with_exclusions(
             methods.provenance(provenance), _sums(frame, *_PAIRED_EXCLUSIONS)
@@ -199,7 +199,7 @@ def contrast_section(
         f"under the second at the same delay and method, with {_interval(provenance, methods)}"
         f"{shared}. A positive difference means the same recovery is worth more under the "
         "first information state (e.g. stale observations) than under the second.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_paired.contrast(frame),
         provenance=methods.provenance(provenance),
     )
@@ -232,7 +232,7 @@ def overlap_section(
         "rescued, those both rescued and those only the second rescued. A large shared part "
         "means the two operations work through the same runs (e.g. the rescues of a "
         "refresh survive when its returned content is hidden).",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_paired.rescue_overlap(frame),
         provenance=provenance,
     )
@@ -289,7 +289,7 @@ def policy_section(
         group=group,
         title=title,
         reading=_policy_reading(frame, _interval(provenance, methods)),
-        table=table_html(_with_clean_episodes(frame), columns),
+        table=leveled_table(_with_clean_episodes(frame), columns, level=level(provenance)),
         chart=chart,
         provenance=methods.provenance(provenance),
     )
@@ -388,7 +388,7 @@ def ts_section(
         f"step) in a barrier regime, with {_interval(provenance, methods)} with all their "
         "episodes. The gap between barrier_free and the barrier regimes is what access "
         "barriers cost; colours compare groups on the same cases.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_goal.ts_by_regime(frame),
         provenance=methods.provenance(provenance),
     )
@@ -417,7 +417,7 @@ def reasons_section(
         "the group's n episodes, so the height of a stack is 100 minus TS. Unsupported "
         "attribution is checked first and a policy violation is named only when nothing "
         "else failed, so a segment never hides an earlier failure.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_goal.failure_reasons(frame),
         provenance=methods.provenance(provenance),
     )
@@ -449,7 +449,7 @@ def drop_section(
         f"same goals; right, the drop between them with {_interval(provenance, methods)}, "
         "once for both sides. Only goals with episodes on both sides are paired; the others "
         "are counted as unpaired in the provenance.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_goal.barrier_drop(frame),
         provenance=_with_exclusions(methods.provenance(provenance), exclusions),
     )
@@ -513,7 +513,7 @@ def depth_section(
         "states of each depth: deeper slices are smaller and are not the same sample, so "
         "compare agents within a depth rather than reading a trend across depths as an "
         "effect of depth.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_takeover.depth_rates(frame),
         provenance=_with_exclusions(methods.provenance(provenance), _takeover_exclusions(frame)),
     )
@@ -552,7 +552,7 @@ def funnel_section(
         "the table and the tooltips). Both panels together separate agents that rarely "
         "notice an inherited error from agents that notice it but do not repair the "
         "persistent state.",
-        table=table_html(frame, columns),
+        table=leveled_table(frame, columns, level=level(provenance)),
         chart=_takeover.repair_funnel(frame),
         provenance=_with_exclusions(methods.provenance(provenance), _takeover_exclusions(frame)),
     )

@@ -22,7 +22,7 @@ from recoverylab._display import MISSING, decimal_text, p_text
 from recoverylab._errors import SchemaError
 from recoverylab.report._common import ALL
 
-__all__ = ["Count", "Key", "PValue", "Rate", "RowLookupRate", "table_html"]
+__all__ = ["Count", "Key", "PValue", "Rate", "RowLookupRate", "leveled_table", "table_html"]
 
 
 @dataclass(frozen=True)
@@ -155,16 +155,16 @@ def _th(text: str, css: str) -> str:
     return f'<th class="{css}" scope="col">{html.escape(text)}</th>'
 
 
-def _headers(column: Column | _RateOnly) -> str:
+def _headers(column: Column | _RateOnly, level: str) -> str:
     if isinstance(column, _RateOnly):
-        return _headers(column.rate).rsplit("<th", 1)[0]
+        return _headers(column.rate, level).rsplit("<th", 1)[0]
     if isinstance(column, Key):
         return _th(column.title or column.column, "key")
     if isinstance(column, Count | PValue):
         return _th(column.title or column.column, "count")
     title = f"{column.title or column.column}, pp"
     if column.ci is not None:
-        title += " [95% CI]"
+        title += f" [{level} CI]" if level else " [CI]"
     return _th(title, "rate") + _th(column.n_title, "n")
 
 
@@ -242,7 +242,9 @@ def table_html(
     Returns
     -------
     str
-        A ``<table class="result">`` element; nulls show as ``—`` (a null key as ``all``).
+        A ``<table class="result">`` element; nulls show as ``—`` (a null key as ``all``). An
+        interval's header says ``[CI]``: the frame does not say its level (a section's table
+        names it, from its provenance).
 
     Raises
     ------
@@ -257,6 +259,17 @@ def table_html(
     >>> "52.5" in html and ">200<" in html
     True
     """
+    return leveled_table(frame, columns, caption=caption)
+
+
+def leveled_table(
+    frame: pl.DataFrame | pl.LazyFrame,
+    columns: Sequence[Column],
+    *,
+    caption: str | None = None,
+    level: str = "",
+) -> str:
+    """Render as :func:`table_html`, the intervals' headers naming their ``level`` ("95%")."""
     eager = frame.collect() if isinstance(frame, pl.LazyFrame) else frame
     missing = [c for column in columns for c in _needed(column) if c not in eager.columns]
     if missing:
@@ -265,7 +278,7 @@ def table_html(
             f"its columns are: {', '.join(eager.columns)}."
         )
     shown = _share_denominators(columns)
-    head = "".join(_headers(column) for column in shown)
+    head = "".join(_headers(column, level) for column in shown)
     cells = [cell for column in shown for cell in _cells(column)]
     if eager.height:
         rows = eager.select(

@@ -158,7 +158,7 @@ def _metric_column(
             tip_n("eligible_states", "eligible states"),
         ],
     )
-    y = alt.Y("low_pp:Q", title="rate (pp), 95% CI")
+    y = alt.Y("low_pp:Q", title="rate (pp), CI")
     lines = base.mark_line(strokeWidth=1.5, opacity=0.6).encode(
         xOffset="series:N", y=alt.Y("rate_pp:Q")
     )
@@ -295,7 +295,7 @@ def repair_funnel(summary: pl.DataFrame | pl.LazyFrame) -> alt.TopLevelMixin:
             conditional.sort("series", maintain_order=True),
             [stage for stage, _ in _CONDITIONAL_STAGES],
             "Each layer given the previous one",
-            "rate given the previous layer (pp), 95% CI",
+            "rate given the previous layer (pp), CI",
             series_title,
         ),
     ]

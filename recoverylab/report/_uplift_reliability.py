@@ -20,9 +20,9 @@ from recoverylab.report._common import (
     x_band,
 )
 from recoverylab.report._html import Provenance, Section
-from recoverylab.report._methods import Methods
+from recoverylab.report._methods import Methods, level
 from recoverylab.report._registry import ROUTER, TAKEOVER
-from recoverylab.report._tables import Count, Key, Rate, table_html
+from recoverylab.report._tables import Count, Key, Rate, leveled_table
 
 if TYPE_CHECKING:
     import altair as alt
@@ -130,7 +130,7 @@ def toc_section(
     """Section of :func:`recoverylab.router.uplift`: TOC curves and the RATE table."""
     table_frame = as_frame(metrics, "toc_curves").with_columns(pl.col("reference").fill_null("—"))
     methods = Methods.of(table_frame, "tasks")
-    table = table_html(
+    table = leveled_table(
         table_frame,
         [
             Key("policy"),
@@ -146,6 +146,7 @@ def toc_section(
             ),
             Count("tasks", "tasks (clusters)"),
         ],
+        level=level(provenance),
     )
     return Section(
         key=key,
@@ -205,7 +206,7 @@ def pass_hat_k_by_depth(reliability: pl.DataFrame | pl.LazyFrame) -> alt.TopLeve
             tip_n("attempted_states", "n (attempted states)"),
         ],
     )
-    y = alt.Y("low_pp:Q", title=f"pass^{k} (pp): all {k} repeats pass, 95% CI")
+    y = alt.Y("low_pp:Q", title=f"pass^{k} (pp): all {k} repeats pass, CI")
     lines = base.mark_line(opacity=0.6).encode(xOffset="series:N", y=alt.Y("rate_pp:Q"))
     rules = base.mark_rule(strokeWidth=2).encode(xOffset="series:N", y=y, y2="high_pp:Q")
     points = base.mark_point(filled=True, size=55).encode(xOffset="series:N", y="rate_pp:Q")
@@ -223,7 +224,7 @@ def reliability_section(
 ) -> Section:
     """Section of :func:`recoverylab.takeover.reliability` by agent and depth."""
     frame = as_frame(reliability, "pass_hat_k_by_depth")
-    table = table_html(
+    table = leveled_table(
         frame,
         [
             *(Key(c) for c in keys_before(frame, "k")),
@@ -244,6 +245,7 @@ def reliability_section(
             ),
             Count("repeat_icc", "ICC of repeats", digits=2),
         ],
+        level=level(provenance),
     )
     return Section(
         key=key,
