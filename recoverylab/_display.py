@@ -187,7 +187,8 @@ class Shown:
 
     ``rank`` orders the main columns when the terminal cannot hold them all: the estimates
     first (0), then the p-value (1), the denominators (2), the other main columns (3); a
-    secondary column has rank 9 and ``main`` false.
+    secondary column has rank 9 (:data:`SAID`, 10, when the method line already names its one
+    value) and ``main`` false.
     """
 
     header: str
@@ -513,7 +514,13 @@ def shown_columns(
         main = rank is not None
         if not main and not wide:
             continue
-        shown.append(
-            Shown(column.header, column.cells, main=main, rank=9 if rank is None else rank)
-        )
+        if rank is None:  # secondary; words the method line says whole come last of all
+            said = is_note(name) and dtype == pl.String and frame[name].n_unique() == 1
+            rank = SAID if said else 9
+        shown.append(Shown(column.header, column.cells, main=main, rank=rank))
     return shown
+
+
+#: Rank of a secondary column whose one value the line above the table already names (a
+#: ``ci_method`` every row shares): the terminal prints it only with ``--wide``.
+SAID = 10

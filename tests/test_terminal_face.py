@@ -459,6 +459,8 @@ def test_method_line_names_each_method_and_the_level() -> None:
         "95% one-sided (greater) intervals: method not recorded in the result; "
         "p: test not recorded in the result"
     )
+    apart = frame.with_columns(ci_inverts_test=pl.Series([True, False, False]))
+    assert method_line(apart, 0.9).endswith("; the interval does not invert p's test in 2 rows")
     rates = pl.DataFrame(
         {"ts": [0.5], "ci_low": [0.1], "ci_high": [0.9], "ci_method": ["korn-graubard"]}
     ).with_columns(test=pl.lit("exact-binomial"))

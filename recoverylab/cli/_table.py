@@ -26,6 +26,7 @@ import polars as pl
 
 from recoverylab._display import (
     FACES,
+    SAID,
     Face,
     Shown,
     count_text,
@@ -177,6 +178,10 @@ def method_line(
         parts.append(f"p: {tests or 'test not recorded in the result'}")
     elif tests:  # no p-value printed: the test the interval inverts
         parts.append(f"test inverted: {tests}")
+    if "ci_inverts_test" in columns and frame.schema["ci_inverts_test"] == pl.Boolean:
+        apart = int((~frame["ci_inverts_test"]).sum())
+        if apart:  # two procedures, both named above: say that they are two
+            parts.append(f"the interval does not invert p's test in {count_text(apart)}")
     if "interpretation" in columns and frame["interpretation"].n_unique() == 1:
         parts.append(str(frame["interpretation"][0]))
     return "; ".join(parts) if parts else None
@@ -212,6 +217,8 @@ def _fit(
         (i for i, c in enumerate(shown) if not c.key and c.main), key=lambda i: (shown[i].rank, i)
     )
     rest = [i for i, c in enumerate(shown) if not c.key and not c.main]
+    if not wide:  # a column whose one value the method line names adds nothing
+        rest = [i for i in rest if shown[i].rank < SAID]
     key_width = sum(widths[i] + GAP for i in keys)
     # every main column (every column with ``wide``) must fit beside the keys
     needed = main + rest if wide else main or rest[:1]
