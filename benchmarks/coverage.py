@@ -236,6 +236,15 @@ def render(rows: list[dict], reps: int, resamples: int, seconds: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _rate_section(path: Path) -> str:
+    """The rates' section that ``benchmarks/rate_coverage.py`` wrote into ``path``, kept as is."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    begin, end = "<!-- rate-coverage: begin -->", "<!-- rate-coverage: end -->"
+    if begin not in text or end not in text:
+        return ""
+    return "\n" + text[text.index(begin) : text.index(end) + len(end)] + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the grid and write the markdown report."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -256,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
             flush=True,
         )
     text = render(rows, args.reps, args.resamples, time.perf_counter() - start)
-    args.out.write_text(text, encoding="utf-8")
+    args.out.write_text(text + _rate_section(args.out), encoding="utf-8")
     print(f"wrote {args.out}")
     return 0
 

@@ -93,6 +93,8 @@ SETTINGS = (
     Setting("takeover", "fixed given aware", "funnel", 20, 5, 3, 0.5, 0.15, 0.1),
     Setting("takeover", "fixed given aware, rare", "funnel", 10, 4, 3, 0.1, 0.3, 0.1),
     Setting("takeover", "EAR, strong clustering", "units", 20, 5, 3, 0.03, 0.3, 0.2),
+    Setting("takeover", "EAR, independent attempts", "units", 20, 5, 3, 0.03),
+    Setting("takeover", "EAR, independent, common", "units", 20, 5, 3, 0.3),
     Setting("takeover", "EAR, 0-success cells", "units", 10, 4, 3, 0.005, 0.15, 0.1),
     Setting("takeover", "latency share (one per failure)", "units", 30, 1, 1, 0.9),
     # goal: episodes per goal (cluster) over cases
@@ -105,10 +107,8 @@ SETTINGS = (
     Setting("policy", "intervention rate", "units", 30, 1, 4, 0.3, 0.2),
     Setting("policy", "clean-touch rate, rare", "units", 50, 1, 2, 0.01, 0.3),
     Setting("policy", "clean-touch rate, one per task", "units", 20, 1, 1, 0.05),
-    Setting(
-        "gate", "max clean-touch (upper bound)", "units", 30, 1, 2, 0.05, 0.2, alternative="less"
-    ),
-    Setting("gate", "max harm rate (upper bound)", "units", 15, 1, 4, 0.1, 0.3, alternative="less"),
+    Setting("gate", "max clean-touch", "units", 30, 1, 2, 0.05, 0.2, alternative="less"),
+    Setting("gate", "max harm rate", "units", 15, 1, 4, 0.1, 0.3, alternative="less"),
     # common settings where auto may choose the bootstrap
     Setting("takeover", "EAR, many workflows", "units", 150, 2, 3, 0.3, 0.15, 0.1),
     Setting("goal", "TS, many goals", "units", 200, 2, 1, 0.5, 0.1),
@@ -172,7 +172,9 @@ def simulate(s: Setting, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return num, np.full(num.shape, float(s.subunits))
 
 
-def run(s: Setting, reps: int, seed: int) -> dict[str, object]:
+def run(
+    s: Setting, reps: int, seed: int, ci_method: str = "auto", n_resamples: int = 10_000
+) -> dict[str, object]:
     """Coverage, zero-width shares, width and methods of ``rate_cells`` over the replicates."""
     target = truth(s)
     num, den = simulate(s, reps, seed)
@@ -190,6 +192,8 @@ def run(s: Setting, reps: int, seed: int) -> dict[str, object]:
         numerator="y",
         denominator="m",
         alternative=s.alternative,
+        ci_method=ci_method,
+        n_resamples=n_resamples,
         seed=seed,
     )
     seconds = time.perf_counter() - started
@@ -218,7 +222,45 @@ def run(s: Setting, reps: int, seed: int) -> dict[str, object]:
     }
 
 
-def table(rows: list[dict[str, object]], reps: int) -> str:
+def without_sparse_rule(s: Setting, reps: int, seed: int) -> float:
+    """Coverage of the Korn–Graubard interval without the sparse-event rule (for comparison)."""
+    num, den = simulate(s, reps, seed)
+    total, events = den.sum(axis=1), num.sum(axis=1)
+    theta = events / total
+    squares = ((num - theta[:, np.newaxis] * den) ** 2).sum(axis=1)
+    clusters = np.full(reps, float(s.clusters))
+    low, high, _, _ = stats.korn_graubard(clusters, total, events, squares)
+    return float(((low <= s.p) & (s.p <= high)).mean())
+
+
+def before_table(rows: list[dict[str, object]], reps: int, resamples: int) -> list[str]:
+    """The issue's settings under the percentile cluster bootstrap (the old default)."""
+    lines = [
+        "",
+        "The same issue settings under the percentile cluster bootstrap, the protocols' default "
+        f"before issue 38 ({reps:,} replicates, {resamples:,} resamples each):",
+        "",
+        "| protocol | rate | design | p | coverage | zero-width (wrong) | median width |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        s = row["setting"]
+        assert isinstance(s, Setting)
+        mark = " **↓**" if row["coverage"] < 0.94 else ""  # type: ignore[operator]
+        lines.append(
+            f"| {s.protocol} | {s.label} | {s.design()} | {s.p:g} "
+            f"| {row['coverage']:.1%} ± {row['se']:.1%}{mark} "
+            f"| {row['zero_width']:.1%} ({row['zero_wrong']:.1%}) | {row['width']:.4f} |"
+        )
+    return lines
+
+
+def table(
+    rows: list[dict[str, object]],
+    reps: int,
+    before: list[str] | None = None,
+    sparse_rows: list[str] | None = None,
+) -> str:
     """Render the results as the COVERAGE.md section."""
     lines = [
         BEGIN,
@@ -260,6 +302,22 @@ def table(rows: list[dict[str, object]], reps: int) -> str:
         f"Lowest coverage: {lowest['coverage']:.1%} ± {lowest['se']:.1%} ({low_s.protocol}, "
         f"{low_s.label}, {low_s.design()}, p = {low_s.p:g}). Largest share of zero-width "
         f"intervals whose estimate differs from the truth: {wrong:.1%}.",
+        *(before or []),
+        "",
+        "Reading the table. "
+        + (
+            "Every setting covers at least 94 %. "
+            if all(float(r["coverage"]) >= 0.94 for r in rows)  # type: ignore[arg-type]
+            else "**Some settings cover less than 94 % (marked ↓).** "
+        )
+        + "The price is width where the data cannot show how events cluster: a rare rate whose "
+        "events (or non-events) fall in fewer than 5 clusters is bounded as if each cluster were "
+        'one trial (the sparse rule of `recoverylab/stats/_rates.py`), so "EAR, independent '
+        'attempts" is much narrower than the heterogeneous settings at the same rate. Without '
+        "that rule the Korn–Graubard interval covers, in the heterogeneous rare settings: "
+        + "; ".join(sparse_rows or [])
+        + ". The bootstrap rows are the cells where `auto` chose it (at least 100 clusters and "
+        "10 effective events and non-events).",
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -297,8 +355,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{row['seconds']:.1f}s",
             flush=True,
         )
+    before = []
+    for i, s in enumerate(settings):
+        if s.issue:
+            before.append(run(s, min(reps, 1000), args.seed + i, "percentile", 2000))
+            print(f"  percentile: {s.label} {s.design()} cov {before[-1]['coverage']:.3f}")
+    sparse_rows = [
+        f"{s.label} {s.design()} at {s.p:g}: {without_sparse_rule(s, reps, args.seed + i):.1%}"
+        for i, s in enumerate(settings)
+        if s.metric == "units" and s.p <= 0.1 and s.rho_c > 0 and s.alternative == "two-sided"
+    ]
+    print("without the sparse rule:", sparse_rows)
     if not args.no_write:
-        write(table(rows, reps), args.out)
+        section = table(rows, reps, before_table(before, min(reps, 1000), 2000), sparse_rows)
+        write(section, args.out)
     return 0
 
 

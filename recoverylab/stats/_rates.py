@@ -62,7 +62,7 @@ design-effect floor keeps on the safe side. The simulated coverage is the eviden
 setting (``benchmarks/COVERAGE.md``). The price of the sparse rule is width: a rare rate over
 many units in few clusters gets an interval as wide as the clusters allow, also when the units
 happen to be independent (shown there beside the heterogeneous settings that need it: without
-the rule, 3 % events over 20 workflows × 15 attempts with workflow effects covered 85–92 %).
+the rule, 3 % events over 20 workflows × 15 attempts with workflow effects covered 85–93 %).
 
 References: Clopper & Pearson (1934), Biometrika 26(4); Korn & Graubard (1998), Survey
 Methodology 24(2), 193–201; Dean & Pagano (2015), J. Survey Statistics and Methodology 3(4)
