@@ -140,14 +140,25 @@ def explanation(result: GateResult) -> list[str]:
     sequences = " of the confidence sequence" if result.sequential else ""
     return [
         f"gate: {result.verdict} (exit {result.exit_status}); claims decided by one-sided "
-        f"{mode}, p-values {family}.",
+        f"{mode}{_procedures(result)}, p-values {family}.",
         f"bounds{sequences}: {where}; not the two-sided {100 * levels[0]:g}% intervals "
         "`recoverylab paired` prints for the same cell, hence the difference.",
         "more tasks: tasks beyond those seen that a fixed-n study would need to decide the "
-        f"claim with {100 * GATE_POWER:g}% power at the row's adjusted level, if the observed "
-        "estimate (and, for effects, the observed share of discordant pairs and pairs per "
-        "task, with no correlation inside a task; for rates, the design effect) stayed as it is.",
+        f"claim with {100 * GATE_POWER:g}% power at the row's adjusted level, if the estimate's "
+        "distance to the threshold stayed as observed (effects: the paired planner at the "
+        "observed share of discordant pairs and pairs per task, pairs of a task uncorrelated; "
+        "rates: a normal approximation times the observed design effect).",
     ]
+
+
+def _procedures(result: GateResult) -> str:
+    """Name the interval methods and tests the rows record (`` (fay-lumbard; ...)``), if any."""
+    from recoverylab.cli._table import _values
+
+    claims = result.claims
+    named = [_values(claims, c) for c in ("ci_method", "test") if c in claims.columns]
+    named = list(dict.fromkeys(n for n in named if n))  # a test named as its method: once
+    return f" ({'; '.join(named)})" if named else ""
 
 
 def _text(result: GateResult, width: int, *, wide: bool = False) -> str:
