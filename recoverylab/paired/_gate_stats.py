@@ -204,9 +204,11 @@ def _rate_p_values(cell: CellData, margin: float) -> tuple[float, float]:
         from scipy import stats as sps
 
         events, pairs = float(cell.x.sum()), float(cell.m.sum())
-        below = float(sps.beta.sf(margin, events + 1, pairs - events)) if events < pairs else 1.0
-        above = float(sps.beta.cdf(margin, events, pairs - events + 1)) if events > 0 else 1.0
-        return below, above
+        tail_below = (
+            float(sps.beta.sf(margin, events + 1, pairs - events)) if events < pairs else 1.0
+        )
+        tail_above = float(sps.beta.cdf(margin, events, pairs - events + 1)) if events > 0 else 1.0
+        return tail_below, tail_above
     found = {
         side: _invert(functools.partial(_rate_bound, cell, side=side), margin, side)
         for side in ("less", "greater")

@@ -485,9 +485,8 @@ def join_reliability(
     pass^k and the flip rate.
     """
     by = list(options["by"])  # type: ignore[call-overload]
-    extra = reliability(
-        states, attempts, **options
-    ).select(  # type: ignore[arg-type]
+    found = reliability(states, attempts, **options)  # type: ignore[arg-type]
+    extra = found.select(
         *by,
         *RELIABILITY_COLUMNS,
         pl.col("ci_method").alias("reliability_ci_method"),
