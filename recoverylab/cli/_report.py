@@ -188,19 +188,27 @@ def run(args: argparse.Namespace) -> None:
             "give the inputs of at least one protocol: --forks, --decisions, --rule with "
             "--decision-points, --cases/--resources/--episodes, or --states/--attempts."
         )
-    sections = [*_headline(found, args.confidence), *sections]
+    sections = [*_headline(found, args.confidence, sections), *sections]
     progress(f"writing {len(sections)} sections to {args.out}")
     report.write_report(args.out, sections, title=args.title)
     announce_written(f"wrote {args.out} ({len(sections)} sections)")
 
 
-def _headline(found: dict[str, Any], confidence: float) -> list[Section]:
-    """Return the headline section when a result it reads was computed (none for goal, takeover)."""
+def _headline(
+    found: dict[str, Any], confidence: float, sections: Sequence[Section]
+) -> list[Section]:
+    """Return the headline section when a result it reads was computed (none for goal, takeover).
+
+    Its provenance lists the inputs of the sections whose results it reads.
+    """
     from recoverylab import report
 
     if not found:
         return []
+    read = ("paired-effect", "paired-policy", "router-policies", "gate")
+    inputs = {(i.name, i.source): i for s in sections if s.key in read for i in s.provenance.inputs}
     provenance = report.Provenance(
+        inputs=tuple(inputs.values()),
         confidence=confidence,
         settings=(("read from", "the results of the sections below, as their tables show them"),),
     )
@@ -424,7 +432,8 @@ def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Sectio
         *_demo_goal(demo, progress),
         *_demo_takeover(demo, progress),
     ]
-    return [*_headline(found, DEMO_SETTINGS["paired"]["confidence"]), *sections]
+    confidence = DEMO_SETTINGS["paired"]["confidence"]
+    return [*_headline(found, confidence, sections), *sections]
 
 
 def _demo_paired(
