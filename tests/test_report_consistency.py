@@ -1,7 +1,8 @@
 """Every number the report shows is the number the run wrote (ARCHITECTURE §6).
 
-``recoverylab demo`` writes its results as parquet and ``report.html`` from them; a synthetic run
-writes ``recoverylab paired --out`` and ``recoverylab report`` on the same forks. This module
+``recoverylab demo`` writes its results as parquet and ``report.html`` from them; synthetic runs
+write ``recoverylab paired --out`` (``goal --out``, ``takeover --out-dir``) and ``recoverylab
+report`` on the same tables with the same settings. This module
 parses the rendered tables with the standard library's ``html.parser`` and compares every cell
 with the value in the parquet the same run wrote, after the documented display rounding (rates
 in percentage points, × 100, one decimal; counts as written; p-values to two significant
@@ -417,3 +418,39 @@ def test_a_gate_report_opens_with_the_verdict_then_the_gate(tmp_path: Path) -> N
     (gate,) = [t for t in page.tables if t.section == "gate"]
     written = result.claims.with_columns(pl.col("cell").cast(pl.String))
     assert check_table(gate, written) == []
+
+
+@pytest.mark.slow
+def test_every_number_of_a_synthetic_goal_and_takeover_report_is_the_written_one(
+    tmp_path: Path,
+) -> None:
+    # `recoverylab goal --out`, `takeover --out-dir` and `report` on the same synthetic tables
+    for table in ("takeover", "goal"):
+        synth = ["--quiet", "synth", table, "--tasks", "15", "--seed", "2", "--out", str(tmp_path)]
+        assert main(synth) == 0
+    settings = ["--seed", "5", "--resamples", "200"]
+    takeover = [f"--{t}" for t in ("states", "attempts")]
+    goal = [f"--{t}" for t in ("cases", "resources", "episodes", "steps", "citations")]
+    inputs = {name: str(tmp_path / name.removeprefix("--")) for name in (*takeover, *goal)}
+    given = {name: [name, path] for name, path in inputs.items()}
+    run = ["--quiet", "takeover", *given["--states"], *given["--attempts"], *settings]
+    assert main([*run, "--out-dir", str(tmp_path / "takeover_out")]) == 0
+    run = ["--quiet", "goal", *(a for name in goal for a in given[name]), *settings]
+    assert main([*run, "--out", str(tmp_path / "by_regime.parquet")]) == 0
+    assert main([*run, "--by", "model,regime", "--out", str(tmp_path / "by_model.parquet")]) == 0
+    page_path = tmp_path / "report.html"
+    every = [a for args in given.values() for a in args]
+    assert main(["--quiet", "report", *every, *settings, "--out", str(page_path)]) == 0
+    page = parse(page_path.read_text(encoding="utf-8"))
+    sources = {
+        "goal-ts": "by_model.parquet",
+        "goal-reasons": "by_regime.parquet",
+        "takeover-depth": "takeover_out/summary.parquet",
+        "takeover-pass-hat-k": "takeover_out/reliability.parquet",
+    }
+    checked = [t for t in page.tables if t.section in sources]
+    assert sorted(t.section for t in checked) == sorted(sources)
+    for table in checked:
+        written = pl.read_parquet(tmp_path / sources[table.section])
+        assert len(table.rows) == written.height, table.section
+        assert check_table(table, written) == [], table.section
