@@ -3,12 +3,19 @@
 Only the log header and the sample summaries (stored apart from the transcripts) are read; full
 samples are streamed only for a recovery marker in a sample's store or events. Files are read in
 parallel threads.
+
+A log saved compressed (``.eval.gz``, ``.json.zst``, ``.json.bz2``...) is decompressed into a
+temporary file that inspect_ai reads, and found in directories like the logs inspect lists (its
+own listing knows only ``.eval`` and ``.json``). Whatever inspect_ai's readers raise on a
+damaged or hostile file (its JSON parser's errors, a recursion limit, an assertion about the
+document's layout) becomes one :class:`SourceError` line naming the file.
 """
 
 from __future__ import annotations
 
 import glob as _glob
 import os
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -17,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from recoverylab._errors import MissingDependencyError, SourceError
+from recoverylab._formats import COMPRESSIONS, decompressed_chunks, strip_compression
 
 __all__ = ["Log", "read_logs", "require_inspect"]
 
@@ -91,6 +99,7 @@ def _locations(items: Sequence[object]) -> list[str]:
         if Path(text).is_dir():
             # inspect lists local files as file:// URLs
             listed = [i.name.removeprefix("file://") for i in list_eval_logs(text, recursive=True)]
+            listed += [str(p) for p in _compressed_logs(Path(text))]
             if not listed:
                 raise SourceError(f"`{text}` is a directory with no inspect logs.")
             found.extend(sorted(listed))
@@ -106,17 +115,51 @@ def _locations(items: Sequence[object]) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _compressed_logs(directory: Path) -> list[Path]:
+    """Compressed ``.eval``/``.json`` files below ``directory`` (hidden names skipped)."""
+    found = [
+        p
+        for p in directory.rglob("*")
+        if p.suffix.lower() in COMPRESSIONS
+        and strip_compression(p).suffix.lower() in (".eval", ".json")
+        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
+        and p.is_file()
+    ]
+    return sorted(found)
+
+
+def _reader_errors() -> tuple[type[BaseException], ...]:
+    """Return what inspect_ai's readers raise on a damaged or hostile file (not on good ones)."""
+    errors: list[type[BaseException]] = [OSError, ValueError, KeyError, RuntimeError]
+    errors += [zipfile.BadZipFile, AssertionError, TypeError, AttributeError, IndexError]
+    errors += [RecursionError, EOFError]
+    try:
+        from ijson.common import JSONError  # inspect's streaming JSON reader
+    except ImportError:  # pragma: no cover - installed with inspect_ai
+        return tuple(errors)
+    return (*errors, JSONError)
+
+
 def _read_file(location: str, marker: Callable[[Any], Any] | None, full: bool) -> Log:
     from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
 
-    try:
-        header = read_eval_log(location, header_only=True)
-        summaries = read_eval_log_sample_summaries(location)
-        markers = _markers(location, marker, full, summaries)
-    except (OSError, ValueError, KeyError, RuntimeError, zipfile.BadZipFile) as exc:
-        lines = str(exc).strip().splitlines()
-        first = lines[0] if lines else type(exc).__name__
-        raise SourceError(f"`{location}` is not a readable inspect log ({first}).") from exc
+    path = Path(location)
+    with tempfile.TemporaryDirectory(prefix="recoverylab-") as scratch:
+        readable = location
+        if path.suffix.lower() in COMPRESSIONS and path.is_file():
+            plain = Path(scratch) / strip_compression(path).name
+            with plain.open("wb") as out:  # streamed: one block in memory
+                for block in decompressed_chunks(path, COMPRESSIONS[path.suffix.lower()]):
+                    out.write(block)
+            readable = str(plain)
+        try:
+            header = read_eval_log(readable, header_only=True)
+            summaries = read_eval_log_sample_summaries(readable)
+            markers = _markers(readable, marker, full, summaries)
+        except _reader_errors() as exc:
+            lines = str(exc).strip().splitlines()
+            first = lines[0] if lines else type(exc).__name__
+            raise SourceError(f"`{location}` is not a readable inspect log ({first}).") from exc
     return _log(location, header, summaries, markers)
 
 
