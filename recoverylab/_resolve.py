@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from recoverylab._errors import SourceError
 from recoverylab._formats import format_of_path
 
-__all__ = ["HIVE_NULL", "InputFile", "ignored", "resolve_paths"]
+__all__ = ["HIVE_NULL", "InputFile", "ignored", "resolve_paths", "tree_files"]
 
 #: The directory value Spark and Hive write for a null partition key.
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
@@ -91,6 +91,22 @@ def resolve_paths(
         else:
             raise SourceError(f"`{text}` does not exist.")
     return files
+
+
+def tree_files(directory: Path) -> list[Path]:
+    """Return every regular file below ``directory``, whatever its format, sorted by path.
+
+    The listing :func:`resolve_paths` reads a directory by (bookkeeping names skipped, links
+    followed, loops and special files refused), without asking each file for a table format:
+    a per-run directory tree (``result.txt``, ``report.json``, a recording) holds files that are
+    not tables, and a path template (:mod:`recoverylab.adapters._templates`) decides which count.
+
+    Raises
+    ------
+    SourceError
+        As for a directory in :func:`resolve_paths`.
+    """
+    return list(_walk(directory, frozenset({os.path.realpath(directory)})))
 
 
 def _glob_files(pattern: str, format: str | None, hive: bool) -> Iterator[InputFile]:

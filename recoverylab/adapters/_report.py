@@ -34,6 +34,8 @@ __all__ = ["Identity", "Imported", "ReadReport", "Superseded", "exclusion_counts
 
 #: Superseded logs listed one per line on stderr; the rest are counted (the JSON lists all).
 SHOWN_SUPERSEDED = 10
+#: Files matching no path template named on stderr; the rest are counted (the JSON lists all).
+SHOWN_UNMATCHED = 3
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,10 @@ class ReadReport:
         Rows per output table (``excluded`` included).
     hint
         What to do next with the tables, if anything (e.g. ``pair by epoch``).
+    unmatched
+        Files under a root that no path template matched (``--files``; the OSWorld and SWE-bench
+        trees): listed, never silently skipped; not read, so not in ``files_read``. Set with
+        :meth:`with_unmatched`.
     identity
         How the task ids were made (:class:`Identity`: the field that scopes them, the scopes
         seen, raw ids shared by several; the rule is :mod:`recoverylab.adapters._identity`);
@@ -119,18 +125,31 @@ class ReadReport:
     rows: Mapping[str, int] = field(default_factory=dict)
     hint: str = ""
     identity: Identity | None = field(default=None, init=False, compare=False)
+    unmatched: tuple[str, ...] = field(default=(), init=False, compare=False)
 
     def with_tables(self, tables: Mapping[str, pl.DataFrame], excluded: pl.DataFrame) -> ReadReport:
         """Return a copy whose ``rows`` and ``excluded`` counts are those of the given tables."""
         rows = {name: frame.height for name, frame in tables.items()}
         rows["excluded"] = excluded.height
         out = replace(self, rows=rows, excluded=exclusion_counts(excluded))
-        return out.with_identity(self.identity)
+        return self._carried(out).with_identity(self.identity)
 
     def with_identity(self, identity: Identity | None) -> ReadReport:
         """Return a copy that records how the task ids were made (``identity``)."""
-        out = replace(self)
+        out = self._carried(replace(self))
         object.__setattr__(out, "identity", identity)  # not an __init__ field: see `identity`
+        return out
+
+    def with_unmatched(self, unmatched: tuple[str, ...]) -> ReadReport:
+        """Return a copy that lists the files under the roots no path template matched."""
+        out = self._carried(replace(self))
+        object.__setattr__(out, "unmatched", tuple(unmatched))  # not an __init__ field
+        return out
+
+    def _carried(self, out: ReadReport) -> ReadReport:
+        """Copy the fields ``replace`` leaves behind (not ``__init__`` fields) onto ``out``."""
+        object.__setattr__(out, "identity", self.identity)
+        object.__setattr__(out, "unmatched", self.unmatched)
         return out
 
     def file_counts(self) -> dict[str, int]:
@@ -165,6 +184,7 @@ class ReadReport:
             "excluded": dict(sorted(self.excluded.items())),
             "rows": dict(self.rows),
             "hint": self.hint,
+            "unmatched": list(self.unmatched),
             "file_counts": self.file_counts(),
             "identity": None if self.identity is None else self.identity.describe(),
         }
@@ -208,6 +228,14 @@ class ReadReport:
         reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(self.excluded.items()))
         excluded = f"excluded: {total:,}" + (f" ({reasons})" if reasons else "")
         hint = f" ({self.hint})" if self.hint else ""
+        if self.unmatched:
+            shown_files = ", ".join(self.unmatched[:SHOWN_UNMATCHED])
+            more = len(self.unmatched) - SHOWN_UNMATCHED
+            lines.append(
+                f"  {_count(len(self.unmatched), 'file')} under the roots "
+                f"match{'es' if len(self.unmatched) == 1 else ''} no template, "
+                f"not read: {shown_files}" + (f" ... and {more:,} more" if more > 0 else "")
+            )
         if self.identity is not None:
             lines.append("  " + self.identity.describe())
         lines.append("  " + "; ".join(filter(None, (made, excluded))) + hint)

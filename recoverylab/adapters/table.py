@@ -33,6 +33,15 @@ not only when ids collide, so two imports join on the same ids). ``key`` columns
 not scopes: a task run by two models is one task. A frame that already holds ``raw_task_id`` and
 ``task_scope`` (the tau2 adapter's trials) is carried as it is.
 
+Per-run directory trees: ``read(Logs(root, files="{model}/{domain}/{task_id}/result.txt"))``
+(CLI ``--files``) reads a
+path template relative to each root given: every file under a root that matches it is read, each
+``{name}`` segment bound to a text column; a file holding one number is a row with ``value``; a
+JSON object keyed by ids is one row per id with ``unnest_keys="task_id"``; a file under a root
+that does not match is listed in the read report (``unmatched``). ``explode="resps",
+position="epoch"`` then splits a list of repeats into one row per element. The maps and
+exclusions apply to the rows so built (:mod:`recoverylab.adapters._templates` has the rules).
+
 Targets: ``forks`` (the ``forks`` table), ``trials`` (one row per task attempt) and ``takeover``
 (one log row per attempt: ``attempts``, and ``states`` as the distinct state columns; a state whose
 rows disagree is a duplicate-key error). ``excluded`` has ``log`` (the file), ``task_id`` (or
@@ -44,6 +53,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -53,12 +63,13 @@ from recoverylab._diagnose import check_text_file
 from recoverylab._errors import InputError, ParameterError, SchemaError, SourceError
 from recoverylab._formats import compression_of_path, read_decompressed, strip_compression
 from recoverylab._json import load
+from recoverylab.adapters import _templates
 from recoverylab.adapters._identity import RAW, SCOPE, Identity, identity_of, qualify
 from recoverylab.adapters._report import Imported, ReadReport
 from recoverylab.adapters._trials import TRIALS
 from recoverylab.schema import SPECS, TableSpec, canonical_dtype, validate
 
-__all__ = ["EXCLUDED_SCHEMA", "TARGETS", "from_frame", "parse_expression", "read"]
+__all__ = ["EXCLUDED_SCHEMA", "TARGETS", "Logs", "from_frame", "parse_expression", "read"]
 
 #: The tables each ``to=`` target writes.
 TARGETS: Mapping[str, tuple[str, ...]] = {
@@ -75,7 +86,7 @@ EXCLUDED_SCHEMA: Mapping[str, pl.DataType] = {
 }
 #: Suffixes read from a directory.
 _SUFFIXES = (".json", ".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
-_LOG = "__log"
+_LOG = _templates.LOG
 _SQL_TYPES = {"int": "BIGINT", "float": "DOUBLE", "str": "VARCHAR"}
 _REASON = "__reason"
 
@@ -404,6 +415,47 @@ def _text_sources(to: str, mapping: Mapping[str, str]) -> frozenset[str]:
     return frozenset(roots)
 
 
+@dataclass(frozen=True)
+class Logs:
+    """Logs to :func:`read` with a shape beyond "a table per file".
+
+    Attributes
+    ----------
+    paths
+        Files, directories or globs (as :func:`read` takes them); with ``files``, the
+        directories (roots) the template is relative to.
+    files
+        A path template (``{model}/{domain}/{task_id}/result.txt``; CLI ``--files``): the files
+        under each root that match it are read, each ``{name}`` segment bound to a text column;
+        a file holding one number is a row with ``value``; files that do not match are listed in
+        the read report (``unmatched``). Rules: :mod:`recoverylab.adapters._templates`.
+    unnest_keys
+        With ``files``: each matched JSON file is an object keyed by ids, one row per key (the
+        key in this column; ``--unnest-keys``).
+    explode, position
+        A list column split into one row per element, and the column for its index from 0
+        (``--explode resps --position epoch``: lm-evaluation-harness's repeated responses).
+
+    Examples
+    --------
+    >>> Logs("results/", files="{model}/{domain}/{task_id}/result.txt").files
+    '{model}/{domain}/{task_id}/result.txt'
+    """
+
+    paths: object
+    files: str | None = None
+    unnest_keys: str | None = None
+    explode: str | None = None
+    position: str | None = None
+
+    def roots(self) -> list[str | os.PathLike[str]]:
+        """Return the root directories as a list (a single path becomes a list of one)."""
+        paths = self.paths
+        if isinstance(paths, (str, os.PathLike)):
+            return [paths]
+        return list(paths)  # type: ignore[call-overload]
+
+
 def read(
     logs: object,
     *,
@@ -418,6 +470,8 @@ def read(
     ----------
     logs
         A file, directory or glob, or a list of them. ``.json`` is a JSON array or JSON lines.
+        Or :class:`Logs`: a per-run directory tree read by a path template, and/or a list of
+        repeats split into rows.
     to, mapping, exclude, key
         As in :func:`from_frame`.
 
@@ -446,15 +500,32 @@ def read(
     >>> out.tables["trials"]["success"].to_list()
     [True, False]
     """
-    files = _files(logs)
     text = _text_sources(to, mapping or {})
-    frames = [_scan_log(p, text).with_columns(pl.lit(str(p)).alias(_LOG)) for p in files]
-    try:
-        frame = pl.concat(frames, how="diagonal_relaxed")
-    except pl.exceptions.PolarsError as exc:
-        raise SourceError(f"table: the logs do not share a schema ({_first_line(exc)}).") from None
+    spec = logs if isinstance(logs, Logs) else Logs(logs)
+    unmatched: tuple[Path, ...] = ()
+    if spec.files is not None:
+        roots = spec.roots()
+        frame, read_files, unmatched = _templates.read_tree(
+            roots, spec.files, unnest_keys=spec.unnest_keys, scan_table=lambda p: _scan_log(p, text)
+        )
+        paths = list(read_files)
+    else:
+        if spec.unnest_keys is not None:
+            raise ParameterError("table: `unnest_keys` applies to a path template (`files`).")
+        paths = _files(spec.paths)
+        frames = [_scan_log(p, text).with_columns(pl.lit(str(p)).alias(_LOG)) for p in paths]
+        try:
+            frame = pl.concat(frames, how="diagonal_relaxed")
+        except pl.exceptions.PolarsError as exc:
+            raise SourceError(
+                f"table: the logs do not share a schema ({_first_line(exc)})."
+            ) from None
+    if spec.explode is not None:
+        frame = _templates.explode(frame, spec.explode, spec.position)
+    elif spec.position is not None:
+        raise ParameterError("table: `position` numbers the elements of an `explode` column.")
     tables, excluded = from_frame(frame, to=to, mapping=mapping, exclude=exclude, key=key, log=_LOG)
-    used = tuple(str(p) for p in files)
+    used = tuple(str(p) for p in paths)
     report: ReadReport = ReadReport(
         format="table",
         files_read=used,
@@ -462,5 +533,6 @@ def read(
         unit="rows",
         hint=f"pair by {', '.join(key)}" if key and to == "forks" else "",
     ).with_identity(identity_of([*tables.values(), excluded], "scope"))
+    report = report.with_unmatched(tuple(str(p) for p in unmatched))
     report = report.with_tables(tables, excluded)
     return Imported(tables, excluded, report)

@@ -33,6 +33,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--map task_scope=EXPR",
     )
     parser.add_argument(
+        "--files",
+        metavar="TEMPLATE",
+        help="a path template under each LOGS directory, e.g. "
+        "'{model}/{domain}/{task_id}/result.txt': each {name} segment becomes a text column; a "
+        "file holding one number is a row with `value`; files that do not match are listed in "
+        "the read report",
+    )
+    parser.add_argument(
+        "--unnest-keys",
+        metavar="COL",
+        help="with --files: each JSON file is an object keyed by ids, one row per key (in COL)",
+    )
+    parser.add_argument(
+        "--explode", metavar="COL", help="a list column: one row per element (e.g. resps)"
+    )
+    parser.add_argument(
+        "--position", metavar="COL", help="with --explode: the element's index, from 0 (e.g. epoch)"
+    )
+    parser.add_argument(
         "--exclude",
         action="append",
         default=[],
@@ -90,8 +109,15 @@ def convert(args: argparse.Namespace) -> Imported:
         if "task_scope" in mapping:
             raise ParameterError("import table: give the scope once, with --scope or --map.")
         mapping["task_scope"] = args.scope
-    return table.read(
+    logs = table.Logs(
         args.logs,
+        files=args.files,
+        unnest_keys=args.unnest_keys,
+        explode=args.explode,
+        position=args.position,
+    )
+    return table.read(
+        logs,
         to=args.to,
         mapping=mapping,
         exclude=pairs(args.exclude, "--exclude", names_only=False),

@@ -1,0 +1,423 @@
+"""Path templates: values a harness writes into a run's path, bound to columns (``--files``).
+
+Harnesses such as OSWorld and SWE-bench write one directory per run, and the run's arms live in
+the path rather than in the file: ``results/{action_space}/{observation}/{model}/{domain}/
+{task_id}/result.txt``. A *template* is such a path, relative to each root given, whose segments
+may hold ``{name}`` (binds the text there to the column ``name``, always text) and ``*`` (any
+text inside one segment, not bound); everything else is literal. A name given twice must bind
+the same text both times. Inside one segment, a ``{name}`` followed by more of the segment takes
+the shortest text that lets the rest match (``{model}.{run_id}.json`` splits at the first dot).
+
+Which files count (the listing is the source resolver's, :func:`recoverylab._resolve.tree_files`:
+bookkeeping names skipped, links followed, loops refused):
+
+=================  ==============================================================================
+file               rows
+=================  ==============================================================================
+matches            read by its suffix (compressed ``.gz``/``.zst``/``.bz2`` alike): ``.json``
+                   through the one JSON reader (:mod:`recoverylab._json`): an array of objects
+                   is a row each, an object one row (nested fields as struct columns), a bare
+                   number a row with ``value``; ``.jsonl``/``.ndjson`` a row per line; ``.csv``,
+                   ``.tsv``, ``.parquet`` as in ``import table``; any other file is text holding
+                   *one number*: a row with ``value`` (float)
+keyed object       with ``unnest_keys=COL``, a JSON object keyed by ids is one row per key: the
+                   key in ``COL``, the value's fields beside it (a value that is not an object is
+                   ``value``); a key written twice is an error naming the file
+bound values       added to every row of the file as text columns; a row that holds a field of
+                   the same name must hold the same text, else an error names the file
+does not match     listed (:attr:`Tree.unmatched`, the read report's ``unmatched``); never read,
+                   never silently skipped
+=================  ==============================================================================
+
+Bad trees are one line naming the file: a bound segment holding an escaped ``/`` (``%2F``: a
+value that is not one path segment as written), a number file holding anything but one number,
+a keyed object that repeats an id, a keyed file that is not an object.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from recoverylab._diagnose import check_text_file
+from recoverylab._errors import ParameterError, SourceError
+from recoverylab._formats import read_decompressed, strip_compression
+from recoverylab._json import decode, load, loads
+from recoverylab._resolve import tree_files
+
+__all__ = ["LOG", "Template", "Tree", "explode", "match_tree", "parse_template", "read_tree"]
+
+#: The column naming each row's file (dropped by the caller after use).
+LOG = "__log"
+_NAME = re.compile(r"\{([^{}]*)\}")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_TABLES = (".csv", ".tsv", ".parquet")
+_LINES = (".jsonl", ".ndjson")
+_ESCAPED_SLASH = re.compile(r"%2f", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Template:
+    """A parsed path template: its text, the names it binds (in order) and its pattern."""
+
+    text: str
+    names: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+    def match(self, relative: str) -> dict[str, str] | None:
+        """Return the bound values of a ``/``-separated relative path, or None."""
+        found = self.pattern.fullmatch(relative)
+        if found is None:
+            return None
+        return {name: found.group(name) for name in self.names}
+
+
+def parse_template(text: str) -> Template:
+    """Parse a path template (see the module docstring).
+
+    Raises
+    ------
+    ParameterError
+        An empty or absolute template, an empty, ``.`` or ``..`` segment, a ``{name}`` that is
+        not an identifier, an unbalanced brace, or two ``{name}`` with nothing between them.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise ParameterError(
+            "table: `files` is empty; give a path template such as `{model}/{task_id}/result.txt`."
+        )
+    if text.startswith("/"):
+        raise ParameterError(
+            f"table: `files` is `{text}`, an absolute path; a template is relative to each root."
+        )
+    names: list[str] = []
+    parts: list[str] = []
+    for segment in text.split("/"):
+        if segment in ("", ".", ".."):
+            raise ParameterError(
+                f"table: `files` template `{text}` has an empty, `.` or `..` segment."
+            )
+        parts.append(_segment(segment, text, names))
+    return Template(text, tuple(dict.fromkeys(names)), re.compile("/".join(parts)))
+
+
+def _segment(segment: str, text: str, names: list[str]) -> str:
+    """Return the pattern of one segment (``{name}`` groups, ``*`` wildcards, literals)."""
+    pieces: list[str] = []
+    last_was_name = False
+    position = 0
+    tokens = list(_NAME.finditer(segment))
+    for index, token in enumerate(tokens):
+        literal = segment[position : token.start()]
+        if literal:
+            pieces.append(_literal(literal, text))
+        elif last_was_name:
+            raise ParameterError(
+                f"table: `files` template `{text}` has two names with nothing between them "
+                f"in `{segment}`; they cannot be told apart."
+            )
+        name = token.group(1)
+        if not _IDENTIFIER.match(name):
+            raise ParameterError(
+                f"table: `files` template `{text}` binds `{{{name}}}`; a name is a column "
+                "name (letters, digits, _)."
+            )
+        ends = index == len(tokens) - 1 and token.end() == len(segment)
+        if name in names:
+            pieces.append(f"(?P={name})")
+        else:
+            pieces.append(f"(?P<{name}>[^/]+)" if ends else f"(?P<{name}>[^/]+?)")
+        names.append(name)
+        position = token.end()
+        last_was_name = True
+    rest = segment[position:]
+    if rest:
+        pieces.append(_literal(rest, text))
+    return "".join(pieces)
+
+
+def _literal(piece: str, text: str) -> str:
+    if "{" in piece or "}" in piece:
+        raise ParameterError(f"table: `files` template `{text}` has an unbalanced brace.")
+    return ".*?".join(re.escape(p) for p in piece.split("*")).replace(".*?", "[^/]*?")
+
+
+@dataclass(frozen=True)
+class Match:
+    """One file a template matched: its path, its root and the values bound from its path."""
+
+    path: Path
+    root: Path
+    values: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Tree:
+    """The files under the roots: those each template matched, and those none matched."""
+
+    matches: Mapping[str, tuple[Match, ...]]
+    unmatched: tuple[Path, ...]
+
+
+def match_tree(roots: Sequence[str | Path], templates: Mapping[str, Template]) -> Tree:
+    """Match every file under each root against the templates (the first that matches wins).
+
+    Raises
+    ------
+    SourceError
+        A root that is not a directory, a tree the resolver cannot list, or a bound segment
+        holding an escaped ``/`` (one line naming the file).
+    """
+    found: dict[str, list[Match]] = {name: [] for name in templates}
+    unmatched: list[Path] = []
+    if not roots:
+        raise SourceError("table: no logs given; give the directories the template is under.")
+    for entry in roots:
+        root = Path(entry)
+        if not root.is_dir():
+            what = "does not exist" if not root.exists() else "is a file"
+            raise SourceError(
+                f"`{root}` {what}; with a path template each root is a directory the "
+                "template is relative to."
+            )
+        for path in tree_files(root):
+            relative = path.relative_to(root).as_posix()
+            for name, template in templates.items():
+                values = template.match(relative)
+                if values is not None:
+                    _check_segments(path, values)
+                    found[name].append(Match(path, root, values))
+                    break
+            else:
+                unmatched.append(path)
+    return Tree({k: tuple(v) for k, v in found.items()}, tuple(unmatched))
+
+
+def _check_segments(path: Path, values: Mapping[str, str]) -> None:
+    for name, value in values.items():
+        if _ESCAPED_SLASH.search(value):
+            raise SourceError(
+                f"`{path}`: the segment `{value}` bound to `{{{name}}}` holds an escaped `/` "
+                "(%2F); a bound value is one path segment as written. Hint: write the value "
+                "without a slash (SWE-bench writes `/` in a model name as `__`)."
+            )
+
+
+def number_row(path: Path) -> dict[str, Any]:
+    """Read a text file holding one number (``result.txt``) as a row ``{"value": float}``.
+
+    Raises
+    ------
+    SourceError
+        A file that holds anything but one number (named, with what it holds).
+    """
+    text = decode(read_decompressed(path), path).strip()
+    if not _NUMBER.match(text):
+        shown = text[:40] + ("..." if len(text) > 40 else "")
+        held = f"`{shown}`" if text else "nothing"
+        raise SourceError(
+            f"`{path}` holds {held}, not one number; a number file holds one number (e.g. `1.0`)."
+        )
+    return {"value": float(text)}
+
+
+def keyed_rows(path: Path, value: object, key: str) -> list[dict[str, Any]]:
+    """Return a row per key of a JSON object keyed by ids (``unnest_keys``); repeats refused.
+
+    Raises
+    ------
+    SourceError
+        A document that is not an object, or an object that writes one key twice.
+    """
+    if not isinstance(value, dict):
+        raise SourceError(
+            f"`{path}` is not a JSON object keyed by `{key}`; with unnest_keys every matched "
+            "JSON file is one object whose keys are ids."
+        )
+    _refuse_repeated_keys(path, key)
+    rows = []
+    for name, item in value.items():
+        row = dict(item) if isinstance(item, dict) else {"value": item}
+        if key in row and str(row[key]) != name:
+            raise SourceError(
+                f"`{path}`: key `{name}` holds `{key}` = `{row[key]}`; they must agree."
+            )
+        row[key] = name
+        rows.append(row)
+    return rows
+
+
+def _refuse_repeated_keys(path: Path, key: str) -> None:
+    """Refuse a top-level object that writes one key twice (JSON readers keep the last)."""
+    pairs: list[list[tuple[str, Any]]] = []
+
+    def hook(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        pairs.append(items)
+        return dict(items)
+
+    text = decode(read_decompressed(path), path)
+    json.loads(text, object_pairs_hook=hook)  # already checked by the one reader: parses
+    top = [name for name, _ in pairs[-1]] if pairs else []
+    seen: set[str] = set()
+    for name in top:
+        if name in seen:
+            raise SourceError(
+                f"`{path}` writes the {key} `{name}` twice; a keyed object names each id once "
+                "(a JSON reader would silently keep the last)."
+            )
+        seen.add(name)
+
+
+def json_rows(path: Path, unnest_keys: str | None) -> list[dict[str, Any]]:
+    """Return the rows of one matched JSON or JSON-lines file (see the module docstring)."""
+    suffix = strip_compression(path).suffix.lower()
+    if suffix in _LINES:
+        text = decode(read_decompressed(path), path)
+        values = [
+            loads(line, path, number)
+            for number, line in enumerate(text.splitlines(), 1)
+            if line.strip()
+        ]
+    else:
+        value = load(path)
+        if unnest_keys is not None:
+            return keyed_rows(path, value, unnest_keys)
+        values = value if isinstance(value, list) else [value]
+    rows = []
+    for number, value in enumerate(values, 1):
+        if isinstance(value, dict):
+            rows.append(value)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            rows.append({"value": value})
+        else:
+            raise SourceError(f"`{path}` item {number} is not a JSON object (a row) or a number.")
+    return rows
+
+
+def _rows_frame(path: Path, rows: list[dict[str, Any]]) -> pl.LazyFrame:
+    """Rows as a frame, checked by the NDJSON rules (a nested value where text belongs...)."""
+    if not rows:
+        return pl.DataFrame().lazy()
+    data = "".join(json.dumps(row, allow_nan=True) + "\n" for row in rows).encode()
+    check_text_file(path, "ndjson", data=data)
+    try:
+        return pl.read_ndjson(data, infer_schema_length=None).lazy()
+    except pl.exceptions.PolarsError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SourceError(f"`{path}` cannot be read as rows ({first}).") from None
+
+
+def read_match(
+    match: Match,
+    unnest_keys: str | None,
+    scan_table: Callable[[Path], pl.LazyFrame],
+) -> pl.LazyFrame:
+    """Return one matched file's rows with its bound values and its path (``LOG``) as columns."""
+    path = match.path
+    suffix = strip_compression(path).suffix.lower()
+    if suffix in _TABLES:
+        frame = scan_table(path)
+    elif suffix in (".json", *_LINES):
+        rows = json_rows(path, unnest_keys)
+        for row in rows:
+            for name, value in match.values.items():
+                if name in row and row[name] is not None and str(row[name]) != value:
+                    raise SourceError(
+                        f"`{path}` holds `{name}` = `{row[name]}` where its path says "
+                        f"`{value}`; they must agree."
+                    )
+                row.pop(name, None)
+        frame = _rows_frame(path, rows)
+    else:
+        frame = pl.DataFrame([number_row(path)]).lazy()
+    schema = frame.collect_schema()
+    for name in (n for n in match.values if n in schema.names()):
+        # a table file's own column of a bound name must hold the path's value (as hive values)
+        other = pl.col(name).cast(pl.String)
+        wrong = frame.filter(other.is_not_null() & (other != match.values[name])).head(1)
+        found = wrong.select(other).collect()
+        if found.height:
+            raise SourceError(
+                f"`{path}` holds `{name}` = `{found.item()}` where its path says "
+                f"`{match.values[name]}`; they must agree."
+            )
+        frame = frame.drop(name)
+    bound = [pl.lit(v, pl.String).alias(n) for n, v in match.values.items()]
+    return frame.with_columns(*bound, pl.lit(str(path)).alias(LOG))
+
+
+def read_tree(
+    roots: Sequence[str | Path],
+    files: str,
+    *,
+    unnest_keys: str | None = None,
+    scan_table: Callable[[Path], pl.LazyFrame],
+) -> tuple[pl.LazyFrame, tuple[Path, ...], tuple[Path, ...]]:
+    """Read the files ``files`` matches under ``roots`` into one frame.
+
+    Returns
+    -------
+    tuple
+        The rows (every file's columns, the bound columns, ``LOG``), the files read and the
+        files under the roots the template did not match.
+
+    Raises
+    ------
+    SourceError
+        No file matches the template, or a bad tree (see the module docstring).
+    """
+    template = parse_template(files)
+    if unnest_keys is not None and not _IDENTIFIER.match(unnest_keys):
+        raise ParameterError(f"table: `unnest_keys` is {unnest_keys!r}; give a column name.")
+    tree = match_tree(roots, {"files": template})
+    matches = tree.matches["files"]
+    if not matches:
+        shown = ", ".join(f"`{p}`" for p in tree.unmatched[:3]) or "no file"
+        raise SourceError(
+            f"no file under {', '.join(f'`{r}`' for r in roots)} matches the template "
+            f"`{files}` (the tree holds {shown}{' ...' if len(tree.unmatched) > 3 else ''})."
+        )
+    frames = [read_match(m, unnest_keys, scan_table) for m in matches]
+    try:
+        frame = pl.concat(frames, how="diagonal_relaxed")
+    except pl.exceptions.PolarsError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise SourceError(f"table: the matched files do not share a schema ({first}).") from None
+    return frame, tuple(m.path for m in matches), tree.unmatched
+
+
+def explode(frame: pl.LazyFrame, column: str, position: str | None) -> pl.LazyFrame:
+    """Return a row per element of the list ``column``, its index (from 0) in ``position``.
+
+    An empty list gives no row (nothing was repeated). lm-evaluation-harness with ``repeats: 3``
+    writes each sample's responses as one list (``resps``): ``explode(frame, "resps",
+    "epoch")`` gives a row per response.
+
+    Raises
+    ------
+    SchemaError
+        ``column`` is not a column of the logs, or not a list; ``position`` names a column the
+        logs already have.
+    """
+    from recoverylab._errors import SchemaError
+
+    schema = frame.collect_schema()
+    if column not in schema.names():
+        raise SchemaError(f"table: `explode` names `{column}`, which is not a column of the logs.")
+    if not isinstance(schema[column], pl.List):
+        raise SchemaError(
+            f"table: `explode` names `{column}`, which holds {schema[column]}, not a list."
+        )
+    kept = frame.filter(pl.col(column).list.len() > 0)
+    if position is None:
+        return kept.explode(column)
+    if position in schema.names():
+        raise SchemaError(f"table: `position` names `{position}`, already a column of the logs.")
+    index = pl.int_ranges(0, pl.col(column).list.len(), dtype=pl.Int64).alias(position)
+    return kept.with_columns(index).explode(column, position)

@@ -1,0 +1,270 @@
+"""Path templates (``import table --files``): generated trees compared with a plain reference.
+
+A seeded generator writes the same scores as per-run directory trees: the bound segments in any
+order (and inside literal text), each score as a number file, a JSON object, one object keyed by
+ids (``--unnest-keys``), JSON lines or CSV, sometimes compressed, with extra files beside them
+that the template must not match (and the read report must list). The reference is written from
+the drawn scores alone, without the reader: the rows, and the extra files.
+"""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from polars.testing import assert_frame_equal
+
+from recoverylab._errors import SourceError
+from recoverylab.adapters import table
+from recoverylab.cli import main
+
+MODELS = ("m1", "org__m2")
+DOMAINS = ("chrome", "os")
+TASKS = ("e0", "e1", "e2")
+KINDS = ("number", "json", "keyed", "jsonl", "csv")
+SEGMENTS = ("model", "domain", "task_id")
+
+
+def _draw_scores(rng: np.random.Generator) -> list[tuple[str, str, str, float]]:
+    cells = list(itertools.product(MODELS, DOMAINS, TASKS))
+    keep = rng.random(len(cells)) < 0.8
+    keep[0] = True
+    return [(*c, float(rng.choice([0.0, 0.5, 1.0]))) for c, k in zip(cells, keep, strict=True) if k]
+
+
+def _write(path: Path, data: bytes, compress: bool) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if compress:
+        path = path.with_name(path.name + ".gz")
+        data = gzip.compress(data)
+    path.write_bytes(data)
+
+
+def _layout(rng: np.random.Generator, root: Path) -> tuple[str, str | None, list[str]]:
+    """Write one drawn tree; return the template, the unnest column and the extra files."""
+    scores = _draw_scores(rng)
+    kind = str(rng.choice(KINDS))
+    per_file = kind in ("number", "json")
+    order = list(rng.permutation(SEGMENTS if per_file else SEGMENTS[:2]))
+    compress = bool(rng.random() < 0.3) and kind != "csv"
+    dirs = [f"run-{{{n}}}" if n == "model" and rng.random() < 0.5 else f"{{{n}}}" for n in order]
+    name = {"number": "result.txt", "json": "result.json", "keyed": "scores.json"}.get(
+        kind, f"rows.{kind}"
+    )
+    template = "/".join(["results", *dirs, name + (".gz" if compress else "")])
+    extras: list[str] = []
+
+    def directory(values: dict[str, str]) -> Path:
+        return root.joinpath("results", *(d.format(**values) for d in dirs))
+
+    groups: dict[Path, list[tuple[str, float]]] = {}
+    for model, domain, task, value in scores:
+        here = directory({"model": model, "domain": domain, "task_id": task})
+        groups.setdefault(here, []).append((task, value))
+    for here, items in groups.items():
+        if kind == "number":
+            _write(here / name, f"{items[0][1]}\n".encode(), compress)
+        elif kind == "json":
+            _write(here / name, json.dumps({"score": items[0][1]}).encode(), compress)
+        elif kind == "keyed":
+            body = {task: {"score": value, "patch_exists": True} for task, value in items}
+            _write(here / name, json.dumps(body, indent=2).encode(), compress)
+        elif kind == "jsonl":
+            lines = "".join(json.dumps({"task_id": t, "score": v}) + "\n" for t, v in items)
+            _write(here / name, lines.encode(), compress)
+        else:
+            frame = pl.DataFrame({"task_id": [t for t, _ in items], "score": [v for _, v in items]})
+            here.mkdir(parents=True, exist_ok=True)
+            frame.write_csv(here / name)
+        if rng.random() < 0.5:  # a companion the template does not name
+            (here / "traj.jsonl").write_text('{"step_num": 1}\n')
+            extras.append(str(here / "traj.jsonl"))
+        if rng.random() < 0.2:
+            (here / "_SUCCESS").write_text("")  # bookkeeping: skipped by the resolver, unlisted
+    (root / "results" / "README.md").write_text("notes\n")
+    extras.append(str(root / "results" / "README.md"))
+    expected = pl.DataFrame(
+        {
+            "task_id": [f"{d}/{t}" for _, d, t, _ in scores],
+            "attempt": [0] * len(scores),
+            "success": [v >= 1 for *_, v in scores],
+            "reward": [v for *_, v in scores],
+            "model": [m for m, *_ in scores],
+        }
+    )
+    _REFERENCE[str(root)] = expected
+    return template, ("task_id" if kind == "keyed" else None), sorted(extras)
+
+
+_REFERENCE: dict[str, pl.DataFrame] = {}
+
+
+@pytest.mark.parametrize("index", range(24))
+def test_generated_trees_read_as_the_reference(index: int, tmp_path: Path) -> None:
+    rng = np.random.default_rng(41_000 + index)
+    template, unnest, extras = _layout(rng, tmp_path)
+    value = "value" if template.endswith(("result.txt", "result.txt.gz")) else "score"
+    out = table.read(
+        table.Logs(tmp_path, files=template, unnest_keys=unnest),
+        to="trials",
+        mapping={
+            "attempt": "0",
+            "success": f"{value} >= 1",
+            "reward": value,
+            "task_scope": "domain",
+        },
+        key=("model",),
+    )
+    got = out.tables["trials"].select("task_id", "attempt", "success", "reward", "model")
+    want = _REFERENCE.pop(str(tmp_path)).sort("task_id", "attempt", "model")
+    assert_frame_equal(got, want, check_dtypes=False)
+    assert sorted(out.report.unmatched) == extras
+    assert "README.md" in out.report.render()
+
+
+def test_segments_may_sit_in_any_order_and_give_the_same_rows(tmp_path: Path) -> None:
+    rows = {("m1", "chrome", "e0"): 1.0, ("m1", "os", "e0"): 0.0}
+    tables = []
+    for order in itertools.permutations(SEGMENTS):
+        root = tmp_path / "".join(o[0] for o in order)
+        for (model, domain, task), value in rows.items():
+            values = {"model": model, "domain": domain, "task_id": task}
+            here = root.joinpath(*(values[o] for o in order))
+            here.mkdir(parents=True)
+            (here / "result.txt").write_text(f"{value}\n")
+        template = "/".join(f"{{{o}}}" for o in order) + "/result.txt"
+        out = table.read(
+            table.Logs(root, files=template),
+            to="trials",
+            mapping={"attempt": "0", "success": "value >= 1", "task_scope": "domain"},
+            key=("model",),
+        )
+        tables.append(out.tables["trials"].select(sorted(out.tables["trials"].columns)))
+    for other in tables[1:]:
+        assert_frame_equal(other, tables[0])
+    assert tables[0]["task_id"].to_list() == ["chrome/e0", "os/e0"]
+
+
+def test_a_list_of_repeats_is_one_row_per_element_with_its_position(tmp_path: Path) -> None:
+    # lm-evaluation-harness with repeats: 3 writes each sample's responses as one list
+    folder = tmp_path / "lm" / "gsm8k"
+    folder.mkdir(parents=True)
+    lines = [
+        {"doc_id": 0, "resps": [["a"], ["b"], ["c"]], "filtered_resps": ["a", "b", "c"]},
+        {"doc_id": 1, "resps": [["x"], ["y"], ["z"]], "filtered_resps": ["x", "y", "y"]},
+    ]
+    (folder / "samples_gsm8k_2025-01-01.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in lines)
+    )
+    logs = table.Logs(
+        tmp_path / "lm",
+        files="{task}/samples_{task}_*.jsonl",
+        explode="filtered_resps",
+        position="epoch",
+    )
+    out = table.read(
+        logs,
+        to="trials",
+        mapping={
+            "task_id": "CAST(doc_id AS VARCHAR)",
+            "attempt": "epoch",
+            "success": "filtered_resps = 'a' OR filtered_resps = 'y'",
+        },
+    )
+    trials = out.tables["trials"]
+    assert trials.select("task_id", "attempt", "success").rows() == [
+        ("0", 0, True),
+        ("0", 1, False),
+        ("0", 2, False),
+        ("1", 0, False),
+        ("1", 1, True),
+        ("1", 2, True),
+    ]
+
+
+def test_the_template_parser_refuses_what_it_cannot_bind() -> None:
+    from recoverylab._errors import ParameterError
+    from recoverylab.adapters._templates import parse_template
+
+    for bad, words in [
+        ("", "is empty"),
+        ("/abs/{x}.txt", "absolute path"),
+        ("a//{x}", "empty, `.` or `..` segment"),
+        ("{a}{b}/r.txt", "nothing between them"),
+        ("{a-b}/r.txt", "is a column name"),
+        ("{a/r.txt", "unbalanced brace"),
+    ]:
+        with pytest.raises(ParameterError, match=words):
+            parse_template(bad)
+    template = parse_template("{model}.{run_id}.json")
+    assert template.match("gpt-4.run1.json") == {"model": "gpt-4", "run_id": "run1"}
+    assert parse_template("{x}/{x}.txt").match("a/b.txt") is None
+    assert parse_template("{x}/{x}.txt").match("a/a.txt") == {"x": "a"}
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("tree", "template", "extra", "message"),
+    [
+        (
+            {"m%2Fx/e0/result.txt": "1\n"},
+            "{model}/{task_id}/result.txt",
+            [],
+            "`{root}/m%2Fx/e0/result.txt`: the segment `m%2Fx` bound to `{{model}}` holds an "
+            "escaped `/` (%2F)",
+        ),
+        (
+            {"m/e0/result.txt": "done\n"},
+            "{model}/{task_id}/result.txt",
+            [],
+            "`{root}/m/e0/result.txt` holds `done`, not one number",
+        ),
+        (
+            {"m/report.json": '{"e0": {"resolved": true}, "e0": {"resolved": false}}'},
+            "{model}/report.json",
+            ["--unnest-keys", "task_id"],
+            "`{root}/m/report.json` writes the task_id `e0` twice",
+        ),
+        (
+            {"m/report.json": "[1, 2]"},
+            "{model}/report.json",
+            ["--unnest-keys", "task_id"],
+            "`{root}/m/report.json` is not a JSON object keyed by `task_id`",
+        ),
+    ],
+)
+def test_bad_trees_are_one_line_naming_the_file(
+    tree: dict[str, str],
+    template: str,
+    extra: list[str],
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    root = tmp_path / "runs"
+    for name, text in tree.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    argv = ["import", "table", str(root), "--files", template, "--to", "trials", *extra]
+    argv += ["--map", "attempt=0", "--map", "success=true", "--out", str(tmp_path / "out")]
+    code, err = _cli(argv, capsys)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1, err
+    assert message.format(root=root) in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_template_matching_nothing_names_the_tree(tmp_path: Path) -> None:
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.txt").write_text("1\n")
+    with pytest.raises(SourceError, match=r"matches the template `\{m\}/result.txt`"):
+        table.read(table.Logs(tmp_path, files="{m}/result.txt"), to="trials")
