@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from recoverylab.report._html import Provenance, Section
+from recoverylab.report._methods import Methods
 from recoverylab.report._registry import GATE
 from recoverylab.report._tables import Column, Count, Key, PValue, Rate, table_html
 
@@ -64,5 +65,5 @@ def gate_section(result: GateResult, provenance: Provenance, *, key: str = "gate
         reading=reading,
         table=table_html(frame, columns),
         chart=None,
-        provenance=provenance,
+        provenance=Methods.of(frame, "tasks").provenance(provenance),
     )

@@ -97,6 +97,16 @@ INTERVAL_METHODS: dict[str, IntervalMethod] = {
         "effect of {cluster})",
         resamples=False,
     ),
+    "clopper-pearson": IntervalMethod(
+        "exact Clopper–Pearson interval (one unit per cluster), no resampling",
+        "the exact Clopper–Pearson method (every cluster one unit)",
+        resamples=False,
+    ),
+    "betting-sequence": IntervalMethod(
+        "betting confidence sequence over {cluster} in arrival order, no resampling",
+        "a betting confidence sequence over {cluster} (valid at every look)",
+        resamples=False,
+    ),
 }
 
 #: The words of each test a result's ``test`` column can name (others are shown as named).
@@ -105,6 +115,9 @@ TESTS: dict[str, str] = {
     "cluster-melded": "the cluster meld's own p-value (per side the larger of its two parts')",
     "sign-flip": "the exact sign-flip test of the per-cluster summed differences",
     "exact-binomial": "the exact binomial test on the effective sample",
+    "korn-graubard": "the exact binomial test on the effective sample",
+    "clopper-pearson": "the exact binomial test",
+    "betting-sequence": "the betting martingale's test at zero (anytime-valid)",
     "none": "no test (a bootstrap interval inverts none)",
 }
 
