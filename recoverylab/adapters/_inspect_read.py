@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import glob as _glob
 import os
+import re
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Sequence
@@ -28,6 +29,8 @@ from recoverylab._formats import COMPRESSIONS, decompressed_chunks, strip_compre
 
 __all__ = ["Log", "read_logs", "require_inspect"]
 
+#: How inspect names a ``.json`` log (``inspect_ai.log._file.log_file_pattern``).
+_LOG_NAME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}[:-]\d{2}[:-]\d{2}")
 #: Fields of a full sample never needed for a marker.
 _HEAVY = {"messages", "attachments", "output"}
 
@@ -116,15 +119,22 @@ def _locations(items: Sequence[object]) -> list[str]:
 
 
 def _compressed_logs(directory: Path) -> list[Path]:
-    """Compressed ``.eval``/``.json`` files below ``directory`` (hidden names skipped)."""
-    found = [
-        p
-        for p in directory.rglob("*")
-        if p.suffix.lower() in COMPRESSIONS
-        and strip_compression(p).suffix.lower() in (".eval", ".json")
-        and not any(part.startswith(".") for part in p.relative_to(directory).parts)
-        and p.is_file()
-    ]
+    """Return the compressed logs below ``directory``, by the rule inspect lists plain ones.
+
+    inspect lists every ``.eval`` file, and a ``.json`` file whose name starts with a full ISO
+    timestamp (its log names); hidden names are skipped.
+    """
+    found = []
+    for path in directory.rglob("*"):
+        plain = strip_compression(path)
+        if path.suffix.lower() not in COMPRESSIONS or not path.is_file():
+            continue
+        if any(part.startswith(".") for part in path.relative_to(directory).parts):
+            continue
+        if plain.suffix.lower() == ".eval" or (
+            plain.suffix.lower() == ".json" and _LOG_NAME.match(plain.name)
+        ):
+            found.append(path)
     return sorted(found)
 
 

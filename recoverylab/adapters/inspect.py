@@ -515,12 +515,22 @@ def _frame(columns: dict[str, list[Any]], sources: dict[str, Source]) -> pl.Data
         strict=False,
     )
     return frame.with_columns(
-        *(_typed(n, columns[n], n in ("delay", "depth", "perturb_action")) for n in sources),
+        *(
+            _typed(n, columns[n], n in ("delay", "depth", "perturb_action"), columns["log"])
+            for n in sources
+        ),
         *(pl.Series(name, values, dtype=pl.Object) for name, values in raw.items()),
     )
 
 
-def _typed(name: str, values: list[Any], integer: bool) -> pl.Series:
+def _typed(name: str, values: list[Any], integer: bool, logs: list[str]) -> pl.Series:
+    nested = next((i for i, v in enumerate(values) if isinstance(v, (dict, list))), None)
+    if nested is not None:  # its JSON text would become a key nobody wrote (issue 39)
+        raise InputError(
+            f"inspect log `{logs[nested]}`: `{name}` is a JSON object or array "
+            f"({str(values[nested])[:40]}) where a key or label belongs; it must be text or a "
+            "number."
+        )
     if name in _FLAGS:
         bad = [v for v in values if not isinstance(v, bool)]
         if bad:
