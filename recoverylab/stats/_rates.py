@@ -79,7 +79,8 @@ import numpy as np
 import polars as pl
 
 from recoverylab._errors import ParameterError, SchemaError, format_keys, require_one_of
-from recoverylab.stats._bootstrap import bootstrap_types
+from recoverylab.stats import _limits
+from recoverylab.stats._bootstrap import _percentile_interval, bootstrap_types
 from recoverylab.stats._cells import _cell_types, _column_names
 from recoverylab.stats._checks import (
     ALTERNATIVES,
@@ -345,8 +346,9 @@ def rate_cells(
     clusters are few, events rare or the estimate at a boundary, the percentile cluster
     bootstrap only where it is accurate (``ci_method="auto"``). The work grows with the distinct
     (cell, numerator, denominator) types: polars groups the partials, numpy adds four sums per
-    cell, and only cells that the bootstrap serves are resampled (each on its own
-    :func:`cell_rng` stream, keyed by the cell and, with several rates, the rate's name).
+    cell, and only cells that the bootstrap serves are resampled, each on its own
+    :func:`cell_rng` stream (keyed by the cell; one percentile draw serves all its rates, BCa
+    draws per rate, keyed by the cell and, with several rates, the rate's name).
 
     Parameters
     ----------
@@ -431,21 +433,53 @@ def rate_cells(
         estimate = sums[..., 2] / sums[..., 1]
     chosen = _choose(ci_method, alternative, sums, estimate, n_eff)
     for c, method in enumerate(chosen):
-        if method == "korn-graubard":
-            continue
         key, matrix, counts = groups[c]
-        for r, (i, j) in enumerate(pairs):
-            rng = cell_rng(seed, (*key, labels[r]) if several else key)
+        if method == "percentile":  # one draw of the cell's clusters serves all its rates
+            found = _shared_percentile(
+                matrix, counts, pairs, n_resamples, confidence, cell_rng(seed, key)
+            )
+            low[c], high[c] = found[:, 0], found[:, 1]
+            continue
+        for r, (i, j) in enumerate(pairs) if method == "bca" else ():
             result = bootstrap_types(
                 matrix[:, [i, j]],
                 counts,
                 n_resamples=n_resamples,
                 confidence=confidence,
                 ci_method=method,
-                rng=rng,
+                rng=cell_rng(seed, (*key, labels[r]) if several else key),
             )
             low[c, r], high[c, r] = result.ci_low, result.ci_high
     return _frame(keys, labels, several, estimate, low, high, sums, deff, n_eff, chosen)
+
+
+def _shared_percentile(
+    matrix: np.ndarray,
+    counts: np.ndarray,
+    pairs: list[tuple[int, int]],
+    n_resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> np.ndarray:
+    """Percentile intervals (rates × 2) of every rate of a cell from one cluster bootstrap.
+
+    The cell's clusters are resampled once, as multinomial counts over their joint types (the
+    rows of ``matrix``, distinct and sorted: ARCHITECTURE §4), and every rate is the ratio of
+    its two column sums in the same resamples, as :func:`bootstrap_types` computes one (with a
+    single rate the draws are the same: its joint types are its types).
+    """
+    n_clusters = int(counts.sum())
+    probabilities = counts / n_clusters
+    ratios = np.empty((len(pairs), n_resamples), dtype=np.float64)
+    nums = [i for i, _ in pairs]
+    dens = [j for _, j in pairs]
+    batch = max(1, _limits.MAX_BATCH_ELEMENTS // matrix.shape[0])
+    for start in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - start)
+        sums = rng.multinomial(n_clusters, probabilities, size=size).astype(np.float64) @ matrix
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratios[:, start : start + size] = (sums[:, nums] / sums[:, dens]).T
+    return np.array([_percentile_interval(row, confidence) for row in ratios])
 
 
 def _rate_iv(
@@ -550,14 +584,36 @@ def _choose(
         return [ci_method] * sums.shape[0]
     if alternative != "two-sided":
         return ["korn-graubard"] * sums.shape[0]
+    enough = bootstrap_accurate(sums[..., 0], estimate, n_eff)
+    return ["percentile" if row.all() else "korn-graubard" for row in enough]
+
+
+def bootstrap_accurate(
+    n_clusters: np.ndarray, estimate: np.ndarray, n_effective: np.ndarray
+) -> np.ndarray:
+    """Where ``auto`` trusts the percentile bootstrap for a rate (element-wise).
+
+    At least :data:`BOOTSTRAP_MIN_CLUSTERS` clusters and :data:`BOOTSTRAP_MIN_EVENTS`
+    effective events and non-events (θ̂ n* and (1 − θ̂) n*, from :func:`korn_graubard`). A cell
+    gets the bootstrap when this holds for every one of its rates: the rule of
+    :func:`rate_cells`, given to protocols that run their own (coupled) bootstrap.
+
+    Examples
+    --------
+    >>> bootstrap_accurate(np.array([150, 150, 30]), np.array([0.3, 0.01, 0.3]),
+    ...                    np.array([400.0, 400.0, 90.0])).tolist()
+    [True, False, False]
+    """
+    k = np.asarray(n_clusters, dtype=np.float64)
+    p = np.asarray(estimate, dtype=np.float64)
+    n_eff = np.asarray(n_effective, dtype=np.float64)
     with np.errstate(invalid="ignore"):
-        events = estimate * n_eff
-        enough = (
-            (sums[..., 0] >= BOOTSTRAP_MIN_CLUSTERS)
+        events = p * n_eff
+        return (
+            (k >= BOOTSTRAP_MIN_CLUSTERS)
             & (events >= BOOTSTRAP_MIN_EVENTS)
             & (n_eff - events >= BOOTSTRAP_MIN_EVENTS)
         )
-    return ["percentile" if row.all() else "korn-graubard" for row in enough]
 
 
 def _frame(

@@ -385,31 +385,68 @@ def _rate_cells_intervals(
     cells: pl.DataFrame,
     by: Sequence[str],
     rates: Sequence[tuple[str, str, str]],
-    **settings: Any,
+    *,
+    confidence: float,
+    n_resamples: int,
+    ci_method: str,
+    seed: int,
 ) -> pl.DataFrame:
-    """Join :func:`stats.rate_cells`' intervals of every rate (one method per cell) to ``cells``.
+    """Join every rate's interval (one method per cell) to ``cells``.
 
-    A rate whose denominator is 0 in every workflow of a cell has no interval (null), like its
-    estimate.
+    Korn–Graubard from :func:`stats.rate_cells`; under ``auto``, the cells where
+    :func:`stats.bootstrap_accurate` holds for every rate get the coupled percentile bootstrap
+    of :func:`_bootstrap_intervals` instead (one draw of a cell's workflows serves all its rates
+    and the cells that share them: a fraction of the cost of a draw per cell). A rate whose
+    denominator is 0 in every workflow of a cell has no interval (null), like its estimate.
     """
+    by = list(by)
     long = stats.rate_cells(
         clusters,
-        cells=list(by),
+        cells=by,
         numerator=[num for _, num, _ in rates],
         denominator=[den for _, _, den in rates],
         names=[name for name, _, _ in rates],
-        **settings,
+        ci_method="korn-graubard",
+        confidence=confidence,
     )
-    methods = long.group_by(list(by)).agg(pl.col("ci_method").first(), pl.col("test").first())
-    cells = join_on(cells, methods, list(by))
+    exact = cells
     for name, _, _ in rates:
         part = long.filter(pl.col("rate") == name).select(
             *by,
             pl.col("ci_low").alias(f"{name}_ci_low"),
             pl.col("ci_high").alias(f"{name}_ci_high"),
         )
-        cells = join_on(cells, part, list(by))
-    return cells
+        exact = join_on(exact, part, by)
+    exact = exact.with_columns(
+        pl.lit("korn-graubard", pl.String).alias("ci_method"),
+        pl.lit(stats.RATE_TESTS["korn-graubard"], pl.String).alias("test"),
+    )
+    if ci_method != "auto":
+        return exact
+    accurate = stats.bootstrap_accurate(
+        long["n_clusters"].to_numpy(), long["estimate"].to_numpy(), long["n_effective"].to_numpy()
+    )
+    chosen = (
+        long.with_columns(pl.Series("__ok", accurate))
+        .group_by(by)
+        .agg(pl.col("__ok").all())
+        .filter(pl.col("__ok"))
+        .drop("__ok")
+    )
+    if chosen.height == 0:
+        return exact
+    booted = _bootstrap_intervals(
+        clusters.join(chosen, on=by, how="semi", nulls_equal=True),
+        cells.join(chosen, on=by, how="semi", nulls_equal=True),
+        by,
+        rates,
+        confidence=confidence,
+        n_resamples=n_resamples,
+        ci_method="percentile",
+        seed=seed,
+    )
+    kept = exact.join(chosen, on=by, how="anti", nulls_equal=True)
+    return pl.concat([kept, booted.select(kept.columns)], how="vertical_relaxed")
 
 
 def summarize(
