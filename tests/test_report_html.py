@@ -216,10 +216,16 @@ def test_policy_section_shows_the_written_clean_touch_rate_with_the_clean_episod
     )
     section = report.policy_section(evaluation, PROVENANCE)
     rows = {row[0]: row for row in cells(section.table)}
+    clean = evaluation.filter(pl.col("condition") == "clean").row(0, named=True)
+    interval = (
+        f' <span class="ci">[{clean["clean_touch_rate_ci_low"] * 100:.1f}, '
+        f"{clean['clean_touch_rate_ci_high'] * 100:.1f}]</span>"
+    )
     # clean-touch rate and its n (clean episodes) are the last two cells: on the clean row and
     # the overall row, whose clean episodes are the clean row's n (not all 300 episodes).
-    assert rows["clean"][-2:] == ["0.0", "75"]
-    assert rows["all"][-2:] == ["0.0", "75"]
+    assert rows["clean"][-2:] == ["0.0" + interval, "75"]
+    assert rows["all"][-2][:3] == "0.0"
+    assert rows["all"][-1] == "75"
     assert rows["stale2"][-2:] == ["—", "—"]
     assert 'data-column="n" data-row-condition="clean">75</td>' in section.table
 

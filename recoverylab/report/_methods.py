@@ -172,6 +172,10 @@ class Methods:
         ``p_value`` is then that test's, and the sign-flip test, if shown, is ``p_sign_flip``.
     sign_flip
         Whether the result has ``p_sign_flip``, the sign-flip test in a column of its own.
+    others
+        ``(rate, ((method, cells), ...))`` for each other rate whose intervals name their own
+        method (a ``<rate>_ci_method`` column, e.g. a policy's intervention rate); rows
+        without such an interval are not counted.
     """
 
     intervals: tuple[tuple[str, int], ...]
@@ -180,6 +184,7 @@ class Methods:
     p_methods: tuple[tuple[str, int], ...] = ()
     tests: tuple[tuple[str, int], ...] = ()
     sign_flip: bool = False
+    others: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = ()
 
     @classmethod
     def of(cls, frame: pl.DataFrame, cluster: str, test: str | None = None) -> Methods:
@@ -193,8 +198,14 @@ class Methods:
         """
         tests = _counted(frame, "test") if "test" in frame.columns else ()
         sign_flip = "p_sign_flip" in frame.columns
+        others = tuple(
+            (column.removesuffix("_ci_method"), _counted(frame.drop_nulls(column), column))
+            for column in frame.columns
+            if column.endswith("_ci_method") and frame[column].drop_nulls().len()
+        )
         if "ci_method" not in frame.columns:
-            return cls(((BOOTSTRAP, frame.height),), cluster, test, (), tests, sign_flip)
+            bootstrap = ((BOOTSTRAP, frame.height),)
+            return cls(bootstrap, cluster, test, (), tests, sign_flip, others)
         nulls = frame.filter(pl.col("ci_method").is_null()).height
         if nulls:
             raise SchemaError(
@@ -202,12 +213,14 @@ class Methods:
                 "name (null); every interval must name its method."
             )
         p_methods = _counted(frame, "p_method") if "p_method" in frame.columns else ()
-        return cls(_counted(frame, "ci_method"), cluster, test, p_methods, tests, sign_flip)
+        methods = _counted(frame, "ci_method")
+        return cls(methods, cluster, test, p_methods, tests, sign_flip, others)
 
     @property
     def resampled(self) -> bool:
         """Whether any interval of the result drew resamples."""
-        return any(interval_method(m).resamples for m, _ in self.intervals)
+        every = [*self.intervals, *(pair for _, methods in self.others for pair in methods)]
+        return any(interval_method(m).resamples for m, _ in every)
 
     def source(self) -> str:
         """Where the intervals come from, for a reading: "from ..." (mixed results by cell)."""
@@ -231,10 +244,12 @@ class Methods:
             return f"{text}; those not from a bootstrap exclude zero exactly when {rejects}"
         return text
 
-    def intervals_text(self, n_resamples: int | None) -> str:
+    def intervals_text(
+        self, n_resamples: int | None, intervals: tuple[tuple[str, int], ...] | None = None
+    ) -> str:
         """Return the provenance line of the intervals: each method, its resamples, its cells."""
         parts = []
-        for name, cells in self.intervals:
+        for name, cells in self.intervals if intervals is None else intervals:
             method = interval_method(name)
             drawn = ""
             if method.resamples:
@@ -254,6 +269,10 @@ class Methods:
         """
         drawn = provenance.n_resamples if self.resampled else 0
         settings = [("intervals", self.intervals_text(drawn))]
+        settings += [
+            (f"intervals of {rate.replace('_', ' ')}", self.intervals_text(drawn, methods))
+            for rate, methods in self.others
+        ]
         if self.tests:
             inverted = "; ".join(f"{TESTS.get(name, name)}: {_cells(n)}" for name, n in self.tests)
             settings.append(("p-values", inverted))

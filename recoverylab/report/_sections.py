@@ -58,6 +58,12 @@ def _with_exclusions(provenance: Provenance, exclusions: tuple) -> Provenance:
     return replace(provenance, exclusions=exclusions) if exclusions else provenance
 
 
+def _ci(frame: pl.DataFrame, rate: str) -> tuple[str, str] | None:
+    """Return the interval columns of ``rate`` when the result has them (``<rate>_ci_*``)."""
+    bounds = (f"{rate}_ci_low", f"{rate}_ci_high")
+    return bounds if all(b in frame.columns for b in bounds) else None
+
+
 def _keys(frame: pl.DataFrame, first_result: str) -> list[Key]:
     return [Key(k) for k in keys_before(frame, first_result)]
 
@@ -268,12 +274,19 @@ def policy_section(
         Count("rescue"),
         Count("harm"),
         Count("interventions"),
-        Rate("intervention_rate", "n", "intervention rate", "n (episodes)"),
+        Rate(
+            "intervention_rate",
+            "n",
+            "intervention rate",
+            "n (episodes)",
+            ci=_ci(frame, "intervention_rate"),
+        ),
         RowLookupRate(
             "clean_touch_rate",
             _CLEAN_N,
             "clean-touch rate",
             "n (clean episodes)",
+            ci=_ci(frame, "clean_touch_rate"),
             row_key=("condition", _CLEAN_CONDITION),
         ),
     ]
@@ -375,9 +388,9 @@ def ts_section(
         *_keys(frame, "n"),
         Rate("ts", "n", "TS", "n (episodes)", ci=("ci_low", "ci_high")),
         Count("n_clusters", "clusters"),
-        Rate("gp_rate", "n", "goal preserved", "n (episodes)"),
-        Rate("compliance_rate", "n", "compliant", "n (episodes)"),
-        Rate("violation_rate", "n", "violation", "n (episodes)"),
+        Rate("gp_rate", "n", "goal preserved", "n (episodes)", ci=_ci(frame, "gp_rate")),
+        Rate("compliance_rate", "n", "compliant", "n (episodes)", ci=_ci(frame, "compliance_rate")),
+        Rate("violation_rate", "n", "violation", "n (episodes)", ci=_ci(frame, "violation_rate")),
         Count("mean_steps", "mean steps", digits=1),
     ]
     return Section(
@@ -494,7 +507,7 @@ def depth_section(
         Count("rejected_states", "rejected states"),
         Count("attempted_states", "attempted states"),
         Rate("ear", "attempts", "EAR", "n (attempts)", ci=("ear_ci_low", "ear_ci_high")),
-        Rate("pass_at_1", "attempted_states", "pass@1", "n (states)"),
+        Rate("pass_at_1", "attempted_states", "pass@1", "n (states)", ci=_ci(frame, "pass_at_1")),
         Rate(
             "pass_at_k",
             "attempted_states",
@@ -531,14 +544,27 @@ def funnel_section(
     methods = Methods.of(frame, "workflows")
     columns: list[Column] = [
         *_keys(frame, "k"),
-        Rate("aware_rate", "attempts", "aware", "n (attempts)"),
-        Rate("fixed_given_aware_rate", "n_aware", "root cause fixed, of aware", "n (aware)"),
-        Rate("derived_given_fixed_rate", "aware_fixed", "derived fixed, of fixed", "n (fixed)"),
+        Rate("aware_rate", "attempts", "aware", "n (attempts)", ci=_ci(frame, "aware_rate")),
+        Rate(
+            "fixed_given_aware_rate",
+            "n_aware",
+            "root cause fixed, of aware",
+            "n (aware)",
+            ci=_ci(frame, "fixed_given_aware_rate"),
+        ),
+        Rate(
+            "derived_given_fixed_rate",
+            "aware_fixed",
+            "derived fixed, of fixed",
+            "n (fixed)",
+            ci=_ci(frame, "derived_given_fixed_rate"),
+        ),
         Rate(
             "pass_given_derived_rate",
             "aware_fixed_derived",
             "passed, of derived fixed",
             "n (derived fixed)",
+            ci=_ci(frame, "pass_given_derived_rate"),
         ),
         Count("aware_fixed_derived_passed", "attempts through all four layers"),
     ]
