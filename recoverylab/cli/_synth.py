@@ -7,6 +7,20 @@ from pathlib import Path
 
 from recoverylab.cli._common import Progress
 
+#: Harnesses whose per-run directory trees ``synth`` writes (``recoverylab import NAME`` reads).
+TREES = ("swebench",)
+
+
+def _write_tree(args: argparse.Namespace) -> None:
+    """Write a harness's tree as its own writer lays it out (see the synth module named)."""
+    tasks = 6 if args.tasks is None else args.tasks
+    if args.table == "swebench":
+        from recoverylab.synth.swebench_runs import write_swebench_runs
+
+        root = write_swebench_runs(args.out, instances=tasks, seed=args.seed)
+        what = "SWE-bench evaluation tree (logs/run_evaluation/ and run summaries)"
+    print(f"wrote a {what} in {root}")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``synth`` subcommand."""
@@ -15,8 +29,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="write synthetic run logs with known ground truth",
         description="Write synthetic tables as parquet files under DIR/<table>/, in chunks.",
     )
-    parser.add_argument("table", help="generator name (forks, decision_points, goal, takeover)")
-    parser.add_argument("--tasks", type=int, default=1000, help="cluster units (default 1000)")
+    parser.add_argument(
+        "table",
+        help="generator name (forks, decision_points, goal, takeover), or a harness whose "
+        "directory tree to write (" + ", ".join(TREES) + ")",
+    )
+    parser.add_argument(
+        "--tasks",
+        type=int,
+        default=None,
+        help="cluster units (default 1000; harness trees: tasks per domain or dataset, default 6)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
     parser.add_argument(
@@ -26,13 +49,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    """Write the generator's tables."""
+    """Write the generator's tables (or a harness's directory tree)."""
+    if args.table in TREES:
+        _write_tree(args)
+        return
     from recoverylab import synth  # imported when the command runs, not at --help
 
     written = synth.write(
         args.table,
         args.out,
-        args.tasks,
+        1000 if args.tasks is None else args.tasks,
         seed=args.seed,
         chunk_units=args.chunk_tasks,
         progress=Progress("synth", quiet=args.quiet),
