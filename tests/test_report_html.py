@@ -402,3 +402,66 @@ def test_the_report_closes_with_how_to_read_and_the_glossary(mechanism: pl.DataF
     glossary = report.Section("g", "Other", "Glossary", "", "", None, PROVENANCE)
     with pytest.raises(ParameterError, match="Glossary appear more than once"):
         report.render_html([glossary])
+
+
+def headline_text(section: report.Section) -> list[str]:
+    items = re.findall(r"<li>(.*?)</li>", section.table)
+    return [html.unescape(re.sub(r"<[^>]+>", "", item)) for item in items]
+
+
+def test_headline_names_what_helped_and_what_harmed_from_the_frame() -> None:
+    effects = pl.DataFrame(
+        {
+            "condition": ["stale2", "stale2", "clean", "clean"],
+            "delay": [1, 2, 1, 2],
+            "method": ["refresh"] * 4,
+            "n": [100, 100, 80, 80],
+            "effect": [0.12, 0.3, -0.05, -0.02],
+            "ci_low": [0.02, -0.01, -0.09, -0.06],
+            "ci_high": [0.22, 0.6, -0.01, 0.02],
+            "p_value": [0.012, 0.06, 0.0004, 0.3],
+            "ci_inverts_test": [True] * 4,
+        }
+    )
+    section = report.headline_section(effects=effects, confidence=0.95)
+    assert section.group == "Summary"
+    assert headline_text(section) == [
+        "Helped most: refresh under stale2, delay 1: +12.0 pp [2.0, 22.0], p = 0.012, "
+        "n = 100 pairs.",
+        "Harmed: refresh under clean, delay 1: -5.0 pp [-9.0, -1.0], p < 0.001, n = 80 pairs.",
+        "Significant means the cell's own p-value is below 0.05 (its interval excludes zero), "
+        "not adjusted across the 4 cells of the effects table.",
+    ]
+    # each number names its row: source section, column and keys
+    assert (
+        '<span class="value" data-source="paired-effect" data-column="effect" '
+        'data-row-condition="stale2" data-row-delay="1" data-row-method="refresh">+12.0</span>'
+    ) in section.table
+    # nothing significant: said so; a bootstrap interval is not claimed to agree with p
+    calm = effects.with_columns(
+        pl.lit(0.5).alias("p_value"), pl.lit(False).alias("ci_inverts_test")
+    )
+    assert headline_text(report.headline_section(effects=calm)) == [
+        "Helped most: no cell's effect is significantly positive.",
+        "Harmed: no cell's effect is significantly negative.",
+        "Significant means the cell's own p-value is below 0.05, not adjusted across the 4 "
+        "cells of the effects table.",
+    ]
+    with pytest.raises(ParameterError, match=r"^a headline needs at least one result"):
+        report.headline_section()
+    with pytest.raises(ParameterError, match=r"^parameter `confidence` is 1\.5"):
+        report.headline_section(effects=effects, confidence=1.5)
+
+
+def test_headline_of_a_policy_without_clean_episodes_says_nothing_about_them() -> None:
+    folder = SAMPLES / "paired"
+    evaluation = paired.evaluate_policy(
+        folder / "policy_decisions.parquet", folder / "policy_forks.parquet", n_resamples=100
+    )
+    without = evaluation.filter(pl.col("condition").is_null() | (pl.col("condition") != "clean"))
+    without = without.with_columns(pl.lit(None, pl.Float64).alias("clean_touch_rate"))
+    (line,) = headline_text(report.headline_section(policy=without))
+    assert line.startswith("The policy: net gain over never recovering +3.0 pp [")
+    assert "clean" not in line
+    (line,) = headline_text(report.headline_section(policy=evaluation))
+    assert line.endswith("while touching 0.0 % of the 75 clean episodes.")

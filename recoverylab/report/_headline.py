@@ -123,9 +123,12 @@ def _effect_lines(frame: pl.DataFrame, alpha: float) -> list[str]:
         else:
             direction = "positive" if sign > 0 else "negative"
             lines.append(f"<strong>{word}:</strong> no cell's effect is significantly {direction}.")
+    # the interval excludes zero exactly when p < alpha only where it inverts p's test
+    inverts = "ci_inverts_test" in frame.columns and bool(frame["ci_inverts_test"].all())
+    agreement = " (its interval excludes zero)" if inverts else ""
     lines.append(
-        f"Significant means the cell's own p-value is below {alpha:g} (its interval excludes "
-        f"zero), not adjusted across the {frame.height} cells of the effects table."
+        f"Significant means the cell's own p-value is below {alpha:g}{agreement}, not adjusted "
+        f"across the {frame.height} cells of the effects table."
     )
     return lines
 
@@ -154,8 +157,10 @@ def _policy_lines(frame: pl.DataFrame, source: str, alpha: float) -> list[str]:
         joined = overall.join(clean, on=groups, how="left", nulls_equal=True)
     elif clean.height == 1:
         joined = overall.join(clean, how="cross")
-    else:
-        return []
+    else:  # no clean episodes: the sentence says nothing about them
+        joined = overall.with_columns(
+            pl.lit(None, dtype).alias(name) for name, dtype in clean.schema.items()
+        )
     row: _Keys = [(k, _key_text(k)) for k in groups] + [("condition", pl.lit(ALL))]
     at_clean: _Keys = [(k, _key_text(k)) for k in groups]
     at_clean.append(("condition", pl.col("clean_condition")))
