@@ -8,7 +8,9 @@ the page logged nothing to the console, and saves a screenshot under ``test-arti
 The layout is measured at a desktop (1280×800) and a phone (390×844) viewport: the report is
 loaded into an iframe of that size (headless chromium has a minimum window width of 500 px), and
 a probe script appended to a copy of the page reports, once every chart is drawn, the page's
-``scrollWidth`` against ``innerWidth``, the overflow of every table and the drawn charts. The
+``scrollWidth`` against ``innerWidth``, the overflow of every table and its scroll cue, the drawn
+charts and the smallest size any chart text is drawn at (font size × the SVG's scale: at least
+10 px at either width). The
 repair funnel is read from the drawn bars' accessible labels: its nested layers never widen.
 
 Chromium is Debian's ``chromium`` package (``.ci/run`` installs it). When it is missing the test

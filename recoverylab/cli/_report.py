@@ -1,10 +1,11 @@
 """``recoverylab report``: one self-contained HTML report from the inputs of each protocol.
 
 The command runs the protocol functions on the given inputs (paired forks, policy decisions,
-router rules, goal tables, takeover tables), then writes one HTML file with, per result, its
-table (rates in percentage points, ``n`` beside every rate), its chart, two sentences on how to
-read it and a provenance block. ``recoverylab demo`` calls :func:`demo_report` to build the same
-report from the results it has just written.
+router rules, goal tables, takeover tables), then writes one HTML file that opens with a headline
+summary read from those results and has, per result, its table (rates in percentage points,
+``n`` beside every rate), its chart, two sentences on how to read it and a provenance block.
+``recoverylab demo`` calls :func:`demo_report` to build the same report from the results it has
+just written.
 """
 
 from __future__ import annotations
@@ -43,10 +44,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "report",
         help="one self-contained HTML report (tables, charts, provenance) of every protocol",
         description="Run each protocol whose inputs are given and write one HTML file that "
-        "opens with no network: per result its table (rates in percentage points, n beside "
-        "every rate), its chart, how to read them, and a provenance block (inputs, row counts, "
-        "exclusions by reason, seed, each cell's interval method and the resamples it drew, the "
-        "test, version). Needs the report extra: pip install 'recoverylab[report]'.",
+        "opens with no network: a headline summary read from the results (what helped where, "
+        "what harmed, each policy's net gain and clean-touch rate, the gate's verdict), then "
+        "per result its table (rates in percentage points, n beside every rate), its chart, "
+        "how to read them, and a provenance block (inputs, row counts, exclusions by reason, "
+        "seed, each cell's interval method and the resamples it drew, the test, version), and "
+        "a glossary. Needs the report extra: pip install 'recoverylab[report]'.",
     )
     paired = parser.add_argument_group("CIR paired forks")
     paired.add_argument("--forks", nargs="+", help="forks table (paths or globs)")
