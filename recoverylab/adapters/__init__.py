@@ -1,7 +1,8 @@
 """Real log formats in: adapters turn them into recoverylab's tables (ARCHITECTURE §8).
 
-Layout: one public module per log format (``inspect``, ``harbor``, ``tau2``, ``table``; private
-helpers ``_<format>_*``), the shared ``_report`` (:class:`Imported`, :class:`ReadReport`) and
+Layout: one public module per log format (``inspect``, ``harbor``, ``tau2``, ``osworld``,
+``swebench``, ``table``; private helpers ``_<format>_*``; path templates for per-run directory
+trees in ``_templates``), the shared ``_report`` (:class:`Imported`, :class:`ReadReport`) and
 ``_trials`` (the ``trials`` contract). May import the core (schema, io, _errors); knows no
 protocol and no engine, and the core imports no adapter.
 
@@ -22,6 +23,15 @@ and know no protocol.
   ``simulations/``) read by its data model's field names, without tau2-bench:
   :func:`~recoverylab.adapters.tau2.read` gives ``trials`` (one row per task trial; tau2's
   non-evaluable terminations excluded by reason) or ``forks``.
+- :mod:`recoverylab.adapters.osworld`: OSWorld results directories
+  (``ACTION_SPACE/OBSERVATION/MODEL/DOMAIN/EXAMPLE_ID/result.txt``; no ``result.txt``:
+  ``unfinished``, excluded): :func:`~recoverylab.adapters.osworld.read` gives ``trials`` or
+  ``forks``; example ids per domain.
+- :mod:`recoverylab.adapters.swebench`: SWE-bench evaluation trees
+  (``logs/run_evaluation/RUN/MODEL/INSTANCE/report.json`` and the run summaries, by the
+  harness's field names): :func:`~recoverylab.adapters.swebench.read` gives ``trials`` or
+  ``forks``; the harness's infrastructure failures and errors excluded by reason; instance ids
+  per dataset.
 - :mod:`recoverylab.adapters.table`: any JSON/JSONL/CSV/parquet run log, each column given as a
   polars SQL expression (``mapping={"success": "reward >= 1"}``), checked against the target
   contract before any row is read: :func:`~recoverylab.adapters.table.read` gives ``forks``,

@@ -20,7 +20,7 @@ from types import ModuleType
 from recoverylab._errors import ParameterError
 
 #: The formats ``recoverylab import`` knows, in the order ``--help`` lists them.
-FORMATS = ("inspect", "harbor", "tau2", "swebench", "table")
+FORMATS = ("inspect", "harbor", "tau2", "osworld", "swebench", "table")
 
 
 def _module(name: str) -> ModuleType:

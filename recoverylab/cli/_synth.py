@@ -8,7 +8,7 @@ from pathlib import Path
 from recoverylab.cli._common import Progress
 
 #: Harnesses whose per-run directory trees ``synth`` writes (``recoverylab import NAME`` reads).
-TREES = ("swebench",)
+TREES = ("osworld", "swebench")
 
 
 def _write_tree(args: argparse.Namespace) -> None:
@@ -18,8 +18,13 @@ def _write_tree(args: argparse.Namespace) -> None:
         from recoverylab.synth.swebench_runs import write_swebench_runs
 
         root = write_swebench_runs(args.out, instances=tasks, seed=args.seed)
-        what = "SWE-bench evaluation tree (logs/run_evaluation/ and run summaries)"
-    print(f"wrote a {what} in {root}")
+        what = "a SWE-bench evaluation tree (logs/run_evaluation/ and run summaries)"
+    else:
+        from recoverylab.synth.osworld_runs import write_osworld_runs
+
+        root = write_osworld_runs(args.out, examples=tasks, repeats=args.repeats, seed=args.seed)
+        what = "an OSWorld results tree (ACTION_SPACE/OBSERVATION/MODEL/DOMAIN/EXAMPLE_ID/)"
+    print(f"wrote {what} in {root if isinstance(root, Path) else args.out}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,6 +47,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="osworld: results directories, one per repeat (DIR/repeat-N/ when more than 1)",
+    )
     parser.add_argument(
         "--chunk-tasks", type=int, default=100_000, help="units per output file (default 100000)"
     )
