@@ -84,7 +84,9 @@ def paired_effect_cells(
       hull of the exact sign-flip inversion and a meld on design-effect-adjusted counts.
       ``test`` ``"cluster-melded"``: the hull's own p-value, per side the larger of its two
       parts' (zero is outside the hull exactly when it is outside both), so it can exceed
-      ``p_sign_flip`` where the meld is the wider part.
+      ``p_sign_flip`` where the meld is the wider part. The meld's effective counts carry a
+      few-clusters factor (z / t)² that depends on the level, so this is the hull's curve at
+      zero *at the reported confidence*: the agreement is exact at that level.
     * ``"sign-flip"``: the exact inversion of the sign-flip test alone,
       :func:`sign_flip_interval` (any integer partials); under-covers in sparse cells.
       ``test`` ``"sign-flip"``: the inversion's own curve at zero (the exact sign-flip p-value).

@@ -221,8 +221,9 @@ def cluster_melded_interval(
     & Graubard 1998). Its test is the hull's own: zero lies outside the hull exactly when it
     lies outside both parts on one side, so its one-sided p-value is the larger of the two
     parts' (each part's confidence curve at zero), and the two-sided p-value twice the smaller
-    side (:func:`~recoverylab.stats.paired_effect_cells` reports it). Where the exact lattice
-    is too large, the meld alone is the interval (its own p-value with it).
+    side (:func:`~recoverylab.stats.paired_effect_cells` reports it); the meld's few-clusters
+    factor depends on the level, so that p-value is the hull's at this ``confidence``. Where
+    the exact lattice is too large, the meld alone is the interval (its own p-value with it).
 
     Parameters
     ----------
