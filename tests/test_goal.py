@@ -1195,7 +1195,10 @@ def test_barrier_drop_hand_computed() -> None:
         "drop",
         "ci_low",
         "ci_high",
+        "ci_method",
+        "test",
     ]
+    assert (m1["ci_method"], m1["test"]) == ("percentile", "none")
 
 
 def test_barrier_drop_without_model_pools_everything() -> None:

@@ -354,7 +354,8 @@ def barrier_drop(
         One row per group with at least one paired goal, sorted by ``by``: the ``by`` columns,
         ``goals`` (paired), ``unpaired_goals``, ``n_without`` / ``n_with`` (episodes of the
         paired goals), ``ts_without``, ``ts_with``, ``drop`` = ts_without - ts_with,
-        ``ci_low``, ``ci_high``.
+        ``ci_low``, ``ci_high`` (the goal bootstrap's), ``ci_method`` (``percentile`` or
+        ``bca``) and ``test`` (``none``: a bootstrap interval inverts no test).
 
     Raises
     ------
@@ -459,6 +460,9 @@ def _drop_finish(
         (ts_without - ts_with).alias("drop"),
         "ci_low",
         "ci_high",
+        pl.lit(statistics["ci_method"], pl.String).alias("ci_method"),
+        # the percentile and BCa bootstrap intervals invert no test
+        pl.lit(stats.RATE_TESTS[statistics["ci_method"]], pl.String).alias("test"),
     )
     return out.sort(by, nulls_last=False) if by else out
 
