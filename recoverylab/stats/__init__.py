@@ -46,6 +46,11 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
 * ``_rates``: :func:`rate_cells`, :func:`rate_interval`, :func:`korn_graubard`: the one
   interval policy of every protocol's rates (``ci_method="auto"``; Korn–Graubard where the
   bootstrap is not accurate).
+* ``_judged``: :func:`judged_cells`, :func:`judged_paired_cells`, :func:`judged_partials`,
+  :func:`check_judged_units`: judged outcomes, prediction-powered (PPI++) from judge verdicts
+  on every unit and gold labels on a random subset, cluster-aware and stratified;
+  ``_judge_error``: :func:`judge_error_cells` (sensitivity, specificity, agreement) and
+  :func:`rogan_gladen_cells` (a judge rate corrected by known error rates).
 * ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
   :func:`wilson_interval`, :func:`wilson_exprs`.
 * ``_results``: the result dataclasses and :func:`result_html`.
@@ -76,6 +81,18 @@ from recoverylab.stats._distributions import _fft_convolve as _fft_convolve
 from recoverylab.stats._distributions import _normal_cdf as _normal_cdf
 from recoverylab.stats._distributions import _normal_quantile as _normal_quantile
 from recoverylab.stats._distributions import _special as _special
+from recoverylab.stats._judge_error import JUDGE_MEASURES, judge_error_cells, rogan_gladen_cells
+from recoverylab.stats._judged import (
+    JUDGED_COLUMNS,
+    JUDGED_VALUES,
+    MIN_LABELLED_CLUSTERS,
+    MIN_LABELLED_UNITS,
+    PAIRED_OUTCOMES,
+    check_judged_units,
+    judged_cells,
+    judged_paired_cells,
+    judged_partials,
+)
 from recoverylab.stats._meld import _meld_cdf as _meld_cdf
 from recoverylab.stats._meld import _meld_quantile as _meld_quantile
 from recoverylab.stats._meld import _meld_setup as _meld_setup
@@ -130,7 +147,13 @@ __all__ = [
     "BOOTSTRAP_MIN_CLUSTERS",
     "BOOTSTRAP_MIN_EVENTS",
     "CI_METHODS",
+    "JUDGED_COLUMNS",
+    "JUDGED_VALUES",
+    "JUDGE_MEASURES",
+    "MIN_LABELLED_CLUSTERS",
+    "MIN_LABELLED_UNITS",
     "PAIRED_CI_METHODS",
+    "PAIRED_OUTCOMES",
     "RATE_CI_METHODS",
     "RATE_COLUMNS",
     "RATE_TESTS",
@@ -146,6 +169,7 @@ __all__ = [
     "bootstrap_accurate",
     "bootstrap_types",
     "cell_rng",
+    "check_judged_units",
     "check_resampling",
     "cluster_bootstrap",
     "cluster_bootstrap_ratios",
@@ -154,6 +178,10 @@ __all__ = [
     "fay_lumbard_interval",
     "icc_oneway",
     "interval_agrees_with_test",
+    "judge_error_cells",
+    "judged_cells",
+    "judged_paired_cells",
+    "judged_partials",
     "korn_graubard",
     "mcnemar_exact",
     "paired_effect_cells",
@@ -162,6 +190,7 @@ __all__ = [
     "ratio",
     "ratio_difference",
     "result_html",
+    "rogan_gladen_cells",
     "sign_flip_cells",
     "sign_flip_interval",
     "sign_flip_test",

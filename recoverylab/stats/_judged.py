@@ -1,0 +1,877 @@
+"""Judged outcomes: prediction-powered rates and effects from a human-labelled subset (PPI++).
+
+Estimand. A judge (an LLM grader) scores every unit (episode, branch, pair) with ``f`` in
+[0, 1]; humans give the true outcome ``y`` on a random subset only. The estimand is the mean
+outcome θ = E[y] per unit over the population of clusters (task, workflow, case): a rate when
+``y`` is 0/1, a paired effect when ``y`` is a per-pair outcome difference in {−1, 0, 1}
+(``value_range=(-1, 1)``). Reporting the judge's mean as θ is biased by the judge's errors;
+the labelled units alone are unbiased but few.
+
+Construction (PPI++; Angelopoulos, Bates, Fannjiang, Jordan & Zrnic 2023; Angelopoulos, Duchi &
+Zrnic 2023, power-tuned). Cluster ``i`` of a cell brings, per stratum ``h`` of the gold
+design, its labelled units ``nL`` with gold sum ``sY`` and judge sum ``sFL``, and its unlabelled
+units ``nU`` with judge sum ``sFU`` (the additive partials of :data:`JUDGED_VALUES`). Within a
+stratum,
+
+    θ̂_h(λ) = (ΣsY − λ ΣsFL) / ΣnL + λ ΣsFU / ΣnU,
+
+the gold mean corrected by the judge: the judge's mean on the unlabelled units, plus the gold
+mean minus the judge's mean on the labelled units, with the judge weighted by λ (λ = 0: gold
+only; λ = 1: plain PPI). Over strata θ̂ = Σ_h W_h θ̂_h with W_h = N_h / N the stratum's share of
+all units (one stratum: θ̂ = θ̂_1). Every term is a ratio of cluster sums, so θ̂ − θ is, to first
+order, the mean over the K clusters of the per-cluster influence
+
+    ψ_i = Σ_h W_h (A_ih − λ_h B_ih) + Σ_h (θ̂_h − θ̂) N_ih / N̄,
+    A_ih = (sY_ih − ȳ_h nL_ih) / n̄L_h,
+    B_ih = (sFL_ih − f̄L_h nL_ih) / n̄L_h − (sFU_ih − f̄U_h nU_ih) / n̄U_h,
+
+(bars: the stratum's means per unit and per cluster), summed over the cluster's units first, so
+the variance ``v = Σ_i ψ_i² / K²`` respects clustering whatever the gold design: gold drawn by
+whole clusters (then A and B's unlabelled part never share a cluster) or by units within
+clusters (their covariance through the cluster enters v). The second term is the variability of
+the stratum shares W_h (zero when the strata are fixed within every cluster). λ_h is tuned to
+minimise v: ``λ_h = clip(Σ_i A_ih B_ih / Σ_i B_ih², 0, 1)`` (each stratum separately). The
+interval is θ̂ ± z·√v (``ci_method = "ppi++"``); it inverts the Wald z-test of θ = θ0
+(``test = "wald-z"``), whose p-value is given when a null value is. Bounds are not clipped: a
+rate's PPI bound may pass 0 or 1, as the method computes it.
+
+With one unit per cluster and one stratum, v is exactly the variance of ``ppi_py.ppi_mean_ci``
+(Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ; ``ppi_py``'s default λ
+estimates the judge's variance from labelled and unlabelled verdicts pooled (with n − 1) where
+λ̂ here uses the per-arm variances that v itself contains, so the two λ differ by O(1/n)
+(tests/test_stats_judged.py checks both).
+
+Checks the data allow. ``gold_drawn_by`` says whether every labelled cluster is labelled whole
+(``"cluster"``) or some clusters are labelled in part (``"unit"``); the interval is valid for
+both. ``judge_balance_p`` tests that the judge's mean is the same on labelled and unlabelled
+units within strata (the same influence B): a small p-value says the labels were not drawn at
+random (within the strata given), which PPI assumes.
+
+Guarantee and assumptions. Asymptotic: clusters are independent draws from the population;
+gold labels are missing at random within the strata given (whether a unit or cluster is
+labelled does not depend on its outcome, given the stratum); every stratum with units has gold.
+The normal approximation needs enough labelled clusters and outcomes: below
+:data:`MIN_LABELLED_CLUSTERS` labelled clusters, :data:`MIN_LABELLED_UNITS` labelled units or
+:data:`MIN_LABELLED_EVENTS` labelled events or non-events (for a difference: non-zero values) in
+a cell (0 of n gold events would give a zero-width interval), the row falls back to
+the gold-only Korn–Graubard interval (``stats.korn_graubard``, one stratum; with several strata
+each stratum's interval at level 1 − α/H, combined by the shares: Bonferroni), and a
+:class:`~recoverylab.RecoveryLabWarning` names the cells and the reason. The simulated coverage
+is in ``benchmarks/JUDGED.md``.
+
+When only the judge's sensitivity and specificity are known, :func:`rogan_gladen_cells`
+corrects the judge's rate: θ = (q + sp − 1) / (se + sp − 1) (Rogan & Gladen 1978), its interval
+the same monotone map of the judge rate's Korn–Graubard interval (se and sp taken as known).
+
+References: Angelopoulos, Bates, Fannjiang, Jordan & Zrnic (2023), Prediction-powered inference,
+Science 382(6671); Angelopoulos, Duchi & Zrnic (2023), PPI++: efficient prediction-powered
+inference, arXiv:2311.01453; Rogan & Gladen (1978), Am. J. Epidemiol. 107(1); Korn & Graubard
+(1998), Survey Methodology 24(2).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from recoverylab._errors import (
+    ParameterError,
+    RecoveryLabWarning,
+    SchemaError,
+    format_keys,
+)
+from recoverylab.stats._cells import _column_names
+from recoverylab.stats._checks import _check_confidence
+from recoverylab.stats._distributions import _normal_cdf, _normal_quantile, _special
+from recoverylab.stats._rates import korn_graubard
+
+#: The additive per-cluster partials of a judged outcome (one row per cell × cluster × stratum).
+JUDGED_VALUES = (
+    "n_labelled",
+    "gold",
+    "judge_labelled",
+    "n_unlabelled",
+    "judge_unlabelled",
+    "judge_gold",
+    "gold_square",
+)
+
+#: The interval method of a prediction-powered row and the test it inverts.
+JUDGED_CI_METHOD = "ppi++"
+JUDGED_TEST = "wald-z"
+
+#: Below this many labelled clusters in a cell, the gold-only exact interval is used (warned).
+MIN_LABELLED_CLUSTERS = 20
+#: ... or below this many labelled units.
+MIN_LABELLED_UNITS = 30
+#: ... or below this many labelled events or non-events (a rate), or non-zero values (a difference).
+MIN_LABELLED_EVENTS = 5
+
+#: The columns of :func:`judged_cells` after the cell keys.
+JUDGED_COLUMNS = (
+    "estimate",
+    "ci_low",
+    "ci_high",
+    "std_error",
+    "lam",
+    "judge_estimate",
+    "gold_estimate",
+    "gold_ci_low",
+    "gold_ci_high",
+    "n",
+    "n_labelled",
+    "labelled_share",
+    "n_clusters",
+    "n_labelled_clusters",
+    "gold_drawn_by",
+    "judge_balance_p",
+    "ci_method",
+    "test",
+    "assumption",
+)
+
+_C, _G, _H = "__recoverylab_cell", "__recoverylab_cluster", "__recoverylab_stratum"
+
+
+def judged_partials(
+    units: pl.DataFrame | pl.LazyFrame,
+    *,
+    by: Sequence[str],
+    judge: str | pl.Expr,
+    gold: str | pl.Expr,
+) -> pl.LazyFrame:
+    """Sum unit-level judge verdicts and gold labels into the partials of :func:`judged_cells`.
+
+    A polars query (lazy in, lazy out): one row per distinct ``by`` (cell, cluster and stratum
+    columns) with the columns of :data:`JUDGED_VALUES`. A unit is labelled where ``gold`` is not
+    null. The sums are additive, so the same query runs per shard.
+
+    Parameters
+    ----------
+    units
+        One row per judged unit.
+    by
+        Columns to group by: the cells, the cluster and the gold strata.
+    judge, gold
+        Column names or expressions: the judge's verdict in [0, 1] (never null) and the gold
+        value (null where not labelled).
+
+    Returns
+    -------
+    polars.LazyFrame
+        ``by`` columns and ``n_labelled``, ``gold``, ``judge_labelled``, ``n_unlabelled``,
+        ``judge_unlabelled``, ``judge_gold`` (Σ f·y over labelled units), ``gold_square``
+        (Σ y² over labelled units).
+    """
+    frame = units.lazy() if isinstance(units, pl.DataFrame) else units
+    f = (pl.col(judge) if isinstance(judge, str) else judge).cast(pl.Float64)
+    y = (pl.col(gold) if isinstance(gold, str) else gold).cast(pl.Float64)
+    labelled = y.is_not_null()
+    return frame.group_by(list(by)).agg(
+        labelled.cast(pl.Int64).sum().alias("n_labelled"),
+        y.fill_null(0.0).sum().alias("gold"),
+        pl.when(labelled).then(f).otherwise(0.0).sum().alias("judge_labelled"),
+        (~labelled).cast(pl.Int64).sum().alias("n_unlabelled"),
+        pl.when(labelled).then(0.0).otherwise(f).sum().alias("judge_unlabelled"),
+        pl.when(labelled).then(f * y).otherwise(0.0).sum().alias("judge_gold"),
+        (y * y).fill_null(0.0).sum().alias("gold_square"),
+    )
+
+
+def check_judged_units(
+    units: pl.DataFrame | pl.LazyFrame, *, judge: str, gold: str, table: str = "units"
+) -> None:
+    """Raise one clear error for judge and gold columns a judged outcome cannot use.
+
+    The judge must be in [0, 1] and never null (it scores every unit); gold must be 0/1 (or
+    true/false) where given, and given somewhere.
+
+    Raises
+    ------
+    SchemaError
+        A missing column, a null or out-of-range judge verdict, a gold label outside {0, 1}, or
+        no gold label at all.
+    """
+    frame = units.lazy() if isinstance(units, pl.DataFrame) else units
+    schema = frame.collect_schema()
+    for role, column in (("judge", judge), ("gold", gold)):
+        if column not in schema:
+            raise SchemaError(
+                f"{table}: the {role} column `{column}` is not in the table "
+                f"(columns: {', '.join(schema.names())})."
+            )
+        if not (schema[column].is_numeric() or schema[column] == pl.Boolean):
+            raise SchemaError(
+                f"{table}: the {role} column `{column}` has type {schema[column]}; it must be "
+                "numeric or boolean."
+            )
+    f = pl.col(judge).cast(pl.Float64)
+    y = pl.col(gold).cast(pl.Float64)
+    counts = frame.select(
+        f.is_null().sum().alias("judge_null"),
+        ((f < 0) | (f > 1) | f.is_nan()).sum().alias("judge_out"),
+        ((y != 0) & (y != 1)).sum().alias("gold_out"),
+        y.is_not_null().sum().alias("gold_given"),
+        pl.len().alias("rows"),
+    ).collect()
+    row = counts.row(0, named=True)
+    if row["judge_null"]:
+        raise SchemaError(
+            f"{table}: the judge column `{judge}` has {row['judge_null']} nulls; the judge must "
+            "score every unit (gold labels may be missing, verdicts may not)."
+        )
+    if row["judge_out"]:
+        raise SchemaError(
+            f"{table}: the judge column `{judge}` has {row['judge_out']} values outside [0, 1]; "
+            "a verdict is 0/1 or a probability."
+        )
+    if row["gold_out"]:
+        bad = frame.filter((y != 0) & (y != 1)).select(pl.col(gold)).unique().collect()
+        raise SchemaError(
+            f"{table}: the gold column `{gold}` has {row['gold_out']} values outside {{0, 1}} "
+            f"({format_keys(sorted(bad.to_series().to_list()), total=bad.height)}); a gold label "
+            "is 0/1, true/false, or null where not labelled."
+        )
+    if row["rows"] and not row["gold_given"]:
+        raise SchemaError(
+            f"{table}: the gold column `{gold}` is null on all {row['rows']} rows; PPI needs human "
+            "labels on a random subset. Hint: without gold labels, give the judge's sensitivity "
+            "and specificity for a Rogan–Gladen correction."
+        )
+
+
+def judged_cells(
+    partials: pl.DataFrame | pl.LazyFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    strata: Sequence[str] = (),
+    lam: float | None = None,
+    confidence: float = 0.95,
+    value_range: tuple[float, float] = (0.0, 1.0),
+    null: float | None = None,
+) -> pl.DataFrame:
+    """PPI++ estimates and cluster-aware intervals of a judged mean in every cell.
+
+    The module docstring gives the estimand, construction, guarantee and assumptions. Work
+    grows with the partial rows (cell × cluster × stratum), never with units: numpy adds the
+    sums of every cell at once.
+
+    Parameters
+    ----------
+    partials
+        One row per cell × cluster × stratum (rows with the same keys are added), with the cell,
+        cluster and strata columns and those of :data:`JUDGED_VALUES` (:func:`judged_partials`
+        builds them).
+    cells
+        Key columns of a cell (may be empty: one cell).
+    cluster
+        The cluster column (task, workflow, case).
+    strata
+        Columns of the gold design's strata (labels missing at random within each).
+    lam
+        A fixed power-tuning weight (0: gold only, 1: plain PPI); ``None`` tunes it per stratum.
+    confidence
+        Confidence level in (0, 1).
+    value_range
+        Bounds of one unit's value: ``(0, 1)`` for a rate, ``(-1, 1)`` for a paired difference
+        (the gold-only fallback interval needs them).
+    null
+        A null value θ0; when given, a ``p_value`` column holds the p-value of the test each
+        row's interval inverts.
+
+    Returns
+    -------
+    polars.DataFrame
+        One row per cell, sorted by the cells: the cell columns and :data:`JUDGED_COLUMNS`
+        (``p_value`` after ``std_error`` when ``null`` is given). ``estimate`` is NaN in a cell
+        where a stratum with units has no gold label (warned).
+
+    Raises
+    ------
+    ParameterError
+        A bad parameter or a column that is not in ``partials``.
+    SchemaError
+        A partial column that is null or not numeric.
+    """
+    cells_l = _column_names("cells", cells)
+    strata_l = _column_names("strata", strata)
+    if not isinstance(cluster, str) or not cluster:
+        raise ParameterError(f"parameter `cluster` is {cluster!r}; it must be a column name.")
+    confidence = _check_confidence(confidence)
+    lo, hi = _check_range(value_range)
+    if lam is not None and not (isinstance(lam, int | float) and 0.0 <= float(lam) <= 1.0):
+        raise ParameterError(f"parameter `lam` is {lam!r}; it must be None or a number in [0, 1].")
+    keys, rows = _collect_rows(partials, cells_l, cluster, strata_l)
+    if rows["c"].size == 0:
+        return _empty(keys, null is not None)
+    n_cells, n_strata = int(rows["c"].max()) + 1, int(rows["h"].max()) + 1
+    fit = _fit(rows, n_cells, n_strata, lam, confidence, lo)
+    fallback = _fallback(rows, fit, n_cells, n_strata, confidence, lo, hi)
+    return _judged_frame(keys, fit, fallback, n_cells, strata_l, null, cells_l)
+
+
+def _check_range(value_range: object) -> tuple[float, float]:
+    ok = (
+        isinstance(value_range, tuple | list)
+        and len(value_range) == 2
+        and all(isinstance(v, int | float) and math.isfinite(v) for v in value_range)
+        and value_range[0] < value_range[1]
+    )
+    if not ok:
+        raise ParameterError(
+            f"parameter `value_range` is {value_range!r}; it must be (low, high) with low < high,"
+            " e.g. (0, 1) for a rate or (-1, 1) for a paired difference."
+        )
+    return float(value_range[0]), float(value_range[1])  # type: ignore[index]
+
+
+def _collect_rows(
+    partials: object, cells: list[str], cluster: str, strata: list[str]
+) -> tuple[pl.DataFrame, dict[str, np.ndarray]]:
+    """Collect the partials summed per (cell, cluster, stratum), with integer ids for each."""
+    if isinstance(partials, pl.DataFrame):
+        partials = partials.lazy()
+    if not isinstance(partials, pl.LazyFrame):
+        raise ParameterError(
+            f"parameter `partials` is a {type(partials).__name__}; it must be a polars DataFrame "
+            "or LazyFrame."
+        )
+    _check_partial_columns(partials.collect_schema(), cells, cluster, strata)
+    summed = (
+        partials.group_by([*cells, cluster, *strata])
+        .agg(pl.col(v).cast(pl.Float64).sum() for v in JUDGED_VALUES)
+        .collect(engine="streaming")
+    )
+    nulls = summed.select(pl.any_horizontal(pl.col(v).is_null() for v in JUDGED_VALUES).sum())
+    if nulls.item():
+        raise SchemaError(
+            f"partials: {nulls.item()} rows have a null judged partial; partial sums must be "
+            "numbers."
+        )
+    summed = summed.sort([*cells, cluster, *strata], nulls_last=False)
+    ids = summed.select(
+        (pl.struct(cells).rle_id() if cells else pl.lit(0, pl.UInt32)).alias(_C),
+        pl.struct([*cells, cluster]).rle_id().alias(_G),
+        (pl.struct(strata).rank("dense") - 1 if strata else pl.lit(0, pl.UInt32)).alias(_H),
+    )
+    if summed.height == 0:
+        keys = summed.select(cells)
+    else:
+        starts = np.flatnonzero(np.diff(ids[_C].to_numpy(), prepend=-1))
+        keys = summed.select(cells)[starts] if cells else pl.DataFrame()
+    rows = {v: summed[v].to_numpy().astype(np.float64) for v in JUDGED_VALUES}
+    rows["c"] = ids[_C].to_numpy().astype(np.int64)
+    rows["g"] = ids[_G].to_numpy().astype(np.int64)
+    rows["h"] = ids[_H].to_numpy().astype(np.int64)
+    if strata:
+        names = summed.select(strata).with_columns(ids[_H].alias(_H)).unique(_H).sort(_H)
+        rows["stratum_names"] = np.array(
+            [", ".join(map(str, r)) for r in names.select(strata).rows()], dtype=object
+        )
+    return keys, rows
+
+
+def _check_partial_columns(
+    schema: pl.Schema, cells: list[str], cluster: str, strata: list[str]
+) -> None:
+    for role, names in (("cells", cells), ("cluster", [cluster]), ("strata", strata)):
+        for column in names:
+            if column not in schema:
+                raise ParameterError(
+                    f"partials: parameter `{role}` names column `{column}`, which is not in the "
+                    f"table (columns: {', '.join(schema.names())})."
+                )
+    for column in JUDGED_VALUES:
+        if column not in schema:
+            raise ParameterError(
+                f"partials: column `{column}` is missing; judged partials have the columns "
+                f"{', '.join(JUDGED_VALUES)} (stats.judged_partials builds them)."
+            )
+        if not (schema[column].is_numeric() or schema[column] == pl.Boolean):
+            raise SchemaError(
+                f"partials: column `{column}` has type {schema[column]}; it must be numeric."
+            )
+
+
+def _sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(index, weights=values, minlength=size)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Index arrays of the partial rows: cell ``c``, cluster ``g``, (cell, stratum) ``ch``."""
+
+    c: np.ndarray
+    g: np.ndarray
+    ch: np.ndarray
+    n_cells: int
+    n_strata: int
+    n_clusters: np.ndarray  # K per cell
+
+    @property
+    def size(self) -> int:
+        return self.n_cells * self.n_strata
+
+    def per_cell(self, per_stratum: np.ndarray) -> np.ndarray:
+        """Sum a (cell, stratum) array over the strata of each cell."""
+        return per_stratum.reshape(self.n_cells, self.n_strata).sum(axis=1)
+
+    def sums(self, values: np.ndarray) -> np.ndarray:
+        """Sum per-row values per (cell, stratum)."""
+        return _sums(self.ch, values, self.size)
+
+    def variance(self, psi: np.ndarray) -> np.ndarray:
+        """Σ over clusters of (the cluster's summed influence)², over K², per cell."""
+        return _cluster_square(self.g, self.c, psi, self.n_cells) / self.n_clusters**2
+
+
+def _layout(rows: dict[str, np.ndarray], n_cells: int, n_strata: int) -> _Layout:
+    c, g = rows["c"], rows["g"]
+    n_clusters = np.bincount(c[np.r_[True, np.diff(g) != 0]], minlength=n_cells).astype(float)
+    return _Layout(c, g, c * n_strata + rows["h"], n_cells, n_strata, n_clusters)
+
+
+def _fit(
+    rows: dict[str, np.ndarray],
+    n_cells: int,
+    n_strata: int,
+    lam: float | None,
+    confidence: float,
+    lo: float,
+) -> dict[str, Any]:
+    """Return the PPI++ estimate, λ, variance and checks of every cell (module docstring)."""
+    lay = _layout(rows, n_cells, n_strata)
+    n_l, n_u = rows["n_labelled"], rows["n_unlabelled"]
+    tot_l, tot_u = lay.sums(n_l), lay.sums(n_u)
+    units = tot_l + tot_u
+    n_cell = lay.per_cell(units)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y_bar, fl_bar = lay.sums(rows["gold"]) / tot_l, lay.sums(rows["judge_labelled"]) / tot_l
+        fu_bar = np.where(tot_u > 0, lay.sums(rows["judge_unlabelled"]) / tot_u, 0.0)
+        w = units / np.repeat(n_cell, n_strata)  # the strata's shares W_h
+        a, b = _influences(rows, lay, tot_l, tot_u, y_bar, fl_bar, fu_bar)
+        if lam is None:  # power tuning: the λ that minimises each stratum's variance
+            ab, bb = lay.sums(a * b), lay.sums(b * b)
+            lam_h = np.clip(np.where(bb > 0, ab / bb, 0.0), 0.0, 1.0)
+        else:
+            lam_h = np.full(lay.size, float(lam))
+        lam_h = np.where(tot_u > 0, lam_h, 0.0)  # no unlabelled unit: the gold mean itself
+        theta_h = y_bar - lam_h * fl_bar + lam_h * fu_bar
+        theta = lay.per_cell(np.where(units > 0, w * theta_h, 0.0))
+        gold = lay.per_cell(np.where(units > 0, w * y_bar, 0.0))
+        n_bar = n_cell[lay.c] / lay.n_clusters[lay.c]
+        usable = tot_l[lay.ch] > 0
+
+        def share_term(per_stratum: np.ndarray, overall: np.ndarray) -> np.ndarray:
+            # the variability of the shares W_h: (θ_h − θ) N_ih / N̄ (zero with one stratum)
+            return np.where(usable, (per_stratum[lay.ch] - overall[lay.c]) * (n_l + n_u) / n_bar, 0)
+
+        se = np.sqrt(lay.variance(w[lay.ch] * (a - lam_h[lay.ch] * b) + share_term(theta_h, theta)))
+        se_gold = np.sqrt(lay.variance(w[lay.ch] * a + share_term(y_bar, gold)))
+        # the judge's mean, labelled minus unlabelled, within strata: zero when gold is at random
+        gap = lay.per_cell(np.where(units > 0, w * (fl_bar - fu_bar) * (tot_u > 0), 0.0))
+        gap_var = lay.variance(w[lay.ch] * b)
+        balance_p = np.where(
+            gap_var > 0, 2.0 * (1.0 - _normal_cdf(np.abs(gap) / np.sqrt(gap_var))), math.nan
+        )
+    undefined = lay.per_cell(((units > 0) & (tot_l == 0)).astype(float)) > 0
+    nan = np.where(undefined, math.nan, 0.0)
+    z = _normal_quantile(0.5 + confidence / 2.0)
+    return {
+        "theta": theta + nan,
+        "se": se + nan,
+        "low": theta - z * se + nan,
+        "high": theta + z * se + nan,
+        "lam": lam_h.reshape(n_cells, n_strata),
+        "strata_present": (units > 0).reshape(n_cells, n_strata),
+        "gold": gold + nan,
+        "gold_low": gold - z * se_gold + nan,
+        "gold_high": gold + z * se_gold + nan,
+        "judge": np.bincount(
+            lay.c, weights=rows["judge_labelled"] + rows["judge_unlabelled"], minlength=n_cells
+        )
+        / n_cell,
+        "n": n_cell,
+        "n_labelled": lay.per_cell(tot_l),
+        "n_clusters": lay.n_clusters,
+        "balance_p": balance_p + nan,
+        "undefined": undefined,
+        "sparse_events": _sparse_events(rows, lay, lo),
+        **_labelled_clusters(rows, lay),
+    }
+
+
+def _sparse_events(rows: dict[str, np.ndarray], lay: _Layout, lo: float) -> np.ndarray:
+    """Return the fewer of a cell's labelled events and non-events (the normal approximation's).
+
+    Values >= 0 (a rate): Σy and n − Σy; a difference: its non-zero values, Σy².
+    """
+    n_l = np.bincount(lay.c, weights=rows["n_labelled"], minlength=lay.n_cells)
+    squares = np.bincount(lay.c, weights=rows["gold_square"], minlength=lay.n_cells)
+    if lo < 0.0:
+        return squares
+    events = np.bincount(lay.c, weights=rows["gold"], minlength=lay.n_cells)
+    return np.minimum(events, n_l - events)
+
+
+def _influences(
+    rows: dict[str, np.ndarray],
+    lay: _Layout,
+    tot_l: np.ndarray,
+    tot_u: np.ndarray,
+    y_bar: np.ndarray,
+    fl_bar: np.ndarray,
+    fu_bar: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return the per-row influences A (gold) and B (judge, labelled minus unlabelled)."""
+    ch, k = lay.ch, lay.n_clusters[lay.c]
+    n_l, n_u = rows["n_labelled"], rows["n_unlabelled"]
+    nl_bar = tot_l[ch] / k
+    nu_bar = np.where(tot_u[ch] > 0, tot_u[ch] / k, 1.0)
+    a = (rows["gold"] - y_bar[ch] * n_l) / nl_bar
+    b_l = (rows["judge_labelled"] - fl_bar[ch] * n_l) / nl_bar
+    b_u = np.where(tot_u[ch] > 0, (rows["judge_unlabelled"] - fu_bar[ch] * n_u) / nu_bar, 0.0)
+    # a stratum without gold leaves its cell undefined; its rows must not poison the sums
+    usable = tot_l[ch] > 0
+    return np.where(usable, a, 0.0), np.where(usable, b_l - b_u, 0.0)
+
+
+def _labelled_clusters(rows: dict[str, np.ndarray], lay: _Layout) -> dict[str, np.ndarray]:
+    """Count the labelled clusters per cell, and those labelled only in part."""
+    cluster_cell = np.zeros(int(lay.g.max()) + 1, dtype=np.int64)
+    cluster_cell[lay.g] = lay.c
+    labelled = np.bincount(lay.g, weights=rows["n_labelled"]) > 0
+    unlabelled = np.bincount(lay.g, weights=rows["n_unlabelled"]) > 0
+    return {
+        "n_labelled_clusters": np.bincount(cluster_cell, weights=labelled, minlength=lay.n_cells),
+        "partly_labelled": np.bincount(
+            cluster_cell, weights=labelled & unlabelled, minlength=lay.n_cells
+        ),
+    }
+
+
+def _cluster_square(g: np.ndarray, c: np.ndarray, psi: np.ndarray, n_cells: int) -> np.ndarray:
+    """Σ over clusters of (the cluster's summed influence)², per cell."""
+    per_cluster = np.bincount(g, weights=psi)
+    cluster_cell = np.zeros(per_cluster.size, dtype=np.int64)
+    cluster_cell[g] = c
+    return np.bincount(cluster_cell, weights=per_cluster**2, minlength=n_cells)
+
+
+def _fallback(
+    rows: dict[str, np.ndarray],
+    fit: dict[str, Any],
+    n_cells: int,
+    n_strata: int,
+    confidence: float,
+    lo: float,
+    hi: float,
+) -> dict[str, np.ndarray]:
+    """Return the gold-only Korn–Graubard interval of every cell (where labels are too few)."""
+    c, h = rows["c"], rows["h"]
+    size = n_cells * n_strata
+    ch = c * n_strata + h
+    k, total, events, kg_sums = _gold_sums(rows, ch, size, lo, hi)
+    present = fit["strata_present"].reshape(-1)
+    n_present = np.maximum(fit["strata_present"].sum(axis=1), 1)
+    level = 1.0 - (1.0 - confidence) / np.repeat(n_present, n_strata)
+    low = np.full(size, math.nan)
+    high = np.full(size, math.nan)
+    n_effective = np.full(size, math.nan)
+    for lev in np.unique(level):  # one call per number of strata (a handful)
+        pick = (level == lev) & (total > 0)
+        if pick.any():
+            lo_k, hi_k, _, n_eff = korn_graubard(
+                k[pick],
+                total[pick],
+                events[pick],
+                kg_sums[0][pick],
+                size_squares=kg_sums[1][pick],
+                event_clusters=kg_sums[2][pick],
+                nonevent_clusters=kg_sums[3][pick],
+                confidence=float(lev),
+            )
+            low[pick], high[pick], n_effective[pick] = lo_k, hi_k, n_eff
+    n_all = _sums(ch, rows["n_labelled"] + rows["n_unlabelled"], size)
+    w = n_all / np.repeat(fit["n"], n_strata)
+    cell = np.arange(size) // n_strata
+    use = present & (total > 0)
+
+    def combine(values: np.ndarray) -> np.ndarray:
+        return np.bincount(cell[use], weights=(w * values)[use], minlength=n_cells)
+
+    out_low = lo + (hi - lo) * combine(low)
+    out_high = lo + (hi - lo) * combine(high)
+    # one stratum: the row's effective sample (n*, x*) of the exact test its interval inverts
+    only = np.argmax(fit["strata_present"], axis=1) + np.arange(n_cells) * n_strata
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.clip(events / total, 0.0, 1.0)
+    return {
+        "low": out_low,
+        "high": out_high,
+        "one_stratum": n_present == 1,
+        "n_effective": n_effective[only],
+        "x_effective": (rate * n_effective)[only],
+        "range": np.array([lo, hi]),
+    }
+
+
+def _gold_sums(
+    rows: dict[str, np.ndarray], ch: np.ndarray, size: int, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Return Korn–Graubard's sums of the gold values (mapped into [0, 1]) per (cell, stratum)."""
+    labelled = rows["n_labelled"] > 0
+    m = rows["n_labelled"][labelled]
+    y = (rows["gold"][labelled] - lo * m) / (hi - lo)  # the unit values mapped into [0, 1]
+    idx = ch[labelled]
+    k = np.bincount(idx, minlength=size).astype(float)
+    total, events = _sums(idx, m, size), _sums(idx, y, size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = events / total
+    squares = _sums(idx, (y - p[idx] * m) ** 2, size)
+    size_squares = _sums(idx, m * m, size)
+    event_clusters = _sums(idx, (y > 0).astype(float), size)
+    nonevent_clusters = _sums(idx, (y < m).astype(float), size)
+    return k, total, events, (squares, size_squares, event_clusters, nonevent_clusters)
+
+
+def _judged_frame(
+    keys: pl.DataFrame,
+    fit: dict[str, Any],
+    fallback: dict[str, np.ndarray],
+    n_cells: int,
+    strata: list[str],
+    null: float | None,
+    cells: list[str],
+) -> pl.DataFrame:
+    """Assemble the result frame; warn for cells that fell back or have a stratum without gold."""
+    small = (
+        (fit["n_labelled_clusters"] < MIN_LABELLED_CLUSTERS)
+        | (fit["n_labelled"] < MIN_LABELLED_UNITS)
+        | (fit["sparse_events"] < MIN_LABELLED_EVENTS)
+    )
+    small &= ~fit["undefined"] & (fit["n_labelled"] > 0)
+    estimate = np.where(small, fit["gold"], fit["theta"])
+    low = np.where(small, fallback["low"], fit["low"])
+    high = np.where(small, fallback["high"], fit["high"])
+    method = np.where(
+        small,
+        np.where(fallback["one_stratum"], "korn-graubard", "korn-graubard-bonferroni"),
+        JUDGED_CI_METHOD,
+    )
+    test = np.where(small, np.where(fallback["one_stratum"], "exact-binomial", "none"), JUDGED_TEST)
+    lam = fit["lam"]
+    present = fit["strata_present"]
+    lam_cell = np.where(present.sum(axis=1) == 1, (lam * present).sum(axis=1), math.nan)
+    if len(strata) == 0:
+        lam_cell = lam[:, 0]
+    assumption = (
+        "gold missing at random"
+        + (f" within strata ({', '.join(strata)})" if strata else "")
+        + "; clusters independent"
+    )
+    columns: dict[str, Any] = {
+        "estimate": estimate,
+        "ci_low": low,
+        "ci_high": high,
+        "std_error": np.where(small, math.nan, fit["se"]),
+    }
+    if null is not None:
+        columns["p_value"] = _p_values(fit, fallback, small, float(null))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = fit["n_labelled"] / fit["n"]
+    columns |= {
+        "lam": np.where(small, math.nan, lam_cell),
+        "judge_estimate": fit["judge"],
+        "gold_estimate": fit["gold"],
+        "gold_ci_low": fit["gold_low"],
+        "gold_ci_high": fit["gold_high"],
+        "n": fit["n"].astype(np.int64),
+        "n_labelled": fit["n_labelled"].astype(np.int64),
+        "labelled_share": share,
+        "n_clusters": fit["n_clusters"].astype(np.int64),
+        "n_labelled_clusters": fit["n_labelled_clusters"].astype(np.int64),
+        "gold_drawn_by": np.where(fit["partly_labelled"] > 0, "unit", "cluster"),
+        "judge_balance_p": fit["balance_p"],
+        "ci_method": method,
+        "test": test,
+        "assumption": np.full(n_cells, assumption, dtype=object),
+    }
+    _warn(keys, cells, small, fit, strata)
+    body = pl.DataFrame(
+        {
+            name: pl.Series(name, list(v) if v.dtype == object else v, strict=False)
+            for name, v in columns.items()
+        }
+    )
+    body = body.with_columns(pl.col(pl.Float64).fill_nan(None))
+    return pl.concat([keys, body], how="horizontal") if cells else body
+
+
+def _p_values(
+    fit: dict[str, Any], fallback: dict[str, np.ndarray], small: np.ndarray, null: float
+) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.abs(fit["theta"] - null) / fit["se"]
+        wald = np.where(fit["se"] > 0, 2.0 * (1.0 - _normal_cdf(z)), np.where(z == 0, 1.0, 0.0))
+    lo, hi = fallback["range"]
+    exact = _exact_binomial_p(
+        fallback["x_effective"], fallback["n_effective"], (null - lo) / (hi - lo)
+    )
+    exact = np.where(fallback["one_stratum"], exact, math.nan)
+    return np.where(small, exact, wald)
+
+
+def _exact_binomial_p(x: np.ndarray, n: np.ndarray, theta0: float) -> np.ndarray:
+    """Two-sided exact binomial p-value of θ0 for x* events in n* trials (real-valued).
+
+    Its tails are the beta functions whose quantiles are the Clopper–Pearson bounds
+    (``stats.korn_graubard``), so θ0 lies outside that interval exactly when p < 1 − confidence.
+    """
+    if not 0.0 <= theta0 <= 1.0:
+        return np.zeros_like(n)
+    special = _special()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        upper = np.where(x > 0, special.betainc(x, n - x + 1.0, theta0), 1.0)  # P(X >= x)
+        lower = np.where(x < n, 1.0 - special.betainc(x + 1.0, n - x, theta0), 1.0)  # P(X <= x)
+    return np.minimum(1.0, 2.0 * np.minimum(upper, lower))
+
+
+def _warn(
+    keys: pl.DataFrame,
+    cells: list[str],
+    small: np.ndarray,
+    fit: dict[str, Any],
+    strata: list[str],
+) -> None:
+    names = keys.rows() if cells else [("all",)] * len(small)
+
+    def shown(mask: np.ndarray) -> str:
+        picked = [names[i] for i in np.flatnonzero(mask)]
+        return format_keys((p[0] if len(p) == 1 else p for p in picked), total=len(picked))
+
+    if small.any():
+        warnings.warn(
+            f"judged outcome: {int(small.sum())} cells have fewer than {MIN_LABELLED_CLUSTERS} "
+            f"labelled clusters, {MIN_LABELLED_UNITS} labelled units or {MIN_LABELLED_EVENTS} "
+            f"labelled events and non-events (cell {shown(small)}), "
+            "too few for the normal approximation of PPI++; they show the gold-only "
+            "Korn–Graubard interval instead (ci_method says which).",
+            RecoveryLabWarning,
+            stacklevel=3,
+        )
+    if fit["undefined"].any():
+        warnings.warn(
+            f"judged outcome: {int(fit['undefined'].sum())} cells have a "
+            f"{'stratum' if strata else 'cell'} with units but no gold label (cell "
+            f"{shown(fit['undefined'])}); their estimate is null. Hint: label some units of "
+            "every stratum.",
+            RecoveryLabWarning,
+            stacklevel=3,
+        )
+
+
+def _empty(keys: pl.DataFrame, with_p: bool) -> pl.DataFrame:
+    names = list(JUDGED_COLUMNS)
+    if with_p:
+        names.insert(4, "p_value")
+    text = {"gold_drawn_by", "ci_method", "test", "assumption"}
+    ints = {"n", "n_labelled", "n_clusters", "n_labelled_clusters"}
+    body = pl.DataFrame(
+        schema={n: pl.String if n in text else pl.Int64 if n in ints else pl.Float64 for n in names}
+    )
+    return pl.concat([keys.clear(), body], how="horizontal") if keys.width else body
+
+
+#: The outcomes of a judged paired comparison (:func:`judged_paired_cells`), in row order.
+PAIRED_OUTCOMES = ("rescue", "harm", "effect")
+
+
+def judged_paired_cells(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    judge: tuple[str, str],
+    gold: tuple[str, str],
+    strata: Sequence[str] = (),
+    lam: float | None = None,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """PPI++ rescue, harm and effect of paired branches judged on both sides, per cell.
+
+    Each row of ``pairs`` is one pair (the no-recovery branch ``a`` and the recovery branch
+    ``b``, forked from the same state). Per pair: rescue = (1 − y_a)·y_b, harm = y_a·(1 − y_b),
+    effect = y_b − y_a (= rescue − harm), with the judge's verdicts ``f`` in place of ``y`` for
+    the judge's version. A pair is labelled when both branches have gold; a pair with one gold
+    branch counts as unlabelled (its gold difference is unknown). Each outcome is a judged mean
+    (:func:`judged_cells`; the effect with ``value_range=(-1, 1)`` and a p-value of effect 0).
+
+    Parameters
+    ----------
+    pairs
+        One row per pair: cells, cluster, strata and the four judge/gold columns.
+    cells, cluster, strata, lam, confidence
+        As in :func:`judged_cells`.
+    judge, gold
+        ``(a, b)`` column names of the judge's verdicts (never null) and the gold labels (null
+        where not labelled) of the two branches.
+
+    Returns
+    -------
+    polars.DataFrame
+        :func:`judged_cells`' columns (with ``p_value``) and an ``outcome`` column after the
+        cells (rescue, harm, effect); rescue and harm's p-value is that of a rate of 0.
+    """
+    cells_l = _column_names("cells", cells)
+    strata_l = _column_names("strata", strata)
+    if "outcome" in cells_l:
+        raise ParameterError(
+            "parameter `cells` names `outcome`, the column of the result's outcomes. Hint: "
+            "rename it first."
+        )
+    frame = pairs.lazy() if isinstance(pairs, pl.DataFrame) else pairs
+    fa, fb = (pl.col(c).cast(pl.Float64) for c in judge)
+    ya, yb = (pl.col(c).cast(pl.Float64) for c in gold)
+    both = ya.is_not_null() & yb.is_not_null()
+    values = {
+        "rescue": ((1.0 - fa) * fb, (1.0 - ya) * yb),
+        "harm": (fa * (1.0 - fb), ya * (1.0 - yb)),
+        "effect": (fb - fa, yb - ya),
+    }
+    by = [*cells_l, cluster, *strata_l]
+    parts = []
+    for outcome in PAIRED_OUTCOMES:
+        f, y = values[outcome]
+        judged = frame.select(*by, f.alias("__f"), pl.when(both).then(y).alias("__y"))
+        parts.append(
+            judged_partials(judged, by=by, judge="__f", gold="__y").with_columns(
+                pl.lit(outcome).alias("outcome")
+            )
+        )
+    out = []
+    for outcome, part in zip(PAIRED_OUTCOMES, parts, strict=True):
+        low = -1.0 if outcome == "effect" else 0.0
+        result = judged_cells(
+            part,
+            cells=cells_l,
+            cluster=cluster,
+            strata=strata_l,
+            lam=lam,
+            confidence=confidence,
+            value_range=(low, 1.0),
+            null=0.0,
+        )
+        out.append(result.with_columns(pl.lit(outcome).alias("outcome")))
+    order = {name: i for i, name in enumerate(PAIRED_OUTCOMES)}
+    result = pl.concat(out, how="vertical_relaxed")
+    result = result.with_columns(pl.col("outcome").replace_strict(order).alias("__o"))
+    result = result.sort([*cells_l, "__o"], nulls_last=False).drop("__o")
+    return result.select(*cells_l, "outcome", pl.exclude([*cells_l, "outcome"]))
