@@ -284,6 +284,37 @@ def test_summarize_wilson_intervals_match_stats(
     )
 
 
+def test_summarize_auto_is_korn_graubard_over_workflows(
+    states_df: pl.DataFrame, attempts_df: pl.DataFrame
+) -> None:
+    out = takeover.summarize(states_df, attempts_df, n_resamples=500, seed=11)
+    a0 = row(out, agent="a", depth=0)
+    # two workflows: auto never bootstraps; EAR of (a, 0) is w1 2 of 3 aware, w2 0 of 3
+    assert (a0["ci_method"], a0["test"]) == ("korn-graubard", "exact-binomial")
+    expected = stats.rate_interval([2, 0], [3, 3])
+    assert (a0["ear_ci_low"], a0["ear_ci_high"]) == pytest.approx(
+        (expected.low, expected.high), rel=1e-12
+    )
+    assert a0["ear_ci_high"] > a0["ear_ci_low"]
+
+
+def test_summarize_auto_bootstraps_only_well_populated_rows() -> None:
+    tables = synth.generate("takeover", 400, seed=2)
+    out = takeover.summarize(tables["states"], tables["attempts"], n_resamples=300)
+    methods = dict(out.group_by("ci_method").len().rows())
+    assert set(methods) <= {"korn-graubard", "percentile"}
+    assert methods.get("percentile", 0) > 0  # 400 workflows: some rows are well populated
+    assert methods.get("korn-graubard", 0) > 0  # the deep, thin rows are not
+    tests = dict(out.select("ci_method", "test").unique().rows())
+    assert tests == {m: stats.RATE_TESTS[m] for m in methods}
+    for name, _, _ in takeover.RATES:
+        held = out.filter(pl.col(name).is_not_null()).select(
+            (pl.col(f"{name}_ci_low") <= pl.col(name) + 1e-12)
+            & (pl.col(name) <= pl.col(f"{name}_ci_high") + 1e-12)
+        )
+        assert held.to_series().all(), name
+
+
 def test_summarize_bootstrap_resamples_workflows_per_cell_and_rate(
     states_df: pl.DataFrame, attempts_df: pl.DataFrame
 ) -> None:
