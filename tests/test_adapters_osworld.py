@@ -57,8 +57,8 @@ def test_generated_trees_read_as_the_drawn_truth(
 
 
 def test_the_generator_draws_unfinished_crashed_and_rerun_examples() -> None:
-    plan = plan_osworld_runs(seed=0, examples=10)
-    assert set(plan["unfinished"].drop_nulls()) == {"stopped", "crashed"}
+    plan = plan_osworld_runs(seed=0, examples=20)
+    assert set(plan["unfinished"].drop_nulls()) == {"stopped", "crashed", "cleared"}
     assert plan["rerun"].any()
     assert plan["model"].n_unique() == 2
 
@@ -111,3 +111,11 @@ def test_parameters_and_empty_trees_are_refused(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(SourceError, match="no OSWorld example under"):
         osworld.read(tmp_path)
+
+
+def test_an_example_directory_a_resume_emptied_is_unfinished(tmp_path: Path) -> None:
+    root = write_osworld_runs(tmp_path, seed=0, examples=1, domains=("os",), models=("m",))
+    (root / "pyautogui/screenshot/m/os/ffff-cleared").mkdir()
+    out = osworld.read(root)
+    row = out.excluded.filter(pl.col("raw_task_id") == "ffff-cleared").row(0, named=True)
+    assert (row["reason"], row["detail"]) == ("unfinished", "empty directory")

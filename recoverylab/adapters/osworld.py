@@ -30,8 +30,9 @@ Which examples count: an example directory with ``result.txt`` is an outcome: ``
 score, ``success`` is ``reward >= success`` (default 1: OSWorld's scores are in [0, 1], partial
 credit below 1). A directory without ``result.txt`` is ``unfinished`` (the run stopped or crashed
 before evaluation; ``show_result.py`` counts only directories holding ``result.txt``, and a
-resumed run clears and reruns them): excluded by reason, with the ``Error`` line of its
-``traj.jsonl`` as the detail when it has one. A ``result.txt`` holding anything but one number is
+resumed run clears and reruns them; a directory the resume cleared and never refilled is one
+too): excluded by reason, with the ``Error`` line of its ``traj.jsonl`` as the detail when it
+has one. A ``result.txt`` holding anything but one number is
 a bad tree (one line naming the file); files beside the example directories are listed in the
 read report (``unmatched``).
 
@@ -52,6 +53,7 @@ from typing import Any
 import polars as pl
 
 from recoverylab._errors import ParameterError, SourceError
+from recoverylab._resolve import ignored
 from recoverylab.adapters import _templates, table
 from recoverylab.adapters._identity import SCOPE, qualify
 from recoverylab.adapters._report import Imported, ReadReport
@@ -110,10 +112,32 @@ def _examples(roots: Sequence[str | Path]) -> tuple[list[_Example], list[Path], 
                 example = found.setdefault(key, _Example(values, attempt, match.path.parent))
                 if kind in ("result", "traj"):
                     setattr(example, kind, match.path)
+        for directory in _empty_examples(Path(root), {k[1] for k in found if k[0] == attempt}):
+            values = dict(
+                zip((*ARMS, "example_id"), directory.relative_to(root).parts, strict=True)
+            )
+            found[(attempt, directory)] = _Example(values, attempt, directory)
     read = [e.result for e in found.values() if e.result] + [
         e.traj for e in found.values() if e.traj
     ]
     return [found[k] for k in sorted(found, key=lambda k: (k[0], str(k[1])))], read, unmatched
+
+
+def _empty_examples(root: Path, seen: set[Path]) -> list[Path]:
+    """Return the example directories holding no file (a resume cleared them, then stopped).
+
+    OSWorld's resume empties an unfinished example's directory before running it again; a run
+    stopped in between leaves the directory empty. It is an example all the same (unfinished),
+    so it is listed here rather than lost with the files it no longer holds.
+    """
+    return [
+        d
+        for d in sorted(root.glob("*/*/*/*/*"))
+        if d.is_dir()
+        and d not in seen
+        and not any(ignored(part) for part in d.relative_to(root).parts)
+        and not any(f.is_file() for f in d.rglob("*"))
+    ]
 
 
 def _steps(traj: Path | None) -> tuple[int | None, str | None]:
@@ -139,7 +163,10 @@ def _row(example: _Example) -> dict[str, Any]:
     }
     if example.result is None:
         row["reason"] = "unfinished"
-        row["detail"] = f"error: {error}" if error else "no result.txt"
+        empty = example.traj is None and not any(example.directory.iterdir())
+        row["detail"] = (
+            f"error: {error}" if error else "empty directory" if empty else "no result.txt"
+        )
     else:
         row["reward"] = _templates.number_row(example.result)["value"]
     return row

@@ -9,9 +9,10 @@ and, once ``env.evaluate()`` has run, ``result.txt`` (the score and a line break
 ``recording.mp4``; the runner's ``args.json`` sits beside the domains (not an example file).
 
 The draws hold what a reader must tell apart: successes, failures and partial scores, examples
-left *unfinished* (no ``result.txt``: a run stopped mid-trajectory, or a crash whose traj ends in
-OSWorld's ``{"Error": ...}`` line), two models, and a *rerun into the same tree*: OSWorld's
-resume clears an unfinished example's files and runs it again (written in that order here).
+left *unfinished* (no ``result.txt``: a run stopped mid-trajectory, a crash whose traj ends in
+OSWorld's ``{"Error": ...}`` line, or a directory a resume emptied and never refilled), two
+models, and a *rerun into the same tree*: OSWorld's resume clears an unfinished example's files
+and runs it again (written in that order here).
 Example ids repeat across domains (``000a-...`` in chrome and in os) so that the domain scope of
 the task-identity rule is exercised. :func:`plan_osworld_runs` returns the drawn truth.
 """
@@ -28,6 +29,9 @@ import polars as pl
 
 __all__ = ["plan_osworld_runs", "write_osworld_runs"]
 
+#: Kinds of unfinished example and the cumulative chance of each: stopped mid-trajectory, crashed
+#: (traj ends in OSWorld's Error line), cleared by a resume that then stopped (empty directory).
+_UNFINISHED = (("stopped", 0.05), ("crashed", 0.10), ("cleared", 0.13))
 _PNG = b"\x89PNG\r\n\x1a\n" + bytes(24)
 
 
@@ -45,7 +49,8 @@ def plan_osworld_runs(
 ) -> pl.DataFrame:
     """Draw the truth: one row per (repeat, model, domain, example_id).
 
-    Columns: ``score`` (null: unfinished), ``unfinished`` (``stopped`` / ``crashed`` / null),
+    Columns: ``score`` (null: unfinished), ``unfinished`` (``stopped``, ``crashed``,
+    ``cleared`` or null),
     ``steps`` and ``rerun`` (the example was unfinished once and rerun into the same tree).
     """
     rng = np.random.default_rng(seed)
@@ -56,7 +61,7 @@ def plan_osworld_runs(
             for domain in domains:
                 for index in range(examples):
                     draw = rng.random()
-                    unfinished = "stopped" if draw < 0.06 else "crashed" if draw < 0.12 else None
+                    unfinished = next((kind for kind, edge in _UNFINISHED if draw < edge), None)
                     score = None
                     if unfinished is None:
                         score = 1.0 if rng.random() < skill else float(rng.choice([0.0, 0.0, 0.5]))
@@ -153,6 +158,9 @@ def write_osworld_runs(
         if row["rerun"]:  # the first, unfinished run; resume clears it and runs it again
             _write_example(folder, row, finished=False, crashed=False)
             shutil.rmtree(folder)
+        if row["unfinished"] == "cleared":
+            folder.mkdir(parents=True, exist_ok=True)
+            continue
         finished = row["unfinished"] is None
         _write_example(folder, row, finished=finished, crashed=row["unfinished"] == "crashed")
     return roots if repeats > 1 else roots[0]
