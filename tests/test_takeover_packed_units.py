@@ -240,7 +240,8 @@ def test_cell_partials_and_shards_give_the_same_cells(interval: str) -> None:
         sharded = takeover.summarize(*tables_, engine=engines.ShardedEngine(k=k), **options)
         assert_frame_equal(sharded, whole)
     other = takeover.summarize(*tables_, **{**options, "interval": "bootstrap"})
-    counts = [c for c in whole.columns if "_ci_" not in c]
+    # the counts and estimates agree; the intervals and their method and test columns differ
+    counts = [c for c in whole.columns if "_ci_" not in c and c not in ("ci_method", "test")]
     assert_frame_equal(whole.select(counts), other.select(counts))
 
 
