@@ -62,8 +62,10 @@ class Expect:
         """Two mutations of different units: errors win, deltas add up."""
         if self.kind == "error" and other.kind == "error":
             return Expect("error", files=self.files + other.files)
-        if self.kind == "error" or other.kind == "error":
-            return self if self.kind == "error" else other
+        if self.kind == "error" or other.kind == "error":  # the other may fail first if "either"
+            failing, rest = (self, other) if self.kind == "error" else (other, self)
+            extra = rest.files if rest.kind == "either" else ()
+            return Expect("error", files=failing.files + extra)
         merged = Counter(self.excluded)
         merged.update(other.excluded)
         kind = "either" if "either" in (self.kind, other.kind) else "delta"
