@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from recoverylab._errors import InputError, ParameterError, SourceError
+from recoverylab._errors import InputError, ParameterError, SchemaError, SourceError
 from recoverylab.adapters import keep_raw_ids, osworld
 from recoverylab.cli import main
 from recoverylab.synth.osworld_runs import plan_osworld_runs, write_osworld_runs
@@ -106,8 +106,8 @@ def test_forks_pair_two_models_by_attempt(tmp_path: Path) -> None:
 
 
 def test_parameters_and_empty_trees_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(ParameterError, match="takeover is not built"):
-        osworld.read(tmp_path, to="takeover")
+    with pytest.raises(ParameterError, match="must be 'trials', 'forks' or 'takeover'"):
+        osworld.read(tmp_path, to="states")
     (tmp_path / "notes.txt").write_text("x")
     with pytest.raises(SourceError, match="no OSWorld example under"):
         osworld.read(tmp_path)
@@ -119,3 +119,42 @@ def test_an_example_directory_a_resume_emptied_is_unfinished(tmp_path: Path) -> 
     out = osworld.read(root)
     row = out.excluded.filter(pl.col("raw_task_id") == "ffff-cleared").row(0, named=True)
     assert (row["reason"], row["detail"]) == ("unfinished", "empty directory")
+
+
+def test_takeover_attempts_are_aware_where_the_marker_is(tmp_path: Path) -> None:
+    plan = plan_osworld_runs(seed=2, repeats=2)
+    roots = write_osworld_runs(tmp_path, seed=2, repeats=2, recovery_marker="RECOVERY:")
+    out = osworld.read(
+        roots,
+        to="takeover",
+        marker="RECOVERY:",
+        mapping={"root_cause_fixed": "success", "derived_fixed": "success"},
+    )
+    attempts = out.tables["attempts"]
+    finished = plan.filter(pl.col("unfinished").is_null())
+    want = {
+        (f"{r['domain']}/{r['example_id']}", r["model"], r["repeat"], r["aware"], r["score"] >= 1)
+        for r in finished.iter_rows(named=True)
+    }
+    got = set(attempts.select("state_id", "agent", "repeat", "aware", "passed").iter_rows())
+    assert got == want
+    assert out.tables["states"].height == finished.select("domain", "example_id").n_unique()
+    trials = osworld.read(roots, marker="RECOVERY:").tables["trials"]
+    aware = trials.filter("aware")
+    steps = finished.filter("aware").select(
+        (pl.col("domain") + "/" + pl.col("example_id")).alias("task_id"),
+        pl.col("model"),
+        pl.col("repeat").alias("attempt"),
+        "marker_step",
+    )
+    joined = aware.join(steps, on=["task_id", "model", "attempt"], suffix="_drawn")
+    assert joined.height == aware.height
+    assert (joined["marker_step"] == joined["marker_step_drawn"]).all()
+
+
+def test_takeover_needs_a_marker_and_the_repair_layers(tmp_path: Path) -> None:
+    root = write_osworld_runs(tmp_path, seed=0, examples=2, recovery_marker="RECOVERY:")
+    with pytest.raises(ParameterError, match="needs `marker`"):
+        osworld.read(root, to="takeover")
+    with pytest.raises(SchemaError, match="`root_cause_fixed`, `derived_fixed`"):
+        osworld.read(root, to="takeover", marker="RECOVERY:")

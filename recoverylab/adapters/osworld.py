@@ -40,11 +40,14 @@ Example ids are scoped by domain (§8): ``task_id`` is ``<domain>/<example_id>``
 written in ``raw_task_id``. Each results directory given is one repeat: ``attempt`` is its
 position among the directories given (from 0), so several runs of the same agent read as trials
 for pass^k. ``--to forks`` maps the trials with polars SQL (arms from the model, the action
-space or observation type segments, or a literal). ``--to takeover`` is not built.
+space or observation type segments, or a literal). ``--to takeover`` needs a recovery marker
+(``marker``): a trajectory step holding it makes the attempt *aware* (EAR); ``states`` and
+``attempts`` are then mapped from the trials (:data:`TAKEOVER_DEFAULTS`, overridable).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,7 +63,7 @@ from recoverylab.adapters._report import Imported, ReadReport
 from recoverylab.adapters._trials import TRIALS
 from recoverylab.schema import validate
 
-__all__ = ["ARMS", "TRIALS_SCHEMA", "read"]
+__all__ = ["ARMS", "TAKEOVER_DEFAULTS", "TRIALS_SCHEMA", "read"]
 
 #: The path segments above an example directory, outermost first.
 ARMS = ("action_space", "observation_type", "model", "domain")
@@ -69,6 +72,21 @@ _TEMPLATES = {
     "result": _BASE + "/result.txt",
     "traj": _BASE + "/traj.jsonl",
     "example": _BASE + "/{file}",
+}
+#: Where each takeover column comes from by default (polars SQL over the trials columns): every
+#: example is a state of its own at depth 0, attempted by its model once per results directory
+#: (``finished_repeat``: its finished repeats numbered 0, 1, ...; ``attempt`` keeps the directory).
+TAKEOVER_DEFAULTS: Mapping[str, str] = {
+    "state_id": "task_id",
+    "workflow_id": "task_id",
+    "root_cause_id": "task_id",
+    "depth": "0",
+    "replay_ok": "TRUE",
+    "expected_ok": "TRUE",
+    "agent": "model",
+    "repeat": "finished_repeat",
+    "aware": "aware",
+    "passed": "success",
 }
 #: Columns and types of ``trials``, in order.
 TRIALS_SCHEMA: Mapping[str, pl.DataType] = {
@@ -140,17 +158,32 @@ def _empty_examples(root: Path, seen: set[Path]) -> list[Path]:
     ]
 
 
-def _steps(traj: Path | None) -> tuple[int | None, str | None]:
-    """Return the steps of a ``traj.jsonl`` and the ``Error`` it records, if any."""
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _steps(traj: Path | None, marker: str | None) -> tuple[int | None, str | None, int | None]:
+    """Return a ``traj.jsonl``'s steps, its last ``Error`` and the first step naming ``marker``.
+
+    The marker is looked for in each step's ``response`` and ``action`` (the agent's words and
+    what it did); the step is its ``step_num`` (its line number when it has none).
+    """
     if traj is None:
-        return None, None
+        return None, None, None
     rows = _templates.json_rows(traj, None)
     errors = [str(r["Error"]) for r in rows if "Error" in r]
-    return sum("Error" not in r for r in rows), (errors[-1] if errors else None)
+    first = None
+    if marker is not None:
+        for number, row in enumerate(rows, 1):
+            if any(marker in _text(row[k]) for k in ("response", "action") if k in row):
+                step = row.get("step_num", number)
+                first = step if isinstance(step, int) and not isinstance(step, bool) else number
+                break
+    return sum("Error" not in r for r in rows), (errors[-1] if errors else None), first
 
 
-def _row(example: _Example) -> dict[str, Any]:
-    steps, error = _steps(example.traj)
+def _row(example: _Example, marker: str | None) -> dict[str, Any]:
+    steps, error, marker_step = _steps(example.traj, marker)
     row: dict[str, Any] = {
         "task_id": example.values["example_id"],
         "attempt": example.attempt,
@@ -160,6 +193,7 @@ def _row(example: _Example) -> dict[str, Any]:
         "reward": None,
         "reason": None,
         "detail": None,
+        "marker_step": marker_step,
     }
     if example.result is None:
         row["reason"] = "unfinished"
@@ -172,6 +206,23 @@ def _row(example: _Example) -> dict[str, Any]:
     return row
 
 
+def _read_iv(
+    to: str, mapping: Mapping[str, str] | None, key: Sequence[str], marker: str | None
+) -> None:
+    """Check :func:`read`'s parameters before any file is read."""
+    if to not in ("trials", "forks", "takeover"):
+        raise ParameterError(
+            f"osworld: `to` is {to!r}; it must be 'trials', 'forks' or 'takeover'."
+        )
+    if to == "trials" and (mapping or key):
+        raise ParameterError("osworld: `mapping` and `key` apply to `to='forks'` or 'takeover'.")
+    if to == "takeover" and not marker:
+        raise ParameterError(
+            "osworld: `to='takeover'` needs `marker`, the text a trajectory step holds when the "
+            "agent recognises the error it took over (its awareness)."
+        )
+
+
 def read(
     results: object,
     *,
@@ -179,6 +230,7 @@ def read(
     success: float = 1.0,
     mapping: Mapping[str, str] | None = None,
     key: Sequence[str] = (),
+    marker: str | None = None,
 ) -> Imported:
     """Read OSWorld results directories into ``trials`` (or ``forks``).
 
@@ -193,12 +245,19 @@ def read(
     success
         The score at which an example counts as a success (``reward >= success``).
     mapping, key
-        Only for ``to="forks"``.
+        Only for ``to="forks"`` and ``to="takeover"`` (where ``mapping`` overrides
+        :data:`TAKEOVER_DEFAULTS`; ``root_cause_fixed`` and ``derived_fixed`` have no default:
+        OSWorld scores only the end state, so the user says what stands for them).
+    marker
+        Text a trajectory step holds (in its ``response`` or ``action``) when the agent
+        recognises the error it took over: trials gain ``aware`` and ``marker_step`` (the first
+        such step); needed for ``to="takeover"`` (``aware`` is the awareness of EAR).
 
     Returns
     -------
     Imported
-        ``tables["trials"]`` (or ``["forks"]``), ``excluded`` (reason ``unfinished``) and the
+        ``tables["trials"]`` (or ``["forks"]``, or ``["states"]`` and ``["attempts"]``),
+        ``excluded`` (reason ``unfinished``) and the
         read report (files beside the example directories listed as ``unmatched``).
 
     Raises
@@ -215,12 +274,7 @@ def read(
     >>> sorted(read(root).tables["trials"]["domain"].unique())
     ['chrome', 'gimp', 'os']
     """
-    if to not in ("trials", "forks"):
-        raise ParameterError(
-            f"osworld: `to` is {to!r}; it must be 'trials' or 'forks' (takeover is not built)."
-        )
-    if to == "trials" and (mapping or key):
-        raise ParameterError("osworld: `mapping` and `key` apply to `to='forks'` only.")
+    _read_iv(to, mapping, key, marker)
     roots = [results] if isinstance(results, (str, Path)) else list(results)  # type: ignore[call-overload]
     examples, read_files, unmatched = _examples(roots)
     if not examples:
@@ -229,14 +283,16 @@ def read(
             "ACTION_SPACE/OBSERVATION_TYPE/MODEL/DOMAIN/EXAMPLE_ID/ directory."
         )
     schema = {k: v for k, v in TRIALS_SCHEMA.items() if k not in ("success", "raw_task_id", SCOPE)}
-    frame = pl.DataFrame(
-        [_row(e) for e in examples], schema={**schema, "reason": pl.String, "detail": pl.String}
-    )
+    schema = {**schema, "reason": pl.String, "detail": pl.String, "marker_step": pl.Int64}
+    frame = pl.DataFrame([_row(e, marker) for e in examples], schema=schema)
     frame = frame.with_columns(
-        (pl.col("reward") >= success).alias("success"), pl.col("domain").alias(SCOPE)
+        (pl.col("reward") >= success).alias("success"),
+        pl.col("domain").alias(SCOPE),
+        pl.col("marker_step").is_not_null().alias("aware"),
     )
     frame, identity = qualify(frame, "domain", "osworld")
-    kept = frame.filter(pl.col("reason").is_null()).select(list(TRIALS_SCHEMA))
+    columns = [*TRIALS_SCHEMA, *(("aware", "marker_step") if marker else ())]
+    kept = frame.filter(pl.col("reason").is_null()).select(columns)
     extra = [a for a in ARMS if a != "domain"]
     trials = validate(kept, TRIALS, key=extra).collect().sort("task_id", *extra, "attempt")
     excluded = frame.filter(pl.col("reason").is_not_null()).select(_EXCLUDED)
@@ -247,6 +303,13 @@ def read(
         pair_by = list(dict.fromkeys(["attempt", *key]))
         tables, _ = table.from_frame(trials.lazy(), to="forks", mapping=mapping, key=pair_by)
         hint = f"pair by {', '.join(pair_by)}"
+    elif to == "takeover":
+        given = {**TAKEOVER_DEFAULTS, **(mapping or {})}
+        # the finished repeats of an example by one agent, numbered 0, 1, ... (an unfinished
+        # repeat is excluded by reason, and the takeover contract wants repeats without gaps)
+        rank = pl.col("attempt").rank("dense").over("task_id", *extra) - 1
+        ranked = trials.with_columns(rank.cast(pl.Int64).alias("finished_repeat"))
+        tables, _ = table.from_frame(ranked.lazy(), to="takeover", mapping=given, key=key)
     files = tuple(sorted(str(p) for p in read_files))
     kept_dirs = {Path(log).parent for log in trials["log"].to_list()}
     report = ReadReport(

@@ -15,19 +15,28 @@ DESCRIPTION = (
     ">= --success (default 1); each directory given is one repeat (attempt 0, 1, ...). An "
     "example without result.txt is unfinished: excluded by reason. Example ids are per domain: "
     "task_id is DOMAIN/EXAMPLE_ID. --to forks maps the trials with --map COL=EXPR (polars SQL "
-    "over model, action_space, observation_type, domain, attempt). --to takeover is not built."
+    "over model, action_space, observation_type, domain, attempt). --to takeover --marker TEXT: "
+    "a trajectory step whose response or action holds TEXT makes the attempt aware; states and "
+    "attempts are mapped from the trials (state = example, agent = model, repeat = attempt, "
+    "passed = success; --map root_cause_fixed=EXPR --map derived_fixed=EXPR are required)."
 )
-TARGETS = ("trials", "forks")
+TARGETS = ("trials", "forks", "takeover")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--success``, ``--map`` and ``--key``."""
+    """Add ``--success``, ``--marker``, ``--map`` and ``--key``."""
     parser.add_argument(
         "--success",
         type=float,
         default=1.0,
         metavar="T",
         help="a score >= T is a success (default 1; OSWorld scores are in [0, 1])",
+    )
+    parser.add_argument(
+        "--marker",
+        metavar="TEXT",
+        help="recovery marker: a traj.jsonl step whose response or action holds TEXT makes the "
+        "attempt aware (columns aware, marker_step; needed by --to takeover)",
     )
     add_map_arguments(parser)
 
@@ -42,4 +51,5 @@ def convert(args: argparse.Namespace) -> Imported:
         success=args.success,
         mapping=pairs(args.map, "--map"),
         key=keys(args.key),
+        marker=args.marker,
     )

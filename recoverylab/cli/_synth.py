@@ -22,8 +22,14 @@ def _write_tree(args: argparse.Namespace) -> None:
     else:
         from recoverylab.synth.osworld_runs import write_osworld_runs
 
-        root = write_osworld_runs(args.out, examples=tasks, repeats=args.repeats, seed=args.seed)
-        what = "an OSWorld results tree (ACTION_SPACE/OBSERVATION/MODEL/DOMAIN/EXAMPLE_ID/)"
+        root = write_osworld_runs(
+            args.out,
+            examples=tasks,
+            repeats=args.repeats,
+            seed=args.seed,
+            recovery_marker="RECOVERY:",
+        )
+        what = "an OSWorld results tree (recovery marker RECOVERY:)"
     print(f"wrote {what} in {root if isinstance(root, Path) else args.out}")
 
 

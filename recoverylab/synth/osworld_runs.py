@@ -50,7 +50,8 @@ def plan_osworld_runs(
     """Draw the truth: one row per (repeat, model, domain, example_id).
 
     Columns: ``score`` (null: unfinished), ``unfinished`` (``stopped``, ``crashed``,
-    ``cleared`` or null),
+    ``cleared`` or null), ``aware`` and ``marker_step`` (the step whose response names the
+    recovery marker, when the writer is given one),
     ``steps`` and ``rerun`` (the example was unfinished once and rerun into the same tree).
     """
     rng = np.random.default_rng(seed)
@@ -77,10 +78,19 @@ def plan_osworld_runs(
                             "rerun": bool(unfinished is None and rng.random() < 0.15),
                         }
                     )
-    return pl.DataFrame(rows)
+    plan = pl.DataFrame(rows)
+    marks = np.random.default_rng([seed, 41])  # its own stream: the draws above stay as they are
+    aware = marks.random(plan.height) < 0.5
+    step = np.minimum(marks.integers(1, 6, plan.height), plan["steps"].to_numpy())
+    return plan.with_columns(
+        aware=pl.Series(aware),
+        marker_step=pl.when(pl.Series(aware)).then(pl.Series(step, dtype=pl.Int64)),
+    )
 
 
-def _write_example(folder: Path, row: dict, *, finished: bool, crashed: bool) -> None:
+def _write_example(
+    folder: Path, row: dict, *, finished: bool, crashed: bool, marker: str | None = None
+) -> None:
     """One example's files as ``run_single_example`` writes them (``finished``: evaluated)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "step_0.png").write_bytes(_PNG)
@@ -95,7 +105,11 @@ def _write_example(folder: Path, row: dict, *, finished: bool, crashed: bool) ->
         done = finished and step == steps
         lines.append(
             {
-                "response": f"thinking about step {step}",
+                "response": (
+                    f"{marker} the dialog from the previous step is still open; closing it"
+                    if marker and step == row["marker_step"]
+                    else f"thinking about step {step}"
+                ),
                 "step_num": step,
                 "action_timestamp": stamp,
                 "action": "DONE" if done else f"pyautogui.click({100 + step}, 200)",
@@ -124,12 +138,15 @@ def write_osworld_runs(
     action_space: str = "pyautogui",
     observation_type: str = "screenshot",
     seed: int = 0,
+    recovery_marker: str | None = None,
 ) -> Path | list[Path]:
     """Write the drawn runs as OSWorld results directories; return the directory (or one each).
 
     With ``repeats`` > 1 each repeat is a results directory of its own, ``out/repeat-N/``
     (the list is returned), as separate OSWorld runs would be. Other parameters are those of
-    :func:`plan_osworld_runs` (the same draws).
+    :func:`plan_osworld_runs` (the same draws). With ``recovery_marker``, the response of the
+    drawn ``marker_step`` of each aware example opens with it (a takeover run whose agent says
+    it recognised the error).
 
     Examples
     --------
@@ -162,5 +179,6 @@ def write_osworld_runs(
             folder.mkdir(parents=True, exist_ok=True)
             continue
         finished = row["unfinished"] is None
-        _write_example(folder, row, finished=finished, crashed=row["unfinished"] == "crashed")
+        crashed = row["unfinished"] == "crashed"
+        _write_example(folder, row, finished=finished, crashed=crashed, marker=recovery_marker)
     return roots if repeats > 1 else roots[0]
