@@ -230,3 +230,79 @@ def test_in_memory_kinds_give_the_dataframe_result(kind: str) -> None:
             got = got.sort(got.columns, nulls_last=True)
             expected = expected.sort(expected.columns, nulls_last=True)
         assert_frame_equal(got, expected, check_dtypes=True)
+
+
+# --- hostile text inputs: nested keys, deep values, cut streams (issue 39) ---------------------
+
+
+def _hostile(frame: pl.DataFrame, path: Path, kind: str) -> str:
+    """Write ``frame`` as NDJSON made hostile in one row; return what the error must say."""
+    rows = frame.write_ndjson().splitlines()
+    key = frame.columns[0]  # every table's first column is (part of) its key
+    if kind == "object_key":
+        rows[1] = rows[1].replace(f'"{key}":', f'"{key}":{{"id":', 1).replace(",", "},", 1)
+        path.write_text("\n".join(rows) + "\n")
+        return f"`{path}` line 2: column `{key}` holds a JSON object or array where"
+    if kind == "deep":
+        rows[0] = rows[0][:-1] + ',"trace":' + "[" * 100_000 + "]" * 100_000 + "}"
+        path.write_text("\n".join(rows) + "\n")
+        return f"`{path}` line 1: JSON values nested more than 100 levels deep"
+    import gzip
+
+    data = gzip.compress(("\n".join(rows) + "\n").encode())
+    path.write_bytes(data[: len(data) // 2])  # a cut gzip stream
+    return f"`{path}` is not a readable gzip file ("
+
+
+def _all_commands(args: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The layout commands and the other verbs reading forks (through the same resolver)."""
+    return {
+        **commands(args),
+        "contrast": ["contrast", *args["forks"], "--a", "stale1", "--b", "clean", *FAST],
+        "monitor": ["monitor", *args["forks"], "--quiet", "--format", "csv"],
+    }
+
+
+@pytest.mark.parametrize("kind", ["object_key", "deep", "cut_gzip"])
+@pytest.mark.parametrize(
+    "command", ["validate", "paired", "goal", "takeover", "contrast", "monitor"]
+)
+def test_every_command_refuses_a_hostile_text_table_in_one_line(
+    command: str, kind: str, tmp_path: Path, reference, capsys
+) -> None:
+    args = dict(reference["args"])
+    argv = _all_commands(args)[command]
+    table = next(t for t in tables() if args[t][0] in argv)  # the command's first table
+    suffix = ".ndjson.gz" if kind == "cut_gzip" else ".ndjson"
+    path = tmp_path / f"{table}{suffix}"
+    message = _hostile(tables()[table], path, kind)
+    args[table] = [str(path)]
+    code, out, err = run(_all_commands(args)[command], capsys)
+    assert (code, out) == (2, ""), err
+    assert err.count("\n") == 1, err
+    assert err.startswith(f"recoverylab {command}: error: {message}"), err
+
+
+@pytest.mark.parametrize("codec", ["gz", "zst", "bz2"])
+def test_paired_on_compressed_ndjson_gives_the_cells_of_the_plain_file(
+    codec: str, tmp_path: Path, capsys
+) -> None:
+    """The acceptance check: ``recoverylab paired logs.ndjson.gz`` = the uncompressed file."""
+    import bz2
+    import gzip
+
+    import zstandard
+
+    plain = tmp_path / "logs.ndjson"
+    tables()["forks"].write_ndjson(plain)
+    packers = {"gz": gzip.compress, "bz2": bz2.compress}
+    packers["zst"] = zstandard.ZstdCompressor().compress
+    packed = tmp_path / f"logs.ndjson.{codec}"
+    packed.write_bytes(packers[codec](plain.read_bytes()))
+    cells = {}
+    for name, path in (("plain", plain), ("packed", packed)):
+        target = tmp_path / f"{name}.parquet"
+        code, _, err = run(["paired", str(path), *FAST, "--out", str(target)], capsys)
+        assert code == 0, err
+        cells[name] = pl.read_parquet(target)
+    assert_frame_equal(cells["packed"], cells["plain"])
