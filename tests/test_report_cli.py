@@ -115,7 +115,10 @@ def test_report_of_one_protocol(cli: Callable, tmp_path: Path) -> None:
     out = tmp_path / "goal.html"
     result = cli("--quiet", "report", *GOAL_ARGS, "--resamples", 100, "--out", out)
     assert result.code == 0, result.err
-    assert section_ids(out.read_text(encoding="utf-8")) == ["goal-ts", "goal-reasons", "goal-drop"]
+    page = out.read_text(encoding="utf-8")
+    # the headline reads the barrier drop: what access barriers cost
+    assert section_ids(page) == ["summary", "goal-ts", "goal-reasons", "goal-drop"]
+    assert "<strong>Barriers cost</strong> task success" in page
 
 
 def test_a_result_without_rows_has_no_section(cli: Callable, tmp_path: Path) -> None:

@@ -465,3 +465,30 @@ def test_headline_of_a_policy_without_clean_episodes_says_nothing_about_them() -
     assert "clean" not in line
     (line,) = headline_text(report.headline_section(policy=evaluation))
     assert line.endswith("while touching 0.0 % of the 75 clean episodes.")
+
+
+def test_headline_says_what_barriers_cost_and_which_agents_notice_errors() -> None:
+    drop = pl.DataFrame(
+        {"goals": [40], "unpaired_goals": [0], "drop": [0.25], "ci_low": [0.1], "ci_high": [0.4]}
+    )
+    assert headline_text(report.headline_section(drop=drop)) == [
+        "Barriers cost task success (TS without minus with): +25.0 pp [10.0, 40.0] over 40 goals."
+    ]
+    takeover = pl.DataFrame(
+        {
+            "agent": ["a", "b", "c"],
+            "k": [3, 3, 3],
+            "attempts": [30, 60, 90],
+            "attempted_states": [10, 20, 30],
+            "ear": [0.5, 0.2, None],
+            "ear_ci_low": [0.3, 0.1, None],
+            "ear_ci_high": [0.7, 0.35, None],
+            "pass_at_k": [0.1, 0.3, 0.2],
+        }
+    )
+    assert headline_text(report.headline_section(takeover=takeover)) == [
+        "EAR (attempts that noticed the inherited error): highest a 50.0 pp [30.0, 70.0] of 30 "
+        "attempts; lowest b 20.0 pp [10.0, 35.0] of 60 attempts.",
+        "pass@3 (a state passed in any of 3 tries): highest b 30.0 pp of 20 states; lowest a "
+        "10.0 pp of 10 states.",
+    ]

@@ -183,9 +183,9 @@ def run(args: argparse.Namespace) -> None:
     if args.rule is not None or args.decision_points is not None:
         sections += _router(args, stats, progress, found)
     if _require_together(args, ("cases", "resources", "episodes"), "the goal report"):
-        sections += _goal(args, stats, progress)
+        sections += _goal(args, stats, progress, found)
     if _require_together(args, _TAKEOVER_TABLES, "the takeover report"):
-        sections += _takeover(args, stats, progress)
+        sections += _takeover(args, stats, progress, found)
     if not sections:
         raise ParameterError(
             "give the inputs of at least one protocol: --forks, --decisions, --rule with "
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> None:
 def _headline(
     found: dict[str, Any], confidence: float, sections: Sequence[Section]
 ) -> list[Section]:
-    """Return the headline section when a result it reads was computed (none for goal, takeover).
+    """Return the headline section when a result it reads was computed.
 
     Its provenance lists the inputs of the sections whose results it reads.
     """
@@ -208,7 +208,14 @@ def _headline(
 
     if not found:
         return []
-    read = ("paired-effect", "paired-policy", "router-policies", "gate")
+    read = (
+        "paired-effect",
+        "paired-policy",
+        "router-policies",
+        "gate",
+        "goal-drop",
+        "takeover-funnel",
+    )
     inputs = {(i.name, i.source): i for s in sections if s.key in read for i in s.provenance.inputs}
     provenance = report.Provenance(
         inputs=tuple(inputs.values()),
@@ -339,7 +346,9 @@ def _router(
     ]
 
 
-def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+def _goal(
+    args: argparse.Namespace, stats: dict[str, Any], progress: Progress, found: dict[str, Any]
+) -> list[Section]:
     from recoverylab import goal, report
 
     if (args.steps is None) != (args.citations is None):
@@ -365,11 +374,14 @@ def _goal(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -
         models = [c for c in scored.columns if c == "model"]  # per model when there are models
         drop = goal.barrier_drop(scored, by=models, **stats)
         if _has_rows(drop, "the barrier drop (no goal has both sides)", progress):
+            found["drop"] = drop
             sections.append(report.drop_section(drop, provenance))
     return sections
 
 
-def _takeover(args: argparse.Namespace, stats: dict[str, Any], progress: Progress) -> list[Section]:
+def _takeover(
+    args: argparse.Namespace, stats: dict[str, Any], progress: Progress, found: dict[str, Any]
+) -> list[Section]:
     from recoverylab import report, takeover
 
     states, attempts = read(args.states), read(args.attempts)
@@ -382,6 +394,7 @@ def _takeover(args: argparse.Namespace, stats: dict[str, Any], progress: Progres
     by_depth = takeover.summarize(states, attempts, by=("agent", "depth"), k=args.k, **stats)
     progress("takeover: repair funnel by agent")
     pooled = takeover.summarize(states, attempts, by=("agent",), k=args.k, **stats)
+    found["takeover"] = pooled
     progress("takeover: pass^k, flip rate and ICC of repeats by agent and depth")
     reliability = takeover.reliability(states, attempts, by=("agent", "depth"), k=args.k, **stats)
     return [
@@ -432,8 +445,8 @@ def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Sectio
         *_demo_paired(demo, progress, found),
         *_demo_overlap_and_policy(demo, found),
         *_demo_router(demo, progress, found),
-        *_demo_goal(demo, progress),
-        *_demo_takeover(demo, progress),
+        *_demo_goal(demo, progress, found),
+        *_demo_takeover(demo, progress, found),
     ]
     confidence = DEMO_SETTINGS["paired"]["confidence"]
     return [*_headline(found, confidence, sections), *sections]
@@ -535,7 +548,9 @@ def _demo_router(
     return sections
 
 
-def _demo_goal(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+def _demo_goal(
+    demo: _Demo, progress: Callable[[str], None], found: dict[str, Any]
+) -> list[Section]:
     """Task success by model, failure reasons and the barrier drop of the synthetic set."""
     from recoverylab import report
 
@@ -551,11 +566,14 @@ def _demo_goal(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
         report.reasons_section(demo.load("goal/synthetic_summary.parquet"), provenance),
     ]
     if demo.have("goal/synthetic_drop.parquet"):
-        sections.append(report.drop_section(demo.load("goal/synthetic_drop.parquet"), provenance))
+        found["drop"] = demo.load("goal/synthetic_drop.parquet")
+        sections.append(report.drop_section(found["drop"], provenance))
     return sections
 
 
-def _demo_takeover(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+def _demo_takeover(
+    demo: _Demo, progress: Callable[[str], None], found: dict[str, Any]
+) -> list[Section]:
     """Depth, funnel and (when written) reliability sections of the takeover sample."""
     from recoverylab import report
 
@@ -568,9 +586,10 @@ def _demo_takeover(demo: _Demo, progress: Callable[[str], None]) -> list[Section
         **DEMO_SETTINGS["takeover"],
         settings=[("k", "3")],
     )
+    found["takeover"] = demo.load("takeover/summary_by_agent.parquet")
     sections = [
         report.depth_section(demo.load("takeover/summary.parquet"), provenance),
-        report.funnel_section(demo.load("takeover/summary_by_agent.parquet"), provenance),
+        report.funnel_section(found["takeover"], provenance),
     ]
     if demo.have("takeover/reliability.parquet"):
         reliability = demo.load("takeover/reliability.parquet")

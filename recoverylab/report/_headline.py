@@ -1,5 +1,8 @@
 """The report's headline: what helped where, what harmed, each policy's net effect, the verdict.
 
+Also, where those results are given, what access barriers cost (goal) and which takeover agents
+notice inherited errors and pass most and least.
+
 Every number in the headline is a value of a result frame, shown through the formatter of the
 tables (:mod:`recoverylab._display`: percentage points to one decimal, p to two significant
 digits), in an element that names where it comes from: ``data-source`` (the key of the section
@@ -68,12 +71,13 @@ def _p(column: str, source: str, keys: _Keys) -> pl.Expr:
     return pl.concat_str(sign, _span(_escape(shown), source, column, keys))
 
 
-def _interval(source: str, keys: _Keys) -> pl.Expr:
+def _interval(source: str, keys: _Keys, *, prefix: str = "") -> pl.Expr:
+    """`` [low, high]`` of the columns ``<prefix>ci_low`` and ``<prefix>ci_high``, in pp."""
     return pl.concat_str(
         pl.lit(" ["),
-        _pp("ci_low", source, keys),
+        _pp(f"{prefix}ci_low", source, keys),
         pl.lit(", "),
-        _pp("ci_high", source, keys),
+        _pp(f"{prefix}ci_high", source, keys),
         pl.lit("]"),
     )
 
@@ -216,6 +220,79 @@ def _policy_lines(frame: pl.DataFrame, source: str, alpha: float) -> list[str]:
     return joined.sort("gain", descending=True).select(sentence).to_series().to_list()
 
 
+def _named(keys: list[str]) -> pl.Expr:
+    """Return a row's keys as words and a space (``model-c ``), nothing for a keyless row."""
+    if not keys:
+        return pl.lit("")
+    words = pl.concat_str([_escape(_key_text(k)) for k in keys], separator=", ")
+    return pl.concat_str(words, pl.lit(" "))
+
+
+def _extremes(frame: pl.DataFrame, rate: str, words: pl.Expr) -> str:
+    """Return the rows with the highest and the lowest ``rate`` in ``words`` (one row: it)."""
+    ranked = frame.filter(pl.col(rate).is_not_null()).sort(rate, descending=True)
+    if ranked.height == 0:
+        return ""
+    if ranked.height == 1:
+        return ranked.select(words).item()
+    ends = pl.concat([ranked.head(1), ranked.tail(1)])
+    shown = ends.select(words).to_series().to_list()
+    return f"highest {shown[0]}; lowest {shown[1]}"
+
+
+def _drop_lines(frame: pl.DataFrame) -> list[str]:
+    """Return what access barriers cost: the TS drop paired by goal, largest and smallest."""
+    source = "goal-drop"
+    names = keys_before(frame, "goals")
+    keys: _Keys = [(k, _key_text(k)) for k in names]
+    words = pl.concat_str(
+        _named(names),
+        _pp("drop", source, keys, signed=True),
+        pl.lit(" pp"),
+        _interval(source, keys),
+        pl.lit(" over "),
+        _count("goals", source, keys),
+        pl.lit(" goals"),
+    )
+    said = _extremes(frame, "drop", words)
+    if not said:
+        return []
+    return [f"<strong>Barriers cost</strong> task success (TS without minus with): {said}."]
+
+
+def _takeover_lines(frame: pl.DataFrame) -> list[str]:
+    """Return each takeover agent's error awareness and pass@k: the highest and the lowest."""
+    source = "takeover-funnel"
+    names = keys_before(frame, "k")
+    keys: _Keys = [(k, _key_text(k)) for k in names]
+    k = frame["k"].max()
+
+    def words(rate: str, n: str, noun: str) -> pl.Expr:
+        interval = (
+            _interval(source, keys, prefix=f"{rate}_")
+            if f"{rate}_ci_low" in frame.columns and f"{rate}_ci_high" in frame.columns
+            else pl.lit("")
+        )
+        return pl.concat_str(
+            _named(names),
+            _pp(rate, source, keys),
+            pl.lit(" pp"),
+            interval,
+            pl.lit(" of "),
+            _count(n, source, keys),
+            pl.lit(f" {noun}"),
+        )
+
+    lines = []
+    ear = _extremes(frame, "ear", words("ear", "attempts", "attempts"))
+    if ear:
+        lines.append(f"<strong>EAR</strong> (attempts that noticed the inherited error): {ear}.")
+    passed = _extremes(frame, "pass_at_k", words("pass_at_k", "attempted_states", "states"))
+    if passed:
+        lines.append(f"<strong>pass@{k}</strong> (a state passed in any of {k} tries): {passed}.")
+    return lines
+
+
 def _gate_lines(gate: GateResult) -> list[str]:
     """Return the gate's verdict and its claims by verdict (from its claims table)."""
     counts = gate.claims.group_by("verdict").len().sort("verdict")
@@ -242,6 +319,8 @@ def headline_section(
     policy: pl.DataFrame | pl.LazyFrame | None = None,
     router: pl.DataFrame | pl.LazyFrame | None = None,
     gate: GateResult | None = None,
+    drop: pl.DataFrame | pl.LazyFrame | None = None,
+    takeover: pl.DataFrame | pl.LazyFrame | None = None,
     confidence: float = 0.95,
     provenance: Provenance | None = None,
     key: str = "summary",
@@ -262,6 +341,11 @@ def headline_section(
         largest net gain first.
     gate
         :func:`recoverylab.paired.gate`'s result: the verdict and the claims not passing.
+    drop
+        :func:`recoverylab.goal.barrier_drop`: what access barriers cost, largest and smallest.
+    takeover
+        :func:`recoverylab.takeover.summarize` by agent (pooled over depth): the agents with the
+        highest and the lowest EAR and pass@k.
     confidence
         Significance is a p-value below ``1 - confidence`` (the level of the intervals).
     provenance
@@ -273,8 +357,8 @@ def headline_section(
     -------
     Section
         No chart; its "table" is the list of findings. Each number names its source section
-        (``data-source``: ``paired-effect``, ``paired-policy``, ``router-policies``), column
-        and row keys, as the cells of the tables do.
+        (``data-source``: ``paired-effect``, ``paired-policy``, ``router-policies``,
+        ``goal-drop``, ``takeover-funnel``), column and row keys, as the cells of the tables do.
 
     Raises
     ------
@@ -293,9 +377,13 @@ def headline_section(
         lines += _policy_lines(as_frame(router, "headline"), "router-policies", alpha)
     if policy is not None:
         lines += _policy_lines(as_frame(policy, "headline"), "paired-policy", alpha)
+    if drop is not None:
+        lines += _drop_lines(as_frame(drop, "headline"))
+    if takeover is not None:
+        lines += _takeover_lines(as_frame(takeover, "headline"))
     if not lines:
         raise ParameterError(
-            "a headline needs at least one result: effects, policy, router or gate."
+            "a headline needs at least one result: effects, policy, router, gate, drop or takeover."
         )
     items = "".join(f"<li>{line}</li>" for line in lines)
     return Section(
