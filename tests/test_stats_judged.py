@@ -86,7 +86,7 @@ def test_unclustered_interval_equals_ppi_python(seed: int) -> None:
 
 
 def cluster_reference(units: pl.DataFrame, lam: float) -> tuple[float, float]:
-    """PPI and its cluster-linearised standard error, written out from the unit rows."""
+    """PPI and its cluster-linearised standard error (CR1), written out from the unit rows."""
     y = units["gold"].to_numpy()
     f = units["judge"].to_numpy()
     task = units["task"].to_numpy()
@@ -101,7 +101,8 @@ def cluster_reference(units: pl.DataFrame, lam: float) -> tuple[float, float]:
         rect = (y[here & lab] - lam * f[here & lab]) - (y_bar - lam * fl_bar)
         judge = f[here & ~lab] - fu_bar
         psi.append(rect.sum() / (lab.sum() / k) + lam * judge.sum() / ((~lab).sum() / k))
-    return theta, math.sqrt(np.sum(np.square(psi)) / k**2)
+    # clusters of several units: the CR1 factor K / (K − 1)
+    return theta, math.sqrt(np.sum(np.square(psi)) / k**2 * k / (k - 1))
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.4, 1.0])
@@ -111,8 +112,9 @@ def test_clustered_variance_is_the_cluster_linearisation(lam: float) -> None:
     theta, se = cluster_reference(units, lam)
     assert row["estimate"] == pytest.approx(theta, rel=1e-12)
     assert row["std_error"] == pytest.approx(se, rel=1e-10)
-    z = scipy_stats.norm.ppf(0.975)
-    assert row["ci_low"] == pytest.approx(theta - z * se, rel=1e-10)
+    # ... and a t quantile with (labelled clusters − 1) degrees of freedom
+    t = scipy_stats.t.ppf(0.975, row["n_labelled_clusters"] - 1)
+    assert row["ci_low"] == pytest.approx(theta - t * se, rel=1e-10)
     assert row["gold_drawn_by"] == "unit"
 
 

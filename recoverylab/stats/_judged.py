@@ -31,11 +31,15 @@ whole clusters (then A and B's unlabelled part never share a cluster) or by unit
 clusters (their covariance through the cluster enters v). The second term is the variability of
 the stratum shares W_h (zero when the strata are fixed within every cluster). λ_h is tuned to
 minimise v: ``λ_h = clip(Σ_i A_ih B_ih / Σ_i B_ih², 0, 1)`` (each stratum separately). The
-interval is θ̂ ± z·√v (``ci_method = "ppi++"``); it inverts the Wald z-test of θ = θ0
-(``test = "wald-z"``), whose p-value is given when a null value is. Bounds are not clipped: a
+interval is θ̂ ± z·√v (``ci_method = "ppi++"``); it inverts the Wald test of θ = θ0
+(``test = "wald-z"``), whose p-value is given when a null value is. Where a cluster holds
+several units, v is estimated from K clusters, not from units, and the cluster-robust
+small-sample rule applies: v·K/(K − 1) (CR1) and a t quantile with (labelled clusters − 1)
+degrees of freedom in place of z (Cameron & Miller 2015, J. Human Resources 50(2), §VI; in
+simulation the plain z interval over 100 clusters covered 93–94 %). Bounds are not clipped: a
 rate's PPI bound may pass 0 or 1, as the method computes it.
 
-With one unit per cluster and one stratum, v is exactly the variance of ``ppi_py.ppi_mean_ci``
+With one unit per cluster and one stratum, v (no factor, z) is exactly ``ppi_py.ppi_mean_ci``'s
 (Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ; ``ppi_py``'s default λ
 estimates the judge's variance from labelled and unlabelled verdicts pooled (with n − 1) where
 λ̂ here uses the per-arm variances that v itself contains, so the two λ differ by O(1/n)
@@ -483,8 +487,12 @@ def _fit(
         )
     undefined = lay.per_cell(((units > 0) & (tot_l == 0)).astype(float)) > 0
     nan = np.where(undefined, math.nan, 0.0)
-    z = _normal_quantile(0.5 + confidence / 2.0)
+    clusters = _labelled_clusters(rows, lay)
+    # several units in a cluster: the cluster-robust small-sample rule (CR1 and t)
+    factor, df, z = _small_sample(rows, lay, clusters["n_labelled_clusters"], confidence)
+    se, se_gold = se * factor, se_gold * factor
     return {
+        "df": df,
         "theta": theta + nan,
         "se": se + nan,
         "low": theta - z * se + nan,
@@ -504,8 +512,35 @@ def _fit(
         "balance_p": balance_p + nan,
         "undefined": undefined,
         "sparse_events": _sparse_events(rows, lay, lo),
-        **_labelled_clusters(rows, lay),
+        **clusters,
     }
+
+
+def _small_sample(
+    rows: dict[str, np.ndarray], lay: _Layout, labelled_clusters: np.ndarray, confidence: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Return the standard error's factor, the degrees of freedom and the quantile per cell.
+
+    Cells where every cluster is one unit keep PPI++'s own interval (factor 1, normal quantile:
+    df = inf), which is ``ppi_py``'s; where a cluster has several units, the cluster-robust
+    CR1 factor √(K / (K − 1)) and a t quantile with (labelled clusters − 1) degrees of freedom
+    answer for a variance estimated from K clusters (Cameron & Miller 2015, §VI).
+    """
+    units = np.bincount(lay.g, weights=rows["n_labelled"] + rows["n_unlabelled"])
+    cluster_cell = np.zeros(units.size, dtype=np.int64)
+    cluster_cell[lay.g] = lay.c
+    clustered = np.bincount(cluster_cell, weights=units > 1, minlength=lay.n_cells) > 0
+    k = lay.n_clusters
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(clustered & (k > 1), np.sqrt(k / (k - 1.0)), 1.0)
+    df = np.where(clustered, np.maximum(labelled_clusters - 1.0, 1.0), np.inf)
+    tail = 0.5 + confidence / 2.0
+    quantile = np.where(clustered, _t_quantile(tail, df), _normal_quantile(tail))
+    return factor, df, quantile
+
+
+def _t_quantile(p: float, df: np.ndarray) -> np.ndarray:
+    return np.asarray(_special().stdtrit(np.where(np.isfinite(df), df, 1.0), p))
 
 
 def _sparse_events(rows: dict[str, np.ndarray], lay: _Layout, lo: float) -> np.ndarray:
@@ -720,7 +755,12 @@ def _p_values(
 ) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         z = np.abs(fit["theta"] - null) / fit["se"]
-        wald = np.where(fit["se"] > 0, 2.0 * (1.0 - _normal_cdf(z)), np.where(z == 0, 1.0, 0.0))
+        tail = np.where(
+            np.isfinite(fit["df"]),
+            _special().stdtr(np.where(np.isfinite(fit["df"]), fit["df"], 1.0), -z),
+            1.0 - _normal_cdf(z),
+        )
+        wald = np.where(fit["se"] > 0, 2.0 * tail, np.where(z == 0, 1.0, 0.0))
     lo, hi = fallback["range"]
     exact = _exact_binomial_p(
         fallback["x_effective"], fallback["n_effective"], (null - lo) / (hi - lo)
