@@ -7,6 +7,8 @@ may hold ``{name}`` (binds the text there to the column ``name``, always text) a
 text inside one segment, not bound); everything else is literal. A name given twice must bind
 the same text both times. Inside one segment, a ``{name}`` followed by more of the segment takes
 the shortest text that lets the rest match (``{model}.{run_id}.json`` splits at the first dot).
+A file the template names also matches compressed (``result.txt.gz``, ``.zst``, ``.bz2``), and
+reads like the plain file.
 
 Which files count (the listing is the source resolver's, :func:`recoverylab._resolve.tree_files`:
 bookkeeping names skipped, links followed, loops refused):
@@ -47,7 +49,7 @@ import polars as pl
 
 from recoverylab._diagnose import check_text_file
 from recoverylab._errors import ParameterError, SourceError
-from recoverylab._formats import read_decompressed, strip_compression
+from recoverylab._formats import COMPRESSIONS, read_decompressed, strip_compression
 from recoverylab._json import decode, load, loads
 from recoverylab._resolve import tree_files
 
@@ -104,6 +106,8 @@ def parse_template(text: str) -> Template:
                 f"table: `files` template `{text}` has an empty, `.` or `..` segment."
             )
         parts.append(_segment(segment, text, names))
+    if not text.lower().endswith(tuple(COMPRESSIONS)):  # a compressed copy reads like the file
+        parts[-1] += "(?:" + "|".join(re.escape(c) for c in COMPRESSIONS) + ")?"
     return Template(text, tuple(dict.fromkeys(names)), re.compile("/".join(parts)))
 
 

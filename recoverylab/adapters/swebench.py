@@ -74,7 +74,7 @@ from typing import Any
 import polars as pl
 
 from recoverylab._errors import InputError, ParameterError, SourceError
-from recoverylab._formats import read_decompressed
+from recoverylab._formats import read_decompressed, strip_compression
 from recoverylab._json import load, load_object
 from recoverylab.adapters import _templates, table
 from recoverylab.adapters._identity import SCOPE, qualify
@@ -152,7 +152,7 @@ class _Report:
 
 def _summary_of(path: Path, runs: set[str]) -> tuple[str, str] | None:
     """Return (model, run_id) of a top-level ``{model}.{run_id}.json`` (None: not a summary)."""
-    name = path.name
+    name = strip_compression(path).name
     found = [r for r in runs if name.endswith(f".{r}.json") and len(name) > len(r) + 6]
     if not found:
         return None
