@@ -1150,7 +1150,8 @@ def test_policy_against_a_reference_policy(frame_kind: Callable) -> None:
     pooled = got.row(2, named=True)
     assert pooled["p_sign_flip"] == 0.5  # two tasks, d = +1 each: 2 of 4 flips
     # the cluster-melded hull's own p-value: never below its sign-flip part's
-    assert pooled["test"] == "cluster-melded" and pooled["p_value"] >= 0.5
+    assert pooled["test"] == "cluster-melded"
+    assert pooled["p_value"] >= 0.5
     itself = paired.evaluate_policy(POLICY, POLICY_FORKS, reference=POLICY, **FAST)
     assert itself["gain"].to_list() == [0.0] * 3
     assert itself["p_value"].to_list() == [1.0] * 3
