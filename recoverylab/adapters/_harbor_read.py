@@ -370,7 +370,9 @@ def _model_problem(file: str, value: dict[str, Any]) -> str | None:
                 f"harbor result `{file}`: `{dotted}` is {kind[:60]} where a key or label "
                 "belongs; TrialResult holds text there."
             )
-    steps = value.get("step_results") if isinstance(value.get("step_results"), list) else []
+    steps: list[Any] = value.get("step_results") or []
+    if not isinstance(steps, list):
+        steps = []
     infos = [
         value.get("exception_info"),
         *(s.get("exception_info") for s in steps if isinstance(s, dict)),

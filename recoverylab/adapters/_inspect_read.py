@@ -144,7 +144,7 @@ def _reader_errors() -> tuple[type[BaseException], ...]:
     errors += [zipfile.BadZipFile, AssertionError, TypeError, AttributeError, IndexError]
     errors += [RecursionError, EOFError]
     try:
-        from ijson.common import JSONError  # inspect's streaming JSON reader
+        from ijson.common import JSONError  # type: ignore[import-untyped]  # inspect's JSON reader
     except ImportError:  # pragma: no cover - installed with inspect_ai
         return tuple(errors)
     return (*errors, JSONError)

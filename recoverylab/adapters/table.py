@@ -367,7 +367,7 @@ def _scan_log(path: Path, text: frozenset[str]) -> pl.LazyFrame:
         overrides = {name: pl.String() for name in sorted(text | _contract_text())}
         try:
             frame = pl.scan_csv(
-                path if data is None else data,  # type: ignore[arg-type]
+                path if data is None else data,
                 separator=separator,
                 infer_schema_length=None,
                 schema_overrides=overrides,
