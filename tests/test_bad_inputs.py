@@ -596,3 +596,102 @@ def test_a_nested_pair_by_key_is_refused():
     )
     with pytest.raises(rl.SchemaError, match=r"^forks: column `seed` holds nested values \(List"):
         rl.validate(frame, "forks", key=["seed"])
+
+
+# --- hostile adapter inputs: one line naming the file, or excluded by reason (issue 39) ---------
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _harbor_job(tmp_path: Path) -> list[Path]:
+    from recoverylab.synth.harbor_jobs import write_harbor_jobs
+
+    truth = write_harbor_jobs(tmp_path / "jobs", tasks=2, attempts=1, failures=False)
+    return [Path(t.file) for t in truth]
+
+
+def _tau2_run(tmp_path: Path) -> Path:
+    from recoverylab.synth.tau2_results import write_tau2_results
+
+    (path,) = write_tau2_results(
+        tmp_path / "runs", domains=("retail",), agents=(("llm_agent", "gpt-4.1"),), tasks=2
+    )
+    return path
+
+
+@pytest.mark.parametrize("adapter", ["harbor", "tau2", "table"])
+def test_a_result_nested_100000_deep_is_one_line_naming_it(tmp_path, cli, adapter):
+    """A RecursionError traceback (exit 1) before issue 39."""
+    if adapter == "harbor":
+        bad = _harbor_job(tmp_path)[0]
+        argv = ["import", "harbor", tmp_path / "jobs", "--to", "trials"]
+    elif adapter == "tau2":
+        bad = _tau2_run(tmp_path)
+        argv = ["import", "tau2", bad]
+    else:
+        bad = tmp_path / "runs.json"
+        argv = ["import", "table", bad, "--to", "trials", "--map", "task_id=id"]
+        argv += ["--map", "success=ok", "--map", "attempt=0"]
+    bad.write_text('{"id": "a", "x": ' + _DEEP + "}")
+    done = cli(*argv, "--out", tmp_path / "out")
+    assert done.code == 2, done.err
+    assert len(done.err.strip().splitlines()) == 1, done.err
+    assert f"`{bad}`" in done.err
+    assert "nested more than 100 levels deep" in done.err
+
+
+def test_a_harbor_result_harbor_would_skip_is_excluded_as_invalid_result(tmp_path, cli):
+    """An exception_info without exception_type: Harbor's ExceptionInfo model rejects it."""
+    import json
+
+    files = _harbor_job(tmp_path)
+    value = json.loads(files[0].read_text())
+    value["exception_info"] = {
+        "exception_message": "lost",
+        "exception_traceback": "",
+        "occurred_at": "2026-11-30T08:00:00Z",
+    }
+    files[0].write_text(json.dumps(value))
+    out = tmp_path / "out"
+    done = cli("import", "harbor", tmp_path / "jobs", "--to", "trials", "--out", out)
+    assert done.code == 0, done.err
+    assert "invalid_result" in done.err  # the read report
+    excluded = pl.read_parquet(out / "excluded.parquet")
+    row = excluded.filter(pl.col("reason") == "invalid_result").to_dicts()
+    assert [r["log"] for r in row] == [str(files[0])]
+    assert row[0]["detail"].startswith("an `exception_info` lacks `exception_type`")
+    assert pl.read_parquet(out / "trials.parquet").height == len(files) - 1
+
+
+@pytest.mark.parametrize("codec", ["gz", "zst", "bz2"])
+def test_compressed_adapter_logs_read_like_plain_ones(tmp_path, codec):
+    """tau2 results, a Harbor trial's result.json and a table log, each compressed."""
+    import bz2
+    import gzip
+
+    import zstandard
+
+    from recoverylab.adapters import harbor, table, tau2
+
+    pack = {"gz": gzip.compress, "bz2": bz2.compress, "zst": zstandard.ZstdCompressor().compress}
+
+    def compress(path: Path) -> None:
+        path.with_name(f"{path.name}.{codec}").write_bytes(pack[codec](path.read_bytes()))
+        path.unlink()
+
+    run = _tau2_run(tmp_path)
+    plain = tau2.read(run).tables["trials"]
+    compress(run)
+    assert tau2.read(tmp_path / "runs").tables["trials"].equals(plain)
+    files = _harbor_job(tmp_path)
+    plain = harbor.trials(tmp_path / "jobs").tables["trials"].drop("file")
+    compress(files[0])
+    assert harbor.trials(tmp_path / "jobs").tables["trials"].drop("file").equals(plain)
+    log = tmp_path / "runs.csv"
+    pl.DataFrame({"id": ["007", "008"], "ok": [True, False]}).write_csv(log)
+    mapping = {"task_id": "id", "success": "ok", "attempt": "0"}
+    plain = table.read(log, to="trials", mapping=mapping).tables["trials"]
+    compress(log)
+    packed = table.read(tmp_path / f"runs.csv.{codec}", to="trials", mapping=mapping)
+    assert packed.tables["trials"].equals(plain)
+    assert packed.tables["trials"]["task_id"].to_list() == ["007", "008"]
