@@ -14,6 +14,10 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`exclusions` -- recovery rows left out, counted by reason (lazy).
 * :func:`summarize` -- rescue/harm cells per (condition, delay, method, *by*) with an exact
   sign-flip p-value and an interval that agrees with it (``ci_method`` names it per cell).
+* :func:`summarize_judged` -- the same cells when a judge decided ``success``: PPI++ rescue,
+  harm and effect from the judge on every branch and human labels on a random subset;
+  :func:`judge_agreement` -- the judge's sensitivity, specificity and agreement;
+  :func:`judged_pairs` -- the pairs with both branches' verdicts and labels.
 * :func:`contrast` -- effect of one condition minus another, tasks resampled jointly.
 * :func:`rescue_overlap` -- which tasks two methods rescue, and how many both do.
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.
@@ -33,6 +37,7 @@ from recoverylab.paired import (
     _breakeven,
     _contrast,
     _gate,
+    _judged,
     _monitor,
     _pairs,
     _planning,
@@ -67,6 +72,9 @@ pilot_rates = reads_inputs(_planning.pilot_rates)
 plan_study = reads_inputs(_planning.plan_study)
 gate = reads_inputs(_gate.gate)
 monitor = reads_inputs(_monitor.monitor)
+summarize_judged = reads_inputs(_judged.summarize_judged)
+judged_pairs = reads_inputs(_judged.judged_pairs)
+judge_agreement = reads_inputs(_judged.judge_agreement)
 
 __all__ = [
     "BREAK_EVEN_COLUMNS",
@@ -83,6 +91,8 @@ __all__ = [
     "evaluate_policy",
     "exclusions",
     "gate",
+    "judge_agreement",
+    "judged_pairs",
     "mde",
     "monitor",
     "pairs",
@@ -94,5 +104,6 @@ __all__ = [
     "rescue_overlap",
     "simulate_power",
     "summarize",
+    "summarize_judged",
     "tasks_needed",
 ]

@@ -46,9 +46,10 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
 * ``_rates``: :func:`rate_cells`, :func:`rate_interval`, :func:`korn_graubard`: the one
   interval policy of every protocol's rates (``ci_method="auto"``; Korn–Graubard where the
   bootstrap is not accurate).
-* ``_judged``: :func:`judged_cells`, :func:`judged_paired_cells`, :func:`judged_partials`,
-  :func:`check_judged_units`: judged outcomes, prediction-powered (PPI++) from judge verdicts
-  on every unit and gold labels on a random subset, cluster-aware and stratified;
+* ``_judged``: :func:`judged_cells`, :func:`judged_partials`: judged outcomes,
+  prediction-powered (PPI++) from judge verdicts on every unit and gold labels on a random
+  subset, cluster-aware and stratified; ``_judged_paired``: :func:`judged_paired_cells`,
+  :func:`check_judged_units`;
   ``_judge_error``: :func:`judge_error_cells` (sensitivity, specificity, agreement) and
   :func:`rogan_gladen_cells` (a judge rate corrected by known error rates).
 * ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
@@ -88,11 +89,13 @@ from recoverylab.stats._judged import (
     MIN_LABELLED_CLUSTERS,
     MIN_LABELLED_EVENTS,
     MIN_LABELLED_UNITS,
+    judged_cells,
+    judged_partials,
+)
+from recoverylab.stats._judged_paired import (
     PAIRED_OUTCOMES,
     check_judged_units,
-    judged_cells,
     judged_paired_cells,
-    judged_partials,
 )
 from recoverylab.stats._meld import _meld_cdf as _meld_cdf
 from recoverylab.stats._meld import _meld_quantile as _meld_quantile

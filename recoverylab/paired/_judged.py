@@ -1,0 +1,188 @@
+"""Paired cells whose outcomes a judge decided: prediction-powered rescue, harm and effect.
+
+When ``success`` is an LLM judge's verdict, the rescue and harm counts of :func:`summarize`
+carry the judge's errors, and by different amounts (a judge that misses failures inflates both
+branches). With human (gold) labels on a random subset of branches, PPI++
+(:func:`recoverylab.stats.judged_paired_cells`) corrects them: per pair, rescue, harm and the
+outcome difference from the judge on every pair plus the gold pairs, cluster-aware over tasks.
+
+Pairing is the protocol's own (:func:`~recoverylab.paired.pairs`: the ``none`` branch matched by
+task, condition and *pair_by*, delay-specific replays, carry-forward), run once on the judge's
+verdicts, once on the gold labels and once on whether a branch is labelled, and joined by the
+pair's key: a carried-forward pair takes both outcomes, judged and gold, from its ``none``
+branch, as the protocol says. A pair is labelled when both its branches are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from recoverylab import io, stats
+from recoverylab._errors import SchemaError
+from recoverylab.paired._pairs import Cohort, pairs
+from recoverylab.schema import column_names as key_names
+
+#: The columns of a judged pair after the pair key (see :func:`judged_pairs`).
+_PAIR_KEY = ("task_id", "condition", "method", "delay")
+
+
+def _forks_frame(forks: object, judge: str, gold: str) -> pl.LazyFrame:
+    """Read ``forks`` and check its judge and gold columns (one clear error each)."""
+    lazy = forks if isinstance(forks, pl.LazyFrame) else io.scan(forks)
+    stats.check_judged_units(lazy, judge=judge, gold=gold, table="forks")
+    verdict = pl.col(judge).cast(pl.Float64)
+    bad = lazy.select(((verdict != 0) & (verdict != 1)).sum()).collect().item()
+    if bad:
+        raise SchemaError(
+            f"forks: the judge column `{judge}` has {bad} values other than 0 and 1; a paired "
+            "outcome is a verdict (true/false), not a probability."
+        )
+    return lazy
+
+
+def judged_pairs(
+    forks: object,
+    *,
+    judge: str,
+    gold: str,
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+) -> pl.LazyFrame:
+    """Return one row per pair with both branches' judge verdicts and gold labels.
+
+    Parameters
+    ----------
+    forks
+        The ``forks`` table with a judge column (every branch) and a gold column (null where
+        no human labelled the branch); ``success`` is not read (the judge's verdict takes its
+        place).
+    judge, gold
+        Column names.
+    pair_by, cohort
+        As in :func:`~recoverylab.paired.pairs`.
+
+    Returns
+    -------
+    pl.LazyFrame
+        The pair key (task_id, condition, *pair_by*, method, delay), ``f0``/``f1`` (judge, no
+        recovery / recovery), ``g0``/``g1`` (gold, null where not labelled),
+        ``carried_forward`` and the recovery row's other columns.
+    """
+    lazy = _forks_frame(forks, judge, gold)
+    keys = [*_PAIR_KEY[:2], *key_names("pair_by", pair_by), *_PAIR_KEY[2:]]
+    y = pl.col(gold).cast(pl.Float64)
+    variants = {
+        "f": pl.col(judge).cast(pl.Float64) == 1,
+        "v": y.fill_null(0.0) == 1,
+        "l": y.is_not_null(),
+    }
+    drop = [judge, gold]
+    frames = {
+        name: pairs(lazy.with_columns(value.alias("success")), pair_by=pair_by, cohort=cohort).drop(
+            drop, strict=False
+        )
+        for name, value in variants.items()
+    }
+    judged = frames["f"].rename({"y0": "f0", "y1": "f1"}).drop("outcome")
+    for name in ("v", "l"):
+        judged = judged.join(
+            frames[name].select(
+                *keys, pl.col("y0").alias(f"{name}0"), pl.col("y1").alias(f"{name}1")
+            ),
+            on=keys,
+            how="left",
+            nulls_equal=True,
+        )
+    return judged.with_columns(
+        pl.col("f0", "f1").cast(pl.Float64),
+        pl.when(pl.col("l0")).then(pl.col("v0").cast(pl.Float64)).alias("g0"),
+        pl.when(pl.col("l1")).then(pl.col("v1").cast(pl.Float64)).alias("g1"),
+    ).drop("v0", "v1", "l0", "l1")
+
+
+def summarize_judged(
+    forks: object,
+    *,
+    judge: str,
+    gold: str,
+    by: str | Sequence[str] | None = (),
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    gold_strata: str | Sequence[str] | None = (),
+    lam: float | None = None,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Prediction-powered rescue, harm and effect per (condition, delay, method, *by*).
+
+    The judged counterpart of :func:`~recoverylab.paired.summarize`: the judge's verdict on
+    every branch, human labels on a random subset, PPI++ per cell on the per-pair outcomes
+    (module docstring), intervals clustered by task. Beside each estimate: the judge-only and
+    gold-only estimates and the labelled share.
+
+    Parameters
+    ----------
+    forks
+        The ``forks`` table (any source) with the judge and gold columns.
+    judge, gold
+        The judge's verdict (true/false or 0/1, never null) and the human label (0/1, null where
+        not labelled).
+    by, pair_by, cohort
+        As in :func:`~recoverylab.paired.summarize`.
+    gold_strata
+        Columns within which gold labels were drawn at random (stratified PPI when the labelled
+        share differs by stratum); the pair's (recovery row's) values.
+    lam, confidence
+        As in :func:`recoverylab.stats.judged_cells`.
+
+    Returns
+    -------
+    pl.DataFrame
+        One row per cell × outcome (rescue, harm, effect), sorted: condition, delay, method,
+        *by*, ``outcome``, then :data:`recoverylab.stats.JUDGED_COLUMNS` with ``p_value`` (of
+        0) after ``std_error``. ``n`` counts pairs.
+
+    Raises
+    ------
+    SchemaError
+        A judge column with nulls or values other than 0/1, gold outside {0, 1}, or no gold.
+    """
+    by_keys = list(key_names("by", by))
+    strata = list(key_names("gold_strata", gold_strata))
+    judged = judged_pairs(forks, judge=judge, gold=gold, pair_by=pair_by, cohort=cohort)
+    return stats.judged_paired_cells(
+        judged,
+        cells=["condition", "delay", "method", *by_keys],
+        cluster="task_id",
+        judge=("f0", "f1"),
+        gold=("g0", "g1"),
+        strata=strata,
+        lam=lam,
+        confidence=confidence,
+    )
+
+
+def judge_agreement(
+    forks: object,
+    *,
+    judge: str,
+    gold: str,
+    by: str | Sequence[str] | None = ("condition", "method"),
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Measure the judge's sensitivity, specificity and agreement with the gold labels, per cell.
+
+    Over the labelled branches (each branch one unit, clustered by task); ``by=()`` gives the
+    overall rows. See :func:`recoverylab.stats.judge_error_cells`.
+
+    Returns
+    -------
+    pl.DataFrame
+        The ``by`` columns, ``measure``, ``estimate``, ``ci_low``, ``ci_high``, ``n``,
+        ``n_clusters``, ``ci_method``, ``test``.
+    """
+    lazy = _forks_frame(forks, judge, gold)
+    cells = list(key_names("by", by))
+    part = stats.judged_partials(lazy, by=[*cells, "task_id"], judge=judge, gold=gold)
+    return stats.judge_error_cells(part, cells=cells, cluster="task_id", confidence=confidence)

@@ -1,0 +1,165 @@
+"""Judged units in, judged cells out: the checks of judge and gold columns, paired outcomes.
+
+:func:`check_judged_units` gives one clear error for judge and gold columns that PPI cannot use
+(every protocol calls it before reading data); :func:`judged_paired_cells` turns pairs of judged
+branches into PPI++ rescue, harm and effect (``stats._judged`` holds the estimator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+from recoverylab._errors import ParameterError, SchemaError, format_keys
+from recoverylab.stats._cells import _column_names
+from recoverylab.stats._judged import judged_cells, judged_partials
+
+
+def check_judged_units(
+    units: pl.DataFrame | pl.LazyFrame, *, judge: str, gold: str, table: str = "units"
+) -> None:
+    """Raise one clear error for judge and gold columns a judged outcome cannot use.
+
+    The judge must be in [0, 1] and never null (it scores every unit); gold must be 0/1 (or
+    true/false) where given, and given somewhere.
+
+    Raises
+    ------
+    SchemaError
+        A missing column, a null or out-of-range judge verdict, a gold label outside {0, 1}, or
+        no gold label at all.
+    """
+    frame = units.lazy() if isinstance(units, pl.DataFrame) else units
+    schema = frame.collect_schema()
+    for role, column in (("judge", judge), ("gold", gold)):
+        if column not in schema:
+            raise SchemaError(
+                f"{table}: the {role} column `{column}` is not in the table "
+                f"(columns: {', '.join(schema.names())})."
+            )
+        if not (schema[column].is_numeric() or schema[column] == pl.Boolean):
+            raise SchemaError(
+                f"{table}: the {role} column `{column}` has type {schema[column]}; it must be "
+                "numeric or boolean."
+            )
+    f = pl.col(judge).cast(pl.Float64)
+    y = pl.col(gold).cast(pl.Float64)
+    counts = frame.select(
+        f.is_null().sum().alias("judge_null"),
+        ((f < 0) | (f > 1) | f.is_nan()).sum().alias("judge_out"),
+        ((y != 0) & (y != 1)).sum().alias("gold_out"),
+        y.is_not_null().sum().alias("gold_given"),
+        pl.len().alias("rows"),
+    ).collect()
+    row = counts.row(0, named=True)
+    if row["judge_null"]:
+        raise SchemaError(
+            f"{table}: the judge column `{judge}` has {row['judge_null']} nulls; the judge must "
+            "score every unit (gold labels may be missing, verdicts may not)."
+        )
+    if row["judge_out"]:
+        raise SchemaError(
+            f"{table}: the judge column `{judge}` has {row['judge_out']} values outside [0, 1]; "
+            "a verdict is 0/1 or a probability."
+        )
+    if row["gold_out"]:
+        bad = frame.filter((y != 0) & (y != 1)).select(pl.col(gold)).unique().collect()
+        raise SchemaError(
+            f"{table}: the gold column `{gold}` has {row['gold_out']} values outside {{0, 1}} "
+            f"({format_keys(sorted(bad.to_series().to_list()), total=bad.height)}); a gold label "
+            "is 0/1, true/false, or null where not labelled."
+        )
+    if row["rows"] and not row["gold_given"]:
+        raise SchemaError(
+            f"{table}: the gold column `{gold}` is null on all {row['rows']} rows; PPI needs human "
+            "labels on a random subset. Hint: without gold labels, give the judge's sensitivity "
+            "and specificity for a Rogan–Gladen correction."
+        )
+
+
+#: The outcomes of a judged paired comparison (:func:`judged_paired_cells`), in row order.
+PAIRED_OUTCOMES = ("rescue", "harm", "effect")
+
+
+def judged_paired_cells(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    judge: tuple[str, str],
+    gold: tuple[str, str],
+    strata: Sequence[str] = (),
+    lam: float | None = None,
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """PPI++ rescue, harm and effect of paired branches judged on both sides, per cell.
+
+    Each row of ``pairs`` is one pair (the no-recovery branch ``a`` and the recovery branch
+    ``b``, forked from the same state). Per pair: rescue = (1 − y_a)·y_b, harm = y_a·(1 − y_b),
+    effect = y_b − y_a (= rescue − harm), with the judge's verdicts ``f`` in place of ``y`` for
+    the judge's version. A pair is labelled when both branches have gold; a pair with one gold
+    branch counts as unlabelled (its gold difference is unknown). Each outcome is a judged mean
+    (:func:`judged_cells`; the effect with ``value_range=(-1, 1)`` and a p-value of effect 0).
+
+    Parameters
+    ----------
+    pairs
+        One row per pair: cells, cluster, strata and the four judge/gold columns.
+    cells, cluster, strata, lam, confidence
+        As in :func:`judged_cells`.
+    judge, gold
+        ``(a, b)`` column names of the judge's verdicts (never null) and the gold labels (null
+        where not labelled) of the two branches.
+
+    Returns
+    -------
+    polars.DataFrame
+        :func:`judged_cells`' columns (with ``p_value``) and an ``outcome`` column after the
+        cells (rescue, harm, effect); rescue and harm's p-value is that of a rate of 0.
+    """
+    cells_l = _column_names("cells", cells)
+    strata_l = _column_names("strata", strata)
+    if "outcome" in cells_l:
+        raise ParameterError(
+            "parameter `cells` names `outcome`, the column of the result's outcomes. Hint: "
+            "rename it first."
+        )
+    frame = pairs.lazy() if isinstance(pairs, pl.DataFrame) else pairs
+    fa, fb = (pl.col(c).cast(pl.Float64) for c in judge)
+    ya, yb = (pl.col(c).cast(pl.Float64) for c in gold)
+    both = ya.is_not_null() & yb.is_not_null()
+    values = {
+        "rescue": ((1.0 - fa) * fb, (1.0 - ya) * yb),
+        "harm": (fa * (1.0 - fb), ya * (1.0 - yb)),
+        "effect": (fb - fa, yb - ya),
+    }
+    by = [*cells_l, cluster, *strata_l]
+    parts = []
+    for outcome in PAIRED_OUTCOMES:
+        f, y = values[outcome]
+        judged = frame.select(*by, f.alias("__f"), pl.when(both).then(y).alias("__y"))
+        parts.append(
+            judged_partials(judged, by=by, judge="__f", gold="__y").with_columns(
+                pl.lit(outcome).alias("outcome")
+            )
+        )
+    out = []
+    for outcome, part in zip(PAIRED_OUTCOMES, parts, strict=True):
+        low = -1.0 if outcome == "effect" else 0.0
+        result = judged_cells(
+            part,
+            cells=cells_l,
+            cluster=cluster,
+            strata=strata_l,
+            lam=lam,
+            confidence=confidence,
+            value_range=(low, 1.0),
+            null=0.0,
+        )
+        out.append(result.with_columns(pl.lit(outcome).alias("outcome")))
+    order = {name: i for i, name in enumerate(PAIRED_OUTCOMES)}
+    result = pl.concat(out, how="vertical_relaxed")
+    result = result.with_columns(pl.col("outcome").replace_strict(order).alias("__o"))
+    result = result.sort([*cells_l, "__o"], nulls_last=False).drop("__o")
+    return result.select(*cells_l, "outcome", pl.exclude([*cells_l, "outcome"]))
