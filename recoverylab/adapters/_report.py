@@ -148,8 +148,8 @@ class ReadReport:
 
     def _carried(self, out: ReadReport) -> ReadReport:
         """Copy the fields ``replace`` leaves behind (not ``__init__`` fields) onto ``out``."""
-        object.__setattr__(out, "identity", self.identity)
-        object.__setattr__(out, "unmatched", self.unmatched)
+        for name in ("identity", "unmatched"):
+            object.__setattr__(out, name, getattr(self, name))
         return out
 
     def file_counts(self) -> dict[str, int]:
@@ -229,13 +229,7 @@ class ReadReport:
         excluded = f"excluded: {total:,}" + (f" ({reasons})" if reasons else "")
         hint = f" ({self.hint})" if self.hint else ""
         if self.unmatched:
-            shown_files = ", ".join(self.unmatched[:SHOWN_UNMATCHED])
-            more = len(self.unmatched) - SHOWN_UNMATCHED
-            lines.append(
-                f"  {_count(len(self.unmatched), 'file')} under the roots "
-                f"match{'es' if len(self.unmatched) == 1 else ''} no template, "
-                f"not read: {shown_files}" + (f" ... and {more:,} more" if more > 0 else "")
-            )
+            lines.append(_unmatched_line(self.unmatched))
         if self.identity is not None:
             lines.append("  " + self.identity.describe())
         lines.append("  " + "; ".join(filter(None, (made, excluded))) + hint)
@@ -292,6 +286,16 @@ def exclusion_counts(excluded: pl.DataFrame) -> dict[str, int]:
         return {}
     counts = excluded.group_by("reason").len().sort("reason")
     return dict(zip(counts["reason"].cast(str).to_list(), counts["len"].to_list(), strict=True))
+
+
+def _unmatched_line(unmatched: tuple[str, ...]) -> str:
+    """Return the read report's line for files no path template matched (the first named)."""
+    shown = ", ".join(unmatched[:SHOWN_UNMATCHED])
+    more = len(unmatched) - SHOWN_UNMATCHED
+    verb = "matches" if len(unmatched) == 1 else "match"
+    tail = f" ... and {more:,} more" if more > 0 else ""
+    head = f"  {_count(len(unmatched), 'file')} under the roots {verb} no template"
+    return f"{head}, not read: {shown}{tail}"
 
 
 def _count(n: int, noun: str) -> str:
