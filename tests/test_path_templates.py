@@ -268,3 +268,37 @@ def test_a_template_matching_nothing_names_the_tree(tmp_path: Path) -> None:
     (tmp_path / "a" / "x.txt").write_text("1\n")
     with pytest.raises(SourceError, match=r"matches the template `\{m\}/result.txt`"):
         table.read(table.Logs(tmp_path, files="{m}/result.txt"), to="trials")
+
+
+def test_the_command_line_explodes_and_excludes_tree_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = tmp_path / "lm"
+    for task, scores in {"gsm8k": [[1, 0, 1], [0, 0, 0]], "arc": [[1, 1, -1]]}.items():
+        (root / task).mkdir(parents=True)
+        lines = [{"doc_id": i, "acc": s} for i, s in enumerate(scores)]
+        (root / task / f"samples_{task}_2025-01-01T00.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines)
+        )
+    (root / "results_2025-01-01T00.json").write_text("{}")
+    argv = ["import", "table", str(root), "--files", "{task}/samples_{task}_*.jsonl"]
+    argv += ["--explode", "acc", "--position", "epoch", "--to", "trials", "--scope", "task"]
+    argv += ["--map", "task_id=CAST(doc_id AS VARCHAR)", "--map", "attempt=epoch"]
+    argv += ["--map", "success=acc >= 1", "--exclude", "crashed=acc < 0"]
+    argv += ["--out", str(tmp_path / "out")]
+    code, err = _cli(argv, capsys)
+    assert code == 0, err
+    trials = pl.read_parquet(tmp_path / "out" / "trials.parquet")
+    assert trials.select("task_id", "attempt", "success").rows() == [
+        ("arc/0", 0, True),
+        ("arc/0", 1, True),
+        ("gsm8k/0", 0, True),
+        ("gsm8k/0", 1, False),
+        ("gsm8k/0", 2, True),
+        ("gsm8k/1", 0, False),
+        ("gsm8k/1", 1, False),
+        ("gsm8k/1", 2, False),
+    ]
+    excluded = pl.read_parquet(tmp_path / "out" / "excluded.parquet")
+    assert excluded.select("task_id", "reason").rows() == [("arc/0", "crashed")]
+    assert f"not read: {root / 'results_2025-01-01T00.json'}" in err
