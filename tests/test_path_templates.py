@@ -235,6 +235,18 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
             "`{root}/m/report.json` writes the task_id `e0` twice",
         ),
         (
+            {"m/e0/r.json": '{"model": "other", "score": 1}'},
+            "{model}/{task_id}/r.json",
+            [],
+            "`{root}/m/e0/r.json` holds `model` = `other` where its path says `m`",
+        ),
+        (
+            {"m/rows.csv": "model,task_id\nm,e0\nx,e1\n"},
+            "{model}/rows.csv",
+            [],
+            "`{root}/m/rows.csv` holds `model` = `x` where its path says `m`",
+        ),
+        (
             {"m/report.json": "[1, 2]"},
             "{model}/report.json",
             ["--unnest-keys", "task_id"],
