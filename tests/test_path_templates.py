@@ -314,3 +314,24 @@ def test_the_command_line_explodes_and_excludes_tree_rows(
     excluded = pl.read_parquet(tmp_path / "out" / "excluded.parquet")
     assert excluded.select("task_id", "reason").rows() == [("arc/0", "crashed")]
     assert f"not read: {root / 'results_2025-01-01T00.json'}" in err
+
+
+def test_explode_keeps_an_empty_list_visible_and_checks_its_columns(tmp_path: Path) -> None:
+    from recoverylab._errors import SchemaError
+
+    (tmp_path / "t").mkdir()
+    lines = [{"doc_id": 0, "acc": [1, 0]}, {"doc_id": 1, "acc": []}]
+    (tmp_path / "t" / "s.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    mapping = {"task_id": "CAST(doc_id AS VARCHAR)", "attempt": "epoch", "success": "acc >= 1"}
+    logs = table.Logs(tmp_path, files="{task}/s.jsonl", explode="acc", position="epoch")
+    out = table.read(logs, to="trials", mapping=mapping, exclude={"no_response": "epoch IS NULL"})
+    assert out.tables["trials"].select("task_id", "attempt").rows() == [("0", 0), ("0", 1)]
+    assert out.excluded.select("task_id", "reason").rows() == [("1", "no_response")]
+    for explode, position, words in [
+        ("nope", "epoch", "`nope`, which is not a column of the logs"),
+        ("doc_id", "epoch", "`doc_id`, which holds Int64, not a list"),
+        ("acc", "doc_id", "`position` names `doc_id`, already a column"),
+    ]:
+        bad = table.Logs(tmp_path, files="{task}/s.jsonl", explode=explode, position=position)
+        with pytest.raises(SchemaError, match=words):
+            table.read(bad, to="trials", mapping=mapping)

@@ -399,7 +399,9 @@ def read_tree(
 def explode(frame: pl.LazyFrame, column: str, position: str | None) -> pl.LazyFrame:
     """Return a row per element of the list ``column``, its index (from 0) in ``position``.
 
-    An empty list gives no row (nothing was repeated). lm-evaluation-harness with ``repeats: 3``
+    An empty list gives one row with nulls in both (never a silent drop: a sample without a
+    response is visible; ``exclude={"no_response": "epoch IS NULL"}`` sends it to ``excluded``
+    by reason). lm-evaluation-harness with ``repeats: 3``
     writes each sample's responses as one list (``resps``): ``explode(frame, "resps",
     "epoch")`` gives a row per response.
 
@@ -418,10 +420,9 @@ def explode(frame: pl.LazyFrame, column: str, position: str | None) -> pl.LazyFr
         raise SchemaError(
             f"table: `explode` names `{column}`, which holds {schema[column]}, not a list."
         )
-    kept = frame.filter(pl.col(column).list.len() > 0)
     if position is None:
-        return kept.explode(column)
+        return frame.explode(column, empty_as_null=True)
     if position in schema.names():
         raise SchemaError(f"table: `position` names `{position}`, already a column of the logs.")
     index = pl.int_ranges(0, pl.col(column).list.len(), dtype=pl.Int64).alias(position)
-    return kept.with_columns(index).explode(column, position)
+    return frame.with_columns(index).explode(column, position, empty_as_null=True)
