@@ -264,7 +264,32 @@ PROBE = """
             smallest = {px: size, text: t.textContent.slice(0, 60)};
           }
         });
+        // axis labels that run into each other: level labels whose boxes overlap, or turned
+        // labels (parallel slanted lines) closer to each other than their font size
+        var overlaps = [];
+        Array.prototype.forEach.call(
+          svg ? svg.querySelectorAll("g.role-axis-label") : [], function (axis) {
+            var labels = Array.prototype.map.call(axis.querySelectorAll("text"), function (t) {
+              var turn = /rotate\\(([-\\d.]+)\\)/.exec(t.getAttribute("transform") || "");
+              return {text: t.textContent, box: t.getBoundingClientRect(),
+                      angle: turn ? Number(turn[1]) : 0,
+                      size: parseFloat(window.getComputedStyle(t).fontSize) * scale};
+            }).filter(function (label) { return label.text.trim(); });
+            labels.forEach(function (a, i) {
+              labels.slice(i + 1).forEach(function (b) {
+                var w = Math.min(a.box.right, b.box.right) - Math.max(a.box.left, b.box.left);
+                var h = Math.min(a.box.bottom, b.box.bottom) - Math.max(a.box.top, b.box.top);
+                if (a.angle !== 0 && a.angle === b.angle) {
+                  // the distance between the two slanted baselines, anchored at their right ends
+                  var apart = Math.abs(a.box.right - b.box.right) *
+                    Math.abs(Math.sin(a.angle * Math.PI / 180));
+                  if (h > 1 && apart < 0.9 * a.size) { overlaps.push([a.text, b.text]); }
+                } else if (w > 1 && h > 1) { overlaps.push([a.text, b.text]); }
+              });
+            });
+          });
         return {id: c.id, rendered: c.getAttribute("data-rendered"), svgs: svg ? 1 : 0,
+                overlappingLabels: overlaps.slice(0, 5),
                 canvases: c.querySelectorAll("canvas").length,
                 width: svg ? svg.getBoundingClientRect().width : 0,
                 box: c.getBoundingClientRect().width,
@@ -357,6 +382,8 @@ def test_demo_report_layout_fits_the_viewport(
         # chart text is legible: drawn at 10 px or more, however narrow the page (the SVG's
         # own scale, up to float rounding)
         assert chart["smallestText"]["px"] >= 10 - 1e-3, (chart["id"], chart["smallestText"])
+        # and no two labels of an axis run into each other
+        assert chart["overlappingLabels"] == [], (chart["id"], chart["overlappingLabels"])
     # a wide table scrolls in its box and shows it: shadows at the edges with more to see
     for table in layout["tables"]:
         assert table["overflowX"] == "auto", table

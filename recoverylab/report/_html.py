@@ -406,7 +406,7 @@ _SCRIPT = """
   };
   // Charts are specified at a natural size; here their panel widths are scaled so that each
   // chart fills the width of its column (narrower on a phone, wider on a large screen), with
-  // the text at its own size. CSS scales a chart down only if it still overflows.
+  // the text at its own size. A chart that still overflows is never shrunk: it scrolls.
   function scaled(node, factor, parentKey) {
     if (Array.isArray(node)) {
       return node.map(function (item) { return scaled(item, factor, parentKey); });
@@ -421,7 +421,8 @@ _SCRIPT = """
       } else if (key === "width" && typeof value === "number") {
         copy[key] = Math.max(60, Math.round(value * factor));
       } else if (key === "width" && value && typeof value.step === "number") {
-        copy[key] = {step: Math.max(6, value.step * factor)};
+        // a band narrows to no less than 12 px a mark (its labels turn on a narrow page)
+        copy[key] = {step: Math.max(12, value.step * factor)};
       } else {
         copy[key] = scaled(value, factor, key);
       }
@@ -437,7 +438,26 @@ _SCRIPT = """
     // on a narrow page legends go below the chart, where they take no width from the panels
     var config = Object.assign({}, spec.config);
     config.legend = Object.assign({}, config.legend, {orient: "bottom", direction: "vertical"});
-    return stacked(Object.assign({}, spec, {config: config}));
+    return turned(stacked(Object.assign({}, spec, {config: config})));
+  }
+  function turned(node) {
+    // and the labels of a band axis turn, so narrow bands do not run them into each other
+    if (Array.isArray(node)) { return node.map(turned); }
+    if (!node || typeof node !== "object") { return node; }
+    var copy = {};
+    Object.keys(node).forEach(function (key) {
+      var value = node[key];
+      var band = value && (value.type === "ordinal" || value.type === "nominal");
+      if (key === "x" && band && typeof value === "object") {
+        var axis = Object.assign({}, value.axis, {labelAngle: -45, labelAlign: "right"});
+        copy[key] = Object.assign({}, value, {axis: axis});
+      } else if (key === "datasets" || key === "data") {
+        copy[key] = value;
+      } else {
+        copy[key] = turned(value);
+      }
+    });
+    return copy;
   }
   function stacked(spec) {
     // and charts side by side go one under the other
@@ -454,15 +474,19 @@ _SCRIPT = """
   function draw(id, spec, factor, round) {
     var element = document.getElementById(id);
     var fitted = scaled(element.parentNode.clientWidth < 640 ? narrow(spec) : spec, factor);
+    // no background of its own: the box's edge shadows (more to scroll to) show through
+    fitted.background = null;
     return vegaEmbed("#" + id, fitted, options).then(function (result) {
       // the room is the section's width (vega-embed makes the chart element shrink to fit);
       // the actions menu sits to the right of the chart
       var room = element.parentNode.clientWidth - 40;
       var width = drawnWidth(element);
-      if (round < 4 && width > 0 && room > 0 && Math.abs(room / width - 1) > 0.04) {
+      // panels narrow to no less than 45% of their natural width: a chart whose fixed parts
+      // (bands, labels) do not fit keeps readable panels and scrolls instead
+      var next = Math.max(0.45, factor * Math.min(2.5, Math.max(0.3, room / width)));
+      if (round < 4 && width > 0 && room > 0 && Math.abs(next / factor - 1) > 0.04) {
         result.finalize();
-        var ratio = Math.min(2.5, Math.max(0.3, room / width));
-        return draw(id, spec, factor * ratio, round + 1);
+        return draw(id, spec, next, round + 1);
       }
       return result;
     });
