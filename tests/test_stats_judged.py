@@ -64,11 +64,13 @@ def one_row(frame: pl.DataFrame, **kwargs: object) -> dict:
 def test_unclustered_interval_equals_ppi_python(seed: int) -> None:
     ppi = pytest.importorskip("ppi_py")
     units = judged_units(1500, 1, share=0.1 + 0.05 * seed, seed=seed)
-    row = one_row(partials(units, ["task"]), cells=[], cluster="task")
+    row = one_row(partials(units, ["task"]), cells=[], cluster="task", ci_method="ppi++")
     y, f = units["gold"].to_numpy(), units["judge"].to_numpy()
     lab = ~np.isnan(y)
     for lam in (row["lam"], 0.0, 0.5, 1.0):
-        ours = one_row(partials(units, ["task"]), cells=[], cluster="task", lam=lam)
+        ours = one_row(
+            partials(units, ["task"]), cells=[], cluster="task", lam=lam, ci_method="ppi++"
+        )
         low, high = ppi.ppi_mean_ci(y[lab], f[lab], f[~lab], alpha=0.05, lam=lam)
         point = ppi.ppi_mean_pointestimate(y[lab], f[lab], f[~lab], lam=lam)
         assert ours["estimate"] == pytest.approx(float(np.squeeze(point)), abs=1e-9)
@@ -108,7 +110,7 @@ def cluster_reference(units: pl.DataFrame, lam: float) -> tuple[float, float]:
 @pytest.mark.parametrize("lam", [0.0, 0.4, 1.0])
 def test_clustered_variance_is_the_cluster_linearisation(lam: float) -> None:
     units = judged_units(40, 6, seed=3)
-    row = one_row(partials(units, ["task"]), cells=[], cluster="task", lam=lam)
+    row = one_row(partials(units, ["task"]), cells=[], cluster="task", lam=lam, ci_method="ppi++")
     theta, se = cluster_reference(units, lam)
     assert row["estimate"] == pytest.approx(theta, rel=1e-12)
     assert row["std_error"] == pytest.approx(se, rel=1e-10)
@@ -120,7 +122,7 @@ def test_clustered_variance_is_the_cluster_linearisation(lam: float) -> None:
 
 def test_tuned_lambda_minimises_the_variance() -> None:
     units = judged_units(60, 5, seed=4)
-    row = one_row(partials(units, ["task"]), cells=[], cluster="task")
+    row = one_row(partials(units, ["task"]), cells=[], cluster="task", ci_method="ppi++")
     grid = np.linspace(0, 1, 101)
     ses = [cluster_reference(units, lam)[1] for lam in grid]
     assert row["std_error"] <= min(ses) + 1e-12
@@ -136,6 +138,27 @@ def test_gold_by_cluster_is_recognised() -> None:
     assert row["n_labelled_clusters"] == 27
     _, se = cluster_reference(units, row["lam"])
     assert row["std_error"] == pytest.approx(se, rel=1e-10)
+
+
+def test_logit_interval_by_hand_and_inverts_its_test() -> None:
+    units = judged_units(1500, 1, rate=0.05, share=0.3, seed=14)
+    part = partials(units, ["task"])
+    wald = one_row(part, cells=[], cluster="task", ci_method="ppi++", null=0.03)
+    row = one_row(part, cells=[], cluster="task", null=0.03)  # auto: the logit scale
+    assert (row["ci_method"], row["test"]) == ("ppi++-logit", "wald-logit")
+    theta, se = wald["estimate"], wald["std_error"]
+    z = scipy_stats.norm.ppf(0.975)
+    logit = math.log(theta / (1 - theta))
+    half = z * se / (theta * (1 - theta))
+    assert row["estimate"] == theta
+    assert row["ci_low"] == pytest.approx(1 / (1 + math.exp(-(logit - half))), rel=1e-12)
+    assert row["ci_high"] == pytest.approx(1 / (1 + math.exp(-(logit + half))), rel=1e-12)
+    assert 0.0 < row["ci_low"] < theta < row["ci_high"] < 1.0
+    statistic = abs(logit - math.log(0.03 / 0.97)) / (se / (theta * (1 - theta)))
+    assert row["p_value"] == pytest.approx(2 * scipy_stats.norm.sf(statistic), rel=1e-9)
+    for null in np.linspace(0.01, 0.12, 23):  # θ0 outside exactly when p < 0.05
+        p = one_row(part, cells=[], cluster="task", null=float(null))["p_value"]
+        assert (p < 0.05) == (not row["ci_low"] <= null <= row["ci_high"])
 
 
 # ---------------------------------------------------------------- invariants
@@ -276,8 +299,8 @@ def test_paired_effect_is_rescue_minus_harm_at_a_fixed_lambda() -> None:
     assert out["judge_estimate"][2] == pytest.approx(
         out["judge_estimate"][0] - out["judge_estimate"][1]
     )
-    assert set(out["ci_method"]) == {"ppi++"}
-    for row in out.iter_rows(named=True):  # the interval inverts the z-test of 0
+    assert set(out["ci_method"]) == {"ppi++-logit"}
+    for row in out.iter_rows(named=True):  # the interval inverts the Wald test of 0
         assert (row["p_value"] < 0.05) == (not row["ci_low"] <= 0.0 <= row["ci_high"])
 
 

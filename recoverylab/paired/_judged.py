@@ -112,6 +112,7 @@ def summarize_judged(
     cohort: Cohort = "full",
     gold_strata: str | Sequence[str] | None = (),
     lam: float | None = None,
+    ci_method: str = "auto",
     confidence: float = 0.95,
 ) -> pl.DataFrame:
     """Prediction-powered rescue, harm and effect per (condition, delay, method, *by*).
@@ -133,8 +134,8 @@ def summarize_judged(
     gold_strata
         Columns within which gold labels were drawn at random (stratified PPI when the labelled
         share differs by stratum); the pair's (recovery row's) values.
-    lam, confidence
-        As in :func:`recoverylab.stats.judged_cells`.
+    lam, ci_method, confidence
+        As in :func:`recoverylab.stats.judged_cells` (``auto``: PPI++ on the logit scale).
 
     Returns
     -------
@@ -159,6 +160,7 @@ def summarize_judged(
         gold=("g0", "g1"),
         strata=strata,
         lam=lam,
+        ci_method=ci_method,
         confidence=confidence,
     )
 

@@ -84,7 +84,9 @@ from recoverylab.stats._distributions import _normal_quantile as _normal_quantil
 from recoverylab.stats._distributions import _special as _special
 from recoverylab.stats._judge_error import JUDGE_MEASURES, judge_error_cells, rogan_gladen_cells
 from recoverylab.stats._judged import (
+    JUDGED_CI_METHODS,
     JUDGED_COLUMNS,
+    JUDGED_TESTS,
     JUDGED_VALUES,
     MIN_LABELLED_CLUSTERS,
     MIN_LABELLED_EVENTS,
@@ -151,7 +153,9 @@ __all__ = [
     "BOOTSTRAP_MIN_CLUSTERS",
     "BOOTSTRAP_MIN_EVENTS",
     "CI_METHODS",
+    "JUDGED_CI_METHODS",
     "JUDGED_COLUMNS",
+    "JUDGED_TESTS",
     "JUDGED_VALUES",
     "JUDGE_MEASURES",
     "MIN_LABELLED_CLUSTERS",

@@ -36,8 +36,16 @@ interval is θ̂ ± z·√v (``ci_method = "ppi++"``); it inverts the Wald test 
 several units, v is estimated from K clusters, not from units, and the cluster-robust
 small-sample rule applies: v·K/(K − 1) (CR1) and a t quantile with (labelled clusters − 1)
 degrees of freedom in place of z (Cameron & Miller 2015, J. Human Resources 50(2), §VI; in
-simulation the plain z interval over 100 clusters covered 93–94 %). Bounds are not clipped: a
-rate's PPI bound may pass 0 or 1, as the method computes it.
+simulation the plain z interval over 100 clusters covered 93–94 %).
+
+That interval (``ci_method="ppi++"``) is symmetric; a rare rate's sampling distribution is
+not, and at a 5 % rate it covered 92.6–93.7 % (benchmarks/JUDGED.md; ``ppi_py``'s covers the
+same). The default (``"auto"`` = ``"ppi++-logit"``) builds it on the logit scale of the value
+range instead: with u = (θ − lo)/(hi − lo), logit(û) ± q·se/((hi − lo)·û(1 − û)) (delta method),
+mapped back, so the bounds lie inside the range and lean the way the estimate's distribution
+does; it inverts the Wald test on that scale (``test = "wald-logit"``). An estimate on or beyond
+the range's ends has no logit: that row takes the gold-only fallback below. Bounds are never
+clipped: ``"ppi++"``'s may pass 0 or 1, as that method computes them.
 
 With one unit per cluster and one stratum, v (no factor, z) is exactly ``ppi_py.ppi_mean_ci``'s
 (Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ; ``ppi_py``'s default λ
@@ -89,6 +97,7 @@ from recoverylab._errors import (
     RecoveryLabWarning,
     SchemaError,
     format_keys,
+    require_one_of,
 )
 from recoverylab.stats._cells import _column_names
 from recoverylab.stats._checks import _check_confidence
@@ -106,9 +115,11 @@ JUDGED_VALUES = (
     "gold_square",
 )
 
-#: The interval method of a prediction-powered row and the test it inverts.
-JUDGED_CI_METHOD = "ppi++"
-JUDGED_TEST = "wald-z"
+#: Interval methods of a judged mean: ``auto`` (the default) is ``ppi++-logit``.
+JUDGED_CI_METHODS = ("auto", "ppi++", "ppi++-logit")
+
+#: The test each prediction-powered interval inverts (``test`` column).
+JUDGED_TESTS = {"ppi++": "wald-z", "ppi++-logit": "wald-logit"}
 
 #: Below this many labelled clusters in a cell, the gold-only exact interval is used (warned).
 MIN_LABELLED_CLUSTERS = 20
@@ -195,6 +206,7 @@ def judged_cells(
     cluster: str,
     strata: Sequence[str] = (),
     lam: float | None = None,
+    ci_method: str = "auto",
     confidence: float = 0.95,
     value_range: tuple[float, float] = (0.0, 1.0),
     null: float | None = None,
@@ -219,6 +231,9 @@ def judged_cells(
         Columns of the gold design's strata (labels missing at random within each).
     lam
         A fixed power-tuning weight (0: gold only, 1: plain PPI); ``None`` tunes it per stratum.
+    ci_method
+        ``"auto"`` (``"ppi++-logit"``), ``"ppi++-logit"`` (the interval on the logit scale of
+        the value range, mapped back) or ``"ppi++"`` (θ̂ ± z·se, ``ppi_py``'s).
     confidence
         Confidence level in (0, 1).
     value_range
@@ -248,6 +263,8 @@ def judged_cells(
         raise ParameterError(f"parameter `cluster` is {cluster!r}; it must be a column name.")
     confidence = _check_confidence(confidence)
     lo, hi = _check_range(value_range)
+    require_one_of("ci_method", ci_method, JUDGED_CI_METHODS)
+    method = "ppi++-logit" if ci_method == "auto" else ci_method
     if lam is not None and not (isinstance(lam, int | float) and 0.0 <= float(lam) <= 1.0):
         raise ParameterError(f"parameter `lam` is {lam!r}; it must be None or a number in [0, 1].")
     keys, rows = _collect_rows(partials, cells_l, cluster, strata_l)
@@ -255,6 +272,9 @@ def judged_cells(
         return _empty(keys, null is not None)
     n_cells, n_strata = int(rows["c"].max()) + 1, int(rows["h"].max()) + 1
     fit = _fit(rows, n_cells, n_strata, lam, confidence, lo)
+    if method == "ppi++-logit":
+        fit |= _logit_bounds(fit, lo, hi)
+    fit["method"] = method
     fallback = _fallback(rows, fit, n_cells, n_strata, confidence, lo, hi)
     return _judged_frame(keys, fit, fallback, n_cells, strata_l, null, cells_l)
 
@@ -431,6 +451,7 @@ def _fit(
     se, se_gold = se * factor, se_gold * factor
     return {
         "df": df,
+        "quantile": z,
         "theta": theta + nan,
         "se": se + nan,
         "low": theta - z * se + nan,
@@ -630,6 +651,7 @@ def _judged_frame(
         | (fit["n_labelled"] < MIN_LABELLED_UNITS)
         | (fit["sparse_events"] < MIN_LABELLED_EVENTS)
     )
+    small |= fit.get("boundary", np.zeros(n_cells, dtype=bool))
     small &= ~fit["undefined"] & (fit["n_labelled"] > 0)
     estimate = np.where(small, fit["gold"], fit["theta"])
     low = np.where(small, fallback["low"], fit["low"])
@@ -637,9 +659,13 @@ def _judged_frame(
     method = np.where(
         small,
         np.where(fallback["one_stratum"], "korn-graubard", "korn-graubard-bonferroni"),
-        JUDGED_CI_METHOD,
+        fit["method"],
     )
-    test = np.where(small, np.where(fallback["one_stratum"], "exact-binomial", "none"), JUDGED_TEST)
+    test = np.where(
+        small,
+        np.where(fallback["one_stratum"], "exact-binomial", "none"),
+        JUDGED_TESTS[fit["method"]],
+    )
     lam = fit["lam"]
     present = fit["strata_present"]
     lam_cell = np.where(present.sum(axis=1) == 1, (lam * present).sum(axis=1), math.nan)
@@ -688,11 +714,51 @@ def _judged_frame(
     return pl.concat([keys, body], how="horizontal") if cells else body
 
 
+def _logit(u: np.ndarray | float) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.log(u) - np.log1p(-np.asarray(u)))
+
+
+def _expit(x: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-x)))
+
+
+def _logit_bounds(fit: dict[str, Any], lo: float, hi: float) -> dict[str, Any]:
+    """Return the bounds on the logit scale of the value range, mapped back (delta method).
+
+    u = (θ − lo) / (hi − lo) in (0, 1); logit(û) ± q·se / ((hi − lo) û (1 − û)), mapped back.
+    The interval then lies inside the range and is skewed as a rare rate's sampling
+    distribution is (the plain Wald interval covered 92.6–93.7 % at a 5 % rate, JUDGED.md).
+    An estimate on or outside the range has no logit: that row takes the gold-only fallback.
+    """
+    span = hi - lo
+    out: dict[str, Any] = {}
+    # the gold-only (λ = 0) interval's own standard error, from its symmetric bounds
+    gold_se = (fit["gold_high"] - fit["gold_low"]) / (2.0 * fit["quantile"])
+    for name, centre, se in (("", fit["theta"], fit["se"]), ("gold_", fit["gold"], gold_se)):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            u = (centre - lo) / span
+            scaled = _logit(u)
+            scale_se = se / (span * u * (1.0 - u))
+            inside = (u > 0.0) & (u < 1.0)
+            q = fit["quantile"]
+            low = np.where(inside, lo + span * _expit(scaled - q * scale_se), np.nan)
+            high = np.where(inside, lo + span * _expit(scaled + q * scale_se), np.nan)
+        out[f"{name}low"], out[f"{name}high"] = low, high
+        if not name:
+            out |= {"scaled": scaled, "scale_se": scale_se, "boundary": ~inside & np.isfinite(u)}
+    return out
+
+
 def _p_values(
     fit: dict[str, Any], fallback: dict[str, np.ndarray], small: np.ndarray, null: float
 ) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.abs(fit["theta"] - null) / fit["se"]
+        if "scale_se" in fit:  # the logit scale: the Wald test the interval inverts there
+            lo, hi = fallback["range"]
+            z = np.abs(fit["scaled"] - _logit((null - lo) / (hi - lo))) / fit["scale_se"]
+        else:
+            z = np.abs(fit["theta"] - null) / fit["se"]
         tail = np.where(
             np.isfinite(fit["df"]),
             _special().stdtr(np.where(np.isfinite(fit["df"]), fit["df"], 1.0), -z),

@@ -91,6 +91,7 @@ def judged_paired_cells(
     gold: tuple[str, str],
     strata: Sequence[str] = (),
     lam: float | None = None,
+    ci_method: str = "auto",
     confidence: float = 0.95,
 ) -> pl.DataFrame:
     """PPI++ rescue, harm and effect of paired branches judged on both sides, per cell.
@@ -106,7 +107,7 @@ def judged_paired_cells(
     ----------
     pairs
         One row per pair: cells, cluster, strata and the four judge/gold columns.
-    cells, cluster, strata, lam, confidence
+    cells, cluster, strata, lam, ci_method, confidence
         As in :func:`judged_cells`.
     judge, gold
         ``(a, b)`` column names of the judge's verdicts (never null) and the gold labels (null
@@ -153,6 +154,7 @@ def judged_paired_cells(
             cluster=cluster,
             strata=strata_l,
             lam=lam,
+            ci_method=ci_method,
             confidence=confidence,
             value_range=(low, 1.0),
             null=0.0,

@@ -1,0 +1,277 @@
+"""Coverage and width of judged outcomes (PPI++, ``stats.judged_cells``), written to JUDGED.md.
+
+Issue 40: outcomes scored by an LLM judge are biased by the judge's errors; a random human-
+labelled subset corrects them (prediction-powered inference, PPI++). This script simulates a
+judge of known accuracy over many units and gold labels on a random subset, and measures, per
+setting, with its Monte Carlo standard error:
+
+* the coverage of the true rate (or paired effect) by the interval each row got (``ppi++``, or
+  the gold-only Korn–Graubard fallback where labels are too few: its share is shown),
+* the mean width against the gold-only interval (λ = 0, the same cluster-aware variance: the
+  ``gold_ci_*`` columns) and against the gold-only Korn–Graubard interval,
+* the judge-only estimate's bias and the coverage of its Korn–Graubard interval
+  (``stats.rate_cells`` on the judge's verdicts, as if they were the truth).
+
+Each replicate is one cell of one call, so the library's own vectorised functions are what is
+measured.
+
+Data model. K clusters (tasks) of m units; a cluster's rate is expit(logit p + u), u ~ N(0, σ²)
+(σ = 1 clustered, σ = 0 with m = 1 unclustered); the judge reports the truth with probability
+``accuracy`` (sensitivity = specificity = accuracy), independently per unit; gold labels are
+drawn on a random share of units ("unit") or of whole clusters ("cluster"). The truth is the
+population rate E[expit(logit p + u)] (Gauss–Hermite, 80 nodes). Paired: per unit a pair of
+branches, y0 ~ the cluster's rate, the recovery branch flips a failure to success with chance
+``r`` (rescue) and a success to failure with chance ``h`` (harm); both branches are judged; a
+pair is labelled when both are (pairs drawn at random); truth effect = (1 − p̄) r − p̄ h.
+
+Usage: ``nice -n 10 python benchmarks/judged.py [--reps 1000] [--quick]``; writes
+``benchmarks/JUDGED.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from recoverylab import stats
+
+OUT = Path(__file__).resolve().parent / "JUDGED.md"
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One simulated design."""
+
+    structure: str  # "unclustered", "clustered, gold by unit", "clustered, gold by cluster"
+    accuracy: float
+    share: float
+    rate: float
+    paired: bool = False
+
+    @property
+    def shape(self) -> tuple[int, int, float]:
+        """Clusters, units per cluster and the random effect's sd."""
+        if self.structure == "unclustered":
+            return 1000, 1, 0.0
+        return 100, 10, 1.0
+
+
+def truth(rate: float, sd: float) -> float:
+    """Return E[expit(logit rate + u)], u ~ N(0, sd²), by Gauss–Hermite quadrature."""
+    nodes, weights = np.polynomial.hermite_e.hermegauss(80)
+    logit = math.log(rate / (1 - rate))
+    return float(np.sum(weights / (1 + np.exp(-(logit + sd * nodes)))) / math.sqrt(2 * math.pi))
+
+
+def simulate(setting: Setting, reps: int, rng: np.random.Generator) -> pl.DataFrame:
+    """Return one row per (replicate, unit): rep, task, judge and gold columns."""
+    k, m, sd = setting.shape
+    logit = math.log(setting.rate / (1 - setting.rate))
+    p = 1 / (1 + np.exp(-(logit + sd * rng.standard_normal((reps, k)))))
+    p_units = np.repeat(p, m, axis=1).reshape(-1)
+    rep = np.repeat(np.arange(reps), k * m)
+    task = np.tile(np.repeat(np.arange(k), m), reps)
+    n = p_units.size
+
+    def judged(y: np.ndarray) -> np.ndarray:
+        return np.where(rng.random(n) < setting.accuracy, y, 1.0 - y)
+
+    if setting.structure.endswith("by cluster"):
+        labelled = np.repeat(rng.random((reps, k)) < setting.share, m, axis=1).reshape(-1)
+    else:
+        labelled = rng.random(n) < setting.share
+    y0 = (rng.random(n) < p_units).astype(float)
+    if not setting.paired:
+        gold = np.where(labelled, y0, np.nan)
+        return pl.DataFrame({"rep": rep, "task": task, "f": judged(y0), "g": gold}).with_columns(
+            pl.col("g").fill_nan(None)
+        )
+    rescue, harm = PAIRED_FLIPS
+    flip = rng.random(n) < np.where(y0 == 1, harm, rescue)
+    y1 = np.where(flip, 1.0 - y0, y0)
+    return pl.DataFrame(
+        {
+            "rep": rep,
+            "task": task,
+            "f0": judged(y0),
+            "f1": judged(y1),
+            "g0": np.where(labelled, y0, np.nan),
+            "g1": np.where(labelled, y1, np.nan),
+        }
+    ).with_columns(pl.col("g0", "g1").fill_nan(None))
+
+
+#: (rescue, harm) chances of the paired settings.
+PAIRED_FLIPS = (0.25, 0.08)
+
+
+def measure(setting: Setting, reps: int, seed: int) -> dict[str, Any]:
+    """Simulate one setting and return its coverage, widths and the judge-only comparison."""
+    rng = np.random.default_rng(seed)
+    units = simulate(setting, reps, rng)
+    _, _, sd = setting.shape
+    base = truth(setting.rate, sd)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fallback warning: its share is reported
+        if setting.paired:
+            out = stats.judged_paired_cells(
+                units, cells=["rep"], cluster="task", judge=("f0", "f1"), gold=("g0", "g1")
+            ).filter(pl.col("outcome") == "effect")
+            rescue, harm = PAIRED_FLIPS
+            target = (1 - base) * rescue - base * harm
+            judge_ci = None
+        else:
+            part = stats.judged_partials(units, by=["rep", "task"], judge="f", gold="g")
+            out = stats.judged_cells(part, cells=["rep"], cluster="task")
+            target = base
+            judge_ci = stats.rate_cells(
+                part.with_columns(m=pl.col("n_labelled") + pl.col("n_unlabelled"))
+                .with_columns(y=pl.col("judge_labelled") + pl.col("judge_unlabelled"))
+                .select("rep", "task", "y", "m"),
+                cells=["rep"],
+                numerator="y",
+                denominator="m",
+                ci_method="korn-graubard",
+            )
+    covered = (out["ci_low"] <= target) & (target <= out["ci_high"])
+    gold_covered = (out["gold_ci_low"] <= target) & (target <= out["gold_ci_high"])
+    ppi_rows = out["ci_method"].str.starts_with("ppi++")
+    row: dict[str, Any] = {
+        "setting": setting,
+        "truth": target,
+        "reps": out.height,
+        "coverage": float(covered.mean()),
+        "fallback": float(1 - ppi_rows.mean()),
+        "width": float((out["ci_high"] - out["ci_low"]).mean()),
+        "gold_width": float((out["gold_ci_high"] - out["gold_ci_low"]).mean()),
+        "gold_coverage": float(gold_covered.mean()),
+        "ppi_not_wider": float(
+            ((out["ci_high"] - out["ci_low"]) <= (out["gold_ci_high"] - out["gold_ci_low"]) + 1e-12)
+            .filter(ppi_rows)
+            .mean()
+            if ppi_rows.any()
+            else math.nan
+        ),
+        "judge_bias": float(out["judge_estimate"].mean() - target),
+        "ppi_bias": float(out["estimate"].mean() - target),
+    }
+    if judge_ci is not None:
+        hit = (judge_ci["ci_low"] <= target) & (target <= judge_ci["ci_high"])
+        row["judge_coverage"] = float(hit.mean())
+    else:  # paired: no exact judge-only interval of a difference here; its bias only
+        row["judge_coverage"] = math.nan
+    return row
+
+
+def _not_wider(out: pl.DataFrame, ppi_rows: pl.Series) -> float:
+    """Share of PPI++ rows whose interval is no wider than the gold-only one (λ = 0)."""
+    if not ppi_rows.any():
+        return math.nan
+    width = out["ci_high"] - out["ci_low"]
+    gold = out["gold_ci_high"] - out["gold_ci_low"]
+    return float((width <= gold + 1e-12).filter(ppi_rows).mean())
+
+
+def settings(quick: bool) -> list[Setting]:
+    """Return the simulated grid (the issue's ranges)."""
+    structures = ("unclustered", "clustered, gold by unit", "clustered, gold by cluster")
+    accuracies = (0.7, 0.85, 0.95)
+    shares = (0.05, 0.15, 0.3)
+    rates = (0.05, 0.4)
+    if quick:
+        accuracies, shares = (0.85,), (0.15,)
+    grid = [
+        Setting(s, a, sh, r)
+        for s, a, sh, r in itertools.product(structures, accuracies, shares, rates)
+    ]
+    grid += [
+        Setting(s, a, sh, 0.4, paired=True)
+        for s, a, sh in itertools.product(structures[:2], accuracies, shares)
+    ]
+    return grid
+
+
+def mc_error(p: float, n: int) -> float:
+    return math.sqrt(max(p * (1 - p), 1e-12) / n)
+
+
+def write(results: list[dict[str, Any]], reps: int, seconds: float) -> None:
+    """Write JUDGED.md from the measured rows."""
+    lines = [
+        "# Judged outcomes: PPI++ coverage, width and the judge-only bias",
+        "",
+        "Written by `benchmarks/judged.py` (" + f"{reps} replicates per setting, "
+        f"{seconds:.0f} s). Module docstring: the data model. 95 % two-sided intervals; "
+        "coverage ± its Monte Carlo standard error. `fallback`: share of replicates whose "
+        "labels were too few for PPI++ (gold-only Korn–Graubard instead, ci_method says so). "
+        "`gold` width: the gold-only interval of the same cluster-aware variance (λ = 0). "
+        "`not wider`: share of PPI++ rows no wider than that gold-only interval. Judge-only: the "
+        "judge's verdicts taken as truth (Korn–Graubard interval; paired rows: bias only).",
+        "",
+        "| structure | outcome | accuracy | labelled | truth | coverage | fallback | width "
+        "| gold width | gold coverage | not wider | PPI bias | judge-only bias "
+        "| judge-only coverage |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        s = r["setting"]
+        n = int(r["reps"])
+        outcome = "paired effect" if s.paired else f"rate {s.rate:g}"
+        judge_cov = r["judge_coverage"]
+        judge_text = "—" if math.isnan(judge_cov) else f"{judge_cov:.1%}"
+        cells = [
+            s.structure,
+            outcome,
+            f"{s.accuracy:g}",
+            f"{s.share:.0%}",
+            f"{r['truth']:.4f}",
+            f"{r['coverage']:.1%} ± {mc_error(r['coverage'], n):.1%}",
+            f"{r['fallback']:.0%}",
+            f"{r['width']:.4f}",
+            f"{r['gold_width']:.4f}",
+            f"{r['gold_coverage']:.1%}",
+            f"{r['ppi_not_wider']:.0%}",
+            f"{r['ppi_bias']:+.4f}",
+            f"{r['judge_bias']:+.4f}",
+            judge_text,
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    worst = min(results, key=lambda r: r["coverage"])
+    lines += ["", f"Lowest coverage: {worst['coverage']:.1%} ({worst['setting']}).", ""]
+    OUT.write_text("\n".join(lines), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=1000)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=40)
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    results = []
+    for i, setting in enumerate(settings(args.quick)):
+        row = measure(setting, args.reps, args.seed + i)
+        results.append(row)
+        print(
+            f"{setting}: coverage {row['coverage']:.3f}, fallback {row['fallback']:.2f}, "
+            f"width {row['width']:.4f} vs gold {row['gold_width']:.4f}, "
+            f"judge bias {row['judge_bias']:+.4f}",
+            file=sys.stderr,
+            flush=True,
+        )
+    write(results, args.reps, time.perf_counter() - start)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
