@@ -317,6 +317,11 @@ def _rows_frame(path: Path, rows: list[dict[str, Any]]) -> pl.LazyFrame:
         raise SourceError(f"`{path}` cannot be read as rows ({first}).") from None
 
 
+def _is_number_file(path: Path) -> bool:
+    """Whether a matched file is read as one number (any suffix but the table formats')."""
+    return strip_compression(path).suffix.lower() not in (*_TABLES, ".json", *_LINES)
+
+
 def read_match(
     match: Match,
     unnest_keys: str | None,
@@ -325,7 +330,9 @@ def read_match(
     """Return one matched file's rows with its bound values and its path (``LOG``) as columns."""
     path = match.path
     suffix = strip_compression(path).suffix.lower()
-    if suffix in _TABLES:
+    if _is_number_file(path):
+        frame = pl.DataFrame([number_row(path)]).lazy()
+    elif suffix in _TABLES:
         frame = scan_table(path)
     elif suffix in (".json", *_LINES):
         rows = json_rows(path, unnest_keys)
@@ -338,8 +345,6 @@ def read_match(
                     )
                 row.pop(name, None)
         frame = _rows_frame(path, rows)
-    else:
-        frame = pl.DataFrame([number_row(path)]).lazy()
     schema = frame.collect_schema()
     for name in (n for n in match.values if n in schema.names()):
         # a table file's own column of a bound name must hold the path's value (as hive values)
@@ -387,7 +392,14 @@ def read_tree(
             f"no file under {', '.join(f'`{r}`' for r in roots)} matches the template "
             f"`{files}` (the tree holds {shown}{' ...' if len(tree.unmatched) > 3 else ''})."
         )
-    frames = [read_match(m, unnest_keys, scan_table) for m in matches]
+    numbers = [m for m in matches if _is_number_file(m.path)]
+    frames = [
+        read_match(m, unnest_keys, scan_table) for m in matches if not _is_number_file(m.path)
+    ]
+    if numbers:  # one frame for every number file: thousands of result.txt read in one go
+        rows = [{**number_row(m.path), **m.values, LOG: str(m.path)} for m in numbers]
+        schema = {"value": pl.Float64, **dict.fromkeys(template.names, pl.String), LOG: pl.String}
+        frames.append(pl.DataFrame(rows, schema=schema).lazy())
     try:
         frame = pl.concat(frames, how="diagonal_relaxed")
     except pl.exceptions.PolarsError as exc:
