@@ -241,6 +241,13 @@ FACES: dict[str, Face] = {
         estimates=("effect", "break_even"), counts=("n", "n_tasks", "rescue", "harm")
     ),
     "paired.contrast": Face(estimates=("difference",), counts=("n_tasks",)),
+    "paired.judged": Face(
+        estimates=("estimate",),
+        counts=("n", "n_labelled"),
+        main=("judge_estimate", "gold_estimate", "labelled_share"),
+        rates=("judge_estimate", "gold_estimate", "labelled_share"),
+    ),
+    "judge.agreement": Face(estimates=("estimate",), counts=("n", "n_clusters")),
     "paired.policy": Face(
         estimates=("gain",),
         counts=("n", "rescue", "harm"),
@@ -328,6 +335,8 @@ STATISTIC_NOTES = (
     "interpretation",
     "alternative",
     "power_method",
+    "gold_drawn_by",
+    "assumption",
 )
 
 

@@ -8,6 +8,8 @@ judge's verdicts; bad judge and gold columns are one clear error.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -105,3 +107,82 @@ def test_no_gold_is_one_error(forks: pl.DataFrame) -> None:
         paired.summarize_judged(
             forks.with_columns(gold=pl.lit(None, pl.Int8)), judge="judge", gold="gold"
         )
+
+
+# ---------------------------------------------------------------- command line
+
+
+def test_cli_judged_paired_writes_the_api_result(
+    forks: pl.DataFrame, tmp_path: Path, cli: Callable
+) -> None:
+    source = tmp_path / "forks.parquet"
+    forks.write_parquet(source)
+    out, agreement = tmp_path / "judged.parquet", tmp_path / "judge.parquet"
+    result = cli(
+        "paired",
+        source,
+        "--judge",
+        "judge",
+        "--gold",
+        "gold",
+        "--out",
+        out,
+        "--judge-out",
+        agreement,
+    )
+    assert result.code == 0, result.err
+    with pytest.warns(RecoveryLabWarning, match=FEW):
+        expected = paired.summarize_judged(forks, judge="judge", gold="gold")
+    keys = ["condition", "delay", "method", "outcome"]
+    written = pl.read_parquet(out).sort(keys)  # the writer sorts by the keys
+    expected = expected.sort(keys)
+    assert written.columns == expected.columns
+    assert (written["estimate"] - expected["estimate"]).abs().max() < 1e-12
+    assert pl.read_parquet(agreement)["measure"].unique().sort().to_list() == [
+        "agreement",
+        "sensitivity",
+        "specificity",
+    ]
+    assert "recoverylab paired: warning: judged outcome:" in result.err
+
+
+@pytest.mark.parametrize(
+    ("change", "options", "message"),
+    [
+        (
+            pl.when(pl.col("gold") == 1).then(2).otherwise(pl.col("gold")).alias("gold"),
+            ("--judge", "judge", "--gold", "gold"),
+            "forks: the gold column `gold` has",
+        ),
+        (
+            pl.when(pl.col("method") == "none")
+            .then(None)
+            .otherwise(pl.col("judge"))
+            .alias("judge"),
+            ("--judge", "judge", "--gold", "gold"),
+            "forks: the judge column `judge` has",
+        ),
+        (
+            pl.lit(None, pl.Int8).alias("gold"),
+            ("--judge", "judge", "--gold", "gold"),
+            "forks: the gold column `gold` is null on all",
+        ),
+        (pl.col("gold"), ("--gold", "gold"), "`--gold` and `--judge-out` need `--judge COL`"),
+        (pl.col("gold"), ("--judge", "judge"), "`--judge` needs `--gold COL`"),
+    ],
+)
+def test_cli_bad_judged_input_is_one_line_exit_2(
+    forks: pl.DataFrame,
+    tmp_path: Path,
+    cli: Callable,
+    change: pl.Expr,
+    options: tuple[str, ...],
+    message: str,
+) -> None:
+    source = tmp_path / "forks.parquet"
+    forks.with_columns(change).write_parquet(source)
+    result = cli("paired", source, *options)
+    assert result.code == 2
+    lines = [line for line in result.err.splitlines() if not line.startswith("[paired")]
+    assert len(lines) == 1, result.err
+    assert message in lines[0]

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, RecoveryLabWarning
 from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli._common import (
     Progress,
@@ -107,7 +109,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         help="also write the keys of the excluded recovery rows (unpaired, prefix_mismatch)",
     )
-    parser.set_defaults(func=run_paired)
+    _add_judged(parser)
+    parser.set_defaults(func=_paired_command)
 
     parser = subparsers.add_parser(
         "contrast",
@@ -141,6 +144,97 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_common(parser, cohort=False)
     parser.set_defaults(func=run_policy)
+
+
+def _add_judged(parser: argparse.ArgumentParser) -> None:
+    """Add the options of a judged outcome (ARCHITECTURE §10; issue 40)."""
+    group = parser.add_argument_group(
+        "judged outcomes",
+        "when an LLM judge decided the outcome: prediction-powered (PPI++) rescue, harm and "
+        "effect from the judge on every branch and human labels on a random subset",
+    )
+    group.add_argument("--judge", metavar="COL", help="the judge's verdict (every branch)")
+    group.add_argument(
+        "--gold", metavar="COL", help="the human label (0/1; null where not labelled)"
+    )
+    group.add_argument(
+        "--gold-strata",
+        type=split_list,
+        default=(),
+        metavar="COLS",
+        help="columns within which gold labels were drawn at random (stratified PPI)",
+    )
+    group.add_argument(
+        "--judge-out", type=Path, help="also write the judge's sensitivity and specificity here"
+    )
+
+
+def _paired_command(args: argparse.Namespace) -> None:
+    """Run ``paired``: the judged summary when a judge column is named, else :func:`run_paired`."""
+    if args.judge is None and args.gold is None and args.judge_out is None:
+        run_paired(args)
+        return
+    if args.judge is None:
+        raise ParameterError("`--gold` and `--judge-out` need `--judge COL`, the judge's verdict.")
+    _run_judged(args)
+
+
+def _run_judged(args: argparse.Namespace) -> None:
+    """Judged rescue, harm and effect (PPI++), and the judge's agreement with the gold."""
+    from recoverylab import paired
+
+    progress = Progress("paired", quiet=args.quiet)
+    for target in (args.out, args.judge_out):
+        if target is not None:
+            guard_output(target, args)
+    engine = spark_cli.engine_from(args)
+    if engine != "polars":
+        spark_cli.refuse(args, ("judge", "gold"))
+    forks = source(args.forks, engine)
+    if args.gold is None:
+        raise ParameterError(
+            "`--judge` needs `--gold COL`: the human labels on a random subset of branches."
+        )
+    unsupported = [
+        f"--{name.replace('_', '-')}"
+        for name in ("overlap", "pairs_out", "exclusions_out", "break_even", "adjust")
+        if getattr(args, name, None)
+    ]
+    if args.ci_method != "auto" or args.alternative != "two-sided":
+        unsupported.append("--ci-method/--alternative")
+    if unsupported:
+        raise ParameterError(
+            f"{', '.join(f'`{u}`' for u in unsupported)} cannot be used with `--judge`; a "
+            "judged summary is two-sided PPI++ (ci_method ppi++-logit)."
+        )
+    progress("judged outcomes: pairing the judge's verdicts, the gold labels and PPI++")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecoveryLabWarning)
+        summary = paired.summarize_judged(
+            forks,
+            judge=args.judge,
+            gold=args.gold,
+            by=args.by,
+            pair_by=args.pair_by,
+            cohort=args.cohort,
+            gold_strata=args.gold_strata,
+            confidence=args.confidence,
+        )
+        agreement = None
+        if args.judge_out is not None:
+            agreement = paired.judge_agreement(forks, judge=args.judge, gold=args.gold)
+    if not args.quiet:
+        for warning in caught:
+            print(f"recoverylab paired: warning: {warning.message}", file=sys.stderr)
+    emit(
+        summary,
+        args.out,
+        args,
+        title="judged rescue, harm and effect (PPI++: judge on every branch, gold on a subset)",
+        face="paired.judged",
+    )
+    if agreement is not None:
+        emit(agreement, args.judge_out, args, face="judge.agreement")
 
 
 def _statistics(args: argparse.Namespace) -> dict[str, Any]:
