@@ -335,3 +335,67 @@ def test_explode_keeps_an_empty_list_visible_and_checks_its_columns(tmp_path: Pa
         bad = table.Logs(tmp_path, files="{task}/s.jsonl", explode=explode, position=position)
         with pytest.raises(SchemaError, match=words):
             table.read(bad, to="trials", mapping=mapping)
+
+
+def _lm_eval_run(folder: Path, arms: dict[str, dict], date: str = "2025-01-01T00-00") -> None:
+    """An lm-evaluation-harness output directory: results_{date}.json and samples per task."""
+    folder.mkdir(parents=True, exist_ok=True)
+    configs = {task: {"task": task, "repeats": 2, "metadata": meta} for task, meta in arms.items()}
+    (folder / f"results_{date}.json").write_text(json.dumps({"configs": configs, "results": {}}))
+    for task in arms:
+        lines = [{"doc_id": i, "filtered_resps": [f"{task}{i}", "x"]} for i in range(2)]
+        (folder / f"samples_{task}_{date}.jsonl").write_text(
+            "".join(json.dumps(line) + "\n" for line in lines)
+        )
+
+
+def test_a_context_file_gives_each_file_its_arms(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    _lm_eval_run(root / "model-a", {"gsm8k": {"arm": "none"}, "arc": {"arm": "none"}})
+    _lm_eval_run(root / "model-b", {"gsm8k": {"arm": "retry"}, "arc": {"arm": "retry"}})
+    logs = table.Logs(
+        root,
+        files="{model}/samples_{task}_*.jsonl",
+        explode="filtered_resps",
+        position="epoch",
+        context="{model}/results_*.json:configs.{task}.metadata",
+    )
+    out = table.read(
+        logs,
+        to="forks",
+        mapping={
+            "task_id": "task || '-' || CAST(doc_id AS VARCHAR)",
+            "condition": "'clean'",
+            "method": "context.arm",
+            "delay": "CASE WHEN context.arm = 'none' THEN NULL ELSE 0 END",
+            "success": "filtered_resps <> 'x'",
+        },
+        key=("epoch",),
+    )
+    forks = out.tables["forks"]
+    assert forks.height == 2 * 2 * 2 * 2  # models x tasks x docs x epochs
+    assert set(forks["method"]) == {"none", "retry"}
+    assert forks.filter(pl.col("epoch") == 0)["success"].all()
+    assert not forks.filter(pl.col("epoch") == 1)["success"].any()
+    read = set(out.report.files_read) - set(out.report.used)
+    assert read == {str(p) for p in root.glob("*/results_*.json")}  # read, no unit of theirs
+    assert out.report.unmatched == ()
+
+
+def test_a_context_file_must_be_one_and_hold_the_key(tmp_path: Path) -> None:
+    root = tmp_path / "out"
+    _lm_eval_run(root / "m", {"gsm8k": {"arm": "none"}})
+    base = {"files": "{model}/samples_{task}_*.jsonl", "explode": "filtered_resps"}
+    mapping = {"task_id": "task", "attempt": "0", "success": "true"}
+    missing = table.Logs(root, **base, context="{model}/results_*.json:configs.{task}.meta")
+    with pytest.raises(SourceError, match=r"has no `configs.gsm8k.meta` \(no key `meta`\)"):
+        table.read(missing, to="trials", mapping=mapping)
+    from recoverylab._errors import ParameterError
+
+    unbound = table.Logs(root, **base, context="results_*.json:configs.{dataset}")
+    with pytest.raises(ParameterError, match=r"names `\{dataset\}`, which the files template"):
+        table.read(unbound, to="trials", mapping=mapping)
+    _lm_eval_run(root / "m", {"gsm8k": {"arm": "none"}}, date="2025-02-02T00-00")
+    two = table.Logs(root, **base, context="{model}/results_*.json:configs.{task}.metadata")
+    with pytest.raises(SourceError, match=r"both `.*results_2025-01-01T00-00\.json` and"):
+        table.read(two, to="trials", mapping=mapping)

@@ -27,6 +27,13 @@ keyed object       with ``unnest_keys=COL``, a JSON object keyed by ids is one r
                    ``value``); a key written twice is an error naming the file
 bound values       added to every row of the file as text columns; a row that holds a field of
                    the same name must hold the same text, else an error names the file
+context            with ``context="results_*.json:configs.{task}.metadata"``, each file's
+                   context file (the one under its root whose path agrees with the file's bound
+                   values; none or two is an error naming the file) is read and the value at the
+                   key path (``{name}`` filled from the file's path) joins every row of the file
+                   as the column ``context`` (``context.method`` in a map): lm-evaluation-
+                   harness keeps a task's arms in ``results_{date}.json`` under
+                   ``configs.{task}.metadata``, beside ``samples_{task}_{date}.jsonl``
 does not match     listed (:attr:`Tree.unmatched`, the read report's ``unmatched``); never read,
                    never silently skipped
 =================  ==============================================================================
@@ -53,7 +60,16 @@ from recoverylab._formats import COMPRESSIONS, read_decompressed, strip_compress
 from recoverylab._json import decode, load, loads
 from recoverylab._resolve import tree_files
 
-__all__ = ["LOG", "Template", "Tree", "explode", "match_tree", "parse_template", "read_tree"]
+__all__ = [
+    "LOG",
+    "Template",
+    "Tree",
+    "explode",
+    "match_tree",
+    "parse_context",
+    "parse_template",
+    "read_tree",
+]
 
 #: The column naming each row's file (dropped by the caller after use).
 LOG = "__log"
@@ -361,20 +377,86 @@ def read_match(
     return frame.with_columns(*bound, pl.lit(str(path)).alias(LOG))
 
 
+def parse_context(text: str, files: Template) -> tuple[Template, list[str]]:
+    """Parse ``FILE_TEMPLATE:KEY.PATH`` (``results_*.json:configs.{task}.metadata``).
+
+    Raises
+    ------
+    ParameterError
+        No ``:``, an empty key path, or a ``{name}`` the files template does not bind.
+    """
+    where, sep, keys = text.partition(":")
+    if not sep or not keys.strip() or not where.strip():
+        raise ParameterError(
+            f"table: `context` is {text!r}; write FILE_TEMPLATE:KEY.PATH, e.g. "
+            "`results_*.json:configs.{task}.metadata`."
+        )
+    template = parse_template(where)
+    path = keys.split(".")
+    names = [*template.names, *(n for part in path for n in _NAME.findall(part))]
+    unbound = [n for n in names if n not in files.names]
+    if unbound or any(not part for part in path):
+        problem = f"names `{{{unbound[0]}}}`, which" if unbound else "has an empty key, which"
+        raise ParameterError(
+            f"table: `context` {text!r} {problem} the files template `{files.text}` does not "
+            "bind; the context of a file is found by the values its path binds."
+        )
+    return template, path
+
+
+def _context_rows(
+    data: Sequence[Match], found: Sequence[Match], template: Template, path: list[str]
+) -> list[dict[str, Any]]:
+    """One row per data file: its path (``LOG``) and the value its context file holds."""
+    loaded: dict[Path, Any] = {}
+    rows = []
+    for match in data:
+        candidates = [
+            c
+            for c in found
+            if c.root == match.root and all(c.values[n] == match.values[n] for n in c.values)
+        ]
+        if len(candidates) != 1:
+            what = (
+                f"both `{candidates[0].path}` and `{candidates[1].path}` match"
+                if candidates
+                else "no file under its root matches"
+            )
+            raise SourceError(
+                f"`{match.path}`: {what} the context template `{template.text}`; each file "
+                "needs exactly one context file."
+            )
+        context = candidates[0].path
+        if context not in loaded:
+            loaded[context] = load(context)
+        value = loaded[context]
+        for part in (p.format(**match.values) for p in path):
+            if not isinstance(value, dict) or part not in value:
+                keys = ".".join(p.format(**match.values) for p in path)
+                raise SourceError(
+                    f"`{context}` has no `{keys}` (no key `{part}`), the context of `{match.path}`."
+                )
+            value = value[part]
+        rows.append({LOG: str(match.path), "context": value})
+    return rows
+
+
 def read_tree(
     roots: Sequence[str | Path],
     files: str,
     *,
     unnest_keys: str | None = None,
+    context: str | None = None,
     scan_table: Callable[[Path], pl.LazyFrame],
-) -> tuple[pl.LazyFrame, tuple[Path, ...], tuple[Path, ...]]:
+) -> tuple[pl.LazyFrame, tuple[Path, ...], tuple[Path, ...], tuple[Path, ...]]:
     """Read the files ``files`` matches under ``roots`` into one frame.
 
     Returns
     -------
     tuple
-        The rows (every file's columns, the bound columns, ``LOG``), the files read and the
-        files under the roots the template did not match.
+        The rows (every file's columns, the bound columns, ``LOG``, and ``context``), the files
+        whose rows they are, the files under the roots no template matched, and the context
+        files read.
 
     Raises
     ------
@@ -384,7 +466,10 @@ def read_tree(
     template = parse_template(files)
     if unnest_keys is not None and not _IDENTIFIER.match(unnest_keys):
         raise ParameterError(f"table: `unnest_keys` is {unnest_keys!r}; give a column name.")
-    tree = match_tree(roots, {"files": template})
+    templates = {"files": template}
+    if context is not None:
+        templates["context"], key_path = parse_context(context, template)
+    tree = match_tree(roots, templates)
     matches = tree.matches["files"]
     if not matches:
         shown = ", ".join(f"`{p}`" for p in tree.unmatched[:3]) or "no file"
@@ -405,7 +490,17 @@ def read_tree(
     except pl.exceptions.PolarsError as exc:
         first = str(exc).strip().splitlines()[0]
         raise SourceError(f"table: the matched files do not share a schema ({first}).") from None
-    return frame, tuple(m.path for m in matches), tree.unmatched
+    read = tuple(m.path for m in matches)
+    contexts: tuple[Path, ...] = ()
+    if context is not None:
+        if "context" in frame.collect_schema().names():
+            raise SourceError("table: the logs have a column `context`; the context cannot join.")
+        rows = _context_rows(matches, tree.matches["context"], templates["context"], key_path)
+        data = "".join(json.dumps(r, allow_nan=True) + "\n" for r in rows).encode()
+        joined = pl.read_ndjson(data, infer_schema_length=None).lazy()
+        frame = frame.join(joined, on=LOG, how="left")
+        contexts = tuple(dict.fromkeys(m.path for m in tree.matches["context"]))
+    return frame, read, tree.unmatched, contexts
 
 
 def explode(frame: pl.LazyFrame, column: str, position: str | None) -> pl.LazyFrame:

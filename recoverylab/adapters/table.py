@@ -435,6 +435,10 @@ class Logs:
     explode, position
         A list column split into one row per element, and the column for its index from 0
         (``--explode resps --position epoch``: lm-evaluation-harness's repeated responses).
+    context
+        With ``files``: ``FILE_TEMPLATE:KEY.PATH`` (``--context``), e.g.
+        ``{model}/results_*.json:configs.{task}.metadata``: the value each file's context file
+        holds there joins its rows as the column ``context`` (``--map method=context.arm``).
 
     Examples
     --------
@@ -447,6 +451,7 @@ class Logs:
     unnest_keys: str | None = None
     explode: str | None = None
     position: str | None = None
+    context: str | None = None
 
     def roots(self) -> list[str | os.PathLike[str]]:
         """Return the root directories as a list (a single path becomes a list of one)."""
@@ -503,15 +508,21 @@ def read(
     text = _text_sources(to, mapping or {})
     spec = logs if isinstance(logs, Logs) else Logs(logs)
     unmatched: tuple[Path, ...] = ()
+    contexts: tuple[Path, ...] = ()
     if spec.files is not None:
-        roots = spec.roots()
-        frame, read_files, unmatched = _templates.read_tree(
-            roots, spec.files, unnest_keys=spec.unnest_keys, scan_table=lambda p: _scan_log(p, text)
+        frame, read_files, unmatched, contexts = _templates.read_tree(
+            spec.roots(),
+            spec.files,
+            unnest_keys=spec.unnest_keys,
+            context=spec.context,
+            scan_table=lambda p: _scan_log(p, text),
         )
         paths = list(read_files)
     else:
-        if spec.unnest_keys is not None:
-            raise ParameterError("table: `unnest_keys` applies to a path template (`files`).")
+        if spec.unnest_keys is not None or spec.context is not None:
+            raise ParameterError(
+                "table: `unnest_keys` and `context` apply to a path template (`files`)."
+            )
         paths = _files(spec.paths)
         frames = [_scan_log(p, text).with_columns(pl.lit(str(p)).alias(_LOG)) for p in paths]
         try:
@@ -528,7 +539,7 @@ def read(
     used = tuple(str(p) for p in paths)
     report: ReadReport = ReadReport(
         format="table",
-        files_read=used,
+        files_read=(*used, *(str(p) for p in contexts)),
         used=used,
         unit="rows",
         hint=f"pair by {', '.join(key)}" if key and to == "forks" else "",

@@ -46,6 +46,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --files: each JSON file is an object keyed by ids, one row per key (in COL)",
     )
     parser.add_argument(
+        "--context",
+        metavar="TEMPLATE:KEY.PATH",
+        help="with --files: each file's context file and the value there, joined to its rows as "
+        "the column `context`, e.g. '{model}/results_*.json:configs.{task}.metadata' "
+        "(lm-evaluation-harness's arms); then --map method=context.arm",
+    )
+    parser.add_argument(
         "--explode", metavar="COL", help="a list column: one row per element (e.g. resps)"
     )
     parser.add_argument(
@@ -115,6 +122,7 @@ def convert(args: argparse.Namespace) -> Imported:
         unnest_keys=args.unnest_keys,
         explode=args.explode,
         position=args.position,
+        context=args.context,
     )
     return table.read(
         logs,
