@@ -152,6 +152,7 @@ JUDGED_COLUMNS = (
 )
 
 _C, _G, _H = "__recoverylab_cell", "__recoverylab_cluster", "__recoverylab_stratum"
+_F, _Y = "__recoverylab_judge", "__recoverylab_gold"
 
 
 def judged_partials(
@@ -185,8 +186,12 @@ def judged_partials(
         (Σ y² over labelled units).
     """
     frame = units.lazy() if isinstance(units, pl.DataFrame) else units
-    f = (pl.col(judge) if isinstance(judge, str) else judge).cast(pl.Float64)
-    y = (pl.col(gold) if isinstance(gold, str) else gold).cast(pl.Float64)
+    # materialised first: a literal (a gold that is null everywhere) is then one value per row
+    frame = frame.with_columns(
+        (pl.col(judge) if isinstance(judge, str) else judge).cast(pl.Float64).alias(_F),
+        (pl.col(gold) if isinstance(gold, str) else gold).cast(pl.Float64).alias(_Y),
+    )
+    f, y = pl.col(_F), pl.col(_Y)
     labelled = y.is_not_null()
     return frame.group_by(list(by)).agg(
         labelled.cast(pl.Int64).sum().alias("n_labelled"),

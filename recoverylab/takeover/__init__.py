@@ -21,6 +21,9 @@ Main entry points:
 * :func:`reliability` — pass^k (all k repeats pass), the flip rate and the ICC of repeats, with
   workflow-clustered intervals (also ``summarize(..., reliability=True)``);
   :func:`repeats_reliability` does the same for any repeated-trials table.
+* :func:`summarize_judged` — pass@1 or EAR when an LLM judge decided the outcome: PPI++ from
+  human labels on a random subset of attempts, or Rogan–Gladen from the judge's known
+  sensitivity and specificity.
 * :func:`awareness_split` — pass rates of aware vs unaware attempts (an association).
 * :func:`latency`, :func:`leakage`, :func:`verifier_gate` — checks on how the benchmark was
   built.
@@ -41,6 +44,7 @@ from recoverylab.takeover import (
     _awareness,
     _compare,
     _inputs,
+    _judged,
     _reliability,
     _summary,
 )
@@ -62,6 +66,7 @@ score = reads_inputs(_inputs.score)
 awareness_split = reads_inputs(_awareness.awareness_split)
 compare_agents = reads_inputs(_compare.compare_agents)
 summarize = reads_inputs(_summary.summarize)
+summarize_judged = reads_inputs(_judged.summarize_judged)
 reliability = reads_inputs(_reliability.reliability)
 repeats_reliability = reads_inputs(_reliability.repeats_reliability)
 
@@ -82,5 +87,6 @@ __all__ = [
     "repeats_reliability",
     "score",
     "summarize",
+    "summarize_judged",
     "verifier_gate",
 ]
