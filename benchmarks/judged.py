@@ -155,13 +155,7 @@ def measure(setting: Setting, reps: int, seed: int) -> dict[str, Any]:
         "width": float((out["ci_high"] - out["ci_low"]).mean()),
         "gold_width": float((out["gold_ci_high"] - out["gold_ci_low"]).mean()),
         "gold_coverage": float(gold_covered.mean()),
-        "ppi_not_wider": float(
-            ((out["ci_high"] - out["ci_low"]) <= (out["gold_ci_high"] - out["gold_ci_low"]) + 1e-12)
-            .filter(ppi_rows)
-            .mean()
-            if ppi_rows.any()
-            else math.nan
-        ),
+        "ppi_not_wider": _not_wider(out, ppi_rows),
         "judge_bias": float(out["judge_estimate"].mean() - target),
         "ppi_bias": float(out["estimate"].mean() - target),
     }
@@ -180,6 +174,18 @@ def _not_wider(out: pl.DataFrame, ppi_rows: pl.Series) -> float:
     width = out["ci_high"] - out["ci_low"]
     gold = out["gold_ci_high"] - out["gold_ci_low"]
     return float((width <= gold + 1e-12).filter(ppi_rows).mean())
+
+
+def _not_wider(out: pl.DataFrame, ppi_rows: pl.Series) -> float:
+    """Share of PPI++ rows whose interval is no wider than the gold-only one (λ = 0).
+
+    A gold-only interval that does not exist (a gold estimate of exactly 0 or 1 has no logit)
+    counts as wider.
+    """
+    width = out["ci_high"] - out["ci_low"]
+    gold = out["gold_ci_high"] - out["gold_ci_low"]
+    hits = (width <= gold + 1e-12).fill_null(True).filter(ppi_rows)
+    return float(hits.mean()) if hits.len() else math.nan  # type: ignore[arg-type]
 
 
 def settings(quick: bool) -> list[Setting]:
