@@ -162,3 +162,26 @@ def test_takeover_needs_a_marker_and_the_repair_layers(tmp_path: Path) -> None:
         osworld.read(root, to="takeover")
     with pytest.raises(SchemaError, match="`root_cause_fixed`, `derived_fixed`"):
         osworld.read(root, to="takeover", marker="RECOVERY:")
+
+
+def test_the_preset_agrees_with_import_table_over_the_same_template(tmp_path: Path) -> None:
+    """``import osworld`` is a preset over path templates: its outcomes are the generic read's."""
+    from recoverylab.adapters import table
+
+    root = write_osworld_runs(tmp_path, seed=5, examples=5)
+    logs = table.Logs(root, files=osworld._TEMPLATES["result"])
+    generic = table.read(
+        logs,
+        to="trials",
+        mapping={
+            "task_id": "example_id",
+            "task_scope": "domain",
+            "attempt": "0",
+            "success": "value >= 1",
+            "reward": "value",
+        },
+        key=("model", "action_space", "observation_type"),
+    ).tables["trials"]
+    preset = osworld.read(root).tables["trials"]
+    columns = ["task_id", "model", "attempt", "success", "reward"]
+    assert generic.select(columns).sort(columns).equals(preset.select(columns).sort(columns))
