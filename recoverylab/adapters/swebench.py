@@ -438,7 +438,8 @@ def read(
     if not units:
         raise SourceError(
             f"no SWE-bench evaluation under {', '.join(f'`{r}`' for r in roots)}: no "
-            "logs/run_evaluation/RUN/MODEL/INSTANCE/ directory and no run summary."
+            "logs/run_evaluation/RUN/MODEL/INSTANCE/ directory and no run summary. Hint: give "
+            "the directory the harness ran in (the one holding logs/), not logs/ itself."
         )
     frame, identity = _frame(units, meta["runs"], dataset, empty_patch)
     kept = frame.filter(pl.col("reason").is_null())
