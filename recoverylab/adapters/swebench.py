@@ -267,11 +267,15 @@ def _apply_summary(path: Path, model: str, run_id: str, unit: Any) -> None:
                     f"`{listed}`; an instance has one category."
                 )
             found.summary, found.listed = path, listed
-    for flag in _FLAGS:
+    for flag in _FLAGS:  # the harness's flags mark listed ids; a flag alone still names a unit
         for instance_id in summary.get(flag, []):
-            unit(run_id, model, instance_id).flags.add(flag)
+            found = unit(run_id, model, instance_id)
+            found.flags.add(flag)
+            found.summary = found.summary or path
     for instance_id, reason in summary.get("failure_reasons", {}).items():
-        unit(run_id, model, instance_id).reason = str(reason)
+        found = unit(run_id, model, instance_id)
+        found.reason = str(reason)
+        found.summary = found.summary or path
 
 
 def _disagree(unit: _Unit, says: str) -> InputError:
