@@ -248,6 +248,12 @@ FACES: dict[str, Face] = {
         rates=("judge_estimate", "gold_estimate", "labelled_share"),
     ),
     "judge.agreement": Face(estimates=("estimate",), counts=("n", "n_clusters")),
+    "takeover.judged": Face(
+        estimates=("estimate",),
+        counts=("n", "n_labelled"),
+        main=("judge_estimate", "gold_estimate", "labelled_share"),
+        rates=("judge_estimate", "gold_estimate", "labelled_share"),
+    ),
     "paired.policy": Face(
         estimates=("gain",),
         counts=("n", "rescue", "harm"),

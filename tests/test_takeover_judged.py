@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -95,3 +97,35 @@ def test_bad_judged_takeover_input(tables: dict) -> None:
     bad = tables["attempts"].with_columns(gold=pl.lit(None, pl.Boolean))
     with pytest.raises(SchemaError, match="attempts: the gold column `gold` is null on all"):
         takeover.summarize_judged(tables["states"], bad, judge="judge", gold="gold")
+
+
+def test_cli_takeover_judged_table_and_bad_input(
+    tables: dict, tmp_path: Path, cli: Callable
+) -> None:
+    states, attempts = tmp_path / "states.parquet", tmp_path / "attempts.parquet"
+    tables["states"].write_parquet(states)
+    tables["attempts"].write_parquet(attempts)
+    out = tmp_path / "out"
+    common = ("takeover", "--states", states, "--attempts", attempts, "--interval", "wilson")
+    result = cli(*common, "--judge", "judge", "--gold", "gold", "--out-dir", out)
+    assert result.code == 0, result.err
+    expected = takeover.summarize_judged(
+        tables["states"], tables["attempts"], judge="judge", gold="gold"
+    )
+    written = pl.read_parquet(out / "judged.parquet").sort("agent", "depth")
+    assert (written["estimate"] - expected.sort("agent", "depth")["estimate"]).abs().max() < 1e-12
+    bad = tmp_path / "bad.parquet"
+    tables["attempts"].with_columns(judge=pl.lit(None, pl.Int8)).write_parquet(bad)
+    result = cli(
+        "takeover", "--states", states, "--attempts", bad, "--judge", "judge", "--gold", "gold"
+    )
+    assert result.code == 2
+    errors = [line for line in result.err.splitlines() if not line.startswith("[takeover")]
+    assert errors == [
+        f"recoverylab takeover: error: attempts: the judge column `judge` has "
+        f"{tables['attempts'].height} nulls; the judge must score every unit (gold labels may "
+        "be missing, verdicts may not)."
+    ]
+    result = cli(*common, "--gold", "gold")
+    assert result.code == 2
+    assert "need `--judge COL`" in result.err

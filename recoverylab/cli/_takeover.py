@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, RecoveryLabWarning
 from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli._common import (
     Progress,
@@ -96,7 +98,66 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out-dir", type=Path, metavar="DIR", help="write one parquet file per result table here"
     )
     add_printing(parser)
+    _add_judged(parser)
     parser.set_defaults(func=run)
+
+
+def _add_judged(parser: argparse.ArgumentParser) -> None:
+    """Add the options of a judged outcome: a ``judged`` table beside the others (issue 40)."""
+    group = parser.add_argument_group(
+        "judged outcomes",
+        "when an LLM judge decided an attempt's outcome: a `judged` table with PPI++ (gold "
+        "labels on a random subset) or Rogan-Gladen (the judge's known error rates)",
+    )
+    group.add_argument("--judge", metavar="COL", help="the judge's verdict (every attempt)")
+    group.add_argument("--gold", metavar="COL", help="the human label (null where not labelled)")
+    group.add_argument(
+        "--judge-outcome",
+        choices=("passed", "aware"),
+        default="passed",
+        help="what the judge decided: passed (pass@1, default) or aware (EAR)",
+    )
+    group.add_argument(
+        "--gold-strata", type=split_list, default=(), metavar="COLS", help="gold design strata"
+    )
+    for flag in ("--judge-sensitivity", "--judge-specificity"):
+        group.add_argument(flag, type=float, help="the judge's known error rate (Rogan-Gladen)")
+
+
+def _judged_table(args: argparse.Namespace, progress: Progress) -> dict[str, pl.DataFrame]:
+    """Return ``{"judged": ...}`` when a judge column is named, else nothing."""
+    given = [args.gold, args.judge_sensitivity, args.judge_specificity]
+    if args.judge is None:
+        if any(v is not None for v in given) or args.gold_strata:
+            raise ParameterError(
+                "`--gold`, `--gold-strata` and the judge's error rates need `--judge COL`."
+            )
+        return {}
+    from recoverylab import takeover
+
+    if spark_cli.engine_from(args) != "polars":
+        spark_cli.refuse(args, ("judge",))
+    progress(f"judged {args.judge_outcome} rate ({args.judge})")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecoveryLabWarning)
+        judged = takeover.summarize_judged(
+            read(args.states),
+            read(args.attempts),
+            judge=args.judge,
+            gold=args.gold,
+            outcome=args.judge_outcome,
+            by=tuple(args.by) if args.by is not None else ("agent", "depth"),
+            gold_strata=args.gold_strata,
+            judge_sensitivity=args.judge_sensitivity,
+            judge_specificity=args.judge_specificity,
+            common_sample=args.common_sample,
+            common_states=args.common_states,
+            confidence=args.confidence,
+        )
+    if not args.quiet:
+        for warning in caught:
+            print(f"recoverylab takeover: warning: {warning.message}", file=sys.stderr)
+    return {"judged": judged}
 
 
 def run(args: argparse.Namespace) -> None:
@@ -110,6 +171,9 @@ def run(args: argparse.Namespace) -> None:
             f"`--compare` is {','.join(args.compare)!r}; give exactly two agents, e.g. "
             "--compare agent_a,agent_b."
         )
+    judged = _judged_table(args, progress)
+    if judged and args.out_dir is not None:
+        guard_output(args.out_dir / "judged.parquet", args)
     frames = tables(
         read(args.states),
         read(args.attempts),
@@ -132,6 +196,7 @@ def run(args: argparse.Namespace) -> None:
     )
     if args.out_dir is None and not args.wide and args.format == "text":
         frames = views(frames)
+    frames |= judged
     emit_many(frames, args.out_dir, args, faces={name: f"takeover.{name}" for name in frames})
 
 
