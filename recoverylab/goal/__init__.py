@@ -49,8 +49,13 @@ reachable) and names its true barrier. The branch is decided by the resources, a
 Diagnoses are compared with the barrier as exact strings. Optional *judged* episode columns
 (``recovered``, ``audit_correct``, ``honest_report``: Boolean, null = not judged) are carried
 through and summarised over the judged episodes only; when absent they are absent from the summary.
+
+When a judge decides an episode's outcome (success, or one of those judged columns) and humans
+label a random subset, :func:`summarize_judged` gives the prediction-powered rate per group
+(PPI++), or the Rogan–Gladen correction from the judge's known error rates.
 """
 
+from recoverylab.goal._judged import summarize_judged
 from recoverylab.goal._score import score
 from recoverylab.goal._summary import barrier_drop, summarize
 from recoverylab.goal._tables import (
@@ -76,4 +81,5 @@ __all__ = [
     "from_nested",
     "score",
     "summarize",
+    "summarize_judged",
 ]

@@ -1,0 +1,67 @@
+"""Tests of ``goal.summarize_judged`` (issue 40): judged task success, PPI++ and Rogan–Gladen."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import polars as pl
+import pytest
+
+from recoverylab import goal
+from recoverylab._errors import ParameterError, SchemaError
+
+
+@pytest.fixture(scope="module")
+def episodes() -> pl.DataFrame:
+    rng = np.random.default_rng(8)
+    n = 3000
+    case = rng.integers(0, 300, n)
+    success = rng.random(n) < np.where(case % 3 == 0, 0.3, 0.6)
+    right = rng.random(n) < 0.85
+    return pl.DataFrame(
+        {
+            "case_id": [f"c{c:03d}" for c in case],
+            "regime": np.where(case % 3 == 0, "unrecoverable", "recoverable"),
+            "success": success,
+            "judge": np.where(right, success, ~success),
+            "labelled": rng.random(n) < 0.4,
+        }
+    ).with_columns(gold=pl.when(pl.col("labelled")).then(pl.col("success")))
+
+
+def test_ppi_gold_everywhere_and_judge_only(episodes: pl.DataFrame) -> None:
+    out = goal.summarize_judged(
+        episodes.with_columns(gold=pl.col("success")), judge="judge", gold="gold"
+    ).sort("regime")
+    expected = (
+        episodes.group_by("regime")
+        .agg(pl.col("success").mean().alias("ts"), pl.col("judge").mean().alias("judged"))
+        .sort("regime")
+    )
+    assert (out["estimate"] - expected["ts"]).abs().max() < 1e-12
+    assert (out["judge_estimate"] - expected["judged"]).abs().max() < 1e-12
+    assert out["n_clusters"].to_list() == [200, 100]
+
+
+def test_ppi_lies_nearer_the_truth_than_the_judge(episodes: pl.DataFrame) -> None:
+    out = goal.summarize_judged(episodes, judge="judge", gold="gold").sort("regime")
+    truth = episodes.group_by("regime").agg(pl.col("success").mean()).sort("regime")["success"]
+    assert ((out["estimate"] - truth).abs() < (out["judge_estimate"] - truth).abs()).all()
+    assert set(out["ci_method"]) == {"ppi++-logit"}
+
+
+def test_rogan_gladen_and_bad_input(episodes: pl.DataFrame) -> None:
+    out = goal.summarize_judged(
+        episodes, judge="judge", judge_sensitivity=0.85, judge_specificity=0.85
+    ).sort("regime")
+    q = episodes.group_by("regime").agg(pl.col("judge").mean()).sort("regime")["judge"]
+    assert (out["estimate"] - (q - 0.15) / 0.7).abs().max() < 1e-12
+    with pytest.raises(ParameterError, match="not both"):
+        goal.summarize_judged(
+            episodes, judge="judge", gold="gold", judge_sensitivity=0.9, judge_specificity=0.9
+        )
+    with pytest.raises(ParameterError, match=re.escape("column `family`")):
+        goal.summarize_judged(episodes, judge="judge", gold="gold", by="family")
+    with pytest.raises(SchemaError, match="has 3000 values outside"):
+        goal.summarize_judged(episodes.with_columns(gold=pl.lit(3)), judge="judge", gold="gold")
