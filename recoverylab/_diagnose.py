@@ -12,7 +12,9 @@ from __future__ import annotations
 import csv
 import functools
 import io
+import json
 import os
+import re
 import sys
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -254,12 +256,15 @@ def _check_ndjson(path: Path, data: bytes | None = None) -> TextShape:
     A JSON object or array in a contract text column (``task_id``, ``condition``...), or in a
     column (or field of a nested object, ``run.task``) whose other rows hold scalars, would be
     read as its JSON text: a key nobody wrote (ARCHITECTURE §8, "an object where a key
-    belongs"). Both are errors naming the column and the line.
+    belongs"). Both are errors naming the column and the line; so is an integer beyond 64 bits
+    (polars refuses it without the line). Only rows whose text holds a bracket, a second brace
+    or a 19-digit run are walked (flat rows cannot hold either); when a top-level column holds
+    nested values somewhere, a second pass looks for its scalars in the flat rows.
     """
     keys: dict[str, None] = {}
-    text = text_columns()
-    scalar: dict[str, int] = {}  # column -> first line holding a scalar
+    scalar: dict[str, int] = {}  # column -> first line holding a scalar (walked rows)
     nested: dict[str, int] = {}  # column -> first line holding an object or array
+    flat = False  # some rows were not walked
     with _open_text(path, data) as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
@@ -271,23 +276,54 @@ def _check_ndjson(path: Path, data: bytes | None = None) -> TextShape:
                     "be one object (a row)."
                 )
             keys.update(dict.fromkeys(value))
-            fields = list(value.items())
-            while fields:  # the fields of nested objects too, named by their dotted path
-                name, item = fields.pop()
-                if item is None:
-                    continue
-                kinds = nested if isinstance(item, (dict, list)) else scalar
-                kinds.setdefault(name, number)
-                if isinstance(item, int) and not -(2**63) <= item < 2**63:
-                    raise SourceError(
-                        f"`{path}` line {number}: column `{name}` holds the integer "
-                        f"{str(item)[:12]}..., beyond 64 bits; write it as a float or as text."
-                    )
-                if name in nested and (name in text or name in scalar):  # text: one line
-                    _raise_nested(path, name, nested[name], scalar.get(name))
-                if isinstance(item, dict):
-                    fields.extend((f"{name}.{key}", inner) for key, inner in item.items())
+            if "[" in line or line.count("{") > 1 or _LONG_DIGITS.search(line):
+                _walk_row(path, number, value, scalar, nested)
+            else:
+                flat = True
+    unmatched = [n for n in nested if "." not in n and n not in scalar]
+    if flat and unmatched:
+        _find_flat_scalars(path, data, unmatched, nested)
     return TextShape(tuple(keys), frozenset())
+
+
+_LONG_DIGITS = re.compile(r"\d{19}")
+
+
+def _walk_row(
+    path: Path, number: int, value: dict[str, Any], scalar: dict[str, int], nested: dict[str, int]
+) -> None:
+    """Record the kinds of one row's fields (nested ones by dotted path); raise on a clash."""
+    text = text_columns()
+    fields = list(value.items())
+    while fields:
+        name, item = fields.pop()
+        if item is None:
+            continue
+        kinds = nested if isinstance(item, (dict, list)) else scalar
+        kinds.setdefault(name, number)
+        if isinstance(item, int) and not -(2**63) <= item < 2**63:
+            raise SourceError(
+                f"`{path}` line {number}: column `{name}` holds the integer "
+                f"{str(item)[:12]}..., beyond 64 bits; write it as a float or as text."
+            )
+        if name in nested and (name in text or name in scalar):  # text: one line
+            _raise_nested(path, name, nested[name], scalar.get(name))
+        if isinstance(item, dict):
+            fields.extend((f"{name}.{key}", inner) for key, inner in item.items())
+
+
+def _find_flat_scalars(
+    path: Path, data: bytes | None, columns: list[str], nested: dict[str, int]
+) -> None:
+    """Raise if a flat row holds a scalar in a column other rows hold nested values in."""
+    with _open_text(path, data) as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip() or "[" in line or line.count("{") > 1:
+                continue
+            row = json.loads(line)
+            for name in columns:
+                if row.get(name) is not None:
+                    _raise_nested(path, name, nested[name], number)
 
 
 def _raise_nested(path: Path, name: str, nested: int, scalar: int | None) -> NoReturn:
