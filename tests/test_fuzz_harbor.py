@@ -73,6 +73,24 @@ def _trial_results(root: Path) -> list[Path]:
     ]
 
 
+def _mutate_job_config(data: st.DataObject, file: Path) -> fz.Expect:
+    """The job's ``config.json`` (``JobConfig``), read for ``n_attempts``: broken, re-encoded."""
+    value = json.loads(file.read_text("utf-8"))
+    kind = data.draw(st.sampled_from(["truncate", "deep", "array", *fz.ENCODINGS]))
+    if kind == "truncate":
+        text = file.read_bytes()
+        fz.write(file, text[: data.draw(st.integers(0, len(text) - 2))])
+    elif kind == "deep":
+        value["metadata"] = fz.DEEP
+        fz.write(file, fz.dump(value, 100_000))
+    elif kind == "array":
+        fz.write(file, b"[" + fz.dump(value) + b"]")
+    else:  # the one JSON reader decodes UTF-16/32 and drops a UTF-8 byte-order mark
+        fz.write(file, fz.dump(value, 0, kind))
+        return fz.error(file) if kind == "latin-1" else fz.SAME
+    return fz.error(file)
+
+
 def _lacks_id(file: Path) -> bool:
     """Whether a (readable) result file has no ``id`` field."""
     try:
@@ -217,6 +235,9 @@ def test_every_mutation_of_a_harbor_job_is_counted_excluded_or_one_line(
                 expect = fz.Expect("error", files=tuple(f.relative_to(job) for f in expect.files))
             if held < len(trial_dirs):  # a copied unfinished trial is unfinished again
                 expect = expect + fz.excluded("unfinished", rows=0, n=len(trial_dirs) - held)
+        if data.draw(st.integers(0, 5), label="mutate the job's config.json") == 0:
+            job_config = next(p for p in root.rglob("config.json") if any(p.parent.glob("*__*")))
+            expect = expect + _mutate_job_config(data, job_config)
         got = fz.run_python(lambda: harbor.trials(root), "trials")
         fz.check(base, expect, got, f"harbor {chosen}")
 

@@ -162,7 +162,28 @@ def _mutate_run_directory(data: st.DataObject, run: Path) -> fz.Expect:
     """The dir layout: one simulation file, or the index."""
     files = sorted((run / "simulations").glob("*.json"))
     file = data.draw(st.sampled_from(files))
-    kind = data.draw(st.sampled_from(["simulation", "simulation", "remove", "copy"]))
+    kind = data.draw(st.sampled_from(["simulation", "simulation", "remove", "copy", "index"]))
+    if kind == "index":  # the run's info: what scopes and labels every simulation
+        meta = run / "results.json"
+        document = json.loads(meta.read_text("utf-8"))
+        info = document["info"]
+        change = data.draw(
+            st.sampled_from(["agent_info", "domain", "llm", "no_info", "no_user_llm"])
+        )
+        expect = fz.error(meta)
+        if change == "agent_info":
+            info["agent_info"] = data.draw(st.sampled_from(["x", 5, []]))
+        elif change == "domain":
+            info["environment_info"]["domain_name"] = data.draw(st.sampled_from([{}, [1], None]))
+        elif change == "llm":
+            info["agent_info"]["llm"] = data.draw(st.sampled_from([["gpt"], {"m": 1}, True]))
+        elif change == "no_info":
+            del document["info"]
+        else:  # the user model is unknown: a label left null, the same rows
+            del info["user_info"]["llm"]
+            expect = fz.SAME
+        fz.write(meta, fz.dump(document))
+        return expect
     if kind == "remove":  # the index names a file that is gone
         file.unlink()
         return fz.error(run / "results.json")
