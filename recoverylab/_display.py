@@ -248,6 +248,12 @@ FACES: dict[str, Face] = {
         rates=("judge_estimate", "gold_estimate", "labelled_share"),
     ),
     "judge.agreement": Face(estimates=("estimate",), counts=("n", "n_clusters")),
+    "goal.judged": Face(
+        estimates=("estimate",),
+        counts=("n", "n_labelled"),
+        main=("judge_estimate", "gold_estimate", "labelled_share"),
+        rates=("judge_estimate", "gold_estimate", "labelled_share"),
+    ),
     "takeover.judged": Face(
         estimates=("estimate",),
         counts=("n", "n_labelled"),

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
-from recoverylab import goal
+from recoverylab import goal, synth
 from recoverylab._errors import ParameterError, SchemaError
 
 
@@ -65,3 +67,30 @@ def test_rogan_gladen_and_bad_input(episodes: pl.DataFrame) -> None:
         goal.summarize_judged(episodes, judge="judge", gold="gold", by="family")
     with pytest.raises(SchemaError, match="has 3000 values outside"):
         goal.summarize_judged(episodes.with_columns(gold=pl.lit(3)), judge="judge", gold="gold")
+
+
+def test_cli_goal_judged(tmp_path: Path, cli: Callable) -> None:
+    tables = synth.generate("goal", 60, seed=2)
+    scored = goal.score(*tables.values()).collect()
+    rng = np.random.default_rng(2)
+    right = pl.Series(rng.random(scored.height) < 0.85)
+    verdicts = scored.select(
+        "episode_id",
+        judge=pl.when(right).then(pl.col("success")).otherwise(~pl.col("success")),
+        gold=pl.col("success"),
+    )
+    tables["episodes"] = tables["episodes"].join(verdicts, on="episode_id")
+    paths = {}
+    for name, frame in tables.items():
+        paths[name] = tmp_path / f"{name}.parquet"
+        frame.write_parquet(paths[name])
+    args = [item for name in paths for item in (f"--{name}", paths[name])]
+    out = tmp_path / "judged.parquet"
+    result = cli("goal", *args, "--judge", "judge", "--gold", "gold", "--judged-out", out)
+    assert result.code == 0, result.err
+    written = pl.read_parquet(out).sort("regime")
+    expected = scored.group_by("regime").agg(pl.col("success").mean()).sort("regime")
+    assert (written["estimate"] - expected["success"]).abs().max() < 1e-12
+    result = cli("goal", *args, "--gold", "gold")
+    assert result.code == 2
+    assert "need `--judge COL`" in result.err

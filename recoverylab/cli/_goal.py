@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from recoverylab._errors import ParameterError
+from recoverylab._errors import ParameterError, RecoveryLabWarning
 from recoverylab._outputs import scratch_dir
 from recoverylab.cli import _engine as spark_cli
 from recoverylab.cli._common import (
@@ -19,6 +21,7 @@ from recoverylab.cli._common import (
     guard_output,
     read,
     samples_dir,
+    split_list,
     write_output,
 )
 
@@ -68,7 +71,54 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar = "PATH" if option == "--episodes-out" else None
         parser.add_argument(option, type=Path, metavar=metavar, help=text)
     add_printing(parser)
+    group = parser.add_argument_group(
+        "judged outcomes",
+        "when an LLM judge decided an episode's outcome: its rate per group, PPI++ from human "
+        "labels on a random subset or Rogan-Gladen from the judge's known error rates",
+    )
+    group.add_argument("--judge", metavar="COL", help="the judge's verdict (an episodes column)")
+    group.add_argument("--gold", metavar="COL", help="the human label (null where not labelled)")
+    group.add_argument(
+        "--gold-strata", type=split_list, default=(), metavar="COLS", help="gold design strata"
+    )
+    for flag in ("--judge-sensitivity", "--judge-specificity"):
+        group.add_argument(flag, type=float, help="the judge's known error rate (Rogan-Gladen)")
+    group.add_argument("--judged-out", type=Path, help="write the judged rates to this file")
     parser.set_defaults(func=run)
+
+
+def _judged(args: argparse.Namespace, by: tuple[str, ...], progress: Progress) -> Any:
+    """Return the judged rate per group (PPI++ or Rogan–Gladen), or None without ``--judge``."""
+    if args.judge is None:
+        rates = (args.judge_sensitivity, args.judge_specificity)
+        if args.gold is not None or args.judged_out is not None or rates != (None, None):
+            raise ParameterError(
+                "`--gold`, `--judged-out` and the judge's error rates need `--judge COL`."
+            )
+        return None
+    from recoverylab import goal
+
+    if spark_cli.engine_from(args) != "polars":
+        spark_cli.refuse(args, ("judge",))
+    progress(f"judged outcome ({args.judge}): scoring the episodes for their groups")
+    scored = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecoveryLabWarning)
+        judged = goal.summarize_judged(
+            scored,
+            judge=args.judge,
+            gold=args.gold,
+            by=by,
+            cluster=args.cluster,
+            gold_strata=args.gold_strata,
+            judge_sensitivity=args.judge_sensitivity,
+            judge_specificity=args.judge_specificity,
+            confidence=args.confidence,
+        )
+    if not args.quiet:
+        for warning in caught:
+            print(f"recoverylab goal: warning: {warning.message}", file=sys.stderr)
+    return judged
 
 
 def run(args: argparse.Namespace) -> None:
@@ -82,6 +132,9 @@ def run(args: argparse.Namespace) -> None:
             "give both --steps and --citations, or neither (episodes in the nested form)."
         )
     by = tuple(args.by) if args.by is not None else ("regime",)
+    if args.judged_out is not None:
+        guard_output(args.judged_out, args)
+    judged = _judged(args, by, progress)
     engine = spark_cli.engine_from(args)
     if engine != "polars":
         sources = [getattr(args, t) for t in TABLES]
@@ -92,6 +145,9 @@ def run(args: argparse.Namespace) -> None:
         emit(drop, args.drop_out, args, face="goal.drop")
     title = "goal preservation by " + (", ".join(by) or "all episodes")
     emit(summary, args.out, args, title=title, face="goal.summary")
+    if judged is not None:
+        title = f"judged {args.judge} by " + (", ".join(by) or "all episodes")
+        emit(judged, args.judged_out, args, title=title, face="goal.judged")
 
 
 def _score_and_summarise(
