@@ -92,8 +92,8 @@ def format_of_path(path: Path, format: str | None = None) -> str:
         known = ", ".join(sorted(FORMATS))
         compressed = ", ".join(sorted(COMPRESSIONS))
         raise SourceError(
-            f"`{path}` has an unknown suffix {path.suffix!r}; recoverylab reads {known} (text "
-            f"formats also compressed: {compressed}). Hint: name the format to read it anyway "
+            f"`{path}` has an unknown suffix {_shown_suffix(path)!r}; recoverylab reads {known} "
+            f"(text formats also compressed: {compressed}). Hint: name the format to read it anyway "
             "(`format=` in Python, `--input-format` on the command line)."
         ) from None
     codec = COMPRESSIONS.get(path.suffix.lower())
@@ -103,6 +103,13 @@ def format_of_path(path: Path, format: str | None = None) -> str:
             f"as written (the format compresses its own pages). Hint: decompress it first."
         )
     return found
+
+
+def _shown_suffix(path: Path) -> str:
+    """Return the suffix a reader sees: ``.txt.gz`` for a compressed file, not just ``.gz``."""
+    if path.suffix.lower() in COMPRESSIONS:
+        return strip_compression(path).suffix + path.suffix
+    return path.suffix
 
 
 def strip_compression(path: Path) -> Path:
