@@ -93,8 +93,8 @@ def format_of_path(path: Path, format: str | None = None) -> str:
         compressed = ", ".join(sorted(COMPRESSIONS))
         raise SourceError(
             f"`{path}` has an unknown suffix {_shown_suffix(path)!r}; recoverylab reads {known} "
-            f"(text formats also compressed: {compressed}). Hint: name the format to read it anyway "
-            "(`format=` in Python, `--input-format` on the command line)."
+            f"(text formats also compressed: {compressed}). Hint: name the format to read it "
+            "anyway (`format=` in Python, `--input-format` on the command line)."
         ) from None
     codec = COMPRESSIONS.get(path.suffix.lower())
     if codec is not None and found in ("parquet", "ipc"):
