@@ -403,3 +403,43 @@ def test_bad_parameters() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert stats.judged_cells(part.clear(), cells=[], cluster="task").height == 0
+
+
+# ---------------------------------------------------------------- planning
+
+
+def test_gold_labels_needed_by_hand_and_by_simulation() -> None:
+    plan = stats.gold_labels_needed(0.03, rate=0.3, sensitivity=0.9, specificity=0.9, units=5000)
+    q = 0.3 * 0.9 + 0.7 * 0.1
+    rho2 = 0.21 * 0.8**2 / (q * (1 - q))
+    z = scipy_stats.norm.ppf(0.975)
+    target = 0.03**2 / (z * z * 0.21)
+    assert plan.labels == math.ceil((1 - rho2) / (target - rho2 / 5000))
+    assert plan.labels_gold_only == math.ceil(1 / target)
+    # the PPI++ interval with that many labels has about that half-width
+    rng = np.random.default_rng(15)
+    reps, n = 200, 5000
+    y = (rng.random((reps, n)) < 0.3).astype(float)
+    f = np.where(rng.random((reps, n)) < 0.9, y, 1 - y)
+    labelled = np.argsort(rng.random((reps, n)), axis=1) < plan.labels
+    units = pl.DataFrame(
+        {
+            "rep": np.repeat(np.arange(reps), n),
+            "task": np.tile(np.arange(n), reps),
+            "judge": f.ravel(),
+            "gold": np.where(labelled, y, np.nan).ravel(),
+        }
+    ).with_columns(pl.col("gold").fill_nan(None))
+    out = stats.judged_cells(
+        partials(units, ["rep", "task"]), cells=["rep"], cluster="task", ci_method="ppi++"
+    )
+    half = ((out["ci_high"] - out["ci_low"]) / 2).mean()
+    assert half == pytest.approx(0.03, rel=0.05)
+    assert (
+        stats.gold_labels_needed(
+            0.005, rate=0.3, sensitivity=0.9, specificity=0.9, units=5000
+        ).labels
+        is None
+    )
+    with pytest.raises(ParameterError, match="better than chance"):
+        stats.gold_labels_needed(0.03, rate=0.3, sensitivity=0.5, specificity=0.5, units=100)

@@ -49,7 +49,8 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
 * ``_judged``: :func:`judged_cells`, :func:`judged_partials`: judged outcomes,
   prediction-powered (PPI++) from judge verdicts on every unit and gold labels on a random
   subset, cluster-aware and stratified; ``_judged_paired``: :func:`judged_paired_cells`,
-  :func:`check_judged_units`;
+  :func:`check_judged_units`; ``_judged_planning``: :func:`gold_labels_needed` (the gold labels
+  a target half-width needs, given the judge's error rates);
   ``_judge_error``: :func:`judge_error_cells` (sensitivity, specificity, agreement) and
   :func:`rogan_gladen_cells` (a judge rate corrected by known error rates).
 * ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
@@ -99,6 +100,7 @@ from recoverylab.stats._judged_paired import (
     check_judged_units,
     judged_paired_cells,
 )
+from recoverylab.stats._judged_planning import GoldPlan, gold_labels_needed
 from recoverylab.stats._meld import _meld_cdf as _meld_cdf
 from recoverylab.stats._meld import _meld_quantile as _meld_quantile
 from recoverylab.stats._meld import _meld_setup as _meld_setup
@@ -167,6 +169,7 @@ __all__ = [
     "RATE_COLUMNS",
     "RATE_TESTS",
     "BootstrapResult",
+    "GoldPlan",
     "Interval",
     "IntervalExprs",
     "RateInterval",
@@ -185,6 +188,7 @@ __all__ = [
     "cluster_melded_interval",
     "effective_melded_interval",
     "fay_lumbard_interval",
+    "gold_labels_needed",
     "icc_oneway",
     "interval_agrees_with_test",
     "judge_error_cells",
