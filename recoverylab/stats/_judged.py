@@ -704,8 +704,9 @@ def _judged_frame(
         "n_labelled_clusters": fit["n_labelled_clusters"].astype(np.int64),
         "gold_drawn_by": np.where(fit["partly_labelled"] > 0, "unit", "cluster"),
         "judge_balance_p": fit["balance_p"],
-        "ci_method": method,
-        "test": test,
+        # a cell with no gold in a stratum has no interval: no method to name
+        "ci_method": np.where(fit["undefined"], None, method),
+        "test": np.where(fit["undefined"], None, test),
         "assumption": np.full(n_cells, assumption, dtype=object),
     }
     _warn(keys, cells, small, fit, strata)
