@@ -167,8 +167,8 @@ def test_cli_judged_paired_writes_the_api_result(
             ("--judge", "judge", "--gold", "gold"),
             "forks: the gold column `gold` is null on all",
         ),
-        (pl.col("gold"), ("--gold", "gold"), "`--gold` and `--judge-out` need `--judge COL`"),
-        (pl.col("gold"), ("--judge", "judge"), "`--judge` needs `--gold COL`"),
+        (pl.col("gold"), ("--gold", "gold"), "the judge's error rates need `--judge COL`"),
+        (pl.col("gold"), ("--judge", "judge"), "`--judge` needs `--gold COL` (human labels"),
     ],
 )
 def test_cli_bad_judged_input_is_one_line_exit_2(
@@ -186,3 +186,46 @@ def test_cli_bad_judged_input_is_one_line_exit_2(
     lines = [line for line in result.err.splitlines() if not line.startswith("[paired")]
     assert len(lines) == 1, result.err
     assert message in lines[0]
+
+
+def test_rogan_gladen_effect_maps_the_judge_effect(forks: pl.DataFrame) -> None:
+    out = paired.rogan_gladen_effect(forks, judge="judge", sensitivity=0.9, specificity=0.9)
+    verdicts = paired.summarize(forks.with_columns(success=pl.col("judge")))
+    assert (out["estimate"] - verdicts["effect"] / 0.8).abs().max() < 1e-12
+    assert (out["ci_low"] - verdicts["ci_low"] / 0.8).abs().max() < 1e-12
+    assert out["p_value"].to_list() == verdicts["p_value"].to_list()
+    assert set(out["ci_method"]) == {"rogan-gladen"}
+
+
+def test_cli_rogan_gladen_effect(forks: pl.DataFrame, tmp_path: Path, cli: Callable) -> None:
+    source = tmp_path / "forks.parquet"
+    forks.write_parquet(source)
+    out = tmp_path / "rg.parquet"
+    result = cli(
+        "paired",
+        source,
+        "--judge",
+        "judge",
+        "--judge-sensitivity",
+        "0.9",
+        "--judge-specificity",
+        "0.9",
+        "--out",
+        out,
+    )
+    assert result.code == 0, result.err
+    assert pl.read_parquet(out).height == paired.summarize(forks).height
+    result = cli(
+        "paired",
+        source,
+        "--judge",
+        "judge",
+        "--gold",
+        "gold",
+        "--judge-sensitivity",
+        "0.9",
+        "--judge-specificity",
+        "0.9",
+    )
+    assert result.code == 2
+    assert "not both" in result.err

@@ -167,34 +167,37 @@ def _add_judged(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--judge-out", type=Path, help="also write the judge's sensitivity and specificity here"
     )
+    for flag in ("--judge-sensitivity", "--judge-specificity"):
+        group.add_argument(
+            flag,
+            type=float,
+            help="the judge's known error rate: without --gold, the effect is corrected "
+            "(Rogan-Gladen)",
+        )
 
 
 def _paired_command(args: argparse.Namespace) -> None:
     """Run ``paired``: the judged summary when a judge column is named, else :func:`run_paired`."""
-    if args.judge is None and args.gold is None and args.judge_out is None:
+    judged = (
+        args.gold,
+        args.judge_out,
+        args.judge_sensitivity,
+        args.judge_specificity,
+        args.gold_strata or None,
+    )
+    if args.judge is None and all(v is None for v in judged):
         run_paired(args)
         return
     if args.judge is None:
-        raise ParameterError("`--gold` and `--judge-out` need `--judge COL`, the judge's verdict.")
+        raise ParameterError(
+            "`--gold`, `--judge-out`, `--gold-strata` and the judge's error rates need "
+            "`--judge COL`, the judge's verdict."
+        )
     _run_judged(args)
 
 
-def _run_judged(args: argparse.Namespace) -> None:
-    """Judged rescue, harm and effect (PPI++), and the judge's agreement with the gold."""
-    from recoverylab import paired
-
-    progress = Progress("paired", quiet=args.quiet)
-    for target in (args.out, args.judge_out):
-        if target is not None:
-            guard_output(target, args)
-    engine = spark_cli.engine_from(args)
-    if engine != "polars":
-        spark_cli.refuse(args, ("judge", "gold"))
-    forks = source(args.forks, engine)
-    if args.gold is None:
-        raise ParameterError(
-            "`--judge` needs `--gold COL`: the human labels on a random subset of branches."
-        )
+def _refuse_unjudged_options(args: argparse.Namespace) -> None:
+    """Raise for ``paired`` options that mean nothing for a judged summary."""
     unsupported = [
         f"--{name.replace('_', '-')}"
         for name in ("overlap", "pairs_out", "exclusions_out", "break_even", "adjust")
@@ -206,6 +209,47 @@ def _run_judged(args: argparse.Namespace) -> None:
         raise ParameterError(
             f"{', '.join(f'`{u}`' for u in unsupported)} cannot be used with `--judge`; a "
             "judged summary is two-sided PPI++ (ci_method ppi++-logit)."
+        )
+
+
+def _run_judged(args: argparse.Namespace) -> None:
+    """Judged rescue, harm and effect (PPI++), and the judge's agreement with the gold."""
+    from recoverylab import paired
+
+    _refuse_unjudged_options(args)
+    progress = Progress("paired", quiet=args.quiet)
+    for target in (args.out, args.judge_out):
+        if target is not None:
+            guard_output(target, args)
+    engine = spark_cli.engine_from(args)
+    if engine != "polars":
+        spark_cli.refuse(args, ("judge", "gold"))
+    forks = source(args.forks, engine)
+    rates = (args.judge_sensitivity, args.judge_specificity)
+    if args.gold is not None and rates != (None, None):
+        raise ParameterError(
+            "give `--gold` or the judge's sensitivity and specificity, not both: with gold "
+            "labels the judge's error rates are estimated (PPI++)."
+        )
+    if args.gold is None and None not in rates and args.judge_out is None:
+        progress("judged effect corrected by the judge's known error rates (Rogan-Gladen)")
+        corrected = paired.rogan_gladen_effect(
+            forks,
+            judge=args.judge,
+            sensitivity=args.judge_sensitivity,
+            specificity=args.judge_specificity,
+            by=args.by,
+            pair_by=args.pair_by,
+            cohort=args.cohort,
+            confidence=args.confidence,
+        )
+        title = "effect corrected for the judge's error rates (Rogan-Gladen)"
+        emit(corrected, args.out, args, title=title, face="paired.judged")
+        return
+    if args.gold is None:
+        raise ParameterError(
+            "`--judge` needs `--gold COL` (human labels on a random subset of branches), or "
+            "`--judge-sensitivity` and `--judge-specificity` (Rogan-Gladen)."
         )
     progress("judged outcomes: pairing the judge's verdicts, the gold labels and PPI++")
     with warnings.catch_warnings(record=True) as caught:

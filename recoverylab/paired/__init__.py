@@ -17,7 +17,8 @@ and the runs it *harmed* (no-recovery succeeds, recovery fails).
 * :func:`summarize_judged` -- the same cells when a judge decided ``success``: PPI++ rescue,
   harm and effect from the judge on every branch and human labels on a random subset;
   :func:`judge_agreement` -- the judge's sensitivity, specificity and agreement;
-  :func:`judged_pairs` -- the pairs with both branches' verdicts and labels.
+  :func:`judged_pairs` -- the pairs with both branches' verdicts and labels;
+  :func:`rogan_gladen_effect` -- the effect corrected by the judge's known error rates.
 * :func:`contrast` -- effect of one condition minus another, tasks resampled jointly.
 * :func:`rescue_overlap` -- which tasks two methods rescue, and how many both do.
 * :func:`evaluate_policy` -- a recovery policy's decisions scored against the forks.
@@ -75,6 +76,7 @@ monitor = reads_inputs(_monitor.monitor)
 summarize_judged = reads_inputs(_judged.summarize_judged)
 judged_pairs = reads_inputs(_judged.judged_pairs)
 judge_agreement = reads_inputs(_judged.judge_agreement)
+rogan_gladen_effect = reads_inputs(_judged.rogan_gladen_effect)
 
 __all__ = [
     "BREAK_EVEN_COLUMNS",
@@ -102,6 +104,7 @@ __all__ = [
     "power",
     "read_policy",
     "rescue_overlap",
+    "rogan_gladen_effect",
     "simulate_power",
     "summarize",
     "summarize_judged",

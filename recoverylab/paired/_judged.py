@@ -22,6 +22,7 @@ import polars as pl
 from recoverylab import io, stats
 from recoverylab._errors import SchemaError
 from recoverylab.paired._pairs import Cohort, pairs
+from recoverylab.paired._summary import summarize
 from recoverylab.schema import column_names as key_names
 
 #: The columns of a judged pair after the pair key (see :func:`judged_pairs`).
@@ -188,3 +189,71 @@ def judge_agreement(
     cells = list(key_names("by", by))
     part = stats.judged_partials(lazy, by=[*cells, "task_id"], judge=judge, gold=gold)
     return stats.judge_error_cells(part, cells=cells, cluster="task_id", confidence=confidence)
+
+
+def rogan_gladen_effect(
+    forks: object,
+    *,
+    judge: str,
+    sensitivity: float,
+    specificity: float,
+    by: str | Sequence[str] | None = (),
+    pair_by: str | Sequence[str] | None = (),
+    cohort: Cohort = "full",
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Correct the paired effect for a judge of known sensitivity and specificity.
+
+    With the same error rates on both branches, E[f1 − f0] = (se + sp − 1)·(θ1 − θ0): the
+    judge's paired effect, divided by se + sp − 1, is the true effect (Rogan & Gladen 1978
+    applied to a difference). Its interval is :func:`~recoverylab.paired.summarize`'s interval
+    of the judge's effect (each cell's own method, its p-value unchanged: the test of zero is
+    the same test) mapped by that same division. Rescue and harm alone cannot be corrected
+    without a joint error model and are not reported.
+
+    Parameters
+    ----------
+    forks
+        The ``forks`` table with the judge column (0/1, never null).
+    judge
+        The judge's verdict column (``success`` is not read).
+    sensitivity, specificity
+        The judge's known error rates, in (0, 1] with a sum above 1.
+    by, pair_by, cohort, confidence
+        As in :func:`~recoverylab.paired.summarize`.
+
+    Returns
+    -------
+    pl.DataFrame
+        condition, delay, method, *by*, ``n``, ``estimate`` (corrected effect), ``ci_low``,
+        ``ci_high``, ``p_value``, ``judge_estimate`` (the judge's effect), ``sensitivity``,
+        ``specificity``, ``outside_range`` (estimate or a bound outside [−1, 1], shown as
+        computed), ``ci_method`` (``rogan-gladen``), ``test`` (the judge effect's test).
+    """
+    se, sp = stats.check_judge_error_rates(sensitivity, specificity)
+    lazy = forks if isinstance(forks, pl.LazyFrame) else io.scan(forks)
+    stats.check_judged_units(
+        lazy.with_columns(pl.lit(1, pl.Int8).alias("__gold")),
+        judge=judge,
+        gold="__gold",
+        table="forks",
+    )
+    verdicts = lazy.with_columns((pl.col(judge).cast(pl.Float64) == 1).alias("success"))
+    cells = summarize(verdicts, by=by, pair_by=pair_by, cohort=cohort, confidence=confidence)
+    keys = ["condition", "delay", "method", *key_names("by", by)]
+    scale = se + sp - 1.0
+    out = cells.select(
+        *keys,
+        "n",
+        (pl.col("effect") / scale).alias("estimate"),
+        (pl.col("ci_low") / scale).alias("ci_low"),
+        (pl.col("ci_high") / scale).alias("ci_high"),
+        "p_value",
+        pl.col("effect").alias("judge_estimate"),
+        pl.lit(se).alias("sensitivity"),
+        pl.lit(sp).alias("specificity"),
+        pl.lit("rogan-gladen").alias("ci_method"),
+        "test",
+    )
+    outside = (pl.col("ci_low") < -1) | (pl.col("ci_high") > 1) | (pl.col("estimate").abs() > 1)
+    return out.with_columns(outside.alias("outside_range"))

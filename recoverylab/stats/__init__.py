@@ -83,7 +83,12 @@ from recoverylab.stats._distributions import _fft_convolve as _fft_convolve
 from recoverylab.stats._distributions import _normal_cdf as _normal_cdf
 from recoverylab.stats._distributions import _normal_quantile as _normal_quantile
 from recoverylab.stats._distributions import _special as _special
-from recoverylab.stats._judge_error import JUDGE_MEASURES, judge_error_cells, rogan_gladen_cells
+from recoverylab.stats._judge_error import (
+    JUDGE_MEASURES,
+    check_judge_error_rates,
+    judge_error_cells,
+    rogan_gladen_cells,
+)
 from recoverylab.stats._judged import (
     JUDGED_CI_METHODS,
     JUDGED_COLUMNS,
@@ -181,6 +186,7 @@ __all__ = [
     "bootstrap_accurate",
     "bootstrap_types",
     "cell_rng",
+    "check_judge_error_rates",
     "check_judged_units",
     "check_resampling",
     "cluster_bootstrap",

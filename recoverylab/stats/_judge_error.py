@@ -168,7 +168,7 @@ def rogan_gladen_cells(
     """
     cells_l = _column_names("cells", cells)
     confidence = _check_confidence(confidence)
-    se, sp = _check_error_rates(sensitivity, specificity)
+    se, sp = check_judge_error_rates(sensitivity, specificity)
     frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
     per_cluster = frame.group_by([*cells_l, cluster]).agg(
         (pl.col("judge_labelled") + pl.col("judge_unlabelled")).cast(pl.Float64).sum().alias("q_y"),
@@ -236,7 +236,17 @@ def rogan_gladen_cells(
     return out
 
 
-def _check_error_rates(sensitivity: object, specificity: object) -> tuple[float, float]:
+def check_judge_error_rates(sensitivity: object, specificity: object) -> tuple[float, float]:
+    """Return a judge's sensitivity and specificity as floats, or raise one clear error.
+
+    Both must lie in (0, 1] and sum above 1 (a judge better than chance), as every
+    Rogan–Gladen correction needs.
+
+    Raises
+    ------
+    ParameterError
+        A value outside (0, 1], or a sum of at most 1.
+    """
     for name, value in (("sensitivity", sensitivity), ("specificity", specificity)):
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if not ok or not 0.0 < float(value) <= 1.0 or math.isnan(float(value)):  # type: ignore[arg-type]
