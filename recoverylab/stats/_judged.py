@@ -35,17 +35,18 @@ interval is θ̂ ± z·√v (``ci_method = "ppi++"``); it inverts the Wald test 
 (``test = "wald-z"``), whose p-value is given when a null value is. Where a cluster holds
 several units, v is estimated from K clusters, not from units, and the cluster-robust
 small-sample rule applies: v·K/(K − 1) (CR1) and a t quantile with (labelled clusters − 1)
-degrees of freedom in place of z (Cameron & Miller 2015, J. Human Resources 50(2), §VI; in
-simulation the plain z interval over 100 clusters covered 93–94 %).
+degrees of freedom in place of z (Cameron & Miller 2015, J. Human Resources 50(2), §VI: a
+variance estimated from few clusters is too small on average, and its noise needs t).
 
-That interval (``ci_method="ppi++"``) is symmetric; a rare rate's sampling distribution is
-not, and at a 5 % rate it covered 92.6–93.7 % (benchmarks/JUDGED.md; ``ppi_py``'s covers the
-same). The default (``"auto"`` = ``"ppi++-logit"``) builds it on the logit scale of the value
-range instead: with u = (θ − lo)/(hi − lo), logit(û) ± q·se/((hi − lo)·û(1 − û)) (delta method),
-mapped back, so the bounds lie inside the range and lean the way the estimate's distribution
-does; it inverts the Wald test on that scale (``test = "wald-logit"``). An estimate on or beyond
-the range's ends has no logit: that row takes the gold-only fallback below. Bounds are never
-clipped: ``"ppi++"``'s may pass 0 or 1, as that method computes them.
+That interval (``ci_method="ppi++"``) is symmetric; a rare rate's sampling distribution is not,
+and at a 5 % rate it falls short of its level (the "Wald PPI++ coverage" column of
+``benchmarks/JUDGED.md``; ``ppi_py``'s interval is the same). The default (``"auto"`` =
+``"ppi++-logit"``) builds it on the logit scale of the value range instead: with u = (θ −
+lo)/(hi − lo), logit(û) ± q·se/((hi − lo)·û(1 − û)) (delta method), mapped back, so the bounds
+lie inside the range and lean the way the estimate's distribution does; it inverts the Wald test
+on that scale (``test = "wald-logit"``). An estimate on or beyond the range's ends has no logit:
+that row takes the gold-only fallback below. Bounds are never clipped: ``"ppi++"``'s may pass 0
+or 1, as that method computes them.
 
 With one unit per cluster and one stratum, v (no factor, z) is exactly ``ppi_py.ppi_mean_ci``'s
 (Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ; ``ppi_py``'s default λ
