@@ -253,8 +253,15 @@ def judged_cells(
     -------
     polars.DataFrame
         One row per cell, sorted by the cells: the cell columns and :data:`JUDGED_COLUMNS`
-        (``p_value`` after ``std_error`` when ``null`` is given). ``estimate`` is NaN in a cell
-        where a stratum with units has no gold label (warned).
+        (``p_value`` after ``std_error`` when ``null`` is given). ``estimate`` (PPI++, or the
+        gold-only estimate where the row fell back), ``ci_low``/``ci_high`` (the row's
+        ``ci_method``), ``std_error`` and ``lam`` (null where the row fell back; ``lam`` also
+        with several strata, each tuned its own), ``judge_estimate`` (the judge's mean over all
+        units), ``gold_estimate`` with ``gold_ci_low``/``gold_ci_high`` (λ = 0, same scale and
+        variance), ``n``, ``n_labelled``, ``labelled_share``, ``n_clusters``,
+        ``n_labelled_clusters``, ``gold_drawn_by``, ``judge_balance_p``, ``ci_method``, ``test``
+        (null where no interval was computed) and ``assumption``. ``estimate`` is null in a
+        cell where a stratum with units has no gold label (warned).
 
     Raises
     ------
