@@ -113,10 +113,12 @@ def assert_bounds_are_the_methods_own(
 
 
 @pytest.mark.slow
-def test_2000_multi_pair_cells_report_the_methods_own_bounds() -> None:
-    types = generated_cells(2000, seed=38, one_pair=False)
+def test_many_multi_pair_cells_report_the_methods_own_bounds() -> None:
+    # the 2,000 cells take minutes (benchmarks/interval_agreement.py runs them all);
+    # the suite checks the first 200 of the same family
+    types = generated_cells(2000, seed=38, one_pair=False).filter(pl.col("cell") < 200)
     out = stats.paired_effect_cells(types, cells=["cell"])
-    assert out.height == 2000
+    assert out.height == 200
     assert (out["ci_method"] == "cluster-melded").all()
     assert_bounds_are_the_methods_own(types, out, ["cell"])
 
