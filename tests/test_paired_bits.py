@@ -333,10 +333,19 @@ def test_combined_breakages_raise_validates_first_message(
         frame = frame.with_columns(pl.col("task_id").str.slice(1).cast(pl.Int64))
     for name, every, at in broken:
         frame = BREAKAGES[name](every, at)(frame)
-    expected = _validate_message(frame)
+    try:
+        validate(frame, "forks")
+    except SchemaError as error:
+        expected: str | None = str(error)
+    else:
+        # a breakage can miss every row it could break (null delays on `none` rows only)
+        expected = None
     with pytest.MonkeyPatch.context() as patch:
         if rows_per_pass is not None:
             rows_per_gb(patch)
+        if expected is None:
+            _summary.partials(frame, memory=rows_per_pass)
+            return
         with pytest.raises(SchemaError) as info:
             _summary.partials(frame, memory=rows_per_pass)
     assert str(info.value) == expected
