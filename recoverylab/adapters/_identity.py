@@ -185,7 +185,7 @@ def keep_raw_ids(imported: Imported) -> Imported:
         if (with_raw := [f for f in frames.values() if {column, RAW} <= set(f.columns)])
     }
 
-    def raw(frame: pl.DataFrame) -> pl.DataFrame:
+    def to_raw(frame: pl.DataFrame) -> pl.DataFrame:
         column = next((c for c in ("task_id", "state_id") if c in frame.columns), None)
         if column is None:
             return frame
@@ -195,10 +195,10 @@ def keep_raw_ids(imported: Imported) -> Imported:
             return frame.with_columns(pl.col(column).replace(known[column]))
         return frame
 
-    tables = {name: raw(frame) for name, frame in imported.tables.items()}
+    tables = {name: to_raw(frame) for name, frame in imported.tables.items()}
     report = imported.report.with_identity(
         dataclasses.replace(identity, raw=True) if identity is not None else None
     )
     return dataclasses.replace(
-        imported, tables=tables, excluded=raw(imported.excluded), report=report
+        imported, tables=tables, excluded=to_raw(imported.excluded), report=report
     )

@@ -46,6 +46,7 @@ a keyed object that repeats an id, a keyed file that is not an object.
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -185,7 +186,7 @@ class Tree:
     unmatched: tuple[Path, ...]
 
 
-def match_tree(roots: Sequence[str | Path], templates: Mapping[str, Template]) -> Tree:
+def match_tree(roots: Sequence[str | os.PathLike[str]], templates: Mapping[str, Template]) -> Tree:
     """Match every file under each root against the templates (the first that matches wins).
 
     Raises
@@ -442,7 +443,7 @@ def _context_rows(
 
 
 def read_tree(
-    roots: Sequence[str | Path],
+    roots: Sequence[str | os.PathLike[str]],
     files: str,
     *,
     unnest_keys: str | None = None,

@@ -283,7 +283,7 @@ def read(
             "ACTION_SPACE/OBSERVATION_TYPE/MODEL/DOMAIN/EXAMPLE_ID/ directory."
         )
     schema = {k: v for k, v in TRIALS_SCHEMA.items() if k not in ("success", "raw_task_id", SCOPE)}
-    schema = {**schema, "reason": pl.String, "detail": pl.String, "marker_step": pl.Int64}
+    schema = {**schema, "reason": pl.String(), "detail": pl.String(), "marker_step": pl.Int64()}
     frame = pl.DataFrame([_row(e, marker) for e in examples], schema=schema)
     frame = frame.with_columns(
         (pl.col("reward") >= success).alias("success"),

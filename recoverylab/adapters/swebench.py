@@ -243,13 +243,14 @@ def _units(roots: Sequence[str | Path]) -> tuple[dict[tuple[str, str, str], _Uni
     runs = {m.values["run_id"]: m.path for m in tree.matches["run"]}
     run_ids = set(runs) | {k[0] for k in units}
     unmatched = list(tree.unmatched)
-    meta = {"runs": runs, "summaries": [], "unmatched": unmatched}
+    summaries: list[Path] = []
+    meta = {"runs": runs, "summaries": summaries, "unmatched": unmatched}
     for match in tree.matches["top"]:
         named = _summary_of(match.path, run_ids)
         if named is None:
             unmatched.append(match.path)
             continue
-        meta["summaries"].append(match.path)
+        summaries.append(match.path)
         _apply_summary(match.path, *named, unit)
     meta["unmatched"] = sorted(unmatched)
     return units, meta

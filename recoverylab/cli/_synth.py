@@ -14,6 +14,7 @@ TREES = ("osworld", "swebench")
 def _write_tree(args: argparse.Namespace) -> None:
     """Write a harness's tree as its own writer lays it out (see the synth module named)."""
     tasks = 6 if args.tasks is None else args.tasks
+    root: Path | list[Path]
     if args.table == "swebench":
         from recoverylab.synth.swebench_runs import write_swebench_runs
 

@@ -224,10 +224,12 @@ def _rate_p_values(cell: CellData, margin: float) -> tuple[float, float]:
 # --- both modes -------------------------------------------------------------------------------
 
 
-def _sequence(cell: CellData, threshold: float, max_pairs: float, **options: object) -> object:
+def _sequence(
+    cell: CellData, threshold: float, max_pairs: float, *, alpha: float
+) -> sequences.SequenceTest:
     """:func:`~recoverylab.stats.sequences.sequence_test` of the cell at ``threshold``."""
     return sequences.sequence_test(
-        cell.x, cell.m, threshold, lo=cell.lo, hi=1.0, max_pairs=max_pairs, **options
+        cell.x, cell.m, threshold, alpha=alpha, lo=cell.lo, hi=1.0, max_pairs=max_pairs
     )
 
 
@@ -238,7 +240,7 @@ def p_paths(cell: CellData, threshold: float, *, upper: bool, max_pairs: float) 
     which grid points the bounds keep, not the p-values).
     """
     found = _sequence(cell, threshold, max_pairs, alpha=0.5)
-    greater, less = found.p_greater, found.p_less  # type: ignore[attr-defined]
+    greater, less = found.p_greater, found.p_less
     return (less, greater) if upper else (greater, less)
 
 

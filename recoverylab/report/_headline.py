@@ -265,7 +265,7 @@ def _takeover_lines(frame: pl.DataFrame) -> list[str]:
     source = "takeover-funnel"
     names = keys_before(frame, "k")
     keys: _Keys = [(k, _key_text(k)) for k in names]
-    k = frame["k"].max()
+    k = str(frame["k"].max())
 
     def words(rate: str, n: str, noun: str) -> pl.Expr:
         interval = (

@@ -187,8 +187,9 @@ def _melded_curves(
         sides.append((m_phi - x, x + 1))
     jobs = [(t, b) for b in sides for t in psi]
     params = [np.concatenate([job[i][j] for job in jobs]) for i in (0, 1) for j in (0, 1)]
-    quantiles = _meld_quantile(*params, alpha).reshape(len(jobs), x.size)
-    at_zero = _meld_at_zero(*params).reshape(len(jobs), x.size)
+    t_a, t_b, b_a, b_b = params
+    quantiles = _meld_quantile(t_a, t_b, b_a, b_b, alpha).reshape(len(jobs), x.size)
+    at_zero = _meld_at_zero(t_a, t_b, b_a, b_b).reshape(len(jobs), x.size)
     low, high = np.full(x.size, -1.0), np.full(x.size, 1.0)
     p_greater, p_less = np.ones(x.size), np.ones(x.size)
     if alternative != "less":

@@ -97,7 +97,7 @@ def _write_example(
     (folder / "instruction.txt").write_text(f"Do task {row['example_id']}", encoding="utf-8")
     (folder / "runtime.log").write_text("", encoding="utf-8")
     steps = row["steps"] if finished else max(1, row["steps"] // 2)
-    lines = []
+    lines: list[dict[str, object]] = []
     for step in range(1, steps + 1):
         stamp = f"20250301@1200{step:02d}"
         shot = f"step_{step}_{stamp}.png"
