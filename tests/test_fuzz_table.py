@@ -7,7 +7,9 @@ files are mutated: keys replaced by objects or arrays or new text, outcomes and 
 rows duplicated, NaN, integers beyond 64 bits, huge and deeply nested values added, encodings
 changed, files truncated, compressed and copied. Each mutation states its effect, and the run
 must agree. Errors found after mapping (a null or duplicate key of the contract) name the table,
-column and keys rather than the file: for those the fuzzer asks for one line of our error.
+the column, the keys and the log (``import table`` names the log whose rows fail on their own,
+or the logs holding a repeated key); only a mapping expression that fails on the rows' types
+(text compared with a number) is one line of our error without a file.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ JSON_SHAPES = {
     "jsonl_nested": (("run.task", "run.cond", "run.arm"), "reward", ("status", "sandbox_error")),
     "json_array": (("id", "obs", "recovery"), "outcome", ("outcome", "crashed")),
 }
-#: Any error of ours, in one line, naming no particular file (a contract check after mapping).
+#: Any error of ours, in one line, naming no particular file (a mapping that fails on types).
 ONE_LINE = fz.Expect("error")
 
 
@@ -89,15 +91,15 @@ def _mutate_row(
     if kind == "delete_outcome":
         if shape == "json_array" and dropped:  # the outcome is what excluded it: now a null
             row.pop(outcome)
-            return ONE_LINE, 0
+            return fz.error(file), 0
         row.pop(outcome)
-        return (fz.SAME if dropped else ONE_LINE), 0
+        return (fz.SAME if dropped else fz.error(file)), 0
     if kind == "delete_key":
         _pop(row, data.draw(st.sampled_from(keys)))
-        return (fz.SAME if dropped else ONE_LINE), 0
+        return (fz.SAME if dropped else fz.error(file)), 0
     if kind == "duplicate":
         rows.append(json.loads(json.dumps(row)))
-        return (fz.excluded("infrastructure", rows=0) if dropped else ONE_LINE), 0
+        return (fz.excluded("infrastructure", rows=0) if dropped else fz.error(file)), 0
     if kind == "nan":
         row["score_extra"] = data.draw(st.sampled_from([float("nan"), float("inf"), -float("inf")]))
         return fz.error(file), 0
@@ -165,9 +167,9 @@ def _mutate_file(data: st.DataObject, folder: Path, shape: str) -> fz.Expect:
         cuts = [i for i in range(len(text) - 1) if text[i - 1 : i] != b"\n"]
         fz.write(file, text[: data.draw(st.sampled_from(cuts))])
         return fz.error(file)
-    if kind == "copy":  # every row twice: duplicate keys (excluded rows are excluded twice)
+    if kind == "copy":  # every row twice: duplicate keys, named with the logs they came from
         shutil.copy(file, file.with_name(f"copy-{file.name}"))
-        return ONE_LINE
+        return fz.error(file)
     if kind == "encoding" and not binary:
         encoding = data.draw(st.sampled_from(fz.ENCODINGS))
         raw = file.read_text("utf-8")

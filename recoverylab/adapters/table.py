@@ -275,13 +275,48 @@ def from_frame(
     except pl.exceptions.PolarsError as exc:
         raise InputError(f"table: mapping the logs failed: {_first_line(exc)}.") from None
     rows, _ = _qualified(rows, columns)
-    kept = rows.filter(pl.col(_REASON).is_null()).drop(_REASON, "detail", _LOG)
+    kept_rows = rows.filter(pl.col(_REASON).is_null())
+    kept = kept_rows.drop(_REASON, "detail", _LOG)
     columns = list(dict.fromkeys([*columns, *(c for c in (RAW, SCOPE) if c in rows.columns)]))
-    tables = {
-        contract.name: _table(kept, contract, [c for c in columns if c in kept.columns], key, to)
-        for contract in contracts
-    }
+    tables = {}
+    for contract in contracts:
+        names = [c for c in columns if c in kept.columns]
+        try:
+            tables[contract.name] = _table(kept, contract, names, key, to)
+        except SchemaError as exc:
+            raise _naming_the_log(exc, kept_rows, contract, names, key, to) from None
     return tables, _excluded(rows)
+
+
+def _naming_the_log(
+    exc: SchemaError,
+    kept_rows: pl.DataFrame,
+    contract: TableSpec,
+    columns: list[str],
+    key: Sequence[str],
+    to: str,
+) -> SchemaError:
+    """Return ``exc`` naming the log whose rows break the contract (the error path only).
+
+    The contract checks run on the mapped rows of every log at once; the first log whose rows
+    fail them on their own is the one named. Rows that fail only together (one key in two
+    logs) name the logs they came from.
+    """
+    logs = sorted({str(v) for v in kept_rows[_LOG].drop_nulls()})
+    if not logs:
+        return exc
+    for log in logs:
+        rows = kept_rows.filter(pl.col(_LOG) == log).drop(_REASON, "detail", _LOG)
+        try:
+            _table(rows, contract, columns, key, to)
+        except SchemaError as alone:
+            return SchemaError(f"`{log}`: {alone}")
+    names = [c for c in dict.fromkeys([*contract.key, *key]) if c in kept_rows.columns]
+    if names:  # a key in two logs: the logs holding the repeated keys
+        repeated = kept_rows.filter(pl.struct(names).is_duplicated())[_LOG].drop_nulls()
+        logs = sorted({str(v) for v in repeated}) or logs
+    shown = ", ".join(f"`{log}`" for log in logs[:3]) + (", ..." if len(logs) > 3 else "")
+    return SchemaError(f"{exc} The rows come from {shown}.")
 
 
 def _qualified(rows: pl.DataFrame, columns: list[str]) -> tuple[pl.DataFrame, Identity | None]:
