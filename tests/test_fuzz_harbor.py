@@ -205,6 +205,7 @@ def _mutate(data: st.DataObject, file: Path) -> fz.Expect:
     return expect
 
 
+@pytest.mark.slow  # 500 cases: 10-60 s on a loaded 2-core machine (CI runs slow tests)
 @settings(
     max_examples=500,
     deadline=None,

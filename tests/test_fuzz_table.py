@@ -202,6 +202,7 @@ def _case(data: st.DataObject, root: Path) -> tuple[str, fz.Expect]:
     return shape, _mutate_json(data, folder, shape)
 
 
+@pytest.mark.slow  # 500 cases: 10-60 s on a loaded 2-core machine (CI runs slow tests)
 @settings(
     max_examples=500,
     deadline=None,

@@ -214,6 +214,7 @@ def _case(data: st.DataObject, root: Path) -> fz.Expect:
     return expect
 
 
+@pytest.mark.slow  # 500 cases: 10-60 s on a loaded 2-core machine (CI runs slow tests)
 @settings(
     max_examples=500,
     deadline=None,
