@@ -8,8 +8,8 @@ rows duplicated, NaN, integers beyond 64 bits, huge and deeply nested values add
 changed, files truncated, compressed and copied. Each mutation states its effect, and the run
 must agree. Errors found after mapping (a null or duplicate key of the contract) name the table,
 the column, the keys and the log (``import table`` names the log whose rows fail on their own,
-or the logs holding a repeated key); only a mapping expression that fails on the rows' types
-(text compared with a number) is one line of our error without a file.
+or the logs holding a repeated key); a mapping expression that fails on the rows' types (text
+compared with a number) names the log when there is one.
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def _mutate_csv(data: st.DataObject, folder: Path) -> fz.Expect:
         expect = fz.SAME
     elif kind == "score_text":
         fields[4] = "abc"
-        expect = ONE_LINE  # the score column is text now: mapping `score >= 1` fails
+        expect = fz.error(file)  # the score column is text now: mapping `score >= 1` fails
     else:  # an unclosed quote
         fields[1] = '"' + fields[1]
         expect = fz.error(file)

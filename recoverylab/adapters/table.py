@@ -273,7 +273,9 @@ def from_frame(
             *projection, reason.alias(_REASON), detail.alias("detail"), source.alias(_LOG)
         ).collect()
     except pl.exceptions.PolarsError as exc:
-        raise InputError(f"table: mapping the logs failed: {_first_line(exc)}.") from None
+        raise InputError(
+            f"{_only_log(frame, log)}table: mapping the logs failed: {_first_line(exc)}."
+        ) from None
     rows, _ = _qualified(rows, columns)
     kept_rows = rows.filter(pl.col(_REASON).is_null())
     kept = kept_rows.drop(_REASON, "detail", _LOG)
@@ -286,6 +288,21 @@ def from_frame(
         except SchemaError as exc:
             raise _naming_the_log(exc, kept_rows, contract, names, key, to) from None
     return tables, _excluded(rows)
+
+
+def _only_log(frame: pl.LazyFrame, log: str | None) -> str:
+    """Return ``"`LOG`: "`` for the one log a frame's rows come from ("" for several, or none).
+
+    With one log the failing rows are its own; with several, the column types are the logs'
+    common supertype, so no single log can be blamed from the mapped frame.
+    """
+    if log is None:
+        return ""
+    try:
+        logs = frame.select(pl.col(log).unique()).collect()[log].drop_nulls()
+    except pl.exceptions.PolarsError:
+        return ""
+    return f"`{logs[0]}`: " if logs.len() == 1 else ""
 
 
 def _naming_the_log(
