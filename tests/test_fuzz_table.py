@@ -33,8 +33,6 @@ JSON_SHAPES = {
     "jsonl_nested": (("run.task", "run.cond", "run.arm"), "reward", ("status", "sandbox_error")),
     "json_array": (("id", "obs", "recovery"), "outcome", ("outcome", "crashed")),
 }
-#: Any error of ours, in one line, naming no particular file (a mapping that fails on types).
-ONE_LINE = fz.Expect("error")
 
 
 @pytest.fixture(scope="module")
