@@ -242,7 +242,8 @@ def test_too_few_labels_fall_back_to_gold_only_korn_graubard() -> None:
     units = judged_units(8, 4, share=0.5, seed=9)
     message = (
         "judged outcome: 1 cells have fewer than 20 labelled clusters, 30 labelled units or 5 "
-        "labelled events and non-events (cell all), too few for the normal approximation of "
+        "labelled events, non-events and judge-gold disagreements (cell all), too few for the "
+        "normal approximation of "
         "PPI++; they show the gold-only Korn–Graubard interval instead (ci_method says which)."
     )
     with pytest.warns(RecoveryLabWarning, match=re.escape(message)):

@@ -73,9 +73,12 @@ def test_judged_awareness_is_ear(tables: dict) -> None:
     attempts = tables["attempts"].with_columns(
         judge=pl.col("aware").cast(pl.Int8), gold=pl.col("aware")
     )
-    out = takeover.summarize_judged(
-        tables["states"], attempts, judge="judge", gold="gold", outcome="aware"
-    )
+    # a judge that never errs leaves no disagreement to correct with: the gold-only interval
+    with pytest.warns(RecoveryLabWarning, match="judge-gold disagreements"):
+        out = takeover.summarize_judged(
+            tables["states"], attempts, judge="judge", gold="gold", outcome="aware"
+        )
+    assert set(out["ci_method"]) == {"korn-graubard"}
     joined = out.join(
         eligible_means(tables | {"attempts": attempts}, "aware"), on=["agent", "depth"]
     )

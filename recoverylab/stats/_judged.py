@@ -65,8 +65,10 @@ gold labels are missing at random within the strata given (whether a unit or clu
 labelled does not depend on its outcome, given the stratum); every stratum with units has gold.
 The normal approximation needs enough labelled clusters and outcomes: below
 :data:`MIN_LABELLED_CLUSTERS` labelled clusters, :data:`MIN_LABELLED_UNITS` labelled units or
-:data:`MIN_LABELLED_EVENTS` labelled events or non-events (for a difference: non-zero values) in
-a cell (0 of n gold events would give a zero-width interval), the row falls back to
+:data:`MIN_LABELLED_EVENTS` labelled events or non-events (for a difference: non-zero values), or
+as few disagreements of judge and gold among the labelled units, in a cell (0 of n gold events
+would give a zero-width interval; few disagreements leave the correction's mean to a handful of
+units), the row falls back to
 the gold-only Korn–Graubard interval (``stats.korn_graubard``, one stratum; with several strata
 each stratum's interval at level 1 − α/H, combined by the shares: Bonferroni), and a
 :class:`~recoverylab.RecoveryLabWarning` names the cells and the reason. The simulated coverage
@@ -114,6 +116,7 @@ JUDGED_VALUES = (
     "judge_unlabelled",
     "judge_gold",
     "gold_square",
+    "judge_square",
 )
 
 #: Interval methods of a judged mean: ``auto`` (the default) is ``ppi++-logit``.
@@ -126,7 +129,8 @@ JUDGED_TESTS = {"ppi++": "wald-z", "ppi++-logit": "wald-logit"}
 MIN_LABELLED_CLUSTERS = 20
 #: ... or below this many labelled units.
 MIN_LABELLED_UNITS = 30
-#: ... or below this many labelled events or non-events (a rate), or non-zero values (a difference).
+#: ... or below this many labelled events or non-events (a rate), non-zero values (a difference),
+#: or disagreements of judge and gold.
 MIN_LABELLED_EVENTS = 5
 
 #: The columns of :func:`judged_cells` after the cell keys.
@@ -184,7 +188,7 @@ def judged_partials(
     polars.LazyFrame
         ``by`` columns and ``n_labelled``, ``gold``, ``judge_labelled``, ``n_unlabelled``,
         ``judge_unlabelled``, ``judge_gold`` (Σ f·y over labelled units), ``gold_square``
-        (Σ y² over labelled units).
+        and ``judge_square`` (Σ y², Σ f² over labelled units).
     """
     frame = units.lazy() if isinstance(units, pl.DataFrame) else units
     # materialised first: a literal (a gold that is null everywhere) is then one value per row
@@ -202,6 +206,7 @@ def judged_partials(
         pl.when(labelled).then(0.0).otherwise(f).sum().alias("judge_unlabelled"),
         pl.when(labelled).then(f * y).otherwise(0.0).sum().alias("judge_gold"),
         (y * y).fill_null(0.0).sum().alias("gold_square"),
+        pl.when(labelled).then(f * f).otherwise(0.0).sum().alias("judge_square"),
     )
 
 
@@ -516,16 +521,27 @@ def _t_quantile(p: float, df: np.ndarray) -> np.ndarray:
 
 
 def _sparse_events(rows: dict[str, np.ndarray], lay: _Layout, lo: float) -> np.ndarray:
-    """Return the fewer of a cell's labelled events and non-events (the normal approximation's).
+    """Return the fewest of the counts the normal approximation needs, per cell.
 
-    Values >= 0 (a rate): Σy and n − Σy; a difference: its non-zero values, Σy².
+    Values >= 0 (a rate): the labelled events Σy and non-events n − Σy; a difference: its
+    non-zero values Σy². Both: the judge's disagreements with the gold on labelled units,
+    Σ(y − f)², which the rectifier's mean rests on (an accurate judge and few labels leave a
+    handful, and the rectifier's normal approximation fails: 93.0 % coverage at a 5 % rate,
+    accuracy 0.95, 150 labels, before this rule).
     """
-    n_l = np.bincount(lay.c, weights=rows["n_labelled"], minlength=lay.n_cells)
-    squares = np.bincount(lay.c, weights=rows["gold_square"], minlength=lay.n_cells)
+
+    def per_cell(values: np.ndarray) -> np.ndarray:
+        return np.bincount(lay.c, weights=values, minlength=lay.n_cells)
+
+    n_l, squares = per_cell(rows["n_labelled"]), per_cell(rows["gold_square"])
+    # Σ (y − f)² over labelled units: the judge's disagreements with the gold (binary)
+    disagreements = np.maximum(
+        squares + per_cell(rows["judge_square"]) - 2.0 * per_cell(rows["judge_gold"]), 0.0
+    )
     if lo < 0.0:
-        return squares
-    events = np.bincount(lay.c, weights=rows["gold"], minlength=lay.n_cells)
-    return np.minimum(events, n_l - events)
+        return np.minimum(squares, disagreements)
+    events = per_cell(rows["gold"])
+    return np.minimum(np.minimum(events, n_l - events), disagreements)
 
 
 def _influences(
@@ -819,7 +835,7 @@ def _warn(
         warnings.warn(
             f"judged outcome: {int(small.sum())} cells have fewer than {MIN_LABELLED_CLUSTERS} "
             f"labelled clusters, {MIN_LABELLED_UNITS} labelled units or {MIN_LABELLED_EVENTS} "
-            f"labelled events and non-events (cell {shown(small)}), "
+            f"labelled events, non-events and judge-gold disagreements (cell {shown(small)}), "
             "too few for the normal approximation of PPI++; they show the gold-only "
             "Korn–Graubard interval instead (ci_method says which).",
             RecoveryLabWarning,
