@@ -526,8 +526,8 @@ def _sparse_events(rows: dict[str, np.ndarray], lay: _Layout, lo: float) -> np.n
     Values >= 0 (a rate): the labelled events Σy and non-events n − Σy; a difference: its
     non-zero values Σy². Both: the judge's disagreements with the gold on labelled units,
     Σ(y − f)², which the rectifier's mean rests on (an accurate judge and few labels leave a
-    handful, and the rectifier's normal approximation fails: 93.0 % coverage at a 5 % rate,
-    accuracy 0.95, 150 labels, before this rule).
+    handful, and the rectifier's normal approximation fails: the rare settings with an accurate
+    judge in ``benchmarks/JUDGED.md``).
     """
 
     def per_cell(values: np.ndarray) -> np.ndarray:
