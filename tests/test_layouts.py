@@ -29,6 +29,7 @@ import recoverylab as rl
 from recoverylab import goal, paired, synth, takeover
 from recoverylab.cli import main
 from tests import layouts
+from tests.conftest import SAMPLES
 
 SEED = 26
 N_LAYOUTS = 200
@@ -260,17 +261,53 @@ def _all_commands(args: dict[str, list[str]]) -> dict[str, list[str]]:
         **commands(args),
         "contrast": ["contrast", *args["forks"], "--a", "stale1", "--b", "clean", *FAST],
         "monitor": ["monitor", *args["forks"], "--quiet", "--format", "csv"],
+        "policy": ["policy", "--decisions", *args["decisions"], "--forks", *args["forks"], *FAST],
+        "gate": ["gate", str(SAMPLES / "paired" / "gate_policy.toml"), *args["forks"], "--quiet"],
+        "plan": ["plan", *args["forks"], "--quiet"],
+        "router": [
+            "router",
+            "fit",
+            "--decision-points",
+            str(SAMPLES / "router" / "train" / "decision_points.parquet"),
+            "--forks",
+            *args["forks"],
+            "--features",
+            "repetition,noops",
+            "--out",
+            str(Path(args["forks"][0]).parent / "rule.json"),
+            "--quiet",
+        ],
     }
+
+
+def _decisions(folder: Path) -> list[str]:
+    """A decision table for ``policy``: every forks episode, recovering at delay 1."""
+    path = folder / "decisions.parquet"
+    episodes = tables()["forks"].select("task_id", "condition").unique()
+    episodes.with_columns(pl.lit(1, dtype=pl.Int64).alias("delay")).write_parquet(path)
+    return [str(path)]
 
 
 @pytest.mark.parametrize("kind", ["object_key", "deep", "cut_gzip"])
 @pytest.mark.parametrize(
-    "command", ["validate", "paired", "goal", "takeover", "contrast", "monitor"]
+    "command",
+    [
+        "validate",
+        "paired",
+        "goal",
+        "takeover",
+        "contrast",
+        "monitor",
+        "policy",
+        "gate",
+        "plan",
+        "router",
+    ],
 )
 def test_every_command_refuses_a_hostile_text_table_in_one_line(
     command: str, kind: str, tmp_path: Path, reference, capsys
 ) -> None:
-    args = dict(reference["args"])
+    args = {**reference["args"], "decisions": _decisions(tmp_path)}
     argv = _all_commands(args)[command]
     table = next(t for t in tables() if args[t][0] in argv)  # the command's first table
     suffix = ".ndjson.gz" if kind == "cut_gzip" else ".ndjson"
