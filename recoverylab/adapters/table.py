@@ -282,11 +282,11 @@ def from_frame(
     columns = list(dict.fromkeys([*columns, *(c for c in (RAW, SCOPE) if c in rows.columns)]))
     tables = {}
     for contract in contracts:
-        names = [c for c in columns if c in kept.columns]
+        present = [c for c in columns if c in kept.columns]
         try:
-            tables[contract.name] = _table(kept, contract, names, key, to)
+            tables[contract.name] = _table(kept, contract, present, key, to)
         except SchemaError as exc:
-            raise _naming_the_log(exc, kept_rows, contract, names, key, to) from None
+            raise _naming_the_log(exc, kept_rows, contract, present, key, to) from None
     return tables, _excluded(rows)
 
 

@@ -729,8 +729,8 @@ def _judged_frame(
         "gold_drawn_by": np.where(fit["partly_labelled"] > 0, "unit", "cluster"),
         "judge_balance_p": fit["balance_p"],
         # a cell with no gold in a stratum has no interval: no method to name
-        "ci_method": np.where(fit["undefined"], None, method),
-        "test": np.where(fit["undefined"], None, test),
+        "ci_method": np.where(fit["undefined"], np.array(None, dtype=object), method),
+        "test": np.where(fit["undefined"], np.array(None, dtype=object), test),
         "assumption": np.full(n_cells, assumption, dtype=object),
     }
     _warn(keys, cells, small, fit, strata)
