@@ -119,6 +119,22 @@ def run_cli(argv: list[str], capsys: Any) -> tuple[int, str]:
     return code, capsys.readouterr().err
 
 
+def check_cli(expect: Expect, code: int, err: str, out: Path, table: str) -> None:
+    """Assert an ``import`` run on the command line ended as ``expect`` allows.
+
+    Exit 2 with one line on stderr and nothing written, or exit 0 with ``table`` in ``out``.
+    """
+    assert code in (0, 2), err
+    if code == 2:
+        assert expect.kind in ("error", "either"), err
+        assert len(err.strip().splitlines()) == 1, err
+        assert err.startswith("recoverylab import: error: "), err
+        assert not out.exists()
+    else:
+        assert expect.kind in ("delta", "either"), err
+        assert (out / f"{table}.parquet").is_file()
+
+
 def check(base: Outcome, expect: Expect, got: Outcome, where: str) -> None:
     """Assert ``got`` is what ``expect`` says the mutation does to ``base``."""
     event("error" if got.error is not None else f"counted, moved by {expect.excluded or 'none'}")

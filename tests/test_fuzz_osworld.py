@@ -148,15 +148,7 @@ def test_the_command_line_gives_exit_0_or_one_line_and_exit_2(
         expect = _case(data, root)
         out = Path(folder) / "out"
         code, err = fz.run_cli(["import", "osworld", str(root), "--out", str(out)], capsys)
-        assert code in (0, 2), err
-        if code == 2:
-            assert expect.kind in ("error", "either"), err
-            assert len(err.strip().splitlines()) == 1, err
-            assert err.startswith("recoverylab import: error: "), err
-            assert not out.exists()
-        else:
-            assert expect.kind in ("delta", "either"), err
-            assert (out / "trials.parquet").is_file()
+        fz.check_cli(expect, code, err, out, "trials")
 
 
 def test_the_genuine_tree_has_finished_and_unfinished_examples(genuine) -> None:
