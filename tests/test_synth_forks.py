@@ -166,3 +166,114 @@ def test_block_uses_only_its_generator() -> None:
     assert_frame_equal(a, b)
     shifted = _forks.block(100, 150, np.random.default_rng(4))["forks"]
     assert shifted["task_id"].min() == "t0000100"
+
+
+# --- judged columns (issue 40) ---------------------------------------------------------------
+
+JUDGED = {
+    "judge_sensitivity": {"clean": 0.95, "*": 0.85},
+    "judge_specificity": {"stale2": 0.7, "*": 0.9},
+    "gold_share": 0.25,
+}
+
+
+def test_judged_columns_leave_the_other_columns_unchanged() -> None:
+    plain = synth.generate("forks", 300, seed=9, unpaired_rate=0.1, mismatch_rate=0.05)["forks"]
+    judged = synth.generate("forks", 300, seed=9, unpaired_rate=0.1, mismatch_rate=0.05, **JUDGED)[
+        "forks"
+    ]
+    assert judged.columns == [*plain.columns, "judge", "gold"]
+    assert_frame_equal(judged.drop("judge", "gold"), plain)
+    assert judged.schema["judge"] == judged.schema["gold"] == pl.Boolean
+    assert judged["judge"].null_count() == 0
+    # gold is the true outcome, on every row of a labelled task and on none of the others
+    labelled = judged.filter(pl.col("gold").is_not_null())
+    assert (labelled["gold"] == labelled["success"]).all()
+    per_task = judged.group_by("task_id").agg(pl.col("gold").is_null().n_unique().alias("kinds"))
+    assert per_task["kinds"].max() == 1
+    only_judge = synth.generate("forks", 300, seed=9, judge_specificity=0.5)["forks"]
+    assert only_judge.columns[-1] == "judge"
+    positives = only_judge.filter(pl.col("success"))
+    assert (positives["judge"] == positives["success"]).all()  # sensitivity defaults to 1.0
+
+
+def test_judge_error_and_gold_share_match_the_settings() -> None:
+    forks = synth.generate("forks", 4_000, seed=12, **JUDGED)["forks"]
+    rates = (
+        forks.group_by("condition", "success")
+        .agg((pl.col("judge") == pl.col("success")).mean().alias("right"), pl.len())
+        .sort("condition", "success")
+    )
+    for condition, success, right, n in rates.iter_rows():
+        table = JUDGED["judge_sensitivity" if success else "judge_specificity"]
+        planted = table.get(condition, table["*"])
+        assert right == pytest.approx(planted, abs=4 * np.sqrt(planted * (1 - planted) / n))
+    tasks = forks.group_by("task_id").agg(pl.col("gold").is_not_null().any())
+    assert tasks["gold"].mean() == pytest.approx(0.25, abs=4 * np.sqrt(0.25 * 0.75 / 4_000))
+
+
+def test_summarize_judged_recovers_the_planted_effect() -> None:
+    grid = {"conditions": ["stale2"], "delays": [0], "methods": ["refresh"]}
+    forks = synth.generate(
+        "forks",
+        6_000,
+        seed=21,
+        **grid,
+        judge_sensitivity=0.85,
+        judge_specificity=0.8,
+        gold_share=0.3,
+    )["forks"]
+    out = paired.summarize_judged(forks, judge="judge", gold="gold")
+    truth = _forks.truth(**grid).row(0, named=True)
+    planted = {
+        "rescue": truth["rescue_rate"],
+        "harm": truth["harm_rate"],
+        "effect": truth["effect"],
+    }
+    for row in out.iter_rows(named=True):
+        assert row["ci_method"].startswith("ppi++")
+        assert row["ci_low"] <= planted[row["outcome"]] <= row["ci_high"], row
+        # narrower than the gold-only interval from the same labels
+        assert row["ci_high"] - row["ci_low"] <= row["gold_ci_high"] - row["gold_ci_low"]
+    # the judge alone is biased: its rescue and harm rates miss the truth by far
+    judge_only = dict(zip(out["outcome"], out["judge_estimate"], strict=True))
+    assert abs(judge_only["harm"] - planted["harm"]) > 0.05
+
+
+def test_judged_parameter_errors() -> None:
+    with pytest.raises(ParameterError) as info:
+        synth.generate("forks", 5, judge_sensitivity={"clean": 0.9})
+    assert str(info.value) == (
+        "synth forks: parameter `judge_sensitivity` has no rate for condition(s) stale1, stale2, "
+        "missing; give one per condition or a default under '*'."
+    )
+    with pytest.raises(ParameterError) as info:
+        synth.generate("forks", 5, judge_specificity=1.5)
+    assert str(info.value) == (
+        "synth forks: parameter `judge_specificity` has the rate 1.5; it must be in [0, 1]."
+    )
+    with pytest.raises(ParameterError) as info:
+        synth.generate("forks", 5, gold_share=0.0)
+    assert str(info.value) == "synth forks: parameter `gold_share` is 0.0; it must be in (0, 1]."
+
+
+def test_cli_writes_judged_columns(cli, tmp_path) -> None:
+    out = tmp_path / "judged"
+    result = cli(
+        "synth", "forks", "--tasks", 40, "--seed", 4, "--out", out, "--quiet",
+        "--judge-sensitivity", "clean=0.95,*=0.85", "--judge-specificity", "0.9",
+        "--gold-share", "0.25",
+    )  # fmt: skip
+    assert result.code == 0, result.err
+    written = pl.read_parquet(out / "forks")
+    expected = synth.generate("forks", 40, seed=4, **JUDGED | {"judge_specificity": 0.9})["forks"]
+    assert_frame_equal(written, expected)
+    bad = cli("synth", "forks", "--tasks", 5, "--out", out, "--judge-sensitivity", "high")
+    assert bad.code == 2
+    assert bad.err.strip().splitlines() == [
+        "recoverylab synth: error: --judge-sensitivity is 'high'; give a rate (0.9) or rates per "
+        "condition (clean=0.9,*=0.8)."
+    ]
+    wrong_table = cli("synth", "goal", "--tasks", 5, "--out", out, "--gold-share", "0.3")
+    assert wrong_table.code == 2
+    assert "apply to the forks table only, not 'goal'" in wrong_table.err

@@ -21,6 +21,12 @@ Planted truth (what :func:`truth` returns, and what ``paired.summarize`` must re
   ``none`` row (their recovery rows are ``unpaired``); each recovery row independently gets a
   different ``prefix_hash`` with probability ``mismatch_rate`` (``prefix_mismatch``). Both are
   independent of the outcomes, so the rates of the remaining pairs keep their truth.
+* optional judged columns (issue 40; only when asked, so the default rows never change): a
+  ``judge`` verdict on every row, right with probability ``judge_sensitivity[c]`` when
+  ``success`` is true and ``judge_specificity[c]`` when it is false (independently per row), and
+  a ``gold`` label (``success`` itself) on every row of a random share ``gold_share`` of tasks,
+  null elsewhere: gold is drawn by cluster, so both branches of a pair are labelled together.
+  Their draws come after all others, so the other columns are those of the same seed without them.
 
 Unknown condition or method labels use the ``DEFAULT`` entries of the tables below.
 """
@@ -28,7 +34,7 @@ Unknown condition or method labels use the ``DEFAULT`` entries of the tables bel
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import polars as pl
@@ -77,6 +83,32 @@ def _lookup(table: dict[str, float], labels: Sequence[str]) -> np.ndarray:
     return np.array([_rate(table, label) for label in labels], dtype=float)
 
 
+#: A judge error rate: one value for every condition, or one per condition (``"*"``: the rest).
+JudgeRate = float | Mapping[str, float]
+
+
+def _judge_rates(name: str, value: JudgeRate | None, conditions: Sequence[str]) -> np.ndarray:
+    """Return ``value`` per condition (1.0, a perfect judge, when None); one clear error if bad."""
+    if value is None:
+        return np.ones(len(conditions))
+    if isinstance(value, Mapping):
+        missing = [c for c in conditions if c not in value and DEFAULT not in value]
+        if missing:
+            raise ParameterError(
+                f"synth forks: parameter `{name}` has no rate for condition(s) "
+                f"{', '.join(missing)}; give one per condition or a default under '*'."
+            )
+        rates = [float(value.get(c, value.get(DEFAULT, 1.0))) for c in conditions]
+    else:
+        rates = [float(value)] * len(conditions)
+    for rate in rates:
+        if not 0 <= rate <= 1:
+            raise ParameterError(
+                f"synth forks: parameter `{name}` has the rate {rate!r}; it must be in [0, 1]."
+            )
+    return np.array(rates, dtype=float)
+
+
 def _options(
     conditions: Sequence[str], delays: Sequence[int], methods: Sequence[str], **rates: float
 ) -> tuple[tuple[str, ...], tuple[int, ...], tuple[str, ...]]:
@@ -113,6 +145,9 @@ def block(
     end_hazard: float = 0.02,
     mismatch_rate: float = 0.0,
     unpaired_rate: float = 0.0,
+    judge_sensitivity: JudgeRate | None = None,
+    judge_specificity: JudgeRate | None = None,
+    gold_share: float | None = None,
 ) -> Tables:
     """Generate the ``forks`` rows of tasks ``start..stop-1`` (vectorised over tasks).
 
@@ -130,17 +165,26 @@ def block(
         Probability that a recovery row carries a different ``prefix_hash``.
     unpaired_rate
         Probability that a (task, condition) has no ``none`` row.
+    judge_sensitivity, judge_specificity
+        The judge's P(verdict true | success) and P(verdict false | failure): one value or one per
+        condition (a mapping; ``"*"`` for the rest). Either one adds a boolean ``judge`` column
+        (the other then defaults to 1.0).
+    gold_share
+        Share of tasks, in (0, 1], whose rows carry a ``gold`` label (``success``); adds a
+        boolean ``gold`` column, null on the other tasks' rows.
 
     Returns
     -------
     dict
         ``{"forks": DataFrame}`` with columns task_id, condition, method, delay, success,
-        prefix_hash, perturb_action, end_action, factual_success.
+        prefix_hash, perturb_action, end_action, factual_success, then ``judge`` and ``gold``
+        when asked.
     """
     rates = {"mismatch_rate": mismatch_rate, "unpaired_rate": unpaired_rate}
     conditions, delays, methods = _options(
         conditions, delays, methods, end_hazard=end_hazard, **rates
     )
+    judge_rates = _judge_options(conditions, judge_sensitivity, judge_specificity, gold_share)
     n, n_c, n_d, n_m = stop - start, len(conditions), len(delays), len(methods)
     base = _lookup(BASE_RATE, conditions)
     rescue = _lookup(RESCUE, conditions)[:, None, None] * _lookup(METHOD_RESCUE, methods)
@@ -200,7 +244,66 @@ def block(
         pl.when(is_none).then(pl.col("end_action")).alias("end_action"),
         pl.col("factual_success"),
     )
-    return {"forks": forks}
+    # judged columns last, from draws after all the others (none unless asked)
+    judged = _judged_columns(
+        rng,
+        raw["success"].to_numpy(),
+        at,
+        none,
+        keep,
+        shape=(n, n_c, n_d, n_m),
+        rates=judge_rates,
+        gold_share=gold_share,
+    )
+    return {"forks": forks.with_columns(*judged.values())}
+
+
+def _judge_options(
+    conditions: Sequence[str],
+    sensitivity: JudgeRate | None,
+    specificity: JudgeRate | None,
+    gold_share: float | None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Check the judged options; return the judge's rates per condition (None: no judge)."""
+    rates = (
+        _judge_rates("judge_sensitivity", sensitivity, conditions),
+        _judge_rates("judge_specificity", specificity, conditions),
+    )
+    if gold_share is not None and not 0 < gold_share <= 1:
+        raise ParameterError(
+            f"synth forks: parameter `gold_share` is {gold_share!r}; it must be in (0, 1]."
+        )
+    return None if sensitivity is None and specificity is None else rates
+
+
+def _judged_columns(
+    rng: np.random.Generator,
+    success: np.ndarray,
+    at: np.ndarray,
+    none: np.ndarray,
+    keep: np.ndarray,
+    *,
+    shape: tuple[int, int, int, int],
+    rates: tuple[np.ndarray, np.ndarray] | None,
+    gold_share: float | None,
+) -> dict[str, pl.Series]:
+    """Draw the ``judge`` and ``gold`` columns (module docstring), in the rows' order.
+
+    Drawn after every other column and only when asked, from the same stream: the other columns
+    are unchanged. Per (task, condition) for ``none`` rows and per grid point for recovery rows,
+    so a row's verdict does not depend on which other rows were kept.
+    """
+    n, n_c = shape[0], shape[1]
+    out: dict[str, pl.Series] = {}
+    if rates is not None:
+        u = np.concatenate([rng.random((n, n_c)).ravel()[none], rng.random(shape).ravel()[keep]])
+        right = np.where(success, rates[0][at % n_c], rates[1][at % n_c])
+        out["judge"] = pl.Series("judge", np.where(u < right, success, ~success))
+    if gold_share is not None:
+        labelled = (rng.random(n) < gold_share)[at // n_c]
+        gold = pl.Series("gold", success, dtype=pl.Boolean)
+        out["gold"] = gold.scatter(np.flatnonzero(~labelled), None)
+    return out
 
 
 def truth(
