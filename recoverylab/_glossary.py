@@ -92,5 +92,16 @@ GLOSSARY = MappingProxyType(
         "flip rate": "The share of states whose repeats disagree (some pass, some fail).",
         "repair funnel": "The layers of a takeover: aware, root cause fixed, derived state fixed, "
         "passed, each as a rate of attempts and of the previous layer.",
+        "judge": "An automatic grader (usually an LLM) whose verdict decides each unit's "
+        "outcome; it errs, so its rates are biased unless corrected.",
+        "gold label": "A human's verdict on a unit, taken as the true outcome; given on a random "
+        "subset of units and missing (null) elsewhere.",
+        "labelled share": "The share of a cell's units that carry a gold label.",
+        "PPI++": "Prediction-powered inference, power-tuned: the judge's estimate over every "
+        "unit, corrected by the judge's error measured on the gold-labelled subset, with an "
+        "interval valid whatever the judge's accuracy and, in large samples, no wider than the "
+        "gold labels' alone.",
+        "Rogan–Gladen": "The correction of a judged rate or effect by the judge's known "
+        "sensitivity and specificity, used when no unit has a gold label.",
     }
 )

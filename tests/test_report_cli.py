@@ -159,6 +159,15 @@ def test_a_result_without_rows_has_no_section(cli: Callable, tmp_path: Path) -> 
             [*GOAL_ARGS[:6], "--steps", GOAL / "steps"],
             "give both --steps and --citations, or neither (episodes in the nested form).",
         ),
+        (["--judge", "judge", "--gold", "gold"], "`--judge` and `--gold` need `--forks`."),
+        (
+            ["--forks", PAIRED / "main_forks.parquet", "--judge", "judge"],
+            "the judged report needs --gold as well.",
+        ),
+        (
+            ["--forks", PAIRED / "main_forks.parquet", "--judge", "judge", "--gold", "gold"],
+            "forks: the judge column `judge` is not in the table",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(

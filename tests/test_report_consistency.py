@@ -456,3 +456,33 @@ def test_every_number_of_a_synthetic_goal_and_takeover_report_is_the_written_one
         written = pl.read_parquet(tmp_path / sources[table.section])
         assert len(table.rows) == written.height, table.section
         assert check_table(table, written) == [], table.section
+
+
+def test_every_number_of_a_judged_report_is_the_written_one(tmp_path: Path) -> None:
+    # `synth forks` with a judge of known error, `paired --judge --gold` (with --judge-out) and
+    # `report --judge --gold` on the same forks: both judged tables show the written numbers
+    judged = ["--judge-sensitivity", "clean=0.95,*=0.85", "--judge-specificity", "0.8"]
+    synth = ["synth", "forks", "--tasks", "400", "--seed", "4", "--out", str(tmp_path)]
+    assert main(["--quiet", *synth, *judged, "--gold-share", "0.3"]) == 0
+    forks = str(tmp_path / "forks")
+    columns = ["--judge", "judge", "--gold", "gold"]
+    estimates, agreement = tmp_path / "judged.parquet", tmp_path / "agreement.parquet"
+    run = ["--quiet", "paired", forks, *columns, "--out", str(estimates)]
+    assert main([*run, "--judge-out", str(agreement)]) == 0
+    page_path = tmp_path / "report.html"
+    report = ["--quiet", "report", "--forks", forks, *columns, "--resamples", "200"]
+    assert main([*report, "--out", str(page_path)]) == 0
+    text = page_path.read_text(encoding="utf-8")
+    page = parse(text)
+    assert "Judged outcomes" in page.headings
+    sources = {"judged-estimates": estimates, "judged-agreement": agreement}
+    checked = [t for t in page.tables if t.section in sources]
+    assert sorted(t.section for t in checked) == sorted(sources)
+    for table in checked:
+        written = pl.read_parquet(sources[table.section])
+        assert len(table.rows) == written.height, table.section
+        assert check_table(table, written) == [], table.section
+    # both the PPI++ cells and the gold-only fallback are shown, and named in the provenance
+    methods = set(pl.read_parquet(estimates)["ci_method"].drop_nulls())
+    assert "ppi++-logit" in methods
+    assert "PPI++ interval on the logit scale" in text

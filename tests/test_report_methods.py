@@ -17,7 +17,7 @@ import polars as pl
 import pytest
 
 from recoverylab import goal, paired, report, stats, takeover
-from recoverylab._errors import SchemaError
+from recoverylab._errors import RecoveryLabWarning, SchemaError
 from recoverylab.report._methods import INTERVAL_METHODS
 
 SAMPLES = Path(__file__).resolve().parents[1] / "data_samples"
@@ -276,3 +276,38 @@ def test_cli_help_names_the_methods_the_defaults_compute() -> None:
     assert (
         "exact intervals, such as the default paired ones, draw none" in options["resamples"].help
     )
+
+
+def test_judged_methods_have_words() -> None:
+    # every interval a judged result can name (issue 40), requested or fallen back to, and the
+    # test each inverts, has the report's own words (never "as the result's ci_method names it")
+    from recoverylab.report._methods import TESTS, interval_method
+
+    judged = [m for m in stats.JUDGED_CI_METHODS if m != "auto"]
+    for name in [*judged, "korn-graubard", "korn-graubard-bonferroni", "rogan-gladen"]:
+        assert name in INTERVAL_METHODS, name
+        assert "ci_method names it" not in interval_method(name).label
+        assert not interval_method(name).resamples
+    assert set(stats.JUDGED_TESTS.values()) <= set(TESTS)
+    # a judged section reads the methods its cells got, here both PPI++ and the fallback
+    forks = paired_judged_forks()
+    with pytest.warns(RecoveryLabWarning, match="too few for the normal approximation"):
+        estimates = paired.summarize_judged(forks, judge="judge", gold="gold")
+    section = report.judged_estimates_section(estimates, PROVENANCE)
+    intervals = dict(section.provenance.settings)["intervals"]
+    counts = dict(estimates["ci_method"].value_counts().iter_rows())
+    assert {"ppi++-logit", "korn-graubard"} <= set(counts)
+    for name, cells in counts.items():
+        label = INTERVAL_METHODS[name].label.format(cluster="tasks")
+        assert f"{label}: {cells:,} cell" in intervals
+    assert section.provenance.n_resamples == 0
+    assert "whose method differs by cell" in section.reading
+
+
+def paired_judged_forks() -> pl.DataFrame:
+    from recoverylab import synth
+
+    grid = {"conditions": ["stale2", "clean"], "delays": [0], "methods": ["refresh"]}
+    return synth.generate(
+        "forks", 300, seed=2, **grid, judge_sensitivity=0.9, judge_specificity=0.8, gold_share=0.3
+    )["forks"]

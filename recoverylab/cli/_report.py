@@ -73,6 +73,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--pair-by", type=split_list, default=(), help="extra pairing keys (e.g. model,seed)"
     )
     paired.add_argument(
+        "--judge",
+        metavar="COL",
+        help="judged outcomes: the judge's verdict column of --forks (with --gold): the judge's "
+        "agreement and the PPI++ corrected vs judge-only vs gold-only estimates",
+    )
+    paired.add_argument(
+        "--gold", metavar="COL", help="the human label column of --forks (null where unlabelled)"
+    )
+    paired.add_argument(
         "--policy",
         type=Path,
         help="a release-gate policy (TOML): its verdicts on --forks open the report",
@@ -176,6 +185,7 @@ def run(args: argparse.Namespace) -> None:
         sections += _paired(args, stats, progress, found)
     elif any(getattr(args, n) for n in ("contrast", "overlap", "overlap_forks")):
         raise ParameterError("`--contrast` and `--overlap` need `--forks`.")
+    sections += _judged(args, progress)
     if args.policy is not None:
         sections = [_gate(args, progress, found), *sections]  # the verdicts come first
     if args.decisions is not None:
@@ -268,6 +278,46 @@ def _paired(
         if _has_rows(overlap, "the rescue overlap", progress):
             sections.append(report.overlap_section(overlap, overlap_provenance))
     return sections
+
+
+def _judged(args: argparse.Namespace, progress: Progress) -> list[Section]:
+    """Return the judged-outcome sections of ``--forks``: the judge's agreement, PPI++ cells.
+
+    None without ``--judge`` and ``--gold``; one clear error for one of them alone, or for both
+    without ``--forks``.
+    """
+    from recoverylab import paired, report
+    from recoverylab._errors import RecoveryLabWarning
+
+    if not _require_together(args, ("judge", "gold"), "the judged report"):
+        return []
+    if args.forks is None:
+        raise ParameterError("`--judge` and `--gold` need `--forks`.")
+    forks = read(args.forks)
+    keys = {"pair_by": args.pair_by, "cohort": args.cohort}
+    progress("judged outcomes: the judge against the gold labels, PPI++ per cell")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RecoveryLabWarning)
+        estimates = paired.summarize_judged(
+            forks, judge=args.judge, gold=args.gold, **keys, confidence=args.confidence
+        )
+        agreement = paired.judge_agreement(
+            forks, judge=args.judge, gold=args.gold, confidence=args.confidence
+        )
+    if not args.quiet:
+        for warning in caught:
+            print(f"recoverylab report: warning: {warning.message}", file=sys.stderr)
+    settings = [
+        ("judge", args.judge),
+        ("gold", args.gold),
+        ("cohort", args.cohort),
+        ("pair_by", ", ".join(args.pair_by) or "none"),
+    ]
+    provenance = _provenance([("forks", args.forks)], confidence=args.confidence, settings=settings)
+    return [
+        report.judge_agreement_section(agreement, provenance),
+        report.judged_estimates_section(estimates, provenance),
+    ]
 
 
 def _gate(args: argparse.Namespace, progress: Progress, found: dict[str, Any]) -> Section:

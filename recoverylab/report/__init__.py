@@ -30,6 +30,9 @@ Charts
   :func:`pass_hat_k_by_depth` (of :func:`recoverylab.takeover.reliability`).
 * router uplift (:func:`recoverylab.router.uplift`): :func:`toc_curves`.
 
+Judged outcomes (``summarize_judged``, ``judge_agreement``) have table-only sections:
+:func:`judge_agreement_section` and :func:`judged_estimates_section`.
+
 Report
 ------
 :class:`Section` (table, chart, two sentences on how to read them, :class:`Provenance`), built by
@@ -52,6 +55,7 @@ from recoverylab.report._gate import gate_section
 from recoverylab.report._goal import barrier_drop, failure_reasons, ts_by_regime
 from recoverylab.report._headline import headline_section
 from recoverylab.report._html import Input, Provenance, Section, render_html, write_report
+from recoverylab.report._judged import judge_agreement_section, judged_estimates_section
 from recoverylab.report._paired import contrast, effect, rescue_harm, rescue_overlap
 from recoverylab.report._repr import ResultTable, show
 from recoverylab.report._router import policy_gain, policy_rates, policy_success
@@ -121,6 +125,8 @@ __all__ = [
     "funnel_section",
     "gate_section",
     "headline_section",
+    "judge_agreement_section",
+    "judged_estimates_section",
     "overlap_section",
     "pass_hat_k_by_depth",
     "policy_gain",

@@ -107,6 +107,36 @@ INTERVAL_METHODS: dict[str, IntervalMethod] = {
         "a betting confidence sequence over {cluster} (valid at every look)",
         resamples=False,
     ),
+    # judged outcomes (issue 40): the values of stats.JUDGED_CI_METHODS but auto, the gold-only
+    # fallback of a cell with too few labels, and the Rogan–Gladen correction
+    "ppi++": IntervalMethod(
+        "PPI++ Wald interval (judge on every unit, gold on a subset; variance over {cluster}), "
+        "no resampling",
+        "prediction-powered inference (PPI++: the judge's estimate on every unit corrected by the "
+        "labelled subset, a Wald interval clustered by {cluster})",
+        resamples=False,
+    ),
+    "ppi++-logit": IntervalMethod(
+        "PPI++ interval on the logit scale (judge on every unit, gold on a subset; variance over "
+        "{cluster}), no resampling",
+        "prediction-powered inference (PPI++: the judge's estimate on every unit corrected by the "
+        "labelled subset, a Wald interval on the logit scale clustered by {cluster})",
+        resamples=False,
+    ),
+    "korn-graubard-bonferroni": IntervalMethod(
+        "gold-only Korn–Graubard intervals per stratum of {cluster}, Bonferroni-combined, "
+        "no resampling",
+        "the gold labels alone (too few for PPI++): Korn–Graubard intervals per gold stratum "
+        "over {cluster}, combined by Bonferroni",
+        resamples=False,
+    ),
+    "rogan-gladen": IntervalMethod(
+        "Rogan–Gladen correction of the judge's interval by its known sensitivity and "
+        "specificity, no resampling",
+        "the judge's own interval corrected for its known sensitivity and specificity "
+        "(Rogan–Gladen)",
+        resamples=False,
+    ),
 }
 
 #: The words of each test a result's ``test`` column can name (others are shown as named).
@@ -118,6 +148,8 @@ TESTS: dict[str, str] = {
     "korn-graubard": "the exact binomial test on the effective sample",
     "clopper-pearson": "the exact binomial test",
     "betting-sequence": "the betting martingale's test at zero (anytime-valid)",
+    "wald-z": "the Wald z-test of the PPI++ estimate",
+    "wald-logit": "the Wald test of the PPI++ estimate on the logit scale",
     "none": "no test (a bootstrap interval inverts none)",
 }
 

@@ -8,7 +8,17 @@ of its sections under it (wherever they were given). A group a caller invents (a
 
 from __future__ import annotations
 
-__all__ = ["GATE", "GOAL", "GROUPS", "HOW_TO_READ", "PAIRED", "ROUTER", "SUMMARY", "TAKEOVER"]
+__all__ = [
+    "GATE",
+    "GOAL",
+    "GROUPS",
+    "HOW_TO_READ",
+    "JUDGED",
+    "PAIRED",
+    "ROUTER",
+    "SUMMARY",
+    "TAKEOVER",
+]
 
 #: The headline: what helped, what harmed, the router's net effect, the gate's verdict.
 SUMMARY = "Summary"
@@ -18,8 +28,10 @@ PAIRED = "Paired recovery (CIR paired forks)"
 ROUTER = "Recovery router (CIR router)"
 GOAL = "Goal preservation (AgentHeal)"
 TAKEOVER = "Takeover from replayed error states (CUA-Recovery)"
+#: Outcomes an LLM judge decided: its agreement with the gold labels, corrected estimates.
+JUDGED = "Judged outcomes"
 #: The page's closing part: units, intervals and the glossary of recoverylab's own terms.
 HOW_TO_READ = "How to read this report"
 
 #: Group headings in page order.
-GROUPS: tuple[str, ...] = (SUMMARY, GATE, PAIRED, ROUTER, GOAL, TAKEOVER)
+GROUPS: tuple[str, ...] = (SUMMARY, GATE, PAIRED, ROUTER, GOAL, TAKEOVER, JUDGED)
