@@ -321,8 +321,13 @@ def json_rows(path: Path, unnest_keys: str | None) -> list[dict[str, Any]]:
     return rows
 
 
-def _rows_frame(path: Path, rows: list[dict[str, Any]]) -> pl.LazyFrame:
-    """Rows as a frame, checked by the NDJSON rules (a nested value where text belongs...)."""
+def rows_frame(path: Path, rows: list[dict[str, Any]], what: str = "rows") -> pl.LazyFrame:
+    """Rows read from ``path`` as a frame, checked by the NDJSON rules of the resolver.
+
+    One path for every JSON document an adapter turns into rows (a nested value where text
+    belongs, NaN, integers beyond 64 bits: one line naming the file); ``what`` names the
+    document in the error when polars still refuses the rows.
+    """
     if not rows:
         return pl.DataFrame().lazy()
     data = "".join(json.dumps(row, allow_nan=True) + "\n" for row in rows).encode()
@@ -331,7 +336,7 @@ def _rows_frame(path: Path, rows: list[dict[str, Any]]) -> pl.LazyFrame:
         return pl.read_ndjson(data, infer_schema_length=None).lazy()
     except pl.exceptions.PolarsError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SourceError(f"`{path}` cannot be read as rows ({first}).") from None
+        raise SourceError(f"`{path}` cannot be read as {what} ({first}).") from None
 
 
 def _is_number_file(path: Path) -> bool:
@@ -361,7 +366,7 @@ def read_match(
                         f"`{value}`; they must agree."
                     )
                 row.pop(name, None)
-        frame = _rows_frame(path, rows)
+        frame = rows_frame(path, rows)
     schema = frame.collect_schema()
     for name in (n for n in match.values if n in schema.names()):
         # a table file's own column of a bound name must hold the path's value (as hive values)

@@ -50,7 +50,6 @@ rows disagree is a duplicate-key error). ``excluded`` has ``log`` (the file), ``
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -439,16 +438,7 @@ def _json_array(path: Path) -> pl.LazyFrame:
     for number, row in enumerate(rows, 1):
         if not isinstance(row, dict):
             raise SourceError(f"`{path}` item {number} of the JSON array is not an object (a row).")
-    if not rows:
-        return pl.DataFrame().lazy()
-    data = "".join(json.dumps(row, allow_nan=True) + "\n" for row in rows).encode()
-    check_text_file(path, "ndjson", data=data)
-    try:
-        return pl.read_ndjson(data, infer_schema_length=None).lazy()
-    except pl.exceptions.PolarsError as exc:
-        raise SourceError(
-            f"`{path}` cannot be read as a JSON array ({_first_line(exc)})."
-        ) from None
+    return _templates.rows_frame(path, rows, "a JSON array")
 
 
 def _contract_text() -> set[str]:
