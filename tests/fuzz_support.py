@@ -28,16 +28,19 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-from hypothesis import event
+from hypothesis import HealthCheck, event, settings
 
 from recoverylab import RecoveryLabError
 from recoverylab.cli import main
 
 __all__ = [
     "CODECS",
+    "COMMAND_LINE",
+    "MUTATIONS",
     "Expect",
     "Outcome",
     "check",
+    "check_cli",
     "compress",
     "dump",
     "run_cli",
@@ -47,6 +50,18 @@ __all__ = [
 CODECS = ("gz", "zst", "bz2")
 #: Text encodings a mutation may save a JSON file in; ``latin-1`` breaks UTF-8 (non-ASCII text).
 ENCODINGS = ("utf-8-sig", "utf-16", "utf-32", "latin-1")
+
+
+#: Every adapter fuzzer's two runs: 500 mutations through the Python API (fixtures are the
+#: genuine files, copied per case), and 25 through the command line.
+MUTATIONS = settings(
+    max_examples=500,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+COMMAND_LINE = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from recoverylab import SourceError
 from recoverylab._json import load
@@ -206,11 +206,7 @@ def _mutate(data: st.DataObject, file: Path) -> fz.Expect:
 
 
 @pytest.mark.slow  # 500 cases: 10-60 s on a loaded 2-core machine (CI runs slow tests)
-@settings(
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fz.MUTATIONS
 @given(data=st.data())
 def test_every_mutation_of_a_harbor_job_is_counted_excluded_or_one_line(
     genuine: tuple[Path, fz.Outcome], data: st.DataObject
@@ -243,9 +239,7 @@ def test_every_mutation_of_a_harbor_job_is_counted_excluded_or_one_line(
         fz.check(base, expect, got, f"harbor {chosen}")
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fz.COMMAND_LINE
 @given(data=st.data())
 def test_the_command_line_gives_exit_0_or_one_line_and_exit_2(
     genuine: tuple[Path, fz.Outcome], data: st.DataObject, capsys: pytest.CaptureFixture[str]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from recoverylab.adapters import osworld
 from recoverylab.synth.osworld_runs import write_osworld_runs
@@ -118,11 +118,7 @@ def _case(data: st.DataObject, root: Path) -> fz.Expect:
     return expect
 
 
-@settings(
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fz.MUTATIONS
 @given(data=st.data())
 def test_every_mutation_of_an_osworld_tree_is_counted_excluded_or_one_line(
     genuine: tuple[Path, fz.Outcome], data: st.DataObject
@@ -135,9 +131,7 @@ def test_every_mutation_of_an_osworld_tree_is_counted_excluded_or_one_line(
         fz.check(base, expect, got, "osworld")
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fz.COMMAND_LINE
 @given(data=st.data())
 def test_the_command_line_gives_exit_0_or_one_line_and_exit_2(
     genuine: tuple[Path, fz.Outcome], data: st.DataObject, capsys: pytest.CaptureFixture[str]

@@ -18,7 +18,7 @@ from pathlib import Path
 import hypothesis.strategies as st
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from recoverylab.adapters import swebench
 from recoverylab.synth.swebench_runs import plan_swebench_runs, write_swebench_runs
@@ -160,11 +160,7 @@ def _case(data: st.DataObject, root: Path, plan: pl.DataFrame) -> fz.Expect:
     return expect
 
 
-@settings(
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fz.MUTATIONS
 @given(data=st.data())
 def test_every_mutation_of_a_swebench_tree_is_counted_excluded_or_one_line(
     genuine: tuple[Path, fz.Outcome, pl.DataFrame], data: st.DataObject
@@ -177,9 +173,7 @@ def test_every_mutation_of_a_swebench_tree_is_counted_excluded_or_one_line(
         fz.check(base, expect, got, "swebench")
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fz.COMMAND_LINE
 @given(data=st.data())
 def test_the_command_line_gives_exit_0_or_one_line_and_exit_2(
     genuine: tuple[Path, fz.Outcome, pl.DataFrame],

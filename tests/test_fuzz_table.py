@@ -22,7 +22,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from recoverylab.adapters import table
 from recoverylab.synth.custom_logs import SHAPES, write_custom_logs
@@ -201,11 +201,7 @@ def _case(data: st.DataObject, root: Path) -> tuple[str, fz.Expect]:
 
 
 @pytest.mark.slow  # 500 cases: 10-60 s on a loaded 2-core machine (CI runs slow tests)
-@settings(
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fz.MUTATIONS
 @given(data=st.data())
 def test_every_mutation_of_a_run_log_is_counted_excluded_or_one_line(
     genuine: tuple[Path, dict[str, fz.Outcome]], data: st.DataObject
@@ -218,9 +214,7 @@ def test_every_mutation_of_a_run_log_is_counted_excluded_or_one_line(
         fz.check(bases[shape], expect, got, f"table {shape}")
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fz.COMMAND_LINE
 @given(data=st.data())
 def test_the_command_line_gives_exit_0_or_one_line_and_exit_2(
     genuine: tuple[Path, dict[str, fz.Outcome]],
