@@ -18,7 +18,7 @@ from typing import Any
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 pytest.importorskip("inspect_ai")
 
@@ -150,21 +150,35 @@ def _mutate_log(data: st.DataObject, file: Path) -> fz.Expect:
     return expect
 
 
+def _any_scored_sample(root: Path) -> bool:
+    """Whether a log under ``root`` still holds a scored sample.
+
+    A file this cannot parse (compressed or broken) counts as scored: it keeps the expectation
+    its own mutation gave.
+    """
+    for path in root.iterdir():
+        try:
+            log = json.loads(path.read_text("utf-8"))
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return True
+        if any(sample.get("scores") for sample in log.get("samples") or []):
+            return True
+    return False
+
+
 def _case(data: st.DataObject, root: Path) -> fz.Expect:
     logs = sorted(root.glob("*.json"))
     chosen = data.draw(st.lists(st.sampled_from(logs), min_size=1, max_size=2, unique=True))
     expect = fz.SAME
     for file in chosen:
         expect = expect + _mutate_log(data, file)
+    if expect.kind != "error" and not _any_scored_sample(root):
+        return fz.Expect("error")  # every sample dropped or unscored: nothing to import
     return expect
 
 
 @pytest.mark.slow  # 500 cases: 10-60 s on a loaded 2-core machine (CI runs slow tests)
-@settings(
-    max_examples=500,
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+@fz.MUTATIONS
 @given(data=st.data())
 def test_every_mutation_of_inspect_logs_is_counted_excluded_or_one_line(
     genuine: tuple[Path, fz.Outcome], data: st.DataObject
@@ -177,9 +191,7 @@ def test_every_mutation_of_inspect_logs_is_counted_excluded_or_one_line(
         fz.check(base, expect, got, "inspect")
 
 
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@fz.COMMAND_LINE
 @given(data=st.data())
 def test_the_command_line_gives_exit_0_or_one_line_and_exit_2(
     genuine: tuple[Path, fz.Outcome], data: st.DataObject, capsys: pytest.CaptureFixture[str]
@@ -193,3 +205,18 @@ def test_the_command_line_gives_exit_0_or_one_line_and_exit_2(
         argv = ["import", "inspect", str(root), "--to", "forks", *arms, "--out", str(out)]
         code, err = fz.run_cli(argv, capsys)
         fz.check_cli(expect, code, err, out, "forks")
+
+
+def test_logs_without_a_scored_sample_are_one_line_naming_them(genuine) -> None:
+    """Every sample dropped: no scorer to choose (it used to ask for one among 0 scorers)."""
+    source, _ = genuine
+    with tempfile.TemporaryDirectory() as folder:
+        root = fz.copy_tree(source, Path(folder) / "logs")
+        for file in sorted(root.glob("*.json")):
+            log = json.loads(file.read_text("utf-8"))
+            log["samples"] = []
+            file.write_text(json.dumps(log), "utf-8")
+        got = fz.run_python(lambda: ri.forks(root, **MAPPING), "forks")
+    assert got.error is not None
+    assert got.error.startswith("inspect logs `"), got.error
+    assert got.error.endswith(" hold no scored sample; nothing to import."), got.error

@@ -379,6 +379,10 @@ def _scorer_name(used: list[Log], scorer: str | None) -> str:
         return scorer
     if len(names) == 1:
         return names[0]
+    if not names:  # every sample dropped or unscored: no scorer to choose, nothing to import
+        shown = ", ".join(f"`{log.location}`" for log in used[:3])
+        more = f" and {len(used) - 3} more" if len(used) > 3 else ""
+        raise InputError(f"inspect logs {shown}{more} hold no scored sample; nothing to import.")
     raise ParameterError(
         f"inspect logs have {len(names)} scorers ({', '.join(names) or 'none'}); choose one "
         "with `scorer` (--scorer)."
