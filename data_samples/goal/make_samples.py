@@ -6,6 +6,9 @@ Run ``python data_samples/goal/make_samples.py`` from the repository root. It wr
   episodes in the nested form (``diagnostic/episodes_nested.ndjson``).
 * ``synthetic/``: the ``goal`` generator over 225 goals (675 cases: every goal in the three
   regimes) and four models, seed 20261029, one parquet file per table.
+* ``judged_episodes.parquet``: the judged variant of ``synthetic/episodes`` (issue 40): the same
+  episodes with a judge's verdict on their success, of known error (:data:`JUDGE`), and gold
+  labels on the episodes of a random share of goals (:data:`GOLD_SHARE`, drawn by goal).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 
 HERE = Path(__file__).resolve().parent
@@ -23,6 +27,12 @@ from recoverylab import synth  # noqa: E402
 
 SYNTHETIC_GOALS = 225
 SYNTHETIC_SEED = 20261029
+
+#: The judged variant: the judge's true sensitivity and specificity on an episode's success.
+JUDGE = {"sensitivity": 0.90, "specificity": 0.75}
+#: Share of goals whose episodes (every regime, every model) a human labelled: drawn by goal.
+GOLD_SHARE = 0.30
+JUDGED_SEED = 20261207
 
 
 def diagnostic() -> dict[str, pl.DataFrame]:
@@ -128,8 +138,32 @@ def nested(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     )
 
 
+def judged_episodes(episodes: pl.DataFrame, cases: pl.DataFrame) -> pl.DataFrame:
+    """Return the episodes (sorted by id) with ``judge_success`` and ``gold_success``.
+
+    The true success is the planted one (``planted_success``, which ``goal.score`` reproduces).
+    The judge is right with probability ``JUDGE["sensitivity"]`` on a success and
+    ``JUDGE["specificity"]`` on a failure, independently per episode; ``gold_success`` is the
+    true success on every episode of a random :data:`GOLD_SHARE` of goals, null elsewhere.
+    """
+    rng = np.random.default_rng(JUDGED_SEED)
+    frame = episodes.sort("episode_id")
+    goals = cases["goal_id"].unique().sort()
+    labelled = goals.filter(pl.Series(rng.random(goals.len()) < GOLD_SHARE)).implode()
+    goal_of = frame.join(
+        cases.select("case_id", "goal_id"), on="case_id", how="left", maintain_order="left"
+    )
+    truth = frame["planted_success"].to_numpy()
+    right = rng.random(frame.height) < np.where(truth, JUDGE["sensitivity"], JUDGE["specificity"])
+    unlabelled = np.flatnonzero(~goal_of["goal_id"].is_in(labelled).to_numpy())
+    return frame.with_columns(
+        pl.Series("judge_success", np.where(right, truth, ~truth)),
+        frame["planted_success"].alias("gold_success").scatter(unlabelled, None),
+    )
+
+
 def main() -> None:
-    """Write both sample sets."""
+    """Write both sample sets and the judged episodes."""
     tables = diagnostic()
     out = HERE / "diagnostic"
     out.mkdir(parents=True, exist_ok=True)
@@ -141,6 +175,10 @@ def main() -> None:
     if target.exists():
         shutil.rmtree(target)
     synth.write("goal", target, SYNTHETIC_GOALS, seed=SYNTHETIC_SEED)
+    judged = judged_episodes(
+        pl.read_parquet(target / "episodes"), pl.read_parquet(target / "cases")
+    )
+    judged.write_parquet(HERE / "judged_episodes.parquet")
 
 
 if __name__ == "__main__":

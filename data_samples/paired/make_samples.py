@@ -5,19 +5,38 @@ every choice comes from one fixed seed, so the parquet files are rebuilt byte-fo
 in content. The outcome counts of every cell are set by hand from the seed document
 (arXiv:2610.00372, as summarised in ``../shared/seeds/002_*``); the per-task arrangement is
 drawn at random under those counts. See README.md for what each file reproduces.
+
+``judged_forks.parquet`` is different: a judged variant (issue 40) drawn by the ``forks``
+synthetic generator with a judge of known sensitivity and specificity and gold labels on a
+random share of tasks (:data:`JUDGED`), for ``paired --judge judge --gold gold``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import sys
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))  # run from a checkout without installing
 SEED = 20260930
 MODEL = "Qwen3-14B"
+
+#: The judged variant: the ``forks`` generator's options (its judge's true error rates per
+#: condition, and the share of tasks whose rows carry a gold label; gold drawn by task).
+JUDGED_TASKS = 300
+JUDGED_SEED = 20261207
+JUDGED: dict[str, object] = {
+    "conditions": ("clean", "stale2"),
+    "delays": (0, 2),
+    "methods": ("refresh",),
+    "judge_sensitivity": {"clean": 0.95, "stale2": 0.85},
+    "judge_specificity": {"clean": 0.90, "stale2": 0.80},
+    "gold_share": 0.30,
+}
 
 
 def _prefix(task: str, condition: str) -> str:
@@ -335,6 +354,18 @@ def policy_test(rng: np.random.Generator) -> tuple[pl.DataFrame, pl.DataFrame]:
     return forks, table
 
 
+def judged_cohort() -> pl.DataFrame:
+    """300 synthetic tasks whose outcomes a judge of known error decided, gold on 30 % of tasks.
+
+    The ``forks`` generator (``recoverylab/synth/_forks.py``) with :data:`JUDGED`: ``judge`` is
+    right with the condition's sensitivity when ``success`` is true and its specificity when
+    false; ``gold`` is ``success`` on every row of a random 30 % of tasks, null elsewhere.
+    """
+    from recoverylab import synth
+
+    return synth.generate("forks", JUDGED_TASKS, seed=JUDGED_SEED, **JUDGED)["forks"]
+
+
 def build(out: Path = HERE) -> list[Path]:
     """Write every sample file into ``out``; return the written paths."""
     rng = np.random.default_rng(SEED)
@@ -347,6 +378,7 @@ def build(out: Path = HERE) -> list[Path]:
         ("mechanism_forks", mechanism),
         ("policy_forks", policy_forks),
         ("policy_decisions", decisions),
+        ("judged_forks", judged_cohort()),
     ):
         path = out / f"{name}.parquet"
         frame.write_parquet(path)

@@ -4,12 +4,19 @@ Run ``python data_samples/takeover/make_samples.py`` from the repository root. I
 ``takeover`` generator's four tables over 100 workflows with seed 20261020 (the shape of the
 CUA-Recovery test split) as ``states.parquet``, ``attempts.parquet``, ``failures.parquet`` and
 ``mutations.parquet``, rows sorted by their keys so the files do not depend on generation order.
+
+``judged_attempts.parquet`` is the judged variant (issue 40): the attempts' key and outcome
+columns with two judges of known error (:data:`JUDGE`) and gold labels on a random share of
+attempts (:data:`GOLD_SHARE`, drawn by attempt), for ``takeover --judge ... --gold ...``.
 """
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
+
+import numpy as np
+import polars as pl
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))  # run from a checkout without installing
@@ -26,14 +33,43 @@ KEYS = {
     "mutations": ("workflow_id", "mutation_id"),
 }
 
+#: The judged variant: per judged outcome, the judge's true (sensitivity, specificity).
+JUDGE = {"passed": (0.85, 0.95), "aware": (0.90, 0.80)}
+#: Share of attempts a human labelled (both outcomes of a labelled attempt), drawn by attempt.
+GOLD_SHARE = 0.20
+JUDGED_SEED = 20261207
+_ATTEMPT_COLUMNS = ("state_id", "agent", "repeat", "aware", "root_cause_fixed", "derived_fixed")
+
+
+def judged_attempts(attempts: pl.DataFrame) -> pl.DataFrame:
+    """Return the attempts (sorted by key) with ``judge_<outcome>`` and ``gold_<outcome>``.
+
+    Per outcome of :data:`JUDGE`, the judge's verdict is right with probability ``se`` when the
+    true outcome is true and ``sp`` when false, independently per attempt; ``gold_<outcome>``
+    is the true outcome on a random :data:`GOLD_SHARE` of attempts (the same attempts for both
+    outcomes: a human labels the whole attempt), null elsewhere.
+    """
+    rng = np.random.default_rng(JUDGED_SEED)
+    frame = attempts.sort("state_id", "agent", "repeat").select(*_ATTEMPT_COLUMNS, "passed")
+    unlabelled = np.flatnonzero(rng.random(frame.height) >= GOLD_SHARE)
+    columns = []
+    for outcome, (sensitivity, specificity) in JUDGE.items():
+        truth = frame[outcome].to_numpy()
+        right = rng.random(frame.height) < np.where(truth, sensitivity, specificity)
+        columns.append(pl.Series(f"judge_{outcome}", np.where(right, truth, ~truth)))
+        columns.append(frame[outcome].alias(f"gold_{outcome}").scatter(unlabelled, None))
+    return frame.with_columns(columns)
+
 
 def main() -> list[Path]:
     """Write the four sample tables; return their paths."""
     tables = synth.generate("takeover", WORKFLOWS, seed=SEED)
-    return [
+    written = [
         write_parquet(tables[name].sort(list(keys)), HERE / f"{name}.parquet")
         for name, keys in KEYS.items()
     ]
+    judged = judged_attempts(tables["attempts"])
+    return [*written, write_parquet(judged, HERE / "judged_attempts.parquet")]
 
 
 if __name__ == "__main__":
