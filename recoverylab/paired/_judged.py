@@ -15,18 +15,25 @@ branch, as the protocol says. A pair is labelled when both its branches are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import io, stats
+from recoverylab import _judged_plan, engines, io, plan, stats
 from recoverylab._errors import SchemaError
-from recoverylab.paired._pairs import Cohort, pairs
+from recoverylab.paired._pairs import Cohort, Design, pairs
+from recoverylab.paired._shards import design_stage, forks_input, shard_pairs
 from recoverylab.paired._summary import summarize
 from recoverylab.schema import column_names as key_names
 
 #: The columns of a judged pair after the pair key (see :func:`judged_pairs`).
 _PAIR_KEY = ("task_id", "condition", "method", "delay")
+
+#: Why a paired judge must give verdicts (the error for a fractional one).
+_VERDICTS = "a paired outcome is a verdict (true/false), not a probability."
 
 
 def _forks_frame(forks: object, judge: str, gold: str) -> pl.LazyFrame:
@@ -37,10 +44,52 @@ def _forks_frame(forks: object, judge: str, gold: str) -> pl.LazyFrame:
     bad = lazy.select(((verdict != 0) & (verdict != 1)).sum()).collect().item()
     if bad:
         raise SchemaError(
-            f"forks: the judge column `{judge}` has {bad} values other than 0 and 1; a paired "
-            "outcome is a verdict (true/false), not a probability."
+            f"forks: the judge column `{judge}` has {bad} values other than 0 and 1; {_VERDICTS}"
         )
     return lazy
+
+
+def _verdict(judge: str) -> pl.Expr:
+    """Return the judge's verdict as the protocol's ``success`` (the outcome pairing reads)."""
+    return (pl.col(judge).cast(pl.Float64) == 1).alias("success")
+
+
+def _join_variants(
+    lazy: pl.LazyFrame,
+    *,
+    judge: str,
+    gold: str,
+    pair_by: str | Sequence[str] | None,
+    pair: Callable[[pl.LazyFrame], pl.LazyFrame],
+) -> pl.LazyFrame:
+    """Pair ``lazy`` three times (judge, gold, labelled) with ``pair``; join by the pair key."""
+    keys = [*_PAIR_KEY[:2], *key_names("pair_by", pair_by), *_PAIR_KEY[2:]]
+    y = pl.col(gold).cast(pl.Float64)
+    variants = {
+        "f": _verdict(judge),
+        "v": y.fill_null(0.0) == 1,
+        "l": y.is_not_null(),
+    }
+    drop = [judge, gold]
+    frames = {
+        name: pair(lazy.with_columns(value.alias("success"))).drop(drop, strict=False)
+        for name, value in variants.items()
+    }
+    judged = frames["f"].rename({"y0": "f0", "y1": "f1"}).drop("outcome")
+    for name in ("v", "l"):
+        judged = judged.join(
+            frames[name].select(
+                *keys, pl.col("y0").alias(f"{name}0"), pl.col("y1").alias(f"{name}1")
+            ),
+            on=keys,
+            how="left",
+            nulls_equal=True,
+        )
+    return judged.with_columns(
+        pl.col("f0", "f1").cast(pl.Float64),
+        pl.when(pl.col("l0")).then(pl.col("v0").cast(pl.Float64)).alias("g0"),
+        pl.when(pl.col("l1")).then(pl.col("v1").cast(pl.Float64)).alias("g1"),
+    ).drop("v0", "v1", "l0", "l1")
 
 
 def judged_pairs(
@@ -72,35 +121,34 @@ def judged_pairs(
         ``carried_forward`` and the recovery row's other columns.
     """
     lazy = _forks_frame(forks, judge, gold)
-    keys = [*_PAIR_KEY[:2], *key_names("pair_by", pair_by), *_PAIR_KEY[2:]]
-    y = pl.col(gold).cast(pl.Float64)
-    variants = {
-        "f": pl.col(judge).cast(pl.Float64) == 1,
-        "v": y.fill_null(0.0) == 1,
-        "l": y.is_not_null(),
-    }
-    drop = [judge, gold]
-    frames = {
-        name: pairs(lazy.with_columns(value.alias("success")), pair_by=pair_by, cohort=cohort).drop(
-            drop, strict=False
-        )
-        for name, value in variants.items()
-    }
-    judged = frames["f"].rename({"y0": "f0", "y1": "f1"}).drop("outcome")
-    for name in ("v", "l"):
-        judged = judged.join(
-            frames[name].select(
-                *keys, pl.col("y0").alias(f"{name}0"), pl.col("y1").alias(f"{name}1")
-            ),
-            on=keys,
-            how="left",
-            nulls_equal=True,
-        )
-    return judged.with_columns(
-        pl.col("f0", "f1").cast(pl.Float64),
-        pl.when(pl.col("l0")).then(pl.col("v0").cast(pl.Float64)).alias("g0"),
-        pl.when(pl.col("l1")).then(pl.col("v1").cast(pl.Float64)).alias("g1"),
-    ).drop("v0", "v1", "l0", "l1")
+    pair = functools.partial(pairs, pair_by=pair_by, cohort=cohort)
+    return _join_variants(lazy, judge=judge, gold=gold, pair_by=pair_by, pair=pair)
+
+
+def _shard_partials(
+    frames: Mapping[str, pl.LazyFrame],
+    design: Design,
+    *,
+    judge: str,
+    gold: str,
+    pair_by: str | Sequence[str] | None,
+    cohort: str,
+    cells: Sequence[str],
+    strata: Sequence[str],
+) -> pl.LazyFrame:
+    """Return the judged paired partials of one shard (whole tasks), paired on the whole grid."""
+    pair = functools.partial(shard_pairs, design=design, pair_by=pair_by or (), cohort=cohort)
+    judged = _join_variants(frames["forks"], judge=judge, gold=gold, pair_by=pair_by, pair=pair)
+    return stats.judged_paired_partials(
+        judged, cells=cells, cluster="task_id", judge=("f0", "f1"), gold=("g0", "g1"), strata=strata
+    )
+
+
+def _with_verdicts(
+    frames: Mapping[str, pl.LazyFrame], state: Any, *, partial: Any, judge: str
+) -> Any:
+    """Run a forks stage's partial with the judge's verdict as ``success``."""
+    return partial({**frames, "forks": frames["forks"].with_columns(_verdict(judge))}, state)
 
 
 def summarize_judged(
@@ -115,6 +163,7 @@ def summarize_judged(
     lam: float | None = None,
     ci_method: str = "auto",
     confidence: float = 0.95,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Prediction-powered rescue, harm and effect per (condition, delay, method, *by*).
 
@@ -137,6 +186,11 @@ def summarize_judged(
         share differs by stratum); the pair's (recovery row's) values.
     lam, ci_method, confidence
         As in :func:`recoverylab.stats.judged_cells` (``auto``: PPI++ on the logit scale).
+    engine
+        ``"polars"`` (default), a SparkSession (or ``"spark"`` for the active one) or an engine
+        of :mod:`recoverylab.engines`: the judge and gold columns are checked, the design grid
+        read and the per-task partials (:func:`recoverylab.stats.judged_paired_partials`)
+        computed per shard of whole tasks; the result is the same on every engine.
 
     Returns
     -------
@@ -150,20 +204,42 @@ def summarize_judged(
     SchemaError
         A judge column with nulls or values other than 0/1, gold outside {0, 1}, or no gold.
     """
-    by_keys = list(key_names("by", by))
+    cells = ["condition", "delay", "method", *key_names("by", by)]
     strata = list(key_names("gold_strata", gold_strata))
-    judged = judged_pairs(forks, judge=judge, gold=gold, pair_by=pair_by, cohort=cohort)
-    return stats.judged_paired_cells(
-        judged,
-        cells=["condition", "delay", "method", *by_keys],
+    grid = design_stage(pair_by=pair_by, by=by, cohort=cohort)
+    grid = dataclasses.replace(
+        grid, partial=functools.partial(_with_verdicts, partial=grid.partial, judge=judge)
+    )
+    partials = functools.partial(
+        _shard_partials,
+        judge=judge,
+        gold=gold,
+        pair_by=pair_by,
+        cohort=cohort,
+        cells=cells,
+        strata=strata,
+    )
+    finish = functools.partial(
+        stats.judged_paired_finish,
+        cells=cells,
         cluster="task_id",
-        judge=("f0", "f1"),
-        gold=("g0", "g1"),
         strata=strata,
         lam=lam,
         ci_method=ci_method,
         confidence=confidence,
     )
+    judged = _judged_plan.judged_plan(
+        (forks_input(forks),),
+        table="forks",
+        judge=judge,
+        gold=gold,
+        partials=partials,
+        finish=finish,
+        verdicts=_VERDICTS,
+        stages=(grid,),
+        label="judged pairs per task",
+    )
+    return engines.run(engine, judged)  # type: ignore[no-any-return]
 
 
 def judge_agreement(
@@ -173,11 +249,13 @@ def judge_agreement(
     gold: str,
     by: str | Sequence[str] | None = ("condition", "method"),
     confidence: float = 0.95,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Measure the judge's sensitivity, specificity and agreement with the gold labels, per cell.
 
     Over the labelled branches (each branch one unit, clustered by task); ``by=()`` gives the
-    overall rows. See :func:`recoverylab.stats.judge_error_cells`.
+    overall rows. See :func:`recoverylab.stats.judge_error_cells`. ``engine`` as in
+    :func:`summarize_judged` (the partials are summed per shard of whole tasks).
 
     Returns
     -------
@@ -185,10 +263,21 @@ def judge_agreement(
         The ``by`` columns, ``measure``, ``estimate``, ``ci_low``, ``ci_high``, ``n``,
         ``n_clusters``, ``ci_method``, ``test``.
     """
-    lazy = _forks_frame(forks, judge, gold)
     cells = list(key_names("by", by))
-    part = stats.judged_partials(lazy, by=[*cells, "task_id"], judge=judge, gold=gold)
-    return stats.judge_error_cells(part, cells=cells, cluster="task_id", confidence=confidence)
+    agreement = _judged_plan.judged_plan(
+        (plan.Input("forks", forks, key="task_id"),),
+        table="forks",
+        judge=judge,
+        gold=gold,
+        partials=_judged_plan.unit_partials(
+            "forks", by=[*cells, "task_id"], judge=judge, gold=gold
+        ),
+        finish=functools.partial(
+            stats.judge_error_cells, cells=cells, cluster="task_id", confidence=confidence
+        ),
+        verdicts=_VERDICTS,
+    )
+    return engines.run(engine, agreement)  # type: ignore[no-any-return]
 
 
 def rogan_gladen_effect(
@@ -201,6 +290,7 @@ def rogan_gladen_effect(
     pair_by: str | Sequence[str] | None = (),
     cohort: Cohort = "full",
     confidence: float = 0.95,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Correct the paired effect for a judge of known sensitivity and specificity.
 
@@ -219,8 +309,9 @@ def rogan_gladen_effect(
         The judge's verdict column (``success`` is not read).
     sensitivity, specificity
         The judge's known error rates, in (0, 1] with a sum above 1.
-    by, pair_by, cohort, confidence
-        As in :func:`~recoverylab.paired.summarize`.
+    by, pair_by, cohort, confidence, engine
+        As in :func:`~recoverylab.paired.summarize` (``forks``: a source the polars resolver
+        reads; the judge's paired effect is summarised on ``engine``).
 
     Returns
     -------
@@ -238,8 +329,10 @@ def rogan_gladen_effect(
         gold="__gold",
         table="forks",
     )
-    verdicts = lazy.with_columns((pl.col(judge).cast(pl.Float64) == 1).alias("success"))
-    cells = summarize(verdicts, by=by, pair_by=pair_by, cohort=cohort, confidence=confidence)
+    verdicts = lazy.with_columns(_verdict(judge))
+    cells = summarize(
+        verdicts, by=by, pair_by=pair_by, cohort=cohort, confidence=confidence, engine=engine
+    )
     keys = ["condition", "delay", "method", *key_names("by", by)]
     scale = se + sp - 1.0
     out = cells.select(

@@ -48,9 +48,12 @@ used by the gate and the monitor (``from recoverylab.stats import sequences``).
   bootstrap is not accurate).
 * ``_judged``: :func:`judged_cells`, :func:`judged_partials`: judged outcomes,
   prediction-powered (PPI++) from judge verdicts on every unit and gold labels on a random
-  subset, cluster-aware and stratified; ``_judged_paired``: :func:`judged_paired_cells`,
-  :func:`check_judged_units`; ``_judged_planning``: :func:`gold_labels_needed` (the gold labels
-  a target half-width needs, given the judge's error rates);
+  subset, cluster-aware and stratified; ``_judged_paired``: :func:`judged_paired_cells`
+  (its phases :func:`judged_paired_partials`, :func:`judged_paired_finish`),
+  :func:`check_judged_units` (its phases :func:`judged_unit_counts`,
+  :func:`raise_judged_unit_counts`, for engines); ``_judged_planning``:
+  :func:`gold_labels_needed` (the gold labels a target half-width needs, given the judge's
+  error rates);
   ``_judge_error``: :func:`judge_error_cells` (sensitivity, specificity, agreement) and
   :func:`rogan_gladen_cells` (a judge rate corrected by known error rates).
 * ``_multiplicity``: :func:`adjust_p_values`; ``_classical``: :func:`mcnemar_exact`,
@@ -104,6 +107,10 @@ from recoverylab.stats._judged_paired import (
     PAIRED_OUTCOMES,
     check_judged_units,
     judged_paired_cells,
+    judged_paired_finish,
+    judged_paired_partials,
+    judged_unit_counts,
+    raise_judged_unit_counts,
 )
 from recoverylab.stats._judged_planning import GoldPlan, gold_labels_needed
 from recoverylab.stats._meld import _meld_cdf as _meld_cdf
@@ -200,10 +207,14 @@ __all__ = [
     "judge_error_cells",
     "judged_cells",
     "judged_paired_cells",
+    "judged_paired_finish",
+    "judged_paired_partials",
     "judged_partials",
+    "judged_unit_counts",
     "korn_graubard",
     "mcnemar_exact",
     "paired_effect_cells",
+    "raise_judged_unit_counts",
     "rate_cells",
     "rate_interval",
     "ratio",

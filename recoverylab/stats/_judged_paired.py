@@ -16,19 +16,26 @@ from recoverylab.stats._cells import _column_names
 from recoverylab.stats._judged import judged_cells, judged_partials
 
 
-def check_judged_units(
+def judged_unit_counts(
     units: pl.DataFrame | pl.LazyFrame, *, judge: str, gold: str, table: str = "units"
-) -> None:
-    """Raise one clear error for judge and gold columns a judged outcome cannot use.
+) -> pl.LazyFrame:
+    """Check the judge and gold columns' types; count what :func:`check_judged_units` refuses.
 
-    The judge must be in [0, 1] and never null (it scores every unit); gold must be 0/1 (or
-    true/false) where given, and given somewhere.
+    The counts are additive, so an engine computes them per shard and
+    :func:`raise_judged_unit_counts` decides on their sum: the error names the whole table's
+    counts on every engine.
+
+    Returns
+    -------
+    polars.LazyFrame
+        One row: ``judge_null``, ``judge_out`` (outside [0, 1] or NaN), ``gold_out`` (gold
+        outside {0, 1}), ``gold_given``, ``rows`` (Int64) and ``gold_values_out`` (the distinct
+        gold values outside {0, 1}, a list).
 
     Raises
     ------
     SchemaError
-        A missing column, a null or out-of-range judge verdict, a gold label outside {0, 1}, or
-        no gold label at all.
+        A missing judge or gold column, or one that is neither numeric nor boolean.
     """
     frame = units.lazy() if isinstance(units, pl.DataFrame) else units
     schema = frame.collect_schema()
@@ -45,14 +52,32 @@ def check_judged_units(
             )
     f = pl.col(judge).cast(pl.Float64)
     y = pl.col(gold).cast(pl.Float64)
-    counts = frame.select(
-        f.is_null().sum().alias("judge_null"),
-        ((f < 0) | (f > 1) | f.is_nan()).sum().alias("judge_out"),
-        ((y != 0) & (y != 1)).sum().alias("gold_out"),
-        y.is_not_null().sum().alias("gold_given"),
-        pl.len().alias("rows"),
-    ).collect()
-    row = counts.row(0, named=True)
+    gold_bad = (y != 0) & (y != 1)
+    return frame.select(
+        f.is_null().sum().cast(pl.Int64).alias("judge_null"),
+        ((f < 0) | (f > 1) | f.is_nan()).sum().cast(pl.Int64).alias("judge_out"),
+        gold_bad.sum().cast(pl.Int64).alias("gold_out"),
+        y.is_not_null().sum().cast(pl.Int64).alias("gold_given"),
+        pl.len().cast(pl.Int64).alias("rows"),
+        pl.col(gold).filter(gold_bad).unique().implode().alias("gold_values_out"),
+    )
+
+
+def raise_judged_unit_counts(
+    counts: pl.DataFrame, *, judge: str, gold: str, table: str = "units"
+) -> None:
+    """Raise :func:`check_judged_units`' error from :func:`judged_unit_counts` rows.
+
+    ``counts`` may hold one row per shard: the counts are added and the values pooled first.
+
+    Raises
+    ------
+    SchemaError
+        A null or out-of-range judge verdict, a gold label outside {0, 1}, or no gold label at
+        all (on a table with rows).
+    """
+    totals = ("judge_null", "judge_out", "gold_out", "gold_given", "rows")
+    row = counts.select(pl.col(totals).sum()).row(0, named=True)
     if row["judge_null"]:
         raise SchemaError(
             f"{table}: the judge column `{judge}` has {row['judge_null']} nulls; the judge must "
@@ -64,10 +89,10 @@ def check_judged_units(
             "a verdict is 0/1 or a probability."
         )
     if row["gold_out"]:
-        bad = frame.filter((y != 0) & (y != 1)).select(pl.col(gold)).unique().collect()
+        bad = sorted(set(counts.get_column("gold_values_out").explode().drop_nulls().to_list()))
         raise SchemaError(
             f"{table}: the gold column `{gold}` has {row['gold_out']} values outside {{0, 1}} "
-            f"({format_keys(sorted(bad.to_series().to_list()), total=bad.height)}); a gold label "
+            f"({format_keys(bad, total=len(bad))}); a gold label "
             "is 0/1, true/false, or null where not labelled."
         )
     if row["rows"] and not row["gold_given"]:
@@ -76,6 +101,26 @@ def check_judged_units(
             "labels on a random subset. Hint: without gold labels, give the judge's sensitivity "
             "and specificity for a Rogan–Gladen correction."
         )
+
+
+def check_judged_units(
+    units: pl.DataFrame | pl.LazyFrame, *, judge: str, gold: str, table: str = "units"
+) -> None:
+    """Raise one clear error for judge and gold columns a judged outcome cannot use.
+
+    The judge must be in [0, 1] and never null (it scores every unit); gold must be 0/1 (or
+    true/false) where given, and given somewhere. One pass over ``units``
+    (:func:`judged_unit_counts`, then :func:`raise_judged_unit_counts`: an engine runs the two
+    apart).
+
+    Raises
+    ------
+    SchemaError
+        A missing column, a null or out-of-range judge verdict, a gold label outside {0, 1}, or
+        no gold label at all.
+    """
+    counts = judged_unit_counts(units, judge=judge, gold=gold, table=table).collect()
+    raise_judged_unit_counts(counts, judge=judge, gold=gold, table=table)
 
 
 #: The outcomes of a judged paired comparison (:func:`judged_paired_cells`), in row order.
@@ -102,6 +147,8 @@ def judged_paired_cells(
     the judge's version. A pair is labelled when both branches have gold; a pair with one gold
     branch counts as unlabelled (its gold difference is unknown). Each outcome is a judged mean
     (:func:`judged_cells`; the effect with ``value_range=(-1, 1)`` and a p-value of effect 0).
+    The two phases are :func:`judged_paired_partials` (additive, per shard) and
+    :func:`judged_paired_finish`.
 
     Parameters
     ----------
@@ -119,13 +166,52 @@ def judged_paired_cells(
         :func:`judged_cells`' columns (with ``p_value``) and an ``outcome`` column after the
         cells (rescue, harm, effect); rescue and harm's p-value is that of a rate of 0.
     """
+    partials = judged_paired_partials(
+        pairs, cells=cells, cluster=cluster, judge=judge, gold=gold, strata=strata
+    )
+    return judged_paired_finish(
+        partials,
+        cells=cells,
+        cluster=cluster,
+        strata=strata,
+        lam=lam,
+        ci_method=ci_method,
+        confidence=confidence,
+    )
+
+
+def _paired_cells(cells: Sequence[str]) -> list[str]:
     cells_l = _column_names("cells", cells)
-    strata_l = _column_names("strata", strata)
     if "outcome" in cells_l:
         raise ParameterError(
             "parameter `cells` names `outcome`, the column of the result's outcomes. Hint: "
             "rename it first."
         )
+    return cells_l
+
+
+def judged_paired_partials(
+    pairs: pl.DataFrame | pl.LazyFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    judge: tuple[str, str],
+    gold: tuple[str, str],
+    strata: Sequence[str] = (),
+) -> pl.LazyFrame:
+    """Build the additive partials of :func:`judged_paired_cells`: rescue, harm, effect per pair.
+
+    A polars query (lazy in, lazy out) that an engine runs per shard of whole clusters; the
+    rows of several shards, concatenated, go to :func:`judged_paired_finish`.
+
+    Returns
+    -------
+    polars.LazyFrame
+        One row per (cell, ``outcome``, cluster, stratum): the cells, cluster and strata
+        columns, ``outcome`` (rescue, harm, effect) and :data:`JUDGED_VALUES`.
+    """
+    cells_l = _paired_cells(cells)
+    strata_l = _column_names("strata", strata)
     frame = pairs.lazy() if isinstance(pairs, pl.DataFrame) else pairs
     fa, fb = (pl.col(c).cast(pl.Float64) for c in judge)
     ya, yb = (pl.col(c).cast(pl.Float64) for c in gold)
@@ -145,11 +231,31 @@ def judged_paired_cells(
                 pl.lit(outcome).alias("outcome")
             )
         )
+    return pl.concat(parts, how="vertical")
+
+
+def judged_paired_finish(
+    partials: pl.DataFrame | pl.LazyFrame,
+    *,
+    cells: Sequence[str],
+    cluster: str,
+    strata: Sequence[str] = (),
+    lam: float | None = None,
+    ci_method: str = "auto",
+    confidence: float = 0.95,
+) -> pl.DataFrame:
+    """Turn :func:`judged_paired_partials` (of one or more shards) into the judged cells.
+
+    Returns and parameters as :func:`judged_paired_cells`.
+    """
+    cells_l = _paired_cells(cells)
+    strata_l = _column_names("strata", strata)
+    frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
     out = []
-    for outcome, part in zip(PAIRED_OUTCOMES, parts, strict=True):
+    for outcome in PAIRED_OUTCOMES:
         low = -1.0 if outcome == "effect" else 0.0
         result = judged_cells(
-            part,
+            frame.filter(pl.col("outcome") == outcome).drop("outcome"),
             cells=cells_l,
             cluster=cluster,
             strata=strata_l,
