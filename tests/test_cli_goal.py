@@ -241,6 +241,8 @@ def test_demo_writes_its_outputs(demo_files) -> None:
             "synthetic_by_model.parquet",
             "synthetic_by_category.parquet",
             "synthetic_drop.parquet",
+            "judged.parquet",
+            "judged_agreement.parquet",
         ]
     )
     assert all(p.is_file() and p.parent.name == "goal" for p in demo_files)

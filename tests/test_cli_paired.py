@@ -305,6 +305,8 @@ def test_demo_writes_every_result(tmp_path: Path) -> None:
             "mechanism_exclusions.parquet",
             "mechanism_overlap.parquet",
             "policy_summary.parquet",
+            "judged_summary.parquet",
+            "judged_agreement.parquet",
         ]
     )
     assert all(p.is_file() and p.parent == tmp_path / "paired" for p in written)

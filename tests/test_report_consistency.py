@@ -52,6 +52,13 @@ DEMO_SOURCES: dict[str, dict[str | None, str]] = {
     "takeover-depth": {None: "takeover/summary.parquet"},
     "takeover-funnel": {None: "takeover/summary_by_agent.parquet"},
     "takeover-pass-hat-k": {None: "takeover/reliability.parquet"},
+    # judged outcomes of the judged samples (issue 40): the judge's agreement, PPI++ cells
+    "judged-agreement": {None: "paired/judged_agreement.parquet"},
+    "judged-estimates": {None: "paired/judged_summary.parquet"},
+    "takeover-judged-agreement": {None: "takeover/judged_agreement.parquet"},
+    "takeover-judged-estimates": {None: "takeover/judged.parquet"},
+    "goal-judged-agreement": {None: "goal/judged_agreement.parquet"},
+    "goal-judged-estimates": {None: "goal/judged.parquet"},
 }
 
 

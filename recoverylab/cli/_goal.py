@@ -203,9 +203,12 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
 
     Writes into ``out_dir/goal/``: the diagnostic contracts' scored episodes and summary (TS 0.5,
     violation rate 0.25, 1.75 mean steps), and for the synthetic set the scored episodes, the
-    summary by regime, by model and regime, by category and regime, and the barrier drop by model.
+    summary by regime, by model and regime, by category and regime, and the barrier drop by model;
+    from ``judged_episodes.parquet`` the PPI++ task success by regime and the judge's agreement
+    (``judged``, ``judged_agreement``).
     """
     from recoverylab import goal  # imported when the command runs, not at --help
+    from recoverylab.cli._judged import DEMO_FILES, GOAL_DEMO_JUDGE, goal_judged
     from recoverylab.io import scan, write_parquet
 
     samples = samples_dir() / "goal"
@@ -235,4 +238,13 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     progress("goal: barrier drop by model")
     drop = goal.barrier_drop(scored_lazy, by=("model",), n_resamples=2_000)
     written.append(write_parquet(drop, out / "synthetic_drop.parquet"))
+    progress("goal: judged task success (a judge of known error, gold on 30 % of goals)")
+    tables = [samples / "synthetic" / name for name in TABLES]
+    tables[TABLES.index("episodes")] = samples / "judged_episodes.parquet"
+    judge, gold = GOAL_DEMO_JUDGE
+    judged = goal_judged(goal.score(*tables), judge=judge, gold=gold)
+    for message in judged.warnings:
+        progress(f"goal: warning: {message}")
+    for frame, name in zip((judged.estimates, judged.agreement), DEMO_FILES["goal"], strict=True):
+        written.append(write_parquet(frame, out_dir / name))
     return written

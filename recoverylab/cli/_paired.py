@@ -406,9 +406,11 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
 
     Writes into ``out_dir/paired/``: the main cohort's cells and stale2 - clean contrast for the
     full and the factual-success cohort, the mechanism cohort's cells, exclusions and rescue
-    overlap of refresh and content-ablated, and the policy test table's evaluation.
+    overlap of refresh and content-ablated, the policy test table's evaluation, and the judged
+    forks' PPI++ cells and the judge's agreement (``judged_summary``, ``judged_agreement``).
     """
     from recoverylab import paired  # imported when the command runs, not at --help
+    from recoverylab.cli._judged import DEMO_FILES, paired_judged
     from recoverylab.io import write_parquet
 
     samples = samples_dir() / "paired"
@@ -439,4 +441,10 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
         ),
         "policy_summary",
     )
+    progress("paired: judged forks (a judge of known error, gold labels on 30 % of tasks)")
+    judged = paired_judged(samples / "judged_forks.parquet", judge="judge", gold="gold")
+    for message in judged.warnings:
+        progress(f"paired: warning: {message}")
+    for frame, name in zip((judged.estimates, judged.agreement), DEMO_FILES["paired"], strict=True):
+        written.append(write_parquet(frame, out_dir / name))
     return written

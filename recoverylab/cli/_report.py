@@ -32,6 +32,7 @@ from recoverylab.cli._common import (
 if TYPE_CHECKING:
     import polars as pl
 
+    from recoverylab.cli._judged import Judged
     from recoverylab.report import Input, Provenance, Section
 
 _GOAL_TABLES = ("cases", "resources", "episodes", "steps", "citations")
@@ -99,10 +100,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     goal = parser.add_argument_group("goal preservation (AgentHeal)")
     for name in _GOAL_TABLES:
         goal.add_argument(f"--{name}", nargs="+", help=f"{name} table")
+    goal.add_argument(
+        "--goal-judge",
+        metavar="COL",
+        help="judged outcomes: the judge's verdict on success, a column of --episodes (with "
+        "--goal-gold): the judge's agreement and PPI++ task success by regime",
+    )
+    goal.add_argument(
+        "--goal-gold", metavar="COL", help="the human label of success (null where unlabelled)"
+    )
     takeover = parser.add_argument_group("takeover (CUA-Recovery)")
     takeover.add_argument("--states", nargs="+", help="states table")
     takeover.add_argument("--attempts", nargs="+", help="attempts table")
     takeover.add_argument("--k", type=int, default=3, help="pass@k (default 3)")
+    takeover.add_argument(
+        "--takeover-judge",
+        metavar="COL",
+        help="judged outcomes: the judge's verdict column of --attempts (with --takeover-gold): "
+        "the judge's agreement and PPI++ pass@1 (or EAR) by agent, clustered by workflow",
+    )
+    takeover.add_argument(
+        "--takeover-gold",
+        metavar="COL",
+        help="the human label column of --attempts (null where unlabelled)",
+    )
+    takeover.add_argument(
+        "--takeover-judge-outcome",
+        choices=("passed", "aware"),
+        default="passed",
+        help="what the takeover judge decided: passed (pass@1, default) or aware (EAR)",
+    )
     add_statistics(parser)
     parser.add_argument("--title", default="recoverylab report", help="page title")
     parser.add_argument(
@@ -280,44 +307,138 @@ def _paired(
     return sections
 
 
-def _judged(args: argparse.Namespace, progress: Progress) -> list[Section]:
-    """Return the judged-outcome sections of ``--forks``: the judge's agreement, PPI++ cells.
+#: Per protocol: the judged sections' key prefix, their heading's subject and input names.
+_JUDGED_NAMES = {
+    "paired": ("judged", "Paired forks"),
+    "takeover": ("takeover-judged", "Takeover"),
+    "goal": ("goal-judged", "Goal preservation"),
+}
 
-    None without ``--judge`` and ``--gold``; one clear error for one of them alone, or for both
-    without ``--forks``.
+
+def _judged_sections(protocol: str, judged: Judged, provenance: Provenance) -> list[Section]:
+    """Return the judge's agreement and the corrected estimates of one protocol as sections."""
+    from recoverylab import report
+
+    prefix, subject = _JUDGED_NAMES[protocol]
+    return [
+        report.judge_agreement_section(
+            judged.agreement,
+            provenance,
+            cluster=judged.cluster,
+            key=f"{prefix}-agreement",
+            title=f"{subject}: the judge against the gold labels "
+            "(sensitivity, specificity, agreement)",
+        ),
+        report.judged_estimates_section(
+            judged.estimates,
+            provenance,
+            cluster=judged.cluster,
+            key=f"{prefix}-estimates",
+            title=f"{subject}: corrected (PPI++) vs judge-only vs gold-only",
+        ),
+    ]
+
+
+def _judged(args: argparse.Namespace, progress: Progress) -> list[Section]:
+    """Return the judged-outcome sections of every protocol whose judge and gold are given.
+
+    ``--judge``/``--gold`` on ``--forks``, ``--takeover-judge``/``--takeover-gold`` on
+    ``--attempts``, ``--goal-judge``/``--goal-gold`` on ``--episodes``; none without them; one
+    clear error for a judge without its gold (or the reverse) or without its protocol's inputs.
+    The statistics' warnings (cells on the gold-only interval) go to stderr unless ``--quiet``.
     """
-    from recoverylab import paired, report
-    from recoverylab._errors import RecoveryLabWarning
+    sections: list[Section] = []
+    for protocol, compute in (
+        ("paired", _judged_paired),
+        ("takeover", _judged_takeover),
+        ("goal", _judged_goal),
+    ):
+        result = compute(args, progress)
+        if result is None:
+            continue
+        judged, provenance = result
+        sections += _judged_sections(protocol, judged, provenance)
+        if not args.quiet:
+            for message in judged.warnings:
+                print(f"recoverylab report: warning: {message}", file=sys.stderr)
+    return sections
+
+
+def _judged_paired(
+    args: argparse.Namespace, progress: Progress
+) -> tuple[Judged, Provenance] | None:
+    """Judged paired cells of ``--forks`` (``--judge``, ``--gold``), or None without them."""
+    from recoverylab.cli._judged import paired_judged
 
     if not _require_together(args, ("judge", "gold"), "the judged report"):
-        return []
+        return None
     if args.forks is None:
         raise ParameterError("`--judge` and `--gold` need `--forks`.")
-    forks = read(args.forks)
+    progress("judged outcomes (paired): the judge against the gold labels, PPI++ per cell")
     keys = {"pair_by": args.pair_by, "cohort": args.cohort}
-    progress("judged outcomes: the judge against the gold labels, PPI++ per cell")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RecoveryLabWarning)
-        estimates = paired.summarize_judged(
-            forks, judge=args.judge, gold=args.gold, **keys, confidence=args.confidence
-        )
-        agreement = paired.judge_agreement(
-            forks, judge=args.judge, gold=args.gold, confidence=args.confidence
-        )
-    if not args.quiet:
-        for warning in caught:
-            print(f"recoverylab report: warning: {warning.message}", file=sys.stderr)
+    judged = paired_judged(
+        read(args.forks), judge=args.judge, gold=args.gold, **keys, confidence=args.confidence
+    )
     settings = [
         ("judge", args.judge),
         ("gold", args.gold),
         ("cohort", args.cohort),
         ("pair_by", ", ".join(args.pair_by) or "none"),
     ]
-    provenance = _provenance([("forks", args.forks)], confidence=args.confidence, settings=settings)
-    return [
-        report.judge_agreement_section(agreement, provenance),
-        report.judged_estimates_section(estimates, provenance),
+    return judged, _provenance(
+        [("forks", args.forks)], confidence=args.confidence, settings=settings
+    )
+
+
+def _judged_takeover(
+    args: argparse.Namespace, progress: Progress
+) -> tuple[Judged, Provenance] | None:
+    """Judged attempt rates by agent (``--takeover-judge``, ``--takeover-gold``), or None."""
+    from recoverylab.cli._judged import takeover_judged
+
+    names = ("takeover_judge", "takeover_gold")
+    if not _require_together(args, names, "the judged takeover report"):
+        return None
+    if args.states is None or args.attempts is None:
+        raise ParameterError(
+            "`--takeover-judge` and `--takeover-gold` need `--states` and `--attempts`."
+        )
+    outcome = args.takeover_judge_outcome
+    progress(f"judged outcomes (takeover): the judge of {outcome} against the gold labels")
+    judged = takeover_judged(
+        read(args.states),
+        read(args.attempts),
+        judges=[(outcome, args.takeover_judge, args.takeover_gold)],
+        confidence=args.confidence,
+    )
+    settings = [
+        ("judge", f"{args.takeover_judge} (decides {outcome})"),
+        ("gold", args.takeover_gold),
+        ("by", "agent"),
     ]
+    inputs = [("states", args.states), ("attempts", args.attempts)]
+    return judged, _provenance(inputs, confidence=args.confidence, settings=settings)
+
+
+def _judged_goal(args: argparse.Namespace, progress: Progress) -> tuple[Judged, Provenance] | None:
+    """Judged task success by regime (``--goal-judge``, ``--goal-gold``), or None."""
+    from recoverylab import goal
+    from recoverylab.cli._judged import goal_judged
+
+    if not _require_together(args, ("goal_judge", "goal_gold"), "the judged goal report"):
+        return None
+    if any(getattr(args, name) is None for name in ("cases", "resources", "episodes")):
+        raise ParameterError(
+            "`--goal-judge` and `--goal-gold` need `--cases`, `--resources` and `--episodes`."
+        )
+    progress("judged outcomes (goal): the judge of success against the gold labels")
+    tables = (read(p) if p else None for p in (getattr(args, t) for t in _GOAL_TABLES))
+    judged = goal_judged(
+        goal.score(*tables), judge=args.goal_judge, gold=args.goal_gold, confidence=args.confidence
+    )
+    given = [(name, getattr(args, name)) for name in _GOAL_TABLES if getattr(args, name)]
+    settings = [("judge", args.goal_judge), ("gold", args.goal_gold), ("by", "regime")]
+    return judged, _provenance(given, confidence=args.confidence, settings=settings)
 
 
 def _gate(args: argparse.Namespace, progress: Progress, found: dict[str, Any]) -> Section:
@@ -497,6 +618,7 @@ def demo_sections(out_dir: Path, progress: Callable[[str], None]) -> list[Sectio
         *_demo_router(demo, progress, found),
         *_demo_goal(demo, progress, found),
         *_demo_takeover(demo, progress, found),
+        *_demo_judged(demo, progress),
     ]
     confidence = DEMO_SETTINGS["paired"]["confidence"]
     return [*_headline(found, confidence, sections), *sections]
@@ -644,6 +766,56 @@ def _demo_takeover(
     if demo.have("takeover/reliability.parquet"):
         reliability = demo.load("takeover/reliability.parquet")
         sections.append(report.reliability_section(reliability, provenance))
+    return sections
+
+
+def _demo_judged(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
+    """Judged outcomes of the judged samples, per protocol whose demo wrote both files.
+
+    The tables are the files the demos wrote (``cli._judged.DEMO_FILES``), on the samples and
+    with the judge and gold columns the demos used (``cli._judged``'s demo constants).
+    """
+    from recoverylab.cli._judged import (
+        CLUSTERS,
+        DEMO_FILES,
+        GOAL_DEMO_JUDGE,
+        TAKEOVER_DEMO_JUDGES,
+        Judged,
+    )
+
+    samples = demo.samples
+    goal_tables = [(name, [samples / "goal" / "synthetic" / name]) for name in _GOAL_TABLES]
+    goal_tables[_GOAL_TABLES.index("episodes")] = (
+        "episodes",
+        [samples / "goal" / "judged_episodes.parquet"],
+    )
+    takeover_judges = ", ".join(f"{j} (decides {o})" for o, j, _ in TAKEOVER_DEMO_JUDGES)
+    takeover_golds = ", ".join(g for _, _, g in TAKEOVER_DEMO_JUDGES)
+    goal_judge, goal_gold = GOAL_DEMO_JUDGE
+    inputs: dict[str, tuple[list[tuple[str, list[Path]]], list[tuple[str, str]]]] = {
+        "paired": (
+            [("forks", [samples / "paired" / "judged_forks.parquet"])],
+            [("judge", "judge"), ("gold", "gold"), ("cohort", "full"), ("pair_by", "none")],
+        ),
+        "takeover": (
+            [
+                ("states", [samples / "takeover" / "states.parquet"]),
+                ("attempts", [samples / "takeover" / "judged_attempts.parquet"]),
+            ],
+            [("judge", takeover_judges), ("gold", takeover_golds), ("by", "agent")],
+        ),
+        "goal": (goal_tables, [("judge", goal_judge), ("gold", goal_gold), ("by", "regime")]),
+    }
+    sections: list[Section] = []
+    for protocol, (given, settings) in inputs.items():
+        estimates, agreement = DEMO_FILES[protocol]
+        if not demo.have(estimates, agreement):
+            continue
+        progress(f"report: judged outcomes ({protocol})")
+        judged = Judged(demo.load(estimates), demo.load(agreement), CLUSTERS[protocol])
+        confidence = DEMO_SETTINGS[protocol]["confidence"]
+        provenance = _provenance(given, confidence=confidence, settings=settings)
+        sections += _judged_sections(protocol, judged, provenance)
     return sections
 
 

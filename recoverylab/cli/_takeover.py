@@ -336,9 +336,11 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     Writes into ``out_dir/takeover/``: every table of :data:`TABLES` on the full sample (by agent
     and depth, workflow-clustered bootstrap with 2,000 resamples, agent_a vs agent_b compared by
     depth), plus ``summary_common_sample.parquet`` (root causes scored at every depth) and
-    ``summary_by_agent.parquet`` (all depths pooled).
+    ``summary_by_agent.parquet`` (all depths pooled), and from ``judged_attempts.parquet`` the
+    PPI++ pass@1 and EAR by agent and the judges' agreement (``judged``, ``judged_agreement``).
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
+    from recoverylab.cli._judged import DEMO_FILES, TAKEOVER_DEMO_JUDGES, takeover_judged
     from recoverylab.io import write_parquet
 
     samples = samples_dir() / "takeover"
@@ -361,7 +363,17 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     frames["summary_by_agent"] = takeover.summarize(
         source["states"], source["attempts"], by=("agent",), **settings
     )
-    return [write_parquet(frame, out / f"{name}.parquet") for name, frame in frames.items()]
+    written = [write_parquet(frame, out / f"{name}.parquet") for name, frame in frames.items()]
+    progress("takeover: judged pass@1 and EAR (judges of known error, gold on 20 % of attempts)")
+    judged = takeover_judged(
+        source["states"],
+        read([str(samples / "judged_attempts.parquet")]),
+        judges=TAKEOVER_DEMO_JUDGES,
+    )
+    for message in judged.warnings:
+        progress(f"takeover: warning: {message}")
+    pairs = zip((judged.estimates, judged.agreement), DEMO_FILES["takeover"], strict=True)
+    return [*written, *(write_parquet(frame, out_dir / name) for frame, name in pairs)]
 
 
 _INPUTS = ("states", "attempts", "failures", "mutations")
