@@ -107,7 +107,9 @@ def _add_judged(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group(
         "judged outcomes",
         "when an LLM judge decided an attempt's outcome: a `judged` table with PPI++ (gold "
-        "labels on a random subset) or Rogan-Gladen (the judge's known error rates)",
+        "labels on a random subset) or Rogan-Gladen (the judge's known error rates); with "
+        "--gold and the judge deciding `passed`, a `judged_pass_k` table too: pass@k and pass^k "
+        "(--k) by PPI++ on per-unit values (a unit's gold value needs gold on every attempt)",
     )
     group.add_argument("--judge", metavar="COL", help="the judge's verdict (every attempt)")
     group.add_argument("--gold", metavar="COL", help="the human label (null where not labelled)")
@@ -125,7 +127,11 @@ def _add_judged(parser: argparse.ArgumentParser) -> None:
 
 
 def _judged_table(args: argparse.Namespace, progress: Progress) -> dict[str, pl.DataFrame]:
-    """Return ``{"judged": ...}`` when a judge column is named, else nothing."""
+    """Return the judged tables when a judge column is named, else nothing.
+
+    ``judged`` (pass@1 or EAR: PPI++ or Rogan–Gladen) and, with gold labels on ``passed``,
+    ``judged_pass_k`` (pass@k and pass^k for ``--k``); on the engine ``--engine`` names.
+    """
     given = [args.gold, args.judge_sensitivity, args.judge_specificity]
     if args.judge is None:
         if any(v is not None for v in given) or args.gold_strata:
@@ -135,29 +141,44 @@ def _judged_table(args: argparse.Namespace, progress: Progress) -> dict[str, pl.
         return {}
     from recoverylab import takeover
 
-    if spark_cli.engine_from(args) != "polars":
-        spark_cli.refuse(args, ("judge",))
+    engine = spark_cli.engine_from(args)
+    on_spark = engine != "polars"
+    # Spark reads the paths itself; the polars engines read the tables as the other verbs do
+    states, attempts = (
+        (args.states, args.attempts) if on_spark else (read(args.states), read(args.attempts))
+    )
+    common: dict[str, Any] = {
+        "judge": args.judge,
+        "by": tuple(args.by) if args.by is not None else ("agent", "depth"),
+        "gold_strata": args.gold_strata,
+        "common_sample": args.common_sample,
+        "common_states": args.common_states,
+        "confidence": args.confidence,
+        "engine": engine,
+    }
     progress(f"judged {args.judge_outcome} rate ({args.judge})")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RecoveryLabWarning)
-        judged = takeover.summarize_judged(
-            read(args.states),
-            read(args.attempts),
-            judge=args.judge,
-            gold=args.gold,
-            outcome=args.judge_outcome,
-            by=tuple(args.by) if args.by is not None else ("agent", "depth"),
-            gold_strata=args.gold_strata,
-            judge_sensitivity=args.judge_sensitivity,
-            judge_specificity=args.judge_specificity,
-            common_sample=args.common_sample,
-            common_states=args.common_states,
-            confidence=args.confidence,
-        )
+        frames = {
+            "judged": takeover.summarize_judged(
+                states,
+                attempts,
+                gold=args.gold,
+                outcome=args.judge_outcome,
+                judge_sensitivity=args.judge_sensitivity,
+                judge_specificity=args.judge_specificity,
+                **common,
+            )
+        }
+        if args.gold is not None and args.judge_outcome == "passed":
+            progress(f"judged pass@{args.k} and pass^{args.k} ({args.judge})")
+            frames["judged_pass_k"] = takeover.reliability_judged(
+                states, attempts, gold=args.gold, k=args.k, **common
+            )
     if not args.quiet:
         for warning in caught:
             print(f"recoverylab takeover: warning: {warning.message}", file=sys.stderr)
-    return {"judged": judged}
+    return frames
 
 
 def run(args: argparse.Namespace) -> None:
@@ -172,8 +193,9 @@ def run(args: argparse.Namespace) -> None:
             "--compare agent_a,agent_b."
         )
     judged = _judged_table(args, progress)
-    if judged and args.out_dir is not None:
-        guard_output(args.out_dir / "judged.parquet", args)
+    if args.out_dir is not None:
+        for name in judged:
+            guard_output(args.out_dir / f"{name}.parquet", args)
     frames = tables(
         read(args.states),
         read(args.attempts),
@@ -197,7 +219,8 @@ def run(args: argparse.Namespace) -> None:
     if args.out_dir is None and not args.wide and args.format == "text":
         frames = views(frames)
     frames |= judged
-    emit_many(frames, args.out_dir, args, faces={name: f"takeover.{name}" for name in frames})
+    faces = {name: f"takeover.{name}" for name in frames} | {"judged_pass_k": "takeover.judged"}
+    emit_many(frames, args.out_dir, args, faces=faces)
 
 
 #: Columns of the repair funnel (ARCHITECTURE §3.4), printed as a table of their own.

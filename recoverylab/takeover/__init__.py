@@ -24,6 +24,8 @@ Main entry points:
 * :func:`summarize_judged` — pass@1 or EAR when an LLM judge decided the outcome: PPI++ from
   human labels on a random subset of attempts, or Rogan–Gladen from the judge's known
   sensitivity and specificity.
+* :func:`reliability_judged` — pass@k and pass^k when a judge decided each attempt: PPI++ on
+  per-unit values (a unit's gold value needs a gold label on every attempt).
 * :func:`awareness_split` — pass rates of aware vs unaware attempts (an association).
 * :func:`latency`, :func:`leakage`, :func:`verifier_gate` — checks on how the benchmark was
   built.
@@ -45,6 +47,7 @@ from recoverylab.takeover import (
     _compare,
     _inputs,
     _judged,
+    _judged_repeats,
     _reliability,
     _summary,
 )
@@ -67,6 +70,7 @@ awareness_split = reads_inputs(_awareness.awareness_split)
 compare_agents = reads_inputs(_compare.compare_agents)
 summarize = reads_inputs(_summary.summarize)
 summarize_judged = reads_inputs(_judged.summarize_judged)
+reliability_judged = reads_inputs(_judged_repeats.reliability_judged)
 reliability = reads_inputs(_reliability.reliability)
 repeats_reliability = reads_inputs(_reliability.repeats_reliability)
 
@@ -84,6 +88,7 @@ __all__ = [
     "pass_at_k_expr",
     "pass_hat_k_expr",
     "reliability",
+    "reliability_judged",
     "repeats_reliability",
     "score",
     "summarize",

@@ -13,56 +13,192 @@ sample and common states when asked); their attempts are the judged units.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import io, stats
+from recoverylab import engines, io, plan, stats
 from recoverylab._errors import ParameterError
 from recoverylab.schema import column_names
-from recoverylab.takeover._inputs import score
+from recoverylab.takeover import _stages
 
 #: The attempt outcomes a judge may decide: ``passed`` (pass@1) and ``aware`` (EAR).
 JUDGED_OUTCOMES = ("passed", "aware")
 
 
-def _judged_attempts(
+def check_judged_attempts(attempts: object, *, judge: str, gold: str | None) -> None:
+    """Raise one clear error for judge and gold columns of `attempts` a judged rate cannot use.
+
+    :func:`recoverylab.stats.check_judged_units` on the whole table (a shard cannot know that
+    the table has no gold label at all), before any plan runs; without ``gold`` (Rogan–Gladen)
+    only the judge is checked.
+    """
+    lazy = attempts if isinstance(attempts, pl.LazyFrame) else io.scan(attempts)
+    if gold is None:
+        lazy, gold = lazy.with_columns(pl.lit(1, pl.Int8).alias("__gold")), "__gold"
+    stats.check_judged_units(lazy, judge=judge, gold=gold, table="attempts")
+
+
+def _with_verdict(
+    partial: plan.Partial,
+    frames: Mapping[str, pl.LazyFrame],
+    state: Any,
+    *,
+    judge: str,
+    outcome: str,
+) -> Mapping[str, pl.LazyFrame | pl.DataFrame]:
+    """Run a takeover stage's ``partial`` on attempts whose ``outcome`` is the judge's verdict.
+
+    The scoring checks read the attempts contract, whose outcome columns a judged table may
+    lack (the judge decided them); the verdict (judge >= 0.5) stands in. Which units are scored
+    never depends on it.
+    """
+    attempts = frames["attempts"].with_columns(
+        (pl.col(judge).cast(pl.Float64) >= 0.5).alias(outcome)
+    )
+    return partial({**frames, "attempts": attempts}, state)
+
+
+def judged_plan(
     states: object,
     attempts: object,
     *,
     judge: str,
-    gold: str | None,
     outcome: str,
     by: Sequence[str],
+    k: int,
     common_sample: bool,
     common_states: bool,
-) -> pl.LazyFrame:
-    """Return the attempts of scored units with their workflow and the state-level ``by``."""
-    if outcome not in JUDGED_OUTCOMES:
-        raise ParameterError(
-            f"parameter `outcome` is {outcome!r}; a judge decides one of "
-            f"{', '.join(JUDGED_OUTCOMES)}."
-        )
-    lazy = attempts if isinstance(attempts, pl.LazyFrame) else io.scan(attempts)
-    if gold is not None:
-        stats.check_judged_units(lazy, judge=judge, gold=gold, table="attempts")
-    else:
-        stats.check_judged_units(
-            lazy.with_columns(pl.lit(1, pl.Int8).alias("__gold")),
-            judge=judge,
-            gold="__gold",
-            table="attempts",
-        )
-    verdict = lazy.with_columns((pl.col(judge).cast(pl.Float64) >= 0.5).alias(outcome))
-    units = score(
-        states, verdict, by=by, k=1, common_sample=common_sample, common_states=common_states
+    partial: Callable[..., dict[str, pl.LazyFrame | pl.DataFrame]],
+    finish: Callable[[Any], pl.DataFrame],
+    check: Callable[[], None] | None = None,
+) -> plan.Plan:
+    """Return the plan of a judged takeover statistic: takeover's stages, then ``partial``.
+
+    The workflow is the cluster (:func:`recoverylab.takeover._stages.plan_inputs`); the shared
+    stages check the tables and decide the whole-table restrictions, and every stage reads the
+    attempts with the judge's verdict as ``outcome`` (:func:`_with_verdict`). ``partial``
+    (called as in :func:`~recoverylab.takeover._stages.workflow_stages`) returns the shard's
+    judged partials; ``finish`` turns their concatenation into the result.
+    """
+    stages = _stages.workflow_stages(
+        tuple(by),
+        k,
+        "judged partials",
+        partial,
+        common_states=common_states,
+        common_sample=common_sample,
     )
-    names = lazy.collect_schema().names()
-    unit_keys = ["state_id", "agent", *(b for b in by if b in names and b != "agent")]
-    kept = units.filter(pl.col("excluded").is_null()).select(
-        *unit_keys, "workflow_id", *(b for b in by if b not in unit_keys)
+    wrapped = tuple(
+        dataclasses.replace(
+            stage,
+            partial=functools.partial(_with_verdict, stage.partial, judge=judge, outcome=outcome),
+        )
+        for stage in stages
     )
-    return lazy.join(kept, on=unit_keys, how="inner", nulls_equal=True)
+    return plan.Plan(
+        inputs=_stages.plan_inputs(states, attempts), stages=wrapped, finish=finish, check=check
+    )
+
+
+def kept_units(
+    frames: Mapping[str, pl.LazyFrame],
+    state: Any,
+    *,
+    by: Sequence[str],
+    k: int,
+    common_states: bool,
+    common_sample: bool,
+) -> tuple[pl.LazyFrame, list[str]]:
+    """Return one shard's scored units (keys, workflow, ``by``) and the unit key columns.
+
+    :func:`~recoverylab.takeover.score`'s units (replay and expected-state checks, the common
+    sample and common states when asked) with ``excluded`` null: the units a judged statistic
+    reads, the same as the unjudged one's.
+    """
+    frame, inputs = _stages.scored_shard(
+        frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
+    )
+    unit = ["state_id", *inputs.unit_keys]
+    kept = frame.filter(pl.col("excluded").is_null()).select(
+        *unit, "workflow_id", *(b for b in by if b not in unit)
+    )
+    return kept, unit
+
+
+def ordered_partials(
+    rows: pl.LazyFrame, *, order: Sequence[str], by: Sequence[str], judge: str, gold: pl.Expr
+) -> pl.DataFrame:
+    """:func:`recoverylab.stats.judged_partials` of ``rows`` added in the order of ``order``.
+
+    Sorted and collected first, so the float sums of fractional verdicts or unit values are
+    added in one order whatever the row order or the split into shards (a workflow's rows are
+    all in one shard).
+    """
+    sorted_rows = rows.sort(list(order), nulls_last=False).collect()
+    return stats.judged_partials(sorted_rows, by=by, judge=judge, gold=gold).collect()
+
+
+def _attempt_partial(
+    frames: Mapping[str, pl.LazyFrame],
+    state: Any,
+    *,
+    by: Sequence[str],
+    k: int,
+    common_states: bool,
+    common_sample: bool,
+    judge: str,
+    gold: str | None,
+    cells: Sequence[str],
+    strata: Sequence[str],
+) -> dict[str, pl.LazyFrame | pl.DataFrame]:
+    """One shard's judged partials of attempts: per (cells, workflow, strata)."""
+    kept, unit = kept_units(
+        frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
+    )
+    rows = frames["attempts"].join(kept, on=unit, how="inner", nulls_equal=True)
+    gold_expr = pl.lit(None, pl.Float64) if gold is None else pl.col(gold)
+    part = ordered_partials(
+        rows,
+        order=[*unit, "repeat"],
+        by=[*cells, "workflow_id", *strata],
+        judge=judge,
+        gold=gold_expr,
+    )
+    return {"partials": part}
+
+
+def _attempt_finish(
+    state: dict[str, pl.DataFrame],
+    *,
+    cells: Sequence[str],
+    strata: Sequence[str],
+    rates: tuple[float | None, float | None],
+    ci_method: str,
+    confidence: float,
+) -> pl.DataFrame:
+    """PPI++ (:func:`recoverylab.stats.judged_cells`) or Rogan–Gladen of the partials."""
+    part = state["partials"]
+    if rates == (None, None):
+        return stats.judged_cells(
+            part,
+            cells=cells,
+            cluster="workflow_id",
+            strata=strata,
+            ci_method=ci_method,
+            confidence=confidence,
+        )
+    return stats.rogan_gladen_cells(
+        part,
+        cells=cells,
+        cluster="workflow_id",
+        sensitivity=rates[0],  # type: ignore[arg-type]
+        specificity=rates[1],  # type: ignore[arg-type]
+        confidence=confidence,
+    )
 
 
 def summarize_judged(
@@ -80,6 +216,7 @@ def summarize_judged(
     common_states: bool = False,
     ci_method: str = "auto",
     confidence: float = 0.95,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Judged pass@1 (or EAR) per (agent, depth, *by*): PPI++ or Rogan–Gladen.
 
@@ -104,6 +241,9 @@ def summarize_judged(
         As in :func:`~recoverylab.takeover.summarize`.
     ci_method, confidence
         As in :func:`recoverylab.stats.judged_cells`.
+    engine
+        ``"polars"`` (default), a SparkSession (or ``"spark"``) or an engine object (see
+        :mod:`recoverylab.engines`); the result is the same.
 
     Returns
     -------
@@ -122,46 +262,46 @@ def summarize_judged(
     by_keys = column_names("by", by)
     strata = column_names("gold_strata", gold_strata)
     rates_given = (judge_sensitivity, judge_specificity)
-    if gold is None and None in rates_given:
+    check_rates_or_gold(gold, rates_given)
+    if outcome not in JUDGED_OUTCOMES:
+        raise ParameterError(
+            f"parameter `outcome` is {outcome!r}; a judge decides one of "
+            f"{', '.join(JUDGED_OUTCOMES)}."
+        )
+    check_judged_attempts(attempts, judge=judge, gold=gold)
+    cells = {"cells": by_keys, "strata": strata if gold is not None else ()}
+    return engines.run(
+        engine,
+        judged_plan(
+            states,
+            attempts,
+            judge=judge,
+            outcome=outcome,
+            by=[*by_keys, *(s for s in strata if s not in by_keys)],
+            k=1,
+            common_sample=common_sample,
+            common_states=common_states,
+            partial=functools.partial(_attempt_partial, judge=judge, gold=gold, **cells),
+            finish=functools.partial(
+                _attempt_finish,
+                **cells,
+                rates=rates_given,
+                ci_method=ci_method,
+                confidence=confidence,
+            ),
+        ),
+    )
+
+
+def check_rates_or_gold(gold: str | None, rates: tuple[float | None, float | None]) -> None:
+    """Raise unless exactly one of ``gold`` and both of the judge's error rates is given."""
+    if gold is None and None in rates:
         raise ParameterError(
             "a judged takeover rate needs `gold` (human labels on a random subset) or both "
             "`judge_sensitivity` and `judge_specificity` (the Rogan–Gladen correction)."
         )
-    if gold is not None and rates_given != (None, None):
+    if gold is not None and rates != (None, None):
         raise ParameterError(
             "give `gold` or the judge's sensitivity and specificity, not both: with gold labels "
             "the judge's error rates are estimated (PPI++)."
         )
-    units = _judged_attempts(
-        states,
-        attempts,
-        judge=judge,
-        gold=gold,
-        outcome=outcome,
-        by=[*by_keys, *(s for s in strata if s not in by_keys)],
-        common_sample=common_sample,
-        common_states=common_states,
-    )
-    if gold is None:
-        part = stats.judged_partials(
-            units, by=[*by_keys, "workflow_id"], judge=judge, gold=pl.lit(None, pl.Float64)
-        )
-        return stats.rogan_gladen_cells(
-            part,
-            cells=by_keys,
-            cluster="workflow_id",
-            sensitivity=judge_sensitivity,  # type: ignore[arg-type]
-            specificity=judge_specificity,  # type: ignore[arg-type]
-            confidence=confidence,
-        )
-    part = stats.judged_partials(
-        units, by=[*by_keys, "workflow_id", *strata], judge=judge, gold=gold
-    )
-    return stats.judged_cells(
-        part,
-        cells=by_keys,
-        cluster="workflow_id",
-        strata=strata,
-        ci_method=ci_method,
-        confidence=confidence,
-    )
