@@ -493,3 +493,149 @@ def test_every_number_of_a_judged_report_is_the_written_one(tmp_path: Path) -> N
     methods = set(pl.read_parquet(estimates)["ci_method"].drop_nulls())
     assert "ppi++-logit" in methods
     assert "PPI++ interval on the logit scale" in text
+
+
+# ------------------------------------------------------------------------------------------------
+# Judged outcomes (issue 40): the demo's judged samples, and `report` on judged takeover/goal
+# ------------------------------------------------------------------------------------------------
+
+#: The judged sections of the demo report and, per section, the columns every row must show.
+JUDGED_COLUMNS = {
+    "judged-agreement": ("measure", "estimate", "ci_low", "ci_high", "n", "n_clusters"),
+    "judged-estimates": ("estimate", "judge_estimate", "gold_estimate", "labelled_share"),
+}
+
+
+def test_the_demo_report_shows_every_judged_row_of_every_protocol(
+    demo: tuple[Path, Tables],
+) -> None:
+    # per protocol: the judge's agreement and corrected vs judge-only vs gold-only, all rows
+    out, page = demo
+    judged = {t.section: t for t in page.tables if "judged" in t.section}
+    assert sorted(judged) == sorted(
+        f"{prefix}-{kind}"
+        for prefix in ("judged", "takeover-judged", "goal-judged")
+        for kind in ("agreement", "estimates")
+    )
+    for section, table in judged.items():
+        written = written_by(out, DEMO_SOURCES[section])
+        assert len(table.rows) == written.height, section
+        kind = "judged-agreement" if section.endswith("agreement") else "judged-estimates"
+        for row in table.rows:
+            shown = {v.column for v in row}
+            assert set(JUDGED_COLUMNS[kind]) <= shown, (section, shown)
+    # the takeover judges decided both outcomes; every cell of the demo has its PPI++ interval
+    takeover = pl.read_parquet(out / "takeover" / "judged.parquet")
+    assert sorted(set(takeover["judged_outcome"])) == ["aware", "passed"]
+    assert takeover.height == 12
+    assert pl.read_parquet(out / "goal" / "judged.parquet")["regime"].to_list() == [
+        "barrier_free",
+        "recoverable",
+        "unrecoverable",
+    ]
+    text = (out / "report.html").read_text(encoding="utf-8")
+    for subject in ("Paired forks", "Takeover", "Goal preservation"):
+        assert f"{subject}: corrected (PPI++) vs judge-only vs gold-only" in text
+        assert f"{subject}: the judge against the gold labels" in text
+    assert "data_samples/takeover/judged_attempts.parquet" in text
+
+
+def _takeover_units(states: Path, attempts: Path) -> pl.DataFrame:
+    """Attempts on eligible states (replay and expected values checked), with their agent."""
+    eligible = pl.read_parquet(states).filter(pl.col("replay_ok") & pl.col("expected_ok"))
+    return pl.read_parquet(attempts).join(eligible.select("state_id"), on="state_id")
+
+
+def _agreement_by_hand(units: pl.DataFrame, by: str, judge: str, gold: str) -> pl.DataFrame:
+    """Sensitivity, specificity and agreement over the labelled units, computed directly."""
+    labelled = units.filter(pl.col(gold).is_not_null())
+    right = pl.col(judge) == pl.col(gold)
+    measures = {
+        "sensitivity": pl.col(gold),
+        "specificity": ~pl.col(gold),
+        "agreement": pl.lit(value=True),
+    }
+    return pl.concat(
+        labelled.filter(among)
+        .group_by(by)
+        .agg(right.mean().alias("estimate"), pl.len().cast(pl.Int64).alias("n"))
+        .with_columns(pl.lit(measure).alias("measure"))
+        for measure, among in measures.items()
+    )
+
+
+@pytest.mark.slow
+def test_every_number_of_a_judged_takeover_and_goal_report_is_the_written_one(
+    tmp_path: Path,
+) -> None:
+    # `takeover --judge --gold --by agent`, `goal --judge --gold --judged-out` and `report
+    # --takeover-judge/--goal-judge` on the judged samples: the report's estimates are the
+    # commands' frames; its agreement tables equal a direct count over the labelled units
+    from tests.conftest import SAMPLES
+
+    states, attempts = (
+        SAMPLES / "takeover" / "states.parquet",
+        SAMPLES / "takeover" / "judged_attempts.parquet",
+    )
+    goal_dir, episodes = (
+        SAMPLES / "goal" / "synthetic",
+        SAMPLES / "goal" / "judged_episodes.parquet",
+    )
+    goal = [
+        a
+        for name in ("cases", "resources", "episodes", "steps", "citations")
+        for a in (f"--{name}", str(episodes if name == "episodes" else goal_dir / name))
+    ]
+    takeover = ["--states", str(states), "--attempts", str(attempts)]
+    settings = ["--resamples", "50"]
+    judge = ["--judge", "judge_passed", "--gold", "gold_passed"]
+    run = ["--quiet", "takeover", *takeover, *judge, "--by", "agent", *settings]
+    assert main([*run, "--out-dir", str(tmp_path / "takeover_out")]) == 0
+    goal_judge = ["--judge", "judge_success", "--gold", "gold_success"]
+    goal_out = ["--out", str(tmp_path / "goal.parquet")]
+    judged_out = ["--judged-out", str(tmp_path / "goal_judged.parquet")]
+    assert main(["--quiet", "goal", *goal, *goal_judge, *settings, *goal_out, *judged_out]) == 0
+    page_path = tmp_path / "report.html"
+    judges = ["--takeover-judge", "judge_passed", "--takeover-gold", "gold_passed"]
+    judges += ["--goal-judge", "judge_success", "--goal-gold", "gold_success"]
+    report = ["--quiet", "report", *takeover, *goal, *judges, *settings]
+    assert main([*report, "--out", str(page_path)]) == 0
+    page = parse(page_path.read_text(encoding="utf-8"))
+    tables = {t.section: t for t in page.tables if "judged" in t.section}
+    assert sorted(tables) == [
+        "goal-judged-agreement",
+        "goal-judged-estimates",
+        "takeover-judged-agreement",
+        "takeover-judged-estimates",
+    ]
+    written = {
+        "takeover-judged-estimates": pl.read_parquet(
+            tmp_path / "takeover_out" / "judged.parquet"
+        ).with_columns(pl.lit("passed").alias("judged_outcome")),
+        "goal-judged-estimates": pl.read_parquet(tmp_path / "goal_judged.parquet"),
+    }
+    for section, frame in written.items():
+        assert len(tables[section].rows) == frame.height, section
+        assert check_table(tables[section], frame) == [], section
+    by_hand = {
+        "takeover-judged-agreement": _agreement_by_hand(
+            _takeover_units(states, attempts), "agent", "judge_passed", "gold_passed"
+        ).with_columns(pl.lit("passed").alias("judged_outcome")),
+        "goal-judged-agreement": _agreement_by_hand(
+            pl.read_parquet(episodes).join(
+                pl.read_parquet(goal_dir / "cases").select("case_id", "regime"), on="case_id"
+            ),
+            "regime",
+            "judge_success",
+            "gold_success",
+        ),
+    }
+    for section, frame in by_hand.items():
+        table = tables[section]
+        assert len(table.rows) == frame.height, section
+        for row in table.rows:
+            keys = {v.column: v.text.strip() for v in row if v.key and v.column != "ci_method"}
+            (expected,) = key_matches(frame, keys).iter_rows(named=True)
+            shown = {v.column: v for v in row}
+            assert agrees(shown["estimate"], expected["estimate"]) is None, (section, keys)
+            assert agrees(shown["n"], expected["n"]) is None, (section, keys)
