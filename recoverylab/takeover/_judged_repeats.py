@@ -45,12 +45,13 @@ from recoverylab._errors import (
     require_one_of,
 )
 from recoverylab.schema import column_names
+from recoverylab.takeover import _stages
 from recoverylab.takeover._inputs import check_k, pass_at_k_expr
 from recoverylab.takeover._judged import (
     check_judged_attempts,
+    exact_partials,
     judged_plan,
     kept_units,
-    ordered_partials,
 )
 from recoverylab.takeover._reliability import pass_hat_k_expr
 
@@ -100,7 +101,7 @@ def unit_values(
     f, y = pl.col(judge).cast(pl.Float64), pl.col(gold).cast(pl.Float64)
     sums = attempts.group_by(list(unit)).agg(
         pl.len().cast(pl.Int64).alias(_N),
-        f.sort().implode().list.sum().alias(_F),  # in sorted order: the same on every engine
+        _stages.stable_sum(f).alias(_F),  # exact: the same on every engine and shard
         y.is_not_null().sum().cast(pl.Int64).alias(_L),
         y.sum().alias(_Y),
     )
@@ -139,12 +140,8 @@ def _partial(
     values = unit_values(
         kept, frames["attempts"], unit=unit, judge=judge, gold=gold, k=k, metrics=metrics
     )
-    part = ordered_partials(
-        values,
-        order=["metric", *unit],
-        by=[*cells, "metric", "workflow_id", *strata],
-        judge=_JUDGE,
-        gold=pl.col(_GOLD),
+    part = exact_partials(
+        values, by=[*cells, "metric", "workflow_id", *strata], judge=_JUDGE, gold=pl.col(_GOLD)
     )
     partly = values.filter(
         (pl.col("metric") == metrics[0]) & (pl.col(_L) > 0) & (pl.col(_L) < pl.col(_N))
