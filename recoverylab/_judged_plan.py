@@ -73,6 +73,7 @@ def judged_plan(
     partials: ShardQuery,
     finish: Callable[[pl.DataFrame], Any],
     verdicts: str | None = None,
+    check_schema: Callable[[pl.Schema], None] | None = None,
     stages: Sequence[plan.Stage] = (),
     check: Callable[[], None] | None = None,
     state: Any = None,
@@ -97,6 +98,9 @@ def judged_plan(
     verdicts
         When given, judge values other than 0 and 1 are refused too; the text says why (e.g.
         ``"a paired outcome is a verdict (true/false), not a probability."``).
+    check_schema
+        Checks of ``table``'s schema (picklable: columns the verb names, ...), run in the first
+        pass before the counts, so every engine raises them before it shuffles by the cluster.
     stages
         Stages to run between the check and the partials (their state reaches ``partials``).
     check
@@ -118,7 +122,12 @@ def judged_plan(
         verdict (or a fractional one with ``verdicts``), gold outside {0, 1}, no gold at all.
     """
     checked = functools.partial(
-        _check_partial, table=table, judge=judge, gold=gold, verdicts=verdicts is not None
+        _check_partial,
+        table=table,
+        judge=judge,
+        gold=gold,
+        verdicts=verdicts is not None,
+        check_schema=check_schema,
     )
     combine = functools.partial(
         _check_combine, table=table, judge=judge, gold=gold, verdicts=verdicts
@@ -189,8 +198,11 @@ def _check_partial(
     judge: str,
     gold: str | None,
     verdicts: bool,
+    check_schema: Callable[[pl.Schema], None] | None,
 ) -> dict[str, pl.LazyFrame]:
     frame = frames[table]
+    if check_schema is not None:
+        check_schema(frame.collect_schema())
     if gold is None:
         frame = frame.with_columns(pl.lit(1, pl.Int8).alias(_GOLD))
     counts = stats.judged_unit_counts(frame, judge=judge, gold=gold or _GOLD, table=table)

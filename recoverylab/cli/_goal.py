@@ -98,10 +98,13 @@ def _judged(args: argparse.Namespace, by: tuple[str, ...], progress: Progress) -
         return None
     from recoverylab import goal
 
-    if spark_cli.engine_from(args) != "polars":
-        spark_cli.refuse(args, ("judge",))
+    engine = spark_cli.engine_from(args)
     progress(f"judged outcome ({args.judge}): scoring the episodes for their groups")
-    scored = goal.score(*(read(p) if p else None for p in (getattr(args, t) for t in TABLES)))
+    sources = [getattr(args, t) for t in TABLES]
+    if engine == "polars":
+        scored = goal.score(*(read(p) if p else None for p in sources))
+    else:  # scored on Spark, lazily: the judged partials are computed there too
+        scored = goal.score(*(list(p) if p else None for p in sources), engine=engine)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", RecoveryLabWarning)
         judged = goal.summarize_judged(
@@ -114,6 +117,7 @@ def _judged(args: argparse.Namespace, by: tuple[str, ...], progress: Progress) -
             judge_sensitivity=args.judge_sensitivity,
             judge_specificity=args.judge_specificity,
             confidence=args.confidence,
+            engine=engine,
         )
     if not args.quiet:
         for warning in caught:

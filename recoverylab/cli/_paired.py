@@ -222,8 +222,6 @@ def _run_judged(args: argparse.Namespace) -> None:
         if target is not None:
             guard_output(target, args)
     engine = spark_cli.engine_from(args)
-    if engine != "polars":
-        spark_cli.refuse(args, ("judge", "gold"))
     forks = source(args.forks, engine)
     rates = (args.judge_sensitivity, args.judge_specificity)
     if args.gold is not None and rates != (None, None):
@@ -242,6 +240,7 @@ def _run_judged(args: argparse.Namespace) -> None:
             pair_by=args.pair_by,
             cohort=args.cohort,
             confidence=args.confidence,
+            engine=engine,
         )
         title = "effect corrected for the judge's error rates (Rogan-Gladen)"
         emit(corrected, args.out, args, title=title, face="paired.judged")
@@ -263,10 +262,13 @@ def _run_judged(args: argparse.Namespace) -> None:
             cohort=args.cohort,
             gold_strata=args.gold_strata,
             confidence=args.confidence,
+            engine=engine,
         )
         agreement = None
         if args.judge_out is not None:
-            agreement = paired.judge_agreement(forks, judge=args.judge, gold=args.gold)
+            agreement = paired.judge_agreement(
+                forks, judge=args.judge, gold=args.gold, engine=engine
+            )
     if not args.quiet:
         for warning in caught:
             print(f"recoverylab paired: warning: {warning.message}", file=sys.stderr)

@@ -11,13 +11,39 @@ the judge's sensitivity and specificity known, Rogan–Gladen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 
-from recoverylab import io, stats
+from recoverylab import _judged_plan, engines, plan, stats
 from recoverylab._errors import ParameterError
+from recoverylab.goal._summary import _default_cluster
 from recoverylab.schema import column_names
+
+#: The cluster column of the unit rows (the ``cluster`` named, or the default picked per table).
+_CLUSTER = "__recoverylab_cluster"
+
+
+def _check_columns(
+    schema: pl.Schema, *, by: Sequence[str], cluster: str | None, strata: Sequence[str]
+) -> None:
+    """Raise for a ``by``, cluster or stratum column that the episodes lack."""
+    names = schema.names()
+    missing = [c for c in (*by, cluster or _default_cluster(schema), *strata) if c not in names]
+    if missing:
+        raise ParameterError(
+            f"episodes: column `{missing[0]}` (named by `by`, `cluster` or `gold_strata`) is not "
+            f"in the table (columns: {', '.join(names)})."
+        )
+
+
+def _units(frames: Mapping[str, pl.LazyFrame], state: Any, *, cluster: str | None) -> pl.LazyFrame:
+    """Return one shard's episodes, with their cluster, as the judged units."""
+    lazy = frames["episodes"]
+    column = cluster or _default_cluster(lazy.collect_schema())
+    return lazy.with_columns(pl.col(column).alias(_CLUSTER))
 
 
 def summarize_judged(
@@ -32,6 +58,7 @@ def summarize_judged(
     judge_specificity: float | None = None,
     ci_method: str = "auto",
     confidence: float = 0.95,
+    engine: object = "polars",
 ) -> pl.DataFrame:
     """Judged task success per group: PPI++ from a gold subset, or Rogan–Gladen.
 
@@ -55,6 +82,10 @@ def summarize_judged(
         The judge's known error rates (only without ``gold``).
     ci_method, confidence
         As in :func:`recoverylab.stats.judged_cells`.
+    engine
+        ``"polars"`` (default), a SparkSession (or ``"spark"`` for the active one) or an engine
+        of :mod:`recoverylab.engines`: the judge and gold columns are checked and the judged
+        partials summed per shard of whole clusters; the result is the same on every engine.
 
     Returns
     -------
@@ -69,48 +100,46 @@ def summarize_judged(
     ParameterError
         A missing column; neither gold nor both error rates, or both.
     """
-    by_keys = column_names("by", by)
-    strata = column_names("gold_strata", gold_strata)
-    lazy = episodes if isinstance(episodes, pl.LazyFrame) else io.scan(episodes)
-    names = lazy.collect_schema().names()
-    cluster = cluster or ("goal_id" if "goal_id" in names else "case_id")
-    missing = [c for c in (*by_keys, cluster, *strata) if c not in names]
-    if missing:
-        raise ParameterError(
-            f"episodes: column `{missing[0]}` (named by `by`, `cluster` or `gold_strata`) is not "
-            f"in the table (columns: {', '.join(names)})."
-        )
+    by_keys = list(column_names("by", by))
+    strata = list(column_names("gold_strata", gold_strata))
     rates_given = (judge_sensitivity, judge_specificity)
     if (gold is None) == (rates_given == (None, None)) or (gold is None and None in rates_given):
         raise ParameterError(
             "a judged goal rate needs `gold` (human labels on a random subset) or both "
             "`judge_sensitivity` and `judge_specificity` (Rogan–Gladen), not both."
         )
+    units = functools.partial(_units, cluster=cluster)
     if gold is None:
-        stats.check_judged_units(
-            lazy.with_columns(pl.lit(1, pl.Int8).alias("__gold")),
-            judge=judge,
-            gold="__gold",
-            table="episodes",
+        partials = _judged_plan.unit_partials(
+            units, by=[*by_keys, _CLUSTER], judge=judge, gold=pl.lit(None, pl.Float64)
         )
-        part = stats.judged_partials(
-            lazy, by=[*by_keys, cluster], judge=judge, gold=pl.lit(None, pl.Float64)
-        )
-        return stats.rogan_gladen_cells(
-            part,
+        finish = functools.partial(
+            stats.rogan_gladen_cells,
             cells=by_keys,
-            cluster=cluster,
+            cluster=_CLUSTER,
             sensitivity=judge_sensitivity,  # type: ignore[arg-type]
             specificity=judge_specificity,  # type: ignore[arg-type]
             confidence=confidence,
         )
-    stats.check_judged_units(lazy, judge=judge, gold=gold, table="episodes")
-    part = stats.judged_partials(lazy, by=[*by_keys, cluster, *strata], judge=judge, gold=gold)
-    return stats.judged_cells(
-        part,
-        cells=by_keys,
-        cluster=cluster,
-        strata=strata,
-        ci_method=ci_method,
-        confidence=confidence,
+    else:
+        partials = _judged_plan.unit_partials(
+            units, by=[*by_keys, _CLUSTER, *strata], judge=judge, gold=gold
+        )
+        finish = functools.partial(
+            stats.judged_cells,
+            cells=by_keys,
+            cluster=_CLUSTER,
+            strata=strata,
+            ci_method=ci_method,
+            confidence=confidence,
+        )
+    judged = _judged_plan.judged_plan(
+        (plan.Input("episodes", episodes, key=cluster or _default_cluster),),
+        table="episodes",
+        judge=judge,
+        gold=gold,
+        partials=partials,
+        finish=finish,
+        check_schema=functools.partial(_check_columns, by=by_keys, cluster=cluster, strata=strata),
     )
+    return engines.run(engine, judged)

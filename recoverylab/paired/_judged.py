@@ -137,7 +137,11 @@ def _shard_partials(
     strata: Sequence[str],
 ) -> pl.LazyFrame:
     """Return the judged paired partials of one shard (whole tasks), paired on the whole grid."""
-    pair = functools.partial(shard_pairs, design=design, pair_by=pair_by or (), cohort=cohort)
+    keys = (*_PAIR_KEY, *key_names("pair_by", pair_by))
+    carry = [c for c in dict.fromkeys((*cells, *strata)) if c not in keys]  # the recovery row's
+    pair = functools.partial(
+        shard_pairs, design=design, pair_by=pair_by or (), cohort=cohort, carry=carry
+    )
     judged = _join_variants(frames["forks"], judge=judge, gold=gold, pair_by=pair_by, pair=pair)
     return stats.judged_paired_partials(
         judged, cells=cells, cluster="task_id", judge=("f0", "f1"), gold=("g0", "g1"), strata=strata
@@ -239,7 +243,7 @@ def summarize_judged(
         stages=(grid,),
         label="judged pairs per task",
     )
-    return engines.run(engine, judged)  # type: ignore[no-any-return]
+    return engines.run(engine, judged)
 
 
 def judge_agreement(
@@ -277,7 +281,7 @@ def judge_agreement(
         ),
         verdicts=_VERDICTS,
     )
-    return engines.run(engine, agreement)  # type: ignore[no-any-return]
+    return engines.run(engine, agreement)
 
 
 def rogan_gladen_effect(
