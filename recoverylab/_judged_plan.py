@@ -54,9 +54,9 @@ from typing import Any
 import polars as pl
 
 from recoverylab import plan, stats
-from recoverylab._errors import SchemaError
+from recoverylab._errors import ParameterError, SchemaError
 
-__all__ = ["judged_plan", "unit_partials"]
+__all__ = ["judged_plan", "named_columns", "unit_partials"]
 
 #: A per-shard query: (the tables of one shard, the state of the earlier stages) -> rows.
 ShardQuery = Callable[[Mapping[str, pl.LazyFrame], Any], pl.LazyFrame]
@@ -172,6 +172,42 @@ def unit_partials(
     """
     query = functools.partial(_input, name=units) if isinstance(units, str) else units
     return functools.partial(_unit_partials, units=query, by=tuple(by), judge=judge, gold=gold)
+
+
+def named_columns(
+    table: str, required: Sequence[str] = (), **named: Sequence[str]
+) -> Callable[[pl.Schema], None]:
+    """Return a ``check_schema`` that refuses a column ``table`` lacks.
+
+    ``required`` columns (the cluster, ...) missing: a :class:`~recoverylab.SchemaError` as the
+    table contracts word it; a column a parameter names (``by=[...]``, ``gold_strata=[...]``)
+    missing: a :class:`~recoverylab.ParameterError` naming the parameter, e.g. "forks:
+    parameter `gold_strata` names column `site`, which is not in the table (columns: ...)."
+    """
+    return functools.partial(
+        _named_columns,
+        table=table,
+        required=tuple(required),
+        named={k: tuple(v) for k, v in named.items()},
+    )
+
+
+def _named_columns(
+    schema: pl.Schema, *, table: str, required: tuple[str, ...], named: dict[str, tuple[str, ...]]
+) -> None:
+    found = ", ".join(schema.names())
+    missing = [c for c in required if c not in schema]
+    if missing:
+        raise SchemaError(
+            f"{table}: missing required column `{missing[0]}`; found columns: {found}."
+        )
+    for parameter, columns in named.items():
+        missing = [c for c in columns if c not in schema]
+        if missing:
+            raise ParameterError(
+                f"{table}: parameter `{parameter}` names column `{missing[0]}`, which is not in "
+                f"the table (columns: {found})."
+            )
 
 
 def _input(frames: Mapping[str, pl.LazyFrame], state: Any, *, name: str) -> pl.LazyFrame:

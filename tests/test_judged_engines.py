@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from recoverylab import engines, goal, paired, stats
-from recoverylab._errors import RecoveryLabWarning, SchemaError
+from recoverylab._errors import ParameterError, RecoveryLabWarning, SchemaError
 
 pytestmark = pytest.mark.filterwarnings(
     "ignore:PySpark does not yet fully support pandas:UserWarning"
@@ -315,6 +315,32 @@ def test_a_fractional_paired_verdict_is_refused_on_every_engine(forks: pl.DataFr
             paired.summarize_judged(half, judge="judge", gold="gold", engine=engine)
         with pytest.raises(SchemaError, match=re.escape(message)):
             paired.judge_agreement(half, judge="judge", gold="gold", engine=engine)
+
+
+@pytest.mark.parametrize("engine", ["polars", "sharded"])
+def test_a_column_a_parameter_names_is_checked_first(forks: pl.DataFrame, engine: str) -> None:
+    runner = "polars" if engine == "polars" else engines.ShardedEngine(2)
+    columns = ", ".join(forks.columns)
+    missing = "which is not in the table (columns: " + columns + ")."
+    calls = {
+        "by": lambda: paired.summarize_judged(
+            forks, judge="judge", gold="gold", by="model", engine=runner
+        ),
+        "gold_strata": lambda: paired.summarize_judged(
+            forks, judge="judge", gold="gold", gold_strata="model", engine=runner
+        ),
+        "by ": lambda: paired.judge_agreement(
+            forks, judge="judge", gold="gold", by="model", engine=runner
+        ),
+    }
+    for parameter, call in calls.items():
+        message = f"forks: parameter `{parameter.strip()}` names column `model`, {missing}"
+        with pytest.raises(ParameterError, match=re.escape(message)):
+            call()
+    without = ", ".join(c for c in forks.columns if c != "task_id")
+    message = f"forks: missing required column `task_id`; found columns: {without}."
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        paired.judge_agreement(forks.drop("task_id"), judge="judge", gold="gold", engine=runner)
 
 
 # ---------------------------------------------------------------- command line

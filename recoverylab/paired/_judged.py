@@ -240,6 +240,9 @@ def summarize_judged(
         partials=partials,
         finish=finish,
         verdicts=_VERDICTS,
+        check_schema=_judged_plan.named_columns(
+            "forks", by=key_names("by", by), gold_strata=strata
+        ),
         stages=(grid,),
         label="judged pairs per task",
     )
@@ -280,6 +283,7 @@ def judge_agreement(
             stats.judge_error_cells, cells=cells, cluster="task_id", confidence=confidence
         ),
         verdicts=_VERDICTS,
+        check_schema=_judged_plan.named_columns("forks", ["task_id"], by=cells),
     )
     return engines.run(engine, agreement)
 
