@@ -56,6 +56,12 @@ SECTIONS = [
     "takeover-funnel",
     "takeover-pass-hat-k",
 ]
+#: The judged-outcome sections (issue 40): a table each, no chart; last, in their own group.
+JUDGED_SECTIONS = [
+    f"{prefix}-{kind}"
+    for prefix in ("judged", "takeover-judged", "goal-judged")
+    for kind in ("agreement", "estimates")
+]
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +79,13 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_demo_writes_the_report(demo_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     page = (demo_dir / "report.html").read_text(encoding="utf-8")
     # the headline (no chart, no table: a list of findings) opens the report
-    assert re.findall(r'<section class="section" id="([^"]+)">', page) == ["summary", *SECTIONS]
+    shown = ["summary", *SECTIONS, *JUDGED_SECTIONS]
+    assert re.findall(r'<section class="section" id="([^"]+)">', page) == shown
     assert page.count('<div class="chart" id="chart-') == len(SECTIONS)
-    assert page.count('<table class="result">') == len(SECTIONS)
+    assert page.count('<table class="result">') == len(SECTIONS) + len(JUDGED_SECTIONS)
     assert page.count('<ul class="headline">') == 1
-    assert page.count('<p class="reading">') == len(SECTIONS) + 1
-    assert page.count('<dl class="provenance">') == len(SECTIONS) + 1
+    assert page.count('<p class="reading">') == len(shown)
+    assert page.count('<dl class="provenance">') == len(shown)
     assert "<code>states</code>: data_samples/takeover/states.parquet (" in page
     assert "<dd>state_replay_mismatch: 12, state_missing_expected: 11," in page
     assert "<dd>2,000 resamples, 95% intervals</dd>" in page
