@@ -12,6 +12,7 @@ found in the parquet by its key cells. ``—`` must stand exactly for a null.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 from dataclasses import dataclass, field
@@ -489,10 +490,15 @@ def test_every_number_of_a_judged_report_is_the_written_one(tmp_path: Path) -> N
         written = pl.read_parquet(sources[table.section])
         assert len(table.rows) == written.height, table.section
         assert check_table(table, written) == [], table.section
-    # both the PPI++ cells and the gold-only fallback are shown, and named in the provenance
+    # both the PPI++ cells and the gold-only fallback are shown, each method named in the
+    # provenance in the report's own words for it (whichever PPI++ interval the cells got)
+    from recoverylab.report._methods import INTERVAL_METHODS
+
     methods = set(pl.read_parquet(estimates)["ci_method"].drop_nulls())
-    assert "ppi++-logit" in methods
-    assert "PPI++ interval on the logit scale" in text
+    assert "korn-graubard" in methods
+    assert any(method.startswith("ppi++") for method in methods), methods
+    for method in methods:
+        assert INTERVAL_METHODS[method].label.format(cluster="tasks") in html.unescape(text)
 
 
 # ------------------------------------------------------------------------------------------------
