@@ -154,6 +154,17 @@ def test_spark_gives_the_polars_result(spark: object, tables: dict, tmp_path: Pa
         expected = recorded(lambda r=run: r(states, attempts, "polars"))
         assert isinstance(expected[0], pl.DataFrame), verb
         same(expected, recorded(lambda r=run: r(states, attempts, spark)))
+    # bad judge or gold: one error with the whole table's counts, as on polars
+    broken = {
+        "gold outside": tables["attempts"].with_columns(gold=pl.col("gold") * 3),
+        "null judge": tables["attempts"].with_columns(judge=pl.when(pl.col("repeat") > 0).then(1)),
+    }
+    for name, table in broken.items():
+        bad = spread(table, tmp_path / name.replace(" ", "_"), seed=3)
+        for verb in ("pass@1", "pass@k"):
+            expected = recorded(lambda b=bad, v=verb: VERBS[v](states, b, "polars"))
+            assert isinstance(expected[0], tuple), (name, verb)
+            same(expected, recorded(lambda b=bad, v=verb: VERBS[v](states, b, spark)))
 
 
 @pytest.mark.slow

@@ -20,26 +20,13 @@ from typing import Any
 
 import polars as pl
 
-from recoverylab import engines, io, plan, stats
+from recoverylab import _judged_plan, engines, plan, stats
 from recoverylab._errors import ParameterError
 from recoverylab.schema import column_names
 from recoverylab.takeover import _stages
 
 #: The attempt outcomes a judge may decide: ``passed`` (pass@1) and ``aware`` (EAR).
 JUDGED_OUTCOMES = ("passed", "aware")
-
-
-def check_judged_attempts(attempts: object, *, judge: str, gold: str | None) -> None:
-    """Raise one clear error for judge and gold columns of `attempts` a judged rate cannot use.
-
-    :func:`recoverylab.stats.check_judged_units` on the whole table (a shard cannot know that
-    the table has no gold label at all), before any plan runs; without ``gold`` (Rogan–Gladen)
-    only the judge is checked.
-    """
-    lazy = attempts if isinstance(attempts, pl.LazyFrame) else io.scan(attempts)
-    if gold is None:
-        lazy, gold = lazy.with_columns(pl.lit(1, pl.Int8).alias("__gold")), "__gold"
-    stats.check_judged_units(lazy, judge=judge, gold=gold, table="attempts")
 
 
 def _with_verdict(
@@ -67,22 +54,26 @@ def judged_plan(
     attempts: object,
     *,
     judge: str,
+    gold: str | None,
     outcome: str,
     by: Sequence[str],
     k: int,
     common_sample: bool,
     common_states: bool,
-    partial: Callable[..., dict[str, pl.LazyFrame | pl.DataFrame]],
-    finish: Callable[[Any], pl.DataFrame],
+    partial: Callable[..., pl.LazyFrame | pl.DataFrame],
+    finish: Callable[[pl.DataFrame], pl.DataFrame],
     check: Callable[[], None] | None = None,
 ) -> plan.Plan:
-    """Return the plan of a judged takeover statistic: takeover's stages, then ``partial``.
+    """Return the plan of a judged takeover statistic: checks, takeover's stages, ``partial``.
 
-    The workflow is the cluster (:func:`recoverylab.takeover._stages.plan_inputs`); the shared
-    stages check the tables and decide the whole-table restrictions, and every stage reads the
-    attempts with the judge's verdict as ``outcome`` (:func:`_with_verdict`). ``partial``
-    (called as in :func:`~recoverylab.takeover._stages.workflow_stages`) returns the shard's
-    judged partials; ``finish`` turns their concatenation into the result.
+    A :func:`recoverylab._judged_plan.judged_plan`: first the judge and gold columns of
+    `attempts` are checked over the whole table (additive counts; ``gold=None``: the judge
+    only), then the stages every takeover plan shares (the workflow is the cluster,
+    :func:`~recoverylab.takeover._stages.workflow_stages`: the tables' checks and the
+    whole-table restrictions), then ``partial`` (called as a takeover partial, with ``by``,
+    ``k`` and the restrictions) returns one shard's judged partial rows; ``finish`` receives
+    their concatenation. Every takeover stage reads the attempts with the judge's verdict as
+    ``outcome`` (:func:`_with_verdict`).
     """
     stages = _stages.workflow_stages(
         tuple(by),
@@ -92,15 +83,23 @@ def judged_plan(
         common_states=common_states,
         common_sample=common_sample,
     )
-    wrapped = tuple(
-        dataclasses.replace(
-            stage,
-            partial=functools.partial(_with_verdict, stage.partial, judge=judge, outcome=outcome),
-        )
+    wrapped = [
+        functools.partial(_with_verdict, stage.partial, judge=judge, outcome=outcome)
         for stage in stages
-    )
-    return plan.Plan(
-        inputs=_stages.plan_inputs(states, attempts), stages=wrapped, finish=finish, check=check
+    ]
+    return _judged_plan.judged_plan(
+        _stages.plan_inputs(states, attempts),
+        table="attempts",
+        judge=judge,
+        gold=gold,
+        partials=wrapped[-1],
+        finish=finish,
+        stages=tuple(
+            dataclasses.replace(stage, partial=query)
+            for stage, query in zip(stages[:-1], wrapped[:-1], strict=True)
+        ),
+        check=check,
+        label="judged partials",
     )
 
 
@@ -184,19 +183,18 @@ def _attempt_partial(
     gold: str | None,
     cells: Sequence[str],
     strata: Sequence[str],
-) -> dict[str, pl.LazyFrame | pl.DataFrame]:
+) -> pl.LazyFrame:
     """One shard's judged partials of attempts: per (cells, workflow, strata)."""
     kept, unit = kept_units(
         frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
     )
     rows = frames["attempts"].join(kept, on=unit, how="inner", nulls_equal=True)
     gold_expr = pl.lit(None, pl.Float64) if gold is None else pl.col(gold)
-    part = exact_partials(rows, by=[*cells, "workflow_id", *strata], judge=judge, gold=gold_expr)
-    return {"partials": part}
+    return exact_partials(rows, by=[*cells, "workflow_id", *strata], judge=judge, gold=gold_expr)
 
 
 def _attempt_finish(
-    state: dict[str, pl.DataFrame],
+    part: pl.DataFrame,
     *,
     cells: Sequence[str],
     strata: Sequence[str],
@@ -205,7 +203,6 @@ def _attempt_finish(
     confidence: float,
 ) -> pl.DataFrame:
     """PPI++ (:func:`recoverylab.stats.judged_cells`) or Rogan–Gladen of the partials."""
-    part = state["partials"]
     if rates == (None, None):
         return stats.judged_cells(
             part,
@@ -292,7 +289,6 @@ def summarize_judged(
             f"parameter `outcome` is {outcome!r}; a judge decides one of "
             f"{', '.join(JUDGED_OUTCOMES)}."
         )
-    check_judged_attempts(attempts, judge=judge, gold=gold)
     cells = {"cells": by_keys, "strata": strata if gold is not None else ()}
     return engines.run(
         engine,
@@ -300,6 +296,7 @@ def summarize_judged(
             states,
             attempts,
             judge=judge,
+            gold=gold,
             outcome=outcome,
             by=[*by_keys, *(s for s in strata if s not in by_keys)],
             k=1,

@@ -48,7 +48,6 @@ from recoverylab.schema import column_names
 from recoverylab.takeover import _stages
 from recoverylab.takeover._inputs import check_k, pass_at_k_expr
 from recoverylab.takeover._judged import (
-    check_judged_attempts,
     exact_partials,
     judged_plan,
     kept_units,
@@ -60,6 +59,7 @@ JUDGED_METRICS = {"pass@k": pass_at_k_expr, "pass^k": pass_hat_k_expr}
 
 _N, _F, _L, _Y = "__attempts", "__judge_sum", "__labelled", "__gold_sum"
 _JUDGE, _GOLD = "__judge_value", "__gold_value"
+_PARTLY, _PARTLY_KEY = "__partly", "__partly_key"
 
 
 def check_metrics(metrics: object) -> tuple[str, ...]:
@@ -132,30 +132,36 @@ def _partial(
     cells: Sequence[str],
     strata: Sequence[str],
     metrics: Sequence[str],
-) -> dict[str, pl.LazyFrame | pl.DataFrame]:
-    """One shard's judged partials of unit values, and its units labelled in part."""
+) -> pl.LazyFrame:
+    """One shard's judged partials of unit values, with its units labelled in part.
+
+    Beside :data:`recoverylab.stats.JUDGED_VALUES`, each row of the first metric counts the
+    units of its (cell, workflow, stratum) labelled in part (``__partly``) and names the first
+    of them (``__partly_key``, state/agent...), for the warning of :func:`_finish`.
+    """
     kept, unit = kept_units(
         frames, state, by=by, k=k, common_states=common_states, common_sample=common_sample
     )
     values = unit_values(
         kept, frames["attempts"], unit=unit, judge=judge, gold=gold, k=k, metrics=metrics
     )
-    part = exact_partials(
-        values, by=[*cells, "metric", "workflow_id", *strata], judge=_JUDGE, gold=pl.col(_GOLD)
-    )
-    partly = values.filter(
-        (pl.col("metric") == metrics[0]) & (pl.col(_L) > 0) & (pl.col(_L) < pl.col(_N))
-    )
+    keys = [*cells, "metric", "workflow_id", *strata]
+    part = exact_partials(values, by=keys, judge=_JUDGE, gold=pl.col(_GOLD))
     key = pl.concat_str([pl.col(c).cast(pl.String) for c in unit], separator="/")
-    return {
-        "partials": part,
-        "partly": partly.select(pl.len().cast(pl.Int64).alias("units")),
-        "partly_keys": partly.select(key.alias("key")).sort("key").head(5),
-    }
+    partly = (
+        values.filter(
+            (pl.col("metric") == metrics[0]) & (pl.col(_L) > 0) & (pl.col(_L) < pl.col(_N))
+        )
+        .group_by(keys)
+        .agg(pl.len().cast(pl.Int64).alias(_PARTLY), key.min().alias(_PARTLY_KEY))
+    )
+    return part.join(partly, on=keys, how="left", nulls_equal=True).with_columns(
+        pl.col(_PARTLY).fill_null(0)
+    )
 
 
 def _finish(
-    state: dict[str, pl.DataFrame],
+    part: pl.DataFrame,
     *,
     cells: Sequence[str],
     strata: Sequence[str],
@@ -166,10 +172,9 @@ def _finish(
     confidence: float,
 ) -> pl.DataFrame:
     """Warn for units labelled in part, refuse a table with no unit labelled whole, then PPI++."""
-    part = state["partials"]
-    partly = int(state["partly"]["units"].sum())
+    partly = int(part[_PARTLY].sum())
     if partly:
-        keys = state["partly_keys"]["key"].sort().head(5)
+        keys = part[_PARTLY_KEY].drop_nulls().sort().head(5)
         warnings.warn(
             f"attempts: {partly} {unit} unit{'' if partly == 1 else 's'} "
             f"{'has' if partly == 1 else 'have'} gold labels on some attempts only "
@@ -186,7 +191,7 @@ def _finish(
             "attempt of the units you label."
         )
     out = stats.judged_cells(
-        part,
+        part.drop(_PARTLY, _PARTLY_KEY),
         cells=[*cells, "metric"],
         cluster="workflow_id",
         strata=strata,
@@ -290,7 +295,6 @@ def reliability_judged(
     k = check_k(k)
     names = check_metrics(metrics)
     _check_settings(lam, ci_method)
-    check_judged_attempts(attempts, judge=judge, gold=gold)
     settings = {"cells": by_keys, "strata": strata}
     return engines.run(
         engine,
@@ -298,6 +302,7 @@ def reliability_judged(
             states,
             attempts,
             judge=judge,
+            gold=gold,
             outcome="passed",
             by=[*by_keys, *(s for s in strata if s not in by_keys)],
             k=k,
