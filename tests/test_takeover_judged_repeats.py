@@ -384,3 +384,40 @@ def test_judged_pass_k_columns_follow_summarize_judged() -> None:
     states, attempts = hand_tables()
     out = takeover.reliability_judged(states, attempts, judge="judge", gold="gold", k=2)
     assert out.columns == ["agent", "depth", "metric", "k", *stats.JUDGED_COLUMNS]
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            pl.when(pl.col("state_id") == "s00").then(2).otherwise(pl.col("gold")).alias("gold"),
+            "attempts: the gold column `gold` has 3 values outside {0, 1} (2)",
+        ),
+        (pl.lit(None, pl.Int8).alias("gold"), "attempts: the gold column `gold` is null on all"),
+        (
+            pl.when(pl.col("repeat") > 0).then(pl.col("judge")).alias("judge"),
+            "attempts: the judge column `judge` has 40 nulls",
+        ),
+        (
+            pl.when(pl.col("repeat") == 0).then(pl.col("gold")).alias("gold"),
+            "attempts: no (state, agent) unit has a gold label on every attempt",
+        ),
+    ],
+    ids=["gold-outside", "no-gold", "null-judge", "no-whole-unit"],
+)
+def test_cli_bad_judged_input_is_one_line(
+    tmp_path: Path, cli: Callable, change: pl.Expr, said: str
+) -> None:
+    states, attempts = hand_tables()
+    paths = tmp_path / "states.parquet", tmp_path / "attempts.parquet"
+    states.write_parquet(paths[0])
+    attempts.with_columns(change).write_parquet(paths[1])
+    out = tmp_path / "out"
+    result = cli(
+        "takeover", "--states", paths[0], "--attempts", paths[1], "--judge", "judge",
+        "--gold", "gold", "--k", "2", "--quiet", "--out-dir", out,
+    )  # fmt: skip
+    assert result.code == 2
+    assert result.err.splitlines() == [result.err.strip()]
+    assert result.err.startswith(f"recoverylab takeover: error: {said}")
+    assert not out.exists()
