@@ -50,7 +50,7 @@ def test_ppi_lies_nearer_the_truth_than_the_judge(episodes: pl.DataFrame) -> Non
     out = goal.summarize_judged(episodes, judge="judge", gold="gold").sort("regime")
     truth = episodes.group_by("regime").agg(pl.col("success").mean()).sort("regime")["success"]
     assert ((out["estimate"] - truth).abs() < (out["judge_estimate"] - truth).abs()).all()
-    assert set(out["ci_method"]) == {"ppi++-logit"}
+    assert set(out["ci_method"]) == {"ppi++-cp"}
 
 
 def test_rogan_gladen_and_bad_input(episodes: pl.DataFrame) -> None:

@@ -284,11 +284,11 @@ def test_judged_methods_have_words() -> None:
     from recoverylab.report._methods import TESTS, interval_method
 
     judged = [m for m in stats.JUDGED_CI_METHODS if m != "auto"]
-    for name in [*judged, "korn-graubard", "korn-graubard-bonferroni", "rogan-gladen"]:
+    for name in [*judged, "mover", "korn-graubard", "korn-graubard-bonferroni", "rogan-gladen"]:
         assert name in INTERVAL_METHODS, name
         assert "ci_method names it" not in interval_method(name).label
         assert not interval_method(name).resamples
-    assert set(stats.JUDGED_TESTS.values()) <= set(TESTS)
+    assert {*stats.JUDGED_TESTS.values(), "mover"} <= set(TESTS)
     # a judged section reads the methods its cells got, here both PPI++ and the fallback
     forks = paired_judged_forks()
     with pytest.warns(RecoveryLabWarning, match="too few for the normal approximation"):
@@ -296,7 +296,7 @@ def test_judged_methods_have_words() -> None:
     section = report.judged_estimates_section(estimates, PROVENANCE)
     intervals = dict(section.provenance.settings)["intervals"]
     counts = dict(estimates["ci_method"].value_counts().iter_rows())
-    assert {"ppi++-logit", "korn-graubard"} <= set(counts)
+    assert {"ppi++-cp", "mover", "korn-graubard"} <= set(counts)
     for name, cells in counts.items():
         label = INTERVAL_METHODS[name].label.format(cluster="tasks")
         assert f"{label}: {cells:,} cell" in intervals

@@ -144,7 +144,7 @@ def test_logit_interval_by_hand_and_inverts_its_test() -> None:
     units = judged_units(1500, 1, rate=0.05, share=0.3, seed=14)
     part = partials(units, ["task"])
     wald = one_row(part, cells=[], cluster="task", ci_method="ppi++", null=0.03)
-    row = one_row(part, cells=[], cluster="task", null=0.03)  # auto: the logit scale
+    row = one_row(part, cells=[], cluster="task", ci_method="ppi++-logit", null=0.03)
     assert (row["ci_method"], row["test"]) == ("ppi++-logit", "wald-logit")
     theta, se = wald["estimate"], wald["std_error"]
     z = scipy_stats.norm.ppf(0.975)
@@ -157,8 +157,55 @@ def test_logit_interval_by_hand_and_inverts_its_test() -> None:
     statistic = abs(logit - math.log(0.03 / 0.97)) / (se / (theta * (1 - theta)))
     assert row["p_value"] == pytest.approx(2 * scipy_stats.norm.sf(statistic), rel=1e-9)
     for null in np.linspace(0.01, 0.12, 23):  # θ0 outside exactly when p < 0.05
+        p = one_row(part, cells=[], cluster="task", ci_method="ppi++-logit", null=float(null))[
+            "p_value"
+        ]
+        assert (p < 0.05) == (not row["ci_low"] <= null <= row["ci_high"])
+
+
+@pytest.mark.parametrize(("units_per_task", "seed"), [(1, 14), (10, 15)])
+def test_rate_default_is_clopper_pearson_on_the_effective_sample(
+    units_per_task: int, seed: int
+) -> None:
+    """auto on binary gold: n* = θ(1 − θ)/se² · (z/q)², capped at N; Clopper–Pearson on x* = θn*."""
+    units = judged_units(1500 // units_per_task, units_per_task, rate=0.08, share=0.3, seed=seed)
+    part = partials(units, ["task"])
+    wald = one_row(part, cells=[], cluster="task", ci_method="ppi++", null=0.05)
+    row = one_row(part, cells=[], cluster="task", null=0.05)
+    assert (row["ci_method"], row["test"]) == ("ppi++-cp", "exact-binomial")
+    theta, se = wald["estimate"], wald["std_error"]
+    z = scipy_stats.norm.ppf(0.975)
+    # one unit per cluster: PPI++'s normal quantile; clusters: t with labelled clusters − 1 df
+    q = z if units_per_task == 1 else scipy_stats.t.ppf(0.975, row["n_labelled_clusters"] - 1)
+    n_eff = min(theta * (1 - theta) / se**2 * (z / q) ** 2, row["n"])
+    x_eff = theta * n_eff
+    assert row["estimate"] == theta
+    assert row["ci_low"] == pytest.approx(
+        scipy_stats.beta.ppf(0.025, x_eff, n_eff - x_eff + 1), rel=1e-9
+    )
+    assert row["ci_high"] == pytest.approx(
+        scipy_stats.beta.ppf(0.975, x_eff + 1, n_eff - x_eff), rel=1e-9
+    )
+    for null in np.linspace(0.02, 0.16, 29):  # θ0 outside exactly when p < 0.05
         p = one_row(part, cells=[], cluster="task", null=float(null))["p_value"]
         assert (p < 0.05) == (not row["ci_low"] <= null <= row["ci_high"])
+
+
+def test_gold_only_interval_is_korn_graubard_of_the_labelled_units() -> None:
+    units = judged_units(200, 5, rate=0.2, share=0.3, seed=16)
+    row = one_row(partials(units, ["task"]), cells=[], cluster="task")
+    labelled = (
+        units.filter(pl.col("gold").is_not_null())
+        .group_by("task")
+        .agg(pl.col("gold").sum().alias("y"), pl.len().alias("m"))
+    )
+    reference = stats.rate_cells(
+        labelled, cells=[], numerator="y", denominator="m", ci_method="korn-graubard"
+    ).row(0, named=True)
+    assert row["gold_ci_method"] == "korn-graubard"
+    assert row["gold_estimate"] == pytest.approx(reference["estimate"], rel=1e-12)
+    assert row["gold_ci_low"] == pytest.approx(reference["ci_low"], rel=1e-9)
+    assert row["gold_ci_high"] == pytest.approx(reference["ci_high"], rel=1e-9)
 
 
 # ---------------------------------------------------------------- invariants
@@ -311,8 +358,8 @@ def test_paired_effect_is_rescue_minus_harm_at_a_fixed_lambda() -> None:
     assert out["judge_estimate"][2] == pytest.approx(
         out["judge_estimate"][0] - out["judge_estimate"][1]
     )
-    assert set(out["ci_method"]) == {"ppi++-logit"}
-    for row in out.iter_rows(named=True):  # the interval inverts the Wald test of 0
+    assert out["ci_method"].to_list() == ["ppi++-cp", "ppi++-cp", "mover"]
+    for row in out.iter_rows(named=True):  # the interval inverts its test of 0
         assert (row["p_value"] < 0.05) == (not row["ci_low"] <= 0.0 <= row["ci_high"])
 
 

@@ -123,6 +123,21 @@ INTERVAL_METHODS: dict[str, IntervalMethod] = {
         "labelled subset, a Wald interval on the logit scale clustered by {cluster})",
         resamples=False,
     ),
+    "ppi++-cp": IntervalMethod(
+        "PPI++ with Clopper–Pearson bounds on its effective sample (judge on every unit, gold on "
+        "a subset; variance over {cluster}), no resampling",
+        "prediction-powered inference (PPI++: the judge's estimate on every unit corrected by the "
+        "labelled subset; exact Clopper–Pearson bounds on the effective sample its variance "
+        "clustered by {cluster} implies)",
+        resamples=False,
+    ),
+    "mover": IntervalMethod(
+        "MOVER: the rescue and harm rows' own intervals combined (their correlation over "
+        "{cluster}), no resampling",
+        "the rescue and harm intervals combined by MOVER (the method of variance estimates "
+        "recovery, with their correlation over {cluster}), so the effect is rescue − harm",
+        resamples=False,
+    ),
     "korn-graubard-bonferroni": IntervalMethod(
         "gold-only Korn–Graubard intervals per stratum of {cluster}, Bonferroni-combined, "
         "no resampling",
@@ -150,6 +165,7 @@ TESTS: dict[str, str] = {
     "betting-sequence": "the betting martingale's test at zero (anytime-valid)",
     "wald-z": "the Wald z-test of the PPI++ estimate",
     "wald-logit": "the Wald test of the PPI++ estimate on the logit scale",
+    "mover": "the test MOVER's interval inverts (the level at which its bound reaches 0)",
     "none": "no test (a bootstrap interval inverts none)",
 }
 

@@ -39,14 +39,26 @@ degrees of freedom in place of z (Cameron & Miller 2015, J. Human Resources 50(2
 variance estimated from few clusters is too small on average, and its noise needs t).
 
 That interval (``ci_method="ppi++"``) is symmetric; a rare rate's sampling distribution is not,
-and at a 5 % rate it falls short of its level (the "Wald PPI++ coverage" column of
-``benchmarks/JUDGED.md``; ``ppi_py``'s interval is the same). The default (``"auto"`` =
-``"ppi++-logit"``) builds it on the logit scale of the value range instead: with u = (θ −
-lo)/(hi − lo), logit(û) ± q·se/((hi − lo)·û(1 − û)) (delta method), mapped back, so the bounds
-lie inside the range and lean the way the estimate's distribution does; it inverts the Wald test
-on that scale (``test = "wald-logit"``). An estimate on or beyond the range's ends has no logit:
-that row takes the gold-only fallback below. Bounds are never clipped: ``"ppi++"``'s may pass 0
-or 1, as that method computes them.
+and where events are few its standard error shrinks with the estimate, so it misses on the high
+side (93.0–93.7 % at a 5 % rate with gold drawn by cluster: the "Wald PPI++ coverage" column of
+``benchmarks/JUDGED.md``; ``ppi_py``'s interval is the same). The default (``"auto"``) for a
+cell whose gold values are binary (a rate) is ``"ppi++-cp"``: Korn & Graubard's construction
+with PPI++'s variance. The effective sample n* = û(1 − û)/v (the simple random sample whose
+binomial variance equals PPI++'s), times (z/q)² where a t quantile q answers for clusters,
+capped at the cell's N units, and x* = û·n*; the bounds are Clopper–Pearson's for x* of n*
+(``test = "exact-binomial"`` on (x*, n*)). Its width follows n*, which varies far less than
+v. For other values (a paired difference, a unit's pass@k) the default is ``"ppi++-logit"``:
+with u = (θ − lo)/(hi − lo), logit(û) ± q·se/((hi − lo)·û(1 − û)) (delta method), mapped back,
+so the bounds lie inside the range; it inverts the Wald test on that scale (``test =
+"wald-logit"``). An estimate on or beyond the range's ends has neither: that row takes the
+gold-only fallback below. Bounds are never clipped: ``"ppi++"``'s may pass 0 or 1, as that
+method computes them. A paired effect (rescue − harm) combines the two rates' intervals by
+MOVER (``stats._judged_mover``).
+
+Beside every estimate, the gold-only interval (``gold_ci_low``/``gold_ci_high``,
+``gold_ci_method``) is the Korn–Graubard interval of the labelled units alone: the interval the
+gold labels give without the judge, and the one a cell with too few labels falls back to. PPI++
+is measured against it (``benchmarks/JUDGED.md``: no wider in every setting).
 
 With one unit per cluster and one stratum, v (no factor, z) is exactly ``ppi_py.ppi_mean_ci``'s
 (Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ; ``ppi_py``'s default λ
@@ -105,6 +117,7 @@ from recoverylab._errors import (
 from recoverylab.stats._cells import _column_names
 from recoverylab.stats._checks import _check_confidence
 from recoverylab.stats._distributions import _normal_cdf, _normal_quantile, _special
+from recoverylab.stats._judged_intervals import _effective_bounds, _logit_bounds, _p_values
 from recoverylab.stats._rates import korn_graubard
 
 #: The additive per-cluster partials of a judged outcome (one row per cell × cluster × stratum).
@@ -119,11 +132,13 @@ JUDGED_VALUES = (
     "judge_square",
 )
 
-#: Interval methods of a judged mean: ``auto`` (the default) is ``ppi++-logit``.
-JUDGED_CI_METHODS = ("auto", "ppi++", "ppi++-logit")
+#: Interval methods of a judged mean: ``auto`` (the default) is ``ppi++-cp`` in a cell whose
+#: gold values are binary (a rate) and ``ppi++-logit`` elsewhere (a difference, a unit's
+#: pass@k).
+JUDGED_CI_METHODS = ("auto", "ppi++", "ppi++-logit", "ppi++-cp")
 
 #: The test each prediction-powered interval inverts (``test`` column).
-JUDGED_TESTS = {"ppi++": "wald-z", "ppi++-logit": "wald-logit"}
+JUDGED_TESTS = {"ppi++": "wald-z", "ppi++-logit": "wald-logit", "ppi++-cp": "exact-binomial"}
 
 #: Below this many labelled clusters in a cell, the gold-only exact interval is used (warned).
 MIN_LABELLED_CLUSTERS = 20
@@ -144,6 +159,7 @@ JUDGED_COLUMNS = (
     "gold_estimate",
     "gold_ci_low",
     "gold_ci_high",
+    "gold_ci_method",
     "n",
     "n_labelled",
     "labelled_share",
@@ -243,8 +259,10 @@ def judged_cells(
     lam
         A fixed power-tuning weight (0: gold only, 1: plain PPI); ``None`` tunes it per stratum.
     ci_method
-        ``"auto"`` (``"ppi++-logit"``), ``"ppi++-logit"`` (the interval on the logit scale of
-        the value range, mapped back) or ``"ppi++"`` (θ̂ ± z·se, ``ppi_py``'s).
+        ``"auto"`` (``"ppi++-cp"`` where the gold values are binary, else ``"ppi++-logit"``),
+        ``"ppi++-cp"`` (Clopper–Pearson on the effective sample), ``"ppi++-logit"`` (the
+        interval on the logit scale of the value range, mapped back) or ``"ppi++"`` (θ̂ ± z·se,
+        ``ppi_py``'s).
     confidence
         Confidence level in (0, 1).
     value_range
@@ -262,11 +280,11 @@ def judged_cells(
         gold-only estimate where the row fell back), ``ci_low``/``ci_high`` (the row's
         ``ci_method``), ``std_error`` and ``lam`` (null where the row fell back; ``lam`` also
         with several strata, each tuned its own), ``judge_estimate`` (the judge's mean over all
-        units), ``gold_estimate`` with ``gold_ci_low``/``gold_ci_high`` (λ = 0, same scale and
-        variance), ``n``, ``n_labelled``, ``labelled_share``, ``n_clusters``,
-        ``n_labelled_clusters``, ``gold_drawn_by``, ``judge_balance_p``, ``ci_method``, ``test``
-        (null where no interval was computed) and ``assumption``. ``estimate`` is null in a
-        cell where a stratum with units has no gold label (warned).
+        units), ``gold_estimate`` with ``gold_ci_low``/``gold_ci_high`` and ``gold_ci_method``
+        (the gold-only Korn–Graubard interval), ``n``, ``n_labelled``, ``labelled_share``,
+        ``n_clusters``, ``n_labelled_clusters``, ``gold_drawn_by``, ``judge_balance_p``,
+        ``ci_method``, ``test`` (null where no interval was computed) and ``assumption``.
+        ``estimate`` is null in a cell where a stratum with units has no gold label (warned).
 
     Raises
     ------
@@ -281,20 +299,89 @@ def judged_cells(
         raise ParameterError(f"parameter `cluster` is {cluster!r}; it must be a column name.")
     confidence = _check_confidence(confidence)
     lo, hi = _check_range(value_range)
-    require_one_of("ci_method", ci_method, JUDGED_CI_METHODS)
-    method = "ppi++-logit" if ci_method == "auto" else ci_method
-    if lam is not None and not (isinstance(lam, int | float) and 0.0 <= float(lam) <= 1.0):
-        raise ParameterError(f"parameter `lam` is {lam!r}; it must be None or a number in [0, 1].")
+    check_judged_parameters(ci_method, lam)
     keys, rows = _collect_rows(partials, cells_l, cluster, strata_l)
     if rows["c"].size == 0:
         return _empty(keys, null is not None)
+    judged = judged_fit(rows, lam, ci_method, confidence, (lo, hi))
+    return _judged_frame(keys, judged, strata_l, null, cells_l)
+
+
+def check_judged_parameters(ci_method: str, lam: float | None) -> None:
+    """Raise :class:`ParameterError` for an unknown ``ci_method`` or a ``lam`` outside [0, 1]."""
+    require_one_of("ci_method", ci_method, JUDGED_CI_METHODS)
+    if lam is not None and not (isinstance(lam, int | float) and 0.0 <= float(lam) <= 1.0):
+        raise ParameterError(f"parameter `lam` is {lam!r}; it must be None or a number in [0, 1].")
+
+
+@dataclass(frozen=True)
+class JudgedFit:
+    """Everything :func:`judged_cells` computed for its cells (arrays indexed by cell).
+
+    ``fit``: the PPI++ fit (estimate, variance, bounds of the chosen method, per-row cluster
+    influences); ``fallback``: the gold-only Korn–Graubard intervals; ``small``: the cells that
+    fell back to them; ``method``: each cell's interval method. The paired effect
+    (``stats._judged_paired``) combines two of these (rescue and harm).
+    """
+
+    rows: dict[str, np.ndarray]
+    fit: dict[str, Any]
+    fallback: dict[str, np.ndarray]
+    small: np.ndarray
+    method: np.ndarray
+    confidence: float
+
+
+def judged_fit(
+    rows: dict[str, np.ndarray],
+    lam: float | None,
+    ci_method: str,
+    confidence: float,
+    value_range: tuple[float, float],
+) -> JudgedFit:
+    """Fit PPI++ on collected partial rows, choose each cell's method and its fallback."""
+    lo, hi = value_range
     n_cells, n_strata = int(rows["c"].max()) + 1, int(rows["h"].max()) + 1
     fit = _fit(rows, n_cells, n_strata, lam, confidence, lo)
-    if method == "ppi++-logit":
-        fit |= _logit_bounds(fit, lo, hi)
-    fit["method"] = method
+    binary = _binary_gold(rows, n_cells, lo, hi)
+    if ci_method == "auto":
+        method = np.where(binary, "ppi++-cp", "ppi++-logit")
+    else:
+        method = np.full(n_cells, ci_method)
+    fit["low"], fit["high"] = fit["wald_low"], fit["wald_high"]
+    boundary = np.zeros(n_cells, dtype=bool)
+    for name, bounds in (("ppi++-logit", _logit_bounds), ("ppi++-cp", _effective_bounds)):
+        pick = method == name
+        if pick.any():
+            extra = bounds(fit, lo, hi)
+            fit["low"] = np.where(pick, extra["low"], fit["low"])
+            fit["high"] = np.where(pick, extra["high"], fit["high"])
+            boundary |= pick & extra["boundary"]
+            fit |= {k: v for k, v in extra.items() if k not in ("low", "high", "boundary")}
+    fit["boundary"] = boundary
     fallback = _fallback(rows, fit, n_cells, n_strata, confidence, lo, hi)
-    return _judged_frame(keys, fit, fallback, n_cells, strata_l, null, cells_l)
+    small = (
+        (fit["n_labelled_clusters"] < MIN_LABELLED_CLUSTERS)
+        | (fit["n_labelled"] < MIN_LABELLED_UNITS)
+        | (fit["sparse_events"] < MIN_LABELLED_EVENTS)
+        | boundary
+    )
+    small &= ~fit["undefined"] & (fit["n_labelled"] > 0)
+    return JudgedFit(rows, fit, fallback, small, method, confidence)
+
+
+def _binary_gold(rows: dict[str, np.ndarray], n_cells: int, lo: float, hi: float) -> np.ndarray:
+    """Return, per cell, whether every labelled unit's value is one end of the range.
+
+    Mapped into [0, 1] (u = (y − lo)/(hi − lo)), binary values have Σu² = Σu: a rate's gold.
+    """
+    span = hi - lo
+    n_l = np.bincount(rows["c"], weights=rows["n_labelled"], minlength=n_cells)
+    s1 = np.bincount(rows["c"], weights=rows["gold"], minlength=n_cells)
+    s2 = np.bincount(rows["c"], weights=rows["gold_square"], minlength=n_cells)
+    u1 = (s1 - lo * n_l) / span
+    u2 = (s2 - 2.0 * lo * s1 + lo * lo * n_l) / (span * span)
+    return np.abs(u2 - u1) <= 1e-9 * np.maximum(n_l, 1.0)
 
 
 def _check_range(value_range: object) -> tuple[float, float]:
@@ -453,8 +540,11 @@ def _fit(
             # the variability of the shares W_h: (θ_h − θ) N_ih / N̄ (zero with one stratum)
             return np.where(usable, (per_stratum[lay.ch] - overall[lay.c]) * (n_l + n_u) / n_bar, 0)
 
-        se = np.sqrt(lay.variance(w[lay.ch] * (a - lam_h[lay.ch] * b) + share_term(theta_h, theta)))
-        se_gold = np.sqrt(lay.variance(w[lay.ch] * a + share_term(y_bar, gold)))
+        psi, psi_gold = (
+            w[lay.ch] * (a - lam_h[lay.ch] * b) + share_term(theta_h, theta),
+            w[lay.ch] * a + share_term(y_bar, gold),
+        )
+        se, se_gold = np.sqrt(lay.variance(psi)), np.sqrt(lay.variance(psi_gold))
         # the judge's mean, labelled minus unlabelled, within strata: zero when gold is at random
         gap = lay.per_cell(np.where(units > 0, w * (fl_bar - fu_bar) * (tot_u > 0), 0.0))
         gap_var = lay.variance(w[lay.ch] * b)
@@ -470,15 +560,20 @@ def _fit(
     return {
         "df": df,
         "quantile": z,
+        "confidence": confidence,
         "theta": theta + nan,
         "se": se + nan,
-        "low": theta - z * se + nan,
-        "high": theta + z * se + nan,
+        "se_gold": se_gold + nan,
+        "wald_low": theta - z * se + nan,
+        "wald_high": theta + z * se + nan,
+        # per-row influences (already weighted; summed per cluster they give the variance):
+        # the paired effect's covariance of rescue and harm is built from them
+        "psi": psi * factor[lay.c],
+        "psi_gold": psi_gold * factor[lay.c],
+        "layout": lay,
         "lam": lam_h.reshape(n_cells, n_strata),
         "strata_present": (units > 0).reshape(n_cells, n_strata),
         "gold": gold + nan,
-        "gold_low": gold - z * se_gold + nan,
-        "gold_high": gold + z * se_gold + nan,
         "judge": np.bincount(
             lay.c, weights=rows["judge_labelled"] + rows["judge_unlabelled"], minlength=n_cells
         )
@@ -665,36 +760,17 @@ def _gold_sums(
     return k, total, events, (squares, size_squares, event_clusters, nonevent_clusters)
 
 
-def _judged_frame(
-    keys: pl.DataFrame,
-    fit: dict[str, Any],
-    fallback: dict[str, np.ndarray],
-    n_cells: int,
-    strata: list[str],
-    null: float | None,
-    cells: list[str],
-) -> pl.DataFrame:
-    """Assemble the result frame; warn for cells that fell back or have a stratum without gold."""
-    small = (
-        (fit["n_labelled_clusters"] < MIN_LABELLED_CLUSTERS)
-        | (fit["n_labelled"] < MIN_LABELLED_UNITS)
-        | (fit["sparse_events"] < MIN_LABELLED_EVENTS)
-    )
-    small |= fit.get("boundary", np.zeros(n_cells, dtype=bool))
-    small &= ~fit["undefined"] & (fit["n_labelled"] > 0)
+def judged_columns(judged: JudgedFit, null: float | None, strata: list[str]) -> dict[str, Any]:
+    """Return the result columns of :data:`JUDGED_COLUMNS` (and ``p_value``) as arrays."""
+    fit, fallback, small = judged.fit, judged.fallback, judged.small
+    n_cells = small.size
     estimate = np.where(small, fit["gold"], fit["theta"])
     low = np.where(small, fallback["low"], fit["low"])
     high = np.where(small, fallback["high"], fit["high"])
-    method = np.where(
-        small,
-        np.where(fallback["one_stratum"], "korn-graubard", "korn-graubard-bonferroni"),
-        fit["method"],
-    )
-    test = np.where(
-        small,
-        np.where(fallback["one_stratum"], "exact-binomial", "none"),
-        JUDGED_TESTS[fit["method"]],
-    )
+    gold_method = np.where(fallback["one_stratum"], "korn-graubard", "korn-graubard-bonferroni")
+    gold_test = np.where(fallback["one_stratum"], "exact-binomial", "none")
+    method = np.where(small, gold_method, judged.method)
+    test = np.where(small, gold_test, [JUDGED_TESTS[m] for m in judged.method])
     lam = fit["lam"]
     present = fit["strata_present"]
     lam_cell = np.where(present.sum(axis=1) == 1, (lam * present).sum(axis=1), math.nan)
@@ -712,15 +788,19 @@ def _judged_frame(
         "std_error": np.where(small, math.nan, fit["se"]),
     }
     if null is not None:
-        columns["p_value"] = _p_values(fit, fallback, small, float(null))
+        columns["p_value"] = _p_values(fit, fallback, small, judged.method, float(null))
     with np.errstate(divide="ignore", invalid="ignore"):
         share = fit["n_labelled"] / fit["n"]
     columns |= {
         "lam": np.where(small, math.nan, lam_cell),
         "judge_estimate": fit["judge"],
         "gold_estimate": fit["gold"],
-        "gold_ci_low": fit["gold_low"],
-        "gold_ci_high": fit["gold_high"],
+        # the gold-only interval: Korn–Graubard on the labelled units (the fallback's)
+        "gold_ci_low": np.where(fit["undefined"], math.nan, fallback["low"]),
+        "gold_ci_high": np.where(fit["undefined"], math.nan, fallback["high"]),
+        "gold_ci_method": np.where(
+            fit["undefined"], np.array(None, dtype=object), gold_method.astype(object)
+        ),
         "n": fit["n"].astype(np.int64),
         "n_labelled": fit["n_labelled"].astype(np.int64),
         "labelled_share": share,
@@ -733,7 +813,24 @@ def _judged_frame(
         "test": np.where(fit["undefined"], np.array(None, dtype=object), test),
         "assumption": np.full(n_cells, assumption, dtype=object),
     }
-    _warn(keys, cells, small, fit, strata)
+    return columns
+
+
+def _judged_frame(
+    keys: pl.DataFrame,
+    judged: JudgedFit,
+    strata: list[str],
+    null: float | None,
+    cells: list[str],
+) -> pl.DataFrame:
+    """Assemble the result frame; warn for cells that fell back or have a stratum without gold."""
+    columns = judged_columns(judged, null, strata)
+    _warn(keys, cells, judged.small, judged.fit, strata)
+    return columns_frame(keys, columns, cells)
+
+
+def columns_frame(keys: pl.DataFrame, columns: dict[str, Any], cells: list[str]) -> pl.DataFrame:
+    """Return the cell keys beside the result columns (numpy arrays), NaN as null."""
     body = pl.DataFrame(
         {
             name: pl.Series(name, list(v) if v.dtype == object else v, strict=False)
@@ -742,80 +839,6 @@ def _judged_frame(
     )
     body = body.with_columns(pl.col(pl.Float64).fill_nan(None))
     return pl.concat([keys, body], how="horizontal") if cells else body
-
-
-def _logit(u: np.ndarray | float) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(np.log(u) - np.log1p(-np.asarray(u)))
-
-
-def _expit(x: np.ndarray) -> np.ndarray:
-    return np.asarray(1.0 / (1.0 + np.exp(-x)))
-
-
-def _logit_bounds(fit: dict[str, Any], lo: float, hi: float) -> dict[str, Any]:
-    """Return the bounds on the logit scale of the value range, mapped back (delta method).
-
-    u = (θ − lo) / (hi − lo) in (0, 1); logit(û) ± q·se / ((hi − lo) û (1 − û)), mapped back.
-    The interval then lies inside the range and is skewed as a rare rate's sampling
-    distribution is (the plain Wald interval covered 92.6–93.7 % at a 5 % rate, JUDGED.md).
-    An estimate on or outside the range has no logit: that row takes the gold-only fallback.
-    """
-    span = hi - lo
-    out: dict[str, Any] = {}
-    # the gold-only (λ = 0) interval's own standard error, from its symmetric bounds
-    gold_se = (fit["gold_high"] - fit["gold_low"]) / (2.0 * fit["quantile"])
-    for name, centre, se in (("", fit["theta"], fit["se"]), ("gold_", fit["gold"], gold_se)):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            u = (centre - lo) / span
-            scaled = _logit(u)
-            scale_se = se / (span * u * (1.0 - u))
-            inside = (u > 0.0) & (u < 1.0)
-            q = fit["quantile"]
-            low = np.where(inside, lo + span * _expit(scaled - q * scale_se), np.nan)
-            high = np.where(inside, lo + span * _expit(scaled + q * scale_se), np.nan)
-        out[f"{name}low"], out[f"{name}high"] = low, high
-        if not name:
-            out |= {"scaled": scaled, "scale_se": scale_se, "boundary": ~inside & np.isfinite(u)}
-    return out
-
-
-def _p_values(
-    fit: dict[str, Any], fallback: dict[str, np.ndarray], small: np.ndarray, null: float
-) -> np.ndarray:
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if "scale_se" in fit:  # the logit scale: the Wald test the interval inverts there
-            lo, hi = fallback["range"]
-            z = np.abs(fit["scaled"] - _logit((null - lo) / (hi - lo))) / fit["scale_se"]
-        else:
-            z = np.abs(fit["theta"] - null) / fit["se"]
-        tail = np.where(
-            np.isfinite(fit["df"]),
-            _special().stdtr(np.where(np.isfinite(fit["df"]), fit["df"], 1.0), -z),
-            1.0 - _normal_cdf(z),
-        )
-        wald = np.where(fit["se"] > 0, 2.0 * tail, np.where(z == 0, 1.0, 0.0))
-    lo, hi = fallback["range"]
-    exact = _exact_binomial_p(
-        fallback["x_effective"], fallback["n_effective"], (null - lo) / (hi - lo)
-    )
-    exact = np.where(fallback["one_stratum"], exact, math.nan)
-    return np.where(small, exact, wald)
-
-
-def _exact_binomial_p(x: np.ndarray, n: np.ndarray, theta0: float) -> np.ndarray:
-    """Two-sided exact binomial p-value of θ0 for x* events in n* trials (real-valued).
-
-    Its tails are the beta functions whose quantiles are the Clopper–Pearson bounds
-    (``stats.korn_graubard``), so θ0 lies outside that interval exactly when p < 1 − confidence.
-    """
-    if not 0.0 <= theta0 <= 1.0:
-        return np.zeros_like(n)
-    special = _special()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        upper = np.where(x > 0, special.betainc(x, n - x + 1.0, theta0), 1.0)  # P(X >= x)
-        lower = np.where(x < n, 1.0 - special.betainc(x + 1.0, n - x, theta0), 1.0)  # P(X <= x)
-    return np.minimum(1.0, 2.0 * np.minimum(upper, lower))
 
 
 def _warn(

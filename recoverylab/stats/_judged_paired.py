@@ -7,13 +7,26 @@ branches into PPI++ rescue, harm and effect (``stats._judged`` holds the estimat
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
+import numpy as np
 import polars as pl
 
 from recoverylab._errors import ParameterError, SchemaError, format_keys
 from recoverylab.stats._cells import _column_names
-from recoverylab.stats._judged import judged_cells, judged_partials
+from recoverylab.stats._checks import _check_confidence
+from recoverylab.stats._judged import (
+    _collect_rows,
+    _empty,
+    _warn,
+    check_judged_parameters,
+    columns_frame,
+    judged_columns,
+    judged_fit,
+    judged_partials,
+)
+from recoverylab.stats._judged_mover import MOVER_METHOD, mover_effect
 
 
 def judged_unit_counts(
@@ -250,22 +263,58 @@ def judged_paired_finish(
     """
     cells_l = _paired_cells(cells)
     strata_l = _column_names("strata", strata)
+    check_judged_parameters(ci_method, lam)
+    confidence = _check_confidence(confidence)
     frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
-    out = []
-    for outcome in PAIRED_OUTCOMES:
-        low = -1.0 if outcome == "effect" else 0.0
-        result = judged_cells(
+    collected = {
+        outcome: _collect_rows(
             frame.filter(pl.col("outcome") == outcome).drop("outcome"),
-            cells=cells_l,
-            cluster=cluster,
-            strata=strata_l,
-            lam=lam,
-            ci_method=ci_method,
-            confidence=confidence,
-            value_range=(low, 1.0),
-            null=0.0,
+            cells_l,
+            cluster,
+            strata_l,
         )
-        out.append(result.with_columns(pl.lit(outcome).alias("outcome")))
+        for outcome in PAIRED_OUTCOMES
+    }
+    keys, rows = collected["rescue"]
+    for outcome in ("harm", "effect"):  # one pair frame: the same (cell, cluster, stratum) rows
+        other = collected[outcome][1]
+        if not all(np.array_equal(rows[k], other[k]) for k in ("c", "g", "h")):
+            raise SchemaError(
+                "partials: the rescue, harm and effect rows do not share their cells, clusters "
+                "and strata; build them with stats.judged_paired_partials."
+            )
+    if rows["c"].size == 0:
+        empty = _empty(keys, True).with_columns(pl.lit(None, pl.String).alias("outcome"))
+        return empty.select(*cells_l, "outcome", pl.exclude([*cells_l, "outcome"]))
+    fits = {
+        outcome: judged_fit(
+            collected[outcome][1],
+            lam,
+            ci_method,
+            confidence,
+            (-1.0, 1.0) if outcome == "effect" else (0.0, 1.0),
+        )
+        for outcome in PAIRED_OUTCOMES
+    }
+    columns = {outcome: judged_columns(fits[outcome], 0.0, strata_l) for outcome in PAIRED_OUTCOMES}
+    for outcome in ("rescue", "harm"):
+        _warn(keys, cells_l, fits[outcome].small, fits[outcome].fit, strata_l)
+    effect = columns["effect"]
+    effect |= mover_effect(fits["rescue"], fits["harm"], columns["rescue"], columns["harm"])
+    undefined = fits["effect"].fit["undefined"]
+    effect |= {
+        "lam": np.full(undefined.size, math.nan),
+        **{
+            name: np.where(undefined, np.array(None, dtype=object), MOVER_METHOD)
+            for name in ("ci_method", "test", "gold_ci_method")
+        },
+    }
+    out = [
+        columns_frame(keys, columns[outcome], cells_l).with_columns(
+            pl.lit(outcome).alias("outcome")
+        )
+        for outcome in PAIRED_OUTCOMES
+    ]
     order = {name: i for i, name in enumerate(PAIRED_OUTCOMES)}
     result = pl.concat(out, how="vertical_relaxed")
     result = result.with_columns(pl.col("outcome").replace_strict(order).alias("__o"))
