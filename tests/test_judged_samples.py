@@ -164,3 +164,30 @@ def test_the_judged_samples_are_what_the_scripts_write(tmp_path: Path) -> None:
     # the judged goal episodes are the synthetic ones, column for column, plus the two columns
     shipped = pl.read_parquet(synthetic / "episodes").sort("episode_id")
     assert_same_as_stored(shipped, pl.read_parquet(GOAL).drop("judge_success", "gold_success"), "")
+
+
+def _pct(value: object) -> str:
+    return f"{float(value) * 100:.1f} %"  # type: ignore[arg-type]
+
+
+def _readme(folder: str) -> str:
+    """A folder's README.md with every run of whitespace one space (lines wrap anywhere)."""
+    return " ".join((SAMPLES / folder / "README.md").read_text("utf-8").split())
+
+
+def test_the_readmes_quote_the_measured_error_rates() -> None:
+    # each folder's README states the judge's measured rates: they are the files' own
+    forks = pl.read_parquet(PAIRED)
+    for condition in ("clean", "stale2"):
+        rows = forks.filter(pl.col("condition") == condition)
+        se, _, sp, _ = _error_rates(rows, "judge", "success")
+        assert f"{_pct(se)} / {_pct(sp)} on `{condition}`" in _readme("paired"), condition
+    attempts = pl.read_parquet(TAKEOVER)
+    takeover = _readme("takeover")
+    se, _, sp, _ = _error_rates(attempts, "judge_passed", "passed")
+    assert f"sensitivity {_pct(se)}, specificity {_pct(sp)}" in takeover
+    rates = attempts.select(pl.col("judge_passed", "passed", "judge_aware", "aware").mean()).row(0)
+    assert f"pass rate is {_pct(rates[0])} where the true one is {_pct(rates[1])}" in takeover
+    assert f"aware rate of {_pct(rates[2])} against {_pct(rates[3])}" in takeover
+    se, _, sp, _ = _error_rates(pl.read_parquet(GOAL), "judge_success", "planted_success")
+    assert f"sensitivity {_pct(se)}, specificity {_pct(sp)}" in _readme("goal")
