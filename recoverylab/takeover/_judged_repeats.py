@@ -24,7 +24,10 @@ and common-state restrictions removed), and a unit on an eligible state with few
 attempts is refused with the same error as the unjudged pass@k and pass^k. Gold labels are
 assumed missing at random by unit within the strata given (a unit is labelled whole or its
 labels are not used); the gold subset may be drawn by workflow or by unit (``gold_drawn_by``
-says which the data show).
+says which the data show). Gold drawn by attempt leaves a unit whole with a chance that depends
+on its number of attempts only: the whole units are then still a random subset where every unit
+has the same number of attempts, but not otherwise (units with fewer attempts are whole more
+often), so label whole units.
 """
 
 from __future__ import annotations
