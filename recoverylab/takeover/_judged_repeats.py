@@ -288,10 +288,12 @@ def reliability_judged(
     >>> from recoverylab import synth
     >>> tables = synth.generate("takeover", 60, seed=5)
     >>> attempts = tables["attempts"].with_columns(
-    ...     judge=pl.col("passed").cast(pl.Int8), gold=pl.col("passed"))
-    >>> out = reliability_judged(tables["states"], attempts, judge="judge", gold="gold", k=2)
-    >>> sorted(set(out["metric"]))
-    ['pass@k', 'pass^k']
+    ...     judge=pl.col("passed") | (pl.col("repeat") == 0),  # a lenient judge of first tries
+    ...     gold=pl.col("passed"))  # every attempt labelled here: PPI++ is the gold mean
+    >>> out = reliability_judged(
+    ...     tables["states"], attempts, judge="judge", gold="gold", k=2, by="agent")
+    >>> out.select("agent", "metric", "estimate", "judge_estimate").head(2).rows()
+    [('agent_a', 'pass@k', 0.24427..., 0.74726...), ('agent_a', 'pass^k', 0.04477..., 0.10995...)]
     """
     by_keys = column_names("by", by)
     strata = column_names("gold_strata", gold_strata)
