@@ -471,6 +471,14 @@ def test_cli_engine_spark_writes_the_polars_result(
         written[engine] = (pl.read_parquet(out), pl.read_parquet(agreement))
     for spark_frame, polars_frame in zip(written["spark"], written["polars"], strict=True):
         assert_frame_equal(spark_frame, polars_frame, check_exact=True)
+    corrected = {}
+    for engine in ("polars", "spark"):
+        out = tmp_path / f"rogan_gladen_{engine}.parquet"
+        rates = ("--judge-sensitivity", "0.9", "--judge-specificity", "0.85")
+        result = cli("paired", source, "--judge", "judge", *rates, "--engine", engine, "--out", out)
+        assert result.code == 0, result.err
+        corrected[engine] = pl.read_parquet(out)
+    assert_frame_equal(corrected["spark"], corrected["polars"], check_exact=True)
     options = _goal_tables(tmp_path)
     goal_out = {}
     for engine in ("polars", "spark"):
