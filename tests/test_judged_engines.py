@@ -394,12 +394,8 @@ def test_cli_goal_bad_judged_input_is_one_line_exit_2_nothing_written(
     assert not judged.exists()
 
 
-@pytest.mark.parametrize(
-    ("problem", "change", "template"),
-    [b for b in _BAD if b[0] in ("no judge column", "a string judge column")],
-    ids=["no judge column", "a string judge column"],
-)
-def test_cli_paired_bad_judge_column_is_one_line_exit_2_nothing_written(
+@pytest.mark.parametrize(("problem", "change", "template"), _BAD, ids=[b[0] for b in _BAD])
+def test_cli_paired_bad_judged_input_is_one_line_exit_2_nothing_written(
     forks: pl.DataFrame,
     tmp_path: Path,
     cli: Callable,
