@@ -30,13 +30,13 @@ JUDGED_OUTCOMES = ("passed", "aware")
 
 
 def _with_verdict(
-    partial: plan.Partial,
+    partial: Callable[..., Any],
     frames: Mapping[str, pl.LazyFrame],
     state: Any,
     *,
     judge: str,
     outcome: str,
-) -> Mapping[str, pl.LazyFrame | pl.DataFrame]:
+) -> Any:
     """Run a takeover stage's ``partial`` on attempts whose ``outcome`` is the judge's verdict.
 
     The scoring checks read the attempts contract, whose outcome columns a judged table may
@@ -60,7 +60,7 @@ def judged_plan(
     k: int,
     common_sample: bool,
     common_states: bool,
-    partial: Callable[..., pl.LazyFrame | pl.DataFrame],
+    partial: Callable[..., Any],
     finish: Callable[[pl.DataFrame], pl.DataFrame],
     check: Callable[[], None] | None = None,
 ) -> plan.Plan:
@@ -289,7 +289,7 @@ def summarize_judged(
             f"parameter `outcome` is {outcome!r}; a judge decides one of "
             f"{', '.join(JUDGED_OUTCOMES)}."
         )
-    cells = {"cells": by_keys, "strata": strata if gold is not None else ()}
+    cells: dict[str, Any] = {"cells": by_keys, "strata": strata if gold is not None else ()}
     return engines.run(
         engine,
         judged_plan(

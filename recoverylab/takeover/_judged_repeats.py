@@ -300,7 +300,7 @@ def reliability_judged(
     k = check_k(k)
     names = check_metrics(metrics)
     _check_settings(lam, ci_method)
-    settings = {"cells": by_keys, "strata": strata}
+    settings: dict[str, Any] = {"cells": by_keys, "strata": strata}
     return engines.run(
         engine,
         judged_plan(
