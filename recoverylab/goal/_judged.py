@@ -6,7 +6,9 @@ errors. With human (gold) labels on a random subset of episodes, PPI++
 (:func:`recoverylab.stats.judged_cells`) corrects it per group, clustered like
 :func:`~recoverylab.goal.summarize` (``goal_id`` when present, else ``case_id``); with only
 the judge's sensitivity and specificity known, Rogan–Gladen
-(:func:`recoverylab.stats.rogan_gladen_cells`).
+(:func:`recoverylab.stats.rogan_gladen_cells`). It is a plan (:mod:`recoverylab._judged_plan`):
+the judge and gold columns are checked with additive counts, the judged partials summed per
+shard of whole clusters on the engine the caller names, and finished once.
 """
 
 from __future__ import annotations

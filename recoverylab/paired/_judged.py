@@ -11,6 +11,12 @@ task, condition and *pair_by*, delay-specific replays, carry-forward), run once 
 verdicts, once on the gold labels and once on whether a branch is labelled, and joined by the
 pair's key: a carried-forward pair takes both outcomes, judged and gold, from its ``none``
 branch, as the protocol says. A pair is labelled when both its branches are.
+
+:func:`summarize_judged` and :func:`judge_agreement` are plans (:mod:`recoverylab._judged_plan`)
+run on the engine the caller names: the judge and gold columns checked with additive counts,
+then (for the summary) the whole table's design grid, then each shard of whole tasks paired
+against that grid and summed into judged partials, finished once; :func:`judged_pairs` is the
+same pairing on the whole table, lazily.
 """
 
 from __future__ import annotations
