@@ -77,11 +77,25 @@ def test_unclustered_interval_equals_ppi_python(seed: int) -> None:
         assert ours["ci_low"] == pytest.approx(float(low[0]), abs=1e-6)
         assert ours["ci_high"] == pytest.approx(float(high[0]), abs=1e-6)
     assert row["ci_method"] == "ppi++"
-    # ppi_py's default λ pools the judge's variance over both arms (n − 1); ours uses the
-    # per-arm variances the interval contains: the two agree to O(1/n)
+    # ppi_mean_ci's default interval (its own λ: the judge's variance pooled over both arms,
+    # n − 1) to 1e-6, given that λ
     default_low, default_high = ppi.ppi_mean_ci(y[lab], f[lab], f[~lab], alpha=0.05)
-    assert row["ci_low"] == pytest.approx(float(default_low[0]), abs=5 / lab.sum())
-    assert row["ci_high"] == pytest.approx(float(default_high[0]), abs=5 / lab.sum())
+    theta1 = float(np.squeeze(ppi.ppi_mean_pointestimate(y[lab], f[lab], f[~lab], lam=1)))
+    lam_ppi = float(
+        ppi.ppi._calc_lam_glm(
+            y[lab] - theta1, f[lab] - theta1, f[~lab] - theta1, np.eye(1), clip=True
+        )
+    )
+    theirs = one_row(
+        partials(units, ["task"]), cells=[], cluster="task", lam=lam_ppi, ci_method="ppi++"
+    )
+    assert theirs["ci_low"] == pytest.approx(float(default_low[0]), abs=1e-6)
+    assert theirs["ci_high"] == pytest.approx(float(default_high[0]), abs=1e-6)
+    # our λ minimises the variance the interval reports (ppi_py's estimates the same optimum
+    # with pooled judge variances: O(1/n) apart), so its interval is never the wider
+    assert abs(row["lam"] - lam_ppi) < 5 / lab.sum() ** 0.5
+    assert row["std_error"] <= theirs["std_error"] * (1 + 1e-12)
+    assert row["ci_high"] - row["ci_low"] <= float(default_high[0] - default_low[0]) + 1e-9
 
 
 # ---------------------------------------------------------------- hand-computed, clustered
