@@ -58,9 +58,9 @@ SECTIONS = [
 ]
 #: The judged-outcome sections (issue 40): a table each, no chart; last, in their own group.
 JUDGED_SECTIONS = [
-    f"{prefix}-{kind}"
-    for prefix in ("judged", "takeover-judged", "goal-judged")
-    for kind in ("agreement", "estimates")
+    *("judged-agreement", "judged-estimates"),
+    *("takeover-judged-agreement", "takeover-judged-estimates", "takeover-judged-pass-k"),
+    *("goal-judged-agreement", "goal-judged-estimates"),
 ]
 
 

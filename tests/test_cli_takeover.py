@@ -229,7 +229,7 @@ def test_demo_writes_every_table(tmp_path: Path) -> None:
     assert names == sorted(
         [f"{name}.parquet" for name in _takeover.TABLES]
         + ["summary_common_sample.parquet", "summary_by_agent.parquet"]
-        + ["judged.parquet", "judged_agreement.parquet"]
+        + ["judged.parquet", "judged_agreement.parquet", "judged_pass_k.parquet"]
     )
     assert all(p.parent == tmp_path / "takeover" and p.exists() for p in written)
     common = pl.read_parquet(tmp_path / "takeover" / "summary_common_sample.parquet")

@@ -47,7 +47,7 @@ SAMPLES_JUDGED = {
         ],
         None,
         None,
-        (7_883, 39_351),
+        (7_851, 39_351),
     ),
     "goal": (
         GOAL,
@@ -97,13 +97,20 @@ def test_gold_is_drawn_by_cluster_with_the_documented_share(sample: str) -> None
     assert per_cluster["all"].sum() == labelled
 
 
-def test_takeover_gold_is_drawn_by_attempt_for_both_outcomes() -> None:
+def test_takeover_gold_is_drawn_by_unit_for_both_outcomes() -> None:
     frame = pl.read_parquet(TAKEOVER)
     # the same attempts carry both gold labels (a human labels the whole attempt)
     assert (frame["gold_passed"].is_null() == frame["gold_aware"].is_null()).all()
-    share = frame["gold_passed"].is_not_null().mean()
+    # drawn by (state, agent) unit: every repeat of a unit or none, 2,617 of 13,117 units
+    per_unit = frame.group_by("state_id", "agent").agg(
+        pl.col("gold_passed").is_not_null().all().alias("all"),
+        pl.col("gold_passed").is_not_null().any().alias("any"),
+    )
+    assert (per_unit["all"] == per_unit["any"]).all()
+    assert (per_unit["all"].sum(), per_unit.height) == (2_617, 13_117)
+    share = per_unit["all"].mean()
     assert share == pytest.approx(_script("takeover").GOLD_SHARE, abs=0.01)
-    # drawn by attempt: every workflow has labelled attempts, no (state, agent) is all labelled
+    # within workflows (the clusters): every workflow has labelled and unlabelled attempts
     states = pl.read_parquet(SAMPLES / "takeover" / "states.parquet")
     workflows = frame.join(states.select("state_id", "workflow_id"), on="state_id")
     per_workflow = workflows.group_by("workflow_id").agg(pl.col("gold_passed").is_not_null().mean())

@@ -58,6 +58,7 @@ DEMO_SOURCES: dict[str, dict[str | None, str]] = {
     "judged-estimates": {None: "paired/judged_summary.parquet"},
     "takeover-judged-agreement": {None: "takeover/judged_agreement.parquet"},
     "takeover-judged-estimates": {None: "takeover/judged.parquet"},
+    "takeover-judged-pass-k": {None: "takeover/judged_pass_k.parquet"},
     "goal-judged-agreement": {None: "goal/judged_agreement.parquet"},
     "goal-judged-estimates": {None: "goal/judged.parquet"},
 }
@@ -518,11 +519,9 @@ def test_the_demo_report_shows_every_judged_row_of_every_protocol(
     # per protocol: the judge's agreement and corrected vs judge-only vs gold-only, all rows
     out, page = demo
     judged = {t.section: t for t in page.tables if "judged" in t.section}
-    assert sorted(judged) == sorted(
-        f"{prefix}-{kind}"
-        for prefix in ("judged", "takeover-judged", "goal-judged")
-        for kind in ("agreement", "estimates")
-    )
+    # paired and goal: agreement and estimates; takeover: pass@k and pass^k as well
+    assert sorted(judged) == sorted(s for s in DEMO_SOURCES if "judged" in s)
+    assert len(judged) == 7
     for section, table in judged.items():
         written = written_by(out, DEMO_SOURCES[section])
         assert len(table.rows) == written.height, section
@@ -530,10 +529,13 @@ def test_the_demo_report_shows_every_judged_row_of_every_protocol(
         for row in table.rows:
             shown = {v.column for v in row}
             assert set(JUDGED_COLUMNS[kind]) <= shown, (section, shown)
-    # the takeover judges decided both outcomes; every cell of the demo has its PPI++ interval
+    # the takeover judges decided both outcomes; pass@3 and pass^3 come from the judge of passed
     takeover = pl.read_parquet(out / "takeover" / "judged.parquet")
     assert sorted(set(takeover["judged_outcome"])) == ["aware", "passed"]
     assert takeover.height == 12
+    pass_k = pl.read_parquet(out / "takeover" / "judged_pass_k.parquet")
+    assert sorted(set(pass_k["metric"])) == ["pass@k", "pass^k"]
+    assert set(pass_k["k"]) == {3}
     assert pl.read_parquet(out / "goal" / "judged.parquet")["regime"].to_list() == [
         "barrier_free",
         "recoverable",
@@ -613,11 +615,15 @@ def test_every_number_of_a_judged_takeover_and_goal_report_is_the_written_one(
         "goal-judged-estimates",
         "takeover-judged-agreement",
         "takeover-judged-estimates",
+        "takeover-judged-pass-k",
     ]
     written = {
         "takeover-judged-estimates": pl.read_parquet(
             tmp_path / "takeover_out" / "judged.parquet"
         ).with_columns(pl.lit("passed").alias("judged_outcome")),
+        "takeover-judged-pass-k": pl.read_parquet(
+            tmp_path / "takeover_out" / "judged_pass_k.parquet"
+        ),
         "goal-judged-estimates": pl.read_parquet(tmp_path / "goal_judged.parquet"),
     }
     for section, frame in written.items():

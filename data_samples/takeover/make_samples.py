@@ -7,7 +7,8 @@ CUA-Recovery test split) as ``states.parquet``, ``attempts.parquet``, ``failures
 
 ``judged_attempts.parquet`` is the judged variant (issue 40): the attempts' key and outcome
 columns with two judges of known error (:data:`JUDGE`) and gold labels on a random share of
-attempts (:data:`GOLD_SHARE`, drawn by attempt), for ``takeover --judge ... --gold ...``.
+(state, agent) units (:data:`GOLD_SHARE`: every repeat of a drawn unit), for ``takeover --judge
+... --gold ...``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ KEYS = {
 
 #: The judged variant: per judged outcome, the judge's true (sensitivity, specificity).
 JUDGE = {"passed": (0.85, 0.95), "aware": (0.90, 0.80)}
-#: Share of attempts a human labelled (both outcomes of a labelled attempt), drawn by attempt.
+#: Share of (state, agent) units a human labelled: every repeat and both outcomes of a drawn unit
+#: (so pass@k and pass^k have gold unit values too), within workflows (the clusters).
 GOLD_SHARE = 0.20
 JUDGED_SEED = 20261207
 _ATTEMPT_COLUMNS = ("state_id", "agent", "repeat", "aware", "root_cause_fixed", "derived_fixed")
@@ -46,12 +48,14 @@ def judged_attempts(attempts: pl.DataFrame) -> pl.DataFrame:
 
     Per outcome of :data:`JUDGE`, the judge's verdict is right with probability ``se`` when the
     true outcome is true and ``sp`` when false, independently per attempt; ``gold_<outcome>``
-    is the true outcome on a random :data:`GOLD_SHARE` of attempts (the same attempts for both
-    outcomes: a human labels the whole attempt), null elsewhere.
+    is the true outcome on every attempt of a random :data:`GOLD_SHARE` of (state, agent) units
+    (the same attempts for both outcomes: a human labels the whole unit), null elsewhere.
     """
     rng = np.random.default_rng(JUDGED_SEED)
     frame = attempts.sort("state_id", "agent", "repeat").select(*_ATTEMPT_COLUMNS, "passed")
-    unlabelled = np.flatnonzero(rng.random(frame.height) >= GOLD_SHARE)
+    unit = frame.select(pl.struct("state_id", "agent").rank("dense").cast(pl.Int64) - 1)
+    drawn = rng.random(int(unit.max().item()) + 1) < GOLD_SHARE  # one draw per unit, key order
+    unlabelled = np.flatnonzero(~drawn[unit.to_series().to_numpy()])
     columns = []
     for outcome, (sensitivity, specificity) in JUDGE.items():
         truth = frame[outcome].to_numpy()

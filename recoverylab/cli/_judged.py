@@ -9,8 +9,9 @@ inputs come from one computation:
 * :func:`paired_judged` -- rescue, harm and effect per cell (``paired.summarize_judged``) and
   the judge's agreement per (condition, method) (``paired.judge_agreement``), clustered by task;
 * :func:`takeover_judged` -- pass@1 and/or EAR per cell (``takeover.summarize_judged``, one
-  judge per outcome, stacked under a ``judged_outcome`` key) and the judge's agreement over the
-  same attempts (the attempts of the units ``takeover.score`` scores), clustered by workflow;
+  judge per outcome, stacked under a ``judged_outcome`` key), pass@k and pass^k of the judge of
+  ``passed`` (``takeover.reliability_judged``) and the judge's agreement over the same attempts
+  (the attempts of the units ``takeover.score`` scores), clustered by workflow;
 * :func:`goal_judged` -- task success per group (``goal.summarize_judged``) and the judge's
   agreement over the same scored episodes, clustered like it (goal, else case).
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 __all__ = [
     "CLUSTERS",
     "DEMO_FILES",
+    "DEMO_K",
+    "DEMO_PASS_K",
     "GOAL_DEMO_JUDGE",
     "TAKEOVER_DEMO_JUDGES",
     "Judged",
@@ -45,6 +48,10 @@ DEMO_FILES = {
     "takeover": ("takeover/judged.parquet", "takeover/judged_agreement.parquet"),
     "goal": ("goal/judged.parquet", "goal/judged_agreement.parquet"),
 }
+#: The demo's judged pass@k and pass^k of takeover (the name ``takeover --out-dir`` gives it).
+DEMO_PASS_K = "takeover/judged_pass_k.parquet"
+#: The k of the demo's judged pass@k and pass^k (the takeover demo's k).
+DEMO_K = 3
 #: The judged takeover sample's judges: (outcome, judge column, gold column).
 TAKEOVER_DEMO_JUDGES = (
     ("passed", "judge_passed", "gold_passed"),
@@ -73,12 +80,16 @@ class Judged:
         The clusters both respect, plural, as the report names them (tasks, workflows, goals).
     warnings
         The statistics' warnings, in order (cells on the gold-only interval and why).
+    pass_k
+        Takeover only: the judged pass@k and pass^k per cell (``metric``, ``k`` and
+        :data:`recoverylab.stats.JUDGED_COLUMNS`), when a judge of ``passed`` was given.
     """
 
     estimates: pl.DataFrame
     agreement: pl.DataFrame
     cluster: str
     warnings: tuple[str, ...] = ()
+    pass_k: pl.DataFrame | None = None
 
 
 def _recorded(compute: Callable[[], _T]) -> tuple[_T, tuple[str, ...]]:
@@ -125,6 +136,7 @@ def takeover_judged(
     *,
     judges: Sequence[tuple[str, str, str]],
     by: Sequence[str] = ("agent",),
+    k: int = DEMO_K,
     confidence: float = 0.95,
 ) -> Judged:
     """Judged attempt rates per cell, one judge per outcome, and each judge's agreement.
@@ -137,16 +149,18 @@ def takeover_judged(
         ``(outcome, judge, gold)`` per judged outcome (``passed``: pass@1, ``aware``: EAR).
     by
         The cells (must include ``agent``).
+    k
+        The k of the judged pass@k and pass^k (computed for the judge of ``passed``).
     confidence
         Confidence level of every interval.
 
     Returns
     -------
     Judged
-        Both frames with a first key column ``judged_outcome`` (the outcome each row's judge
-        decided). The agreement is over the attempts of the scored units (those
-        ``takeover.score`` keeps: replay and expected-state checks passed), the units
-        ``summarize_judged`` corrects.
+        The estimates and the agreement with a first key column ``judged_outcome`` (the outcome
+        each row's judge decided), and ``pass_k`` when a judge decided ``passed``. The agreement
+        is over the attempts of the scored units (those ``takeover.score`` keeps: replay and
+        expected-state checks passed), the units ``summarize_judged`` corrects.
     """
     import polars as pl
 
@@ -160,8 +174,8 @@ def takeover_judged(
     )
     units = attempts.lazy().join(kept, on=["state_id", "agent"], how="inner")
 
-    def compute() -> tuple[list[pl.DataFrame], list[pl.DataFrame]]:
-        estimates, agreement = [], []
+    def compute() -> tuple[list[pl.DataFrame], list[pl.DataFrame], pl.DataFrame | None]:
+        estimates, agreement, pass_k = [], [], None
         for outcome, judge, gold in judges:
             label = pl.lit(outcome).alias("judged_outcome")
             cells = takeover.summarize_judged(
@@ -179,10 +193,15 @@ def takeover_judged(
                 part, cells=by, cluster="workflow_id", confidence=confidence
             )
             agreement.append(error.select(label, pl.all()))
-        return estimates, agreement
+            if outcome == "passed":
+                pass_k = takeover.reliability_judged(
+                    states, attempts, judge=judge, gold=gold, k=k, by=by, confidence=confidence
+                )
+        return estimates, agreement, pass_k
 
-    (estimates, agreement), said = _recorded(compute)
-    return Judged(pl.concat(estimates), pl.concat(agreement), CLUSTERS["takeover"], said)
+    (estimates, agreement, pass_k), said = _recorded(compute)
+    frames = pl.concat(estimates), pl.concat(agreement)
+    return Judged(*frames, CLUSTERS["takeover"], said, pass_k=pass_k)
 
 
 def goal_judged(

@@ -117,7 +117,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--takeover-judge",
         metavar="COL",
         help="judged outcomes: the judge's verdict column of --attempts (with --takeover-gold): "
-        "the judge's agreement and PPI++ pass@1 (or EAR) by agent, clustered by workflow",
+        "the judge's agreement and PPI++ pass@1 (or EAR) by agent, and pass@k and pass^k "
+        "(--k) of a judge of passed, clustered by workflow",
     )
     takeover.add_argument(
         "--takeover-gold",
@@ -320,6 +321,17 @@ def _judged_sections(protocol: str, judged: Judged, provenance: Provenance) -> l
     from recoverylab import report
 
     prefix, subject = _JUDGED_NAMES[protocol]
+    pass_k = []
+    if judged.pass_k is not None:
+        pass_k = [
+            report.judged_estimates_section(
+                judged.pass_k,
+                provenance,
+                cluster=judged.cluster,
+                key=f"{prefix}-pass-k",
+                title=f"{subject}: pass@k and pass^k, corrected (PPI++) vs judge-only vs gold-only",
+            )
+        ]
     return [
         report.judge_agreement_section(
             judged.agreement,
@@ -336,6 +348,7 @@ def _judged_sections(protocol: str, judged: Judged, provenance: Provenance) -> l
             key=f"{prefix}-estimates",
             title=f"{subject}: corrected (PPI++) vs judge-only vs gold-only",
         ),
+        *pass_k,
     ]
 
 
@@ -409,12 +422,14 @@ def _judged_takeover(
         read(args.states),
         read(args.attempts),
         judges=[(outcome, args.takeover_judge, args.takeover_gold)],
+        k=args.k,
         confidence=args.confidence,
     )
     settings = [
         ("judge", f"{args.takeover_judge} (decides {outcome})"),
         ("gold", args.takeover_gold),
         ("by", "agent"),
+        *([("k", str(args.k))] if outcome == "passed" else []),
     ]
     inputs = [("states", args.states), ("attempts", args.attempts)]
     return judged, _provenance(inputs, confidence=args.confidence, settings=settings)
@@ -778,6 +793,8 @@ def _demo_judged(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
     from recoverylab.cli._judged import (
         CLUSTERS,
         DEMO_FILES,
+        DEMO_K,
+        DEMO_PASS_K,
         GOAL_DEMO_JUDGE,
         TAKEOVER_DEMO_JUDGES,
         Judged,
@@ -802,7 +819,12 @@ def _demo_judged(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
                 ("states", [samples / "takeover" / "states.parquet"]),
                 ("attempts", [samples / "takeover" / "judged_attempts.parquet"]),
             ],
-            [("judge", takeover_judges), ("gold", takeover_golds), ("by", "agent")],
+            [
+                ("judge", takeover_judges),
+                ("gold", takeover_golds),
+                ("by", "agent"),
+                ("k", str(DEMO_K)),
+            ],
         ),
         "goal": (goal_tables, [("judge", goal_judge), ("gold", goal_gold), ("by", "regime")]),
     }
@@ -812,7 +834,11 @@ def _demo_judged(demo: _Demo, progress: Callable[[str], None]) -> list[Section]:
         if not demo.have(estimates, agreement):
             continue
         progress(f"report: judged outcomes ({protocol})")
-        judged = Judged(demo.load(estimates), demo.load(agreement), CLUSTERS[protocol])
+        pass_k = (
+            demo.load(DEMO_PASS_K) if protocol == "takeover" and demo.have(DEMO_PASS_K) else None
+        )
+        frames = demo.load(estimates), demo.load(agreement)
+        judged = Judged(*frames, CLUSTERS[protocol], pass_k=pass_k)
         confidence = DEMO_SETTINGS[protocol]["confidence"]
         provenance = _provenance(given, confidence=confidence, settings=settings)
         sections += _judged_sections(protocol, judged, provenance)

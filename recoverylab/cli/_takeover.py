@@ -360,10 +360,16 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     and depth, workflow-clustered bootstrap with 2,000 resamples, agent_a vs agent_b compared by
     depth), plus ``summary_common_sample.parquet`` (root causes scored at every depth) and
     ``summary_by_agent.parquet`` (all depths pooled), and from ``judged_attempts.parquet`` the
-    PPI++ pass@1 and EAR by agent and the judges' agreement (``judged``, ``judged_agreement``).
+    PPI++ pass@1 and EAR by agent, pass@3 and pass^3 by agent and the judges' agreement
+    (``judged``, ``judged_pass_k``, ``judged_agreement``).
     """
     from recoverylab import takeover  # imported when the command runs, not at --help
-    from recoverylab.cli._judged import DEMO_FILES, TAKEOVER_DEMO_JUDGES, takeover_judged
+    from recoverylab.cli._judged import (
+        DEMO_FILES,
+        DEMO_PASS_K,
+        TAKEOVER_DEMO_JUDGES,
+        takeover_judged,
+    )
     from recoverylab.io import write_parquet
 
     samples = samples_dir() / "takeover"
@@ -387,7 +393,7 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
         source["states"], source["attempts"], by=("agent",), **settings
     )
     written = [write_parquet(frame, out / f"{name}.parquet") for name, frame in frames.items()]
-    progress("takeover: judged pass@1 and EAR (judges of known error, gold on 20 % of attempts)")
+    progress("takeover: judged pass@1, EAR, pass@3, pass^3 (gold on 20 % of state-agent units)")
     judged = takeover_judged(
         source["states"],
         read([str(samples / "judged_attempts.parquet")]),
@@ -395,7 +401,8 @@ def demo(out_dir: Path, progress: Callable[[str], None]) -> list[Path]:
     )
     for message in judged.warnings:
         progress(f"takeover: warning: {message}")
-    pairs = zip((judged.estimates, judged.agreement), DEMO_FILES["takeover"], strict=True)
+    pairs = [*zip((judged.estimates, judged.agreement), DEMO_FILES["takeover"], strict=True)]
+    pairs += [(judged.pass_k, DEMO_PASS_K)] if judged.pass_k is not None else []
     return [*written, *(write_parquet(frame, out_dir / name) for frame, name in pairs)]
 
 
