@@ -1,8 +1,10 @@
 """Takeover from replayed error states (CUA-Recovery protocol, ARCHITECTURE §3.4).
 
 Layout: ``_inputs`` (contracts, scored units), ``_stages`` (the stages every plan shares),
-``_summary``, ``_compare``, ``_awareness``, ``_reliability``, ``_annotations``. May import the core
-(plan, stats, schema, io, _errors) and ``engines.run``; never another protocol or an engine module.
+``_summary``, ``_compare``, ``_awareness``, ``_reliability``, ``_annotations``, ``_judged``
+(judged plans, pass@1 and EAR) and ``_judged_repeats`` (judged pass@k and pass^k). May import the
+core (plan, stats, schema, io, _errors, _judged_plan) and ``engines.run``; never another protocol
+or an engine module.
 
 Long-horizon agents inherit errors that are already written into files and databases. A takeover
 benchmark replays a trajectory to a point ``depth`` steps after a controlled root cause, checks
