@@ -3,9 +3,8 @@
 ``paired.summarize_judged``, ``paired.judge_agreement`` and ``goal.summarize_judged`` run as plans
 (``recoverylab._judged_plan``): the judge and gold columns are checked with additive counts,
 the judged partials are computed per shard of whole clusters and the finish adds them. So
-``ShardedEngine(k)`` for any k must give the polars engine's frame -- exactly where verdicts and
-labels are 0/1 (every partial sum is an integer), to 1e-12 for fractional verdicts (float sums
-in another order) -- with the same warnings, and bad input the same one error (the whole
+``ShardedEngine(k)`` for any k must give the polars engine's frame exactly -- fractional
+verdicts too, whose partial sums are added in fixed point -- with the same warnings, and bad input the same one error (the whole
 table's counts). Spark must give the same frames; ``--engine spark`` must write them.
 """
 
@@ -175,10 +174,8 @@ def test_goal_judged_shards_equal_polars(
     got, said_sharded = _recorded(
         lambda: goal.summarize_judged(episodes, **options, engine=engines.ShardedEngine(k))
     )
-    if fractional:
-        assert_frame_equal(got, expected, check_exact=False, rel_tol=0, abs_tol=1e-12)
-    else:
-        assert_frame_equal(got, expected, check_exact=True)
+    # fractional verdicts too: stats.judged_partials adds them in fixed point
+    assert_frame_equal(got, expected, check_exact=True)
     assert said_sharded == said
 
 

@@ -172,6 +172,11 @@ JUDGED_COLUMNS = (
     "assumption",
 )
 
+#: Fractional values are added in fixed point: scaled by 2**60 to 128-bit integers, whose sums
+#: no row order or thread split changes (exact for |values| >= 2**-8, within 2**-60 below), so
+#: every engine and shard gives the same partials bit for bit; rounded to a float once.
+_FIXED_POINT = 2.0**60
+
 _C, _G, _H = "__recoverylab_cell", "__recoverylab_cluster", "__recoverylab_stratum"
 _F, _Y = "__recoverylab_judge", "__recoverylab_gold"
 
@@ -187,7 +192,9 @@ def judged_partials(
 
     A polars query (lazy in, lazy out): one row per distinct ``by`` (cell, cluster and stratum
     columns) with the columns of :data:`JUDGED_VALUES`. A unit is labelled where ``gold`` is not
-    null. The sums are additive, so the same query runs per shard.
+    null. The sums are additive, so the same query runs per shard; fractional values (a
+    probability verdict, a unit's pass@k) are added in fixed point (:data:`_FIXED_POINT`), so
+    the sums do not depend on row order or on how an engine splits the rows.
 
     Parameters
     ----------
@@ -214,15 +221,34 @@ def judged_partials(
     )
     f, y = pl.col(_F), pl.col(_Y)
     labelled = y.is_not_null()
-    return frame.group_by(list(by)).agg(
-        labelled.cast(pl.Int64).sum().alias("n_labelled"),
-        y.fill_null(0.0).sum().alias("gold"),
-        pl.when(labelled).then(f).otherwise(0.0).sum().alias("judge_labelled"),
-        (~labelled).cast(pl.Int64).sum().alias("n_unlabelled"),
-        pl.when(labelled).then(0.0).otherwise(f).sum().alias("judge_unlabelled"),
-        pl.when(labelled).then(f * y).otherwise(0.0).sum().alias("judge_gold"),
-        (y * y).fill_null(0.0).sum().alias("gold_square"),
-        pl.when(labelled).then(f * f).otherwise(0.0).sum().alias("judge_square"),
+    sums = {
+        "gold": y.fill_null(0.0),
+        "judge_labelled": pl.when(labelled).then(f).otherwise(0.0),
+        "judge_unlabelled": pl.when(labelled).then(0.0).otherwise(f),
+        "judge_gold": pl.when(labelled).then(f * y).otherwise(0.0),
+        "gold_square": (y * y).fill_null(0.0),
+        "judge_square": pl.when(labelled).then(f * f).otherwise(0.0),
+    }
+    fixed = frame.with_columns(
+        labelled.alias("__recoverylab_labelled"),
+        *(
+            (value * _FIXED_POINT).cast(pl.Int128).alias(f"__fixed_{n}")
+            for n, value in sums.items()
+        ),
+    )
+    totals = fixed.group_by(list(by)).agg(
+        pl.col("__recoverylab_labelled").cast(pl.Int64).sum().alias("n_labelled"),
+        (~pl.col("__recoverylab_labelled")).cast(pl.Int64).sum().alias("n_unlabelled"),
+        *(pl.col(f"__fixed_{name}").sum() for name in sums),
+    )
+    return totals.select(
+        *by,
+        *(
+            pl.col(name)
+            if name in ("n_labelled", "n_unlabelled")
+            else (pl.col(f"__fixed_{name}").cast(pl.Float64) / _FIXED_POINT).alias(name)
+            for name in JUDGED_VALUES
+        ),
     )
 
 
