@@ -208,7 +208,8 @@ def _refuse_unjudged_options(args: argparse.Namespace) -> None:
     if unsupported:
         raise ParameterError(
             f"{', '.join(f'`{u}`' for u in unsupported)} cannot be used with `--judge`; a "
-            "judged summary is two-sided PPI++ (ci_method ppi++-logit)."
+            "judged summary is two-sided PPI++ (ci_method ppi++-cp for rescue and harm, mover "
+            "for the effect)."
         )
 
 
