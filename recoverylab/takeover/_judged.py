@@ -128,49 +128,6 @@ def kept_units(
     return kept, unit
 
 
-def exact_partials(
-    rows: pl.LazyFrame, *, by: Sequence[str], judge: str, gold: pl.Expr
-) -> pl.LazyFrame:
-    """:func:`recoverylab.stats.judged_partials` of ``rows``, each float sum added exactly.
-
-    The same columns (:data:`recoverylab.stats.JUDGED_VALUES`) with the same definitions, but
-    every sum of fractional values (probabilities, per-unit pass@k) is added in fixed point
-    (:func:`~recoverylab.takeover._stages.stable_sum`): a plain float sum depends on how polars
-    splits a shard's rows among threads, which differs between engines and shards (last-bit
-    differences seen with pass@k unit values); exact sums of the values in [0, 1] do not
-    depend on row order or on the split into shards.
-    """
-    f = pl.col(judge).cast(pl.Float64)
-    y = gold.cast(pl.Float64)
-    labelled = y.is_not_null()
-    sums = {
-        "gold": y.fill_null(0.0),
-        "judge_labelled": pl.when(labelled).then(f).otherwise(0.0),
-        "judge_unlabelled": pl.when(labelled).then(0.0).otherwise(f),
-        "judge_gold": pl.when(labelled).then(f * y).otherwise(0.0),
-        "gold_square": (y * y).fill_null(0.0),
-        "judge_square": pl.when(labelled).then(f * f).otherwise(0.0),
-    }
-    fixed = rows.with_columns(
-        labelled.alias("__labelled"),
-        *(_stages.to_fixed_point(expr).alias(f"__{name}") for name, expr in sums.items()),
-    )
-    totals = fixed.group_by(list(by)).agg(
-        pl.col("__labelled").cast(pl.Int64).sum().alias("n_labelled"),
-        (~pl.col("__labelled")).cast(pl.Int64).sum().alias("n_unlabelled"),
-        *(pl.col(f"__{name}").sum() for name in sums),
-    )
-    return totals.select(
-        *by,
-        *(
-            pl.col(name)
-            if name in ("n_labelled", "n_unlabelled")
-            else _stages.from_fixed_point(pl.col(f"__{name}")).alias(name)
-            for name in stats.JUDGED_VALUES
-        ),
-    )
-
-
 def _attempt_partial(
     frames: Mapping[str, pl.LazyFrame],
     state: Any,
@@ -190,7 +147,10 @@ def _attempt_partial(
     )
     rows = frames["attempts"].join(kept, on=unit, how="inner", nulls_equal=True)
     gold_expr = pl.lit(None, pl.Float64) if gold is None else pl.col(gold)
-    return exact_partials(rows, by=[*cells, "workflow_id", *strata], judge=judge, gold=gold_expr)
+    # order-free sums (fixed point for fractional verdicts): the same bits on every engine
+    return stats.judged_partials(
+        rows, by=[*cells, "workflow_id", *strata], judge=judge, gold=gold_expr
+    )
 
 
 def _attempt_finish(

@@ -51,7 +51,6 @@ from recoverylab.schema import column_names
 from recoverylab.takeover import _stages
 from recoverylab.takeover._inputs import check_k, pass_at_k_expr
 from recoverylab.takeover._judged import (
-    exact_partials,
     judged_plan,
     kept_units,
 )
@@ -149,7 +148,7 @@ def _partial(
         kept, frames["attempts"], unit=unit, judge=judge, gold=gold, k=k, metrics=metrics
     )
     keys = [*cells, "metric", "workflow_id", *strata]
-    part = exact_partials(values, by=keys, judge=_JUDGE, gold=pl.col(_GOLD))
+    part = stats.judged_partials(values, by=keys, judge=_JUDGE, gold=pl.col(_GOLD))
     key = pl.concat_str([pl.col(c).cast(pl.String) for c in unit], separator="/")
     partly = (
         values.filter(
