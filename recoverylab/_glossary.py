@@ -101,6 +101,9 @@ GLOSSARY = MappingProxyType(
         "unit, corrected by the judge's error measured on the gold-labelled subset, with an "
         "interval valid whatever the judge's accuracy and, in large samples, no wider than the "
         "gold labels' alone.",
+        "MOVER": "A judged paired effect's interval, combined from the rescue and harm rows' "
+        "own intervals and their correlation (method of variance estimates recovery), so the "
+        "effect shown is rescue minus harm and its bounds keep the rates' skew.",
         "Rogan–Gladen": "The correction of a judged rate or effect by the judge's known "
         "sensitivity and specificity, used when no unit has a gold label.",
     }
