@@ -4,8 +4,9 @@
 (``recoverylab._judged_plan``): the judge and gold columns are checked with additive counts,
 the judged partials are computed per shard of whole clusters and the finish adds them. So
 ``ShardedEngine(k)`` for any k must give the polars engine's frame exactly -- fractional
-verdicts too, whose partial sums are added in fixed point -- with the same warnings, and bad input the same one error (the whole
-table's counts). Spark must give the same frames; ``--engine spark`` must write them.
+verdicts too, whose partial sums are added in fixed point -- with the same warnings, and bad
+input the same one error (the whole table's counts). Spark must give the same frames;
+``--engine spark`` must write them.
 """
 
 from __future__ import annotations

@@ -117,8 +117,12 @@ from recoverylab._errors import (
 from recoverylab.stats._cells import _column_names
 from recoverylab.stats._checks import _check_confidence
 from recoverylab.stats._distributions import _normal_cdf, _normal_quantile, _special
-from recoverylab.stats._judged_intervals import _effective_bounds, _logit_bounds, _p_values
-from recoverylab.stats._rates import korn_graubard
+from recoverylab.stats._judged_intervals import (
+    _effective_bounds,
+    _fallback,
+    _logit_bounds,
+    _p_values,
+)
 
 #: The additive per-cluster partials of a judged outcome (one row per cell × cluster × stratum).
 JUDGED_VALUES = (
@@ -707,83 +711,6 @@ def _cluster_square(g: np.ndarray, c: np.ndarray, psi: np.ndarray, n_cells: int)
     cluster_cell = np.zeros(per_cluster.size, dtype=np.int64)
     cluster_cell[g] = c
     return np.bincount(cluster_cell, weights=per_cluster**2, minlength=n_cells)
-
-
-def _fallback(
-    rows: dict[str, np.ndarray],
-    fit: dict[str, Any],
-    n_cells: int,
-    n_strata: int,
-    confidence: float,
-    lo: float,
-    hi: float,
-) -> dict[str, np.ndarray]:
-    """Return the gold-only Korn–Graubard interval of every cell (where labels are too few)."""
-    c, h = rows["c"], rows["h"]
-    size = n_cells * n_strata
-    ch = c * n_strata + h
-    k, total, events, kg_sums = _gold_sums(rows, ch, size, lo, hi)
-    present = fit["strata_present"].reshape(-1)
-    n_present = np.maximum(fit["strata_present"].sum(axis=1), 1)
-    level = 1.0 - (1.0 - confidence) / np.repeat(n_present, n_strata)
-    low = np.full(size, math.nan)
-    high = np.full(size, math.nan)
-    n_effective = np.full(size, math.nan)
-    for lev in np.unique(level):  # one call per number of strata (a handful)
-        pick = (level == lev) & (total > 0)
-        if pick.any():
-            lo_k, hi_k, _, n_eff = korn_graubard(
-                k[pick],
-                total[pick],
-                events[pick],
-                kg_sums[0][pick],
-                size_squares=kg_sums[1][pick],
-                event_clusters=kg_sums[2][pick],
-                nonevent_clusters=kg_sums[3][pick],
-                confidence=float(lev),
-            )
-            low[pick], high[pick], n_effective[pick] = lo_k, hi_k, n_eff
-    n_all = _sums(ch, rows["n_labelled"] + rows["n_unlabelled"], size)
-    w = n_all / np.repeat(fit["n"], n_strata)
-    cell = np.arange(size) // n_strata
-    use = present & (total > 0)
-
-    def combine(values: np.ndarray) -> np.ndarray:
-        return np.bincount(cell[use], weights=(w * values)[use], minlength=n_cells)
-
-    out_low = lo + (hi - lo) * combine(low)
-    out_high = lo + (hi - lo) * combine(high)
-    # one stratum: the row's effective sample (n*, x*) of the exact test its interval inverts
-    only = np.argmax(fit["strata_present"], axis=1) + np.arange(n_cells) * n_strata
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.clip(events / total, 0.0, 1.0)
-    return {
-        "low": out_low,
-        "high": out_high,
-        "one_stratum": n_present == 1,
-        "n_effective": n_effective[only],
-        "x_effective": (rate * n_effective)[only],
-        "range": np.array([lo, hi]),
-    }
-
-
-def _gold_sums(
-    rows: dict[str, np.ndarray], ch: np.ndarray, size: int, lo: float, hi: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
-    """Return Korn–Graubard's sums of the gold values (mapped into [0, 1]) per (cell, stratum)."""
-    labelled = rows["n_labelled"] > 0
-    m = rows["n_labelled"][labelled]
-    y = (rows["gold"][labelled] - lo * m) / (hi - lo)  # the unit values mapped into [0, 1]
-    idx = ch[labelled]
-    k = np.bincount(idx, minlength=size).astype(float)
-    total, events = _sums(idx, m, size), _sums(idx, y, size)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p = events / total
-    squares = _sums(idx, (y - p[idx] * m) ** 2, size)
-    size_squares = _sums(idx, m * m, size)
-    event_clusters = _sums(idx, (y > 0).astype(float), size)
-    nonevent_clusters = _sums(idx, (y < m).astype(float), size)
-    return k, total, events, (squares, size_squares, event_clusters, nonevent_clusters)
 
 
 def judged_columns(judged: JudgedFit, null: float | None, strata: list[str]) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """Intervals of a judged mean and the tests they invert (``stats._judged``'s bounds).
 
-One function per ``ci_method`` of :data:`recoverylab.stats._judged.JUDGED_CI_METHODS` besides
-the plain Wald interval (computed in the fit): :func:`_logit_bounds` (``ppi++-logit``) and
-:func:`_effective_bounds` (``ppi++-cp``, a rate's default); :func:`_p_values` gives each cell
-the p-value of the test its interval inverts (the gold-only fallback's exact binomial test
-where the cell fell back). The construction and its reasons are in ``stats._judged``'s module
-docstring.
+:func:`_fallback`: the gold-only Korn–Graubard interval of every cell (shown beside each
+estimate, and the interval of a cell with too few labels). One function per ``ci_method`` of
+:data:`recoverylab.stats._judged.JUDGED_CI_METHODS` besides the plain Wald interval (computed
+in the fit): :func:`_logit_bounds` (``ppi++-logit``) and :func:`_effective_bounds`
+(``ppi++-cp``, a rate's default). :func:`_p_values` gives each cell the p-value of the test its
+interval inverts (the fallback's exact binomial test where the cell fell back). The
+construction and its reasons are in ``stats._judged``'s module docstring.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from recoverylab.stats._distributions import _normal_cdf, _normal_quantile, _special
+from recoverylab.stats._rates import korn_graubard
 
 
 def _logit(u: np.ndarray | float) -> np.ndarray:
@@ -136,3 +138,84 @@ def _exact_binomial_p(x: np.ndarray, n: np.ndarray, theta0: float) -> np.ndarray
         upper = np.where(x > 0, special.betainc(x, n - x + 1.0, theta0), 1.0)  # P(X >= x)
         lower = np.where(x < n, 1.0 - special.betainc(x + 1.0, n - x, theta0), 1.0)  # P(X <= x)
     return np.minimum(1.0, 2.0 * np.minimum(upper, lower))
+
+
+def _fallback(
+    rows: dict[str, np.ndarray],
+    fit: dict[str, Any],
+    n_cells: int,
+    n_strata: int,
+    confidence: float,
+    lo: float,
+    hi: float,
+) -> dict[str, np.ndarray]:
+    """Return the gold-only Korn–Graubard interval of every cell (where labels are too few)."""
+    c, h = rows["c"], rows["h"]
+    size = n_cells * n_strata
+    ch = c * n_strata + h
+    k, total, events, kg_sums = _gold_bincount(rows, ch, size, lo, hi)
+    present = fit["strata_present"].reshape(-1)
+    n_present = np.maximum(fit["strata_present"].sum(axis=1), 1)
+    level = 1.0 - (1.0 - confidence) / np.repeat(n_present, n_strata)
+    low = np.full(size, math.nan)
+    high = np.full(size, math.nan)
+    n_effective = np.full(size, math.nan)
+    for lev in np.unique(level):  # one call per number of strata (a handful)
+        pick = (level == lev) & (total > 0)
+        if pick.any():
+            lo_k, hi_k, _, n_eff = korn_graubard(
+                k[pick],
+                total[pick],
+                events[pick],
+                kg_sums[0][pick],
+                size_squares=kg_sums[1][pick],
+                event_clusters=kg_sums[2][pick],
+                nonevent_clusters=kg_sums[3][pick],
+                confidence=float(lev),
+            )
+            low[pick], high[pick], n_effective[pick] = lo_k, hi_k, n_eff
+    n_all = _bincount(ch, rows["n_labelled"] + rows["n_unlabelled"], size)
+    w = n_all / np.repeat(fit["n"], n_strata)
+    cell = np.arange(size) // n_strata
+    use = present & (total > 0)
+
+    def combine(values: np.ndarray) -> np.ndarray:
+        return np.bincount(cell[use], weights=(w * values)[use], minlength=n_cells)
+
+    out_low = lo + (hi - lo) * combine(low)
+    out_high = lo + (hi - lo) * combine(high)
+    # one stratum: the row's effective sample (n*, x*) of the exact test its interval inverts
+    only = np.argmax(fit["strata_present"], axis=1) + np.arange(n_cells) * n_strata
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.clip(events / total, 0.0, 1.0)
+    return {
+        "low": out_low,
+        "high": out_high,
+        "one_stratum": n_present == 1,
+        "n_effective": n_effective[only],
+        "x_effective": (rate * n_effective)[only],
+        "range": np.array([lo, hi]),
+    }
+
+
+def _gold_bincount(
+    rows: dict[str, np.ndarray], ch: np.ndarray, size: int, lo: float, hi: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
+    """Return Korn–Graubard's sums of the gold values (mapped into [0, 1]) per (cell, stratum)."""
+    labelled = rows["n_labelled"] > 0
+    m = rows["n_labelled"][labelled]
+    y = (rows["gold"][labelled] - lo * m) / (hi - lo)  # the unit values mapped into [0, 1]
+    idx = ch[labelled]
+    k = np.bincount(idx, minlength=size).astype(float)
+    total, events = _bincount(idx, m, size), _bincount(idx, y, size)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = events / total
+    squares = _bincount(idx, (y - p[idx] * m) ** 2, size)
+    size_squares = _bincount(idx, m * m, size)
+    event_clusters = _bincount(idx, (y > 0).astype(float), size)
+    nonevent_clusters = _bincount(idx, (y < m).astype(float), size)
+    return k, total, events, (squares, size_squares, event_clusters, nonevent_clusters)
+
+
+def _bincount(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    return np.bincount(index, weights=values, minlength=size)
