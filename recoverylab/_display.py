@@ -235,6 +235,10 @@ class Face:
     interval: str = "CI"
 
 
+#: A judged result's fractions besides its interval: shown in pp like the estimate (its
+#: standard error too: one unit for an estimate and its error).
+_JUDGED_RATES = ("judge_estimate", "gold_estimate", "labelled_share", "std_error")
+
 #: The face of every result the command line prints, by result name (one place for all).
 FACES: dict[str, Face] = {
     "paired.summary": Face(
@@ -245,20 +249,20 @@ FACES: dict[str, Face] = {
         estimates=("estimate",),
         counts=("n", "n_labelled"),
         main=("judge_estimate", "gold_estimate", "labelled_share"),
-        rates=("judge_estimate", "gold_estimate", "labelled_share"),
+        rates=_JUDGED_RATES,
     ),
     "judge.agreement": Face(estimates=("estimate",), counts=("n", "n_clusters")),
     "goal.judged": Face(
         estimates=("estimate",),
         counts=("n", "n_labelled"),
         main=("judge_estimate", "gold_estimate", "labelled_share"),
-        rates=("judge_estimate", "gold_estimate", "labelled_share"),
+        rates=_JUDGED_RATES,
     ),
     "takeover.judged": Face(
         estimates=("estimate",),
         counts=("n", "n_labelled"),
         main=("judge_estimate", "gold_estimate", "labelled_share"),
-        rates=("judge_estimate", "gold_estimate", "labelled_share"),
+        rates=_JUDGED_RATES,
     ),
     "paired.policy": Face(
         estimates=("gain",),
@@ -414,7 +418,14 @@ def _in_pp(name: str, face: Face | None, columns: list[str]) -> bool:
 
 
 #: Decimals of numbers shown as they are (not in pp): ICCs and factors need two.
-_DECIMALS = {"icc": 2, "repeat_icc": 2, "design_effect": 2, "e_value": 2, "pairs_per_task": 2}
+_DECIMALS = {
+    "icc": 2,
+    "repeat_icc": 2,
+    "design_effect": 2,
+    "e_value": 2,
+    "pairs_per_task": 2,
+    "lam": 2,  # PPI++'s power-tuning weight in [0, 1]
+}
 
 
 def _number_text(name: str, column: str, pp: bool, signed: bool) -> pl.Expr:
@@ -444,14 +455,18 @@ def _estimate_column(
 
 
 def is_p_value(name: str) -> bool:
-    """Whether a result column holds p-values (``p_value``, ``p_adjusted``, ``p_sign_flip``...).
+    """Whether a result column holds p-values (``p_value``, ``p_sign_flip``, ``judge_balance_p``).
 
     Examples
     --------
     >>> is_p_value("p_value"), is_p_value("p_sign_flip"), is_p_value("p_fail"), is_p_value("p10")
     (True, True, False, False)
+    >>> is_p_value("judge_balance_p")
+    True
     """
-    return name in ("p_value", "p_adjusted") or (name.startswith("p_") and not is_rate(name))
+    return name in ("p_value", "p_adjusted") or (
+        (name.startswith("p_") or name.endswith("_p")) and not is_rate(name)
+    )
 
 
 def _value_column(name: str, dtype: pl.DataType) -> Shown:

@@ -71,6 +71,9 @@ COMMANDS: dict[str, list[object]] = {
     "monitor": ["monitor", MAIN],
     "plan": ["plan", "--p10", "0.15", "--p01", "0.05", "--tasks", "120"],
     "plan pilot": ["plan", MAIN, "--by", "condition,method", "--tasks", "100", *FEW],
+    "paired judged": [
+        "paired", S / "paired" / "judged_forks.parquet", "--judge", "judge", "--gold", "gold",
+    ],
 }  # fmt: skip
 
 #: The face each printed table of a command has, by table name (one name: a single table).
@@ -91,6 +94,7 @@ TABLE_FACES: dict[str, dict[str, str]] = {
     "monitor": {"": "paired.monitor"},
     "plan": {"": "paired.plan"},
     "plan pilot": {"": "paired.plan"},
+    "paired judged": {"": "paired.judged"},
 }  # fmt: skip
 
 RULE_LINE = re.compile(r"-+(  -+)*")
@@ -203,6 +207,9 @@ def check_units(table: Table, frame: pl.DataFrame, face: Face) -> int:
             assert len(shown) == len(expected), (header, cells[k])
             for number, value in zip(shown, expected, strict=True):
                 assert close(number, value, scale), (header, cells[k], value)
+                # a number not in pp keeps its magnitude: a fraction printed raw to one
+                # decimal (a standard error of 0.016 as "0.0") hides what was computed
+                assert pp or value is None or abs(value) < 0.005 or number != 0, (header, value)
             checked += 1
     return checked
 
