@@ -108,6 +108,11 @@ def judged_estimates_section(
         Count("n_labelled_clusters", f"labelled {cluster}"),
         *([PValue(title="p (the interval's test)")] if "p_value" in frame.columns else []),
         Key("ci_method", "interval method"),
+        *(
+            [Key("gold_ci_method", "gold-only interval method")]
+            if "gold_ci_method" in frame.columns
+            else []
+        ),
     ]
     return Section(
         key=key,
