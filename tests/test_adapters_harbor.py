@@ -455,6 +455,22 @@ def test_non_numeric_reward_and_agents_without_a_model(tmp_path: Path) -> None:
         harbor.forks(root, **KWARGS)
 
 
+@pytest.mark.parametrize("huge", [10**33, -(10**20)])
+def test_a_reward_beyond_64_bits_beside_a_bool_names_its_file(tmp_path: Path, huge: int) -> None:
+    """A bool reward (a number to Harbor) and one beyond 64 bits in one job: polars cannot
+    decode the column together (found by the Harbor fuzzer). Each is read as the number it is,
+    so the huge one is refused as not 0 or 1, naming its file, as it is alone."""
+    truth, root = _clean_job(tmp_path)
+    _edit(Path(truth[0].file), lambda v: v["verifier_result"]["rewards"].update(reward=True))
+    _edit(Path(truth[1].file), lambda v: v["verifier_result"]["rewards"].update(reward=huge))
+    with pytest.raises(ParameterError, match="not 0 or 1") as caught:
+        harbor.forks(root, **KWARGS)
+    assert truth[1].file in str(caught.value)
+    _edit(Path(truth[1].file), lambda v: v["verifier_result"]["rewards"].update(reward=0))
+    forks = harbor.forks(root, **KWARGS).tables["forks"]  # the bool reads as 1
+    assert forks.height == len(truth)
+
+
 def test_timestamps_as_pydantic_writes_them(tmp_path: Path) -> None:
     truth, root = _clean_job(tmp_path)
     stamps = ["2026-11-30T08:00:00", "2026-11-30T08:00:00.5+02:00", "2026-11-30T08:00:00Z"]

@@ -562,6 +562,29 @@ def _number(frame: pl.DataFrame, arms: list[str]) -> pl.DataFrame:
     )
 
 
+def _rewards_by_row(valid: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    """Read the reward keys trial by trial, where polars' column-wide decoding failed.
+
+    Rewards that are numbers to Harbor (a bool, an integer beyond 64 bits) but that polars
+    cannot decode together (a mixed column) are read one by one as floats, so a value's
+    meaning never depends on what other trials hold; a value that is no float names its file.
+    """
+    columns: dict[str, list[float | None]] = {key: [] for key in keys}
+    for text, file in zip(valid["rewards"], valid["file"], strict=True):
+        values = json.loads(text) if isinstance(text, str) else None
+        for key in keys:
+            value = values.get(key) if isinstance(values, dict) else None
+            try:
+                number = None if value is None else float(value)
+            except (TypeError, ValueError, OverflowError):
+                raise InputError(
+                    f"harbor result `{file}`: reward `{key}` is {str(value)[:40]}, one of the "
+                    "values that are not numbers; VerifierResult.rewards holds numbers."
+                ) from None
+            columns[key].append(number)
+    return pl.DataFrame({key: pl.Series(key, v, dtype=pl.Float64) for key, v in columns.items()})
+
+
 def _reward(
     frame: pl.DataFrame, reward: str | None, success: float | None, extra: Sequence[str]
 ) -> tuple[pl.DataFrame, float]:
@@ -594,10 +617,7 @@ def _reward(
     try:
         parts = decoded.struct.unnest().select([reward, *extra]).cast(pl.Float64)
     except pl.exceptions.PolarsError:
-        raise InputError(
-            f"import harbor: reward `{reward}` (or {', '.join(extra) or 'another key read'}) has "
-            "values that are not numbers; VerifierResult.rewards holds numbers."
-        ) from None
+        parts = _rewards_by_row(valid, [reward, *extra])
     parts.columns = ["_reward", *extra]
     valid = pl.concat([valid, parts], how="horizontal")
     _check_binary(valid, reward, success, ["_reward", *extra])
