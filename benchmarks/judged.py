@@ -202,8 +202,8 @@ def measure(setting: Setting, reps: int, seed: int) -> dict[str, Any]:
         "width": float((out["ci_high"] - out["ci_low"]).mean()),
         "gold_width": float((out["gold_ci_high"] - out["gold_ci_low"]).mean()),
         "gold_coverage": float(gold_covered.mean()),
-        "gold_wald_width": float((gold_wald_rows["ci_high"] - gold_wald_rows["ci_low"]).mean()),
-        "gold_wald_coverage": float(gold_wald_covered.mean()),
+        "gold_wald_width": _mean(gold_wald_rows["ci_high"] - gold_wald_rows["ci_low"]),
+        "gold_wald_coverage": _mean(gold_wald_covered),
         "ppi_not_wider": _not_wider(out, ppi_rows),
         "judge_bias": float(out["judge_estimate"].mean() - target),
         "ppi_bias": float(out["estimate"].mean() - target),
@@ -211,6 +211,11 @@ def measure(setting: Setting, reps: int, seed: int) -> dict[str, Any]:
     hit = (judge_ci["ci_low"] <= target) & (target <= judge_ci["ci_high"])
     row["judge_coverage"] = float(hit.fill_null(False).mean())
     return row
+
+
+def _mean(values: pl.Series) -> float:
+    """The mean, or NaN over no rows (every replicate fell back: no Wald row to measure)."""
+    return float(values.mean()) if values.len() else math.nan  # type: ignore[arg-type]
 
 
 def _not_wider(out: pl.DataFrame, ppi_rows: pl.Series) -> float:
@@ -333,7 +338,7 @@ def summary(results: list[dict[str, Any]]) -> list[str]:
         "  A row whose labels are too few shows the gold-only interval itself (equal widths).",
         "- The gold-only Wald interval at λ = 0 (narrower, not a valid comparison where it "
         "under-covers): lowest coverage "
-        f"{min(r['gold_wald_coverage'] for r in results):.1%}.",
+        f"{np.nanmin([r['gold_wald_coverage'] for r in results]):.1%}.",
         "- Judge-only: its bias and the coverage of its interval are in the last columns.",
     ]
     return lines
@@ -388,8 +393,8 @@ def write(
             f"{r['gold_width']:.4f}",
             f"{r['gold_coverage']:.1%}",
             "—" if math.isnan(r["ppi_not_wider"]) else f"{r['ppi_not_wider']:.0%}",
-            f"{r['gold_wald_width']:.4f}",
-            f"{r['gold_wald_coverage']:.1%}",
+            "—" if math.isnan(r["gold_wald_width"]) else f"{r['gold_wald_width']:.4f}",
+            "—" if math.isnan(r["gold_wald_coverage"]) else f"{r['gold_wald_coverage']:.1%}",
             "—" if math.isnan(r["wald_coverage"]) else f"{r['wald_coverage']:.1%}",
             f"{r['ppi_bias']:+.4f}",
             f"{r['judge_bias']:+.4f}",
