@@ -11,6 +11,7 @@ import itertools
 import math
 import subprocess
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -445,6 +446,109 @@ def test_one_sided_interval_at_confidence_one_half_found_by_a_sweep() -> None:
     low = out["ci_low"].item()
     # a one-sided bound at confidence 0.5 sits near the point estimate (-19 / 168 here)
     assert abs(low - (3 * 16 - 2 * 19 - 29) / (3 * 16 + 2 * 12 + 2 * 19 + 2 * 29)) < 0.05
+
+
+def exact_half_sample_law(
+    types: list[tuple[int, int]], counts: list[int]
+) -> tuple[dict[Fraction, int], int, int]:
+    """Half samples per ratio Σ_S d / Σ_S n, those with Σ_S n = 0, and 2^clusters: integers."""
+    law: dict[Fraction, int] = {}
+    empty = 0
+    for ks in itertools.product(*(range(m + 1) for m in counts)):
+        ways = math.prod(math.comb(m, k) for m, k in zip(counts, ks, strict=True))
+        big_d = sum(k * d for k, (d, _) in zip(ks, types, strict=True))
+        big_n = sum(k * n for k, (_, n) in zip(ks, types, strict=True))
+        if big_n == 0:
+            empty += ways
+        else:
+            law[Fraction(big_d, big_n)] = law.get(Fraction(big_d, big_n), 0) + ways
+    return law, empty, 2 ** sum(counts)
+
+
+def exact_curve(law: dict[Fraction, int], empty: int, total: int) -> list[tuple[float, Fraction]]:
+    """(ratio, P(Q <= ratio) + P(empty)) in exact arithmetic, ratios ascending."""
+    ratios = sorted(law)
+    cumulated = itertools.accumulate(law[r] for r in ratios)
+    return [(float(r), Fraction(empty + c, total)) for r, c in zip(ratios, cumulated, strict=True)]
+
+
+def exact_lower_bound(
+    curve: list[tuple[float, Fraction]], p_empty: Fraction, alpha: Fraction
+) -> float:
+    """The smallest δ in [-1, 1] with P(Q <= δ) + P(empty) >= α (ties kept, as the test does)."""
+    if p_empty >= alpha:
+        return -1.0
+    return next((max(r, -1.0) for r, p in curve if p >= alpha), 1.0)
+
+
+def test_one_sided_interval_at_confidence_one_half_keeps_the_tied_half_sample_bound() -> None:
+    # Found by the hypothesis test above on a CI run. K1 ~ Bin(28, ½), K2 ~ Bin(27, ½) rows
+    # (0, 1) and (2, 2) on a random half: P(Q >= 2/3) = P(K2 >= K1) = ½ exactly, so at
+    # confidence 0.5 the upper bound is 2/3 as at every level above; the rounded curve
+    # (0.4999999999999999) dropped it to the next ratio, 0.6582 (0.6660 after the hull).
+    types = pl.DataFrame({"cell": ["x", "x"], "d": [0, 2], "n": [1, 2], "count": [28, 27]})
+    for method in ("auto", "sign-flip"):
+        got = [
+            stats.paired_effect_cells(
+                types, cells=["cell"], confidence=c, alternative="less", ci_method=method
+            )
+            for c in (0.5, 0.5 + 1e-9)
+        ]
+        assert got[0]["ci_high"].item() == got[1]["ci_high"].item() == 2 / 3
+    exact = stats.sign_flip_interval([[0, 1], [2, 2]], [28, 27], confidence=0.5, alternative="less")
+    assert exact.high == 2 / 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(-2, 2), st.integers(1, 2), st.integers(1, 40)), min_size=1, max_size=3
+    ).filter(lambda rows: math.prod(c + 1 for *_, c in rows) <= 3_000),
+    two_sided=st.booleans(),
+)
+def test_sign_flip_inversion_at_levels_its_exact_curve_reaches_keeps_the_tie(
+    rows: list[tuple[int, int, int]], two_sided: bool
+) -> None:
+    """At levels α the exact half-sample curve takes (its p-values at zero, the shortest
+    dyadics such as ½), the inversion is the exact one, keeping the tied δ (the limit from the
+    levels above), and its p-value is the exact one, below α exactly when zero is outside. Up
+    to 80 clusters (beyond 53 the float curve is not exact); a value nearer α than the curve's
+    precision (a near-tie) may go either way."""
+    merged: dict[tuple[int, int], int] = {}
+    for d, n, c in rows:
+        merged[(max(-n, min(n, d)), n)] = merged.get((max(-n, min(n, d)), n), 0) + c
+    types, counts = list(merged), list(merged.values())
+    law, empty, total = exact_half_sample_law(types, counts)
+    p_empty = Fraction(empty, total)
+    lower = exact_curve(law, empty, total)
+    upper = exact_curve({-r: w for r, w in law.items()}, empty, total)  # P(Q >= δ), mirrored
+    frame = pl.DataFrame({"d": [d for d, _ in types], "n": [n for _, n in types], "count": counts})
+    at_zero = [next((p for r, p in reversed(curve) if r <= 0), p_empty) for curve in (lower, upper)]
+    levels = {p for _, p in lower + upper if 0 < p < (Fraction(1, 2) if two_sided else 1)}
+    # the p-values at zero and the shortest dyadic levels (½ by symmetry), each exact in float
+    levels = sorted(levels, key=lambda p: (p not in at_zero, p.denominator, p))[:8]
+    for alpha in (a for a in levels if a.denominator <= 2**40):
+        confidence = 1 - 2 * float(alpha) if two_sided else 1 - float(alpha)
+        slack = Fraction(1, 10**13) + alpha / 10**10
+        for alternative in ("two-sided",) if two_sided else ("greater", "less"):
+            out = stats.paired_effect_cells(
+                frame,
+                cells=[],
+                confidence=confidence,
+                alternative=alternative,
+                ci_method="sign-flip",
+            )
+            low, high, p = out["ci_low"].item(), out["ci_high"].item(), out["p_value"].item()
+            if alternative != "less":
+                want = exact_lower_bound(lower, p_empty, alpha)
+                assert exact_lower_bound(lower, p_empty, alpha - slack) <= low <= want
+            if alternative != "greater":
+                want = -exact_lower_bound(upper, p_empty, alpha)
+                assert want <= high <= -exact_lower_bound(upper, p_empty, alpha - slack)
+            assert (low > 0 or high < 0) == (p < 1 - confidence)
+            sides = {"greater": at_zero[0], "less": at_zero[1]}
+            want_p = sides.get(alternative, min(1, 2 * min(at_zero)))
+            assert abs(Fraction(p) - want_p) <= 2 * slack
 
 
 @settings(max_examples=40, deadline=None)

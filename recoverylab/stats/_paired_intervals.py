@@ -428,6 +428,13 @@ _HALF_SAMPLE_WIDTH = 4.0
 #: Mass below which an edge of the joint (D, N) pmf is trimmed (far below any α used).
 _TRIM_MASS = 1e-16
 
+#: The half-sample curve's error near a level α, beyond one rounding unit (of α) per cumulated
+#: atom: absolute, the mass left out (trimmed edges, binomial tails beyond 8 sd: ~1e-15 a type);
+#: relative, the convolution's rounding (below 5e-14 near ½ against exact integer counts, up to
+#: 2e5 atoms). A curve value this close to α is a tie (:func:`_half_sample_bound`).
+_CURVE_ATOL = 1e-14
+_CURVE_RTOL = 1e-12
+
 
 def sign_flip_interval(
     values: np.ndarray | Sequence[Sequence[float]],
@@ -556,8 +563,21 @@ def _half_sample_bound(
     the smallest δ in ``limits`` with p(δ) >= α (the low limit when p already reaches α there,
     the high limit when it never does); the p-value is p(0). Both compare the same floats
     with α, so the bound is above zero exactly when p(0) < α.
+
+    The exact curve steps in multiples of 2^-clusters, so it can equal α exactly (types
+    (0, 1) × 28 and (2, 2) × 27: P(Q ≥ 2/3) = ½, α at confidence 0.5): a tie, which the test
+    does not reject, so δ is kept, as at every level just above. Rounding puts such a value on
+    either side of α (0.4999999999999999 there), and below it δ was dropped at exactly this
+    level only. So a curve value within its error of α (:data:`_CURVE_ATOL`, :data:`_CURVE_RTOL`
+    and a rounding unit per cumulated atom) *is* α, on the one curve that gives both the bound
+    and p(0): the interval at each confidence is the limit of those above it, and p(0) (α at
+    a tie) is below α exactly when the bound is above zero. A value nearer α than that error
+    but not equal (a near-tie, possible beyond ~50 clusters) is read as a tie too.
     """
-    curve = np.cumsum(mass) + empty
+    curve = np.append(np.cumsum(mass) + empty, empty)  # the last entry: p below every ratio
+    error = _CURVE_ATOL + alpha * (_CURVE_RTOL + curve.size * np.finfo(np.float64).eps)
+    curve = np.where(np.abs(curve - alpha) <= error, alpha, curve)
+    curve, empty = curve[:-1], float(curve[-1])
 
     def at(delta: float) -> float:
         index = int(np.searchsorted(ratios, delta, side="right"))
