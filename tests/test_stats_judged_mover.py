@@ -113,3 +113,15 @@ def test_effect_p_value_inverts_its_interval(
     p, alpha = effect["p_value"], 1.0 - confidence
     if abs(p - alpha) > 1e-6 * alpha:  # a bound on 0 itself is a tie either way
         assert (p < alpha) == outside
+
+
+def test_a_fallback_warning_names_the_outcome_that_fell_back() -> None:
+    """Rescue and harm warn apart; each names its cells with their outcome."""
+    units = pairs(600, 1, share=0.1, accuracy=0.8, seed=5).with_columns(
+        pl.lit("stale2").alias("condition")
+    )
+    with pytest.warns(RecoveryLabWarning, match=r"\(cell stale2/harm\)"):
+        out = stats.judged_paired_cells(
+            units, cells=["condition"], cluster="task", judge=("f0", "f1"), gold=("g0", "g1")
+        )
+    assert out.filter(pl.col("outcome") == "harm")["ci_method"].item() == "korn-graubard"

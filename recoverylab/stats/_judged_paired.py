@@ -298,7 +298,12 @@ def judged_paired_finish(
     }
     columns = {outcome: judged_columns(fits[outcome], 0.0, strata_l) for outcome in PAIRED_OUTCOMES}
     for outcome in ("rescue", "harm"):
-        _warn(keys, cells_l, fits[outcome].small, fits[outcome].fit, strata_l)
+        # the cells a warning names carry their outcome (rescue and harm warn apart)
+        small = fits[outcome].small
+        named = pl.concat(
+            [keys, pl.DataFrame({"outcome": [outcome] * small.size})], how="horizontal"
+        )
+        _warn(named, [*cells_l, "outcome"], small, fits[outcome].fit, strata_l)
     effect = columns["effect"]
     effect |= mover_effect(fits["rescue"], fits["harm"], columns["rescue"], columns["harm"])
     undefined = fits["effect"].fit["undefined"]
