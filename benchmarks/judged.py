@@ -231,7 +231,7 @@ def ppi_python_agreement(datasets: int = 200, seed: int = 7) -> dict[str, float]
 
     Per random dataset (accuracy 0.7–0.95, labelled share 5–30 %, rate 0.05–0.5, 1,000 units):
     ``judged_cells(ci_method="ppi++")`` at ppi_py's own λ against ``ppi_mean_ci``'s default
-    interval, and at our λ against ``ppi_mean_ci(lam=our λ)``. Returns the largest absolute
+    interval, and our default against ``ppi_mean_ci(lam=our λ)``. Returns the largest absolute
     bound differences and the largest λ difference, or None without ppi_py.
     """
     # this folder holds a coverage.py, which would shadow the package numba (ppi_py's) imports
@@ -410,9 +410,9 @@ def write(
             f"{agreement['datasets']:.0f} random datasets whose rows are PPI++, "
             '`ci_method="ppi++"`): largest bound difference '
             f"{agreement['their_lambda']:.1e} against its default interval (at its λ) and "
-            f"{agreement['our_lambda']:.1e} at our λ; the two λ rules differ by at most "
-            f"{agreement['lambda_gap']:.3f} (ours minimises the variance the interval reports, "
-            "theirs pools the judge's variance over both arms)."
+            f"{agreement['our_lambda']:.1e} for our default interval; our default λ and "
+            f"theirs differ by at most {agreement['lambda_gap']:.1e} (with one unit per "
+            "cluster ours is PPI++'s rule as ppi_py computes it)."
         )
     lines.append("")
     OUT.write_text("\n".join(lines), encoding="utf-8")

@@ -77,8 +77,8 @@ def test_unclustered_interval_equals_ppi_python(seed: int) -> None:
         assert ours["ci_low"] == pytest.approx(float(low[0]), abs=1e-6)
         assert ours["ci_high"] == pytest.approx(float(high[0]), abs=1e-6)
     assert row["ci_method"] == "ppi++"
-    # ppi_mean_ci's default interval (its own λ: the judge's variance pooled over both arms,
-    # n − 1) to 1e-6, given that λ
+    # our default is ppi_mean_ci's default interval: its λ (the judge's variance pooled over
+    # both arms, n − 1), its variance, its z
     default_low, default_high = ppi.ppi_mean_ci(y[lab], f[lab], f[~lab], alpha=0.05)
     theta1 = float(np.squeeze(ppi.ppi_mean_pointestimate(y[lab], f[lab], f[~lab], lam=1)))
     lam_ppi = float(
@@ -86,16 +86,19 @@ def test_unclustered_interval_equals_ppi_python(seed: int) -> None:
             y[lab] - theta1, f[lab] - theta1, f[~lab] - theta1, np.eye(1), clip=True
         )
     )
-    theirs = one_row(
-        partials(units, ["task"]), cells=[], cluster="task", lam=lam_ppi, ci_method="ppi++"
-    )
-    assert theirs["ci_low"] == pytest.approx(float(default_low[0]), abs=1e-6)
-    assert theirs["ci_high"] == pytest.approx(float(default_high[0]), abs=1e-6)
-    # our λ minimises the variance the interval reports (ppi_py's estimates the same optimum
-    # with pooled judge variances: O(1/n) apart), so its interval is never the wider
-    assert abs(row["lam"] - lam_ppi) < 5 / lab.sum() ** 0.5
-    assert row["std_error"] <= theirs["std_error"] * (1 + 1e-12)
-    assert row["ci_high"] - row["ci_low"] <= float(default_high[0] - default_low[0]) + 1e-9
+    assert row["lam"] == pytest.approx(lam_ppi, abs=1e-12)
+    assert row["ci_low"] == pytest.approx(float(default_low[0]), abs=1e-6)
+    assert row["ci_high"] == pytest.approx(float(default_high[0]), abs=1e-6)
+
+
+def test_clustered_lambda_never_widens_the_wald_interval() -> None:
+    """With clusters λ̂ minimises the cluster-robust variance: v(λ̂) ≤ v(λ) for every λ."""
+    part = partials(judged_units(200, 5, share=0.3, seed=21), ["task"])
+    tuned = one_row(part, cells=[], cluster="task", ci_method="ppi++")
+    assert 0.0 < tuned["lam"] < 1.0
+    for lam in np.linspace(0.0, 1.0, 21):
+        fixed = one_row(part, cells=[], cluster="task", ci_method="ppi++", lam=float(lam))
+        assert tuned["std_error"] <= fixed["std_error"] * (1 + 1e-12)
 
 
 # ---------------------------------------------------------------- hand-computed, clustered

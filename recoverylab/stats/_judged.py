@@ -30,7 +30,8 @@ the variance ``v = Σ_i ψ_i² / K²`` respects clustering whatever the gold des
 whole clusters (then A and B's unlabelled part never share a cluster) or by units within
 clusters (their covariance through the cluster enters v). The second term is the variability of
 the stratum shares W_h (zero when the strata are fixed within every cluster). λ_h is tuned to
-minimise v: ``λ_h = clip(Σ_i A_ih B_ih / Σ_i B_ih², 0, 1)`` (each stratum separately). The
+minimise v: ``λ_h = clip(Σ_i A_ih B_ih / Σ_i B_ih², 0, 1)`` (each stratum separately), or,
+where every cluster is one unit, by PPI++'s own rule (below). The
 interval is θ̂ ± z·√v (``ci_method = "ppi++"``); it inverts the Wald test of θ = θ0
 (``test = "wald-z"``), whose p-value is given when a null value is. Where a cluster holds
 several units, v is estimated from K clusters, not from units, and the cluster-robust
@@ -61,10 +62,12 @@ gold labels give without the judge, and the one a cell with too few labels falls
 is measured against it (``benchmarks/JUDGED.md``: no wider in every setting).
 
 With one unit per cluster and one stratum, v (no factor, z) is exactly ``ppi_py.ppi_mean_ci``'s
-(Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ; ``ppi_py``'s default λ
-estimates the judge's variance from labelled and unlabelled verdicts pooled (with n − 1) where
-λ̂ here uses the per-arm variances that v itself contains, so the two λ differ by O(1/n)
-(tests/test_stats_judged.py checks both).
+(Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ, and λ̂ is PPI++'s rule
+as ``ppi_py`` computes it: Cov_L(y, f) / ((1 + n/N)·Var(f)), the judge's variance pooled over
+both arms (labels missing at random give both arms one judge distribution; n − 1). So an
+unclustered rate with ``ci_method="ppi++"`` is ``ppi_mean_ci``'s default interval
+(tests/test_stats_judged.py; ``benchmarks/JUDGED.md``). With clusters no pooled form exists;
+there λ̂ minimises v itself, so v(λ̂) ≤ v(0) in every cell.
 
 Checks the data allow. ``gold_drawn_by`` says whether every labelled cluster is labelled whole
 (``"cluster"``) or some clusters are labelled in part (``"unit"``); the interval is valid for
@@ -554,9 +557,8 @@ def _fit(
         fu_bar = np.where(tot_u > 0, lay.sums(rows["judge_unlabelled"]) / tot_u, 0.0)
         w = units / np.repeat(n_cell, n_strata)  # the strata's shares W_h
         a, b = _influences(rows, lay, tot_l, tot_u, y_bar, fl_bar, fu_bar)
-        if lam is None:  # power tuning: the λ that minimises each stratum's variance
-            ab, bb = lay.sums(a * b), lay.sums(b * b)
-            lam_h = np.clip(np.where(bb > 0, ab / bb, 0.0), 0.0, 1.0)
+        if lam is None:  # power tuning (per stratum): see _tuned_lambda
+            lam_h = _tuned_lambda(rows, lay, a, b, tot_l, tot_u)
         else:
             lam_h = np.full(lay.size, float(lam))
         lam_h = np.where(tot_u > 0, lam_h, 0.0)  # no unlabelled unit: the gold mean itself
@@ -616,6 +618,45 @@ def _fit(
         "sparse_events": _sparse_events(rows, lay, lo),
         **clusters,
     }
+
+
+def _tuned_lambda(
+    rows: dict[str, np.ndarray],
+    lay: _Layout,
+    a: np.ndarray,
+    b: np.ndarray,
+    tot_l: np.ndarray,
+    tot_u: np.ndarray,
+) -> np.ndarray:
+    """Return the power-tuning weight λ of every (cell, stratum), clipped to [0, 1].
+
+    Where clusters hold several units: the λ that minimises the cluster-robust variance v
+    itself, Σ A·B / Σ B² (so v(λ̂) ≤ v(0) in every cell: tuning never widens the Wald interval).
+    Where every cluster is one unit (PPI++'s own setting): PPI++'s rule as ``ppi_py`` computes
+    it, Cov_L(y, f) / ((1 + n/N)·Var(f)), the judge's variance pooled over labelled and
+    unlabelled units (labels missing at random give both arms one judge distribution; n − 1),
+    so an unclustered rate is ``ppi_py.ppi_mean_ci``'s interval exactly. The two rules estimate
+    the same optimum.
+    """
+    ab, bb = lay.sums(a * b), lay.sums(b * b)
+    minimiser = np.where(bb > 0, ab / bb, 0.0)
+    units = np.bincount(lay.g, weights=rows["n_labelled"] + rows["n_unlabelled"])
+    cluster_cell = np.zeros(units.size, dtype=np.int64)
+    cluster_cell[lay.g] = lay.c
+    clustered = np.bincount(cluster_cell, weights=units > 1, minlength=lay.n_cells) > 0
+    # one unit per row here: the unlabelled verdicts' squares are the rows' squared sums
+    sum_l, sum_u = lay.sums(rows["judge_labelled"]), lay.sums(rows["judge_unlabelled"])
+    squares = lay.sums(rows["judge_square"]) + lay.sums(rows["judge_unlabelled"] ** 2)
+    total = tot_l + tot_u
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cov = lay.sums(rows["judge_gold"]) / tot_l - (sum_l / tot_l) * (
+            lay.sums(rows["gold"]) / tot_l
+        )
+        pooled = (squares - (sum_l + sum_u) ** 2 / total) / (total - 1.0)
+        reference = np.where(pooled > 0, cov / ((1.0 + tot_l / tot_u) * pooled), 0.0)
+    unit_clusters = np.repeat(~clustered, lay.n_strata)
+    tuned = np.where(unit_clusters & (tot_u > 0) & (tot_l > 0), reference, minimiser)
+    return np.clip(np.nan_to_num(tuned, nan=0.0), 0.0, 1.0)
 
 
 def _small_sample(
