@@ -410,9 +410,10 @@ def write(
             f"{agreement['datasets']:.0f} random datasets whose rows are PPI++, "
             '`ci_method="ppi++"`): largest bound difference '
             f"{agreement['their_lambda']:.1e} against its default interval (at its λ) and "
-            f"{agreement['our_lambda']:.1e} for our default interval; our default λ and "
-            f"theirs differ by at most {agreement['lambda_gap']:.1e} (with one unit per "
-            "cluster ours is PPI++'s rule as ppi_py computes it)."
+            f"{agreement['our_lambda']:.1e} for ours with its own λ, which differs from "
+            f"theirs by at most {agreement['lambda_gap']:.1e} (`ppi++` with one unit per "
+            "cluster takes PPI++'s rule as ppi_py computes it; the default interval "
+            "minimises its own variance instead)."
         )
     lines.append("")
     OUT.write_text("\n".join(lines), encoding="utf-8")

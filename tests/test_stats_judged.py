@@ -91,13 +91,17 @@ def test_unclustered_interval_equals_ppi_python(seed: int) -> None:
     assert row["ci_high"] == pytest.approx(float(default_high[0]), abs=1e-6)
 
 
-def test_clustered_lambda_never_widens_the_wald_interval() -> None:
-    """With clusters λ̂ minimises the cluster-robust variance: v(λ̂) ≤ v(λ) for every λ."""
-    part = partials(judged_units(200, 5, share=0.3, seed=21), ["task"])
-    tuned = one_row(part, cells=[], cluster="task", ci_method="ppi++")
+@pytest.mark.parametrize(
+    ("size", "method"), [(5, "ppi++"), (5, "auto"), (1, "auto"), (1, "ppi++-logit")]
+)
+def test_tuned_lambda_never_widens_the_wald_interval(size: int, method: str) -> None:
+    """λ̂ minimises the variance the interval reports, v(λ̂) ≤ v(λ) for every λ: with clusters,
+    and in every method but ``ppi++`` on unit clusters (ppi_py's own λ, tested above)."""
+    part = partials(judged_units(1000 // size, size, share=0.3, seed=21), ["task"])
+    tuned = one_row(part, cells=[], cluster="task", ci_method=method)
     assert 0.0 < tuned["lam"] < 1.0
     for lam in np.linspace(0.0, 1.0, 21):
-        fixed = one_row(part, cells=[], cluster="task", ci_method="ppi++", lam=float(lam))
+        fixed = one_row(part, cells=[], cluster="task", ci_method=method, lam=float(lam))
         assert tuned["std_error"] <= fixed["std_error"] * (1 + 1e-12)
 
 
@@ -160,8 +164,8 @@ def test_gold_by_cluster_is_recognised() -> None:
 def test_logit_interval_by_hand_and_inverts_its_test() -> None:
     units = judged_units(1500, 1, rate=0.05, share=0.3, seed=14)
     part = partials(units, ["task"])
-    wald = one_row(part, cells=[], cluster="task", ci_method="ppi++", null=0.03)
     row = one_row(part, cells=[], cluster="task", ci_method="ppi++-logit", null=0.03)
+    wald = one_row(part, cells=[], cluster="task", ci_method="ppi++", lam=row["lam"], null=0.03)
     assert (row["ci_method"], row["test"]) == ("ppi++-logit", "wald-logit")
     theta, se = wald["estimate"], wald["std_error"]
     z = scipy_stats.norm.ppf(0.975)
@@ -187,8 +191,9 @@ def test_rate_default_is_clopper_pearson_on_the_effective_sample(
     """auto on binary gold: n* = θ(1 − θ)/se² · (z/q)², capped at N; Clopper–Pearson on x* = θn*."""
     units = judged_units(1500 // units_per_task, units_per_task, rate=0.08, share=0.3, seed=seed)
     part = partials(units, ["task"])
-    wald = one_row(part, cells=[], cluster="task", ci_method="ppi++", null=0.05)
     row = one_row(part, cells=[], cluster="task", null=0.05)
+    # the Wald row at the same λ: its estimate and standard error
+    wald = one_row(part, cells=[], cluster="task", ci_method="ppi++", lam=row["lam"], null=0.05)
     assert (row["ci_method"], row["test"]) == ("ppi++-cp", "exact-binomial")
     theta, se = wald["estimate"], wald["std_error"]
     z = scipy_stats.norm.ppf(0.975)

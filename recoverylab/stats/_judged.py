@@ -30,8 +30,8 @@ the variance ``v = Σ_i ψ_i² / K²`` respects clustering whatever the gold des
 whole clusters (then A and B's unlabelled part never share a cluster) or by units within
 clusters (their covariance through the cluster enters v). The second term is the variability of
 the stratum shares W_h (zero when the strata are fixed within every cluster). λ_h is tuned to
-minimise v: ``λ_h = clip(Σ_i A_ih B_ih / Σ_i B_ih², 0, 1)`` (each stratum separately), or,
-where every cluster is one unit, by PPI++'s own rule (below). The
+minimise v: ``λ_h = clip(Σ_i A_ih B_ih / Σ_i B_ih², 0, 1)`` (each stratum separately; with
+``ci_method="ppi++"`` and one unit per cluster, ``ppi_py``'s rule, below). The
 interval is θ̂ ± z·√v (``ci_method = "ppi++"``); it inverts the Wald test of θ = θ0
 (``test = "wald-z"``), whose p-value is given when a null value is. Where a cluster holds
 several units, v is estimated from K clusters, not from units, and the cluster-robust
@@ -62,12 +62,13 @@ gold labels give without the judge, and the one a cell with too few labels falls
 is measured against it (``benchmarks/JUDGED.md``: no wider in every setting).
 
 With one unit per cluster and one stratum, v (no factor, z) is exactly ``ppi_py.ppi_mean_ci``'s
-(Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ, and λ̂ is PPI++'s rule
-as ``ppi_py`` computes it: Cov_L(y, f) / ((1 + n/N)·Var(f)), the judge's variance pooled over
-both arms (labels missing at random give both arms one judge distribution; n − 1). So an
-unclustered rate with ``ci_method="ppi++"`` is ``ppi_mean_ci``'s default interval
-(tests/test_stats_judged.py; ``benchmarks/JUDGED.md``). With clusters no pooled form exists;
-there λ̂ minimises v itself, so v(λ̂) ≤ v(0) in every cell.
+(Var_L(y − λf)/n + λ² Var_U(f)/N, population variances) at the same λ. With
+``ci_method="ppi++"`` (that interval) λ̂ is then PPI++'s rule as ``ppi_py`` computes it:
+Cov_L(y, f) / ((1 + n/N)·Var(f)), the judge's variance pooled over both arms (n − 1), so an
+unclustered rate is ``ppi_mean_ci``'s default interval (tests/test_stats_judged.py;
+``benchmarks/JUDGED.md``). Every other case tunes λ̂ to minimise v itself, so v(λ̂) ≤ v(0) in
+every cell: the pooled rule estimates the same optimum but, with few labels, can leave v above
+v(0).
 
 Checks the data allow. ``gold_drawn_by`` says whether every labelled cluster is labelled whole
 (``"cluster"``) or some clusters are labelled in part (``"unit"``); the interval is valid for
@@ -375,7 +376,8 @@ def judged_fit(
     """Fit PPI++ on collected partial rows, choose each cell's method and its fallback."""
     lo, hi = value_range
     n_cells, n_strata = int(rows["c"].max()) + 1, int(rows["h"].max()) + 1
-    fit = _fit(rows, n_cells, n_strata, lam, confidence, lo)
+    # ppi_py's interval takes ppi_py's λ where its setting holds (one unit per cluster)
+    fit = _fit(rows, n_cells, n_strata, lam, confidence, lo, pooled=ci_method == "ppi++")
     binary = _binary_gold(rows, n_cells, lo, hi)
     if ci_method == "auto":
         method = np.where(binary, "ppi++-cp", "ppi++-logit")
@@ -545,6 +547,8 @@ def _fit(
     lam: float | None,
     confidence: float,
     lo: float,
+    *,
+    pooled: bool = False,
 ) -> dict[str, Any]:
     """Return the PPI++ estimate, λ, variance and checks of every cell (module docstring)."""
     lay = _layout(rows, n_cells, n_strata)
@@ -558,7 +562,7 @@ def _fit(
         w = units / np.repeat(n_cell, n_strata)  # the strata's shares W_h
         a, b = _influences(rows, lay, tot_l, tot_u, y_bar, fl_bar, fu_bar)
         if lam is None:  # power tuning (per stratum): see _tuned_lambda
-            lam_h = _tuned_lambda(rows, lay, a, b, tot_l, tot_u)
+            lam_h = _tuned_lambda(rows, lay, a, b, (tot_l, tot_u), pooled=pooled)
         else:
             lam_h = np.full(lay.size, float(lam))
         lam_h = np.where(tot_u > 0, lam_h, 0.0)  # no unlabelled unit: the gold mean itself
@@ -625,21 +629,26 @@ def _tuned_lambda(
     lay: _Layout,
     a: np.ndarray,
     b: np.ndarray,
-    tot_l: np.ndarray,
-    tot_u: np.ndarray,
+    totals: tuple[np.ndarray, np.ndarray],
+    *,
+    pooled: bool,
 ) -> np.ndarray:
     """Return the power-tuning weight λ of every (cell, stratum), clipped to [0, 1].
 
-    Where clusters hold several units: the λ that minimises the cluster-robust variance v
-    itself, Σ A·B / Σ B² (so v(λ̂) ≤ v(0) in every cell: tuning never widens the Wald interval).
-    Where every cluster is one unit (PPI++'s own setting): PPI++'s rule as ``ppi_py`` computes
-    it, Cov_L(y, f) / ((1 + n/N)·Var(f)), the judge's variance pooled over labelled and
-    unlabelled units (labels missing at random give both arms one judge distribution; n − 1),
-    so an unclustered rate is ``ppi_py.ppi_mean_ci``'s interval exactly. The two rules estimate
-    the same optimum.
+    By default the λ that minimises the variance v the interval reports, Σ A·B / Σ B² (so
+    v(λ̂) ≤ v(λ) for every λ, v(0) included: tuning never widens the Wald interval). With
+    ``pooled`` (``ci_method="ppi++"``, ``ppi_py``'s interval) and every cluster one unit
+    (``ppi_py``'s setting): PPI++'s rule as ``ppi_py`` computes it, Cov_L(y, f) / ((1 + n/N)·
+    Var(f)), the judge's variance pooled over labelled and unlabelled units (n − 1), so that
+    interval is ``ppi_py.ppi_mean_ci``'s default exactly. The two estimate the same optimum;
+    the pooled one can leave v above v(0) where labels are few (``benchmarks/JUDGED.md``'s
+    rare, accurate-judge setting), which the default never does.
     """
+    tot_l, tot_u = totals
     ab, bb = lay.sums(a * b), lay.sums(b * b)
     minimiser = np.where(bb > 0, ab / bb, 0.0)
+    if not pooled:
+        return np.clip(minimiser, 0.0, 1.0)
     units = np.bincount(lay.g, weights=rows["n_labelled"] + rows["n_unlabelled"])
     cluster_cell = np.zeros(units.size, dtype=np.int64)
     cluster_cell[lay.g] = lay.c
