@@ -220,3 +220,23 @@ def test_logs_without_a_scored_sample_are_one_line_naming_them(genuine) -> None:
     assert got.error is not None
     assert got.error.startswith("inspect logs `"), got.error
     assert got.error.endswith(" hold no scored sample; nothing to import."), got.error
+
+
+def test_a_log_nested_100000_levels_is_refused_before_inspect_reads_it(
+    genuine: tuple[Path, fz.Outcome], tmp_path: Path
+) -> None:
+    """inspect_ai's reader took about 10 GB on such a file before failing (a CI worker was
+    killed for memory): the depth is counted first, and the refusal names the file."""
+    from recoverylab._errors import SourceError
+    from recoverylab.adapters._inspect_read import MAX_LOG_DEPTH
+
+    root = fz.copy_tree(genuine[0], tmp_path / "logs")
+    file = sorted(root.rglob("*.json"))[0]
+    log = json.loads(file.read_text("utf-8"))
+    log["samples"][0]["metadata"] = {"x": fz.DEEP, "text": "[" * 5_000}  # brackets in a string
+    fz.write(file, fz.dump(log, 100_000))
+    with pytest.raises(SourceError, match=f"nested more than {MAX_LOG_DEPTH} levels") as caught:
+        ri.forks(root, **MAPPING)
+    assert str(file) in str(caught.value)
+    fz.write(file, fz.dump(log, 3))  # shallow, with the same bracketed text: read as before
+    assert ri.forks(root, **MAPPING).tables["forks"].height == genuine[1].rows

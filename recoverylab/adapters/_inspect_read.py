@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from recoverylab._errors import MissingDependencyError, SourceError
 from recoverylab._formats import COMPRESSIONS, decompressed_chunks, strip_compression
 
@@ -150,6 +152,39 @@ def _reader_errors() -> tuple[type[BaseException], ...]:
     return (*errors, JSONError)
 
 
+#: Nesting beyond this many levels is refused before inspect_ai reads a JSON log: its reader
+#: fails at about 200 levels anyway, but on 100,000 it first takes about 10 GB of memory
+#: (found by the inspect fuzzer when a CI worker was killed for memory).
+MAX_LOG_DEPTH = 1_000
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+
+
+def _refuse_deep_nesting(path: Path, location: str) -> None:
+    """Raise :class:`SourceError` naming ``location`` when its JSON nests too deep.
+
+    Strings are removed first (their brackets are text), then the brackets' running depth is
+    counted over the bytes at once.
+    """
+    data = path.read_bytes()
+    if data.count(b"[") + data.count(b"{") <= MAX_LOG_DEPTH:
+        return
+    brackets = np.frombuffer(_STRING.sub(b"", data), dtype=np.uint8)
+    steps = np.select(
+        [
+            (brackets == ord("[")) | (brackets == ord("{")),
+            (brackets == ord("]")) | (brackets == ord("}")),
+        ],
+        [1, -1],
+        0,
+    ).astype(np.int32)
+    if steps.size and int(np.cumsum(steps).max()) > MAX_LOG_DEPTH:
+        raise SourceError(
+            f"`{location}` is not a readable inspect log (values nested more than "
+            f"{MAX_LOG_DEPTH} levels)."
+        )
+
+
 def _read_file(location: str, marker: Callable[[Any], Any] | None, full: bool) -> Log:
     from inspect_ai.log import read_eval_log, read_eval_log_sample_summaries
 
@@ -162,6 +197,8 @@ def _read_file(location: str, marker: Callable[[Any], Any] | None, full: bool) -
                 for block in decompressed_chunks(path, COMPRESSIONS[path.suffix.lower()]):
                     out.write(block)
             readable = str(plain)
+        if readable.lower().endswith(".json"):
+            _refuse_deep_nesting(Path(readable), location)
         try:
             header = read_eval_log(readable, header_only=True)
             summaries = read_eval_log_sample_summaries(readable)
