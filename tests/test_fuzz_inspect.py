@@ -230,7 +230,12 @@ def test_a_log_nested_100000_levels_is_refused_before_inspect_reads_it(
     from recoverylab._errors import SourceError
     from recoverylab.adapters._inspect_read import MAX_LOG_DEPTH
 
-    root = fz.copy_tree(genuine[0], tmp_path / "logs")
+    root = tmp_path / "logs"  # its own logs: the shared ones are other tests' to copy
+    with no_network(tmp_path / "default-logs"):
+        write_inspect_logs(
+            root, samples=2, epochs=1, conditions=("clean",), delays=(1,), log_format="json"
+        )
+        gc.collect()
     file = sorted(root.rglob("*.json"))[0]
     log = json.loads(file.read_text("utf-8"))
     log["samples"][0]["metadata"] = {"x": fz.DEEP, "text": "[" * 5_000}  # brackets in a string
