@@ -126,6 +126,7 @@ from recoverylab.stats._judged_intervals import (
     _fallback,
     _logit_bounds,
     _p_values,
+    _sums,
 )
 
 #: The additive per-cluster partials of a judged outcome (one row per cell × cluster × stratum).
@@ -502,10 +503,6 @@ def _check_partial_columns(
             )
 
 
-def _sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
-    return np.bincount(index, weights=values, minlength=size)
-
-
 @dataclass(frozen=True)
 class _Layout:
     """Index arrays of the partial rows: cell ``c``, cluster ``g``, (cell, stratum) ``ch``."""
@@ -624,6 +621,14 @@ def _fit(
     }
 
 
+def _clustered_cells(rows: dict[str, np.ndarray], lay: _Layout) -> np.ndarray:
+    """Return, per cell, whether some cluster holds more than one unit."""
+    units = np.bincount(lay.g, weights=rows["n_labelled"] + rows["n_unlabelled"])
+    cluster_cell = np.zeros(units.size, dtype=np.int64)
+    cluster_cell[lay.g] = lay.c
+    return np.bincount(cluster_cell, weights=units > 1, minlength=lay.n_cells) > 0
+
+
 def _tuned_lambda(
     rows: dict[str, np.ndarray],
     lay: _Layout,
@@ -649,10 +654,7 @@ def _tuned_lambda(
     minimiser = np.where(bb > 0, ab / bb, 0.0)
     if not pooled:
         return np.clip(minimiser, 0.0, 1.0)
-    units = np.bincount(lay.g, weights=rows["n_labelled"] + rows["n_unlabelled"])
-    cluster_cell = np.zeros(units.size, dtype=np.int64)
-    cluster_cell[lay.g] = lay.c
-    clustered = np.bincount(cluster_cell, weights=units > 1, minlength=lay.n_cells) > 0
+    clustered = _clustered_cells(rows, lay)
     # one unit per row here: the unlabelled verdicts' squares are the rows' squared sums
     sum_l, sum_u = lay.sums(rows["judge_labelled"]), lay.sums(rows["judge_unlabelled"])
     squares = lay.sums(rows["judge_square"]) + lay.sums(rows["judge_unlabelled"] ** 2)
@@ -678,10 +680,7 @@ def _small_sample(
     CR1 factor √(K / (K − 1)) and a t quantile with (labelled clusters − 1) degrees of freedom
     answer for a variance estimated from K clusters (Cameron & Miller 2015, §VI).
     """
-    units = np.bincount(lay.g, weights=rows["n_labelled"] + rows["n_unlabelled"])
-    cluster_cell = np.zeros(units.size, dtype=np.int64)
-    cluster_cell[lay.g] = lay.c
-    clustered = np.bincount(cluster_cell, weights=units > 1, minlength=lay.n_cells) > 0
+    clustered = _clustered_cells(rows, lay)
     k = lay.n_clusters
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(clustered & (k > 1), np.sqrt(k / (k - 1.0)), 1.0)

@@ -69,7 +69,6 @@ def _effective_bounds(fit: dict[str, Any], lo: float, hi: float) -> dict[str, An
     cluster); the binomial shape keeps the width tied to n*, which varies far less.
     """
     span = hi - lo
-    special = _special()
     tail = 0.5 + fit["confidence"] / 2.0
     with np.errstate(divide="ignore", invalid="ignore"):
         u = (fit["theta"] - lo) / span
@@ -79,9 +78,7 @@ def _effective_bounds(fit: dict[str, Any], lo: float, hi: float) -> dict[str, An
         n_eff = np.where(variance > 0.0, u * (1.0 - u) / variance * df_factor, np.inf)
         n_eff = np.minimum(n_eff, fit["n"])
         x_eff = u * n_eff
-        low = np.where(x_eff > 0.0, special.betaincinv(x_eff, n_eff - x_eff + 1.0, 1.0 - tail), 0.0)
-        high = np.where(x_eff < n_eff, special.betaincinv(x_eff + 1.0, n_eff - x_eff, tail), 1.0)
-        low, high = np.minimum(low, u), np.maximum(high, u)  # the estimate always lies inside
+        low, high = clopper_pearson(x_eff, n_eff, 1.0 - tail, u)
     return {
         "low": np.where(inside, lo + span * low, np.nan),
         "high": np.where(inside, lo + span * high, np.nan),
@@ -89,6 +86,21 @@ def _effective_bounds(fit: dict[str, Any], lo: float, hi: float) -> dict[str, An
         "cp_x_effective": x_eff,
         "boundary": ~inside & np.isfinite(u),
     }
+
+
+def clopper_pearson(
+    x: np.ndarray, n: np.ndarray, half_alpha: np.ndarray | float, estimate: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Clopper–Pearson bounds of x events in n trials (real-valued), ``half_alpha`` per side.
+
+    Written with lower-tail probabilities (the upper bound as 1 − the lower quantile of the
+    mirrored beta), so a tiny α keeps its precision; the estimate always lies inside.
+    """
+    special = _special()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        low = np.where(x > 0.0, special.betaincinv(x, n - x + 1.0, half_alpha), 0.0)
+        high = np.where(x < n, 1.0 - special.betaincinv(n - x, x + 1.0, half_alpha), 1.0)
+    return np.minimum(low, estimate), np.maximum(high, estimate)
 
 
 def _p_values(
@@ -153,7 +165,7 @@ def _fallback(
     c, h = rows["c"], rows["h"]
     size = n_cells * n_strata
     ch = c * n_strata + h
-    k, total, events, kg_sums = _gold_bincount(rows, ch, size, lo, hi)
+    k, total, events, kg_sums = _gold_sums(rows, ch, size, lo, hi)
     present = fit["strata_present"].reshape(-1)
     n_present = np.maximum(fit["strata_present"].sum(axis=1), 1)
     level = 1.0 - (1.0 - confidence) / np.repeat(n_present, n_strata)
@@ -174,7 +186,7 @@ def _fallback(
                 confidence=float(lev),
             )
             low[pick], high[pick], n_effective[pick] = lo_k, hi_k, n_eff
-    n_all = _bincount(ch, rows["n_labelled"] + rows["n_unlabelled"], size)
+    n_all = _sums(ch, rows["n_labelled"] + rows["n_unlabelled"], size)
     w = n_all / np.repeat(fit["n"], n_strata)
     cell = np.arange(size) // n_strata
     use = present & (total > 0)
@@ -198,7 +210,7 @@ def _fallback(
     }
 
 
-def _gold_bincount(
+def _gold_sums(
     rows: dict[str, np.ndarray], ch: np.ndarray, size: int, lo: float, hi: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[np.ndarray, ...]]:
     """Return Korn–Graubard's sums of the gold values (mapped into [0, 1]) per (cell, stratum)."""
@@ -207,15 +219,15 @@ def _gold_bincount(
     y = (rows["gold"][labelled] - lo * m) / (hi - lo)  # the unit values mapped into [0, 1]
     idx = ch[labelled]
     k = np.bincount(idx, minlength=size).astype(float)
-    total, events = _bincount(idx, m, size), _bincount(idx, y, size)
+    total, events = _sums(idx, m, size), _sums(idx, y, size)
     with np.errstate(divide="ignore", invalid="ignore"):
         p = events / total
-    squares = _bincount(idx, (y - p[idx] * m) ** 2, size)
-    size_squares = _bincount(idx, m * m, size)
-    event_clusters = _bincount(idx, (y > 0).astype(float), size)
-    nonevent_clusters = _bincount(idx, (y < m).astype(float), size)
+    squares = _sums(idx, (y - p[idx] * m) ** 2, size)
+    size_squares = _sums(idx, m * m, size)
+    event_clusters = _sums(idx, (y > 0).astype(float), size)
+    nonevent_clusters = _sums(idx, (y < m).astype(float), size)
     return k, total, events, (squares, size_squares, event_clusters, nonevent_clusters)
 
 
-def _bincount(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+def _sums(index: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
     return np.bincount(index, weights=values, minlength=size)

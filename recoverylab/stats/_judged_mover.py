@@ -37,7 +37,7 @@ import numpy as np
 
 from recoverylab.stats._distributions import _special
 from recoverylab.stats._judged import JudgedFit
-from recoverylab.stats._judged_intervals import _expit
+from recoverylab.stats._judged_intervals import _expit, clopper_pearson
 
 #: Interval method and test of a judged paired effect (``ci_method`` and ``test`` columns).
 MOVER_METHOD = "mover"
@@ -150,12 +150,12 @@ def _rate_bounds(fit: JudgedFit, half_alpha: np.ndarray) -> tuple[np.ndarray, np
             else (nan, nan)
         )
         cp = (
-            _clopper_pearson(f["cp_x_effective"], f["cp_n_effective"], half_alpha, f["theta"])
+            clopper_pearson(f["cp_x_effective"], f["cp_n_effective"], half_alpha, f["theta"])
             if "cp_n_effective" in f
             else (nan, nan)
         )
         rate = np.clip(f["gold"], 0.0, 1.0)
-        exact = _clopper_pearson(fb["x_effective"], fb["n_effective"], half_alpha, rate)
+        exact = clopper_pearson(fb["x_effective"], fb["n_effective"], half_alpha, rate)
     bounds = []
     for side in (0, 1):
         value = np.select(
@@ -166,16 +166,6 @@ def _rate_bounds(fit: JudgedFit, half_alpha: np.ndarray) -> tuple[np.ndarray, np
         fallback = np.where(fb["one_stratum"], exact[side], math.nan)
         bounds.append(np.where(fit.small, fallback, value))
     return bounds[0], bounds[1]
-
-
-def _clopper_pearson(
-    x: np.ndarray, n: np.ndarray, half_alpha: np.ndarray, estimate: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Clopper–Pearson bounds of x events in n trials (real-valued), the estimate inside."""
-    special = _special()
-    low = np.where(x > 0.0, special.betaincinv(x, n - x + 1.0, half_alpha), 0.0)
-    high = np.where(x < n, 1.0 - special.betaincinv(n - x, x + 1.0, half_alpha), 1.0)
-    return np.minimum(low, estimate), np.maximum(high, estimate)
 
 
 def _p_value(

@@ -17,6 +17,7 @@ from recoverylab._errors import ParameterError, SchemaError, format_keys
 from recoverylab.stats._cells import _column_names
 from recoverylab.stats._checks import _check_confidence
 from recoverylab.stats._judged import (
+    _check_partial_columns,
     _collect_rows,
     _empty,
     _warn,
@@ -265,6 +266,15 @@ def judged_paired_finish(
     strata_l = _column_names("strata", strata)
     check_judged_parameters(ci_method, lam)
     confidence = _check_confidence(confidence)
+    if isinstance(partials, pl.LazyFrame):  # one pass over the pairs' query, not one per outcome
+        schema = partials.collect_schema()
+        _check_partial_columns(schema, cells_l, cluster, strata_l)
+        if "outcome" not in schema:
+            raise ParameterError(
+                "partials: column `outcome` is missing; build them with "
+                "stats.judged_paired_partials."
+            )
+        partials = partials.collect(engine="streaming")
     frame = partials.lazy() if isinstance(partials, pl.DataFrame) else partials
     collected = {
         outcome: _collect_rows(
